@@ -1,0 +1,34 @@
+# The two commands of a fresh clone:
+#   make demo   a real sync of examples/ into a local control plane
+#   make test   lint, type-check, import contracts and the whole test suite
+# Both create the virtualenv and build (once) or find the control plane themselves.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: test demo lint control-plane clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet --editable '.[dev]'
+	touch $@
+
+control-plane:
+	tests/controlplane/provide.sh >/dev/null
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: lint control-plane
+	$(BIN)/pytest
+
+demo: $(BIN)/.installed control-plane
+	$(BIN)/python -m tests.demo
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,1 @@
+"""gitopsd: declarative GitOps reconciliation for Kubernetes."""

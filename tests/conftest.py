@@ -1,0 +1,75 @@
+"""Suite-wide fixtures: one real control plane and one real git server per test session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.harness.controlplane import (
+    Binaries,
+    ControlPlane,
+    process_alive,
+    provide_binaries,
+    running_control_plane,
+)
+from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.kube import api_client, create_namespace, unique_name
+
+
+@pytest.fixture(scope="session")
+def binaries() -> Binaries:
+    return provide_binaries()
+
+
+@pytest.fixture(scope="session")
+def control_plane(
+    binaries: Binaries, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
+    with running_control_plane(binaries, tmp_path_factory.mktemp("control-plane")) as plane:
+        pids = [process.pid for process in plane.processes]
+        yield plane
+    survivors = [pid for pid in pids if process_alive(pid)]
+    assert not survivors, f"control-plane processes survived teardown: {survivors}"
+
+
+@pytest.fixture(scope="session")
+def admin_api(control_plane: ControlPlane) -> Iterator[Any]:
+    api = api_client(control_plane)
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def namespace(admin_api: Any) -> Iterator[str]:
+    """A fresh namespace per test (with no controller manager it stays Terminating)."""
+    name = create_namespace(admin_api)
+    yield name
+    client.CoreV1Api(admin_api).delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def git_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitServer]:
+    server = GitServer(root=tmp_path_factory.mktemp("git-server"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def git_repo(git_server: GitServer) -> GitRepo:
+    return git_server.create_repo(unique_name("repo"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that use the control plane are marked `cluster`, so `-m 'not cluster'` skips them."""
+    for item in items:
+        if "control_plane" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.cluster)
+
+
+def pytest_report_header() -> str:
+    return f"gitopsd tests: control plane from {Path(__file__).parent / 'controlplane'}"

@@ -1,0 +1,6 @@
+//go:build tools
+
+// Package tools pins the command this wrapper module builds, so that go mod tidy keeps it.
+package tools
+
+import _ "go.etcd.io/etcd/server/v3"

@@ -1,0 +1,248 @@
+"""A real kube-apiserver + etcd on free loopback ports, with TLS, RBAC and service-account keys.
+
+There is no kubelet and no controller manager: nothing runs Pods, namespaces stay
+Terminating after delete, and no garbage collector follows ownerReferences.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import secrets
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+PROVIDE_SCRIPT = Path(__file__).resolve().parent.parent / "controlplane" / "provide.sh"
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/16"  # a /24 runs out of Service IPs at 254
+START_DEADLINE_SECONDS = 120.0
+STOP_GRACE_SECONDS = 15.0
+
+
+@dataclass(frozen=True)
+class Binaries:
+    kube_apiserver: Path
+    etcd: Path
+    kubectl: Path
+
+
+def provide_binaries() -> Binaries:
+    """Runs the provide script (which builds once, then reuses its cache) and reads its answer."""
+    answer = subprocess.run(
+        [str(PROVIDE_SCRIPT)], check=True, stdout=subprocess.PIPE, text=True
+    ).stdout
+    paths = dict(line.split("=", 1) for line in answer.splitlines() if "=" in line)
+    return Binaries(
+        kube_apiserver=Path(paths["TEST_ASSET_KUBE_APISERVER"]),
+        etcd=Path(paths["TEST_ASSET_ETCD"]),
+        kubectl=Path(paths["TEST_ASSET_KUBECTL"]),
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: the kernel sends SIGTERM when the test process dies."""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_certificates(pki: Path) -> None:
+    """A throwaway CA, a serving certificate for 127.0.0.1, and the service-account key pair."""
+    pki.mkdir(parents=True, exist_ok=True)
+    ca = "req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=gitopsd-test-ca"
+    _openssl(*ca.split(), "-keyout", "ca.key", "-out", "ca.crt", cwd=pki)
+    request = "req -newkey rsa:2048 -nodes -subj /CN=kube-apiserver"
+    _openssl(*request.split(), "-keyout", "server.key", "-out", "server.csr", cwd=pki)
+    san = "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n"
+    (pki / "san.cnf").write_text(san)
+    sign = "x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2"
+    _openssl(*sign.split(), "-extfile", "san.cnf", "-out", "server.crt", cwd=pki)
+    _openssl("genrsa", "-out", "sa.key", "2048", cwd=pki)
+    _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
+
+
+class ControlPlane:
+    """etcd and kube-apiserver as child processes; `start()` returns once /readyz answers ok."""
+
+    def __init__(self, binaries: Binaries, workdir: Path) -> None:
+        self.binaries = binaries
+        self.workdir = workdir
+        self.pki = workdir / "pki"
+        self.admin_token = secrets.token_hex(16)
+        self.port = 0
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.pki / "ca.crt"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "kubeconfig"
+
+    def start(self) -> None:
+        make_certificates(self.pki)
+        etcd_url = self._start_etcd()
+        self._start_apiserver(etcd_url)
+        write_kubeconfig(self.kubeconfig, self.url, self.ca_file, "admin", self.admin_token)
+
+    def stop(self) -> None:
+        """Stops the apiserver, then etcd: SIGTERM, then SIGKILL after a grace period."""
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(STOP_GRACE_SECONDS)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+        self.processes.clear()
+
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        log = (self.workdir / f"{name}.log").open("wb")
+        process = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,  # children start from the main thread only
+        )
+        log.close()
+        self.processes.append(process)
+        return process
+
+    def _start_etcd(self) -> str:
+        client, peer = free_port(), free_port()
+        client_url, peer_url = f"http://127.0.0.1:{client}", f"http://127.0.0.1:{peer}"
+        flags = {
+            "--data-dir": str(self.workdir / "etcd"),
+            "--listen-client-urls": client_url,
+            "--advertise-client-urls": client_url,
+            "--listen-peer-urls": peer_url,
+            "--initial-advertise-peer-urls": peer_url,
+            "--initial-cluster": f"default={peer_url}",
+            "--unsafe-no-fsync": "true",
+            "--log-level": "warn",
+        }
+        process = self._spawn("etcd", [str(self.binaries.etcd), *_as_arguments(flags)])
+        self._wait_until_ready("etcd", process, lambda: _etcd_healthy(client_url))
+        return client_url
+
+    def _start_apiserver(self, etcd_url: str) -> None:
+        self.port = free_port()
+        tokens = self.workdir / "tokens.csv"
+        tokens.write_text(f'{self.admin_token},admin,admin,"system:masters"\n')
+        tokens.chmod(0o600)
+        flags = {
+            "--etcd-servers": etcd_url,
+            "--bind-address": "127.0.0.1",
+            "--advertise-address": "127.0.0.1",
+            "--secure-port": str(self.port),
+            "--cert-dir": str(self.workdir / "apiserver-certs"),
+            "--tls-cert-file": str(self.pki / "server.crt"),
+            "--tls-private-key-file": str(self.pki / "server.key"),
+            "--client-ca-file": str(self.ca_file),
+            "--token-auth-file": str(tokens),
+            "--authorization-mode": "RBAC",
+            "--service-account-issuer": "https://kubernetes.default.svc",
+            "--service-account-key-file": str(self.pki / "sa.pub"),
+            "--service-account-signing-key-file": str(self.pki / "sa.key"),
+            "--service-cluster-ip-range": SERVICE_CLUSTER_IP_RANGE,
+            "--allow-privileged": "true",
+            "--profiling": "false",
+        }
+        binary = str(self.binaries.kube_apiserver)
+        process = self._spawn("kube-apiserver", [binary, *_as_arguments(flags)])
+        self._wait_until_ready("kube-apiserver", process, self._apiserver_ready)
+
+    def _wait_until_ready(
+        self, name: str, process: subprocess.Popen[bytes], ready: Callable[[], bool]
+    ) -> None:
+        deadline = time.monotonic() + START_DEADLINE_SECONDS
+        while not ready():
+            if process.poll() is not None or time.monotonic() > deadline:
+                log_tail = (self.workdir / f"{name}.log").read_text(errors="replace")[-4000:]
+                self.stop()
+                raise RuntimeError(f"{name} did not become ready; its log ends:\n{log_tail}")
+            time.sleep(0.2)
+
+    def _apiserver_ready(self) -> bool:
+        request = urllib.request.Request(  # noqa: S310 - our own https URL
+            f"{self.url}/readyz", headers={"Authorization": f"Bearer {self.admin_token}"}
+        )
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=2) as answer:  # noqa: S310 - our own https URL
+                return bool(answer.status == 200)
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return False
+
+
+def _as_arguments(flags: dict[str, str]) -> list[str]:
+    return [f"{flag}={value}" for flag, value in flags.items()]
+
+
+def _etcd_healthy(client_url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{client_url}/health", timeout=2) as answer:  # noqa: S310 - our own loopback URL
+            return bool(json.load(answer).get("health") == "true")
+    except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
+        return False
+
+
+def write_kubeconfig(path: Path, server: str, ca_file: Path, user: str, token: str) -> None:
+    """A kubeconfig with one context, `test`, that authenticates `user` with a bearer token."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "test", "cluster": {"server": server, "certificate-authority": str(ca_file)}}
+        ],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "test", "context": {"cluster": "test", "user": user}}],
+        "current-context": "test",
+    }
+    path.write_text(json.dumps(config, indent=2))  # JSON is YAML, which every client reads
+    path.chmod(0o600)
+
+
+def process_alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+@contextlib.contextmanager
+def running_control_plane(binaries: Binaries, workdir: Path) -> Iterator[ControlPlane]:
+    """Starts a control plane and stops it on exit, even when the body raises."""
+    plane = ControlPlane(binaries, workdir)
+    try:
+        plane.start()
+        yield plane
+    finally:
+        plane.stop()

@@ -1,0 +1,212 @@
+"""A real git server: bare repositories served over file:// and over smart HTTP.
+
+Smart HTTP is git's own `git http-backend` (a CGI program) behind a small loopback HTTP
+server that demands basic auth, the way a hosted git service does.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote
+
+GIT_HTTP_BACKEND = "/usr/lib/git-core/git-http-backend"
+TEST_IDENTITY = {
+    "GIT_AUTHOR_NAME": "gitopsd tests",
+    "GIT_AUTHOR_EMAIL": "tests@gitopsd.invalid",
+    "GIT_COMMITTER_NAME": "gitopsd tests",
+    "GIT_COMMITTER_EMAIL": "tests@gitopsd.invalid",
+}
+
+
+def git(*args: str, cwd: Path) -> str:
+    """Runs git for a test helper, isolated from the user's and the system's git config."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(cwd),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        **TEST_IDENTITY,
+    }
+    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+@dataclass
+class GitRepo:
+    """A bare repository on the server plus a working clone that tests commit from."""
+
+    name: str
+    bare: Path
+    work: Path
+    branch: str = "main"
+
+    def commit(
+        self, files: dict[str, str | None], message: str = "update", branch: str | None = None
+    ) -> str:
+        """Writes (or, for None, deletes) files, commits and pushes; returns the commit sha."""
+        branch = branch or self.branch
+        self._checkout(branch)
+        for relative, content in files.items():
+            path = self.work / relative
+            if content is None:
+                git("rm", "-r", "-q", "--", relative, cwd=self.work)
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
+            git("add", "--", relative, cwd=self.work)
+        git("commit", "-q", "--allow-empty", "-m", message, cwd=self.work)
+        git("push", "-q", "origin", f"HEAD:refs/heads/{branch}", cwd=self.work)
+        return self.head(branch)
+
+    def head(self, branch: str | None = None) -> str:
+        return git("rev-parse", f"refs/heads/{branch or self.branch}", cwd=self.bare)
+
+    def force_push(self, sha: str, branch: str | None = None) -> None:
+        """Moves `branch` on the server to `sha`, rewriting history (`git push --force`)."""
+        branch = branch or self.branch
+        self._checkout(branch)
+        git("reset", "-q", "--hard", sha, cwd=self.work)
+        git("push", "-q", "--force", "origin", f"HEAD:refs/heads/{branch}", cwd=self.work)
+
+    def delete_branch(self, branch: str) -> None:
+        git("push", "-q", "origin", f":refs/heads/{branch}", cwd=self.work)
+
+    def tag(self, name: str, sha: str) -> None:
+        git("tag", "-f", name, sha, cwd=self.work)
+        git("push", "-q", "--force", "origin", f"refs/tags/{name}", cwd=self.work)
+
+    def _checkout(self, branch: str) -> None:
+        """Puts the working clone on `branch` as the server has it (or on a new branch)."""
+        git("fetch", "-q", "--prune", "origin", cwd=self.work)
+        if git("branch", "-r", "--list", f"origin/{branch}", cwd=self.work):
+            git("checkout", "-q", "-B", branch, f"origin/{branch}", cwd=self.work)
+        elif git("rev-list", "-n1", "--all", cwd=self.work):
+            git("checkout", "-q", "-B", branch, cwd=self.work)
+        else:  # nothing committed yet: the branch is unborn
+            git("symbolic-ref", "HEAD", f"refs/heads/{branch}", cwd=self.work)
+
+
+@dataclass
+class GitServer:
+    """Serves every bare repository under `root`; `start()` opens the smart-HTTP listener."""
+
+    root: Path
+    username: str = "gitopsd"
+    password: str = field(default_factory=lambda: secrets.token_hex(12))
+    port: int = 0
+    _server: ThreadingHTTPServer | None = None
+
+    def start(self) -> None:
+        handler = type("Handler", (_GitHttpHandler,), {"git_server": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.port = self._server.server_address[1]
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def create_repo(self, name: str) -> GitRepo:
+        bare = self.root / f"{name}.git"
+        git("init", "-q", "--bare", "-b", "main", str(bare), cwd=self.root)
+        git("config", "http.receivepack", "true", cwd=bare)
+        work = self.root / "work" / name
+        work.mkdir(parents=True)
+        git("init", "-q", "-b", "main", cwd=work)
+        git("remote", "add", "origin", bare.as_uri(), cwd=work)
+        return GitRepo(name=name, bare=bare, work=work)
+
+    def file_url(self, repo: GitRepo) -> str:
+        return repo.bare.as_uri()
+
+    def http_url(self, repo: GitRepo) -> str:
+        return f"http://127.0.0.1:{self.port}/{repo.bare.name}"
+
+    def authorized(self, header: str | None) -> bool:
+        expected = base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
+        return secrets.compare_digest(header or "", f"Basic {expected}")
+
+
+class _GitHttpHandler(BaseHTTPRequestHandler):
+    git_server: GitServer
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    def do_POST(self) -> None:
+        self._serve()
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet: the tests read git's answers, not the access log."""
+
+    def _serve(self) -> None:
+        if not self.git_server.authorized(self.headers.get("Authorization")):
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="gitopsd-test"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        answer = subprocess.run(
+            [GIT_HTTP_BACKEND],
+            input=self._request_body(),
+            env=self._cgi_environment(),
+            capture_output=True,
+            check=False,
+        )
+        self._relay(answer.stdout)
+
+    def _cgi_environment(self) -> dict[str, str]:
+        path, _, query = self.path.partition("?")
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "GIT_PROJECT_ROOT": str(self.git_server.root),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GATEWAY_INTERFACE": "CGI/1.1",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "REQUEST_METHOD": self.command,
+            "PATH_INFO": unquote(path),
+            "QUERY_STRING": query,
+            "REMOTE_USER": self.git_server.username,
+            "REMOTE_ADDR": self.client_address[0],
+            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+        }
+        for header in ("Git-Protocol", "Content-Encoding"):
+            if value := self.headers.get(header):
+                env["HTTP_" + header.upper().replace("-", "_")] = value
+        return env
+
+    def _request_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            return self._read_chunked()
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def _read_chunked(self) -> bytes:
+        chunks = []
+        while size := int(self.rfile.readline().split(b";")[0].strip(), 16):
+            chunks.append(self.rfile.read(size))
+            self.rfile.readline()
+        self.rfile.readline()
+        return b"".join(chunks)
+
+    def _relay(self, cgi_output: bytes) -> None:
+        head, _, payload = cgi_output.partition(b"\r\n\r\n")
+        headers = [line.split(b":", 1) for line in head.split(b"\r\n") if b":" in line]
+        status = next((int(v.split()[0]) for k, v in headers if k.lower() == b"status"), 200)
+        self.send_response(status)
+        for key, value in headers:
+            if key.lower() != b"status":
+                self.send_header(key.decode(), value.strip().decode())
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)

@@ -1,0 +1,51 @@
+"""Helpers over the official client for tests: namespaces, service-account tokens, kubeconfigs.
+
+The client's typed models mark every field optional; tests hold them as Any and let the
+assertions speak.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from tests.harness.controlplane import ControlPlane, write_kubeconfig
+
+
+def api_client(plane: ControlPlane, token: str | None = None) -> Any:
+    """An ApiClient for the control plane, as admin unless another bearer token is given."""
+    configuration = client.Configuration()
+    configuration.host = plane.url
+    configuration.ssl_ca_cert = str(plane.ca_file)
+    configuration.api_key = {"authorization": token or plane.admin_token}
+    configuration.api_key_prefix = {"authorization": "Bearer"}
+    return client.ApiClient(configuration)
+
+
+def unique_name(prefix: str) -> str:
+    return f"{prefix}-{secrets.token_hex(4)}"
+
+
+def create_namespace(api: Any, prefix: str = "t") -> str:
+    name = unique_name(prefix)
+    core: Any = client.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": name}})
+    return name
+
+
+def service_account_token(api: Any, namespace: str, name: str) -> str:
+    """Creates ServiceAccount `name` and returns a short-lived token for it (TokenRequest)."""
+    core: Any = client.CoreV1Api(api)
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
+    request = {"spec": {"audiences": [], "expirationSeconds": 3600}}
+    answer = core.create_namespaced_service_account_token(name, namespace, request)
+    token: str = answer.status.token
+    return token
+
+
+def kubeconfig_for(plane: ControlPlane, path: Path, user: str, token: str) -> Path:
+    write_kubeconfig(path, plane.url, plane.ca_file, user, token)
+    return path
