@@ -1,5 +1,5 @@
 # The two commands of a fresh clone:
-#   make demo   a real sync of examples/ into a local control plane
+#   make demo   a real sync of examples/ from git into a local control plane
 #   make test   lint, type-check, import contracts and the whole test suite
 # Both create the virtualenv and build (once) or find the control plane themselves.
 
@@ -28,7 +28,7 @@ test: lint control-plane
 	$(BIN)/pytest
 
 demo: $(BIN)/.installed control-plane
-	$(BIN)/python -m tests.demo
+	$(BIN)/python -m tests.demo $(ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

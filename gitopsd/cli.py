@@ -1,10 +1,62 @@
-"""The command line: argument parsing, output rendering and exit codes; no reconcile logic."""
+"""The command line: argument parsing, output rendering and exit codes; no reconcile logic.
+
+Exit codes: 0 in sync, 1 drift found (diff), 2 invalid input (including manifests the API
+server rejects as invalid), 3 source failure, 4 cluster or apply failure, 5 a guard blocked
+a prune, 130 interrupted.
+"""
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import json
+import os
+import sys
 from collections.abc import Sequence
 from importlib.metadata import version
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from gitopsd import diff, loop, manifests
+from gitopsd.apply import Action, Outcome
+from gitopsd.cluster import Cluster
+from gitopsd.config import Credentials, PrunePolicy, SourceSpec, SyncSettings
+from gitopsd.errors import ClusterError, GitopsdError, SourceError, TerminalError
+
+OK, DRIFT, INVALID, SOURCE_FAILED, CLUSTER_FAILED, PRUNE_BLOCKED, INTERRUPTED = (
+    0,
+    1,
+    2,
+    3,
+    4,
+    5,
+    130,
+)
+COLORS = {"+": "\033[32m", "-": "\033[31m", "@": "\033[36m"}
+RESET = "\033[0m"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = build_parser().parse_args(argv)
+    try:
+        code: int = arguments.command(arguments)
+    except TerminalError as error:
+        return _fail(error, INVALID)
+    except SourceError as error:
+        return _fail(error, SOURCE_FAILED)
+    except ClusterError as error:  # the server refusing a manifest as invalid is bad input
+        return _fail(error, INVALID if error.reason == "invalid" else CLUSTER_FAILED)
+    except KeyboardInterrupt:
+        print("gitopsd: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    return code
+
+
+def _fail(error: GitopsdError, code: int) -> int:
+    print(f"gitopsd: error: {error}", file=sys.stderr)
+    return code
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -13,9 +65,322 @@ def build_parser() -> argparse.ArgumentParser:
         description="Keep Kubernetes clusters in the state a git repository declares.",
     )
     parser.add_argument("--version", action="version", version=f"gitopsd {version('gitopsd')}")
+    commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
+    _add_validate(commands)
+    _add_diff(commands)
+    _add_sync(commands)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    build_parser().parse_args(argv)
-    return 0
+def _add_validate(commands: Any) -> None:
+    validate = commands.add_parser("validate", help="parse and check manifests; no cluster needed")
+    _source_arguments(validate)
+    validate.set_defaults(command=run_validate)
+
+
+def _add_diff(commands: Any) -> None:
+    diff_command = commands.add_parser("diff", help="show drift between git and the cluster")
+    _source_arguments(diff_command)
+    _cluster_arguments(diff_command)
+    diff_command.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    diff_command.set_defaults(command=run_diff)
+
+
+def _add_sync(commands: Any) -> None:
+    sync = commands.add_parser("sync", help="apply git's state; prune what left git with --prune")
+    _source_arguments(sync)
+    _cluster_arguments(sync)
+    add = sync.add_argument
+    add("-o", "--output", choices=("text", "json"), default="text")
+    add("--dry-run", action="store_true", help="server-side dry-run: change nothing")
+    add("--prune", action="store_true", help="delete owned objects that left git")
+    add("--allow-empty", action="store_true", help="prune even when the source renders nothing")
+    add("--allow-mass-prune", action="store_true", help="prune beyond the budget")
+    add(
+        "--prune-budget",
+        type=float,
+        default=25.0,
+        metavar="PERCENT",
+        help="most owned objects one sync may prune (default 25)",
+    )
+    add(
+        "--prune-protected",
+        action="store_true",
+        help="also prune Namespaces, CRDs, PersistentVolumes and PersistentVolumeClaims",
+    )
+    add("--adopt", action="store_true", help="take over existing objects no source owns")
+    add(
+        "--no-force-conflicts",
+        dest="force_conflicts",
+        action="store_false",
+        help="report fields other managers own instead of taking them over",
+    )
+    add("--crd-timeout", type=float, default=60.0, metavar="SECONDS")
+    sync.set_defaults(command=run_sync)
+
+
+def _source_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("source", metavar="SOURCE", help="a local directory, or a git URL (https, ssh)")
+    add("--ref", default="HEAD", help="branch, tag or commit (default: the remote's HEAD)")
+    add(
+        "--path",
+        action="append",
+        dest="paths",
+        metavar="PATH",
+        help="directory or file inside the source, repeatable (default: all of it)",
+    )
+    add(
+        "--include",
+        action="append",
+        metavar="GLOB",
+        help="file names to read (default *.yaml, *.yml, *.json)",
+    )
+    add("--exclude", action="append", default=[], metavar="GLOB", help="paths to skip")
+    add(
+        "--allow-insecure-source", action="store_true", help="permit file:// and plain http:// URLs"
+    )
+    add("--username", default="git", help="https user name (the token comes from the environment)")
+    add(
+        "--password-file",
+        type=Path,
+        help="file holding the https password or token (else $GITOPSD_GIT_PASSWORD)",
+    )
+    add("--ssh-key", type=Path, help="private key file for ssh URLs")
+    add("--known-hosts", type=Path, help="pinned host keys for ssh URLs (required for ssh)")
+    add("--cache-dir", type=Path, default=_default_cache(), help="checkout cache")
+
+
+def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--kubeconfig", help="kubeconfig file (default $KUBECONFIG, ~/.kube/config, in-cluster)")
+    add("--context", help="kubeconfig context")
+    add(
+        "--allow-exec-credentials",
+        action="store_true",
+        help="let the kubeconfig run its exec/auth-provider credential plugin",
+    )
+    add("--name", help="the source's ApplySet name (default: derived from SOURCE and --path)")
+    add("--inventory-namespace", default="default", help="namespace of the ApplySet parent")
+    add(
+        "--namespace",
+        "-n",
+        default="default",
+        dest="default_namespace",
+        help="namespace for namespaced objects that name none",
+    )
+
+
+def _default_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "gitopsd" / "sources"
+
+
+# Commands
+
+
+def run_validate(arguments: argparse.Namespace) -> int:
+    spec = source_spec(arguments)
+    found = loop.read_manifests(loop.fetch(spec, arguments.cache_dir), spec)
+    manifests.index(found)
+    print(f"{len(found)} objects valid")
+    return OK
+
+
+def run_diff(arguments: argparse.Namespace) -> int:
+    desired, cluster, settings = _desired(arguments)
+    drifts = loop.drift(cluster, settings, desired.targets)
+    origins = {key: str(target.origin) for key, target in desired.targets.items()}
+    if arguments.output == "json":
+        print(json.dumps(drift_json(desired.revision.sha, drifts, origins), indent=2, default=str))
+    else:
+        render_drift(drifts, origins, sys.stdout, _colored(sys.stdout))
+    return DRIFT if drifts else OK
+
+
+def run_sync(arguments: argparse.Namespace) -> int:
+    desired, cluster, settings = _desired(arguments)
+    progress = Progress(len(desired.targets), sys.stderr)
+    report = loop.sync(cluster, settings, desired.targets, desired.revision.sha, progress.tick)
+    progress.done()
+    if arguments.output == "json":
+        print(json.dumps(report_json(report), indent=2))
+    else:
+        render_report(report, sys.stdout)
+    return PRUNE_BLOCKED if report.prune_blocked else OK
+
+
+def _desired(arguments: argparse.Namespace) -> tuple[loop.Desired, Cluster, SyncSettings]:
+    spec = source_spec(arguments)
+    cluster = connect(arguments)
+    settings = sync_settings(arguments, spec)
+    return loop.get_desired(spec, arguments.cache_dir, cluster, settings), cluster, settings
+
+
+def source_spec(arguments: argparse.Namespace) -> SourceSpec:
+    url = arguments.source
+    if loop.is_local(url):
+        url = str(Path(url).resolve())
+    credentials = Credentials(
+        username=arguments.username,
+        password_file=arguments.password_file,
+        ssh_key_file=arguments.ssh_key,
+        known_hosts_file=arguments.known_hosts,
+    )
+    return SourceSpec(
+        url=url,
+        ref=arguments.ref,
+        paths=tuple(arguments.paths or (".",)),
+        include=tuple(arguments.include or SourceSpec.include),
+        exclude=tuple(arguments.exclude),
+        allow_insecure=arguments.allow_insecure_source,
+        credentials=credentials,
+    )
+
+
+def sync_settings(arguments: argparse.Namespace, spec: SourceSpec) -> SyncSettings:
+    prune = PrunePolicy(
+        enabled=getattr(arguments, "prune", False),
+        allow_empty=getattr(arguments, "allow_empty", False),
+        allow_mass_prune=getattr(arguments, "allow_mass_prune", False),
+        budget_percent=getattr(arguments, "prune_budget", 25.0),
+        prune_protected=getattr(arguments, "prune_protected", False),
+    )
+    return SyncSettings(
+        name=arguments.name or loop.default_name(spec),
+        inventory_namespace=arguments.inventory_namespace,
+        default_namespace=arguments.default_namespace,
+        force_conflicts=getattr(arguments, "force_conflicts", True),
+        adopt=getattr(arguments, "adopt", False),
+        dry_run=getattr(arguments, "dry_run", False),
+        prune=prune,
+        crd_timeout_seconds=getattr(arguments, "crd_timeout", 60.0),
+    )
+
+
+def connect(arguments: argparse.Namespace) -> Cluster:
+    return Cluster.connect(
+        arguments.kubeconfig, arguments.context, arguments.allow_exec_credentials
+    )
+
+
+# Rendering
+
+
+def render_drift(
+    drifts: list[diff.Drift], origins: dict[Any, str], out: TextIO, color: bool
+) -> None:
+    for drift in drifts:
+        where = f" ({origins[drift.key]})" if drift.key in origins else ""
+        print(f"{drift.state} {drift.key}{where}", file=out)
+        for change in drift.changes:
+            print(
+                f"  {change.path}: {_short(change.live)} -> {_short(change.desired)}"
+                f"  (manager: {change.manager})",
+                file=out,
+            )
+        for line in unified(drift):
+            print(_paint(line, color), file=out)
+    if not drifts:
+        print("no drift", file=out)
+
+
+def unified(drift: diff.Drift) -> list[str]:
+    live = _yaml(drift.live).splitlines() if drift.live else []
+    desired = _yaml(drift.desired).splitlines() if drift.desired else []
+    return list(
+        difflib.unified_diff(live, desired, f"live/{drift.key}", f"git/{drift.key}", lineterm="")
+    )
+
+
+def drift_json(revision: str, drifts: list[diff.Drift], origins: dict[Any, str]) -> dict[str, Any]:
+    return {
+        "revision": revision,
+        "drift": [
+            {
+                "object": str(d.key),
+                "group": d.key.group,
+                "kind": d.key.kind,
+                "namespace": d.key.namespace,
+                "name": d.key.name,
+                "state": str(d.state),
+                "origin": origins.get(d.key),
+                "changes": [vars(change) for change in d.changes],
+            }
+            for d in drifts
+        ],
+    }
+
+
+class Progress:
+    """A one-line progress bar on a terminal; silent otherwise."""
+
+    WIDTH = 30
+
+    def __init__(self, total: int, out: TextIO) -> None:
+        self.total, self.done_count, self.out = max(total, 1), 0, out
+        self.shown = out.isatty()
+
+    def tick(self, outcome: Outcome) -> None:
+        self.done_count += 1
+        if self.shown:
+            filled = self.WIDTH * self.done_count // self.total
+            bar = "#" * filled + "-" * (self.WIDTH - filled)
+            print(
+                f"\r[{bar}] {self.done_count}/{self.total} {outcome.key}"[:100].ljust(100),
+                end="",
+                file=self.out,
+                flush=True,
+            )
+
+    def done(self) -> None:
+        if self.shown and self.done_count:
+            print("\r" + " " * 100 + "\r", end="", file=self.out, flush=True)
+
+
+def render_report(report: loop.SyncReport, out: TextIO) -> None:
+    print(f"revision {report.revision or '(local directory)'}", file=out)
+    print(f"  {'ACTION':<10} OBJECT", file=out)
+    for outcome in report.changes.outcomes:
+        if outcome.action != Action.UNCHANGED:
+            detail = f"  ({outcome.detail})" if outcome.detail else ""
+            print(f"  {outcome.action:<10} {outcome.key}{detail}", file=out)
+    for key, reason in report.refused:
+        print(f"  {'skipped':<10} {key}  (prune refused: {reason})", file=out)
+    for takeover in report.changes.takeovers:
+        print(f"  took over  {takeover}", file=out)
+    counts = {action: report.changes.count(action) for action in Action}
+    counts[Action.SKIPPED] += len(report.refused)
+    print(", ".join(f"{n} {action}" for action, n in counts.items()), file=out)
+
+
+def report_json(report: loop.SyncReport) -> dict[str, Any]:
+    return {
+        "revision": report.revision,
+        "outcomes": [
+            {"object": str(o.key), "action": str(o.action), "detail": o.detail}
+            for o in report.changes.outcomes
+        ],
+        "prune_refused": [{"object": str(k), "reason": str(r)} for k, r in report.refused],
+        "takeovers": report.changes.takeovers,
+    }
+
+
+def _yaml(body: Any) -> str:
+    return yaml.safe_dump(body, sort_keys=True, default_flow_style=False)
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _colored(out: TextIO) -> bool:
+    return out.isatty() and "NO_COLOR" not in os.environ
+
+
+def _paint(line: str, color: bool) -> str:
+    if not color or line.startswith(("+++", "---")):
+        return line
+    start = COLORS.get(line[:1])
+    return f"{start}{line}{RESET}" if start else line

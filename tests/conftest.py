@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import (
     Binaries,
     ControlPlane,
@@ -22,7 +24,10 @@ from tests.harness.kube import api_client, create_namespace, unique_name
 
 @pytest.fixture(scope="session")
 def binaries() -> Binaries:
-    return provide_binaries()
+    """The control-plane binaries; their kubectl goes on PATH (it renders kustomizations)."""
+    found = provide_binaries()
+    os.environ["PATH"] = f"{found.kubectl.parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return found
 
 
 @pytest.fixture(scope="session")
@@ -62,6 +67,14 @@ def git_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitServer]:
 @pytest.fixture
 def git_repo(git_server: GitServer) -> GitRepo:
     return git_server.create_repo(unique_name("repo"))
+
+
+@pytest.fixture
+def gitopsd(
+    control_plane: ControlPlane, binaries: Binaries, tmp_path_factory: pytest.TempPathFactory
+) -> Gitopsd:
+    """The gitopsd CLI, in-process, pointed at the test control plane."""
+    return Gitopsd(control_plane, tmp_path_factory.getbasetemp() / "source-cache", binaries)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

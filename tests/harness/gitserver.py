@@ -11,6 +11,7 @@ import os
 import secrets
 import subprocess
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -50,7 +51,7 @@ class GitRepo:
     branch: str = "main"
 
     def commit(
-        self, files: dict[str, str | None], message: str = "update", branch: str | None = None
+        self, files: Mapping[str, str | None], message: str = "update", branch: str | None = None
     ) -> str:
         """Writes (or, for None, deletes) files, commits and pushes; returns the commit sha."""
         branch = branch or self.branch
@@ -66,6 +67,17 @@ class GitRepo:
         git("commit", "-q", "--allow-empty", "-m", message, cwd=self.work)
         git("push", "-q", "origin", f"HEAD:refs/heads/{branch}", cwd=self.work)
         return self.head(branch)
+
+    def commit_symlink(self, name: str, target: str, message: str = "add a link") -> str:
+        """Commits a symbolic link `name` -> `target` (which need not exist)."""
+        self._checkout(self.branch)
+        link = self.work / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target)
+        git("add", "--", name, cwd=self.work)
+        git("commit", "-q", "-m", message, cwd=self.work)
+        git("push", "-q", "origin", f"HEAD:refs/heads/{self.branch}", cwd=self.work)
+        return self.head()
 
     def head(self, branch: str | None = None) -> str:
         return git("rev-parse", f"refs/heads/{branch or self.branch}", cwd=self.bare)

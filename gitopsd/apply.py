@@ -1,0 +1,314 @@
+"""Executes a sync: dry-run everything that can be, then apply stage by stage, then prune.
+
+Nothing is applied when any object fails its dry-run; nothing is pruned unless every
+apply succeeded; each delete re-checks ownership on the live object first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TypeVar
+
+from gitopsd import diff
+from gitopsd.cluster import Cluster, Resource
+from gitopsd.config import SyncSettings
+from gitopsd.errors import ApplyError, ClusterError
+from gitopsd.inventory import ApplySet, prune_disabled
+from gitopsd.objects import FIELD_MANAGER, Body, ObjectKey, Origin
+from gitopsd.plan import DEFINITIONS, PruneDecision, Refusal, stages
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Action(StrEnum):
+    CREATED = "created"
+    CONFIGURED = "configured"
+    UNCHANGED = "unchanged"
+    PRUNED = "pruned"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    key: ObjectKey
+    action: Action
+    detail: str = ""
+
+
+@dataclass
+class Target:
+    """One desired object, ready to send: labelled as a member, namespace filled in."""
+
+    key: ObjectKey
+    body: Body
+    origin: Origin
+    resource: Resource | None  # None while its CRD, created by this sync, is not served yet
+
+    @property
+    def served(self) -> Resource:
+        if self.resource is None:
+            raise AssertionError(f"{self.key}: sent before its kind is served")
+        return self.resource
+
+
+@dataclass
+class ChangeSet:
+    outcomes: list[Outcome] = field(default_factory=list)
+    takeovers: list[str] = field(default_factory=list)
+    """"<manager> lost <field>" for each field taken over from another manager."""
+
+    def count(self, action: Action) -> int:
+        return sum(1 for outcome in self.outcomes if outcome.action == action)
+
+
+@dataclass
+class Applier:
+    cluster: Cluster
+    settings: SyncSettings
+    live: dict[ObjectKey, Body | None]
+    """Live objects for every desired key (None: absent), read just before."""
+    pending_resources: Callable[[ObjectKey], Resource | None]
+    """Finds the resource of a kind whose CRD this sync creates, once it is served."""
+    changes: ChangeSet = field(default_factory=ChangeSet)
+    on_outcome: Callable[[Outcome], None] = lambda outcome: None
+    """Called once per applied object, e.g. to draw a progress bar."""
+
+    def run(self, targets: dict[ObjectKey, Target]) -> ChangeSet:
+        """Dry-runs all it can, then applies stage by stage. Raises ApplyError on failure."""
+        ready = {k: t for k, t in targets.items() if self._namespace_ready(k, targets)}
+        results = self.dry_run(ready.values())
+        for stage in stages(targets):
+            self._run_stage(stage, targets, results)
+        return self.changes
+
+    def dry_run(self, targets: Iterable[Target]) -> dict[ObjectKey, Body]:
+        """Server-side dry-run of every target; any failure fails them all."""
+        force = self.settings.force_conflicts
+        return self._each(
+            targets, lambda t: self.cluster.apply(t.served, t.body, dry_run=True, force=force)
+        )
+
+    def _run_stage(
+        self,
+        stage: list[ObjectKey],
+        targets: dict[ObjectKey, Target],
+        results: dict[ObjectKey, Body],
+    ) -> None:
+        stage_targets = [self._target(key, targets) for key in stage]
+        if self.settings.dry_run and any(t is None for t in stage_targets):
+            self._skip_unserved(stage, stage_targets)
+            return
+        ready = [t for t in stage_targets if t is not None]
+        results.update(self.dry_run(t for t in ready if t.key not in results))
+        actions = {t.key: self._action(t, results[t.key]) for t in ready}
+        changed = [t for t in ready if actions[t.key] != Action.UNCHANGED]
+        if not self.settings.dry_run:
+            self._take_over(changed)
+            results.update(self._apply(changed))
+        for target in ready:
+            self._record(target, actions[target.key], results[target.key])
+        self._await_definitions(ready)
+
+    def _target(self, key: ObjectKey, targets: dict[ObjectKey, Target]) -> Target | None:
+        target = targets[key]
+        if target.resource is None:  # a kind whose CRD an earlier stage created
+            target.resource = self.pending_resources(key)
+        return target if target.resource else None
+
+    def _skip_unserved(self, stage: list[ObjectKey], targets: Sequence[Target | None]) -> None:
+        for key, target in zip(stage, targets, strict=True):
+            if target is None:
+                self.changes.outcomes.append(
+                    Outcome(key, Action.CREATED, "would be created after its CRD (not dry-run)")
+                )
+
+    def _namespace_ready(self, key: ObjectKey, targets: dict[ObjectKey, Target]) -> bool:
+        """Objects in a namespace this sync creates can only be dry-run once it exists."""
+        namespace_key = ObjectKey("", "Namespace", "", key.namespace)
+        new_namespace = (
+            key.namespace and namespace_key in targets and self.live.get(namespace_key) is None
+        )
+        return not new_namespace and targets[key].resource is not None
+
+    def _action(self, target: Target, expected: Body) -> Action:
+        live = self.live.get(target.key)
+        if live is None:
+            return Action.CREATED
+        drift = diff.compare(target.key, expected, live, target.body)
+        return (
+            Action.UNCHANGED
+            if drift is None and _same_ownership(expected, live)
+            else Action.CONFIGURED
+        )
+
+    def _take_over(self, targets: list[Target]) -> None:
+        """Moves fields that kubectl-style edits own to gitopsd, so the apply can remove them."""
+        for target in targets:
+            live = self.live.get(target.key)
+            operations = _takeover_patch(live) if live else None
+            if operations:
+                meta = target.body["metadata"]
+                self.cluster.patch(
+                    target.served, meta.get("namespace", ""), meta["name"], operations
+                )
+
+    def _apply(self, targets: list[Target]) -> dict[ObjectKey, Body]:
+        force = self.settings.force_conflicts
+        return self._each(
+            targets, lambda t: self.cluster.apply(t.served, t.body, dry_run=False, force=force)
+        )
+
+    def _record(self, target: Target, action: Action, result: Body) -> None:
+        live = self.live.get(target.key)
+        lost = _lost_fields(live, result) if live and action == Action.CONFIGURED else []
+        self.changes.takeovers.extend(f"{target.key}: {loss}" for loss in lost)
+        outcome = Outcome(target.key, action)
+        self.changes.outcomes.append(outcome)
+        self.on_outcome(outcome)
+
+    def _await_definitions(self, targets: list[Target]) -> None:
+        crds = [
+            t.key.name
+            for t in targets
+            if t.key.group_kind in DEFINITIONS and t.key.kind != "Namespace"
+        ]
+        if crds and not self.settings.dry_run:
+            self.cluster.wait_established(crds, self.settings.crd_timeout_seconds)
+
+    def _each(
+        self, targets: Iterable[Target], call: Callable[[Target], Body]
+    ) -> dict[ObjectKey, Body]:
+        """Calls the API for every target concurrently; collects every failure, then raises."""
+        chosen = list(targets)
+        answers = run_concurrently(chosen, lambda t: _attempt(t, call), self.settings.concurrency)
+        failures = [answer for answer in answers if isinstance(answer, str)]
+        if failures:
+            raise ApplyError(failures, _reason(answers))
+        return {
+            t.key: answer
+            for t, answer in zip(chosen, answers, strict=True)
+            if isinstance(answer, dict)
+        }
+
+
+def prune(
+    cluster: Cluster,
+    applyset: ApplySet,
+    decision: PruneDecision,
+    resource_of: Callable[[ObjectKey], Resource | None],
+) -> tuple[list[Outcome], list[tuple[ObjectKey, Refusal]]]:
+    """Deletes what the decision allows, re-checking ownership right before each delete."""
+    outcomes: list[Outcome] = []
+    refused: list[tuple[ObjectKey, Refusal]] = []
+    failures: list[str] = []
+    for key in decision.delete:
+        resource = resource_of(key)
+        try:
+            result = _prune_one(cluster, applyset, key, resource) if resource else Action.PRUNED
+        except ClusterError as error:
+            failures.append(f"{key}: delete failed: {error}")
+            continue
+        if isinstance(result, Refusal):
+            refused.append((key, result))
+        else:
+            outcomes.append(Outcome(key, Action.PRUNED))
+    if failures:
+        raise ApplyError(failures, "denied")
+    return outcomes, refused
+
+
+def _prune_one(
+    cluster: Cluster, applyset: ApplySet, key: ObjectKey, resource: Resource
+) -> Action | Refusal:
+    live = cluster.get(resource, key.namespace, key.name)
+    if live is None:
+        return Action.PRUNED  # already gone
+    if not applyset.owns(live):
+        return Refusal.NOT_OWNED
+    if prune_disabled(live):
+        return Refusal.DISABLED
+    metadata = live["metadata"]
+    cluster.delete(resource, key.namespace, key.name, metadata["uid"], metadata["resourceVersion"])
+    return Action.PRUNED
+
+
+def run_concurrently(items: list[T], call: Callable[[T], R], workers: int) -> list[R]:
+    if len(items) <= 1:
+        return [call(item) for item in items]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(call, items))
+
+
+def _attempt(target: Target, call: Callable[[Target], Body]) -> Body | str:
+    """The answer, or a one-line failure naming the object, its file and the API's reason."""
+    try:
+        return call(target)
+    except ClusterError as error:
+        message = diff.redact(str(error), diff.secret_values([target.body]))
+        return f"{target.key} ({target.origin}): {message} [{error.reason}]"
+
+
+def _reason(answers: list[Body | str]) -> str:
+    reasons = [a.rsplit("[", 1)[-1].rstrip("]") for a in answers if isinstance(a, str)]
+    return reasons[0] if reasons else "server"
+
+
+def _gitopsd_fields(body: Body) -> set[diff.Path]:
+    managed = (body.get("metadata") or {}).get("managedFields") or []
+    entries = [
+        e for e in managed if e.get("manager") == FIELD_MANAGER and e.get("operation") == "Apply"
+    ]
+    return set().union(*(diff.fields_of(e) for e in entries)) if entries else set()
+
+
+def _same_ownership(expected: Body, live: Body) -> bool:
+    """Unchanged means gitopsd already owns exactly the fields the apply would give it."""
+    return _gitopsd_fields(expected) == _gitopsd_fields(live)
+
+
+def _lost_fields(live: Body, result: Body) -> list[str]:
+    """'<manager> lost <field>' for each field another manager owned and gitopsd now owns."""
+    ours = _gitopsd_fields(result)
+    lost: list[str] = []
+    for entry in (live.get("metadata") or {}).get("managedFields") or []:
+        if entry.get("manager") == FIELD_MANAGER:
+            continue
+        for path in sorted(diff.fields_of(entry) & ours):
+            lost.append(f"{entry.get('manager')} lost {diff.render_raw(path)}")
+    return lost
+
+
+def _takeover_patch(live: Body) -> list[Body] | None:
+    """A JSON patch merging takeover managers' entries into gitopsd's Apply entry, if any."""
+    metadata = live.get("metadata") or {}
+    managed: list[Body] = metadata.get("managedFields") or []
+    ours = next(
+        (e for e in managed if e.get("manager") == FIELD_MANAGER and e.get("operation") == "Apply"),
+        None,
+    )
+    theirs = [e for e in managed if e.get("manager") in diff.TAKEOVER_MANAGERS]
+    if ours is None or not theirs:
+        return None
+    merged = dict(ours)
+    for entry in theirs:
+        merged["fieldsV1"] = _merge_fields(
+            merged.get("fieldsV1") or {}, entry.get("fieldsV1") or {}
+        )
+    kept = [merged if e is ours else e for e in managed if e not in theirs]
+    return [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": metadata["resourceVersion"]},
+        {"op": "replace", "path": "/metadata/managedFields", "value": kept},
+    ]
+
+
+def _merge_fields(ours: Body, theirs: Body) -> Body:
+    merged = dict(ours)
+    for key, child in theirs.items():
+        merged[key] = (
+            _merge_fields(merged.get(key) or {}, child) if isinstance(child, dict) else child
+        )
+    return merged

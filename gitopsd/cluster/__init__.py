@@ -1,0 +1,136 @@
+"""The only package that talks to the API server.
+
+`Cluster` reads, applies and deletes objects as plain dicts; API failures become
+`gitopsd.errors.ClusterError` with a closed `reason`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from gitopsd.cluster.api import Api, ApiError, Counters
+from gitopsd.cluster.connect import api_client
+from gitopsd.cluster.discovery import Discovery, Resource
+from gitopsd.errors import ClusterError
+from gitopsd.objects import FIELD_MANAGER, Body
+
+__all__ = ["ApiError", "Cluster", "Counters", "Resource"]
+
+APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML, so the body is sent as JSON
+JSON_PATCH = "application/json-patch+json"
+PAGE_SIZE = "500"
+
+
+@dataclass
+class Cluster:
+    api: Api
+    discovery: Discovery
+
+    @classmethod
+    def connect(
+        cls, kubeconfig: str | None = None, context: str | None = None, allow_exec: bool = False
+    ) -> Cluster:
+        api = Api(api_client(kubeconfig, context, allow_exec))
+        return cls(api, Discovery(api))
+
+    def get(self, resource: Resource, namespace: str, name: str) -> Body | None:
+        """The live object, or None when it does not exist."""
+        try:
+            found: Body = self.api.request("GET", resource.path(namespace, name))
+        except ApiError as error:
+            if error.status == 404:
+                return None
+            raise
+        return found
+
+    def list_objects(
+        self, resource: Resource, namespace: str = "", selector: str = ""
+    ) -> list[Body]:
+        """Every object of a resource (in one namespace, or all), page by page."""
+        items: list[Body] = []
+        continue_token = ""
+        while True:
+            query = [("limit", PAGE_SIZE), ("labelSelector", selector)]
+            query += [("continue", continue_token)] if continue_token else []
+            page = self.api.request("GET", resource.path(namespace), query)
+            kind = resource.kind
+            for item in page.get("items") or []:  # list items lack apiVersion and kind
+                items.append({"apiVersion": resource.api_version, "kind": kind, **item})
+            continue_token = (page.get("metadata") or {}).get("continue") or ""
+            if not continue_token:
+                return items
+
+    def apply(self, resource: Resource, body: Body, *, dry_run: bool, force: bool) -> Body:
+        """Server-side apply as field manager `gitopsd`, with strict field validation."""
+        metadata = body["metadata"]
+        query = [
+            ("fieldManager", FIELD_MANAGER),
+            ("fieldValidation", "Strict"),
+            ("force", "true" if force else "false"),
+        ]
+        query += [("dryRun", "All")] if dry_run else []
+        path = resource.path(metadata.get("namespace", ""), metadata["name"])
+        applied: Body = self.api.request("PATCH", path, query, body, content_type=APPLY_PATCH)
+        return applied
+
+    def patch(self, resource: Resource, namespace: str, name: str, operations: list[Any]) -> Body:
+        """A JSON patch (RFC 6902); callers include a `test` of resourceVersion to be safe."""
+        path = resource.path(namespace, name)
+        patched: Body = self.api.request("PATCH", path, (), operations, content_type=JSON_PATCH)
+        return patched
+
+    def delete(self, resource: Resource, namespace: str, name: str, uid: str, version: str) -> bool:
+        """Deletes exactly the object seen (uid and resourceVersion); False if already gone."""
+        options = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": "Background",
+            "preconditions": {"uid": uid, "resourceVersion": version},
+        }
+        try:
+            self.api.request("DELETE", resource.path(namespace, name), (), options)
+        except ApiError as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
+    def watch(self, resource: Resource, namespace: str, version: str) -> Iterator[Body]:
+        """Watch events after `version`, with bookmarks; ends when the server closes it."""
+        query = [
+            ("watch", "true"),
+            ("resourceVersion", version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", "300"),
+        ]
+        return self.api.stream(resource.path(namespace), query)
+
+    def wait_established(self, crd_names: list[str], timeout_seconds: float) -> None:
+        """Waits until every named CRD is Established, then refreshes discovery."""
+        crds = Resource(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            namespaced=False,
+        )
+        deadline = time.monotonic() + timeout_seconds
+        pending: list[str] = list(crd_names)
+        while pending:
+            pending = [name for name in pending if not _established(self.get(crds, "", name))]
+            if pending and time.monotonic() > deadline:
+                names = ", ".join(pending)
+                raise ClusterError(
+                    f"CRDs not Established after {timeout_seconds:.0f} s: {names}", "timeout"
+                )
+            if pending:
+                time.sleep(0.1)
+        self.discovery.refresh()
+
+
+def _established(crd: Body | None) -> bool:
+    conditions = ((crd or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)

@@ -1,0 +1,60 @@
+"""Finds cluster credentials: --kubeconfig, --context, $KUBECONFIG, or the in-cluster account."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client, config
+
+from gitopsd.errors import ConfigError
+
+IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+
+
+def api_client(
+    kubeconfig: str | None = None, context: str | None = None, allow_exec: bool = False
+) -> Any:
+    """An authenticated ApiClient; kubeconfig `exec` and auth-provider plugins need allow_exec."""
+    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
+    default = Path.home() / ".kube" / "config"
+    if path is None and not default.exists() and IN_CLUSTER_TOKEN.exists():
+        configuration = client.Configuration()
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return client.ApiClient(configuration)
+    path = path or str(default)
+    if not allow_exec:
+        _refuse_plugins(Path(path), context)
+    configuration = client.Configuration()
+    try:
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            path, context=context, client_configuration=configuration
+        )
+    except (config.ConfigException, OSError, yaml.YAMLError) as error:
+        raise ConfigError(f"kubeconfig {path}: {error}") from None
+    return client.ApiClient(configuration)
+
+
+def _refuse_plugins(path: Path, context: str | None) -> None:
+    """A kubeconfig can name a program to run for credentials; run none unless asked to."""
+    try:
+        kubeconfig = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as error:
+        raise ConfigError(f"kubeconfig {path}: {error}") from None
+    user = _user_of(kubeconfig, context or kubeconfig.get("current-context"))
+    for plugin in ("exec", "auth-provider"):
+        if plugin in user:
+            raise ConfigError(
+                f"kubeconfig {path}: the user runs an `{plugin}` credential plugin; "
+                "pass --allow-exec-credentials to allow gitopsd to run it"
+            )
+
+
+def _user_of(kubeconfig: dict[str, Any], context_name: str | None) -> dict[str, Any]:
+    contexts = {c.get("name"): c.get("context", {}) for c in kubeconfig.get("contexts") or []}
+    user_name = contexts.get(context_name, {}).get("user")
+    users = {u.get("name"): u.get("user") or {} for u in kubeconfig.get("users") or []}
+    user: dict[str, Any] = users.get(user_name, {})
+    return user

@@ -1,0 +1,95 @@
+"""Which resources the cluster serves: apiVersion + kind -> plural and scope.
+
+Uses aggregated discovery (GA since Kubernetes 1.30): two requests describe the whole cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gitopsd.cluster.api import Api
+from gitopsd.objects import GroupKind, group_of
+
+AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str = "", name: str = "") -> str:
+        """The REST path of the collection, or of one object when `name` is given."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        scope = f"/namespaces/{namespace}" if self.namespaced and namespace else ""
+        return f"{base}{scope}/{self.plural}" + (f"/{name}" if name else "")
+
+
+@dataclass
+class Discovery:
+    """A cached map of served resources; `refresh()` re-reads it (e.g. after a CRD appears)."""
+
+    api: Api
+    _by_version_kind: dict[tuple[str, str], Resource] = field(default_factory=dict)
+    _preferred: dict[GroupKind, Resource] = field(default_factory=dict)
+    _loaded: bool = False
+
+    def refresh(self) -> None:
+        self._by_version_kind.clear()
+        self._preferred.clear()
+        for path in ("/api", "/apis"):
+            for group in self.api.request("GET", path, accept=AGGREGATED).get("items") or []:
+                self._add_group(group)
+        self._loaded = True
+
+    def find(self, api_version: str, kind: str) -> Resource | None:
+        """The resource for apiVersion/kind, or None when the cluster does not serve it."""
+        if not self._loaded:
+            self.refresh()
+        return self._by_version_kind.get((api_version, kind))
+
+    def preferred(self, group_kind: GroupKind) -> Resource | None:
+        """The served version the cluster prefers for a group/kind, if any."""
+        if not self._loaded:
+            self.refresh()
+        return self._preferred.get(group_kind)
+
+    def served_versions(self, api_version: str, kind: str) -> list[str]:
+        """Every apiVersion the cluster serves for the kind of `api_version`'s group."""
+        if not self._loaded:
+            self.refresh()
+        group = group_of(api_version)
+        return sorted(v for (v, k) in self._by_version_kind if k == kind and group_of(v) == group)
+
+    def _add_group(self, group: dict[str, Any]) -> None:
+        name = str((group.get("metadata") or {}).get("name", ""))
+        versions = group.get("versions") or []
+        for rank, version in enumerate(versions):
+            for entry in version.get("resources") or []:
+                resource = _resource(name, version["version"], entry)
+                if resource is None:
+                    continue
+                self._by_version_kind[(resource.api_version, resource.kind)] = resource
+                if rank == 0:  # versions come in preference order
+                    self._preferred[GroupKind(name, resource.kind)] = resource
+
+
+def _resource(group: str, version: str, entry: dict[str, Any]) -> Resource | None:
+    kind = (entry.get("responseKind") or {}).get("kind")
+    if not kind or "/" in str(entry.get("resource", "")):
+        return None
+    return Resource(
+        group=group,
+        version=version,
+        kind=str(kind),
+        plural=str(entry["resource"]),
+        namespaced=entry.get("scope") == "Namespaced",
+    )

@@ -1,0 +1,108 @@
+"""Settings as frozen dataclasses, each field with its unit and default.
+
+The CLI builds them from flags and the environment; the daemon from its YAML file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on what one revision may hold; each exists because a peer was attacked without it."""
+
+    max_file_bytes: int = 1 * MiB
+    """A manifest file larger than this is rejected before it is read."""
+    max_revision_bytes: int = 20 * MiB
+    """All manifest files of a revision together."""
+    max_documents: int = 10_000
+    """YAML documents in one file."""
+    max_aliases: int = 100
+    """YAML alias uses in one file."""
+    max_expansion: int = 10
+    """Nodes after alias expansion, as a multiple of the nodes written (billion laughs)."""
+    max_depth: int = 100
+    """Nesting of mappings and sequences."""
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """Where git credentials come from. Values are read at fetch time and never logged."""
+
+    username: str = "git"
+    password_env: str = "GITOPSD_GIT_PASSWORD"  # noqa: S105 - the name of a variable, not a secret
+    """Environment variable holding an https password or token, if set."""
+    password_file: Path | None = None
+    """File holding an https password or token (wins over the environment)."""
+    ssh_key_file: Path | None = None
+    known_hosts_file: Path | None = None
+    """Pinned SSH host keys; required for ssh URLs (no trust on first use)."""
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """Where desired state comes from: a git repository or a local directory."""
+
+    url: str
+    """https://, ssh:// or user@host:path; file:// and http:// only with allow_insecure."""
+    ref: str = "HEAD"
+    """Branch, tag or commit sha; HEAD is the remote's default branch."""
+    paths: tuple[str, ...] = (".",)
+    """Directories or files inside the repository, read recursively."""
+    include: tuple[str, ...] = ("*.yaml", "*.yml", "*.json")
+    """Glob patterns a file name must match to be read."""
+    exclude: tuple[str, ...] = ()
+    """Glob patterns (matched against the path relative to the root) that skip a file."""
+    allow_insecure: bool = False
+    """Permit file:// and plain http:// URLs (local use and tests)."""
+    credentials: Credentials = field(default_factory=Credentials)
+    timeout_seconds: float = 60.0
+    """Bound on each git network operation."""
+    limits: Limits = field(default_factory=Limits)
+
+
+SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+
+
+@dataclass(frozen=True)
+class PrunePolicy:
+    """The guards every prune passes; each refusal names its rule."""
+
+    enabled: bool = False
+    """Delete owned objects that left git (`--prune`)."""
+    allow_empty: bool = False
+    """Prune even when the source renders no object at all (usually a broken source)."""
+    allow_mass_prune: bool = False
+    budget_percent: float = 25.0
+    """Most objects one sync may prune, as a share of the owned objects (one is always allowed)."""
+    prune_protected: bool = False
+    """Also prune Namespaces, CRDs, PersistentVolumes and PersistentVolumeClaims."""
+    protected_namespaces: frozenset[str] = SYSTEM_NAMESPACES
+    """Namespaces never pruned, opt-in or not."""
+
+
+@dataclass(frozen=True)
+class SyncSettings:
+    """How one source is reconciled into the cluster."""
+
+    name: str
+    """Names the source's ApplySet parent (a ConfigMap); stable across runs."""
+    inventory_namespace: str = "default"
+    """Namespace of the ApplySet parent ConfigMap."""
+    default_namespace: str = "default"
+    """Namespace for namespaced objects whose manifest names none."""
+    force_conflicts: bool = True
+    """Take fields over from other managers (reported); False reports conflicts instead."""
+    adopt: bool = False
+    """Take over existing objects that no source (or another source) owns."""
+    dry_run: bool = False
+    """Server-side dry-run only: change nothing."""
+    prune: PrunePolicy = field(default_factory=PrunePolicy)
+    crd_timeout_seconds: float = 60.0
+    """Bound on waiting for new CRDs to be Established."""
+    concurrency: int = 8
+    """API requests in flight at once."""

@@ -1,0 +1,354 @@
+"""getDesired, getCurrent, makeChanges: the reconcile, told as a story.
+
+The CLI, the daemon and the operator all call these; they differ only in where settings
+come from and what happens with the result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gitopsd import diff, inventory, manifests, source
+from gitopsd.apply import Action, Applier, ChangeSet, Outcome, Target, prune, run_concurrently
+from gitopsd.cluster import Cluster, Resource
+from gitopsd.config import SourceSpec, SyncSettings
+from gitopsd.errors import ApplyError, ManifestError
+from gitopsd.kustomize import renderer
+from gitopsd.objects import Body, GroupKind, Manifest, ObjectKey
+from gitopsd.plan import Refusal, decide_prune
+
+CONFIG_MAPS = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
+
+
+# getDesired
+
+
+@dataclass(frozen=True)
+class Desired:
+    revision: source.Revision
+    targets: dict[ObjectKey, Target]
+
+
+def get_desired(
+    spec: SourceSpec,
+    cache_dir: Path,
+    cluster: Cluster,
+    settings: SyncSettings,
+    cache: manifests.ParseCache | None = None,
+) -> Desired:
+    """The revision, read and resolved against the cluster's API: nothing is half-read."""
+    revision = fetch(spec, cache_dir)
+    found = read_manifests(revision, spec, cache)
+    return Desired(revision, resolve(found, cluster, settings))
+
+
+def fetch(spec: SourceSpec, cache_dir: Path) -> source.Revision:
+    """A git revision, or a local directory when the source is a path."""
+    if is_local(spec.url):
+        return source.read_directory(Path(spec.url))
+    return source.fetch(spec, cache_dir)
+
+
+def is_local(url: str) -> bool:
+    return "://" not in url and not re.match(r"^[\w.-]+@[\w.-]+:", url)
+
+
+def read_manifests(
+    revision: source.Revision, spec: SourceSpec, cache: manifests.ParseCache | None = None
+) -> list[Manifest]:
+    return manifests.load(
+        revision.root,
+        spec.paths,
+        include=spec.include,
+        exclude=spec.exclude,
+        limits=spec.limits,
+        blob_ids=revision.blob_ids,
+        cache=cache,
+        render_kustomization=renderer(),
+    )
+
+
+def resolve(
+    found: list[Manifest], cluster: Cluster, settings: SyncSettings
+) -> dict[ObjectKey, Target]:
+    """Maps each manifest to its API resource, fills in namespaces, and rejects duplicates."""
+    defined = _definitions_in(found)
+    targets: dict[ObjectKey, Target] = {}
+    resolved = [_resolve_one(m, cluster, defined, settings) for m in found]
+    indexed = manifests.index(m for m, _ in resolved)
+    for manifest, resource in resolved:
+        targets[manifest.key] = Target(manifest.key, manifest.body, manifest.origin, resource)
+    return {key: targets[key] for key in indexed}
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A kind that a CRD in the revision defines."""
+
+    group: str
+    kind: str
+    plural: str
+    namespaced: bool
+    versions: frozenset[str]
+
+
+def _definitions_in(found: list[Manifest]) -> dict[GroupKind, Definition]:
+    definitions = {}
+    for manifest in found:
+        if manifest.key.kind != "CustomResourceDefinition":
+            continue
+        spec = manifest.body.get("spec") or {}
+        names = spec.get("names") or {}
+        versions = frozenset(
+            v.get("name") for v in spec.get("versions") or [] if v.get("served", True)
+        )
+        group_kind = GroupKind(str(spec.get("group", "")), str(names.get("kind", "")))
+        definitions[group_kind] = Definition(
+            group_kind.group,
+            group_kind.kind,
+            str(names.get("plural", "")),
+            spec.get("scope") == "Namespaced",
+            versions,
+        )
+    return definitions
+
+
+def _resolve_one(
+    manifest: Manifest,
+    cluster: Cluster,
+    defined: dict[GroupKind, Definition],
+    settings: SyncSettings,
+) -> tuple[Manifest, Resource | None]:
+    resource = cluster.discovery.find(manifest.api_version, manifest.key.kind)
+    definition = defined.get(manifest.key.group_kind)
+    version = manifest.api_version.rpartition("/")[2]
+    if resource is None and not (definition and version in definition.versions):
+        raise ManifestError(_unserved(manifest, cluster), "unknown_kind")
+    namespaced = resource.namespaced if resource else bool(definition and definition.namespaced)
+    return _with_namespace(manifest, namespaced, settings.default_namespace), resource
+
+
+def _unserved(manifest: Manifest, cluster: Cluster) -> str:
+    where = f"{manifest.origin}: {manifest.key.kind} {manifest.key.name}"
+    served = cluster.discovery.served_versions(manifest.api_version, manifest.key.kind)
+    if served:
+        return (
+            f"{where}: apiVersion {manifest.api_version} is no longer served; "
+            f"the cluster serves {', '.join(served)}"
+        )
+    return (
+        f"{where}: the cluster has no kind {manifest.key.kind} in {manifest.api_version}, "
+        "and no CRD in this revision defines it"
+    )
+
+
+def _with_namespace(manifest: Manifest, namespaced: bool, default: str) -> Manifest:
+    key, body = manifest.key, manifest.body
+    if not namespaced and key.namespace:
+        raise ManifestError(
+            f"{manifest.origin}: {key.kind} {key.name} is cluster-scoped but names namespace "
+            f"{key.namespace}",
+            "invalid",
+        )
+    if namespaced and not key.namespace:
+        body = {**body, "metadata": {**body["metadata"], "namespace": default}}
+        key = ObjectKey(key.group, key.kind, default, key.name)
+    return Manifest(key, manifest.api_version, body, manifest.origin)
+
+
+# getCurrent
+
+
+@dataclass
+class Live:
+    parent: Body | None
+    owned: dict[ObjectKey, Body]
+    """Live objects that carry this source's ApplySet label."""
+    desired: dict[ObjectKey, Body | None]
+    """The live object for every desired key (None: absent)."""
+
+
+def read_live(
+    cluster: Cluster, applyset: inventory.ApplySet, targets: dict[ObjectKey, Target]
+) -> Live:
+    """Owned objects by labelled LIST; desired objects not owned by GET (to detect conflicts)."""
+    parent = cluster.get(CONFIG_MAPS, applyset.namespace, applyset.name)
+    group_kinds = inventory.recorded_group_kinds(parent) | {key.group_kind for key in targets}
+    namespaces = inventory.recorded_namespaces(parent, applyset.namespace)
+    namespaces |= {key.namespace for key in targets if key.namespace}
+    owned = _list_owned(cluster, applyset, group_kinds, namespaces)
+    unowned = [key for key in targets if key not in owned]
+    found = run_concurrently(unowned, lambda key: _get(cluster, targets[key]), 8)
+    desired = {key: owned.get(key) for key in targets} | dict(zip(unowned, found, strict=True))
+    return Live(parent, owned, desired)
+
+
+def _list_owned(
+    cluster: Cluster,
+    applyset: inventory.ApplySet,
+    group_kinds: set[GroupKind],
+    namespaces: set[str],
+) -> dict[ObjectKey, Body]:
+    owned: dict[ObjectKey, Body] = {}
+    for group_kind in sorted(group_kinds):
+        resource = cluster.discovery.preferred(group_kind)
+        if resource is None:
+            continue  # no longer served (its CRD is gone), so neither are its objects
+        scopes = sorted(namespaces) if resource.namespaced else [""]
+        for namespace in scopes:
+            for body in cluster.list_objects(resource, namespace, applyset.selector):
+                owned[key_of(body)] = body
+    return owned
+
+
+def _get(cluster: Cluster, target: Target) -> Body | None:
+    if target.resource is None:
+        return None  # its CRD is not served yet, so it cannot exist
+    return cluster.get(target.resource, target.key.namespace, target.key.name)
+
+
+def key_of(body: Body) -> ObjectKey:
+    metadata = body.get("metadata") or {}
+    group = str(body.get("apiVersion", "")).rpartition("/")[0]
+    return ObjectKey(group, str(body.get("kind")), metadata.get("namespace", ""), metadata["name"])
+
+
+# makeChanges
+
+
+@dataclass
+class SyncReport:
+    revision: str
+    changes: ChangeSet = field(default_factory=ChangeSet)
+    refused: list[tuple[ObjectKey, Refusal]] = field(default_factory=list)
+
+    @property
+    def prune_blocked(self) -> bool:
+        return bool(self.refused)
+
+
+def drift(
+    cluster: Cluster, settings: SyncSettings, targets: dict[ObjectKey, Target]
+) -> list[diff.Drift]:
+    """What differs between git and the cluster: missing, modified and extraneous objects."""
+    applyset = inventory.ApplySet(settings.name, settings.inventory_namespace)
+    live = read_live(cluster, applyset, targets)
+    members = {key: _member(applyset, target) for key, target in targets.items()}
+    present = [t for k, t in members.items() if live.desired[k] is not None and t.resource]
+    expected = _dry_run_all(cluster, settings, present, live)
+    drifts = [diff.missing(k, t.body) for k, t in members.items() if live.desired[k] is None]
+    for target in present:
+        found = diff.compare(
+            target.key, expected[target.key], live.desired[target.key] or {}, target.body
+        )
+        drifts += [found] if found else []
+    drifts += [diff.extraneous(k, body) for k, body in live.owned.items() if k not in targets]
+    return sorted(drifts, key=lambda d: d.key)
+
+
+def _dry_run_all(
+    cluster: Cluster, settings: SyncSettings, targets: list[Target], live: Live
+) -> dict[ObjectKey, Body]:
+    applier = Applier(cluster, settings, live.desired, lambda key: None)
+    return applier.dry_run(targets)
+
+
+def sync(
+    cluster: Cluster,
+    settings: SyncSettings,
+    targets: dict[ObjectKey, Target],
+    revision: str,
+    on_outcome: Callable[[Outcome], None] = lambda outcome: None,
+) -> SyncReport:
+    """Applies git's objects (dry-run first, staged), then prunes what left git, if allowed."""
+    applyset = inventory.ApplySet(settings.name, settings.inventory_namespace)
+    live = read_live(cluster, applyset, targets)
+    _refuse_unowned(applyset, live, settings)
+    members = {key: _member(applyset, target) for key, target in targets.items()}
+    report = SyncReport(revision)
+    if not settings.dry_run:
+        _record_parent(cluster, applyset, live, members, keep=live.owned)
+    applier = Applier(cluster, settings, live.desired, lambda key: _served(cluster, targets[key]))
+    applier.on_outcome = on_outcome
+    report.changes = applier.run(members)
+    _prune(cluster, settings, applyset, live, members, report)
+    return report
+
+
+def _prune(
+    cluster: Cluster,
+    settings: SyncSettings,
+    applyset: inventory.ApplySet,
+    live: Live,
+    members: dict[ObjectKey, Target],
+    report: SyncReport,
+) -> None:
+    policy = settings.prune
+    if not policy.enabled:
+        return
+    decision = decide_prune(members, live.owned, policy)
+    report.refused.extend(decision.refused)
+    if settings.dry_run:
+        report.changes.outcomes += [Outcome(k, Action.PRUNED, "dry run") for k in decision.delete]
+        return
+    pruned, refused = prune(
+        cluster, applyset, decision, lambda key: cluster.discovery.preferred(key.group_kind)
+    )
+    report.changes.outcomes += pruned
+    report.refused.extend(refused)
+    remaining = {k: v for k, v in live.owned.items() if k not in {o.key for o in pruned}}
+    _record_parent(cluster, applyset, live, members, keep=remaining, union=False)
+
+
+def _record_parent(
+    cluster: Cluster,
+    applyset: inventory.ApplySet,
+    live: Live,
+    members: dict[ObjectKey, Target],
+    keep: dict[ObjectKey, Body],
+    union: bool = True,
+) -> None:
+    """Records where members live: before applying, the union with the old record (so an
+    interrupted sync never forgets an object); after pruning, exactly what remains."""
+    keys = set(members) | set(keep)
+    group_kinds = {key.group_kind for key in keys}
+    namespaces = {key.namespace for key in keys}
+    if union:
+        group_kinds |= inventory.recorded_group_kinds(live.parent)
+        namespaces |= inventory.recorded_namespaces(live.parent, applyset.namespace)
+    cluster.apply(CONFIG_MAPS, applyset.parent(group_kinds, namespaces), dry_run=False, force=True)
+
+
+def _refuse_unowned(applyset: inventory.ApplySet, live: Live, settings: SyncSettings) -> None:
+    """An existing object that this source does not own is taken over only with --adopt."""
+    if settings.adopt:
+        return
+    foreign = [(k, b) for k, b in live.desired.items() if b is not None and not applyset.owns(b)]
+    if foreign:
+        raise ApplyError([_foreign(key, body) for key, body in foreign], "conflict")
+
+
+def _foreign(key: ObjectKey, body: Body) -> str:
+    owner = inventory.owner_of(body)
+    by = f"it belongs to ApplySet {owner}" if owner else "no gitopsd source manages it"
+    return f"{key}: exists and {by}; pass --adopt to take it over"
+
+
+def _member(applyset: inventory.ApplySet, target: Target) -> Target:
+    return Target(target.key, applyset.member(target.body), target.origin, target.resource)
+
+
+def _served(cluster: Cluster, target: Target) -> Resource | None:
+    api_version = target.body["apiVersion"]
+    return cluster.discovery.find(api_version, target.key.kind)
+
+
+def default_name(spec: SourceSpec) -> str:
+    """A stable ApplySet name for a source: its base name plus a hash of where it points."""
+    base = re.sub(r"[^a-z0-9-]+", "-", Path(spec.url.rstrip("/")).name.lower().removesuffix(".git"))
+    digest = hashlib.sha256(f"{spec.url}\n{sorted(spec.paths)}".encode()).hexdigest()[:8]
+    return f"gitopsd-{base.strip('-')[:30] or 'source'}-{digest}"

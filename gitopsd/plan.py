@@ -1,0 +1,100 @@
+"""Ordering and prune guards: what may happen, in which order. Pure.
+
+Apply order: Namespaces and CRDs, then (after the CRDs are Established) cluster-scoped
+objects, then namespaced ones. Deletes come last, in the reverse order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import IntEnum, StrEnum
+
+from gitopsd.config import PrunePolicy
+from gitopsd.inventory import prune_disabled
+from gitopsd.objects import Body, GroupKind, ObjectKey
+
+DEFINITIONS = frozenset(
+    {GroupKind("", "Namespace"), GroupKind("apiextensions.k8s.io", "CustomResourceDefinition")}
+)
+PROTECTED = DEFINITIONS | {
+    GroupKind("", "PersistentVolume"),
+    GroupKind("", "PersistentVolumeClaim"),
+}
+
+
+class Stage(IntEnum):
+    DEFINITIONS = 0  # Namespaces and CRDs: everything else may need them
+    CLUSTER = 1
+    NAMESPACED = 2
+
+
+def stage_of(key: ObjectKey) -> Stage:
+    if key.group_kind in DEFINITIONS:
+        return Stage.DEFINITIONS
+    return Stage.NAMESPACED if key.namespace else Stage.CLUSTER
+
+
+def stages(keys: Iterable[ObjectKey]) -> list[list[ObjectKey]]:
+    """Keys grouped by stage in apply order, sorted within a stage; empty stages dropped."""
+    grouped: dict[Stage, list[ObjectKey]] = {}
+    for key in sorted(keys):
+        grouped.setdefault(stage_of(key), []).append(key)
+    return [grouped[stage] for stage in sorted(grouped)]
+
+
+class Refusal(StrEnum):
+    """Why an owned object that left git is not deleted (the prune_blocked reasons)."""
+
+    EMPTY_SOURCE = "empty_source"
+    THRESHOLD = "threshold"
+    PROTECTED = "protected"
+    DISABLED = "disabled"
+    NOT_OWNED = "not_owned"
+
+
+@dataclass(frozen=True)
+class PruneDecision:
+    delete: tuple[ObjectKey, ...]  # in delete order
+    refused: tuple[tuple[ObjectKey, Refusal], ...]
+
+    @property
+    def blocked(self) -> bool:
+        return bool(self.refused)
+
+
+def decide_prune(
+    desired: Iterable[ObjectKey], owned: Mapping[ObjectKey, Body], policy: PrunePolicy
+) -> PruneDecision:
+    """Which owned objects that left git to delete, and which to keep, with the rule why."""
+    desired_keys = set(desired)
+    candidates = sorted(set(owned) - desired_keys, key=_delete_order)
+    if candidates and not desired_keys and not policy.allow_empty:
+        return _refuse_all(candidates, Refusal.EMPTY_SOURCE)
+    refused = [(key, reason) for key in candidates if (reason := _kept(key, owned[key], policy))]
+    kept = {key for key, _ in refused}
+    deletable = [key for key in candidates if key not in kept]
+    budget = max(1, math.floor(len(owned) * policy.budget_percent / 100))
+    if len(deletable) > budget and not policy.allow_mass_prune:
+        return PruneDecision((), (*refused, *_refuse_all(deletable, Refusal.THRESHOLD).refused))
+    return PruneDecision(tuple(deletable), tuple(refused))
+
+
+def _kept(key: ObjectKey, live: Body, policy: PrunePolicy) -> Refusal | None:
+    if prune_disabled(live):
+        return Refusal.DISABLED
+    system = (
+        key.group_kind == GroupKind("", "Namespace") and key.name in policy.protected_namespaces
+    )
+    if system or (key.group_kind in PROTECTED and not policy.prune_protected):
+        return Refusal.PROTECTED
+    return None
+
+
+def _refuse_all(keys: Iterable[ObjectKey], reason: Refusal) -> PruneDecision:
+    return PruneDecision((), tuple((key, reason) for key in keys))
+
+
+def _delete_order(key: ObjectKey) -> tuple[int, ObjectKey]:
+    return (-stage_of(key), key)

@@ -1,0 +1,467 @@
+"""Fetching desired state: the only module that runs git.
+
+A git source is kept as a persistent shallow checkout under the cache directory and
+brought to exactly the commit the ref names on every fetch. The git host is treated as
+hostile (RELIABILITY.md rules 8-10): the URL and ref pass an allow-list before git runs,
+git gets an environment built from nothing, credentials reach it only through
+GIT_ASKPASS, and every error message is scrubbed of URLs' userinfo and of the secret.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import shlex
+import shutil
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote, quote_plus, urlsplit
+
+import git
+
+from gitopsd.config import Credentials, SourceSpec
+from gitopsd.errors import ConfigError, SourceError
+
+INSECURE_FLAG = "--allow-insecure-source"
+URL_USERINFO_ADVICE = "put the token in $GITOPSD_GIT_PASSWORD or --password-file, not in the URL"
+
+_TARGET = "refs/gitopsd/target"
+_HISTORY = "+refs/heads/*:refs/gitopsd/heads/*"
+_FULL_DEPTH = "--depth=2147483647"  # git's documented spelling of "all of history"
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_TRANSPORT = re.compile(r"^[A-Za-z0-9+.-]+::")  # remote helpers: ext::, fd::, ...
+_SCP = re.compile(r"^(?P<user>[^@/:\s]+)@(?P<host>[^@/:\s]+):(?P<path>.*)$", re.DOTALL)
+_SHA = re.compile(r"^[0-9a-fA-F]{7,40}$")
+_BAD_REF = re.compile(r"\.\.|@\{|//|[\x00-\x20\x7f~^:?*\[\\]|^[-/]|[/.]$|\.lock$")
+# Userinfo with a password may hold '/' or '@' unencoded, so it runs to the last '@'.
+_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^\s@/]*:[^\s@]*@")
+_URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#]*@")
+# scp-like `user@host:` only where a word starts: at the start, after space, quote or bracket.
+_SCP_USER = re.compile(r"(?<![^\s'\"(<\[=])[^\s/@:'\"]+@(?=[^\s/:@]+:)")
+
+# Settings given on every command line, so neither the repository nor the host chooses them.
+_GIT_OPTIONS = (
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "core.fsmonitor=false",
+    "-c", "credential.helper=",
+    "-c", "http.followRedirects=false",  # a redirect could carry credentials to another host
+    "-c", "transfer.fsckObjects=true",  # reject crafted trees (paths like .. or .git)
+    "-c", "submodule.recurse=false",
+    "-c", "fetch.recurseSubmodules=false",
+    "-c", "core.logAllRefUpdates=false",  # reflogs would keep every old commit from gc
+    "-c", "gc.autoDetach=false",  # no gc left running behind our back after a command
+    "-c", "advice.detachedHead=false",
+)  # fmt: skip
+
+_ASKPASS = """#!/bin/sh
+# gitopsd: answers git's prompts from variables set only in that git child's environment.
+case "$1" in
+Username*) printf '%s\\n' "$GITOPSD_ASKPASS_USERNAME" ;;
+*) printf '%s\\n' "$GITOPSD_ASKPASS_PASSWORD" ;;
+esac
+"""
+
+# First match wins: auth and host-key failures also print "could not read from remote".
+_CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (reason, re.compile(pattern, re.IGNORECASE))
+    for reason, pattern in (
+        ("timeout", r"^timeout: the command|timed out"),
+        ("nospace", r"no space left on device|disk quota exceeded"),
+        ("hostkey", r"host key verification failed|remote host identification has changed"),
+        (
+            "auth",
+            r"authentication failed|could not read (username|password)|permission denied \("
+            r"|returned error: 40[13]|terminal prompts disabled",
+        ),
+        ("ref_missing", r"couldn't find remote ref|not our ref|unadvertised object"),
+        (
+            "unreachable",
+            r"could not resolve|connection refused|failed to connect|couldn't connect"
+            r"|unreachable|no route to host|connection reset|repository '.*' not found"
+            r"|does not appear to be a git repository|could not read from remote"
+            r"|remote end hung up|early eof|ssl|certificate|unable to access|returned error",
+        ),
+    )
+)
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One checked-out state of a source. `root` stays valid until the next fetch."""
+
+    sha: str
+    """Commit sha; "" for a local directory."""
+    root: Path
+    """Directory holding the tree. For git it also holds `.git`, which readers skip."""
+    commit_time: float | None
+    """Unix seconds of the commit (committer date); None for a directory."""
+    blob_ids: Mapping[str, str]
+    """Posix path relative to root -> git blob sha; empty for a directory."""
+    url: str
+    """Where it came from, masked: never carries a credential."""
+
+
+def read_directory(path: Path) -> Revision:
+    """A local directory as a source: no git, no cache, read in place."""
+    root = path.resolve()
+    if not root.is_dir():
+        raise SourceError(f"source directory {path} does not exist", "ref_missing")
+    return Revision(sha="", root=root, commit_time=None, blob_ids={}, url=str(root))
+
+
+def mask_url(url: str) -> str:
+    """Replaces the userinfo of every URL in `url` (also free text) with `***`."""
+    masked = _URL_PASSWORD.sub(r"\1***@", url)
+    masked = _URL_USERINFO.sub(r"\1***@", masked)
+    return _SCP_USER.sub("***@", masked)
+
+
+def check_url(spec: SourceSpec) -> None:
+    """Raises ConfigError unless the URL and ref are ones gitopsd lets git touch."""
+    _check_text(spec.url, "source URL")
+    _check_ref(spec.ref)
+    scheme = _url_scheme(spec.url)
+    if scheme in ("file", "http") and not spec.allow_insecure:
+        raise ConfigError(
+            f"source URL {mask_url(spec.url)}: {scheme}:// is refused unless {INSECURE_FLAG} "
+            "is given (for local use and tests)"
+        )
+    if _URL_PASSWORD.search(spec.url) or _has_password(spec.url):
+        raise ConfigError(f"source URL {mask_url(spec.url)}: {URL_USERINFO_ADVICE}")
+    if scheme == "ssh" and spec.credentials.known_hosts_file is None:
+        raise ConfigError(
+            f"source URL {mask_url(spec.url)}: ssh needs a known_hosts file with the host's "
+            "pinned key (no trust on first use)"
+        )
+
+
+def fetch(spec: SourceSpec, cache_dir: Path) -> Revision:
+    """Brings the cached checkout of `spec` to the commit its ref names and describes it.
+
+    A cache git cannot use is deleted and cloned again once; a partial tree is never
+    returned. Raises ConfigError for a refused source, SourceError for everything else.
+    """
+    check_url(spec)
+    runner = _open_runner(spec, cache_dir)
+    try:
+        return _guard_os(runner, _sync)
+    except SourceError as error:
+        if error.reason != "corrupt":
+            raise
+    # Whatever broke the cache (killed fetch, truncated objects, a broken .git) is gone
+    # with it; a fresh clone that fails again is reported, not retried.
+    return _guard_os(runner, _reclone)
+
+
+# --- URL and ref policy ---------------------------------------------------------------
+
+
+def _check_text(value: str, what: str) -> None:
+    """Git would read a leading '-' as an option; control characters split or hide text."""
+    if not value or value.startswith("-") or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ConfigError(f"{what} {mask_url(value)!r} is refused: empty, option-like or control")
+
+
+def _check_ref(ref: str) -> None:
+    _check_text(ref, "ref")
+    if ref != "HEAD" and _BAD_REF.search(ref):
+        raise ConfigError(f"ref {ref!r} is refused: not a branch, tag or commit sha")
+
+
+def _url_scheme(url: str) -> str:
+    """The transport git would use: https, ssh (also scp-like), http or file; else refused."""
+    if _TRANSPORT.match(url):
+        raise ConfigError(f"source URL {mask_url(url)}: remote-helper transports are refused")
+    if scheme := _SCHEME.match(url):
+        name = scheme.group(1).lower()
+        if name not in ("https", "ssh", "http", "file"):
+            raise ConfigError(f"source URL {mask_url(url)}: scheme {name}:// is refused")
+        _check_authority(url, name)
+        return name
+    if scp := _SCP.match(url):
+        _check_parts(url, scp.group("user"), scp.group("host"), scp.group("path"))
+        return "ssh"
+    raise ConfigError(f"source URL {mask_url(url)}: use https://, ssh:// or user@host:path")
+
+
+def _check_authority(url: str, scheme: str) -> None:
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. an unclosed IPv6 bracket: refuse rather than guess
+        raise ConfigError(f"source URL {mask_url(url)}: cannot be parsed") from None
+    if scheme != "file" and not parts.hostname:
+        raise ConfigError(f"source URL {mask_url(url)}: no host")
+    _check_parts(url, parts.username or "", parts.hostname or "", parts.path.lstrip("/"))
+
+
+def _check_parts(url: str, user: str, host: str, path: str) -> None:
+    """ssh would take `-oProxyCommand=...` as a user or host for an option (CVE-2017-1000117)."""
+    if any(part.startswith("-") for part in (user, host, path)):
+        raise ConfigError(f"source URL {mask_url(url)}: a user, host or path starts with '-'")
+
+
+def _has_password(url: str) -> bool:
+    return bool(_SCHEME.match(url)) and urlsplit(url).password is not None
+
+
+# --- Running git ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Runner:
+    """Runs git for one source: its cache repository, a scrubbed environment, bounded time."""
+
+    spec: SourceSpec
+    repo: Path
+    env: Mapping[str, str]
+    secrets: tuple[str, ...]
+
+    def run(self, *args: str) -> str:
+        return self.run_bytes(*args).decode(errors="replace").strip()
+
+    def run_bytes(self, *args: str) -> bytes:
+        location = (f"--git-dir={self.repo / '.git'}", f"--work-tree={self.repo}")
+        command = ["env", *_unset_inherited(self.env), "git", *_GIT_OPTIONS, *location, *args]
+        status, out, err = git.Git(self.repo.parent).execute(
+            command,
+            env=self.env,
+            kill_after_timeout=self.spec.timeout_seconds,
+            with_extended_output=True,
+            with_exceptions=False,
+            stdout_as_string=False,
+        )
+        if status != 0:
+            reason, cause = _classify(err)
+            raise self.error(cause, reason)
+        return out if isinstance(out, bytes) else out.encode()
+
+    def fetch(self, refspec: str, depth: str = "--depth=1") -> None:
+        options = ("--quiet", "--no-tags", "--no-recurse-submodules", "--no-write-fetch-head")
+        self.run("fetch", *options, depth, "--", self.spec.url, refspec)
+
+    def resolve(self, name: str) -> str:
+        """The full sha of the commit `name` points at."""
+        return self.run("rev-parse", "--verify", "--end-of-options", f"{name}^{{commit}}")
+
+    def missing(self) -> SourceError:
+        return self.error(
+            f"no branch, tag or commit {self.spec.ref!r} on the remote", "ref_missing"
+        )
+
+    def error(self, cause: str, reason: str) -> SourceError:
+        if reason == "timeout":
+            cause = f"no answer within {self.spec.timeout_seconds:g} s"
+        message = f"git source {self.spec.url} at ref {self.spec.ref!r} failed ({reason}): {cause}"
+        return SourceError(self.scrub(message), reason)
+
+    def scrub(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return mask_url(text)
+
+
+def _unset_inherited(env: Mapping[str, str]) -> list[str]:
+    """`env -u` arguments dropping every inherited variable: gitpython starts each child
+    from a copy of os.environ, and `env -u` leaves exactly `env` (names, never values, on
+    the command line)."""
+    return [arg for name in sorted(os.environ) if name not in env for arg in ("-u", name)]
+
+
+def _classify(stderr: str) -> tuple[str, str]:
+    """A closed reason for metrics and the line of git's stderr that shows it; anything
+    unrecognised is blamed on the cache."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for reason, pattern in _CAUSES:
+        if found := next((line for line in lines if pattern.search(line)), None):
+            return reason, found[:300]
+    complaints = [line for line in lines if line.startswith(("fatal:", "error:"))]
+    return "corrupt", (complaints or lines or ["git failed without a message"])[-1][:300]
+
+
+def _open_runner(spec: SourceSpec, cache_dir: Path) -> _Runner:
+    cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    password = _read_password(spec.credentials)
+    env = _environment(spec, cache_dir, password)
+    key = hashlib.sha256(spec.url.encode()).hexdigest()[:16]
+    secrets = _secret_forms(spec.credentials.username, password) if password else ()
+    return _Runner(spec=spec, repo=cache_dir / key, env=env, secrets=secrets)
+
+
+def _read_password(credentials: Credentials) -> str | None:
+    """The https password or token: the file wins over the environment variable."""
+    if credentials.password_file is None:
+        return os.environ.get(credentials.password_env) or None
+    try:
+        return credentials.password_file.read_text().strip() or None
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or "not text"
+        raise ConfigError(
+            f"cannot read password file {credentials.password_file}: {reason}"
+        ) from None
+
+
+def _secret_forms(username: str, password: str) -> tuple[str, ...]:
+    """Every spelling of the secret an error could carry, longest first."""
+    basic = base64.b64encode(f"{username}:{password}".encode()).decode()
+    forms = {password, quote(password, safe=""), quote_plus(password), basic}
+    forms |= {form.lower() for form in forms if "%" in form}
+    forms.add(base64.b64encode(password.encode()).decode())
+    return tuple(sorted(forms, key=len, reverse=True))
+
+
+def _environment(spec: SourceSpec, cache_dir: Path, password: str | None) -> dict[str, str]:
+    """Everything git's children see, built from nothing so the daemon's variables stay home."""
+    env = {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "HOME": str(cache_dir),
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_ALLOW_PROTOCOL": "https:ssh:http:file" if spec.allow_insecure else "https:ssh",
+        "LANG": "C",
+        "LC_ALL": "C",  # gitpython sets these two anyway
+        "LANGUAGE": "C",
+    }
+    if password:
+        env["GIT_ASKPASS"] = str(_write_askpass(cache_dir))
+        env["GITOPSD_ASKPASS_USERNAME"] = spec.credentials.username
+        env["GITOPSD_ASKPASS_PASSWORD"] = password
+    if _url_scheme(spec.url) == "ssh":
+        env["GIT_SSH_COMMAND"] = _ssh_command(spec.credentials)
+    return env
+
+
+def _write_askpass(cache_dir: Path) -> Path:
+    """The askpass script holds no secret; it is replaced whole so git never runs half of it."""
+    path = cache_dir / "askpass.sh"
+    if path.is_file() and path.read_text() == _ASKPASS and path.stat().st_mode & 0o777 == 0o700:
+        return path
+    partial = cache_dir / f"askpass.sh.{os.getpid()}"
+    partial.write_text(_ASKPASS)
+    partial.chmod(0o700)
+    partial.replace(path)
+    return path
+
+
+def _ssh_command(credentials: Credentials) -> str:
+    """ssh without the user's config, agent identities or any host key not pinned by us."""
+    known_hosts = shlex.quote(str(credentials.known_hosts_file))
+    words = ["ssh", "-F", "/dev/null"]
+    if credentials.ssh_key_file is not None:
+        words += ["-i", shlex.quote(str(credentials.ssh_key_file))]
+    words += ["-o", "IdentitiesOnly=yes", "-o", f"UserKnownHostsFile={known_hosts}"]
+    words += ["-o", "GlobalKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=yes"]
+    return " ".join([*words, "-o", "BatchMode=yes"])
+
+
+# --- The fetch itself -----------------------------------------------------------------
+
+
+def _guard_os(runner: _Runner, step: Callable[[_Runner], Revision]) -> Revision:
+    """File system failures around git (a full disk, a vanished cache) are source errors."""
+    try:
+        return step(runner)
+    except OSError as error:
+        nospace = error.errno in (28, 122)  # ENOSPC, EDQUOT
+        cause = f"{error.strerror or error} ({error.filename})"
+        raise runner.error(cause, "nospace" if nospace else "corrupt") from None
+
+
+def _reclone(runner: _Runner) -> Revision:
+    shutil.rmtree(runner.repo, ignore_errors=True)
+    return _sync(runner)
+
+
+def _sync(runner: _Runner) -> Revision:
+    _ensure_repository(runner)
+    sha = _fetch_ref(runner)
+    _checkout(runner, sha)
+    return _describe(runner, sha)
+
+
+def _ensure_repository(runner: _Runner) -> None:
+    if (runner.repo / ".git").is_dir():
+        return
+    # Leftovers of a run killed before `git init` finished.
+    shutil.rmtree(runner.repo, ignore_errors=True)
+    runner.repo.mkdir(mode=0o700)
+    runner.run("init", "--quiet", "--template=")  # no templates: no sample hooks
+
+
+def _fetch_ref(runner: _Runner) -> str:
+    """Fetches the ref's commit (depth 1) into _TARGET and returns its sha."""
+    ref = runner.spec.ref
+    for source in _ref_candidates(ref):
+        try:
+            runner.fetch(f"+{source}:{_TARGET}")
+        except SourceError as error:
+            if error.reason != "ref_missing":
+                raise
+            continue
+        return runner.resolve(_TARGET)
+    if _SHA.match(ref):
+        return _fetch_commit(runner, ref.lower())
+    raise runner.missing()
+
+
+def _ref_candidates(ref: str) -> Iterator[str]:
+    if ref == "HEAD" or ref.startswith("refs/"):
+        yield ref
+    elif not (_SHA.match(ref) and len(ref) == 40):
+        yield f"refs/heads/{ref}"
+        yield f"refs/tags/{ref}"
+
+
+def _fetch_commit(runner: _Runner, sha: str) -> str:
+    """Most servers hand out a reachable commit by full sha; for the others (and for an
+    abbreviated sha) all branches' history is fetched and the sha looked up there."""
+    if len(sha) == 40:
+        try:
+            runner.fetch(f"+{sha}:{_TARGET}")
+        except SourceError as error:
+            if error.reason != "ref_missing":
+                raise
+        else:
+            return runner.resolve(_TARGET)
+    runner.fetch(_HISTORY, depth=_FULL_DEPTH)
+    try:
+        return runner.resolve(sha)
+    except SourceError:  # all of history is here now: the sha is not in it (or not a commit)
+        raise runner.missing() from None
+
+
+def _checkout(runner: _Runner, sha: str) -> None:
+    """Makes the worktree equal the commit: without an index git trusts no file's stat
+    data, so it rewrites every file from the object store (a missing or truncated object
+    fails here, not later), and `clean` removes whatever the commit does not hold."""
+    (runner.repo / ".git" / "index").unlink(missing_ok=True)
+    runner.run("checkout", "--quiet", "--force", "--no-recurse-submodules", "--detach", sha, "--")
+    runner.run("clean", "-ffdxq")
+    if runner.run("rev-parse", "--verify", "HEAD") != sha:
+        raise runner.error(f"HEAD is not {sha} after checkout", "corrupt")
+
+
+def _describe(runner: _Runner, sha: str) -> Revision:
+    listing = runner.run_bytes("ls-tree", "-r", "-z", "--full-tree", sha)
+    commit_time = float(runner.run("show", "--no-patch", "--format=%ct", sha))
+    return Revision(
+        sha=sha,
+        root=runner.repo,
+        commit_time=commit_time,
+        blob_ids=_blob_ids(listing),
+        url=mask_url(runner.spec.url),
+    )
+
+
+def _blob_ids(listing: bytes) -> dict[str, str]:
+    """Parses `ls-tree -z` lines `<mode> <type> <sha>\\t<path>`; submodule links are skipped."""
+    blobs: dict[str, str] = {}
+    for entry in filter(None, listing.split(b"\0")):
+        info, _, path = entry.partition(b"\t")
+        _, kind, blob = info.split(b" ")
+        if kind == b"blob":
+            blobs[os.fsdecode(path)] = blob.decode()
+    return blobs

@@ -1,0 +1,229 @@
+"""Bad input (RELIABILITY.md BI-*) gets a clear error naming the file or object, and nothing
+in the cluster changes: a valid ConfigMap committed beside the bad file is never created."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness.cli import Gitopsd
+from tests.harness.gitserver import GitRepo, GitServer
+from tests.integration.test_prune import config_maps
+from tests.integration.test_sync import scope
+
+INVALID, CLUSTER_FAILED = 2, 4
+GOOD = {"good.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: good\ndata:\n  k: v\n"}
+LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)
+)
+SENTINEL = Path("/tmp/gitopsd-bi17-sentinel")
+
+BAD_INPUTS = {
+    "BI-01 malformed YAML": (
+        {"bad.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [unclosed\n"},
+        INVALID,
+        ["bad.yaml:5:1", "line 4"],
+    ),
+    "BI-02 duplicate keys": (
+        {"bad.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  name: y\n"},
+        INVALID,
+        ["bad.yaml", "name", "4", "5"],
+    ),
+    "BI-03 duplicate objects": (
+        {
+            "one.yaml": GOOD["good.yaml"].replace("good", "twin"),
+            "two.yaml": GOOD["good.yaml"].replace("good", "twin").replace("k: v", "k: w"),
+        },
+        INVALID,
+        ["one.yaml:1", "two.yaml:1", "ConfigMap"],
+    ),
+    "BI-04 unknown kind": (
+        {"bad.yaml": "apiVersion: apps/v1\nkind: Deploymnet\nmetadata:\n  name: x\n"},
+        INVALID,
+        ["bad.yaml:1", "Deploymnet"],
+    ),
+    "BI-04 removed API version": (
+        {"bad.yaml": "apiVersion: batch/v1beta1\nkind: CronJob\nmetadata:\n  name: x\n"},
+        INVALID,
+        ["bad.yaml:1", "batch/v1beta1", "batch/v1"],
+    ),
+    "BI-06 custom resource without its CRD": (
+        {"bad.yaml": "apiVersion: k106.com/v1alpha1\nkind: Bob\nmetadata:\n  name: x\n"},
+        INVALID,
+        ["bad.yaml:1", "Bob", "no CRD"],
+    ),
+    "BI-08 billion laughs": ({"bad.yaml": LAUGHS}, INVALID, ["bad.yaml", "alias"]),
+    "BI-14 invalid name": (
+        {"bad.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Bad_Name\n"},
+        INVALID,
+        ["ConfigMap/", "Bad_Name", "bad.yaml:1", "metadata.name"],
+    ),
+    "BI-14 namespace on a cluster-scoped kind": (
+        {"bad.yaml": "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x\n  namespace: y\n"},
+        INVALID,
+        ["bad.yaml:1", "cluster-scoped"],
+    ),
+    "BI-15 unknown field": (
+        {
+            "bad.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: x\nspec:\n"
+            "  replcas: 2\n  selector: {matchLabels: {a: b}}\n  template:\n"
+            "    metadata: {labels: {a: b}}\n"
+            "    spec: {containers: [{name: c, image: busybox}]}\n"
+        },
+        INVALID,
+        ["apps/Deployment/", "bad.yaml:1", "replcas"],
+    ),
+    "BI-16 document without apiVersion": (
+        {"bad.yaml": "---\n---\nkind: ConfigMap\nmetadata:\n  name: x\n"},
+        INVALID,
+        ["bad.yaml", "apiVersion"],
+    ),
+    "BI-17 python tag": (
+        {"bad.yaml": f"a: !!python/object/apply:os.system ['touch {SENTINEL}']\n"},
+        INVALID,
+        ["bad.yaml:1", "tag"],
+    ),
+    "BI-17 custom tag": ({"bad.yaml": "a: !foo bar\n"}, INVALID, ["bad.yaml:1", "tag"]),
+    "BI-19 ownership label": (
+        {
+            "bad.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  labels:\n"
+            "    applyset.kubernetes.io/part-of: applyset-x-v1\n"
+        },
+        INVALID,
+        ["bad.yaml", "applyset.kubernetes.io/part-of"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS, ids=list(BAD_INPUTS))
+def test_bad_input_is_a_clear_error_and_changes_nothing(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    case: str,
+) -> None:
+    files, code, mentions = BAD_INPUTS[case]
+    git_repo.commit({**GOOD, **files})
+
+    run = gitopsd("sync", git_server.file_url(git_repo), *scope(namespace), "--prune")
+
+    assert run.code == code, run.text
+    for mention in mentions:
+        assert mention in run.err, f"{mention!r} not in {run.err!r}"
+    assert "good" not in config_maps(admin_api, namespace)
+    assert not SENTINEL.exists()
+
+
+@pytest.mark.parametrize(
+    "target", ["/etc/passwd", "../../outside/canary.yaml", "sub/../../escape.yaml", "."]
+)
+def test_symlinks_are_refused_and_their_targets_never_read(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    target: str,
+) -> None:
+    git_repo.commit(GOOD)
+    git_repo.commit_symlink("link.yaml", target)
+
+    run = gitopsd("sync", git_server.file_url(git_repo), *scope(namespace))
+
+    assert run.code == INVALID, run.text
+    assert "link.yaml" in run.err and "symlink" in run.err
+    assert "root:" not in run.text
+    assert "good" not in config_maps(admin_api, namespace)
+
+
+def test_a_custom_resource_applies_with_its_crd_in_one_commit(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    """BI-05: the CRD is applied and Established before its custom resources."""
+    group = f"{namespace}.example.com"
+    crd = f"""apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.{group}
+spec:
+  group: {group}
+  scope: Namespaced
+  names: {{kind: Widget, plural: widgets}}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+"""
+    widgets = "".join(
+        f"---\napiVersion: {group}/v1\nkind: Widget\nmetadata:\n  name: w{i}\nsize: {i}\n"
+        for i in range(20)
+    )
+    git_repo.commit({"crd.yaml": crd, "widgets.yaml": widgets})
+    url = git_server.file_url(git_repo)
+
+    run = gitopsd("sync", url, *scope(namespace))
+
+    assert run.code == 0, run.text
+    assert "21 created" in run.out
+    diff = gitopsd("diff", url, *scope(namespace))
+    assert diff.code == 0, diff.text
+
+
+def test_secret_values_never_appear_in_diff_or_sync_output(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    canary = "CANARY-0123456789abcdef"
+    forms = [canary, base64.b64encode(canary.encode()).decode(), "CANARY-changed"]
+    secret = (
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\n"
+        f"stringData:\n  token: {canary}\n  user: admin\n"
+    )
+    git_repo.commit({"secret.yaml": secret})
+    url = git_server.file_url(git_repo)
+    first = gitopsd("sync", url, *scope(namespace))
+    assert first.code == 0, first.text
+    changed = base64.b64encode(b"CANARY-changed").decode()
+    gitopsd.kubectl(
+        "patch", "secret/creds", "-n", namespace, "-p", json.dumps({"data": {"token": changed}})
+    )
+
+    text = gitopsd("diff", url, *scope(namespace))
+    as_json = gitopsd("diff", url, *scope(namespace), "-o", "json")
+    second = gitopsd("sync", url, *scope(namespace))
+
+    assert text.code == as_json.code == 1
+    [drift] = json.loads(as_json.out)["drift"]
+    assert drift["changes"] == [
+        {
+            "path": "data.token",
+            "live": "***",
+            "desired": "*** (changed)",
+            "manager": "kubectl-patch",
+        }
+    ]
+    assert second.code == 0
+    for run in (first, text, as_json, second):
+        for form in forms:
+            assert form not in run.text
+
+
+def test_validate_checks_a_local_directory_offline(gitopsd: Gitopsd, tmp_path: Path) -> None:
+    (tmp_path / "ok").mkdir()
+    (tmp_path / "ok" / "cm.yaml").write_text(GOOD["good.yaml"])
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "cm.yaml").write_text("kind: ConfigMap\nmetadata:\n  name: x\n")
+
+    assert gitopsd("validate", str(tmp_path / "ok")).out == "1 objects valid\n"
+    invalid = gitopsd("validate", str(tmp_path / "bad"))
+    assert invalid.code == INVALID
+    assert "cm.yaml" in invalid.err and "apiVersion" in invalid.err

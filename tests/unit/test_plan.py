@@ -1,0 +1,138 @@
+"""Apply order and prune guards, as tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gitopsd.config import PrunePolicy
+from gitopsd.objects import ObjectKey
+from gitopsd.plan import Refusal, decide_prune, stages
+
+NAMESPACE = ObjectKey("", "Namespace", "", "team")
+CRD = ObjectKey("apiextensions.k8s.io", "CustomResourceDefinition", "", "widgets.example.com")
+CLUSTER_ROLE = ObjectKey("rbac.authorization.k8s.io", "ClusterRole", "", "reader")
+DEPLOYMENT = ObjectKey("apps", "Deployment", "team", "web")
+CONFIG_MAP = ObjectKey("", "ConfigMap", "team", "config")
+WIDGET = ObjectKey("example.com", "Widget", "team", "w")
+PVC = ObjectKey("", "PersistentVolumeClaim", "team", "data")
+
+
+def test_stages_put_definitions_first_then_cluster_scoped_then_namespaced() -> None:
+    keys = [WIDGET, DEPLOYMENT, CLUSTER_ROLE, CONFIG_MAP, CRD, NAMESPACE]
+    assert stages(keys) == [[NAMESPACE, CRD], [CLUSTER_ROLE], [CONFIG_MAP, DEPLOYMENT, WIDGET]]
+
+
+def test_empty_stages_are_dropped() -> None:
+    assert stages([CONFIG_MAP]) == [[CONFIG_MAP]]
+    assert stages([]) == []
+
+
+def owned(*keys: ObjectKey, disabled: tuple[ObjectKey, ...] = ()) -> dict[ObjectKey, Any]:
+    def live(key: ObjectKey) -> dict[str, Any]:
+        annotations = {"gitopsd.io/prune": "disabled"} if key in disabled else {}
+        return {"metadata": {"name": key.name, "annotations": annotations}}
+
+    return {key: live(key) for key in keys}
+
+
+def config_maps(count: int) -> list[ObjectKey]:
+    return [ObjectKey("", "ConfigMap", "team", f"cm{i}") for i in range(count)]
+
+
+def test_deletes_come_namespaced_first_and_definitions_last() -> None:
+    everything = owned(NAMESPACE, CLUSTER_ROLE, CONFIG_MAP, *config_maps(9))
+    decision = decide_prune(config_maps(9), everything, PrunePolicy(prune_protected=True))
+    assert decision.delete == (CONFIG_MAP, CLUSTER_ROLE, NAMESPACE)
+    assert not decision.blocked
+
+
+PRUNE_CASES = {
+    "nothing left git": (config_maps(4), owned(*config_maps(4)), PrunePolicy(), (), ()),
+    "one of four is within the budget": (
+        config_maps(3),
+        owned(*config_maps(4)),
+        PrunePolicy(),
+        (config_maps(4)[3],),
+        (),
+    ),
+    "one is always allowed": (
+        config_maps(1),
+        owned(*config_maps(2)),
+        PrunePolicy(),
+        (config_maps(2)[1],),
+        (),
+    ),
+    "two of four exceed 25%": (
+        config_maps(2),
+        owned(*config_maps(4)),
+        PrunePolicy(),
+        (),
+        ((config_maps(4)[2], Refusal.THRESHOLD), (config_maps(4)[3], Refusal.THRESHOLD)),
+    ),
+    "mass prune allowed": (
+        config_maps(2),
+        owned(*config_maps(4)),
+        PrunePolicy(allow_mass_prune=True),
+        tuple(config_maps(4)[2:]),
+        (),
+    ),
+    "a wider budget": (
+        config_maps(2),
+        owned(*config_maps(4)),
+        PrunePolicy(budget_percent=50),
+        tuple(config_maps(4)[2:]),
+        (),
+    ),
+    "an empty source": (
+        [],
+        owned(CONFIG_MAP),
+        PrunePolicy(),
+        (),
+        ((CONFIG_MAP, Refusal.EMPTY_SOURCE),),
+    ),
+    "an empty source, allowed": (
+        [],
+        owned(CONFIG_MAP),
+        PrunePolicy(allow_empty=True),
+        (CONFIG_MAP,),
+        (),
+    ),
+    "protected kinds": (
+        config_maps(8),
+        owned(NAMESPACE, CRD, PVC, *config_maps(8)),
+        PrunePolicy(),
+        (),
+        ((PVC, Refusal.PROTECTED), (NAMESPACE, Refusal.PROTECTED), (CRD, Refusal.PROTECTED)),
+    ),
+    "protected kinds, opted in": (
+        config_maps(8),
+        owned(NAMESPACE, PVC, *config_maps(8)),
+        PrunePolicy(prune_protected=True),
+        (PVC, NAMESPACE),
+        (),
+    ),
+    "system namespaces, even opted in": (
+        [CONFIG_MAP],
+        owned(CONFIG_MAP, ObjectKey("", "Namespace", "", "kube-system")),
+        PrunePolicy(prune_protected=True),
+        (),
+        ((ObjectKey("", "Namespace", "", "kube-system"), Refusal.PROTECTED),),
+    ),
+    "the opt-out annotation": (
+        config_maps(3),
+        owned(*config_maps(4), disabled=(config_maps(4)[3],)),
+        PrunePolicy(),
+        (),
+        ((config_maps(4)[3], Refusal.DISABLED),),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", PRUNE_CASES, ids=list(PRUNE_CASES))
+def test_prune_guards(case: str) -> None:
+    desired, live, policy, delete, refused = PRUNE_CASES[case]
+    decision = decide_prune(desired, live, policy)
+    assert decision.delete == delete
+    assert decision.refused == refused
