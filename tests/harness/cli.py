@@ -33,7 +33,8 @@ class Gitopsd:
 
     def __call__(self, *arguments: str) -> Run:
         command, *rest = arguments
-        cluster = ["--kubeconfig", str(self.plane.kubeconfig)] if command != "validate" else []
+        own = command == "validate" or "--kubeconfig" in rest
+        cluster = [] if own else ["--kubeconfig", str(self.plane.kubeconfig)]
         argv = [command, *rest, "--cache-dir", str(self.cache), *cluster]
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

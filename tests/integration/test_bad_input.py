@@ -227,3 +227,61 @@ def test_validate_checks_a_local_directory_offline(gitopsd: Gitopsd, tmp_path: P
     invalid = gitopsd("validate", str(tmp_path / "bad"))
     assert invalid.code == INVALID
     assert "cm.yaml" in invalid.err and "apiVersion" in invalid.err
+
+
+def test_a_kustomization_is_rendered_by_kustomize(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(
+        {
+            "base/kustomization.yaml": "resources: [cm.yaml]\nnamePrefix: kz-\n"
+            "configMapGenerator:\n- name: generated\n  literals: [a=1]\n",
+            "base/cm.yaml": GOOD["good.yaml"],
+        }
+    )
+    url = git_server.file_url(git_repo)
+
+    run = gitopsd("sync", url, *scope(namespace))
+
+    assert run.code == 0, run.text
+    assert {"kz-good"} <= config_maps(admin_api, namespace)
+    assert any(name.startswith("kz-generated-") for name in config_maps(admin_api, namespace))
+    assert gitopsd("diff", url, *scope(namespace)).code == 0
+
+
+def test_a_kubeconfig_credential_plugin_runs_only_when_allowed(
+    gitopsd: Gitopsd, tmp_path: Path
+) -> None:
+    sentinel = tmp_path / "ran"
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "c",
+                "clusters": [{"name": "c", "cluster": {"server": gitopsd.plane.url}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "users": [
+                    {
+                        "name": "u",
+                        "user": {
+                            "exec": {
+                                "apiVersion": "client.authentication.k8s.io/v1",
+                                "command": "touch",
+                                "args": [str(sentinel)],
+                            }
+                        },
+                    }
+                ],
+            }
+        )
+    )
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "cm.yaml").write_text(GOOD["good.yaml"])
+
+    run = gitopsd("diff", str(tmp_path / "app"), "--kubeconfig", str(kubeconfig))
+
+    assert run.code == INVALID
+    assert "--allow-exec-credentials" in run.err
+    assert not sentinel.exists()
