@@ -5,6 +5,7 @@ Uses aggregated discovery (GA since Kubernetes 1.30): two requests describe the 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +13,9 @@ from gitopsd.cluster.api import Api
 from gitopsd.objects import GroupKind, group_of
 
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+MISS_REFRESH_SECONDS = 10.0
+"""A lookup that misses re-reads discovery when it is older than this: a long-running
+daemon sees CRDs that others installed, without a discovery storm from one bad manifest."""
 
 
 @dataclass(frozen=True)
@@ -35,51 +39,60 @@ class Resource:
 
 @dataclass
 class Discovery:
-    """A cached map of served resources; `refresh()` re-reads it (e.g. after a CRD appears)."""
+    """A cached map of served resources; `refresh()` re-reads it (e.g. after a CRD appears),
+    and so does a lookup that misses once the map is older than MISS_REFRESH_SECONDS."""
 
     api: Api
     _by_version_kind: dict[tuple[str, str], Resource] = field(default_factory=dict)
     _preferred: dict[GroupKind, Resource] = field(default_factory=dict)
-    _loaded: bool = False
+    _loaded_at: float | None = None
 
     def refresh(self) -> None:
-        self._by_version_kind.clear()
-        self._preferred.clear()
+        by_version_kind: dict[tuple[str, str], Resource] = {}
+        preferred: dict[GroupKind, Resource] = {}
         for path in ("/api", "/apis"):
             for group in self.api.request("GET", path, accept=AGGREGATED).get("items") or []:
-                self._add_group(group)
-        self._loaded = True
+                _add_group(group, by_version_kind, preferred)
+        self._by_version_kind, self._preferred = by_version_kind, preferred
+        self._loaded_at = time.monotonic()
 
     def find(self, api_version: str, kind: str) -> Resource | None:
         """The resource for apiVersion/kind, or None when the cluster does not serve it."""
-        if not self._loaded:
-            self.refresh()
+        self._load(missing=(api_version, kind) not in self._by_version_kind)
         return self._by_version_kind.get((api_version, kind))
 
     def preferred(self, group_kind: GroupKind) -> Resource | None:
         """The served version the cluster prefers for a group/kind, if any."""
-        if not self._loaded:
-            self.refresh()
+        self._load(missing=group_kind not in self._preferred)
         return self._preferred.get(group_kind)
 
     def served_versions(self, api_version: str, kind: str) -> list[str]:
         """Every apiVersion the cluster serves for the kind of `api_version`'s group."""
-        if not self._loaded:
-            self.refresh()
+        self._load(missing=False)
         group = group_of(api_version)
         return sorted(v for (v, k) in self._by_version_kind if k == kind and group_of(v) == group)
 
-    def _add_group(self, group: dict[str, Any]) -> None:
-        name = str((group.get("metadata") or {}).get("name", ""))
-        versions = group.get("versions") or []
-        for rank, version in enumerate(versions):
-            for entry in version.get("resources") or []:
-                resource = _resource(name, version["version"], entry)
-                if resource is None:
-                    continue
-                self._by_version_kind[(resource.api_version, resource.kind)] = resource
-                if rank == 0:  # versions come in preference order
-                    self._preferred[GroupKind(name, resource.kind)] = resource
+    def _load(self, missing: bool) -> None:
+        loaded_at = self._loaded_at
+        stale = loaded_at is None or time.monotonic() - loaded_at > MISS_REFRESH_SECONDS
+        if loaded_at is None or (missing and stale):
+            self.refresh()
+
+
+def _add_group(
+    group: dict[str, Any],
+    by_version_kind: dict[tuple[str, str], Resource],
+    preferred: dict[GroupKind, Resource],
+) -> None:
+    name = str((group.get("metadata") or {}).get("name", ""))
+    for rank, version in enumerate(group.get("versions") or []):
+        for entry in version.get("resources") or []:
+            resource = _resource(name, version["version"], entry)
+            if resource is None:
+                continue
+            by_version_kind[(resource.api_version, resource.kind)] = resource
+            if rank == 0:  # versions come in preference order
+                preferred[GroupKind(name, resource.kind)] = resource
 
 
 def _resource(group: str, version: str, entry: dict[str, Any]) -> Resource | None:
