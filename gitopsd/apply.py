@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from typing import TypeVar
 
 from gitopsd import diff
@@ -47,6 +48,11 @@ class Target:
     body: Body
     origin: Origin
     resource: Resource | None  # None while its CRD, created by this sync, is not served yet
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """The hash of the body, computed once: bodies are never changed after resolve."""
+        return diff.fingerprint(self.body)
 
     @property
     def served(self) -> Resource:
@@ -204,20 +210,20 @@ def prune(
     """Deletes what the decision allows, re-checking ownership right before each delete."""
     outcomes: list[Outcome] = []
     refused: list[tuple[ObjectKey, Refusal]] = []
-    failures: list[str] = []
+    failures: list[ClusterError] = []
     for key in decision.delete:
         resource = resource_of(key)
         try:
             result = _prune_one(cluster, applyset, key, resource) if resource else Action.PRUNED
         except ClusterError as error:
-            failures.append(f"{key}: delete failed: {error}")
+            failures.append(ClusterError(f"{key}: delete failed: {error}", error.reason))
             continue
         if isinstance(result, Refusal):
             refused.append((key, result))
         else:
             outcomes.append(Outcome(key, Action.PRUNED))
     if failures:
-        raise ApplyError(failures, "denied")
+        raise ApplyError([str(f) for f in failures], failures[0].reason, action="prune")
     return outcomes, refused
 
 

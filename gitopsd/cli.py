@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from gitopsd import diff, loop, manifests
+from gitopsd import daemon, diff, loop, manifests
 from gitopsd.apply import Action, Outcome
 from gitopsd.cluster import Cluster
 from gitopsd.config import Credentials, PrunePolicy, SourceSpec, SyncSettings
@@ -69,7 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_validate(commands)
     _add_diff(commands)
     _add_sync(commands)
+    _add_run(commands)
     return parser
+
+
+def _add_run(commands: Any) -> None:
+    run = commands.add_parser("run", help="the daemon: keep the configured sources in sync")
+    run.add_argument("--config", type=Path, required=True, help="YAML file (see config/)")
+    run.set_defaults(command=run_daemon)
 
 
 def _add_validate(commands: Any) -> None:
@@ -179,6 +186,10 @@ def _default_cache() -> Path:
 # Commands
 
 
+def run_daemon(arguments: argparse.Namespace) -> int:
+    return daemon.run(arguments.config)
+
+
 def run_validate(arguments: argparse.Namespace) -> int:
     spec = source_spec(arguments)
     found = loop.read_manifests(loop.fetch(spec, arguments.cache_dir), spec)
@@ -189,7 +200,8 @@ def run_validate(arguments: argparse.Namespace) -> int:
 
 def run_diff(arguments: argparse.Namespace) -> int:
     desired, cluster, settings = _desired(arguments)
-    drifts = loop.drift(cluster, settings, desired.targets)
+    live = loop.read_live(cluster, loop.applyset_of(settings), desired.targets)
+    drifts = loop.drift(cluster, settings, desired.targets, live)
     origins = {key: str(target.origin) for key, target in desired.targets.items()}
     if arguments.output == "json":
         print(json.dumps(drift_json(desired.revision.sha, drifts, origins), indent=2, default=str))
@@ -200,8 +212,11 @@ def run_diff(arguments: argparse.Namespace) -> int:
 
 def run_sync(arguments: argparse.Namespace) -> int:
     desired, cluster, settings = _desired(arguments)
+    live = loop.read_live(cluster, loop.applyset_of(settings), desired.targets)
     progress = Progress(len(desired.targets), sys.stderr)
-    report = loop.sync(cluster, settings, desired.targets, desired.revision.sha, progress.tick)
+    report = loop.sync(
+        cluster, settings, desired.targets, desired.revision.sha, live, on_outcome=progress.tick
+    )
     progress.done()
     if arguments.output == "json":
         print(json.dumps(report_json(report), indent=2))

@@ -56,8 +56,10 @@ class ClusterError(TransientError):
 
 
 class ApplyError(ClusterError):
-    """Objects failed to dry-run, apply or delete; `failures` holds one message per object."""
+    """Objects failed to dry-run, apply or delete; `failures` holds one message per object
+    and `action` says which: "apply" (dry-run included) or "prune"."""
 
-    def __init__(self, failures: list[str], reason: str = "invalid") -> None:
+    def __init__(self, failures: list[str], reason: str = "invalid", action: str = "apply") -> None:
         super().__init__("\n".join(failures), reason)
         self.failures = failures
+        self.action = action

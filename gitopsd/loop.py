@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,7 +18,7 @@ from gitopsd.cluster import Cluster, Resource
 from gitopsd.config import SourceSpec, SyncSettings
 from gitopsd.errors import ApplyError, ManifestError
 from gitopsd.kustomize import renderer
-from gitopsd.objects import Body, GroupKind, Manifest, ObjectKey
+from gitopsd.objects import Body, GroupKind, Manifest, ObjectKey, key_of
 from gitopsd.plan import Refusal, decide_prune
 
 CONFIG_MAPS = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
@@ -53,6 +53,12 @@ def fetch(spec: SourceSpec, cache_dir: Path) -> source.Revision:
     return source.fetch(spec, cache_dir)
 
 
+def check_source(spec: SourceSpec) -> None:
+    """Raises ConfigError for a source gitopsd would refuse to fetch, before any fetch."""
+    if not is_local(spec.url):
+        source.check_url(spec)
+
+
 def is_local(url: str) -> bool:
     return "://" not in url and not re.match(r"^[\w.-]+@[\w.-]+:", url)
 
@@ -75,14 +81,21 @@ def read_manifests(
 def resolve(
     found: list[Manifest], cluster: Cluster, settings: SyncSettings
 ) -> dict[ObjectKey, Target]:
-    """Maps each manifest to its API resource, fills in namespaces, and rejects duplicates."""
+    """Maps each manifest to its API resource, fills in namespaces, rejects duplicates, and
+    labels each as a member of the source's ApplySet: ready to send, once per revision."""
     defined = _definitions_in(found)
+    applyset = applyset_of(settings)
     targets: dict[ObjectKey, Target] = {}
     resolved = [_resolve_one(m, cluster, defined, settings) for m in found]
     indexed = manifests.index(m for m, _ in resolved)
     for manifest, resource in resolved:
-        targets[manifest.key] = Target(manifest.key, manifest.body, manifest.origin, resource)
+        body = applyset.member(manifest.body)
+        targets[manifest.key] = Target(manifest.key, body, manifest.origin, resource)
     return {key: targets[key] for key in indexed}
+
+
+def applyset_of(settings: SyncSettings) -> inventory.ApplySet:
+    return inventory.ApplySet(settings.name, settings.inventory_namespace)
 
 
 @dataclass(frozen=True)
@@ -178,13 +191,31 @@ def read_live(
     """Owned objects by labelled LIST; desired objects not owned by GET (to detect conflicts)."""
     parent = cluster.get(CONFIG_MAPS, applyset.namespace, applyset.name)
     group_kinds = inventory.recorded_group_kinds(parent) | {key.group_kind for key in targets}
-    namespaces = inventory.recorded_namespaces(parent, applyset.namespace)
-    namespaces |= {key.namespace for key in targets if key.namespace}
+    namespaces = watched_namespaces(applyset, parent, targets)
     owned = _list_owned(cluster, applyset, group_kinds, namespaces)
     unowned = [key for key in targets if key not in owned]
     found = run_concurrently(unowned, lambda key: _get(cluster, targets[key]), 8)
-    desired = {key: owned.get(key) for key in targets} | dict(zip(unowned, found, strict=True))
-    return Live(parent, owned, desired)
+    gotten = {key: body for key, body in zip(unowned, found, strict=True) if body is not None}
+    return live_from(applyset, parent, owned | gotten, targets)
+
+
+def live_from(
+    applyset: inventory.ApplySet,
+    parent: Body | None,
+    objects: dict[ObjectKey, Body],
+    targets: dict[ObjectKey, Target],
+) -> Live:
+    """Live state from the objects seen: every owned one, and every desired one that exists."""
+    owned = {key: body for key, body in objects.items() if applyset.owns(body)}
+    return Live(parent, owned, {key: objects.get(key) for key in targets})
+
+
+def watched_namespaces(
+    applyset: inventory.ApplySet, parent: Body | None, targets: dict[ObjectKey, Target]
+) -> set[str]:
+    """Where this source's objects may live: as recorded, and where git puts them now."""
+    recorded = inventory.recorded_namespaces(parent, applyset.namespace)
+    return recorded | {key.namespace for key in targets if key.namespace}
 
 
 def _list_owned(
@@ -211,12 +242,6 @@ def _get(cluster: Cluster, target: Target) -> Body | None:
     return cluster.get(target.resource, target.key.namespace, target.key.name)
 
 
-def key_of(body: Body) -> ObjectKey:
-    metadata = body.get("metadata") or {}
-    group = str(body.get("apiVersion", "")).rpartition("/")[0]
-    return ObjectKey(group, str(body.get("kind")), metadata.get("namespace", ""), metadata["name"])
-
-
 # makeChanges
 
 
@@ -231,21 +256,56 @@ class SyncReport:
         return bool(self.refused)
 
 
+def resource_version(key: ObjectKey, live: Body) -> str:
+    return str((live.get("metadata") or {}).get("resourceVersion", ""))
+
+
+@dataclass
+class DriftMemo:
+    """The drift found per object, valid while git's body and the live object's version stay
+    put: an unchanged object costs no dry-run. `version_of` names the live version; the watch
+    cache gives one that status-only updates do not move."""
+
+    version_of: Callable[[ObjectKey, Body], str] = resource_version
+    seen: dict[ObjectKey, tuple[str, str, diff.Drift | None]] = field(default_factory=dict)
+
+    def fresh(self, target: Target, live: Body) -> bool:
+        fingerprint, version, _ = self.seen.get(target.key, ("", "", None))
+        return (fingerprint, version) == (target.fingerprint, self.version_of(target.key, live))
+
+    def remember(self, target: Target, live: Body, found: diff.Drift | None) -> None:
+        self.seen[target.key] = (target.fingerprint, self.version_of(target.key, live), found)
+
+    def recall(self, key: ObjectKey) -> diff.Drift | None:
+        return self.seen[key][2] if key in self.seen else None
+
+    def keep_only(self, keys: Iterable[ObjectKey]) -> None:
+        """Forgets objects that left git."""
+        kept = set(keys)
+        for key in self.seen.keys() - kept:
+            del self.seen[key]
+
+
 def drift(
-    cluster: Cluster, settings: SyncSettings, targets: dict[ObjectKey, Target]
+    cluster: Cluster,
+    settings: SyncSettings,
+    targets: dict[ObjectKey, Target],
+    live: Live,
+    memo: DriftMemo | None = None,
 ) -> list[diff.Drift]:
-    """What differs between git and the cluster: missing, modified and extraneous objects."""
-    applyset = inventory.ApplySet(settings.name, settings.inventory_namespace)
-    live = read_live(cluster, applyset, targets)
-    members = {key: _member(applyset, target) for key, target in targets.items()}
-    present = [t for k, t in members.items() if live.desired[k] is not None and t.resource]
-    expected = _dry_run_all(cluster, settings, present, live)
-    drifts = [diff.missing(k, t.body) for k, t in members.items() if live.desired[k] is None]
-    for target in present:
-        found = diff.compare(
-            target.key, expected[target.key], live.desired[target.key] or {}, target.body
-        )
-        drifts += [found] if found else []
+    """What differs between git and the cluster: missing, modified and extraneous objects.
+    Only objects whose git body or live version changed since `memo` saw them are dry-run."""
+    memo = memo if memo is not None else DriftMemo()
+    present = {k: b for k, b in live.desired.items() if b is not None and targets[k].resource}
+    stale = [targets[key] for key, body in present.items() if not memo.fresh(targets[key], body)]
+    expected = _dry_run_all(cluster, settings, stale, live)
+    for target in stale:
+        current = present[target.key]
+        found = diff.compare(target.key, expected[target.key], current, target.body)
+        memo.remember(target, current, found)
+    memo.keep_only(targets)
+    drifts = [diff.missing(k, t.body) for k, t in targets.items() if live.desired[k] is None]
+    drifts += [found for key in present if (found := memo.recall(key))]
     drifts += [diff.extraneous(k, body) for k, body in live.owned.items() if k not in targets]
     return sorted(drifts, key=lambda d: d.key)
 
@@ -262,20 +322,23 @@ def sync(
     settings: SyncSettings,
     targets: dict[ObjectKey, Target],
     revision: str,
+    live: Live,
     on_outcome: Callable[[Outcome], None] = lambda outcome: None,
+    may_prune: Callable[[], bool] = lambda: True,
 ) -> SyncReport:
-    """Applies git's objects (dry-run first, staged), then prunes what left git, if allowed."""
-    applyset = inventory.ApplySet(settings.name, settings.inventory_namespace)
-    live = read_live(cluster, applyset, targets)
+    """Applies git's objects (dry-run first, staged), then prunes what left git, if allowed.
+
+    `may_prune` is asked right before pruning starts: a daemon shutting down says no."""
+    applyset = applyset_of(settings)
     _refuse_unowned(applyset, live, settings)
-    members = {key: _member(applyset, target) for key, target in targets.items()}
     report = SyncReport(revision)
     if not settings.dry_run:
-        _record_parent(cluster, applyset, live, members, keep=live.owned)
+        _record_parent(cluster, applyset, live, targets, keep=live.owned)
     applier = Applier(cluster, settings, live.desired, lambda key: _served(cluster, targets[key]))
     applier.on_outcome = on_outcome
-    report.changes = applier.run(members)
-    _prune(cluster, settings, applyset, live, members, report)
+    report.changes = applier.run(targets)
+    if may_prune():
+        _prune(cluster, settings, applyset, live, targets, report)
     return report
 
 
@@ -336,10 +399,6 @@ def _foreign(key: ObjectKey, body: Body) -> str:
     owner = inventory.owner_of(body)
     by = f"it belongs to ApplySet {owner}" if owner else "no gitopsd source manages it"
     return f"{key}: exists and {by}; pass --adopt to take it over"
-
-
-def _member(applyset: inventory.ApplySet, target: Target) -> Target:
-    return Target(target.key, applyset.member(target.body), target.origin, target.resource)
 
 
 def _served(cluster: Cluster, target: Target) -> Resource | None:

@@ -67,6 +67,13 @@ class Manifest:
     origin: Origin
 
 
+def key_of(body: Body) -> ObjectKey:
+    """The identity of an object as the API returns it."""
+    metadata = body.get("metadata") or {}
+    group = group_of(str(body.get("apiVersion", "")))
+    return ObjectKey(group, str(body.get("kind")), metadata.get("namespace", ""), metadata["name"])
+
+
 def group_of(api_version: str) -> str:
     """The API group of an apiVersion: "apps" for "apps/v1", "" (core) for "v1"."""
     group, _, _version = api_version.rpartition("/")

@@ -18,6 +18,7 @@ from tests.harness.controlplane import (
     provide_binaries,
     running_control_plane,
 )
+from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import api_client, create_namespace, unique_name
 
@@ -75,6 +76,16 @@ def gitopsd(
 ) -> Gitopsd:
     """The gitopsd CLI, in-process, pointed at the test control plane."""
     return Gitopsd(control_plane, tmp_path_factory.getbasetemp() / "source-cache", binaries)
+
+
+@pytest.fixture
+def daemons(
+    control_plane: ControlPlane, admin_api: Any, namespace: str, tmp_path: Path
+) -> Iterator[Daemons]:
+    """`gitopsd run` as real subprocesses; all stopped when the test ends."""
+    started = Daemons(control_plane, admin_api, namespace, tmp_path)
+    yield started
+    started.stop_all()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

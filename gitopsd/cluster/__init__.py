@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,9 @@ PAGE_SIZE = "500"
 class Cluster:
     api: Api
     discovery: Discovery
+    may_write: Callable[[], bool] = lambda: True
+    """Fencing, checked before every write: a daemon that lost its lease or is shutting down
+    writes nothing."""
 
     @classmethod
     def connect(
@@ -50,6 +53,12 @@ class Cluster:
         self, resource: Resource, namespace: str = "", selector: str = ""
     ) -> list[Body]:
         """Every object of a resource (in one namespace, or all), page by page."""
+        return self.list_with_version(resource, namespace, selector)[0]
+
+    def list_with_version(
+        self, resource: Resource, namespace: str = "", selector: str = ""
+    ) -> tuple[list[Body], str]:
+        """The objects and the list's resourceVersion, from which a watch can continue."""
         items: list[Body] = []
         continue_token = ""
         while True:
@@ -59,9 +68,10 @@ class Cluster:
             kind = resource.kind
             for item in page.get("items") or []:  # list items lack apiVersion and kind
                 items.append({"apiVersion": resource.api_version, "kind": kind, **item})
-            continue_token = (page.get("metadata") or {}).get("continue") or ""
+            metadata = page.get("metadata") or {}
+            continue_token = metadata.get("continue") or ""
             if not continue_token:
-                return items
+                return items, str(metadata.get("resourceVersion", ""))
 
     def apply(self, resource: Resource, body: Body, *, dry_run: bool, force: bool) -> Body:
         """Server-side apply as field manager `gitopsd`, with strict field validation."""
@@ -72,18 +82,22 @@ class Cluster:
             ("force", "true" if force else "false"),
         ]
         query += [("dryRun", "All")] if dry_run else []
+        if not dry_run:
+            self._fence()
         path = resource.path(metadata.get("namespace", ""), metadata["name"])
         applied: Body = self.api.request("PATCH", path, query, body, content_type=APPLY_PATCH)
         return applied
 
     def patch(self, resource: Resource, namespace: str, name: str, operations: list[Any]) -> Body:
         """A JSON patch (RFC 6902); callers include a `test` of resourceVersion to be safe."""
+        self._fence()
         path = resource.path(namespace, name)
         patched: Body = self.api.request("PATCH", path, (), operations, content_type=JSON_PATCH)
         return patched
 
     def delete(self, resource: Resource, namespace: str, name: str, uid: str, version: str) -> bool:
         """Deletes exactly the object seen (uid and resourceVersion); False if already gone."""
+        self._fence()
         options = {
             "apiVersion": "v1",
             "kind": "DeleteOptions",
@@ -107,6 +121,45 @@ class Cluster:
             ("timeoutSeconds", "300"),
         ]
         return self.api.stream(resource.path(namespace), query)
+
+    def event(self, about: Body, reason: str, message: str) -> None:
+        """Records a Warning Event on an object (kubectl describe shows it)."""
+        self._fence()
+        metadata = about.get("metadata") or {}
+        namespace = metadata.get("namespace") or "default"
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "generateName": f"{metadata.get('name', 'object')}.",
+                "namespace": namespace,
+            },
+            "involvedObject": {
+                "apiVersion": about.get("apiVersion"),
+                "kind": about.get("kind"),
+                "namespace": metadata.get("namespace"),
+                "name": metadata.get("name"),
+                "uid": metadata.get("uid"),
+                "resourceVersion": metadata.get("resourceVersion"),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Warning",
+            "source": {"component": FIELD_MANAGER},
+            "reportingComponent": FIELD_MANAGER,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        self.api.request("POST", f"/api/v1/namespaces/{namespace}/events", (), event)
+
+    def _fence(self) -> None:
+        if not self.may_write():
+            raise ClusterError(
+                "write refused: this process is shutting down or does not hold the leader lease",
+                "fenced",
+            )
 
     def wait_established(self, crd_names: list[str], timeout_seconds: float) -> None:
         """Waits until every named CRD is Established, then refreshes discovery."""

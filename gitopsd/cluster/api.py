@@ -125,7 +125,8 @@ class Api:
             body=body,  # the client encodes it as JSON (valid YAML for apply patches)
             auth_settings=["BearerToken"],
         )
-        timeout = None if stream else (5.0, self.timeout_seconds)
+        # a watch ends itself after its timeoutSeconds (300); a silent one longer is a hang
+        timeout = (5.0, 330.0) if stream else (5.0, self.timeout_seconds)
         try:
             response = self.client.call_api(
                 method, url, header_params=headers, body=payload, _request_timeout=timeout

@@ -25,6 +25,14 @@ PROVIDE_SCRIPT = Path(__file__).resolve().parent.parent / "controlplane" / "prov
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/16"  # a /24 runs out of Service IPs at 254
 START_DEADLINE_SECONDS = 120.0
 STOP_GRACE_SECONDS = 15.0
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    # Who wrote what, and when: write requests only, without bodies (they may hold Secrets).
+    "rules": [{"level": "Metadata", "verbs": list(WRITE_VERBS)}, {"level": "None"}],
+}
 
 
 @dataclass(frozen=True)
@@ -102,6 +110,11 @@ class ControlPlane:
     def kubeconfig(self) -> Path:
         return self.workdir / "kubeconfig"
 
+    @property
+    def audit_log(self) -> Path:
+        """JSON lines, one per write request the API server answered (see AUDIT_POLICY)."""
+        return self.workdir / "audit.log"
+
     def start(self) -> None:
         make_certificates(self.pki)
         etcd_url = self._start_etcd()
@@ -155,6 +168,8 @@ class ControlPlane:
         tokens = self.workdir / "tokens.csv"
         tokens.write_text(f'{self.admin_token},admin,admin,"system:masters"\n')
         tokens.chmod(0o600)
+        policy = self.workdir / "audit-policy.json"
+        policy.write_text(json.dumps(AUDIT_POLICY))
         flags = {
             "--etcd-servers": etcd_url,
             "--bind-address": "127.0.0.1",
@@ -172,6 +187,9 @@ class ControlPlane:
             "--service-cluster-ip-range": SERVICE_CLUSTER_IP_RANGE,
             "--allow-privileged": "true",
             "--profiling": "false",
+            "--audit-policy-file": str(policy),
+            "--audit-log-path": str(self.audit_log),
+            "--audit-log-mode": "blocking",  # written before the answer: tests read it at once
         }
         binary = str(self.binaries.kube_apiserver)
         process = self._spawn("kube-apiserver", [binary, *_as_arguments(flags)])

@@ -49,3 +49,22 @@ def service_account_token(api: Any, namespace: str, name: str) -> str:
 def kubeconfig_for(plane: ControlPlane, path: Path, user: str, token: str) -> Path:
     write_kubeconfig(path, plane.url, plane.ca_file, user, token)
     return path
+
+
+def admin_service_account(api: Any, namespace: str, name: str) -> tuple[str, str]:
+    """A ServiceAccount bound to cluster-admin, as a daemon deployed in-cluster would have:
+    returns its user name (as the audit log records it) and a token."""
+    token = service_account_token(api, namespace, name)
+    rbac: Any = client.RbacAuthorizationV1Api(api)
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": f"{namespace}-{name}"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "cluster-admin",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        }
+    )
+    return f"system:serviceaccount:{namespace}:{name}", token

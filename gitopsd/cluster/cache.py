@@ -1,0 +1,219 @@
+"""A live cache fed by LIST + WATCH, one informer per group/kind and namespace.
+
+Each informer lists once, then watches from the list's resourceVersion with bookmarks,
+re-lists only on 410 Gone, and reconnects with backoff. It keeps the objects a source
+cares about: those labelled as its own (for prune) and those git declares (to see them
+before they are ours, and conflicts). A change that touches more than status reaches
+`on_change`, so drift is re-evaluated within about a second of an edit; a no-op
+reconcile reads only memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from gitopsd.cluster import Cluster, Resource
+from gitopsd.cluster.api import ApiError
+from gitopsd.errors import ClusterError
+from gitopsd.objects import APPLYSET_PART_OF_LABEL, Body, GroupKind, ObjectKey, key_of
+
+log = logging.getLogger("gitopsd.cache")
+MAX_BACKOFF_SECONDS = 30.0
+
+OnChange = Callable[[ObjectKey, Body | None], None]
+"""Called with the object's key and its new body (None when deleted or no longer kept)."""
+Keep = Callable[[ObjectKey, Body], bool]
+Scope = tuple[GroupKind, str]
+"""A group/kind and a namespace ("" for cluster-scoped kinds): what one informer watches."""
+
+
+def content(body: Body | None) -> object:
+    """What a change must touch to matter: everything but status and bookkeeping."""
+    if body is None:
+        return None
+    metadata = {
+        k: v
+        for k, v in (body.get("metadata") or {}).items()
+        if k not in ("resourceVersion", "managedFields", "generation")
+    }
+    return {**{k: v for k, v in body.items() if k != "status"}, "metadata": metadata}
+
+
+def _version(body: Body) -> str:
+    return str((body.get("metadata") or {}).get("resourceVersion", ""))
+
+
+@dataclass
+class Informer:
+    cluster: Cluster
+    resource: Resource
+    namespace: str
+    keep: Keep
+    on_change: OnChange
+    stopping: threading.Event
+    store: dict[ObjectKey, Body] = field(default_factory=dict)
+    content_versions: dict[ObjectKey, str] = field(default_factory=dict)
+    """The resourceVersion of each object's last change of content (not of status)."""
+    synced: threading.Event = field(default_factory=threading.Event)
+    retired: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run(self) -> None:
+        failures = 0
+        while not self._done():
+            try:
+                version = self._relist()
+                failures = 0
+                while not self._done():
+                    version = self._watch(version)
+            except ApiError as error:
+                if error.status != 410:  # 410 Gone: history compacted, so list again
+                    failures = self._back_off(failures, error)
+            except ClusterError as error:
+                failures = self._back_off(failures, error)
+
+    def _done(self) -> bool:
+        return self.stopping.is_set() or self.retired.is_set()
+
+    def _relist(self) -> str:
+        items, version = self.cluster.list_with_version(self.resource, self.namespace)
+        listed = {key_of(item): item for item in items}
+        fresh = {key: item for key, item in listed.items() if self.keep(key, item)}
+        with self.lock:
+            previous = self.store
+        for key in previous.keys() - fresh.keys():
+            self._record(key, None)
+        for key, body in fresh.items():
+            self._record(key, body)
+        self.synced.set()
+        return version
+
+    def _watch(self, version: str) -> str:
+        """Follows one watch stream to its end; returns the resourceVersion to resume from."""
+        for event in self.cluster.watch(self.resource, self.namespace, version):
+            if self.retired.is_set():
+                break
+            kind, body = event.get("type"), event.get("object") or {}
+            if kind == "ERROR":
+                raise ApiError(int(body.get("code", 500)), str(body.get("message", "watch error")))
+            version = _version(body) or version
+            if kind == "BOOKMARK":
+                continue
+            body = {"apiVersion": self.resource.api_version, "kind": self.resource.kind, **body}
+            key = key_of(body)
+            kept = kind != "DELETED" and self.keep(key, body)
+            self._record(key, body if kept else None)
+        return version
+
+    def _record(self, key: ObjectKey, body: Body | None) -> None:
+        """Stores the newest body (None: gone); a change of content moves its version and
+        is reported."""
+        with self.lock:
+            previous = self.store.get(key)
+            changed = content(previous) != content(body)
+            if body is None:
+                self.store.pop(key, None)
+                self.content_versions.pop(key, None)
+            else:
+                self.store[key] = body
+                if changed or key not in self.content_versions:
+                    self.content_versions[key] = _version(body)
+        if changed:
+            self.on_change(key, body)
+
+    def content_version(self, key: ObjectKey) -> str | None:
+        with self.lock:
+            return self.content_versions.get(key)
+
+    def purge(self) -> None:
+        """Drops objects no longer kept (they left git and are not ours)."""
+        with self.lock:
+            dropped = [key for key, body in self.store.items() if not self.keep(key, body)]
+        for key in dropped:
+            self._record(key, None)
+
+    def _back_off(self, failures: int, error: Exception) -> int:
+        delay = min(0.5 * 2**failures, MAX_BACKOFF_SECONDS) * random.uniform(0.5, 1.0)  # noqa: S311
+        log.warning(
+            "watch of %s failed, retrying in %.1f s: %s", self.resource.plural, delay, error
+        )
+        self.stopping.wait(delay)
+        return failures + 1
+
+
+@dataclass
+class LiveCache:
+    """The live objects of one source (owned by its ApplySet `applyset_id`, or wanted by git),
+    kept current by informers."""
+
+    cluster: Cluster
+    applyset_id: str
+    on_change: OnChange
+    stopping: threading.Event = field(default_factory=threading.Event)
+    wanted: frozenset[ObjectKey] = frozenset()
+    informers: dict[Scope, Informer] = field(default_factory=dict)
+
+    def ensure(
+        self, resources: Iterable[Resource], namespaces: Iterable[str], wanted: Iterable[ObjectKey]
+    ) -> None:
+        """Watches every resource in every namespace (or cluster-wide) and keeps the objects
+        of `wanted`. An informer that may have dropped a newly wanted object lists again."""
+        wanted = frozenset(wanted)
+        grown = {(key.group_kind, key.namespace) for key in wanted - self.wanted}
+        shrunk = bool(self.wanted - wanted)
+        self.wanted = wanted
+        for resource in resources:
+            group_kind = GroupKind(resource.group, resource.kind)
+            for namespace in sorted(set(namespaces)) if resource.namespaced else [""]:
+                scope = (group_kind, namespace)
+                current = self.informers.get(scope)
+                if current is None or current.resource != resource or scope in grown:
+                    self._start(resource, namespace, current)
+                elif shrunk:
+                    current.purge()
+
+    def _keep(self, key: ObjectKey, body: Body) -> bool:
+        labels = (body.get("metadata") or {}).get("labels") or {}
+        return labels.get(APPLYSET_PART_OF_LABEL) == self.applyset_id or key in self.wanted
+
+    def _start(self, resource: Resource, namespace: str, previous: Informer | None) -> None:
+        """Starts an informer; one it replaces hands over what it knew, so that the new
+        list reports only real changes."""
+        informer = Informer(
+            self.cluster, resource, namespace, self._keep, self.on_change, self.stopping
+        )
+        if previous is not None:
+            previous.retired.set()
+            with previous.lock:
+                informer.store = dict(previous.store)
+                informer.content_versions = dict(previous.content_versions)
+        self.informers[(GroupKind(resource.group, resource.kind), namespace)] = informer
+        name = f"informer-{resource.plural}-{namespace or 'cluster'}"
+        threading.Thread(target=informer.run, name=name, daemon=True).start()
+
+    def wait_synced(self, timeout_seconds: float) -> bool:
+        return all(i.synced.wait(timeout_seconds) for i in list(self.informers.values()))
+
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in list(self.informers.values()))
+
+    def objects(self) -> dict[ObjectKey, Body]:
+        found: dict[ObjectKey, Body] = {}
+        for informer in list(self.informers.values()):
+            with informer.lock:
+                found.update(informer.store)
+        return found
+
+    def content_version(self, key: ObjectKey, body: Body) -> str:
+        """A version of `body` that moves when its content does, not when only its status
+        does (falls back to the resourceVersion)."""
+        informer = self.informers.get((key.group_kind, key.namespace))
+        known = informer.content_version(key) if informer else None
+        return known or _version(body)
+
+    def stop(self) -> None:
+        self.stopping.set()

@@ -1,0 +1,325 @@
+"""The daemon's YAML configuration file (annotated example: config/gitopsd.yaml).
+
+A file that cannot be read, or whose top level is invalid, stops the daemon at start with
+an error naming the field. An invalid source is set aside with its error; the others run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gitopsd.config import Credentials, PrunePolicy, SourceSpec, SyncSettings
+from gitopsd.errors import ConfigError
+
+DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
+NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,48}[a-z0-9])?$")
+MAX_DURATION_SECONDS = 7 * 24 * 3600.0
+
+
+class Mode(StrEnum):
+    OBSERVE = "observe"  # drift is measured and exported; nothing is written
+    WARN = "warn"  # as observe, plus a Kubernetes Event on each drifted object
+    ENFORCE = "enforce"  # new revisions are applied (and pruned, if enabled)
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    name: str
+    spec: SourceSpec
+    settings: SyncSettings
+    interval_seconds: float = 60.0
+    mode: Mode = Mode.ENFORCE
+    self_heal: bool = True
+    """In enforce mode, correct drift as soon as a watch reports it."""
+    webhook_secret: bytes | None = field(default=None, repr=False)
+    """HMAC-SHA256 key for POST /hooks/<name> (GitHub style), read from webhookSecretFile at
+    start; None: no webhook."""
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    enabled: bool = False
+    namespace: str = "default"
+    name: str = "gitopsd"
+    lease_seconds: float = 15.0
+    renew_deadline_seconds: float = 10.0
+    retry_seconds: float = 2.0
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    listen: str = "127.0.0.1:9090"
+    """host:port of /metrics, /healthz, /readyz and /hooks/<source>."""
+    cache_dir: Path = Path("/var/cache/gitopsd")
+    kubeconfig: str | None = None
+    context: str | None = None
+    allow_exec_credentials: bool = False
+    leader_election: LeaderElection = field(default_factory=LeaderElection)
+    object_series_budget: int = 500
+    """Most gitopsd_object_drift series; further drifted objects are only counted."""
+    shutdown_grace_seconds: float = 25.0
+    sources: tuple[SourceConfig, ...] = ()
+    invalid_sources: tuple[tuple[str, str], ...] = ()
+    """(name, error) of sources set aside at load."""
+
+    @property
+    def listen_address(self) -> tuple[str, int]:
+        host, _, port = self.listen.rpartition(":")
+        return host or "127.0.0.1", int(port)
+
+
+TOP_KEYS = {
+    "listen",
+    "cacheDir",
+    "kubeconfig",
+    "context",
+    "allowExecCredentials",
+    "leaderElection",
+    "objectSeriesBudget",
+    "shutdownGraceSeconds",
+    "sources",
+}
+SOURCE_KEYS = {
+    "name",
+    "repository",
+    "ref",
+    "paths",
+    "include",
+    "exclude",
+    "interval",
+    "mode",
+    "prune",
+    "selfHeal",
+    "guards",
+    "credentials",
+    "namespace",
+    "inventoryNamespace",
+    "allowInsecure",
+    "forceConflicts",
+    "adopt",
+    "webhookSecretFile",
+}
+GUARD_KEYS = {"allowEmpty", "allowMassPrune", "pruneBudgetPercent", "pruneProtected"}
+CREDENTIAL_KEYS = {"username", "passwordFile", "passwordEnv", "sshKeyFile", "knownHostsFile"}
+LEADER_KEYS = {"enabled", "namespace", "name", "leaseDuration", "renewDeadline", "retryPeriod"}
+
+
+def load(path: Path) -> DaemonConfig:
+    try:
+        document = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise ConfigError(f"{path}: {error}") from None
+    top = _mapping(document, str(path), TOP_KEYS)
+    sources, invalid = _sources(top.get("sources"), str(path))
+    listen = _string(top, "listen", str(path), "127.0.0.1:9090")
+    if not re.match(r"^[\w.\-\[\]:]*:\d{1,5}$", listen):
+        raise ConfigError(f"{path}: listen: expected host:port, got {listen!r}")
+    return DaemonConfig(
+        listen=listen,
+        cache_dir=Path(_string(top, "cacheDir", str(path), "/var/cache/gitopsd")),
+        kubeconfig=top.get("kubeconfig"),
+        context=top.get("context"),
+        allow_exec_credentials=_bool(top, "allowExecCredentials", str(path), False),
+        leader_election=_leader(top.get("leaderElection"), f"{path}: leaderElection"),
+        object_series_budget=_count(top, "objectSeriesBudget", str(path), 500),
+        shutdown_grace_seconds=_seconds(top, "shutdownGraceSeconds", str(path), 25.0),
+        sources=tuple(sources),
+        invalid_sources=tuple(invalid),
+    )
+
+
+def _sources(value: Any, where: str) -> tuple[list[SourceConfig], list[tuple[str, str]]]:
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"{where}: sources: expected a non-empty list")
+    good: list[SourceConfig] = []
+    bad: list[tuple[str, str]] = []
+    for index, item in enumerate(value):
+        name = item.get("name") if isinstance(item, dict) else None
+        label = str(name) if name else f"sources[{index}]"
+        try:
+            good.append(_source(item, f"{where}: source {label}"))
+        except ConfigError as error:
+            bad.append((label, str(error)))
+    names = [source.name for source in good]
+    duplicates = {name for name in names if names.count(name) > 1}
+    if duplicates:
+        raise ConfigError(f"{where}: sources: duplicate names {sorted(duplicates)}")
+    return good, bad
+
+
+def _source(item: Any, where: str) -> SourceConfig:
+    raw = _mapping(item, where, SOURCE_KEYS)
+    name = _string(raw, "name", where, None)
+    if not NAME.match(name):
+        raise ConfigError(f"{where}: name: use lower-case letters, digits and '-' (at most 50)")
+    spec = SourceSpec(
+        url=_string(raw, "repository", where, None),
+        ref=_string(raw, "ref", where, "HEAD"),
+        paths=_strings(raw, "paths", where, (".",)),
+        include=_strings(raw, "include", where, SourceSpec.include),
+        exclude=_strings(raw, "exclude", where, ()),
+        allow_insecure=_bool(raw, "allowInsecure", where, False),
+        credentials=_credentials(raw.get("credentials"), f"{where}: credentials"),
+    )
+    return SourceConfig(
+        name=name,
+        spec=spec,
+        settings=_settings(raw, name, where),
+        interval_seconds=_seconds(raw, "interval", where, 60.0),
+        mode=_mode(raw, where),
+        self_heal=_bool(raw, "selfHeal", where, True),
+        webhook_secret=_secret(raw, "webhookSecretFile", where),
+    )
+
+
+def _settings(raw: dict[str, Any], name: str, where: str) -> SyncSettings:
+    guards = _mapping(raw.get("guards") or {}, f"{where}: guards", GUARD_KEYS)
+    prune = PrunePolicy(
+        enabled=_bool(raw, "prune", where, False),
+        allow_empty=_bool(guards, "allowEmpty", where, False),
+        allow_mass_prune=_bool(guards, "allowMassPrune", where, False),
+        budget_percent=_percent(guards, "pruneBudgetPercent", where),
+        prune_protected=_bool(guards, "pruneProtected", where, False),
+    )
+    return SyncSettings(
+        name=f"gitopsd-{name}",
+        inventory_namespace=_string(raw, "inventoryNamespace", where, "default"),
+        default_namespace=_string(raw, "namespace", where, "default"),
+        force_conflicts=_bool(raw, "forceConflicts", where, True),
+        adopt=_bool(raw, "adopt", where, False),
+        prune=prune,
+    )
+
+
+def _credentials(value: Any, where: str) -> Credentials:
+    raw = _mapping(value or {}, where, CREDENTIAL_KEYS)
+    return Credentials(
+        username=_string(raw, "username", where, "git"),
+        password_env=_string(raw, "passwordEnv", where, "GITOPSD_GIT_PASSWORD"),
+        password_file=_path(raw, "passwordFile", where),
+        ssh_key_file=_path(raw, "sshKeyFile", where),
+        known_hosts_file=_path(raw, "knownHostsFile", where),
+    )
+
+
+def _leader(value: Any, where: str) -> LeaderElection:
+    raw = _mapping(value or {}, where, LEADER_KEYS)
+    election = LeaderElection(
+        enabled=_bool(raw, "enabled", where, False),
+        namespace=_string(raw, "namespace", where, "default"),
+        name=_string(raw, "name", where, "gitopsd"),
+        lease_seconds=_seconds(raw, "leaseDuration", where, 15.0),
+        renew_deadline_seconds=_seconds(raw, "renewDeadline", where, 10.0),
+        retry_seconds=_seconds(raw, "retryPeriod", where, 2.0),
+    )
+    if not election.retry_seconds < election.renew_deadline_seconds < election.lease_seconds:
+        raise ConfigError(f"{where}: need retryPeriod < renewDeadline < leaseDuration")
+    return election
+
+
+def _mode(raw: dict[str, Any], where: str) -> Mode:
+    text = _string(raw, "mode", where, "enforce")
+    try:
+        return Mode(text)
+    except ValueError:
+        raise ConfigError(
+            f"{where}: mode: expected observe, warn or enforce, got {text!r}"
+        ) from None
+
+
+# Typed field readers: each error names the field and what was expected.
+
+
+def _mapping(value: Any, where: str, allowed: set[str]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a mapping")
+    unknown = sorted(set(map(str, value)) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown field(s) {', '.join(unknown)}")
+    return value
+
+
+def _string(raw: dict[str, Any], key: str, where: str, default: str | None) -> str:
+    value = raw.get(key, default)
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: {key}: expected a non-empty string")
+    return value
+
+
+def _strings(
+    raw: dict[str, Any], key: str, where: str, default: tuple[str, ...]
+) -> tuple[str, ...]:
+    """A list of non-empty strings; empty only where the default is (e.g. exclude)."""
+    value = raw.get(key, list(default))
+    valid = isinstance(value, list) and all(isinstance(v, str) and v for v in value)
+    if not valid or (default and not value):
+        wanted = "a non-empty list" if default else "a list"
+        raise ConfigError(f"{where}: {key}: expected {wanted} of non-empty strings")
+    return tuple(value)
+
+
+def _bool(raw: dict[str, Any], key: str, where: str, default: bool) -> bool:
+    value = raw.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: {key}: expected true or false")
+    return value
+
+
+def _count(raw: dict[str, Any], key: str, where: str, default: int) -> int:
+    value = raw.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 100_000:
+        raise ConfigError(f"{where}: {key}: expected a whole number from 0 to 100000")
+    return value
+
+
+def _percent(raw: dict[str, Any], key: str, where: str) -> float:
+    value = raw.get(key, 25)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 100:
+        raise ConfigError(f"{where}: {key}: expected a number above 0 and at most 100")
+    return float(value)
+
+
+def _path(raw: dict[str, Any], key: str, where: str) -> Path | None:
+    return Path(_string(raw, key, where, None)) if key in raw else None
+
+
+def _secret(raw: dict[str, Any], key: str, where: str) -> bytes | None:
+    """The contents of the file `key` names, without surrounding whitespace; never echoed."""
+    path = _path(raw, key, where)
+    if path is None:
+        return None
+    try:
+        secret = path.read_bytes().strip()
+    except OSError as error:
+        raise ConfigError(f"{where}: {key}: cannot read {path}: {error.strerror}") from None
+    if not secret:
+        raise ConfigError(f"{where}: {key}: {path} is empty")
+    return secret
+
+
+def _seconds(raw: dict[str, Any], key: str, where: str, default: float) -> float:
+    """A duration such as 30s, 5m or 1h30m (or a number of seconds)."""
+    value = raw.get(key, default)
+    seconds = parse_duration(value) if isinstance(value, str) else value
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+        seconds = -1.0  # not a duration at all
+    if not 0 < seconds <= MAX_DURATION_SECONDS:
+        raise ConfigError(
+            f"{where}: {key}: expected a duration above 0 and at most 7 days "
+            f"(like 30s, 5m, 1h), got {value!r}"
+        )
+    return float(seconds)
+
+
+def parse_duration(text: str) -> float | None:
+    match = DURATION.match(text.strip())
+    if not match or not any(match.groups()):
+        return None
+    hours, minutes, seconds = (float(group or 0) for group in match.groups())
+    return hours * 3600 + minutes * 60 + seconds

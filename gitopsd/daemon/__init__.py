@@ -1,0 +1,169 @@
+"""`gitopsd run`: keeps every configured source in sync until SIGTERM.
+
+One APScheduler interval job per source polls git; watch caches turn live edits into
+drift checks within about a second; a Lease elects the one replica that writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from prometheus_client import CollectorRegistry
+
+from gitopsd import configfile, loop
+from gitopsd.cluster import Cluster
+from gitopsd.cluster.lease import LeaderElector
+from gitopsd.configfile import DaemonConfig, SourceConfig
+from gitopsd.daemon import http, logs
+from gitopsd.daemon.worker import SourceWorker
+from gitopsd.errors import ConfigError
+from gitopsd.metrics import Recorder
+
+log = logging.getLogger("gitopsd.daemon")
+
+
+class Daemon:
+    def __init__(self, config: DaemonConfig) -> None:
+        self.config = config
+        self.set_aside = list(config.invalid_sources)
+        sources = self._usable(config.sources)
+        self.stopping = threading.Event()
+        self.leading = threading.Event()
+        self.registry = CollectorRegistry()
+        self.recorder = Recorder(self.registry, config.object_series_budget)
+        self.cluster = Cluster.connect(
+            config.kubeconfig, config.context, config.allow_exec_credentials
+        )
+        self.recorder.count_api_requests(lambda: dict(self.cluster.api.counters.requests))
+        self.elector = self._elector()
+        self.cluster.may_write = self._may_write
+        self.workers = [self._worker(source) for source in sources]
+        self.scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1})
+
+    def _usable(self, sources: tuple[SourceConfig, ...]) -> list[SourceConfig]:
+        """The sources whose repository gitopsd may fetch; the others are set aside. With
+        none left, the daemon has nothing to do: that is a configuration error."""
+        usable = []
+        for source in sources:
+            try:
+                loop.check_source(source.spec)
+            except ConfigError as error:
+                self.set_aside.append((source.name, f"source {source.name}: {error}"))
+            else:
+                usable.append(source)
+        if not usable:
+            errors = "\n".join(error for _, error in self.set_aside)
+            raise ConfigError(f"no source can run:\n{errors}")
+        return usable
+
+    def _elector(self) -> LeaderElector | None:
+        election = self.config.leader_election
+        if not election.enabled:
+            self.leading.set()
+            self.recorder.set_leader(True)
+            return None
+        return LeaderElector(
+            self.cluster,
+            election.namespace,
+            election.name,
+            f"{socket.gethostname()}_{os.getpid()}",
+            election.lease_seconds,
+            election.renew_deadline_seconds,
+            election.retry_seconds,
+            self._leadership,
+        )
+
+    def _may_write(self) -> bool:
+        """Fencing, checked before every write: none once shutting down, none without the
+        lease (a replica that lost it learns so from its own clock, before writing)."""
+        leader = self.elector is None or self.elector.is_leader()
+        return leader and not self.stopping.is_set()
+
+    def _leadership(self, leading: bool) -> None:
+        self.recorder.set_leader(leading)
+        if leading:
+            self.leading.set()
+            for worker in self.workers:
+                worker.applied_revision = None  # a new leader applies the revision once
+                threading.Thread(
+                    target=worker.poll, name=f"lead-{worker.name}", daemon=True
+                ).start()
+        else:
+            self.leading.clear()
+
+    def _worker(self, source: SourceConfig) -> SourceWorker:
+        cache = self.config.cache_dir / "sources"
+        return SourceWorker(source, self.cluster, self.recorder, cache, self.leading, self.stopping)
+
+    def ready(self) -> bool:
+        known = self.elector is None or self.elector.state_known
+        return known and all(worker.ready() for worker in self.workers)
+
+    def run(self) -> int:
+        for name, error in self.set_aside:
+            self.recorder.error(name, "config", "invalid")
+            log.error("set aside: %s", error, extra={"source": name})
+        server = http.serve(
+            self.config.listen_address, http.Endpoints(self.registry, self.ready, self._hooks())
+        )
+        log.info("serving /metrics, /healthz, /readyz and /hooks on %s", self.config.listen)
+        if self.elector:
+            self.elector.start()
+        self._schedule()
+        self.stopping.wait()
+        self._shut_down()
+        server.shutdown()
+        return 0
+
+    def _schedule(self) -> None:
+        for worker in self.workers:
+            interval = worker.config.interval_seconds
+            self.scheduler.add_job(
+                worker.poll,
+                "interval",
+                seconds=interval,
+                jitter=max(interval * 0.1, 0.1),
+                id=worker.name,
+            )
+            threading.Thread(target=worker.poll, name=f"start-{worker.name}", daemon=True).start()
+        self.scheduler.start()
+
+    def _hooks(self) -> dict[str, http.Hook]:
+        return {
+            worker.name: http.Hook(worker.config.webhook_secret, worker.poll)
+            for worker in self.workers
+            if worker.config.webhook_secret is not None
+        }
+
+    def stop(self, *_: object) -> None:
+        self.stopping.set()
+
+    def _shut_down(self) -> None:
+        """No new work (writes are fenced from now on), the reconcile in flight ends at its
+        next write or on its own within the grace period, then the lease is given up."""
+        log.info("shutting down")
+        self.scheduler.shutdown(wait=False)
+        deadline = time.monotonic() + self.config.shutdown_grace_seconds
+        for worker in self.workers:
+            if worker.busy.acquire(timeout=max(deadline - time.monotonic(), 0)):
+                worker.busy.release()
+            worker.cache.stop()
+        if self.elector:
+            self.elector.release()
+        log.info("stopped")
+
+
+def run(config_path: Path) -> int:
+    logs.configure(sys.stderr)
+    daemon = Daemon(configfile.load(config_path))
+    signal.signal(signal.SIGTERM, daemon.stop)
+    signal.signal(signal.SIGINT, daemon.stop)
+    return daemon.run()

@@ -1,0 +1,61 @@
+"""Structured logs: JSON lines for machines, a readable line on a terminal.
+
+Records carry the source, revision and object key when known. Messages are built from
+errors that were scrubbed of Secret values and credentials where they were raised.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping, MutableMapping
+from typing import Any, TextIO
+
+CONTEXT = ("source", "revision", "object", "objects", "stage", "reason", "mode")
+
+
+class ContextLog(logging.LoggerAdapter[logging.Logger]):
+    """Adds fixed context (e.g. the source) to every record, merged with a call's own
+    `extra` (the standard adapter drops the call's until Python 3.13)."""
+
+    def __init__(self, logger: logging.Logger, context: Mapping[str, object]) -> None:
+        super().__init__(logger, context)
+
+    def process(
+        self, msg: Any, kwargs: MutableMapping[str, Any]
+    ) -> tuple[Any, MutableMapping[str, Any]]:
+        kwargs["extra"] = {**(self.extra or {}), **kwargs.get("extra", {})}
+        return msg, kwargs
+
+
+class JsonLines(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        line |= {name: getattr(record, name) for name in CONTEXT if hasattr(record, name)}
+        if record.exc_info:
+            line["error"] = self.formatException(record.exc_info).splitlines()[-1]
+        return json.dumps(line, default=str)
+
+
+class Readable(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        context = " ".join(f"{n}={getattr(record, n)}" for n in CONTEXT if hasattr(record, n))
+        stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
+        return f"{stamp} {record.levelname:<7} {record.getMessage()}  {context}".rstrip()
+
+
+def configure(stream: TextIO, level: int = logging.INFO) -> None:
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(Readable() if stream.isatty() else JsonLines())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    logging.getLogger("urllib3").setLevel(logging.ERROR)

@@ -1,0 +1,239 @@
+"""Every Prometheus collector gitopsd exports, behind one `Recorder` with an injected registry.
+
+Metric names are a public contract (README "Metrics"). Labels are closed enumerations,
+except on `gitopsd_object_drift`, whose series are held within a configurable budget.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter as Tally
+from collections.abc import Callable, Iterable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+
+from gitopsd.apply import Action, ChangeSet
+from gitopsd.diff import Drift, State
+from gitopsd.objects import ObjectKey
+
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60)
+LAG_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600)
+
+
+class Recorder:
+    """Records what the daemon sees and does; one instance per process."""
+
+    def __init__(self, registry: CollectorRegistry, object_series_budget: int = 500) -> None:
+        self.registry = registry
+        self.budget = object_series_budget
+        self._lock = threading.Lock()
+        self._object_series: dict[str, set[tuple[str, ...]]] = {}
+        self._count_series: dict[str, set[tuple[str, str]]] = {}
+        self._revisions: dict[str, str] = {}
+        self._define_drift(registry)
+        self._define_reconcile(registry)
+        self._define_source(registry)
+        self._define_process(registry)
+
+    def _define_drift(self, registry: CollectorRegistry) -> None:
+        self.drift_objects = Gauge(
+            "gitopsd_drift_objects",
+            "Objects that differ from git, by state and group/kind.",
+            ["source", "group_kind", "state"],
+            registry=registry,
+        )
+        self.object_drift = Gauge(
+            "gitopsd_object_drift",
+            "1 for each drifted object, with the field manager that drifted it (budgeted).",
+            ["source", "group_kind", "namespace", "name", "manager"],
+            registry=registry,
+        )
+        self.object_drift_over_budget = Gauge(
+            "gitopsd_object_drift_over_budget",
+            "Drifted objects left out of gitopsd_object_drift by its series budget.",
+            ["source"],
+            registry=registry,
+        )
+        self.detection = Histogram(
+            "gitopsd_drift_detection_seconds",
+            "From a live change (its managedFields time) to gitopsd detecting the drift.",
+            ["source"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+
+    def _define_reconcile(self, registry: CollectorRegistry) -> None:
+        self.reconciles = Counter(
+            "gitopsd_reconcile_total",
+            "Reconciles by result (success, failed, skipped).",
+            ["source", "result"],
+            registry=registry,
+        )
+        self.reconcile_seconds = Histogram(
+            "gitopsd_reconcile_duration_seconds",
+            "Duration of one reconcile, by result.",
+            ["source", "result"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.applies = Counter(
+            "gitopsd_apply_total",
+            "Objects acted on: action created, configured, unchanged or pruned with result "
+            "success; action apply or prune with the failure reason as result.",
+            ["source", "action", "result"],
+            registry=registry,
+        )
+        self.errors = Counter(
+            "gitopsd_errors_total",
+            "Failures by stage (source, manifests, cluster) and reason.",
+            ["source", "stage", "reason"],
+            registry=registry,
+        )
+        self.prune_blocked = Counter(
+            "gitopsd_prune_blocked_total",
+            "Objects a prune guard kept, by rule.",
+            ["source", "reason"],
+            registry=registry,
+        )
+        self.last_success = Gauge(
+            "gitopsd_last_success_timestamp_seconds",
+            "When the source last reconciled cleanly.",
+            ["source"],
+            registry=registry,
+        )
+
+    def _define_source(self, registry: CollectorRegistry) -> None:
+        self.revision_info = Gauge(
+            "gitopsd_source_revision_info",
+            "The revision of the source read last (value 1).",
+            ["source", "revision"],
+            registry=registry,
+        )
+        self.commit_to_applied = Histogram(
+            "gitopsd_commit_to_applied_seconds",
+            "From a commit's time to its successful apply.",
+            ["source"],
+            buckets=LAG_BUCKETS,
+            registry=registry,
+        )
+        self.fetch_seconds = Histogram(
+            "gitopsd_git_fetch_duration_seconds",
+            "Duration of one git fetch.",
+            ["source"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+
+    def _define_process(self, registry: CollectorRegistry) -> None:
+        self.leader = Gauge(
+            "gitopsd_leader", "1 while this process holds the leader lease.", registry=registry
+        )
+
+    # Drift
+
+    def drift(self, source: str, drifts: Iterable[Drift]) -> None:
+        """Replaces the source's drift gauges with the current drift."""
+        drifts = list(drifts)
+        counts = Tally((str(d.key.group_kind), str(d.state)) for d in drifts)
+        with self._lock:
+            for group_kind, state in self._count_series.get(source, set()) - set(counts):
+                self.drift_objects.remove(source, group_kind, state)
+            for (group_kind, state), count in counts.items():
+                self.drift_objects.labels(source, group_kind, state).set(count)
+            self._count_series[source] = set(counts)
+            self._set_object_series(source, drifts)
+
+    def _set_object_series(self, source: str, drifts: list[Drift]) -> None:
+        wanted = {_object_labels(source, d) for d in drifts}
+        kept = set(sorted(wanted)[: self.budget])
+        for labels in self._object_series.get(source, set()) - kept:
+            self.object_drift.remove(*labels)
+        for labels in kept:
+            self.object_drift.labels(*labels).set(1)
+        self._object_series[source] = kept
+        self.object_drift_over_budget.labels(source).set(len(wanted) - len(kept))
+
+    def detected(self, source: str, seconds: float) -> None:
+        self.detection.labels(source).observe(max(seconds, 0.0))
+
+    # Reconcile
+
+    def reconciled(self, source: str, result: str, seconds: float, now: float) -> None:
+        self.reconciles.labels(source, result).inc()
+        self.reconcile_seconds.labels(source, result).observe(seconds)
+        if result == "success":
+            self.last_success.labels(source).set(now)
+
+    def changes(self, source: str, changes: ChangeSet) -> None:
+        for action in Action:
+            count = changes.count(action)
+            if count:
+                self.applies.labels(source, str(action), "success").inc(count)
+
+    def apply_failed(self, source: str, action: str, reason: str, count: int) -> None:
+        self.applies.labels(source, action, reason).inc(count)
+
+    def error(self, source: str, stage: str, reason: str) -> None:
+        self.errors.labels(source, stage, reason).inc()
+
+    def refused(self, source: str, reasons: Iterable[str]) -> None:
+        for reason, count in Tally(reasons).items():
+            self.prune_blocked.labels(source, reason).inc(count)
+
+    # Source
+
+    def revision(self, source: str, sha: str) -> None:
+        """The revision now read; "local" for a directory source."""
+        revision = sha or "local"
+        with self._lock:
+            previous = self._revisions.get(source)
+            if previous not in (None, revision):
+                self.revision_info.remove(source, previous)
+            self.revision_info.labels(source, revision).set(1)
+            self._revisions[source] = revision
+
+    def applied(self, source: str, commit_time: float | None, now: float) -> None:
+        """A revision applied in full, `now - commit_time` after it was committed."""
+        if commit_time is not None:
+            self.commit_to_applied.labels(source).observe(max(now - commit_time, 0.0))
+
+    def fetched(self, source: str, seconds: float) -> None:
+        self.fetch_seconds.labels(source).observe(seconds)
+
+    # Process
+
+    def count_api_requests(self, tally: Callable[[], dict[tuple[str, int], int]]) -> None:
+        """Exports the cluster client's own request tally, read at each scrape."""
+        self.registry.register(_ApiRequests(tally))
+
+    def set_leader(self, leading: bool) -> None:
+        self.leader.set(1 if leading else 0)
+
+
+def _object_labels(source: str, drift: Drift) -> tuple[str, ...]:
+    key: ObjectKey = drift.key
+    managers = sorted({c.manager for c in drift.changes}) or [_default_manager(drift.state)]
+    return (source, str(key.group_kind), key.namespace, key.name, ",".join(managers))
+
+
+def _default_manager(state: State) -> str:
+    return "deleted" if state == State.MISSING else "unknown"
+
+
+class _ApiRequests(Collector):
+    """gitopsd_api_requests_total{verb,code}, straight from the client's tally."""
+
+    def __init__(self, tally: Callable[[], dict[tuple[str, int], int]]) -> None:
+        self.tally = tally
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "gitopsd_api_requests",
+            "Requests to the API server by verb and status code.",
+            labels=["verb", "code"],
+        )
+        for (verb, code), count in sorted(dict(self.tally()).items()):
+            family.add_metric([verb, str(code)], count)
+        yield family

@@ -1,0 +1,67 @@
+"""The API server's audit log read back: which user's writes reached the server, and when.
+
+Claims such as "only the leader writes" are checked here, against what the server
+recorded, never against what a process says about itself.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from tests.harness.controlplane import ControlPlane
+
+
+@dataclass(frozen=True)
+class Write:
+    user: str
+    verb: str
+    resource: str
+    namespace: str
+    name: str
+    dry_run: bool
+    code: int
+    received: float
+    """Unix seconds when the server received the request."""
+
+
+def writes(plane: ControlPlane, user: str, since: float = 0.0) -> list[Write]:
+    """Every write request by `user` received at or after `since`, dry-runs included."""
+    if not plane.audit_log.exists():
+        return []
+    found = []
+    for line in plane.audit_log.read_text().splitlines():
+        event = json.loads(line)
+        if event.get("stage") != "ResponseComplete":
+            continue
+        write = _write(event)
+        if write.user == user and write.received >= since:
+            found.append(write)
+    return found
+
+
+def changes(plane: ControlPlane, user: str, since: float = 0.0) -> list[Write]:
+    """The writes by `user` that could change the cluster: no dry-runs, no Lease traffic
+    (candidates write the Lease by design)."""
+    return [w for w in writes(plane, user, since) if not w.dry_run and w.resource != "leases"]
+
+
+def _write(event: dict[str, object]) -> Write:
+    ref = event.get("objectRef") or {}
+    assert isinstance(ref, dict)
+    status = event.get("responseStatus") or {}
+    assert isinstance(status, dict)
+    user = event.get("user") or {}
+    assert isinstance(user, dict)
+    stamp = str(event["requestReceivedTimestamp"]).replace("Z", "+00:00")
+    return Write(
+        user=str(user.get("username", "")),
+        verb=str(event.get("verb", "")),
+        resource=str(ref.get("resource", "")),
+        namespace=str(ref.get("namespace", "")),
+        name=str(ref.get("name", "")),
+        dry_run="dryRun=All" in str(event.get("requestURI", "")),
+        code=int(status.get("code", 0)),
+        received=datetime.fromisoformat(stamp).timestamp(),
+    )

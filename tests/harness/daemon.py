@@ -1,0 +1,211 @@
+"""The daemon as a real subprocess, its metrics scraped over HTTP as Prometheus does."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.harness.controlplane import ControlPlane, _die_with_parent, free_port
+from tests.harness.kube import admin_service_account, kubeconfig_for
+from tests.harness.waiting import wait_for
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+@dataclass
+class DaemonProcess:
+    """`gitopsd run` with a config written from `config`; `user` is its API identity."""
+
+    config: dict[str, Any]
+    workdir: Path
+    user: str
+    name: str = "daemon"
+    process: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def configured(
+        cls,
+        workdir: Path,
+        name: str,
+        user: str,
+        kubeconfig: Path,
+        sources: list[dict[str, Any]],
+        **top: Any,
+    ) -> DaemonProcess:
+        home = workdir / name
+        home.mkdir(parents=True, exist_ok=True)
+        config = {
+            "listen": f"127.0.0.1:{free_port()}",
+            "cacheDir": str(home / "cache"),  # each replica has its own, as in a pod
+            "kubeconfig": str(kubeconfig),
+            "shutdownGraceSeconds": 20,
+            "sources": sources,
+            **top,
+        }
+        return cls(config, home, user, name)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.config['listen']}"
+
+    @property
+    def log_file(self) -> Path:
+        return self.workdir / "daemon.log"
+
+    def start(self, wait: bool = True) -> DaemonProcess:
+        config_file = self.workdir / "gitopsd.yaml"
+        config_file.write_text(json.dumps(self.config))  # JSON is YAML
+        with self.log_file.open("wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "gitopsd", "run", "--config", str(config_file)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,
+            )
+        if wait:
+            wait_for(self._serving, f"{self.name} to serve /healthz")
+        return self
+
+    def _serving(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise AssertionError(f"{self.name} exited {self.process.returncode}:\n{self.logs()}")
+        return self.get("/healthz")[0] == 200
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=5) as answer:  # noqa: S310
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return 0, ""
+
+    def post(self, path: str, body: bytes, headers: dict[str, str]) -> int:
+        request = urllib.request.Request(  # noqa: S310 - our own loopback URL
+            self.url + path, data=body, headers=headers, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=5) as answer:  # noqa: S310
+                return int(answer.status)
+        except urllib.error.HTTPError as error:
+            return int(error.code)
+
+    def samples(self) -> Samples:
+        status, text = self.get("/metrics")
+        assert status == 200, f"/metrics answered {status}"
+        found: Samples = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                found[(sample.name, frozenset(sample.labels.items()))] = sample.value
+        return found
+
+    def value(self, metric: str, **labels: str) -> float:
+        """The sum of the samples of `metric` whose labels include `labels` (0 when none)."""
+        wanted = set(labels.items())
+        return sum(v for (n, ls), v in self.samples().items() if n == metric and wanted <= ls)
+
+    def wait_value(
+        self,
+        metric: str,
+        condition: Callable[[float], bool],
+        what: str,
+        deadline_seconds: float = 30.0,
+        **labels: str,
+    ) -> float:
+        """Waits until the value of `metric` (see `value`) meets `condition`; returns it."""
+
+        def met() -> tuple[float] | None:
+            value = self.value(metric, **labels)
+            return (value,) if condition(value) else None
+
+        return wait_for(met, what, deadline_seconds)[0]
+
+    def requests(self) -> dict[str, float]:
+        """API requests this process made so far, by verb (its own tally)."""
+        tally: dict[str, float] = {}
+        for (name, labels), value in self.samples().items():
+            if name == "gitopsd_api_requests_total":
+                verb = dict(labels)["verb"]
+                tally[verb] = tally.get(verb, 0) + value
+        return tally
+
+    def logs(self) -> str:
+        return self.log_file.read_text(errors="replace")
+
+    def log_lines(self) -> list[dict[str, Any]]:
+        """The JSON log lines (the daemon writes JSON when stderr is not a terminal)."""
+        return [json.loads(line) for line in self.logs().splitlines() if line.startswith("{")]
+
+    def signal(self, number: int) -> None:
+        assert self.process is not None
+        self.process.send_signal(number)
+
+    def stop(self) -> int:
+        """SIGTERM, then the exit code (SIGKILL if it does not stop in time)."""
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else 0
+        self.process.send_signal(signal.SIGCONT)
+        self.process.terminate()
+        try:
+            return self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+
+
+@dataclass
+class Daemons:
+    """Starts daemons for a test, each under its own cluster-admin ServiceAccount in the
+    test's namespace (so the audit log tells replicas apart), and stops them all after."""
+
+    plane: ControlPlane
+    admin_api: Any
+    namespace: str
+    workdir: Path
+    started: list[DaemonProcess] = field(default_factory=list)
+
+    def source(self, url: str, **fields: Any) -> dict[str, Any]:
+        """A source named `app` polling `url` every second into the test's namespace."""
+        return {
+            "name": "app",
+            "repository": url,
+            "allowInsecure": True,
+            "interval": "1s",
+            "namespace": self.namespace,
+            "inventoryNamespace": self.namespace,
+            **fields,
+        }
+
+    def start(
+        self,
+        url: str,
+        name: str = "daemon",
+        top: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> DaemonProcess:
+        """One daemon keeping `self.source(url, **fields)`; `top` adds top-level settings."""
+        return self.start_with([self.source(url, **fields)], name, **(top or {})).start()
+
+    def start_with(self, sources: list[dict[str, Any]], name: str, **top: Any) -> DaemonProcess:
+        """A daemon for `sources`, configured and registered for teardown but not started."""
+        user, token = admin_service_account(self.admin_api, self.namespace, name)
+        kubeconfig = kubeconfig_for(self.plane, self.workdir / f"{name}.kubeconfig", name, token)
+        daemon = DaemonProcess.configured(self.workdir, name, user, kubeconfig, sources, **top)
+        self.started.append(daemon)
+        return daemon
+
+    def stop_all(self) -> None:
+        for daemon in self.started:
+            daemon.stop()

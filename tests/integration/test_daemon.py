@@ -1,0 +1,467 @@
+"""`gitopsd run` as a real subprocess against the real control plane and git server; its
+metrics are scraped over HTTP and its writes read back from the API server's audit log."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from tests.harness import audit
+from tests.harness.cli import Gitopsd, example_files
+from tests.harness.controlplane import ControlPlane
+from tests.harness.daemon import DaemonProcess, Daemons
+from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.kube import unique_name
+from tests.harness.waiting import wait_for
+
+CANARY = "CANARY-5e1f0c2ab9d84c7e"
+
+
+def config_maps(*names: str, value: str = "v") -> dict[str, str]:
+    """One file per ConfigMap, each holding data k: `value`."""
+    return {
+        f"{name}.yaml": f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n"
+        f"data:\n  k: {value}\n"
+        for name in names
+    }
+
+
+def deployments(*names: str) -> dict[str, str]:
+    return {
+        f"{name}.yaml": f"""apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      containers: [{{name: app, image: "registry.k8s.io/pause:3.10"}}]
+"""
+        for name in names
+    }
+
+
+def config_map_value(admin_api: Any, namespace: str, name: str, key: str = "k") -> str | None:
+    core: Any = client.CoreV1Api(admin_api)
+    found = core.list_namespaced_config_map(namespace, field_selector=f"metadata.name={name}")
+    return found.items[0].data.get(key) if found.items else None
+
+
+def replicas(admin_api: Any, namespace: str, name: str = "web") -> int | None:
+    apps: Any = client.AppsV1Api(admin_api)
+    found = apps.list_namespaced_deployment(namespace, field_selector=f"metadata.name={name}")
+    return int(found.items[0].spec.replicas) if found.items else None
+
+
+def sync_as_the_daemon_would(gitopsd: Gitopsd, url: str, namespace: str) -> None:
+    """`gitopsd sync` into the ApplySet the daemon's source `app` uses."""
+    scope = ["-n", namespace, "--inventory-namespace", namespace, "--name", "gitopsd-app"]
+    assert gitopsd("sync", url, "--allow-insecure-source", *scope).code == 0
+
+
+def quiet_window(daemon: DaemonProcess, reconciles: int = 3) -> dict[str, float]:
+    """Waits for `reconciles` reconciles in a row that made no API request at all, and
+    returns the request tally at their end. Times out if every window has requests."""
+    window: dict[str, tuple[dict[str, float], float]] = {}
+
+    def quiet() -> dict[str, float] | None:
+        now = (daemon.requests(), daemon.value("gitopsd_reconcile_total", result="success"))
+        start = window.setdefault("start", now)
+        if now[0] != start[0]:
+            window["start"] = now  # requests happened: start a new window
+            return None
+        return now[0] if now[1] - start[1] >= reconciles else None
+
+    return wait_for(quiet, f"{reconciles} reconciles without an API request", 60)
+
+
+def test_a_commit_is_applied_and_the_next_one_follows(
+    daemons: Daemons, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(config_maps("a"))
+    daemon = daemons.start(git_server.file_url(git_repo))
+    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first commit")
+
+    sha = git_repo.commit(config_maps("a", value="w"))
+
+    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "w", "the second commit")
+    daemon.wait_value(
+        "gitopsd_source_revision_info", lambda v: v == 1, "the revision", source="app", revision=sha
+    )
+    daemon.wait_value(
+        "gitopsd_commit_to_applied_seconds_count", lambda v: v >= 2, "two applied commits"
+    )
+    assert daemon.value("gitopsd_reconcile_total", source="app", result="success") >= 2
+    assert daemon.value("gitopsd_apply_total", action="configured", result="success") >= 1
+    assert daemon.get("/readyz")[0] == 200
+    applied = [
+        line for line in daemon.log_lines() if line.get("object") == f"ConfigMap/{namespace}/a"
+    ]
+    assert {line["message"] for line in applied} >= {"created", "configured"}
+
+
+def test_drift_is_measured_with_the_manager_that_caused_it(
+    daemons: Daemons,
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit(example_files("app"))
+    daemon = daemons.start(git_server.file_url(git_repo), selfHeal=False, interval="1h")
+    wait_for(lambda: replicas(admin_api, namespace) == 2, "the app to be applied")
+
+    gitopsd.kubectl("scale", "deployment/web", "--replicas=5", "-n", namespace)
+
+    daemon.wait_value(
+        "gitopsd_object_drift",
+        lambda v: v == 1,
+        "the per-object drift series",
+        10,
+        source="app",
+        group_kind="Deployment.apps",
+        namespace=namespace,
+        name="web",
+        manager="kubectl",
+    )
+    assert daemon.value("gitopsd_drift_objects", source="app", state="modified") == 1
+    assert daemon.value("gitopsd_drift_detection_seconds_count", source="app") >= 1
+    assert replicas(admin_api, namespace) == 5  # selfHeal is off: only measured
+
+    gitopsd.kubectl("scale", "deployment/web", "--replicas=2", "-n", namespace)
+    daemon.wait_value("gitopsd_drift_objects", lambda v: v == 0, "drift to clear", 10)
+    assert daemon.value("gitopsd_object_drift", source="app") == 0
+
+
+def test_self_heal_undoes_out_of_band_edits_at_once(
+    daemons: Daemons,
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit(example_files("app"))
+    daemon = daemons.start(git_server.file_url(git_repo), interval="1h")
+    wait_for(lambda: replicas(admin_api, namespace) == 2, "the app to be applied")
+
+    gitopsd.kubectl("scale", "deployment/web", "--replicas=5", "-n", namespace)
+    gitopsd.kubectl("delete", "configmap/web-config", "-n", namespace)
+    gitopsd.kubectl("label", "service/web", "touched=by-hand", "-n", namespace)
+
+    wait_for(lambda: replicas(admin_api, namespace) == 2, "the scale to be undone", 10)
+    wait_for(
+        lambda: config_map_value(admin_api, namespace, "web-config", "GREETING") == "hello",
+        "the deleted ConfigMap to return",
+        10,
+    )
+    core: Any = client.CoreV1Api(admin_api)
+    wait_for(
+        lambda: "touched" not in (core.read_namespaced_service("web", namespace).metadata.labels),
+        "the added label to be removed",
+        10,
+    )
+    daemon.wait_value("gitopsd_drift_objects", lambda v: v == 0, "drift to clear", 10)
+    assert daemon.value("gitopsd_reconcile_total", source="app") == 1  # healed by watch, not poll
+
+
+def test_observe_mode_never_writes(
+    daemons: Daemons,
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    url = git_server.file_url(git_repo)
+    git_repo.commit({**config_maps("a", "b"), **deployments("web")})
+    sync_as_the_daemon_would(gitopsd, url, namespace)
+    git_repo.commit({**config_maps("a", value="w"), "b.yaml": None, **config_maps("c")})
+    gitopsd.kubectl("scale", "deployment/web", "--replicas=3", "-n", namespace)
+    daemon = daemons.start(url, mode="observe", prune=True)
+
+    daemon.wait_value("gitopsd_drift_objects", lambda v: v == 4, "all four kinds of drift")
+    quiet_window(daemon)
+
+    assert {
+        state: daemon.value("gitopsd_drift_objects", state=state)
+        for state in ("missing", "modified", "extraneous")
+    } == {"missing": 1, "modified": 2, "extraneous": 1}
+    assert audit.changes(control_plane, daemon.user) == []
+    assert config_map_value(admin_api, namespace, "a") == "v"
+    assert config_map_value(admin_api, namespace, "b") == "v"
+    assert config_map_value(admin_api, namespace, "c") is None
+
+
+def test_warn_mode_records_an_event_and_changes_nothing_else(
+    daemons: Daemons,
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    url = git_server.file_url(git_repo)
+    git_repo.commit(config_maps("a"))
+    sync_as_the_daemon_would(gitopsd, url, namespace)
+    daemon = daemons.start(url, mode="warn")
+    gitopsd.kubectl("patch", "configmap/a", "-n", namespace, "-p", '{"data":{"k":"edited"}}')
+
+    core: Any = client.CoreV1Api(admin_api)
+    [event] = wait_for(lambda: core.list_namespaced_event(namespace).items, "a Drift event")
+    assert (event.reason, event.type, event.involved_object.name) == ("Drift", "Warning", "a")
+    assert "data.k (by kubectl-patch)" in event.message and "edited" not in event.message
+    assert config_map_value(admin_api, namespace, "a") == "edited"
+    assert {w.resource for w in audit.changes(control_plane, daemon.user)} == {"events"}
+
+
+def test_a_bad_commit_keeps_the_last_good_state_and_waits_for_a_new_one(
+    daemons: Daemons, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(config_maps("a"))
+    daemon = daemons.start(git_server.file_url(git_repo))
+    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first commit")
+
+    git_repo.commit({**config_maps("a", value="w"), "broken.yaml": "kind: [unclosed\n"})
+
+    daemon.wait_value(
+        "gitopsd_errors_total",
+        lambda v: v == 1,
+        "the manifest error",
+        source="app",
+        stage="manifests",
+        reason="syntax",
+    )
+    daemon.wait_value(
+        "gitopsd_reconcile_total",
+        lambda v: v >= 3,
+        "polls of the same bad revision",
+        source="app",
+        result="skipped",
+    )
+    assert daemon.value("gitopsd_errors_total", source="app", stage="manifests") == 1
+    assert config_map_value(admin_api, namespace, "a") == "v"
+    [error] = [line for line in daemon.log_lines() if line["level"] == "error"]
+    assert re.match(r"broken\.yaml:\d+:\d+: .*; waiting for a new revision$", error["message"])
+    assert (error["reason"], error["stage"]) == ("syntax", "manifests")
+
+    git_repo.commit({"broken.yaml": None})
+    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "w", "the fixed commit")
+
+
+def test_a_kind_the_cluster_lacks_is_retried_until_its_crd_appears(
+    daemons: Daemons,
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    group = f"{unique_name('g')}.example.com"
+    git_repo.commit({"bob.yaml": f"apiVersion: {group}/v1\nkind: Bob\nmetadata:\n  name: bob\n"})
+    daemon = daemons.start(git_server.file_url(git_repo))
+    daemon.wait_value(
+        "gitopsd_errors_total",
+        lambda v: v >= 2,
+        "the unknown kind, retried",
+        source="app",
+        stage="manifests",
+        reason="unknown_kind",
+    )
+
+    crd = tmp_path / "crd.yaml"
+    crd.write_text(bob_definition(group))
+    gitopsd.kubectl("apply", "-f", str(crd))
+
+    custom: Any = client.CustomObjectsApi(admin_api)
+    wait_for(
+        lambda: custom.list_namespaced_custom_object(group, "v1", namespace, "bobs")["items"],
+        "the Bob, once its kind is served",
+        90,
+    )
+
+
+def bob_definition(group: str) -> str:
+    return f"""apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: bobs.{group}
+spec:
+  group: {group}
+  names: {{kind: Bob, plural: bobs, singular: bob}}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: {{openAPIV3Schema: {{type: object}}}}
+"""
+
+
+def test_a_webhook_needs_a_valid_signature(
+    daemons: Daemons,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    secret_file = tmp_path / "hook-secret"
+    secret_file.write_text("s3cret\n")
+    git_repo.commit(config_maps("a"))
+    daemon = daemons.start(
+        git_server.file_url(git_repo), interval="1h", webhookSecretFile=str(secret_file)
+    )
+    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first commit")
+    git_repo.commit(config_maps("b"))
+    payload = b'{"ref": "refs/heads/main"}'
+    good = "sha256=" + hmac.new(b"s3cret", payload, hashlib.sha256).hexdigest()
+    wrong_key = "sha256=" + hmac.new(b"guess", payload, hashlib.sha256).hexdigest()
+
+    assert daemon.post("/hooks/app", payload, {"X-Hub-Signature-256": wrong_key}) == 401
+    assert daemon.post("/hooks/app", payload, {}) == 401
+    assert daemon.post("/hooks/other", payload, {"X-Hub-Signature-256": good}) == 404
+    assert daemon.post("/hooks/app", b"x" * (1024 * 1024 + 1), {"X-Hub-Signature-256": good}) == 413
+    assert daemon.value("gitopsd_reconcile_total", source="app") == 1
+    assert config_map_value(admin_api, namespace, "b") is None
+
+    assert daemon.post("/hooks/app", payload, {"X-Hub-Signature-256": good}) == 202
+    wait_for(lambda: config_map_value(admin_api, namespace, "b") == "v", "the hook's sync", 15)
+    assert daemon.get("/debug")[0] == 404
+    assert "s3cret" not in daemon.logs() + daemon.get("/metrics")[1]
+
+
+def test_sigterm_mid_sync_stops_the_applies_and_never_starts_a_prune(
+    daemons: Daemons,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit(config_maps("victim", *[f"cm{i}" for i in range(10)]))
+    daemon = daemons.start(
+        git_server.file_url(git_repo), prune=True, guards={"allowMassPrune": True}
+    )
+    wait_for(lambda: config_map_value(admin_api, namespace, "victim") == "v", "the first sync")
+    new = [f"new{i}" for i in range(600)]
+    second_commit = time.time()
+    git_repo.commit({"victim.yaml": None, **config_maps(*new)})
+
+    def creating() -> bool:
+        created = [
+            w
+            for w in audit.changes(control_plane, daemon.user, second_commit)
+            if w.verb == "patch" and w.name.startswith("new")
+        ]
+        return len(created) >= 20
+
+    wait_for(creating, "the second sync to be applying")
+    daemon.signal(signal.SIGTERM)
+
+    assert daemon.process is not None and daemon.process.wait(60) == 0
+    assert config_map_value(admin_api, namespace, "victim") == "v"  # not pruned
+    deletes = [w for w in audit.changes(control_plane, daemon.user) if w.verb == "delete"]
+    assert deletes == []
+    applied = [
+        w
+        for w in audit.changes(control_plane, daemon.user, second_commit)
+        if w.verb == "patch" and w.name.startswith("new")
+    ]
+    assert len(applied) < len(new)  # it stopped taking work
+    messages = [line["message"] for line in daemon.log_lines()]
+    assert "shutting down" in messages and messages[-1] == "stopped"
+
+
+def test_a_no_op_reconcile_makes_no_api_request(
+    daemons: Daemons, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit({**example_files("app"), **config_maps(*[f"cm{i}" for i in range(30)])})
+    daemon = daemons.start(git_server.file_url(git_repo))
+    wait_for(lambda: replicas(admin_api, namespace) == 2, "the app to be applied")
+
+    quiet_window(daemon, reconciles=5)  # fails if each poll reads or dry-runs objects
+
+
+def test_status_only_updates_are_ignored(
+    daemons: Daemons, gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(deployments("web", "api"))
+    daemon = daemons.start(git_server.file_url(git_repo), selfHeal=False)
+    before = quiet_window(daemon, reconciles=2)
+
+    status = '{"status": {"observedGeneration": 1, "replicas": 1}}'
+    gitopsd.kubectl(
+        "patch",
+        "deployment/web",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        status,
+    )
+    gitopsd.kubectl("label", "deployment/api", "-n", namespace, "touched=yes")
+
+    daemon.wait_value("gitopsd_object_drift", lambda v: v == 1, "the label on api", 10, name="api")
+    assert daemon.value("gitopsd_object_drift", name="web") == 0
+    # One dry-run, for api: web's status change, seen first on the same watch, cost nothing.
+    assert daemon.requests().get("PATCH", 0) - before.get("PATCH", 0) == 1
+
+
+def test_an_invalid_config_is_a_clear_error_at_start(tmp_path: Path) -> None:
+    config = tmp_path / "gitopsd.yaml"
+    config.write_text("listen: 127.0.0.1:9090\nsources:\n  - name: app\n    mode: sometimes\n")
+
+    done = subprocess.run(
+        [sys.executable, "-m", "gitopsd", "run", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 2, done.stderr
+    assert "source app: repository: expected a non-empty string" in done.stderr
+    assert "no source can run" in done.stderr
+
+
+def test_one_invalid_source_never_stops_the_others(
+    daemons: Daemons, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(config_maps("a"))
+    url = git_server.file_url(git_repo)
+    sources = [
+        daemons.source(url, name="broken", interval="forever"),
+        daemons.source(f"https://user:{CANARY}@git.example.com/org/repo.git", name="leaky"),
+        daemons.source(url),
+    ]
+    daemon = daemons.start_with(sources, "daemon").start()
+
+    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the good source")
+    assert daemon.value("gitopsd_errors_total", source="broken", stage="config") == 1
+    assert daemon.value("gitopsd_errors_total", source="leaky", stage="config") == 1
+    set_aside = {
+        line["source"]: line["message"]
+        for line in daemon.log_lines()
+        if line["message"].startswith("set aside")
+    }
+    assert "interval: expected a duration" in set_aside["broken"]
+    assert "not in the URL" in set_aside["leaky"]
+    assert CANARY not in daemon.logs() + daemon.get("/metrics")[1]

@@ -1,0 +1,146 @@
+"""The daemon's configuration file: the annotated example loads, and every invalid field is
+an error naming it; one invalid source is set aside, the others load."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitopsd.configfile import DaemonConfig, Mode, load, parse_duration
+from gitopsd.errors import ConfigError
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "gitopsd.yaml"
+
+
+def write(tmp_path: Path, document: dict[str, Any]) -> Path:
+    path = tmp_path / "gitopsd.yaml"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def source(**fields: Any) -> dict[str, Any]:
+    return {"name": "app", "repository": "https://git.example.com/app.git", **fields}
+
+
+def test_the_annotated_example_loads(tmp_path: Path) -> None:
+    config = load(EXAMPLE)
+
+    assert config.listen_address == ("127.0.0.1", 9090)
+    assert config.leader_election.enabled
+    assert config.leader_election.lease_seconds == 15
+    [team] = config.sources
+    assert (team.name, team.mode, team.interval_seconds) == ("team-apps", Mode.WARN, 300)
+    assert team.spec.credentials.known_hosts_file == Path("/etc/gitopsd/git/known_hosts")
+    # Its webhook secret file exists only in a real install: that source is set aside, named.
+    [(name, error)] = config.invalid_sources
+    assert name == "platform" and "webhookSecretFile: cannot read" in error
+
+
+def test_a_minimal_source_takes_the_documented_defaults(tmp_path: Path) -> None:
+    [app] = load(write(tmp_path, {"sources": [source()]})).sources
+
+    assert app.spec.ref == "HEAD" and app.spec.paths == (".",) and app.spec.exclude == ()
+    assert (app.mode, app.self_heal, app.interval_seconds) == (Mode.ENFORCE, True, 60)
+    assert app.settings.name == "gitopsd-app"
+    assert not app.settings.prune.enabled and app.settings.prune.budget_percent == 25
+    assert app.webhook_secret is None
+    assert load(write(tmp_path, {"sources": [source()]})).listen == DaemonConfig.listen
+
+
+def test_the_webhook_secret_is_read_and_kept_out_of_repr(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("  s3cret-value\n")
+
+    [app] = load(write(tmp_path, {"sources": [source(webhookSecretFile=str(secret))]})).sources
+
+    assert app.webhook_secret == b"s3cret-value"
+    assert "s3cret" not in repr(app)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"repository": ""}, "repository: expected a non-empty string"),
+        ({"paths": []}, "paths: expected a non-empty list of non-empty strings"),
+        ({"exclude": "*.md"}, "exclude: expected a list of non-empty strings"),
+        ({"interval": "soon"}, "interval: expected a duration above 0"),
+        ({"interval": "8d"}, "interval: expected a duration"),
+        ({"interval": 0}, "interval: expected a duration above 0"),
+        ({"mode": "sometimes"}, "mode: expected observe, warn or enforce, got 'sometimes'"),
+        ({"selfHeal": "yes"}, "selfHeal: expected true or false"),
+        ({"guards": {"pruneBudgetPercent": 150}}, "pruneBudgetPercent: expected a number"),
+        ({"guards": {"pruneEverything": True}}, "guards: unknown field(s) pruneEverything"),
+        ({"credentials": {"token": "x"}}, "credentials: unknown field(s) token"),
+        ({"webhookSecretFile": "/nonexistent/secret"}, "webhookSecretFile: cannot read"),
+        ({"colour": "blue"}, "unknown field(s) colour"),
+    ],
+)
+def test_an_invalid_source_is_set_aside_naming_the_field(
+    tmp_path: Path, fields: dict[str, Any], message: str
+) -> None:
+    good = source(name="good")
+    config = load(write(tmp_path, {"sources": [good, source(**{"name": "bad", **fields})]}))
+
+    assert [s.name for s in config.sources] == ["good"]
+    [(name, error)] = config.invalid_sources
+    assert name == "bad" and "source bad: " in error and message in error
+
+
+def test_a_source_name_must_suit_labels_and_metrics(tmp_path: Path) -> None:
+    config = load(write(tmp_path, {"sources": [source(name="App_1")]}))
+
+    assert config.sources == ()
+    assert "name: use lower-case letters" in config.invalid_sources[0][1]
+
+
+def test_an_empty_webhook_secret_is_refused(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+
+    config = load(write(tmp_path, {"sources": [source(webhookSecretFile=str(empty))]}))
+
+    assert "is empty" in config.invalid_sources[0][1]
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ({}, "sources: expected a non-empty list"),
+        ({"sources": []}, "sources: expected a non-empty list"),
+        ({"sources": [source(), source()]}, "duplicate names ['app']"),
+        ({"listen": "everywhere", "sources": [source()]}, "listen: expected host:port"),
+        ({"sources": [source()], "threads": 4}, "unknown field(s) threads"),
+        ({"sources": [source()], "objectSeriesBudget": -1}, "objectSeriesBudget: expected"),
+        (
+            {"sources": [source()], "leaderElection": {"leaseDuration": "5s"}},
+            "retryPeriod < renewDeadline < leaseDuration",
+        ),
+    ],
+)
+def test_an_invalid_file_is_an_error_naming_the_field(
+    tmp_path: Path, document: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load(write(tmp_path, document))
+
+    assert message in str(raised.value) and "gitopsd.yaml" in str(raised.value)
+
+
+def test_unreadable_or_malformed_files_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"missing\.yaml"):
+        load(tmp_path / "missing.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("sources: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"broken\.yaml: "):
+        load(broken)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("30s", 30), ("5m", 300), ("1h30m", 5400), ("1.5s", 1.5), ("", None), ("5", None)],
+)
+def test_durations(text: str, seconds: float | None) -> None:
+    assert parse_duration(text) == seconds

@@ -1,0 +1,78 @@
+"""The daemon's small parts: backoff, the work queue, webhook signatures and log lines."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import io
+import json
+import logging
+
+import pytest
+
+from gitopsd.daemon.http import signature_valid
+from gitopsd.daemon.logs import ContextLog, JsonLines
+from gitopsd.daemon.queue import WorkQueue
+from gitopsd.daemon.worker import Backoff
+from gitopsd.objects import ObjectKey
+
+
+def test_backoff_doubles_with_jitter_up_to_its_cap_and_resets() -> None:
+    backoff = Backoff(base_seconds=1.0, max_seconds=8.0)
+
+    delays = [backoff.failed() for _ in range(6)]
+
+    for attempt, delay in enumerate(delays):
+        ceiling = min(2.0**attempt, 8.0)
+        assert ceiling / 2 <= delay <= ceiling
+    assert not backoff.ready()
+    backoff.reset()
+    assert backoff.ready() and backoff.failures == 0
+
+
+def test_the_queue_hands_out_each_key_once_however_often_it_was_added() -> None:
+    queue = WorkQueue(min_interval_seconds=0)
+    web, api = ObjectKey("apps", "Deployment", "n", "web"), ObjectKey("", "Service", "n", "api")
+
+    for key in (web, api, web, web):
+        queue.add(key)
+
+    assert len(queue) == 2
+    assert queue.take(timeout_seconds=0) == {web, api}
+    assert queue.take(timeout_seconds=0) == set()
+
+
+@pytest.mark.parametrize(
+    ("header", "valid"),
+    [
+        ("sha256=" + hmac.new(b"key", b"body", hashlib.sha256).hexdigest(), True),
+        ("sha256=" + hmac.new(b"other", b"body", hashlib.sha256).hexdigest(), False),
+        ("sha1=" + hmac.new(b"key", b"body", hashlib.sha1).hexdigest(), False),
+        (hmac.new(b"key", b"body", hashlib.sha256).hexdigest(), False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_webhook_signatures_follow_github(header: str | None, valid: bool) -> None:
+    assert signature_valid(b"key", b"body", header) is valid
+
+
+def test_log_lines_are_json_with_the_call_context_merged_into_the_fixed_one() -> None:
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(JsonLines())
+    logger = logging.getLogger("test.logs")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    log = ContextLog(logger, {"source": "app"})
+
+    log.info("configured", extra={"object": "apps/Deployment/n/web", "revision": "abc"})
+
+    line = json.loads(out.getvalue())
+    assert line["message"] == "configured" and line["level"] == "info"
+    assert (line["source"], line["object"], line["revision"]) == (
+        "app",
+        "apps/Deployment/n/web",
+        "abc",
+    )
+    assert line["time"].endswith("Z")

@@ -1,0 +1,98 @@
+"""The Recorder: drift gauges replace themselves, the per-object series stay within their
+budget, and every label but the budgeted ones is a closed enumeration."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+
+from gitopsd.apply import Action, ChangeSet, Outcome
+from gitopsd.diff import Drift, FieldChange, State
+from gitopsd.metrics import Recorder
+from gitopsd.objects import ObjectKey
+
+
+def value(registry: CollectorRegistry, metric: str, **labels: str) -> float | None:
+    return registry.get_sample_value(metric, labels)
+
+
+def modified(name: str, manager: str = "kubectl-edit") -> Drift:
+    change = FieldChange("spec.replicas", 5, 2, manager)
+    return Drift(ObjectKey("apps", "Deployment", "n", name), State.MODIFIED, (change,))
+
+
+def test_drift_gauges_follow_the_latest_measurement() -> None:
+    registry = CollectorRegistry()
+    recorder = Recorder(registry)
+    web = modified("web")
+    missing = Drift(ObjectKey("", "ConfigMap", "n", "cfg"), State.MISSING)
+
+    recorder.drift("app", [web, missing])
+
+    by_kind = {"source": "app", "group_kind": "Deployment.apps", "state": "modified"}
+    assert value(registry, "gitopsd_drift_objects", **by_kind) == 1
+    web_series = {
+        "source": "app",
+        "group_kind": "Deployment.apps",
+        "namespace": "n",
+        "name": "web",
+        "manager": "kubectl-edit",
+    }
+    assert value(registry, "gitopsd_object_drift", **web_series) == 1
+    assert (
+        value(
+            registry,
+            "gitopsd_object_drift",
+            **{**web_series, "group_kind": "ConfigMap", "name": "cfg", "manager": "deleted"},
+        )
+        == 1
+    )
+
+    recorder.drift("app", [])
+
+    assert value(registry, "gitopsd_drift_objects", **by_kind) is None
+    assert value(registry, "gitopsd_object_drift", **web_series) is None
+
+
+def test_per_object_series_stay_within_the_budget() -> None:
+    registry = CollectorRegistry()
+    recorder = Recorder(registry, object_series_budget=2)
+
+    recorder.drift("app", [modified(f"web{i}") for i in range(5)])
+
+    series = [s for m in registry.collect() if m.name == "gitopsd_object_drift" for s in m.samples]
+    assert len(series) == 2
+    assert value(registry, "gitopsd_object_drift_over_budget", source="app") == 3
+    assert (
+        value(
+            registry,
+            "gitopsd_drift_objects",
+            source="app",
+            group_kind="Deployment.apps",
+            state="modified",
+        )
+        == 5
+    )
+
+
+def test_outcomes_failures_and_revisions() -> None:
+    registry = CollectorRegistry()
+    recorder = Recorder(registry)
+    key = ObjectKey("", "ConfigMap", "n", "a")
+    changes = ChangeSet([Outcome(key, Action.CREATED), Outcome(key, Action.UNCHANGED)])
+
+    recorder.changes("app", changes)
+    recorder.apply_failed("app", "apply", "conflict", 2)
+    recorder.revision("app", "abc")
+    recorder.revision("app", "def")
+    recorder.applied("app", commit_time=100.0, now=130.0)
+
+    assert (
+        value(registry, "gitopsd_apply_total", source="app", action="created", result="success")
+        == 1
+    )
+    assert (
+        value(registry, "gitopsd_apply_total", source="app", action="apply", result="conflict") == 2
+    )
+    assert value(registry, "gitopsd_source_revision_info", source="app", revision="abc") is None
+    assert value(registry, "gitopsd_source_revision_info", source="app", revision="def") == 1
+    assert value(registry, "gitopsd_commit_to_applied_seconds_sum", source="app") == 30
