@@ -7,20 +7,31 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
+from kubernetes import client
 
 from tests.harness.cli import Gitopsd
+from tests.harness.controlplane import ControlPlane, free_port
+from tests.harness.daemon import DaemonProcess
+from tests.harness.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def readme_block(name: str) -> list[str]:
-    """The command lines of the README block marked `<!-- readme-test: NAME -->`."""
+def readme_text(name: str, language: str) -> str:
+    """The text of the README block marked `<!-- readme-test: NAME -->`."""
     text = (ROOT / "README.md").read_text()
-    match = re.search(rf"<!-- readme-test: {name} -->\n```sh\n(.*?)```", text, re.DOTALL)
-    assert match, f"README.md has no block marked readme-test: {name}"
-    return [line for line in match.group(1).splitlines() if line.strip()]
+    match = re.search(rf"<!-- readme-test: {name} -->\n```{language}\n(.*?)```", text, re.DOTALL)
+    assert match, f"README.md has no {language} block marked readme-test: {name}"
+    return match.group(1)
+
+
+def readme_block(name: str) -> list[str]:
+    """The command lines of the sh block marked `<!-- readme-test: NAME -->`."""
+    return [line for line in readme_text(name, "sh").splitlines() if line.strip()]
 
 
 def expected_exit(line: str) -> int:
@@ -58,3 +69,35 @@ def test_the_two_commands_are_named(command: str) -> None:
     target = command.split()[1]
     assert re.search(rf"^{target}:", (ROOT / "Makefile").read_text(), re.MULTILINE)
     assert (ROOT / ".ci" / "run").read_text().strip().endswith("exec make test")
+
+
+def test_the_daemon_example_runs_as_documented(
+    control_plane: ControlPlane, admin_api: Any, tmp_path: Path
+) -> None:
+    """The README's configuration, with only the listen port, cache directory and cluster
+    access adapted to this machine."""
+    config = yaml.safe_load(readme_text("daemon", "yaml"))
+    [source] = config["sources"]
+    config |= {
+        "listen": f"127.0.0.1:{free_port()}",
+        "cacheDir": str(tmp_path / "cache"),
+        "kubeconfig": str(control_plane.kubeconfig),
+    }
+    core: Any = client.CoreV1Api(admin_api)
+    core.create_namespace({"metadata": {"name": source["namespace"]}})
+    daemon = DaemonProcess(config, tmp_path, user="admin")
+    try:
+        daemon.start()
+        apps: Any = client.AppsV1Api(admin_api)
+        wait_for(
+            lambda: apps.list_namespaced_deployment(source["namespace"]).items,
+            "the example's Deployment",
+        )
+        wait_for(lambda: daemon.get("/readyz")[0] == 200, "the daemon to be ready")
+        metrics = daemon.get("/metrics")[1].splitlines()
+        assert any(
+            line.startswith('gitopsd_reconcile_total{result="success",source="app"}')
+            for line in metrics
+        )
+    finally:
+        assert daemon.stop() == 0
