@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test demo lint control-plane clean
+.PHONY: test demo lint control-plane prometheus clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,13 +18,16 @@ $(BIN)/.installed: pyproject.toml
 control-plane:
 	tests/controlplane/provide.sh >/dev/null
 
+prometheus:
+	tests/prometheus/provide.sh >/dev/null
+
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint control-plane
+test: lint control-plane prometheus
 	$(BIN)/pytest
 
 demo: $(BIN)/.installed control-plane

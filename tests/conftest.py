@@ -21,6 +21,7 @@ from tests.harness.controlplane import (
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import api_client, create_namespace, unique_name
+from tests.harness.prometheus import PrometheusBinaries, provide_prometheus
 
 
 @pytest.fixture(scope="session")
@@ -86,6 +87,12 @@ def daemons(
     started = Daemons(control_plane, admin_api, namespace, tmp_path)
     yield started
     started.stop_all()
+
+
+@pytest.fixture(scope="session")
+def prometheus_binaries() -> PrometheusBinaries:
+    """Prometheus and promtool from Debian's package (tests/prometheus/provide.sh)."""
+    return provide_prometheus()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -21,6 +21,7 @@ from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import unique_name
+from tests.harness.prometheus import Prometheus, PrometheusBinaries
 from tests.harness.waiting import wait_for
 
 CANARY = "CANARY-5e1f0c2ab9d84c7e"
@@ -465,3 +466,48 @@ def test_one_invalid_source_never_stops_the_others(
     assert "interval: expected a duration" in set_aside["broken"]
     assert "not in the URL" in set_aside["leaky"]
     assert CANARY not in daemon.logs() + daemon.get("/metrics")[1]
+
+
+def test_prometheus_scrapes_the_drift_and_who_caused_it(
+    daemons: Daemons,
+    prometheus_binaries: PrometheusBinaries,
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    git_repo.commit(example_files("app"))
+    daemon = daemons.start(git_server.file_url(git_repo), selfHeal=False, interval="1h")
+    wait_for(lambda: replicas(admin_api, namespace) == 2, "the app to be applied")
+    exposition = daemon.get("/metrics")[1]
+    lint = subprocess.run(
+        [str(prometheus_binaries.promtool), "check", "metrics"],
+        input=exposition,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    server = Prometheus(prometheus_binaries, tmp_path / "prometheus", [daemon.config["listen"]])
+    try:
+        server.start()
+        wait_for(lambda: server.query('up{job="gitopsd"} == 1'), "Prometheus to scrape gitopsd")
+
+        gitopsd.kubectl("scale", "deployment/web", "--replicas=5", "-n", namespace)
+
+        [series] = wait_for(
+            lambda: server.query('gitopsd_object_drift{source="app"} == 1'),
+            "the drifted object in Prometheus",
+        )
+        assert {k: series["metric"][k] for k in ("group_kind", "namespace", "name", "manager")} == {
+            "group_kind": "Deployment.apps",
+            "namespace": namespace,
+            "name": "web",
+            "manager": "kubectl",
+        }
+        [by_state] = server.query('sum by (state) (gitopsd_drift_objects{source="app"})')
+        assert (by_state["metric"]["state"], by_state["value"][1]) == ("modified", "1")
+    finally:
+        server.stop()
