@@ -42,16 +42,32 @@ class Binaries:
     kubectl: Path
 
 
+def provided(script: Path) -> dict[str, Path]:
+    """Runs a provide script (which installs or builds once) and reads its NAME=path lines."""
+    answer = subprocess.run([str(script)], check=True, stdout=subprocess.PIPE, text=True).stdout
+    pairs = (line.split("=", 1) for line in answer.splitlines() if "=" in line)
+    return {name: Path(path) for name, path in pairs}
+
+
+def spawn(argv: list[str], log_file: Path) -> subprocess.Popen[bytes]:
+    """A child writing stdout and stderr to `log_file`, which dies with the test process."""
+    with log_file.open("wb") as log:
+        return subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,  # children start from the main thread only
+        )
+
+
 def provide_binaries() -> Binaries:
-    """Runs the provide script (which builds once, then reuses its cache) and reads its answer."""
-    answer = subprocess.run(
-        [str(PROVIDE_SCRIPT)], check=True, stdout=subprocess.PIPE, text=True
-    ).stdout
-    paths = dict(line.split("=", 1) for line in answer.splitlines() if "=" in line)
+    """The control plane's binaries, built once and then taken from the cache."""
+    paths = provided(PROVIDE_SCRIPT)
     return Binaries(
-        kube_apiserver=Path(paths["TEST_ASSET_KUBE_APISERVER"]),
-        etcd=Path(paths["TEST_ASSET_ETCD"]),
-        kubectl=Path(paths["TEST_ASSET_KUBECTL"]),
+        kube_apiserver=paths["TEST_ASSET_KUBE_APISERVER"],
+        etcd=paths["TEST_ASSET_ETCD"],
+        kubectl=paths["TEST_ASSET_KUBECTL"],
     )
 
 
@@ -134,15 +150,7 @@ class ControlPlane:
         self.processes.clear()
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        log = (self.workdir / f"{name}.log").open("wb")
-        process = subprocess.Popen(
-            argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,  # children start from the main thread only
-        )
-        log.close()
+        process = spawn(argv, self.workdir / f"{name}.log")
         self.processes.append(process)
         return process
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.harness.controlplane import ControlPlane, _die_with_parent, free_port
+from tests.harness.controlplane import ControlPlane, free_port, spawn
 from tests.harness.kube import admin_service_account, kubeconfig_for
 from tests.harness.waiting import wait_for
 
@@ -65,14 +65,8 @@ class DaemonProcess:
     def start(self, wait: bool = True) -> DaemonProcess:
         config_file = self.workdir / "gitopsd.yaml"
         config_file.write_text(json.dumps(self.config))  # JSON is YAML
-        with self.log_file.open("wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "gitopsd", "run", "--config", str(config_file)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,
-            )
+        argv = [sys.executable, "-m", "gitopsd", "run", "--config", str(config_file)]
+        self.process = spawn(argv, self.log_file)
         if wait:
             wait_for(self._serving, f"{self.name} to serve /healthz")
         return self

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.harness.controlplane import _die_with_parent, free_port
+from tests.harness.controlplane import free_port, provided, spawn
 from tests.harness.waiting import wait_for
 
 PROVIDE_SCRIPT = Path(__file__).resolve().parent.parent / "prometheus" / "provide.sh"
@@ -24,11 +24,8 @@ class PrometheusBinaries:
 
 
 def provide_prometheus() -> PrometheusBinaries:
-    answer = subprocess.run(
-        [str(PROVIDE_SCRIPT)], check=True, stdout=subprocess.PIPE, text=True
-    ).stdout
-    paths = dict(line.split("=", 1) for line in answer.splitlines() if "=" in line)
-    return PrometheusBinaries(Path(paths["PROMETHEUS"]), Path(paths["PROMTOOL"]))
+    paths = provided(PROVIDE_SCRIPT)
+    return PrometheusBinaries(paths["PROMETHEUS"], paths["PROMTOOL"])
 
 
 class Prometheus:
@@ -58,19 +55,13 @@ class Prometheus:
                 }
             )
         )
-        with (self.workdir / "prometheus.log").open("wb") as log:
-            self.process = subprocess.Popen(
-                [
-                    str(self.binaries.prometheus),
-                    f"--config.file={config}",
-                    f"--storage.tsdb.path={self.workdir / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{self.port}",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,
-            )
+        argv = [
+            str(self.binaries.prometheus),
+            f"--config.file={config}",
+            f"--storage.tsdb.path={self.workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+        ]
+        self.process = spawn(argv, self.workdir / "prometheus.log")
         wait_for(self._ready, "Prometheus to be ready")
         return self
 
