@@ -184,6 +184,10 @@ class Live:
     desired: dict[ObjectKey, Body | None]
     """The live object for every desired key (None: absent)."""
 
+    def find(self, key: ObjectKey) -> Body | None:
+        """The live object of a desired or an owned key, if it exists."""
+        return self.desired.get(key) or self.owned.get(key)
+
 
 def read_live(
     cluster: Cluster, applyset: inventory.ApplySet, targets: dict[ObjectKey, Target]
@@ -281,8 +285,7 @@ class DriftMemo:
 
     def keep_only(self, keys: Iterable[ObjectKey]) -> None:
         """Forgets objects that left git."""
-        kept = set(keys)
-        for key in self.seen.keys() - kept:
+        for key in self.seen.keys() - keys:
             del self.seen[key]
 
 

@@ -120,7 +120,7 @@ class Informer:
                 self.content_versions.pop(key, None)
             else:
                 self.store[key] = body
-                if changed or key not in self.content_versions:
+                if changed:
                     self.content_versions[key] = _version(body)
         if changed:
             self.on_change(key, body)
@@ -161,20 +161,26 @@ class LiveCache:
         self, resources: Iterable[Resource], namespaces: Iterable[str], wanted: Iterable[ObjectKey]
     ) -> None:
         """Watches every resource in every namespace (or cluster-wide) and keeps the objects
-        of `wanted`. An informer that may have dropped a newly wanted object lists again."""
+        of `wanted`. An informer that may have dropped a newly wanted object lists again; one
+        whose scope nothing needs any more stops."""
         wanted = frozenset(wanted)
         grown = {(key.group_kind, key.namespace) for key in wanted - self.wanted}
         shrunk = bool(self.wanted - wanted)
         self.wanted = wanted
-        for resource in resources:
-            group_kind = GroupKind(resource.group, resource.kind)
-            for namespace in sorted(set(namespaces)) if resource.namespaced else [""]:
-                scope = (group_kind, namespace)
-                current = self.informers.get(scope)
-                if current is None or current.resource != resource or scope in grown:
-                    self._start(resource, namespace, current)
-                elif shrunk:
-                    current.purge()
+        everywhere = sorted(set(namespaces))
+        needed = {
+            (GroupKind(resource.group, resource.kind), namespace): resource
+            for resource in resources
+            for namespace in (everywhere if resource.namespaced else [""])
+        }
+        for scope in self.informers.keys() - needed.keys():
+            self.informers.pop(scope).retired.set()
+        for scope, resource in needed.items():
+            current = self.informers.get(scope)
+            if current is None or current.resource != resource or scope in grown:
+                self._start(resource, scope[1], current)
+            elif shrunk:
+                current.purge()
 
     def _keep(self, key: ObjectKey, body: Body) -> bool:
         labels = (body.get("metadata") or {}).get("labels") or {}

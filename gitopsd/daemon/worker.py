@@ -180,13 +180,11 @@ class SourceWorker:
 
     def _act(self, desired: loop.Desired, live: loop.Live) -> None:
         drifts = self._measure(desired, live)
-        if self.config.mode != Mode.ENFORCE:
-            return
-        if desired.revision.sha != self.applied_revision:
+        if self.config.mode == Mode.ENFORCE and desired.revision.sha != self.applied_revision:
             self._sync(desired, live, desired.targets, prune=True)
             self.applied_revision = desired.revision.sha
             self.recorder.applied(self.name, desired.revision.commit_time, time.time())
-        elif self.config.self_heal:
+        else:
             self._heal(desired, live, drifts)
 
     def _measure(
@@ -203,7 +201,11 @@ class SourceWorker:
         return drifts
 
     def _heal(self, desired: loop.Desired, live: loop.Live, drifts: list[diff.Drift]) -> None:
-        """Applies the objects that drifted (never a prune: that is for new revisions)."""
+        """In enforce mode with selfHeal, applies the objects that drifted from the revision
+        applied last (never a prune: that is for new revisions)."""
+        applied = desired.revision.sha == self.applied_revision
+        if not (self.config.mode == Mode.ENFORCE and self.config.self_heal and applied):
+            return
         keys = {d.key for d in drifts if d.state != diff.State.EXTRANEOUS}
         if keys:
             self._sync(desired, live, {key: desired.targets[key] for key in keys}, prune=False)
@@ -256,7 +258,7 @@ class SourceWorker:
         """An Event on each object that newly drifted (names fields and managers, no values)."""
         current = {d.key for d in drifts}
         for drift in drifts:
-            body = live.desired.get(drift.key) or live.owned.get(drift.key)
+            body = live.find(drift.key)
             if drift.key in self.warned or body is None:
                 continue
             fields = ", ".join(f"{c.path} (by {c.manager})" for c in drift.changes) or drift.state
@@ -281,10 +283,7 @@ class SourceWorker:
             return
         try:
             live = self._live(desired)
-            drifts = self._measure(desired, live, keys)
-            applied = desired.revision.sha == self.applied_revision
-            if self.config.mode == Mode.ENFORCE and self.config.self_heal and applied:
-                self._heal(desired, live, drifts)
+            self._heal(desired, live, self._measure(desired, live, keys))
         except GitopsdError as error:
             self._failed(error)
 
@@ -292,7 +291,7 @@ class SourceWorker:
         self, drifts: list[diff.Drift], keys: set[ObjectKey], live: loop.Live
     ) -> None:
         for drift in drifts:
-            body = live.desired.get(drift.key) or live.owned.get(drift.key)
+            body = live.find(drift.key)
             if drift.key in keys and body is not None:
                 changed_at = _last_change(body)
                 if changed_at is not None:

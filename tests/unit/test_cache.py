@@ -88,3 +88,13 @@ def test_without_an_informer_the_content_version_is_the_resource_version() -> No
     live = LiveCache(cast(Cluster, None), "applyset-ours-v1", lambda key, body: None)
 
     assert live.content_version(WEB, deployment("7")) == "7"
+
+
+def test_an_informer_whose_scope_nothing_needs_any_more_is_retired() -> None:
+    live = LiveCache(cast(Cluster, None), "applyset-ours-v1", lambda key, body: None)
+    stale, _ = informer()
+    live.informers[(WEB.group_kind, "n")] = stale
+
+    live.ensure(resources=[], namespaces=["n"], wanted=[])
+
+    assert live.informers == {} and stale.retired.is_set()
