@@ -234,6 +234,6 @@ class _ApiRequests(Collector):
             "Requests to the API server by verb and status code.",
             labels=["verb", "code"],
         )
-        for (verb, code), count in sorted(dict(self.tally()).items()):
+        for (verb, code), count in sorted(self.tally().items()):
             family.add_metric([verb, str(code)], count)
         yield family

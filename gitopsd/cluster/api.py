@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -36,17 +37,19 @@ JSON = "application/json"
 
 @dataclass
 class Counters:
-    """API requests by verb and status code, for metrics and for tests that count requests."""
+    """API requests by verb and status code (a retried request counts each answer), safe to
+    count from the apply threads while a scrape reads them."""
 
-    requests: dict[tuple[str, int], int] = field(default_factory=dict)
-    retries: dict[int, int] = field(default_factory=dict)
+    _requests: dict[tuple[str, int], int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def count(self, method: str, status: int) -> None:
-        key = (method, status)
-        self.requests[key] = self.requests.get(key, 0) + 1
+        with self._lock:
+            self._requests[(method, status)] = self._requests.get((method, status), 0) + 1
 
-    def total(self, method: str | None = None) -> int:
-        return sum(n for (verb, _), n in self.requests.items() if method in (None, verb))
+    def snapshot(self) -> dict[tuple[str, int], int]:
+        with self._lock:
+            return dict(self._requests)
 
 
 class ApiError(ClusterError):
@@ -84,9 +87,6 @@ class Api:
             error = ApiError(_status_of(response), _status_message(response))
             if error.status not in RETRYABLE_STATUSES or attempt == self.max_attempts:
                 raise error
-            self.counters.retries[response.status] = (
-                self.counters.retries.get(response.status, 0) + 1
-            )
             time.sleep(_retry_delay(attempt, response.headers.get("Retry-After")))
         raise AssertionError("unreachable: the last attempt returns or raises")
 

@@ -42,7 +42,7 @@ class Daemon:
         self.cluster = Cluster.connect(
             config.kubeconfig, config.context, config.allow_exec_credentials
         )
-        self.recorder.count_api_requests(lambda: dict(self.cluster.api.counters.requests))
+        self.recorder.count_api_requests(self.cluster.api.counters.snapshot)
         self.elector = self._elector()
         self.cluster.may_write = self._may_write
         self.workers = [self._worker(source) for source in sources]
