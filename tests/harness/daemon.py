@@ -78,13 +78,14 @@ class DaemonProcess:
         return self.get("/healthz")[0] == 200
 
     def get(self, path: str) -> tuple[int, str]:
+        """The status and body; status 0 with the reason as body when nothing answered."""
         try:
             with urllib.request.urlopen(self.url + path, timeout=5) as answer:  # noqa: S310
                 return answer.status, answer.read().decode()
         except urllib.error.HTTPError as error:
             return error.code, error.read().decode()
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            return 0, ""
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
+            return 0, repr(error)
 
     def post(self, path: str, body: bytes, headers: dict[str, str]) -> int:
         request = urllib.request.Request(  # noqa: S310 - our own loopback URL
@@ -96,11 +97,15 @@ class DaemonProcess:
         except urllib.error.HTTPError as error:
             return int(error.code)
 
-    def samples(self) -> Samples:
+    def metrics(self) -> str:
+        """The /metrics exposition text (fails, saying why, unless it answers 200)."""
         status, text = self.get("/metrics")
-        assert status == 200, f"/metrics answered {status}"
+        assert status == 200, f"/metrics answered {status}: {text}\n{self.logs()[-3000:]}"
+        return text
+
+    def samples(self) -> Samples:
         found: Samples = {}
-        for family in text_string_to_metric_families(text):
+        for family in text_string_to_metric_families(self.metrics()):
             for sample in family.samples:
                 found[(sample.name, frozenset(sample.labels.items()))] = sample.value
         return found

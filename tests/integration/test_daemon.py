@@ -345,7 +345,7 @@ def test_a_webhook_needs_a_valid_signature(
     assert daemon.post("/hooks/app", payload, {"X-Hub-Signature-256": good}) == 202
     wait_for(lambda: config_map_value(admin_api, namespace, "b") == "v", "the hook's sync", 15)
     assert daemon.get("/debug")[0] == 404
-    assert "s3cret" not in daemon.logs() + daemon.get("/metrics")[1]
+    assert "s3cret" not in daemon.logs() + daemon.metrics()
 
 
 def test_sigterm_mid_sync_stops_the_applies_and_never_starts_a_prune(
@@ -465,7 +465,7 @@ def test_one_invalid_source_never_stops_the_others(
     }
     assert "interval: expected a duration" in set_aside["broken"]
     assert "not in the URL" in set_aside["leaky"]
-    assert CANARY not in daemon.logs() + daemon.get("/metrics")[1]
+    assert CANARY not in daemon.logs() + daemon.metrics()
 
 
 def test_prometheus_scrapes_the_drift_and_who_caused_it(
@@ -481,7 +481,7 @@ def test_prometheus_scrapes_the_drift_and_who_caused_it(
     git_repo.commit(example_files("app"))
     daemon = daemons.start(git_server.file_url(git_repo), selfHeal=False, interval="1h")
     wait_for(lambda: replicas(admin_api, namespace) == 2, "the app to be applied")
-    exposition = daemon.get("/metrics")[1]
+    exposition = daemon.metrics()
     lint = subprocess.run(
         [str(prometheus_binaries.promtool), "check", "metrics"],
         input=exposition,

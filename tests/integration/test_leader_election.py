@@ -18,11 +18,17 @@ from tests.integration.test_daemon import config_map_value, config_maps
 ELECTION = {"enabled": True, "leaseDuration": "4s", "renewDeadline": "3s", "retryPeriod": "1s"}
 
 
-def replicas(daemons: Daemons, url: str, **timing: str) -> tuple[DaemonProcess, DaemonProcess]:
-    """A leader and a ready standby (`timing` overrides the lease durations)."""
+def replicas(
+    daemons: Daemons, git_server: GitServer, git_repo: GitRepo, **timing: str
+) -> tuple[DaemonProcess, DaemonProcess]:
+    """A leader that applied a first commit (ConfigMap a, k: v) and a ready standby;
+    `timing` overrides the lease durations."""
+    git_repo.commit(config_maps("a"))
+    url = git_server.file_url(git_repo)
     election = {**ELECTION, **timing, "namespace": daemons.namespace}
     leader = daemons.start(url, "first", top={"leaderElection": election})
     leader.wait_value("gitopsd_leader", lambda v: v == 1, "the first replica to lead")
+    leader.wait_value("gitopsd_commit_to_applied_seconds_count", bool, "the first commit")
     standby = daemons.start(url, "second", top={"leaderElection": election})
     wait_for(lambda: standby.get("/readyz")[0] == 200, "the standby to be ready (caches warm)")
     assert standby.value("gitopsd_leader") == 0
@@ -37,9 +43,7 @@ def test_only_the_leader_writes_and_a_standby_takes_over_when_it_dies(
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
-    git_repo.commit(config_maps("a"))
-    leader, standby = replicas(daemons, git_server.file_url(git_repo))
-    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first commit")
+    leader, standby = replicas(daemons, git_server, git_repo)
 
     git_repo.commit(config_maps("a", value="w"))
     wait_for(lambda: config_map_value(admin_api, namespace, "a") == "w", "the second commit")
@@ -64,9 +68,7 @@ def test_a_leader_stopped_past_its_lease_is_fenced_and_writes_nothing(
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
-    git_repo.commit(config_maps("a"))
-    leader, standby = replicas(daemons, git_server.file_url(git_repo))
-    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first commit")
+    leader, standby = replicas(daemons, git_server, git_repo)
 
     stopped_at = time.time()
     leader.signal(signal.SIGSTOP)  # a hung process: it cannot renew, nor know it lost
@@ -85,9 +87,8 @@ def test_a_leader_stopped_past_its_lease_is_fenced_and_writes_nothing(
 def test_a_stopped_leader_hands_the_lease_over_at_once(
     daemons: Daemons, git_server: GitServer, git_repo: GitRepo
 ) -> None:
-    git_repo.commit(config_maps("a"))
     long_lease = {"leaseDuration": "120s", "renewDeadline": "60s"}
-    leader, standby = replicas(daemons, git_server.file_url(git_repo), **long_lease)
+    leader, standby = replicas(daemons, git_server, git_repo, **long_lease)
 
     assert leader.stop() == 0
 

@@ -94,7 +94,7 @@ def test_the_daemon_example_runs_as_documented(
             "the example's Deployment",
         )
         wait_for(lambda: daemon.get("/readyz")[0] == 200, "the daemon to be ready")
-        metrics = daemon.get("/metrics")[1].splitlines()
+        metrics = daemon.metrics().splitlines()
         assert any(
             line.startswith('gitopsd_reconcile_total{result="success",source="app"}')
             for line in metrics
