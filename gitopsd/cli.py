@@ -192,7 +192,7 @@ def run_daemon(arguments: argparse.Namespace) -> int:
 
 def run_validate(arguments: argparse.Namespace) -> int:
     spec = source_spec(arguments)
-    found = loop.read_manifests(loop.fetch(spec, arguments.cache_dir), spec)
+    found = loop.read_revision(loop.fetch(spec, arguments.cache_dir), spec, arguments.cache_dir)
     manifests.index(found)
     print(f"{len(found)} objects valid")
     return OK

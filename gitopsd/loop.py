@@ -42,7 +42,7 @@ def get_desired(
 ) -> Desired:
     """The revision, read and resolved against the cluster's API: nothing is half-read."""
     revision = fetch(spec, cache_dir)
-    found = read_manifests(revision, spec, cache)
+    found = read_revision(revision, spec, cache_dir, cache)
     return Desired(revision, resolve(found, cluster, settings))
 
 
@@ -63,11 +63,25 @@ def is_local(url: str) -> bool:
     return "://" not in url and not re.match(r"^[\w.-]+@[\w.-]+:", url)
 
 
+def read_revision(
+    revision: source.Revision,
+    spec: SourceSpec,
+    cache_dir: Path,
+    cache: manifests.ParseCache | None = None,
+) -> list[Manifest]:
+    """The manifests of exactly `revision`, read from a private snapshot of its files."""
+    with source.snapshot(spec, cache_dir, revision) as root:
+        return read_manifests(root, revision, spec, cache)
+
+
 def read_manifests(
-    revision: source.Revision, spec: SourceSpec, cache: manifests.ParseCache | None = None
+    root: Path,
+    revision: source.Revision,
+    spec: SourceSpec,
+    cache: manifests.ParseCache | None = None,
 ) -> list[Manifest]:
     return manifests.load(
-        revision.root,
+        root,
         spec.paths,
         include=spec.include,
         exclude=spec.exclude,

@@ -16,6 +16,7 @@ Kustomizations are rendered through a function the caller passes in.
 from __future__ import annotations
 
 import codecs
+import errno
 import hashlib
 import json
 import os
@@ -33,7 +34,7 @@ import yaml
 from yaml.reader import ReaderError
 
 from gitopsd.config import Limits
-from gitopsd.errors import ManifestError
+from gitopsd.errors import ManifestError, SourceError
 from gitopsd.objects import (
     APPLYSET_ID_LABEL,
     APPLYSET_PART_OF_LABEL,
@@ -130,9 +131,18 @@ def load(
     reader = _Reader(root, limits, blob_ids or {}, cache or ParseCache(), render_kustomization)
     globs = _Globs(tuple(include), tuple(exclude))
     manifests: list[Manifest] = []
-    for source in _sources(root, paths, globs):
-        manifests.extend(reader.manifests(source))
+    try:
+        for source in _sources(root, paths, globs):
+            manifests.extend(reader.manifests(source))
+    except OSError as error:  # a file that cannot be read is an error, never a skip
+        raise _unreadable(root, error) from None
     return manifests
+
+
+def _unreadable(root: Path, error: OSError) -> SourceError:
+    where = Path(error.filename or ".")
+    shown = where.relative_to(root) if where.is_relative_to(root) else where.name
+    return SourceError(f"{shown}: cannot be read: {error.strerror or error}", "corrupt")
 
 
 def index(manifests: Iterable[Manifest]) -> dict[ObjectKey, Manifest]:
@@ -206,8 +216,8 @@ def _walk(root: Path, top: str, globs: _Globs) -> Iterator[_Source]:
     while pending:
         rel = pending.pop()
         mode = _mode(root, rel)
-        if mode is None:
-            continue  # removed while we walked: not part of what we read
+        if mode is None:  # listed a moment ago: half a tree must never become desired state
+            raise SourceError(f"{rel}: vanished while the revision was read", "corrupt")
         if stat.S_ISLNK(mode):
             raise _symlink_error(rel)
         if stat.S_ISDIR(mode):
@@ -325,8 +335,10 @@ class _Reader:
 def _read(path: Path, rel: str, limit: int) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:  # ELOOP: swapped for a symlink since the walk
-        raise _symlink_error(rel) from exc
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise _symlink_error(rel) from exc  # swapped for a symlink since the walk
     with os.fdopen(fd, "rb") as file:
         data = file.read(limit + 1)
     if len(data) > limit:  # grew since stat

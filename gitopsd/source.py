@@ -1,23 +1,33 @@
 """Fetching desired state: the only module that runs git.
 
-A git source is kept as a persistent shallow checkout under the cache directory and
-brought to exactly the commit the ref names on every fetch. The git host is treated as
-hostile (RELIABILITY.md rules 8-10): the URL and ref pass an allow-list before git runs,
-git gets an environment built from nothing, credentials reach it only through
-GIT_ASKPASS, and every error message is scrubbed of URLs' userinfo and of the secret.
+A git source is kept as a persistent shallow bare repository under the cache directory,
+one per URL, shared by every source and process that names that URL and guarded by a
+file lock. `fetch` resolves the ref to a commit; `snapshot` writes exactly that commit's
+files into a private directory that nobody else writes to and that is removed after use,
+so two sources on one URL (or a daemon and a CLI) never read each other's files.
+
+The git host is treated as hostile (RELIABILITY.md rules 8-10): the URL and ref pass an
+allow-list before git runs, git gets an environment built from nothing, credentials reach
+it only through GIT_ASKPASS, and every error message is scrubbed of URLs' userinfo and of
+the secret.
 """
 
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import os
 import re
 import shlex
 import shutil
+import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import quote, quote_plus, urlsplit
 
 import git
@@ -28,7 +38,11 @@ from gitopsd.errors import ConfigError, SourceError
 INSECURE_FLAG = "--allow-insecure-source"
 URL_USERINFO_ADVICE = "put the token in $GITOPSD_GIT_PASSWORD or --password-file, not in the URL"
 
-_TARGET = "refs/gitopsd/target"
+T = TypeVar("T")
+STALE_SNAPSHOT_SECONDS = 24 * 3600.0
+"""Snapshots are removed after use; older ones are leftovers of a killed process."""
+
+_TARGETS = "refs/gitopsd/targets/"  # one ref per source ref keeps each one's commit alive
 _HISTORY = "+refs/heads/*:refs/gitopsd/heads/*"
 _FULL_DEPTH = "--depth=2147483647"  # git's documented spelling of "all of history"
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -90,18 +104,18 @@ _CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 
 @dataclass(frozen=True)
 class Revision:
-    """One checked-out state of a source. `root` stays valid until the next fetch."""
+    """One state of a source: a commit of a git repository, or a local directory."""
 
     sha: str
     """Commit sha; "" for a local directory."""
-    root: Path
-    """Directory holding the tree. For git it also holds `.git`, which readers skip."""
     commit_time: float | None
     """Unix seconds of the commit (committer date); None for a directory."""
     blob_ids: Mapping[str, str]
-    """Posix path relative to root -> git blob sha; empty for a directory."""
+    """Posix path relative to the tree's root -> git blob sha; empty for a directory."""
     url: str
     """Where it came from, masked: never carries a credential."""
+    directory: Path | None = None
+    """A local source's directory, read in place; None for git (see `snapshot`)."""
 
 
 def read_directory(path: Path) -> Revision:
@@ -109,7 +123,7 @@ def read_directory(path: Path) -> Revision:
     root = path.resolve()
     if not root.is_dir():
         raise SourceError(f"source directory {path} does not exist", "ref_missing")
-    return Revision(sha="", root=root, commit_time=None, blob_ids={}, url=str(root))
+    return Revision(sha="", commit_time=None, blob_ids={}, url=str(root), directory=root)
 
 
 def mask_url(url: str) -> str:
@@ -139,21 +153,36 @@ def check_url(spec: SourceSpec) -> None:
 
 
 def fetch(spec: SourceSpec, cache_dir: Path) -> Revision:
-    """Brings the cached checkout of `spec` to the commit its ref names and describes it.
+    """Fetches the commit the ref of `spec` names into the cache and describes it.
 
-    A cache git cannot use is deleted and cloned again once; a partial tree is never
-    returned. Raises ConfigError for a refused source, SourceError for everything else.
+    A cache git cannot use is deleted and cloned again once. Raises ConfigError for a
+    refused source, SourceError for everything else.
     """
     check_url(spec)
     runner = _open_runner(spec, cache_dir)
+    with _locked(runner):
+        return _recovering(runner, _resolve)
+
+
+@contextmanager
+def snapshot(spec: SourceSpec, cache_dir: Path, revision: Revision) -> Iterator[Path]:
+    """A private directory holding exactly the files of `revision`, removed on exit.
+
+    Every file is written from the object store, so a missing or truncated object fails
+    here (the cache is then cloned again once), never later as a file that is not there.
+    """
+    if revision.directory is not None:
+        yield revision.directory
+        return
+    runner = _open_runner(spec, cache_dir)
+    root = _guard_os(runner, lambda r: Path(tempfile.mkdtemp(dir=_snapshots(cache_dir))))
     try:
-        return _guard_os(runner, _sync)
-    except SourceError as error:
-        if error.reason != "corrupt":
-            raise
-    # Whatever broke the cache (killed fetch, truncated objects, a broken .git) is gone
-    # with it; a fresh clone that fails again is reported, not retried.
-    return _guard_os(runner, _reclone)
+        with _locked(runner):
+            _recovering(runner, lambda r: _materialize(r, revision.sha, root))
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        root.with_name(root.name + ".index").unlink(missing_ok=True)
 
 
 # --- URL and ref policy ---------------------------------------------------------------
@@ -223,8 +252,8 @@ class _Runner:
         return self.run_bytes(*args).decode(errors="replace").strip()
 
     def run_bytes(self, *args: str) -> bytes:
-        location = (f"--git-dir={self.repo / '.git'}", f"--work-tree={self.repo}")
-        command = ["env", *_unset_inherited(self.env), "git", *_GIT_OPTIONS, *location, *args]
+        command = ["env", *_unset_inherited(self.env), "git", *_GIT_OPTIONS]
+        command += [f"--git-dir={self.repo}", *args]
         status, out, err = git.Git(self.repo.parent).execute(
             command,
             env=self.env,
@@ -241,6 +270,10 @@ class _Runner:
     def fetch(self, refspec: str, depth: str = "--depth=1") -> None:
         options = ("--quiet", "--no-tags", "--no-recurse-submodules", "--no-write-fetch-head")
         self.run("fetch", *options, depth, "--", self.spec.url, refspec)
+
+    def with_index(self, index: Path) -> _Runner:
+        """The same runner with its own index file, so no two commands share one."""
+        return replace(self, env={**self.env, "GIT_INDEX_FILE": str(index)})
 
     def resolve(self, name: str) -> str:
         """The full sha of the commit `name` points at."""
@@ -287,7 +320,7 @@ def _open_runner(spec: SourceSpec, cache_dir: Path) -> _Runner:
     env = _environment(spec, cache_dir, password)
     key = hashlib.sha256(spec.url.encode()).hexdigest()[:16]
     secrets = _secret_forms(spec.credentials.username, password) if password else ()
-    return _Runner(spec=spec, repo=cache_dir / key, env=env, secrets=secrets)
+    return _Runner(spec=spec, repo=cache_dir / f"{key}.git", env=env, secrets=secrets)
 
 
 def _read_password(credentials: Credentials) -> str | None:
@@ -360,50 +393,91 @@ def _ssh_command(credentials: Credentials) -> str:
 # --- The fetch itself -----------------------------------------------------------------
 
 
-def _guard_os(runner: _Runner, step: Callable[[_Runner], Revision]) -> Revision:
+@contextmanager
+def _locked(runner: _Runner) -> Iterator[None]:
+    """One git at a time per cached repository, across threads and processes alike (flock
+    locks belong to the open file, so two opens in one process exclude each other too)."""
+    try:
+        lock = runner.repo.with_suffix(".lock").open("a")
+    except OSError as error:
+        raise _os_error(runner, error) from None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _recovering(runner: _Runner, step: Callable[[_Runner], T]) -> T:
+    """Runs `step`; a cache git cannot use is deleted and `step` runs once more on a fresh
+    clone. Whatever broke it (a killed fetch, truncated objects, a broken repository) is
+    gone with it; a fresh clone that fails again is reported, not retried."""
+    try:
+        return _guard_os(runner, step)
+    except SourceError as error:
+        if error.reason != "corrupt":
+            raise
+    shutil.rmtree(runner.repo, ignore_errors=True)
+    return _guard_os(runner, step)
+
+
+def _guard_os(runner: _Runner, step: Callable[[_Runner], T]) -> T:
     """File system failures around git (a full disk, a vanished cache) are source errors."""
     try:
         return step(runner)
     except OSError as error:
-        nospace = error.errno in (28, 122)  # ENOSPC, EDQUOT
-        cause = f"{error.strerror or error} ({error.filename})"
-        raise runner.error(cause, "nospace" if nospace else "corrupt") from None
+        raise _os_error(runner, error) from None
 
 
-def _reclone(runner: _Runner) -> Revision:
-    shutil.rmtree(runner.repo, ignore_errors=True)
-    return _sync(runner)
+def _os_error(runner: _Runner, error: OSError) -> SourceError:
+    nospace = error.errno in (28, 122)  # ENOSPC, EDQUOT
+    cause = f"{error.strerror or error} ({error.filename})"
+    return runner.error(cause, "nospace" if nospace else "corrupt")
 
 
-def _sync(runner: _Runner) -> Revision:
+def _snapshots(cache_dir: Path) -> Path:
+    """The parent of all snapshots, after removing leftovers of killed processes."""
+    parent = cache_dir / "snapshots"
+    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    cutoff = time.time() - STALE_SNAPSHOT_SECONDS
+    for entry in parent.iterdir():
+        try:
+            stale = entry.lstat().st_mtime < cutoff
+        except FileNotFoundError:
+            continue  # another process cleaned it up first
+        if stale and entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        elif stale:
+            entry.unlink(missing_ok=True)
+    return parent
+
+
+def _resolve(runner: _Runner) -> Revision:
     _ensure_repository(runner)
-    sha = _fetch_ref(runner)
-    _checkout(runner, sha)
-    return _describe(runner, sha)
+    return _describe(runner, _fetch_ref(runner))
 
 
 def _ensure_repository(runner: _Runner) -> None:
-    if (runner.repo / ".git").is_dir():
+    if (runner.repo / "HEAD").is_file():
         return
     # Leftovers of a run killed before `git init` finished.
     shutil.rmtree(runner.repo, ignore_errors=True)
     runner.repo.mkdir(mode=0o700)
-    runner.run("init", "--quiet", "--template=")  # no templates: no sample hooks
+    runner.run("init", "--bare", "--quiet", "--template=")  # no templates: no sample hooks
 
 
 def _fetch_ref(runner: _Runner) -> str:
-    """Fetches the ref's commit (depth 1) into _TARGET and returns its sha."""
+    """Fetches the ref's commit (depth 1) into its own target ref and returns its sha."""
     ref = runner.spec.ref
+    target = _TARGETS + hashlib.sha256(ref.encode()).hexdigest()[:16]
     for source in _ref_candidates(ref):
         try:
-            runner.fetch(f"+{source}:{_TARGET}")
+            runner.fetch(f"+{source}:{target}")
         except SourceError as error:
             if error.reason != "ref_missing":
                 raise
             continue
-        return runner.resolve(_TARGET)
+        return runner.resolve(target)
     if _SHA.match(ref):
-        return _fetch_commit(runner, ref.lower())
+        return _fetch_commit(runner, ref.lower(), target)
     raise runner.missing()
 
 
@@ -415,17 +489,17 @@ def _ref_candidates(ref: str) -> Iterator[str]:
         yield f"refs/tags/{ref}"
 
 
-def _fetch_commit(runner: _Runner, sha: str) -> str:
+def _fetch_commit(runner: _Runner, sha: str, target: str) -> str:
     """Most servers hand out a reachable commit by full sha; for the others (and for an
     abbreviated sha) all branches' history is fetched and the sha looked up there."""
     if len(sha) == 40:
         try:
-            runner.fetch(f"+{sha}:{_TARGET}")
+            runner.fetch(f"+{sha}:{target}")
         except SourceError as error:
             if error.reason != "ref_missing":
                 raise
         else:
-            return runner.resolve(_TARGET)
+            return runner.resolve(target)
     runner.fetch(_HISTORY, depth=_FULL_DEPTH)
     try:
         return runner.resolve(sha)
@@ -433,15 +507,17 @@ def _fetch_commit(runner: _Runner, sha: str) -> str:
         raise runner.missing() from None
 
 
-def _checkout(runner: _Runner, sha: str) -> None:
-    """Makes the worktree equal the commit: without an index git trusts no file's stat
-    data, so it rewrites every file from the object store (a missing or truncated object
-    fails here, not later), and `clean` removes whatever the commit does not hold."""
-    (runner.repo / ".git" / "index").unlink(missing_ok=True)
-    runner.run("checkout", "--quiet", "--force", "--no-recurse-submodules", "--detach", sha, "--")
-    runner.run("clean", "-ffdxq")
-    if runner.run("rev-parse", "--verify", "HEAD") != sha:
-        raise runner.error(f"HEAD is not {sha} after checkout", "corrupt")
+def _materialize(runner: _Runner, sha: str, root: Path) -> None:
+    """Writes every file of commit `sha` into the empty directory `root` from the object
+    store, through an index of its own beside it (readers of `root` never see it)."""
+    _ensure_repository(runner)
+    try:
+        runner.resolve(sha)
+    except SourceError:  # a cache cloned again since the fetch: the commit is fetched anew
+        _fetch_commit(runner, sha, _TARGETS + "snapshot")
+    indexed = runner.with_index(root.with_name(root.name + ".index"))
+    indexed.run("read-tree", sha)
+    indexed.run(f"--work-tree={root}", "checkout-index", "--all", "--force")
 
 
 def _describe(runner: _Runner, sha: str) -> Revision:
@@ -449,7 +525,6 @@ def _describe(runner: _Runner, sha: str) -> Revision:
     commit_time = float(runner.run("show", "--no-patch", "--format=%ct", sha))
     return Revision(
         sha=sha,
-        root=runner.repo,
         commit_time=commit_time,
         blob_ids=_blob_ids(listing),
         url=mask_url(runner.spec.url),

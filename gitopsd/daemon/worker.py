@@ -150,7 +150,7 @@ class SourceWorker:
         if revision.sha and revision.sha == self.failed_revision:
             return None  # a bad revision stays bad: wait for the next one
         try:
-            found = loop.read_manifests(revision, self.config.spec, self.parse_cache)
+            found = loop.read_revision(revision, self.config.spec, self.cache_dir, self.parse_cache)
             targets = loop.resolve(found, self.cluster, self.config.settings)
         except ManifestError as error:
             if error.reason not in RETRIED_MANIFEST_REASONS:

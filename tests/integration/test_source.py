@@ -12,6 +12,7 @@ import os
 import shlex
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,7 @@ import pytest
 
 from gitopsd.config import Credentials, SourceSpec
 from gitopsd.errors import ConfigError, SourceError
-from gitopsd.source import Revision, check_url, fetch, mask_url, read_directory
+from gitopsd.source import Revision, check_url, fetch, mask_url, read_directory, snapshot
 from tests.harness.gitserver import GitRepo, GitServer, git
 from tests.harness.waiting import wait_for
 
@@ -66,6 +67,19 @@ def tree(root: Path) -> dict[str, str]:
     """The checked-out files (not .git) as relative posix path -> content."""
     files = (p for p in root.rglob("*") if p.is_file() and ".git" not in p.relative_to(root).parts)
     return {p.relative_to(root).as_posix(): p.read_text() for p in files}
+
+
+def checked_out(spec: SourceSpec, cache: Path) -> tuple[Revision, dict[str, str]]:
+    """The revision the ref names now, and the files of its snapshot."""
+    revision = fetch(spec, cache)
+    with snapshot(spec, cache, revision) as root:
+        return revision, tree(root)
+
+
+def cached_repository(cache: Path) -> Path:
+    """The one bare repository a test's fetches keep in the cache."""
+    (repository,) = cache.glob("*.git")
+    return repository
 
 
 def blob_id(repo: GitRepo, sha: str, path: str) -> str:
@@ -266,9 +280,12 @@ def test_read_directory(tmp_path: Path) -> None:
     link = tmp_path / "link"
     link.symlink_to(tmp_path / "apps")
     revision = read_directory(link)
+    apps = (tmp_path / "apps").resolve()
     assert revision == Revision(
-        sha="", root=(tmp_path / "apps").resolve(), commit_time=None, blob_ids={}, url=revision.url
+        sha="", commit_time=None, blob_ids={}, url=str(apps), directory=apps
     )
+    with snapshot(SourceSpec(url=str(link)), tmp_path / "cache", revision) as root:
+        assert root == apps  # read in place: a local directory is nobody else's checkout
     assert revision.url == str((tmp_path / "apps").resolve())
     with pytest.raises(SourceError) as missing:
         read_directory(tmp_path / "nope")
@@ -281,9 +298,9 @@ def test_read_directory(tmp_path: Path) -> None:
 def test_fetch_over_file_url(git_server: GitServer, git_repo: GitRepo, cache: Path) -> None:
     sha = git_repo.commit({"apps/a.yaml": "a: 1\n", "b.json": "{}"})
     before = time.time()
-    revision = fetch(file_spec(git_server, git_repo), cache)
+    revision, files = checked_out(file_spec(git_server, git_repo), cache)
     assert revision.sha == sha
-    assert tree(revision.root) == {"apps/a.yaml": "a: 1\n", "b.json": "{}"}
+    assert files == {"apps/a.yaml": "a: 1\n", "b.json": "{}"}
     assert revision.blob_ids == {
         "apps/a.yaml": blob_id(git_repo, sha, "apps/a.yaml"),
         "b.json": blob_id(git_repo, sha, "b.json"),
@@ -291,15 +308,15 @@ def test_fetch_over_file_url(git_server: GitServer, git_repo: GitRepo, cache: Pa
     assert revision.commit_time is not None
     assert abs(revision.commit_time - before) < 120
     assert revision.url == git_server.file_url(git_repo)
-    assert revision.root.parent == cache
+    assert cached_repository(cache).parent == cache
 
 
 def test_fetch_over_http_with_password_file(
     git_server: GitServer, git_repo: GitRepo, tmp_path: Path, cache: Path
 ) -> None:
     sha = git_repo.commit({"a.yaml": "a: 1\n"})
-    revision = fetch(http_spec(git_server, git_repo, tmp_path), cache)
-    assert (revision.sha, tree(revision.root)) == (sha, {"a.yaml": "a: 1\n"})
+    revision, files = checked_out(http_spec(git_server, git_repo, tmp_path), cache)
+    assert (revision.sha, files) == (sha, {"a.yaml": "a: 1\n"})
     assert revision.url == git_server.http_url(git_repo)
 
 
@@ -324,38 +341,78 @@ def test_cache_is_reused_and_follows_new_commits(
 ) -> None:
     git_repo.commit({"a.yaml": "a: 1\n", "old.yaml": "old\n", ".gitignore": "*.tmp\n"})
     spec = http_spec(git_server, git_repo, tmp_path)
-    first = fetch(spec, cache)
-    marker = first.root / ".git" / "gitopsd-test-marker"
+    first, _ = checked_out(spec, cache)
+    marker = cached_repository(cache) / "gitopsd-test-marker"
     marker.write_text("still the same clone")
-    inode = (first.root / ".git").stat().st_ino
+    inode = cached_repository(cache).stat().st_ino
     sha = git_repo.commit({"a.yaml": "a: 2\n", "old.yaml": None, "new/c.yaml": "c\n"})
-    second = fetch(spec, cache)
+    second, files = checked_out(spec, cache)
     assert second.sha == sha != first.sha
-    assert second.root == first.root
-    assert tree(second.root) == {"a.yaml": "a: 2\n", "new/c.yaml": "c\n", ".gitignore": "*.tmp\n"}
-    assert marker.exists() and (second.root / ".git").stat().st_ino == inode
-    assert [p.name for p in cache.iterdir() if p.is_dir()] == [first.root.name]
+    assert files == {"a.yaml": "a: 2\n", "new/c.yaml": "c\n", ".gitignore": "*.tmp\n"}
+    assert marker.exists() and cached_repository(cache).stat().st_ino == inode
 
 
-def test_worktree_is_made_equal_to_the_commit(
+def test_a_snapshot_holds_exactly_its_commit_and_is_removed_after_use(
     git_server: GitServer, git_repo: GitRepo, cache: Path
 ) -> None:
     git_repo.commit({"a.yaml": "a: 1\n", ".gitignore": "*.tmp\n"})
     spec = file_spec(git_server, git_repo)
-    root = fetch(spec, cache).root
-    tracked = root / "a.yaml"
-    # As in a cache that lives long: the index holds stat data older than the index itself,
-    # so git trusts it without reading the file (no "racily clean" re-check).
-    long_ago = time.time() - 3600
-    os.utime(tracked, (long_ago, long_ago))
-    git("update-index", "-q", "--refresh", cwd=root)
-    tracked.write_text("a: 9\n")  # same size and mtime: invisible to git's stat check
-    os.utime(tracked, (long_ago, long_ago))
-    (root / "stray.yaml").write_text("kind: Secret\n")
-    (root / "ignored.tmp").write_text("x")
-    (root / "sub" / "dir").mkdir(parents=True)
-    assert tree(fetch(spec, cache).root) == {"a.yaml": "a: 1\n", ".gitignore": "*.tmp\n"}
-    assert not (root / "sub").exists()
+    revision = fetch(spec, cache)
+    with snapshot(spec, cache, revision) as root:
+        (root / "stray.yaml").write_text("kind: Secret\n")  # a reader's mess stays its own
+        (root / "a.yaml").write_text("a: 9\n")
+        assert root.parent == cache / "snapshots"
+        with snapshot(spec, cache, revision) as other:
+            assert other != root
+            assert tree(other) == {"a.yaml": "a: 1\n", ".gitignore": "*.tmp\n"}
+    assert not root.exists()
+    assert list((cache / "snapshots").iterdir()) == []
+
+
+def test_snapshots_left_by_a_killed_process_are_removed(
+    git_server: GitServer, git_repo: GitRepo, cache: Path
+) -> None:
+    git_repo.commit({"a.yaml": "a: 1\n"})
+    spec = file_spec(git_server, git_repo)
+    revision = fetch(spec, cache)
+    leftover, recent = cache / "snapshots" / "killed", cache / "snapshots" / "in-use"
+    for directory in (leftover, recent):
+        (directory / "sub").mkdir(parents=True)
+    old = time.time() - 2 * 24 * 3600
+    os.utime(leftover, (old, old))
+    with snapshot(spec, cache, revision):
+        assert not leftover.exists()
+        assert recent.exists()  # another process may still be reading it
+
+
+def test_two_sources_on_one_url_each_read_exactly_their_own_ref(
+    git_server: GitServer, git_repo: GitRepo, cache: Path
+) -> None:
+    """The daemon polls sources concurrently, and sources on one URL share the cache."""
+    main_files = {f"main/{n}.yaml": f"{n}\n" for n in range(40)}
+    other_files = {f"other/{n}.yaml": f"{n}\n" for n in range(30)}
+    git_repo.commit(main_files)
+    git_repo.commit(other_files, branch="other")
+    other_files |= main_files  # the branch was cut from main
+    expected = {"main": main_files, "other": other_files}
+    failures: list[str] = []
+
+    def read(ref: str) -> None:
+        for _ in range(50):
+            try:
+                _, files = checked_out(file_spec(git_server, git_repo, ref), cache)
+            except SourceError as error:
+                failures.append(f"{ref}: {error}")
+                continue
+            if files != expected[ref]:
+                failures.append(f"{ref}: read {len(files)} files, not its {len(expected[ref])}")
+
+    readers = [threading.Thread(target=read, args=(ref,)) for ref in expected]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join()
+    assert failures == []
 
 
 def test_fetch_by_branch_tag_and_commit(
@@ -379,8 +436,8 @@ def test_fetch_by_branch_tag_and_commit(
         tagged[:10]: (tagged, "v1\n"),  # abbreviated: found in the branches' history
     }
     for ref, (sha, app) in expected.items():
-        revision = fetch(file_spec(git_server, git_repo, ref), cache / "by-ref")
-        assert (revision.sha, (revision.root / "app.yaml").read_text()) == (sha, app), ref
+        revision, files = checked_out(file_spec(git_server, git_repo, ref), cache / "by-ref")
+        assert (revision.sha, files["app.yaml"]) == (sha, app), ref
         assert ("feature.yaml" in revision.blob_ids) == (sha == feature), ref
 
 
@@ -390,7 +447,7 @@ def test_fetch_by_commit_over_http(
     old = git_repo.commit({"app.yaml": "v0\n"})
     git_repo.commit({"app.yaml": "v1\n"})
     spec = dataclasses.replace(http_spec(git_server, git_repo, tmp_path), ref=old)
-    assert tree(fetch(spec, cache).root) == {"app.yaml": "v0\n"}
+    assert checked_out(spec, cache)[1] == {"app.yaml": "v0\n"}
 
 
 def test_force_push_rewind_and_amend_are_followed(
@@ -399,13 +456,13 @@ def test_force_push_rewind_and_amend_are_followed(
     first = git_repo.commit({"a.yaml": "1\n"})
     git_repo.commit({"b.yaml": "2\n"})
     spec = file_spec(git_server, git_repo, "main")
-    assert set(tree(fetch(spec, cache).root)) == {"a.yaml", "b.yaml"}
+    assert set(checked_out(spec, cache)[1]) == {"a.yaml", "b.yaml"}
     git_repo.force_push(first)  # FA-17 (b): rewind
-    rewound = fetch(spec, cache)
-    assert (rewound.sha, tree(rewound.root)) == (first, {"a.yaml": "1\n"})
+    rewound, files = checked_out(spec, cache)
+    assert (rewound.sha, files) == (first, {"a.yaml": "1\n"})
     replaced = git_repo.commit({"c.yaml": "3\n"})  # FA-17 (a): a new commit on the rewound tip
-    revision = fetch(spec, cache)
-    assert (revision.sha, set(tree(revision.root))) == (replaced, {"a.yaml", "c.yaml"})
+    revision, files = checked_out(spec, cache)
+    assert (revision.sha, set(files)) == (replaced, {"a.yaml", "c.yaml"})
 
 
 @pytest.mark.parametrize("ref", ["0" * 40, "deadbee", "no-such-branch"])
@@ -460,9 +517,9 @@ def test_submodules_are_not_fetched(git_server: GitServer, git_repo: GitRepo, ca
     git("update-index", "--add", "--cacheinfo", f"160000,{pointee},sub", cwd=git_repo.work)
     git("commit", "-q", "-m", "add submodule", cwd=git_repo.work)
     git("push", "-q", "origin", "HEAD:refs/heads/main", cwd=git_repo.work)
-    revision = fetch(file_spec(git_server, git_repo), cache)
+    revision, files = checked_out(file_spec(git_server, git_repo), cache)
     assert set(revision.blob_ids) == {".gitmodules", "a.yaml"}
-    assert set(tree(revision.root)) == {".gitmodules", "a.yaml"}
+    assert set(files) == {".gitmodules", "a.yaml"}
 
 
 # --- credentials ----------------------------------------------------------------------
@@ -596,13 +653,14 @@ def test_broken_git_dir_is_discarded_and_recloned(
 ) -> None:
     sha = git_repo.commit({"a.yaml": "1\n"})
     spec = file_spec(git_server, git_repo)
-    git_dir = fetch(spec, cache).root / ".git"
+    fetch(spec, cache)
+    git_dir = cached_repository(cache)
     marker = git_dir / "gitopsd-test-marker"
     marker.write_text("old clone")
     assert callable(damage)
     damage(git_dir)
-    revision = fetch(spec, cache)
-    assert (revision.sha, tree(revision.root)) == (sha, {"a.yaml": "1\n"})
+    revision, files = checked_out(spec, cache)
+    assert (revision.sha, files) == (sha, {"a.yaml": "1\n"})
     assert not marker.exists(), "the broken cache was not re-cloned"
 
 
@@ -612,33 +670,32 @@ def test_missing_objects_never_yield_a_partial_tree(
 ) -> None:
     git_repo.commit({"a.yaml": "1\n", "dir/b.yaml": "2\n"})
     spec = file_spec(git_server, git_repo)
-    objects = fetch(spec, cache).root / ".git" / "objects"
-    for entry in objects.iterdir():
+    fetch(spec, cache)
+    for entry in (cached_repository(cache) / "objects").iterdir():
         shutil.rmtree(entry)
     files = {"a.yaml": "1\n", "dir/b.yaml": "2\n"}
     if new_commit:
         git_repo.commit({"c.yaml": "3\n"})
         files["c.yaml"] = "3\n"
-    revision = fetch(spec, cache)
-    assert (revision.sha, tree(revision.root)) == (git_repo.head(), files)
-    git("fsck", "--no-progress", cwd=revision.root)
+    revision, read = checked_out(spec, cache)
+    assert (revision.sha, read) == (git_repo.head(), files)
+    git("fsck", "--no-progress", cwd=cached_repository(cache))
 
 
 def test_truncated_objects_never_yield_a_partial_tree(
     git_server: GitServer, git_repo: GitRepo, cache: Path
 ) -> None:
+    """FA-19: a snapshot writes every file from the object store, so a truncated object
+    fails there and the cache is cloned again, even between the fetch and the read."""
     sha = git_repo.commit({"a.yaml": "1\n" * 50, "b.yaml": "2\n" * 50})
     spec = file_spec(git_server, git_repo)
-    root = fetch(spec, cache).root
-    for path in files_under(root / ".git" / "objects"):
+    revision = fetch(spec, cache)
+    for path in files_under(cached_repository(cache) / "objects"):
         path.chmod(0o644)
         path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-    revision = fetch(spec, cache)
-    assert (revision.sha, tree(revision.root)) == (
-        sha,
-        {"a.yaml": "1\n" * 50, "b.yaml": "2\n" * 50},
-    )
-    git("fsck", "--no-progress", cwd=revision.root)
+    with snapshot(spec, cache, revision) as root:
+        assert (revision.sha, tree(root)) == (sha, {"a.yaml": "1\n" * 50, "b.yaml": "2\n" * 50})
+    git("fsck", "--no-progress", cwd=cached_repository(cache))
 
 
 def test_secret_is_scrubbed_even_where_git_echoes_it(

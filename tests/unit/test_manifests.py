@@ -17,7 +17,7 @@ import pytest
 
 from gitopsd import manifests as manifests_module
 from gitopsd.config import Limits
-from gitopsd.errors import ManifestError
+from gitopsd.errors import ManifestError, SourceError
 from gitopsd.manifests import ParseCache, index, load, parse_documents
 from gitopsd.objects import (
     APPLYSET_ID_LABEL,
@@ -1132,3 +1132,19 @@ def test_the_cache_is_bounded(tmp_path: Path, max_entries: int, parses: int) -> 
     load(tmp_path, ["."], cache=cache)
 
     assert cache.parses == parses
+
+
+def test_a_file_that_vanishes_while_the_tree_is_read_is_an_error_never_a_skip(
+    tmp_path: Path,
+) -> None:
+    """Half a tree must never become the desired set: prune would act on the other half."""
+    write(tmp_path, {"k/kustomization.yaml": "resources: []\n", "z.yaml": cm("z")})
+
+    def render_and_remove_a_later_file(directory: Path) -> str:
+        (tmp_path / "z.yaml").unlink()  # walked after k/, listed before it was removed
+        return cm("a")
+
+    with pytest.raises(SourceError) as caught:
+        load(tmp_path, ["."], render_kustomization=render_and_remove_a_later_file)
+    assert str(caught.value) == "z.yaml: vanished while the revision was read"
+    assert caught.value.reason == "corrupt"
