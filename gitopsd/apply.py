@@ -6,7 +6,7 @@ apply succeeded; each delete re-checks ownership on the live object first.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -17,8 +17,8 @@ from gitopsd import diff
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.config import SyncSettings
 from gitopsd.errors import ApplyError, ClusterError
-from gitopsd.inventory import ApplySet, prune_disabled
-from gitopsd.objects import FIELD_MANAGER, Body, ObjectKey, Origin
+from gitopsd.inventory import ApplySet, prune_disabled, uid_prefix
+from gitopsd.objects import FIELD_MANAGER, Body, GroupKind, ObjectKey, Origin
 from gitopsd.plan import DEFINITIONS, PruneDecision, Refusal, stages
 
 T = TypeVar("T")
@@ -66,6 +66,8 @@ class ChangeSet:
     outcomes: list[Outcome] = field(default_factory=list)
     takeovers: list[str] = field(default_factory=list)
     """"<manager> lost <field>" for each field taken over from another manager."""
+    applied: dict[ObjectKey, str] = field(default_factory=dict)
+    """The uid prefix of each object applied or found unchanged: what the record keeps."""
 
     def count(self, action: Action) -> int:
         return sum(1 for outcome in self.outcomes if outcome.action == action)
@@ -172,6 +174,8 @@ class Applier:
         live = self.live.get(target.key)
         lost = _lost_fields(live, result) if live and action == Action.CONFIGURED else []
         self.changes.takeovers.extend(f"{target.key}: {loss}" for loss in lost)
+        if not self.settings.dry_run:
+            self.changes.applied[target.key] = uid_prefix(result)
         outcome = Outcome(target.key, action)
         self.changes.outcomes.append(outcome)
         self.on_outcome(outcome)
@@ -201,45 +205,57 @@ class Applier:
         }
 
 
+@dataclass
+class PruneResult:
+    pruned: list[Outcome]
+    refused: list[tuple[ObjectKey, Refusal]]
+    error: ApplyError | None
+    """The deletes that failed, if any; the others were carried out."""
+
+
 def prune(
     cluster: Cluster,
     applyset: ApplySet,
     decision: PruneDecision,
-    resource_of: Callable[[ObjectKey], Resource | None],
-) -> tuple[list[Outcome], list[tuple[ObjectKey, Refusal]]]:
+    recorded: Mapping[ObjectKey, str],
+    resource_of: Callable[[GroupKind], Resource | None],
+) -> PruneResult:
     """Deletes what the decision allows, re-checking ownership right before each delete."""
-    outcomes: list[Outcome] = []
-    refused: list[tuple[ObjectKey, Refusal]] = []
+    result = PruneResult([], [], None)
     failures: list[ClusterError] = []
     for key in decision.delete:
-        resource = resource_of(key)
+        resource = resource_of(key.group_kind)
         try:
-            result = _prune_one(cluster, applyset, key, resource) if resource else Action.PRUNED
+            done = _prune_one(cluster, applyset, key, recorded, resource) if resource else None
         except ClusterError as error:
             failures.append(ClusterError(f"{key}: delete failed: {error}", error.reason))
             continue
-        if isinstance(result, Refusal):
-            refused.append((key, result))
-        else:
-            outcomes.append(Outcome(key, Action.PRUNED))
+        if isinstance(done, Refusal):
+            result.refused.append((key, done))
+        else:  # deleted, already gone, or its kind is no longer served
+            result.pruned.append(Outcome(key, Action.PRUNED))
     if failures:
-        raise ApplyError([str(f) for f in failures], failures[0].reason, action="prune")
-    return outcomes, refused
+        result.error = ApplyError([str(f) for f in failures], failures[0].reason, action="prune")
+    return result
 
 
 def _prune_one(
-    cluster: Cluster, applyset: ApplySet, key: ObjectKey, resource: Resource
-) -> Action | Refusal:
+    cluster: Cluster,
+    applyset: ApplySet,
+    key: ObjectKey,
+    recorded: Mapping[ObjectKey, str],
+    resource: Resource,
+) -> Refusal | None:
     live = cluster.get(resource, key.namespace, key.name)
     if live is None:
-        return Action.PRUNED  # already gone
-    if not applyset.owns(live):
+        return None  # already gone
+    if not applyset.owns(live) or recorded.get(key) != uid_prefix(live):
         return Refusal.NOT_OWNED
     if prune_disabled(live):
         return Refusal.DISABLED
     metadata = live["metadata"]
     cluster.delete(resource, key.namespace, key.name, metadata["uid"], metadata["resourceVersion"])
-    return Action.PRUNED
+    return None
 
 
 def run_concurrently(items: list[T], call: Callable[[T], R], workers: int) -> list[R]:

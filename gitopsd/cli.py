@@ -22,8 +22,15 @@ import yaml
 from gitopsd import daemon, diff, loop, manifests
 from gitopsd.apply import Action, Outcome
 from gitopsd.cluster import Cluster
-from gitopsd.config import Credentials, PrunePolicy, SourceSpec, SyncSettings
-from gitopsd.errors import ClusterError, GitopsdError, SourceError, TerminalError
+from gitopsd.config import (
+    SOURCE_NAME,
+    SOURCE_NAME_RULE,
+    Credentials,
+    PrunePolicy,
+    SourceSpec,
+    SyncSettings,
+)
+from gitopsd.errors import ClusterError, ConfigError, GitopsdError, SourceError, TerminalError
 
 OK, DRIFT, INVALID, SOURCE_FAILED, CLUSTER_FAILED, PRUNE_BLOCKED, INTERRUPTED = (
     0,
@@ -167,7 +174,11 @@ def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="let the kubeconfig run its exec/auth-provider credential plugin",
     )
-    add("--name", help="the source's ApplySet name (default: derived from SOURCE and --path)")
+    add(
+        "--name",
+        help="the source's name, as in the daemon's config: its ApplySet parent is the "
+        "ConfigMap gitopsd-NAME (default: derived from SOURCE and --path)",
+    )
     add("--inventory-namespace", default="default", help="namespace of the ApplySet parent")
     add(
         "--namespace",
@@ -262,7 +273,7 @@ def sync_settings(arguments: argparse.Namespace, spec: SourceSpec) -> SyncSettin
         prune_protected=getattr(arguments, "prune_protected", False),
     )
     return SyncSettings(
-        name=arguments.name or loop.default_name(spec),
+        name=_source_name(arguments, spec),
         inventory_namespace=arguments.inventory_namespace,
         default_namespace=arguments.default_namespace,
         force_conflicts=getattr(arguments, "force_conflicts", True),
@@ -271,6 +282,14 @@ def sync_settings(arguments: argparse.Namespace, spec: SourceSpec) -> SyncSettin
         prune=prune,
         crd_timeout_seconds=getattr(arguments, "crd_timeout", 60.0),
     )
+
+
+def _source_name(arguments: argparse.Namespace, spec: SourceSpec) -> str:
+    """The daemon's naming rule: --name X owns the same objects as the daemon's source X."""
+    name: str = arguments.name or loop.default_name(spec)
+    if not SOURCE_NAME.match(name):
+        raise ConfigError(f"--name {name[:60]!r}: {SOURCE_NAME_RULE}")
+    return name
 
 
 def connect(arguments: argparse.Namespace) -> Cluster:

@@ -5,10 +5,14 @@ The CLI builds them from flags and the environment; the daemon from its YAML fil
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 MiB = 1024 * 1024
+SOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,48}[a-z0-9])?$")
+"""A source's name: it names the ApplySet parent gitopsd-<name> and labels metrics."""
+SOURCE_NAME_RULE = "use lower-case letters, digits and '-' (at most 50)"
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,8 @@ class SyncSettings:
     """How one source is reconciled into the cluster."""
 
     name: str
-    """Names the source's ApplySet parent (a ConfigMap); stable across runs."""
+    """The source's name (SOURCE_NAME); its ApplySet parent is the ConfigMap gitopsd-<name>.
+    Keep it stable: a new name is a new source that owns nothing yet."""
     inventory_namespace: str = "default"
     """Namespace of the ApplySet parent ConfigMap."""
     default_namespace: str = "default"

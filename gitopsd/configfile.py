@@ -14,11 +14,17 @@ from typing import Any
 
 import yaml
 
-from gitopsd.config import Credentials, PrunePolicy, SourceSpec, SyncSettings
+from gitopsd.config import (
+    SOURCE_NAME,
+    SOURCE_NAME_RULE,
+    Credentials,
+    PrunePolicy,
+    SourceSpec,
+    SyncSettings,
+)
 from gitopsd.errors import ConfigError
 
 DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
-NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,48}[a-z0-9])?$")
 MAX_DURATION_SECONDS = 7 * 24 * 3600.0
 
 
@@ -156,8 +162,8 @@ def _sources(value: Any, where: str) -> tuple[list[SourceConfig], list[tuple[str
 def _source(item: Any, where: str) -> SourceConfig:
     raw = _mapping(item, where, SOURCE_KEYS)
     name = _string(raw, "name", where, None)
-    if not NAME.match(name):
-        raise ConfigError(f"{where}: name: use lower-case letters, digits and '-' (at most 50)")
+    if not SOURCE_NAME.match(name):
+        raise ConfigError(f"{where}: name: {SOURCE_NAME_RULE}")
     spec = SourceSpec(
         url=_string(raw, "repository", where, None),
         ref=_string(raw, "ref", where, "HEAD"),
@@ -188,7 +194,7 @@ def _settings(raw: dict[str, Any], name: str, where: str) -> SyncSettings:
         prune_protected=_bool(guards, "pruneProtected", where, False),
     )
     return SyncSettings(
-        name=f"gitopsd-{name}",
+        name=name,
         inventory_namespace=_string(raw, "inventoryNamespace", where, "default"),
         default_namespace=_string(raw, "namespace", where, "default"),
         force_conflicts=_bool(raw, "forceConflicts", where, True),

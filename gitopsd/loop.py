@@ -109,7 +109,7 @@ def resolve(
 
 
 def applyset_of(settings: SyncSettings) -> inventory.ApplySet:
-    return inventory.ApplySet(settings.name, settings.inventory_namespace)
+    return inventory.ApplySet.of_source(settings.name, settings.inventory_namespace)
 
 
 @dataclass(frozen=True)
@@ -194,13 +194,21 @@ def _with_namespace(manifest: Manifest, namespaced: bool, default: str) -> Manif
 class Live:
     parent: Body | None
     owned: dict[ObjectKey, Body]
-    """Live objects that carry this source's ApplySet label."""
+    """Live objects that carry this source's ApplySet label (a claim anyone can copy)."""
     desired: dict[ObjectKey, Body | None]
     """The live object for every desired key (None: absent)."""
+    recorded: inventory.Record = field(default_factory=dict)
+    """What the parent records this source applied; empty when it cannot be read (a sync
+    then refuses the parent)."""
 
     def find(self, key: ObjectKey) -> Body | None:
         """The live object of a desired or an owned key, if it exists."""
         return self.desired.get(key) or self.owned.get(key)
+
+    def proven(self, key: ObjectKey) -> bool:
+        """Labelled, and recorded as applied by this source with the uid it has now."""
+        body = self.owned.get(key)
+        return body is not None and self.recorded.get(key) == inventory.uid_prefix(body)
 
 
 def read_live(
@@ -225,7 +233,14 @@ def live_from(
 ) -> Live:
     """Live state from the objects seen: every owned one, and every desired one that exists."""
     owned = {key: body for key, body in objects.items() if applyset.owns(body)}
-    return Live(parent, owned, {key: objects.get(key) for key in targets})
+    return Live(parent, owned, {key: objects.get(key) for key in targets}, _record_of(parent))
+
+
+def _record_of(parent: Body | None) -> inventory.Record:
+    try:
+        return inventory.recorded(parent)
+    except ValueError:
+        return {}
 
 
 def watched_namespaces(
@@ -323,7 +338,11 @@ def drift(
     memo.keep_only(targets)
     drifts = [diff.missing(k, t.body) for k, t in targets.items() if live.desired[k] is None]
     drifts += [found for key in present if (found := memo.recall(key))]
-    drifts += [diff.extraneous(k, body) for k, body in live.owned.items() if k not in targets]
+    drifts += [
+        diff.extraneous(k, body)
+        for k, body in live.owned.items()
+        if k not in targets and live.proven(k)
+    ]
     return sorted(drifts, key=lambda d: d.key)
 
 
@@ -343,19 +362,23 @@ def sync(
     on_outcome: Callable[[Outcome], None] = lambda outcome: None,
     may_prune: Callable[[], bool] = lambda: True,
 ) -> SyncReport:
-    """Applies git's objects (dry-run first, staged), then prunes what left git, if allowed.
-
-    `may_prune` is asked right before pruning starts: a daemon shutting down says no."""
+    """Applies git's objects (dry-run first, staged), records them, then prunes what left
+    git, if allowed. `may_prune` is asked right before pruning starts: a daemon shutting
+    down says no."""
     applyset = applyset_of(settings)
+    _refuse_foreign_parent(applyset, live, settings)
     _refuse_unowned(applyset, live, settings)
     report = SyncReport(revision)
-    if not settings.dry_run:
-        _record_parent(cluster, applyset, live, targets, keep=live.owned)
     applier = Applier(cluster, settings, live.desired, lambda key: _served(cluster, targets[key]))
     applier.on_outcome = on_outcome
-    report.changes = applier.run(targets)
+    record = {**live.recorded}
+    try:
+        report.changes = applier.run(targets)
+    finally:  # what was applied is recorded even when a later object failed
+        record |= applier.changes.applied
+        _write_record(cluster, settings, applyset, live.parent, record)
     if may_prune():
-        _prune(cluster, settings, applyset, live, targets, report)
+        _prune(cluster, settings, applyset, live, targets, record, report)
     return report
 
 
@@ -365,42 +388,70 @@ def _prune(
     applyset: inventory.ApplySet,
     live: Live,
     members: dict[ObjectKey, Target],
+    record: inventory.Record,
     report: SyncReport,
 ) -> None:
     policy = settings.prune
     if not policy.enabled:
         return
-    decision = decide_prune(members, live.owned, policy)
+    decision = decide_prune(members, live.owned, record, policy)
     report.refused.extend(decision.refused)
     if settings.dry_run:
         report.changes.outcomes += [Outcome(k, Action.PRUNED, "dry run") for k in decision.delete]
         return
-    pruned, refused = prune(
-        cluster, applyset, decision, lambda key: cluster.discovery.preferred(key.group_kind)
-    )
-    report.changes.outcomes += pruned
-    report.refused.extend(refused)
-    remaining = {k: v for k, v in live.owned.items() if k not in {o.key for o in pruned}}
-    _record_parent(cluster, applyset, live, members, keep=remaining, union=False)
+    result = prune(cluster, applyset, decision, record, cluster.discovery.preferred)
+    report.changes.outcomes += result.pruned
+    report.refused.extend(result.refused)
+    # What is gone leaves the record; an object that failed to delete stays, to be retried.
+    gone = {o.key for o in result.pruned}
+    gone |= {key for key in record if key not in members and not live.proven(key)}
+    remaining = {key: uid for key, uid in record.items() if key not in gone}
+    _write_record(cluster, settings, applyset, applyset.parent(record), remaining)
+    if result.error is not None:
+        raise result.error
 
 
-def _record_parent(
+def _write_record(
     cluster: Cluster,
+    settings: SyncSettings,
     applyset: inventory.ApplySet,
-    live: Live,
-    members: dict[ObjectKey, Target],
-    keep: dict[ObjectKey, Body],
-    union: bool = True,
+    parent: Body | None,
+    record: inventory.Record,
 ) -> None:
-    """Records where members live: before applying, the union with the old record (so an
-    interrupted sync never forgets an object); after pruning, exactly what remains."""
-    keys = set(members) | set(keep)
-    group_kinds = {key.group_kind for key in keys}
-    namespaces = {key.namespace for key in keys}
-    if union:
-        group_kinds |= inventory.recorded_group_kinds(live.parent)
-        namespaces |= inventory.recorded_namespaces(live.parent, applyset.namespace)
-    cluster.apply(CONFIG_MAPS, applyset.parent(group_kinds, namespaces), dry_run=False, force=True)
+    """Writes the parent with `record`, unless the live parent says exactly that already
+    (a sync that changed nothing writes nothing)."""
+    wanted = applyset.parent(record)
+    if settings.dry_run or _same_parent(parent, wanted):
+        return
+    cluster.apply(CONFIG_MAPS, wanted, dry_run=False, force=True)
+
+
+def _same_parent(live: Body | None, wanted: Body) -> bool:
+    if live is None:
+        return False
+    meta, wanted_meta = live.get("metadata") or {}, wanted["metadata"]
+    annotations = meta.get("annotations") or {}
+    same: bool = (
+        live.get("binaryData") == wanted["binaryData"]
+        and (meta.get("labels") or {}).items() >= wanted_meta["labels"].items()
+        and annotations.items() >= wanted_meta["annotations"].items()
+    )
+    return same
+
+
+def _refuse_foreign_parent(
+    applyset: inventory.ApplySet, live: Live, settings: SyncSettings
+) -> None:
+    """A parent another tool or source wrote is neither trusted nor overwritten."""
+    reason = applyset.foreign(live.parent)
+    if reason:
+        raise ApplyError(
+            [
+                f"{applyset.key}: exists but is not the ApplySet parent of source "
+                f"{settings.name}: {reason}; nothing was applied or pruned"
+            ],
+            "conflict",
+        )
 
 
 def _refuse_unowned(applyset: inventory.ApplySet, live: Live, settings: SyncSettings) -> None:
@@ -424,7 +475,7 @@ def _served(cluster: Cluster, target: Target) -> Resource | None:
 
 
 def default_name(spec: SourceSpec) -> str:
-    """A stable ApplySet name for a source: its base name plus a hash of where it points."""
+    """A stable source name: its base name plus a hash of where it points."""
     base = re.sub(r"[^a-z0-9-]+", "-", Path(spec.url.rstrip("/")).name.lower().removesuffix(".git"))
     digest = hashlib.sha256(f"{spec.url}\n{sorted(spec.paths)}".encode()).hexdigest()[:8]
-    return f"gitopsd-{base.strip('-')[:30] or 'source'}-{digest}"
+    return f"{base.strip('-')[:30] or 'source'}-{digest}"

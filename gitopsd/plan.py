@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 
 from gitopsd.config import PrunePolicy
-from gitopsd.inventory import prune_disabled
+from gitopsd.inventory import prune_disabled, uid_prefix
 from gitopsd.objects import Body, GroupKind, ObjectKey
 
 DEFINITIONS = frozenset(
@@ -65,14 +65,23 @@ class PruneDecision:
 
 
 def decide_prune(
-    desired: Iterable[ObjectKey], owned: Mapping[ObjectKey, Body], policy: PrunePolicy
+    desired: Iterable[ObjectKey],
+    labelled: Mapping[ObjectKey, Body],
+    recorded: Mapping[ObjectKey, str],
+    policy: PrunePolicy,
 ) -> PruneDecision:
-    """Which owned objects that left git to delete, and which to keep, with the rule why."""
+    """Which labelled objects that left git to delete, and which to keep, with the rule why.
+
+    Only an object this source recorded as applied, with the uid it has now, is its own;
+    a copied label or a recreated object is refused as not owned."""
     desired_keys = set(desired)
-    candidates = sorted(set(owned) - desired_keys, key=_delete_order)
+    owned = {key for key, live in labelled.items() if recorded.get(key) == uid_prefix(live)}
+    candidates = sorted(set(labelled) - desired_keys, key=_delete_order)
     if candidates and not desired_keys and not policy.allow_empty:
         return _refuse_all(candidates, Refusal.EMPTY_SOURCE)
-    refused = [(key, reason) for key in candidates if (reason := _kept(key, owned[key], policy))]
+    refused = [
+        (key, reason) for key in candidates if (reason := _kept(key, labelled[key], owned, policy))
+    ]
     kept = {key for key, _ in refused}
     deletable = [key for key in candidates if key not in kept]
     budget = max(1, math.floor(len(owned) * policy.budget_percent / 100))
@@ -81,7 +90,9 @@ def decide_prune(
     return PruneDecision(tuple(deletable), tuple(refused))
 
 
-def _kept(key: ObjectKey, live: Body, policy: PrunePolicy) -> Refusal | None:
+def _kept(key: ObjectKey, live: Body, owned: set[ObjectKey], policy: PrunePolicy) -> Refusal | None:
+    if key not in owned:
+        return Refusal.NOT_OWNED
     if prune_disabled(live):
         return Refusal.DISABLED
     system = (

@@ -19,8 +19,11 @@ class WorkQueue:
         self._last_take = 0.0
 
     def add(self, key: ObjectKey) -> None:
+        self.add_all({key})
+
+    def add_all(self, keys: set[ObjectKey]) -> None:
         with self._ready:
-            self._keys.add(key)
+            self._keys |= keys
             self._ready.notify()
 
     def take(self, timeout_seconds: float) -> set[ObjectKey]:

@@ -273,9 +273,14 @@ class SourceWorker:
     def _drain(self) -> None:
         while not self.stopping.is_set():
             keys = self.queue.take(timeout_seconds=0.5)
-            if keys and self.desired and self.leading.is_set() and self.attempted.is_set():
-                with self.busy:
-                    self._recheck(keys)
+            if not keys or not self.leading.is_set():
+                continue  # a new leader measures everything in its first poll
+            if self.desired is None or not self.attempted.is_set():
+                # The first poll may have measured before this change: keep it for later.
+                self.queue.add_all(keys)
+                continue
+            with self.busy:
+                self._recheck(keys)
 
     def _recheck(self, keys: set[ObjectKey]) -> None:
         desired = self.desired

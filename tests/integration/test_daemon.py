@@ -68,7 +68,7 @@ def replicas(admin_api: Any, namespace: str, name: str = "web") -> int | None:
 
 def sync_as_the_daemon_would(gitopsd: Gitopsd, url: str, namespace: str) -> None:
     """`gitopsd sync` into the ApplySet the daemon's source `app` uses."""
-    scope = ["-n", namespace, "--inventory-namespace", namespace, "--name", "gitopsd-app"]
+    scope = ["-n", namespace, "--inventory-namespace", namespace, "--name", "app"]
     assert gitopsd("sync", url, "--allow-insecure-source", *scope).code == 0
 
 

@@ -4,9 +4,21 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import random
+import string
+import uuid
+import zlib
 
-from gitopsd.inventory import ApplySet, recorded_group_kinds, recorded_namespaces
-from gitopsd.objects import APPLYSET_PART_OF_LABEL, GroupKind
+import pytest
+
+from gitopsd.inventory import (
+    ApplySet,
+    decode_record,
+    recorded,
+    recorded_group_kinds,
+    recorded_namespaces,
+)
+from gitopsd.objects import APPLYSET_PART_OF_LABEL, GroupKind, ObjectKey
 
 APPLYSET = ApplySet("web", "gitops")
 
@@ -29,13 +41,99 @@ def test_members_are_labelled_without_touching_the_input() -> None:
     assert not ApplySet("web", "other").owns(member)
 
 
-def test_the_parent_records_group_kinds_and_other_namespaces() -> None:
-    kinds = {GroupKind("apps", "Deployment"), GroupKind("", "ConfigMap")}
-    parent = APPLYSET.parent(kinds, {"gitops", "team", ""})
+def test_the_parent_records_its_members_and_where_they_live() -> None:
+    record = {
+        ObjectKey("apps", "Deployment", "team", "web"): "0a1b2c3d",
+        ObjectKey("", "ConfigMap", "gitops", "settings"): "4e5f6a7b",
+        ObjectKey("", "Namespace", "", "team"): "8c9d0e1f",
+    }
+    parent = APPLYSET.parent(record)
     annotations = parent["metadata"]["annotations"]
-    assert annotations["applyset.kubernetes.io/contains-group-kinds"] == "ConfigMap,Deployment.apps"
+    kinds = {
+        GroupKind("apps", "Deployment"),
+        GroupKind("", "ConfigMap"),
+        GroupKind("", "Namespace"),
+    }
+    assert annotations["applyset.kubernetes.io/contains-group-kinds"] == (
+        "ConfigMap,Deployment.apps,Namespace"
+    )
     assert annotations["applyset.kubernetes.io/additional-namespaces"] == "team"
+    assert annotations["applyset.kubernetes.io/tooling"] == "gitopsd/v1"
     assert parent["metadata"]["labels"] == {"applyset.kubernetes.io/id": APPLYSET.id}
     assert recorded_group_kinds(parent) == kinds
     assert recorded_namespaces(parent, "gitops") == {"gitops", "team"}
+    assert recorded(parent) == record
+    assert APPLYSET.foreign(parent) is None
     assert recorded_group_kinds(None) == set()
+    assert recorded(None) == {}
+
+
+def test_one_naming_rule_for_every_source() -> None:
+    assert ApplySet.of_source("web", "gitops") == ApplySet("gitopsd-web", "gitops")
+    assert ApplySet.of_source("gitopsd-web", "gitops").name == "gitopsd-gitopsd-web"
+
+
+def test_a_record_of_50000_objects_fits_a_configmap() -> None:
+    """Realistic, varied names (two words of 600, a role, a number) across 100 namespaces."""
+    chooser = random.Random(7)  # noqa: S311 - test data, not crypto
+    words = [
+        "".join(chooser.choices(string.ascii_lowercase, k=chooser.randint(4, 10)))
+        for _ in range(600)
+    ]
+    kinds = [
+        ("apps", "Deployment"),
+        ("", "ConfigMap"),
+        ("", "Secret"),
+        ("rbac.authorization.k8s.io", "RoleBinding"),
+        ("monitoring.coreos.com", "ServiceMonitor"),
+    ]
+    record: dict[ObjectKey, str] = {}
+    while len(record) < 50_000:
+        group, kind = chooser.choice(kinds)
+        role = chooser.choice(["api", "web", "db"])
+        name = f"{chooser.choice(words)}-{chooser.choice(words)}-{role}"
+        key = ObjectKey(
+            group, kind, f"team-{chooser.choice(words[:100])}", f"{name}-{chooser.randint(0, 99)}"
+        )
+        record[key] = uuid.UUID(int=chooser.getrandbits(128)).hex[:8]
+    encoded = APPLYSET.parent(record)["binaryData"]["inventory"]
+    assert len(base64.b64decode(encoded)) < 800 * 1024  # the ConfigMap limit is 1 MiB
+    assert decode_record(base64.b64decode(encoded)) == record
+
+
+TAMPERED = {
+    "another tool's parent": (
+        {"metadata__annotations__applyset.kubernetes.io/tooling": "kubectl/v1.34"},
+        "tooling is 'kubectl/v1.34'",
+    ),
+    "another set's id": (
+        {"metadata__labels__applyset.kubernetes.io/id": "applyset-x-v1"},
+        "is not this source's id",
+    ),
+    "a record that is not zlib": (
+        {"binaryData__inventory": base64.b64encode(b"not zlib").decode()},
+        "not a record gitopsd wrote",
+    ),
+    "a record in another format": (
+        {"binaryData__inventory": base64.b64encode(zlib.compress(b'{"format": "x"}')).decode()},
+        "not in the format",
+    ),
+    "a zip bomb": (
+        {"binaryData__inventory": base64.b64encode(zlib.compress(b" " * (65 * 2**20))).decode()},
+        "inflates to more than",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", TAMPERED, ids=list(TAMPERED))
+def test_a_parent_that_is_not_this_sources_is_named_as_such(case: str) -> None:
+    changes, reason = TAMPERED[case]
+    parent = APPLYSET.parent({ObjectKey("", "ConfigMap", "gitops", "a"): "0a1b2c3d"})
+    for path, value in changes.items():
+        section, *rest = path.split("__")
+        if section == "binaryData":
+            parent["binaryData"][rest[0]] = value
+        else:
+            parent["metadata"][rest[0]][rest[1]] = value
+    found = APPLYSET.foreign(parent)
+    assert found is not None and reason in found

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
 
 from gitopsd.config import PrunePolicy
+from gitopsd.inventory import uid_prefix
 from gitopsd.objects import ObjectKey
 from gitopsd.plan import Refusal, decide_prune, stages
 
@@ -30,11 +32,19 @@ def test_empty_stages_are_dropped() -> None:
 
 
 def owned(*keys: ObjectKey, disabled: tuple[ObjectKey, ...] = ()) -> dict[ObjectKey, Any]:
+    """Live objects that carry the label, each with a uid of its own."""
+
     def live(key: ObjectKey) -> dict[str, Any]:
         annotations = {"gitopsd.io/prune": "disabled"} if key in disabled else {}
-        return {"metadata": {"name": key.name, "annotations": annotations}}
+        uid = hashlib.sha256(str(key).encode()).hexdigest()[:8] + "-0000-4000-8000-000000000000"
+        return {"metadata": {"name": key.name, "annotations": annotations, "uid": uid}}
 
     return {key: live(key) for key in keys}
+
+
+def record_of(live: dict[ObjectKey, Any]) -> dict[ObjectKey, str]:
+    """The record a source keeps of the objects it applied: their keys and uid prefixes."""
+    return {key: uid_prefix(body) for key, body in live.items()}
 
 
 def config_maps(count: int) -> list[ObjectKey]:
@@ -43,7 +53,8 @@ def config_maps(count: int) -> list[ObjectKey]:
 
 def test_deletes_come_namespaced_first_and_definitions_last() -> None:
     everything = owned(NAMESPACE, CLUSTER_ROLE, CONFIG_MAP, *config_maps(9))
-    decision = decide_prune(config_maps(9), everything, PrunePolicy(prune_protected=True))
+    policy = PrunePolicy(prune_protected=True)
+    decision = decide_prune(config_maps(9), everything, record_of(everything), policy)
     assert decision.delete == (CONFIG_MAP, CLUSTER_ROLE, NAMESPACE)
     assert not decision.blocked
 
@@ -133,6 +144,36 @@ PRUNE_CASES = {
 @pytest.mark.parametrize("case", PRUNE_CASES, ids=list(PRUNE_CASES))
 def test_prune_guards(case: str) -> None:
     desired, live, policy, delete, refused = PRUNE_CASES[case]
-    decision = decide_prune(desired, live, policy)
+    decision = decide_prune(desired, live, record_of(live), policy)
     assert decision.delete == delete
     assert decision.refused == refused
+
+
+FOUR = owned(*config_maps(4))
+OWNERSHIP_CASES = {
+    # SE-16 (c): a label copied onto an object this source never applied
+    "a copied label": ({**FOUR, CONFIG_MAP: owned(CONFIG_MAP)[CONFIG_MAP]}, record_of(FOUR)),
+    # the object this source applied was deleted and another one made with its name
+    "a recreated object": (
+        {**FOUR, CONFIG_MAP: owned(CONFIG_MAP)[CONFIG_MAP]},
+        {**record_of(FOUR), CONFIG_MAP: "0badc0de"},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", OWNERSHIP_CASES, ids=list(OWNERSHIP_CASES))
+def test_only_recorded_objects_with_their_uid_are_pruned(case: str) -> None:
+    live, recorded = OWNERSHIP_CASES[case]
+    decision = decide_prune(config_maps(4), live, recorded, PrunePolicy())
+    assert decision.delete == ()
+    assert decision.refused == ((CONFIG_MAP, Refusal.NOT_OWNED),)
+
+
+def test_labelled_strangers_do_not_widen_the_prune_budget() -> None:
+    """25% of the objects this source owns, however many others carry its label."""
+    mine = owned(*config_maps(4))
+    strangers = owned(*(ObjectKey("", "Secret", "team", f"s{i}") for i in range(40)))
+    decision = decide_prune(config_maps(2), {**mine, **strangers}, record_of(mine), PrunePolicy())
+    assert decision.delete == ()
+    threshold = [key for key, reason in decision.refused if reason == Refusal.THRESHOLD]
+    assert threshold == config_maps(4)[2:]
