@@ -40,6 +40,7 @@ _STDERR_BYTES = 64 * 1024
 _CAUSE_CHARS = 400
 _NOWHERE = "http://127.0.0.1:9"  # the discard port: anything sent through a proxy goes nowhere
 _ASSIGNMENT = re.compile(r"([\w./-]*)=([^\s\]]+)")  # `KEY=value`, and a bare `=value`
+_QUOTED_LINES = re.compile(r"`[^`]*\n[^`]*`")
 _BYTE_LIST = re.compile(r"\[\d{1,3}(?: \d{1,3})+\]")  # Go prints a bad line as its bytes
 _MASK = "***"
 _SHORTEST_MASKED = 3  # shorter values are masked only as `KEY=***`, or every "1" would go
@@ -166,10 +167,12 @@ def _decoded(output: bytes, rel: str) -> str:
 
 
 def _cause(stderr: str) -> str:
-    """kustomize's own words: its `error:` lines, else its last line."""
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    errors = [line for line in lines if line.lower().startswith("error:")]
-    return "; ".join(errors or lines[-1:]) or "no message"
+    """kustomize's own words, from its `error:` line on (else its last line), without the
+    configs it quotes over several lines: those may hold an inline patch of a Secret."""
+    lines = [line.strip() for line in _QUOTED_LINES.sub("`...`", stderr).splitlines()]
+    lines = [line for line in lines if line]
+    starts = [at for at, line in enumerate(lines) if line.lower().startswith("error:")]
+    return " ".join(lines[starts[0] if starts else -1 :]) or "no message"
 
 
 def _bounded(cause: str) -> str:
