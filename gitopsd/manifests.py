@@ -51,6 +51,8 @@ except ImportError:  # pragma: no cover - depends on how PyYAML was built
 
 Documents = list[tuple[int, Any]]
 """Parsed documents of one file: (1-based start line, data)."""
+Render = Callable[[Path, Path, int], str]
+"""Renders a kustomization: (checkout root, its directory, bytes left of the revision limit)."""
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 DEFAULT_INCLUDE = ("*.yaml", "*.yml", "*.json")
@@ -121,7 +123,7 @@ def load(
     limits: Limits = _DEFAULT_LIMITS,
     blob_ids: Mapping[str, str] | None = None,
     cache: ParseCache | None = None,
-    render_kustomization: Callable[[Path], str] | None = None,
+    render_kustomization: Render | None = None,
 ) -> list[Manifest]:
     """Every manifest under `paths` (relative to `root`), in a stable order.
 
@@ -270,7 +272,7 @@ class _Reader:
         limits: Limits,
         blob_ids: Mapping[str, str],
         cache: ParseCache,
-        render: Callable[[Path], str] | None,
+        render: Render | None,
     ) -> None:
         self.root, self.limits, self.blob_ids = root, limits, blob_ids
         self.cache, self.render = cache, render
@@ -299,7 +301,9 @@ class _Reader:
                 f"{path}: {rel} has a kustomization.yaml; rendering it needs kubectl on PATH",
                 "invalid",
             )
-        text = self.render(self.root / rel)
+        text = self.render(
+            self.root, self.root / rel, self.limits.max_revision_bytes - self.total_bytes
+        )
         data = text.encode()
         # Rendered output may legitimately exceed the per-file limit (CRDs); the total bounds it.
         self._admit(path, len(data), None)

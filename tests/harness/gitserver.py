@@ -11,7 +11,7 @@ import os
 import secrets
 import subprocess
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -51,9 +51,14 @@ class GitRepo:
     branch: str = "main"
 
     def commit(
-        self, files: Mapping[str, str | None], message: str = "update", branch: str | None = None
+        self,
+        files: Mapping[str, str | bytes | None],
+        message: str = "update",
+        branch: str | None = None,
+        executable: Collection[str] = (),
     ) -> str:
-        """Writes (or, for None, deletes) files, commits and pushes; returns the commit sha."""
+        """Writes (or, for None, deletes) files, commits and pushes; returns the commit sha.
+        Files named in `executable` are committed with mode 755."""
         branch = branch or self.branch
         self._checkout(branch)
         for relative, content in files.items():
@@ -62,7 +67,11 @@ class GitRepo:
                 git("rm", "-r", "-q", "--", relative, cwd=self.work)
                 continue
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(content)
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content)
+            path.chmod(0o755 if relative in executable else 0o644)
             git("add", "--", relative, cwd=self.work)
         git("commit", "-q", "--allow-empty", "-m", message, cwd=self.work)
         git("push", "-q", "origin", f"HEAD:refs/heads/{branch}", cwd=self.work)

@@ -509,7 +509,7 @@ def test_symlinks_are_refused_and_the_canary_never_leaks(
 ) -> None:
     rel = make(repo)
 
-    error = load_error(repo, render_kustomization=lambda path: "")
+    error = load_error(repo, render_kustomization=lambda root, path, max_bytes: "")
 
     assert error.reason == "symlink"
     assert str(error).startswith(f"{rel}: ")
@@ -959,10 +959,10 @@ def test_include_and_exclude_globs(
 class FakeRenderer:
     def __init__(self, output: str) -> None:
         self.output = output
-        self.calls: list[Path] = []
+        self.calls: list[tuple[Path, Path, int]] = []
 
-    def __call__(self, directory: Path) -> str:
-        self.calls.append(directory)
+    def __call__(self, root: Path, directory: Path, max_bytes: int) -> str:
+        self.calls.append((root, directory, max_bytes))
         return self.output
 
 
@@ -981,7 +981,7 @@ def test_a_kustomization_directory_is_rendered_whole(tmp_path: Path, marker: str
 
     manifests = load(tmp_path, ["."], render_kustomization=render)
 
-    assert render.calls == [tmp_path / "app"]
+    assert render.calls == [(tmp_path, tmp_path / "app", Limits().max_revision_bytes)]
     assert origins(manifests) == [
         "app/kustomization.yaml:1",
         "app/kustomization.yaml:7",
@@ -1013,6 +1013,15 @@ def test_a_kustomization_without_a_renderer_is_an_error(tmp_path: Path) -> None:
 
     assert error.reason == "invalid"
     assert "app has a kustomization.yaml; rendering it needs kubectl on PATH" in str(error)
+
+
+def test_bi07_the_renderer_gets_what_is_left_of_the_revision_limit(tmp_path: Path) -> None:
+    write(tmp_path, {"a.yaml": cm("a"), "b/kustomization.yaml": "resources: []\n"})
+    render = FakeRenderer(cm("b"))
+
+    load(tmp_path, ["."], render_kustomization=render, limits=Limits(max_revision_bytes=1000))
+
+    assert render.calls == [(tmp_path, tmp_path / "b", 1000 - len(cm("a")))]
 
 
 def test_rendered_output_counts_towards_the_revision_limit(tmp_path: Path) -> None:
