@@ -6,7 +6,6 @@ no sentinel file written, no canary in any output, nothing created in the namesp
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,6 @@ from tests.integration.test_sync import scope
 INVALID = 2
 GOOD = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: good\ndata:\n  k: v\n"
 PLUGIN = "app/.config/kustomize/plugin/gitopsd.test/v1/pwn/Pwn"
-HELM = "app/bin/helm"
 CANARY = "CANARY-generated-0123456789"
 
 
@@ -43,11 +41,6 @@ def program(sentinel: Path) -> str:
         'case "$1" in version) echo v3.15.0 ;;\n'
         "*) printf 'apiVersion: v1\\nkind: ConfigMap\\nmetadata:\\n  name: pwned\\n' ;; esac\n"
     )
-
-
-def checkout_of(gitopsd: Gitopsd, url: str) -> Path:
-    """Where gitopsd checks `url` out: a repository knowing it can point kubectl into itself."""
-    return gitopsd.cache / hashlib.sha256(url.encode()).hexdigest()[:16]
 
 
 def assert_refused(
@@ -107,15 +100,17 @@ def test_se15_a_kuberc_in_the_repository_cannot_run_helm_from_it(
 ) -> None:
     sentinel = tmp_path / "helm-ran"
     url = git_server.file_url(git_repo)
-    helm = checkout_of(gitopsd, url) / HELM
+    # Revisions are read from snapshots at random paths, so the program a kuberc names is
+    # one that exists on the machine already: the kuberc must not be read at all.
+    helm = tmp_path / "helm"
+    helm.write_text(program(sentinel))
+    helm.chmod(0o755)
     git_repo.commit(
         {
             "app/.kube/kuberc": kuberc(**{"enable-helm": "true", "helm-command": str(helm)}),
             "app/kustomization.yaml": "helmCharts:\n- name: chart\n  releaseName: r\n",
             "app/charts/chart/Chart.yaml": "apiVersion: v2\nname: chart\nversion: 0.1.0\n",
-            HELM: program(sentinel),
-        },
-        executable=[HELM],
+        }
     )
 
     assert_refused(gitopsd, admin_api, url, namespace, ["app: kustomize failed"])

@@ -1149,7 +1149,7 @@ def test_a_file_that_vanishes_while_the_tree_is_read_is_an_error_never_a_skip(
     """Half a tree must never become the desired set: prune would act on the other half."""
     write(tmp_path, {"k/kustomization.yaml": "resources: []\n", "z.yaml": cm("z")})
 
-    def render_and_remove_a_later_file(directory: Path) -> str:
+    def render_and_remove_a_later_file(root: Path, directory: Path, max_bytes: int) -> str:
         (tmp_path / "z.yaml").unlink()  # walked after k/, listed before it was removed
         return cm("a")
 
