@@ -19,7 +19,8 @@ REQUEST_TIMEOUT_SECONDS = 10
 
 @dataclass(frozen=True)
 class Hook:
-    """A webhook: the HMAC-SHA256 key and what a correctly signed call triggers."""
+    """A webhook: the HMAC-SHA256 key and what a correctly signed call triggers (it must
+    return at once: the request's thread waits for it)."""
 
     secret: bytes
     trigger: Callable[[], None]
@@ -79,7 +80,7 @@ class _Handler(BaseHTTPRequestHandler):
             log.warning("webhook rejected: bad signature", extra={"source": name})
             self._answer(401, b"bad signature\n")
             return
-        threading.Thread(target=hook.trigger, name=f"hook-{name}", daemon=True).start()
+        hook.trigger()
         self._answer(202, b"accepted\n")  # the payload only triggers a fetch; it is not trusted
 
     def _answer(self, status: int, body: bytes, content_type: str = "text/plain") -> None:
