@@ -93,9 +93,7 @@ class Daemon:
             self.leading.set()
             for worker in self.workers:
                 worker.applied_revision = None  # a new leader applies the revision once
-                threading.Thread(
-                    target=worker.poll, name=f"lead-{worker.name}", daemon=True
-                ).start()
+                worker.poll_soon()
         else:
             self.leading.clear()
 
@@ -133,12 +131,12 @@ class Daemon:
                 jitter=max(interval * 0.1, 0.1),
                 id=worker.name,
             )
-            threading.Thread(target=worker.poll, name=f"start-{worker.name}", daemon=True).start()
+            worker.poll_soon()
         self.scheduler.start()
 
     def _hooks(self) -> dict[str, http.Hook]:
         return {
-            worker.name: http.Hook(worker.config.webhook_secret, worker.poll)
+            worker.name: http.Hook(worker.config.webhook_secret, worker.poll_soon)
             for worker in self.workers
             if worker.config.webhook_secret is not None
         }

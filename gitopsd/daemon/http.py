@@ -1,25 +1,42 @@
-"""The daemon's only HTTP surface: /metrics, /healthz, /readyz and POST /hooks/<source>."""
+"""The daemon's only HTTP surface: /metrics, /healthz, /readyz and POST /hooks/<source>.
+
+Bounded so no client can exhaust it: at most MAX_HANDLER_THREADS requests at once (the
+others are answered 503 at once), each cut off at REQUEST_DEADLINE_SECONDS however slowly
+it trickles in.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import logging
+import socket
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 log = logging.getLogger("gitopsd.http")
 MAX_PAYLOAD_BYTES = 1024 * 1024
-REQUEST_TIMEOUT_SECONDS = 10
+MAX_HANDLER_THREADS = 8
+"""Callers are few (a scraper, the kubelet's probes, a git host's webhooks) and every answer
+is cheap, so 8 is plenty; a fixed cap keeps a flood of connections from costing a thread
+(and its memory) each."""
+REQUEST_DEADLINE_SECONDS = 10.0
+"""From accept to the last byte of the answer. A socket timeout bounds each read, not a
+client that sends one byte just often enough to hold its thread for ever."""
+HANDLER_THREAD = "http-request"
+BUSY = b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 5\r\n\r\nbusy\n"
 
 
 @dataclass(frozen=True)
 class Hook:
-    """A webhook: the HMAC-SHA256 key and what a correctly signed call triggers."""
+    """A webhook: the HMAC-SHA256 key and what a correctly signed call triggers (it must
+    return at once: the request's thread waits for it)."""
 
     secret: bytes
     trigger: Callable[[], None]
@@ -32,24 +49,91 @@ class Endpoints:
     hooks: Mapping[str, Hook]
 
 
-def serve(address: tuple[str, int], endpoints: Endpoints) -> ThreadingHTTPServer:
+def serve(address: tuple[str, int], endpoints: Endpoints) -> HTTPServer:
     """Starts serving in a background thread; `shutdown()` on the result stops it."""
     handler = type("Handler", (_Handler,), {"endpoints": endpoints})
-    server = ThreadingHTTPServer(address, handler)
-    server.daemon_threads = True
+    server = _BoundedServer(address, handler)
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     return server
 
 
 def signature_valid(secret: bytes, body: bytes, header: str | None) -> bool:
     """GitHub's scheme: X-Hub-Signature-256: sha256=<hex HMAC of the raw body>."""
+    if header is None or not header.isascii():  # compare_digest refuses non-ASCII text
+        return False
     expected = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected, header or "")
+    return hmac.compare_digest(expected, header)
+
+
+def _payload_length(header: str) -> int | None:
+    """The Content-Length if it is a plain number up to MAX_PAYLOAD_BYTES (`int()` would
+    take other digits, such as "²", and refuses numbers of thousands of digits)."""
+    if not (header.isascii() and header.isdigit()) or len(header) > len(str(MAX_PAYLOAD_BYTES)):
+        return None
+    length = int(header)
+    return length if length <= MAX_PAYLOAD_BYTES else None
+
+
+class _BoundedServer(HTTPServer):
+    """A thread per request, up to MAX_HANDLER_THREADS; the accept loop cuts off requests
+    that outlive their deadline (it runs `service_actions` every half second)."""
+
+    def __init__(self, address: tuple[str, int], handler: type[_Handler]) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(MAX_HANDLER_THREADS)
+        self._deadlines: dict[socket.socket, float] = {}
+        self._lock = threading.Lock()
+
+    def process_request(  # type: ignore[override]  # a TCP server: never a datagram pair
+        self, request: socket.socket, client_address: object
+    ) -> None:
+        if not self._slots.acquire(blocking=False):
+            _refuse(request)
+            self.shutdown_request(request)
+            return
+        with self._lock:
+            self._deadlines[request] = time.monotonic() + REQUEST_DEADLINE_SECONDS
+        args = (request, client_address)
+        threading.Thread(target=self._handle, args=args, name=HANDLER_THREAD, daemon=True).start()
+
+    def _handle(self, request: socket.socket, client_address: object) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except OSError as error:  # the client went away, or its deadline passed
+            log.debug("request from %s ended: %s", client_address, error)
+        except Exception:
+            log.exception("request from %s failed", client_address)
+        finally:
+            with self._lock:
+                del self._deadlines[request]
+            self.shutdown_request(request)
+            self._slots.release()
+
+    def service_actions(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            expired = [request for request, deadline in self._deadlines.items() if deadline < now]
+        for request in expired:
+            _cut(request)
+
+
+def _refuse(request: socket.socket) -> None:
+    """Answers 503 without waiting: a fresh socket's send buffer takes these few bytes."""
+    try:
+        request.setblocking(False)
+        request.send(BUSY)
+    except OSError:
+        pass  # a client that is gone or not reading gets no answer
+
+
+def _cut(request: socket.socket) -> None:
+    """Ends the reads and writes its handler is blocked in, which then frees its thread."""
+    with contextlib.suppress(OSError):  # it ended meanwhile
+        request.shutdown(socket.SHUT_RDWR)
 
 
 class _Handler(BaseHTTPRequestHandler):
     endpoints: Endpoints
-    timeout = REQUEST_TIMEOUT_SECONDS  # a slow client cannot hold a thread for long
     server_version = "gitopsd"
     sys_version = ""
 
@@ -70,16 +154,16 @@ class _Handler(BaseHTTPRequestHandler):
         if hook is None:
             self._answer(404, b"not found\n")
             return
-        length = self.headers.get("Content-Length", "")
-        if not length.isdigit() or int(length) > MAX_PAYLOAD_BYTES:
+        length = _payload_length(self.headers.get("Content-Length", ""))
+        if length is None:
             self._answer(413, b"payload missing or over 1 MiB\n")
             return
-        body = self.rfile.read(int(length))
+        body = self.rfile.read(length)
         if not signature_valid(hook.secret, body, self.headers.get("X-Hub-Signature-256")):
             log.warning("webhook rejected: bad signature", extra={"source": name})
             self._answer(401, b"bad signature\n")
             return
-        threading.Thread(target=hook.trigger, name=f"hook-{name}", daemon=True).start()
+        hook.trigger()
         self._answer(202, b"accepted\n")  # the payload only triggers a fetch; it is not trusted
 
     def _answer(self, status: int, body: bytes, content_type: str = "text/plain") -> None:

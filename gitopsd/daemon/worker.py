@@ -22,7 +22,7 @@ from gitopsd.cluster import Cluster
 from gitopsd.cluster.cache import LiveCache
 from gitopsd.configfile import Mode, SourceConfig
 from gitopsd.daemon.logs import ContextLog
-from gitopsd.daemon.queue import WorkQueue
+from gitopsd.daemon.queue import Coalesced, WorkQueue
 from gitopsd.errors import (
     ApplyError,
     ClusterError,
@@ -89,6 +89,9 @@ class SourceWorker:
         self.cache = LiveCache(self.cluster, applyset.id, self._changed, self.stopping)
         self.memo = loop.DriftMemo(self.cache.content_version)
         self.queue = WorkQueue()
+        self.poll_soon = Coalesced(self.poll, f"poll-{self.config.name}").request
+        """Polls in the background (start-up, a new leader, a webhook): a burst of calls
+        costs at most one poll after the one in flight, and one thread."""
         self.log = ContextLog(log, {"source": self.config.name})
         threading.Thread(target=self._drain, name=f"drift-{self.config.name}", daemon=True).start()
 

@@ -140,6 +140,11 @@ class DaemonProcess:
                 tally[verb] = tally.get(verb, 0) + value
         return tally
 
+    def threads(self) -> int:
+        """How many threads the process runs now."""
+        assert self.process is not None
+        return len(list(Path(f"/proc/{self.process.pid}/task").iterdir()))
+
     def logs(self) -> str:
         return self.log_file.read_text(errors="replace")
 

@@ -11,7 +11,8 @@ import os
 import secrets
 import subprocess
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -124,9 +125,11 @@ class GitServer:
     username: str = "gitopsd"
     password: str = field(default_factory=lambda: secrets.token_hex(12))
     port: int = 0
+    open: threading.Event = field(default_factory=threading.Event)
     _server: ThreadingHTTPServer | None = None
 
     def start(self) -> None:
+        self.open.set()
         handler = type("Handler", (_GitHttpHandler,), {"git_server": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.port = self._server.server_address[1]
@@ -136,6 +139,15 @@ class GitServer:
         if self._server:
             self._server.shutdown()
             self._server.server_close()
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """Smart-HTTP requests wait until the block ends: a fetch stays in flight meanwhile."""
+        self.open.clear()
+        try:
+            yield
+        finally:
+            self.open.set()
 
     def create_repo(self, name: str) -> GitRepo:
         bare = self.root / f"{name}.git"
@@ -171,6 +183,7 @@ class _GitHttpHandler(BaseHTTPRequestHandler):
         """Quiet: the tests read git's answers, not the access log."""
 
     def _serve(self) -> None:
+        self.git_server.open.wait(60)
         if not self.git_server.authorized(self.headers.get("Authorization")):
             self.send_response(401)
             self.send_header("WWW-Authenticate", 'Basic realm="gitopsd-test"')

@@ -15,6 +15,7 @@ from typing import Any
 
 from kubernetes import client
 
+from gitopsd.daemon import http
 from tests.harness import audit
 from tests.harness.cli import Gitopsd, example_files
 from tests.harness.controlplane import ControlPlane
@@ -337,6 +338,7 @@ def test_a_webhook_needs_a_valid_signature(
 
     assert daemon.post("/hooks/app", payload, {"X-Hub-Signature-256": wrong_key}) == 401
     assert daemon.post("/hooks/app", payload, {}) == 401
+    assert daemon.post("/hooks/app", payload, {"X-Hub-Signature-256": "sha256=\u00e9"}) == 401
     assert daemon.post("/hooks/other", payload, {"X-Hub-Signature-256": good}) == 404
     assert daemon.post("/hooks/app", b"x" * (1024 * 1024 + 1), {"X-Hub-Signature-256": good}) == 413
     assert daemon.value("gitopsd_reconcile_total", source="app") == 1
@@ -346,6 +348,45 @@ def test_a_webhook_needs_a_valid_signature(
     wait_for(lambda: config_map_value(admin_api, namespace, "b") == "v", "the hook's sync", 15)
     assert daemon.get("/debug")[0] == 404
     assert "s3cret" not in daemon.logs() + daemon.metrics()
+
+
+def test_se20_signed_replays_during_a_fetch_cost_one_more_fetch_and_no_threads(
+    daemons: Daemons,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "hook-secret").write_text("s3cret")
+    (tmp_path / "git-password").write_text(git_server.password)
+    credentials = {"username": git_server.username, "passwordFile": str(tmp_path / "git-password")}
+    git_repo.commit(config_maps("a"))
+    daemon = daemons.start(
+        git_server.http_url(git_repo),
+        interval="1h",
+        webhookSecretFile=str(tmp_path / "hook-secret"),
+        credentials=credentials,
+    )
+    fetches = "gitopsd_git_fetch_duration_seconds_count"
+    daemon.wait_value(fetches, lambda v: v == 1, "the first fetch", source="app")
+    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first commit")
+    idle_threads = daemon.threads()
+    git_repo.commit(config_maps("b"))
+    payload = b'{"ref": "refs/heads/main"}'
+    signed = {
+        "X-Hub-Signature-256": "sha256=" + hmac.new(b"s3cret", payload, hashlib.sha256).hexdigest()
+    }
+
+    with git_server.holding():  # the first hook's fetch waits: every replay lands during it
+        assert {daemon.post("/hooks/app", payload, signed) for _ in range(200)} == {202}
+        assert daemon.threads() <= idle_threads + 1 + http.MAX_HANDLER_THREADS
+
+    wait_for(lambda: config_map_value(admin_api, namespace, "b") == "v", "the hook's sync", 30)
+    daemon.wait_value(
+        "gitopsd_reconcile_total", lambda v: v >= 3, "the poll the replays asked for", source="app"
+    )
+    assert daemon.value(fetches, source="app") == 3  # the first, the held one, one more
 
 
 def test_sigterm_mid_sync_stops_the_applies_and_never_starts_a_prune(

@@ -1,4 +1,5 @@
-"""The daemon's small parts: backoff, the work queue, webhook signatures and log lines."""
+"""The daemon's small parts: backoff, the work queue, coalesced runs, webhook signatures and
+log lines."""
 
 from __future__ import annotations
 
@@ -7,14 +8,16 @@ import hmac
 import io
 import json
 import logging
+import threading
 
 import pytest
 
 from gitopsd.daemon.http import signature_valid
 from gitopsd.daemon.logs import ContextLog, JsonLines
-from gitopsd.daemon.queue import WorkQueue
+from gitopsd.daemon.queue import Coalesced, WorkQueue
 from gitopsd.daemon.worker import Backoff
 from gitopsd.objects import ObjectKey
+from tests.harness.waiting import wait_for
 
 
 def test_backoff_doubles_with_jitter_up_to_its_cap_and_resets() -> None:
@@ -42,6 +45,49 @@ def test_the_queue_hands_out_each_key_once_however_often_it_was_added() -> None:
     assert queue.take(timeout_seconds=0) == set()
 
 
+def running(name: str) -> int:
+    return sum(thread.name == name for thread in threading.enumerate())
+
+
+def test_se20_requests_during_a_run_fold_into_one_more_run_on_one_thread() -> None:
+    started, finish = threading.Semaphore(0), threading.Event()
+    runs: list[str] = []
+
+    def work() -> None:
+        runs.append(threading.current_thread().name)
+        started.release()
+        finish.wait(10)
+
+    poll = Coalesced(work, "poll-app")
+    poll.request()
+    assert started.acquire(timeout=10), "the first run never started"
+    for _ in range(200):  # replays while the first run is in flight
+        poll.request()
+    assert running("poll-app") == 1
+
+    finish.set()
+    assert started.acquire(timeout=10), "the requests made during the run were lost"
+    wait_for(lambda: running("poll-app") == 0, "the runs to end")
+    assert runs == ["poll-app", "poll-app"]
+    poll.request()  # a request after the runs ended starts a new one
+    assert started.acquire(timeout=10) and len(runs) == 3
+
+
+def test_a_run_that_raises_does_not_stop_later_runs() -> None:
+    runs: list[int] = []
+
+    def work() -> None:
+        runs.append(1)
+        if len(runs) == 1:
+            raise RuntimeError("a bug")
+
+    poll = Coalesced(work, "poll-buggy")
+    poll.request()
+    wait_for(lambda: runs and running("poll-buggy") == 0, "the failed run to end")
+    poll.request()
+    wait_for(lambda: len(runs) == 2, "a run after the failed one")
+
+
 @pytest.mark.parametrize(
     ("header", "valid"),
     [
@@ -49,11 +95,14 @@ def test_the_queue_hands_out_each_key_once_however_often_it_was_added() -> None:
         ("sha256=" + hmac.new(b"other", b"body", hashlib.sha256).hexdigest(), False),
         ("sha1=" + hmac.new(b"key", b"body", hashlib.sha1).hexdigest(), False),
         (hmac.new(b"key", b"body", hashlib.sha256).hexdigest(), False),
+        ("sha256=" + hmac.new(b"key", b"body", hashlib.sha256).hexdigest()[:-1], False),
+        ("sha256=" + "\u00e9" * 64, False),  # non-ASCII, as a latin-1 header decodes
+        ("sha256=\u2603", False),
         ("", False),
         (None, False),
     ],
 )
-def test_webhook_signatures_follow_github(header: str | None, valid: bool) -> None:
+def test_se20_webhook_signatures_follow_github(header: str | None, valid: bool) -> None:
     assert signature_valid(b"key", b"body", header) is valid
 
 
