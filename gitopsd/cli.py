@@ -13,24 +13,29 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
 
-from gitopsd import daemon, diff, loop, manifests
+from gitopsd import configfile, daemon, diff, loop, manifests
 from gitopsd.apply import Action, Outcome
 from gitopsd.cluster import Cluster
 from gitopsd.config import (
+    LIMIT_SETTINGS,
     SOURCE_NAME,
     SOURCE_NAME_RULE,
     Credentials,
+    Limits,
+    MiB,
     PrunePolicy,
     SourceSpec,
     SyncSettings,
 )
 from gitopsd.errors import ClusterError, ConfigError, GitopsdError, SourceError, TerminalError
+from gitopsd.names import DNS1123_LABEL, NameRule, shown
 
 OK, DRIFT, INVALID, SOURCE_FAILED, CLUSTER_FAILED, PRUNE_BLOCKED, INTERRUPTED = (
     0,
@@ -163,6 +168,34 @@ def _source_arguments(parser: argparse.ArgumentParser) -> None:
     add("--ssh-key", type=Path, help="private key file for ssh URLs")
     add("--known-hosts", type=Path, help="pinned host keys for ssh URLs (required for ssh)")
     add("--cache-dir", type=Path, default=_default_cache(), help="checkout cache")
+    add(
+        "--max-object-bytes",
+        type=_count,
+        metavar="BYTES",
+        help="largest object, as its YAML document or JSON file "
+        f"(default {Limits.max_object_bytes // MiB}Mi)",
+    )
+    add(
+        "--max-revision-bytes",
+        type=_count,
+        metavar="BYTES",
+        help=f"all manifest files together (default {Limits.max_revision_bytes // MiB}Mi)",
+    )
+    add(
+        "--max-documents",
+        type=_count,
+        metavar="COUNT",
+        help=f"YAML documents in all files together (default {Limits.max_documents})",
+    )
+
+
+def _count(text: str) -> int:
+    number = configfile.parse_size(text)
+    if not number:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive whole number (sizes may end in Ki, Mi or Gi), got {text!r}"
+        )
+    return number
 
 
 def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
@@ -238,8 +271,8 @@ def run_sync(arguments: argparse.Namespace) -> int:
 
 def _desired(arguments: argparse.Namespace) -> tuple[loop.Desired, Cluster, SyncSettings]:
     spec = source_spec(arguments)
-    cluster = connect(arguments)
     settings = sync_settings(arguments, spec)
+    cluster = connect(arguments)
     return loop.get_desired(spec, arguments.cache_dir, cluster, settings), cluster, settings
 
 
@@ -261,7 +294,13 @@ def source_spec(arguments: argparse.Namespace) -> SourceSpec:
         exclude=tuple(arguments.exclude),
         allow_insecure=arguments.allow_insecure_source,
         credentials=credentials,
+        limits=limits(arguments),
     )
+
+
+def limits(arguments: argparse.Namespace) -> Limits:
+    given = {limit: getattr(arguments, limit) for limit in LIMIT_SETTINGS}
+    return replace(Limits(), **{limit: value for limit, value in given.items() if value})
 
 
 def sync_settings(arguments: argparse.Namespace, spec: SourceSpec) -> SyncSettings:
@@ -274,8 +313,10 @@ def sync_settings(arguments: argparse.Namespace, spec: SourceSpec) -> SyncSettin
     )
     return SyncSettings(
         name=_source_name(arguments, spec),
-        inventory_namespace=arguments.inventory_namespace,
-        default_namespace=arguments.default_namespace,
+        inventory_namespace=_checked(
+            "--inventory-namespace", arguments.inventory_namespace, DNS1123_LABEL
+        ),
+        default_namespace=_checked("--namespace", arguments.default_namespace, DNS1123_LABEL),
         force_conflicts=getattr(arguments, "force_conflicts", True),
         adopt=getattr(arguments, "adopt", False),
         dry_run=getattr(arguments, "dry_run", False),
@@ -290,6 +331,14 @@ def _source_name(arguments: argparse.Namespace, spec: SourceSpec) -> str:
     if not SOURCE_NAME.match(name):
         raise ConfigError(f"--name {name[:60]!r}: {SOURCE_NAME_RULE}")
     return name
+
+
+def _checked(flag: str, value: str, rule: NameRule) -> str:
+    """Names and namespaces end up in URLs: refuse what the API server would refuse."""
+    problem = rule.problem(value)
+    if problem:
+        raise ConfigError(f"{flag} {shown(value)} {problem}")
+    return value
 
 
 def connect(arguments: argparse.Namespace) -> Cluster:

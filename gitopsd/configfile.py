@@ -7,7 +7,7 @@ an error naming the field. An invalid source is set aside with its error; the ot
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -15,17 +15,22 @@ from typing import Any
 import yaml
 
 from gitopsd.config import (
+    LIMIT_SETTINGS,
     SOURCE_NAME,
     SOURCE_NAME_RULE,
     Credentials,
+    Limits,
     PrunePolicy,
     SourceSpec,
     SyncSettings,
 )
 from gitopsd.errors import ConfigError
+from gitopsd.names import namespace_problem, shown
 
 DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
 MAX_DURATION_SECONDS = 7 * 24 * 3600.0
+SIZE = re.compile(r"^(\d+)(Ki|Mi|Gi)?$")
+SIZE_UNITS = {None: 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
 
 
 class Mode(StrEnum):
@@ -110,7 +115,9 @@ SOURCE_KEYS = {
     "forceConflicts",
     "adopt",
     "webhookSecretFile",
+    "limits",
 }
+LIMIT_KEYS = {key for _flag, key in LIMIT_SETTINGS.values()}
 GUARD_KEYS = {"allowEmpty", "allowMassPrune", "pruneBudgetPercent", "pruneProtected"}
 CREDENTIAL_KEYS = {"username", "passwordFile", "passwordEnv", "sshKeyFile", "knownHostsFile"}
 LEADER_KEYS = {"enabled", "namespace", "name", "leaseDuration", "renewDeadline", "retryPeriod"}
@@ -172,6 +179,7 @@ def _source(item: Any, where: str) -> SourceConfig:
         exclude=_strings(raw, "exclude", where, ()),
         allow_insecure=_bool(raw, "allowInsecure", where, False),
         credentials=_credentials(raw.get("credentials"), f"{where}: credentials"),
+        limits=_limits(raw.get("limits"), f"{where}: limits"),
     )
     return SourceConfig(
         name=name,
@@ -195,12 +203,19 @@ def _settings(raw: dict[str, Any], name: str, where: str) -> SyncSettings:
     )
     return SyncSettings(
         name=name,
-        inventory_namespace=_string(raw, "inventoryNamespace", where, "default"),
-        default_namespace=_string(raw, "namespace", where, "default"),
+        inventory_namespace=_namespace(raw, "inventoryNamespace", where),
+        default_namespace=_namespace(raw, "namespace", where),
         force_conflicts=_bool(raw, "forceConflicts", where, True),
         adopt=_bool(raw, "adopt", where, False),
         prune=prune,
     )
+
+
+def _limits(value: Any, where: str) -> Limits:
+    raw = _mapping(value or {}, where, LIMIT_KEYS)
+    keys = {limit: key for limit, (_flag, key) in LIMIT_SETTINGS.items() if key in raw}
+    given = {limit: _size(raw, key, where) for limit, key in keys.items()}
+    return replace(Limits(), **given)
 
 
 def _credentials(value: Any, where: str) -> Credentials:
@@ -268,6 +283,32 @@ def _strings(
         wanted = "a non-empty list" if default else "a list"
         raise ConfigError(f"{where}: {key}: expected {wanted} of non-empty strings")
     return tuple(value)
+
+
+def _namespace(raw: dict[str, Any], key: str, where: str) -> str:
+    value = _string(raw, key, where, "default")
+    problem = namespace_problem(value)
+    if problem:
+        raise ConfigError(f"{where}: {key}: {shown(value)} {problem}")
+    return value
+
+
+def _size(raw: dict[str, Any], key: str, where: str) -> int:
+    """A positive whole number; a string may carry a binary suffix (64Mi)."""
+    value = raw[key]
+    number = parse_size(value) if isinstance(value, str) else value
+    if not isinstance(number, int) or isinstance(number, bool) or number <= 0:
+        raise ConfigError(
+            f"{where}: {key}: expected a positive whole number (sizes may end in Ki, Mi "
+            f"or Gi, like 64Mi), got {value!r}"
+        )
+    return number
+
+
+def parse_size(text: str) -> int | None:
+    """A count of bytes such as 1048576, 512Ki, 64Mi or 1Gi; None when it is not one."""
+    match = SIZE.match(text.strip())
+    return int(match[1]) * SIZE_UNITS[match[2]] if match else None
 
 
 def _bool(raw: dict[str, Any], key: str, where: str, default: bool) -> bool:

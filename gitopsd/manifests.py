@@ -1,9 +1,10 @@
 """From a revision's files to validated, identified manifests.
 
 `load` walks the configured paths in a stable order without ever following a symlink,
-admits each file under the size limits, decodes it as strict UTF-8 and parses it with a
-hardened YAML loader (or `json`). Every document then becomes a `Manifest` once its
-identity and labels are valid. `index` keys the manifests by object and rejects duplicates.
+admits each file under the revision's byte limit, decodes it as strict UTF-8 and parses it
+with a hardened YAML loader (or `json`), which bounds each object's size. Every document
+then becomes a `Manifest` once its identity (by Kubernetes' naming rules) and labels are
+valid. `index` keys the manifests by object and rejects duplicates.
 
 Hostile input is the normal case here (RELIABILITY 6.1): every limit is checked before the
 work it bounds, and no error message echoes file content beyond key names, so a Secret's
@@ -33,11 +34,13 @@ from typing import Any
 import yaml
 from yaml.reader import ReaderError
 
-from gitopsd.config import Limits
+from gitopsd.config import Limits, how_to_raise
 from gitopsd.errors import ManifestError, SourceError
+from gitopsd.names import name_rule, namespace_problem, shown
 from gitopsd.objects import (
     APPLYSET_ID_LABEL,
     APPLYSET_PART_OF_LABEL,
+    GroupKind,
     Manifest,
     ObjectKey,
     Origin,
@@ -264,7 +267,7 @@ def _symlink_error(rel: str) -> ManifestError:
 
 
 class _Reader:
-    """Reads sources one after another, keeping the revision's running byte total."""
+    """Reads sources one after another, keeping the revision's running totals."""
 
     def __init__(
         self,
@@ -277,21 +280,28 @@ class _Reader:
         self.root, self.limits, self.blob_ids = root, limits, blob_ids
         self.cache, self.render = cache, render
         self.total_bytes = 0
+        self.total_documents = 0
 
     def manifests(self, source: _Source) -> list[Manifest]:
         if source.kustomization:
             path = _join(source.rel, "kustomization.yaml")
-            return _manifests(path, self._rendered(source.rel, path))
-        return _manifests(source.rel, self._file(source.rel))
+            documents = self._rendered(source.rel, path)
+        else:
+            path, documents = source.rel, self._file(source.rel)
+        self._count(path, documents)
+        return _manifests(path, documents)
 
     def _file(self, rel: str) -> Documents:
-        self._admit(rel, (self.root / rel).lstat().st_size, self.limits.max_file_bytes)
+        size = (self.root / rel).lstat().st_size
+        if rel.endswith(".json"):  # one JSON file is one object
+            _check_object_size(rel, size, self.limits)
+        allowed = self._admit(rel, size)
         blob = self.blob_ids.get(rel)
         if blob is not None:
             cached = self.cache.lookup(self._key(f"blob:{blob}", rel))
             if cached is not None:
                 return cached  # unchanged since an earlier revision: not even read
-        data = _read(self.root / rel, rel, self.limits.max_file_bytes)
+        data = _read(self.root / rel, rel, allowed)
         content = f"blob:{blob}" if blob is not None else _sha256(data)
         return self._parsed(content, rel, lambda: _decode(data, rel))
 
@@ -305,24 +315,31 @@ class _Reader:
             self.root, self.root / rel, self.limits.max_revision_bytes - self.total_bytes
         )
         data = text.encode()
-        # Rendered output may legitimately exceed the per-file limit (CRDs); the total bounds it.
-        self._admit(path, len(data), None)
+        self._admit(path, len(data))
         return self._parsed(_sha256(data), path, lambda: text)
 
-    def _admit(self, rel: str, size: int, file_limit: int | None) -> None:
-        """Size limits come before reading, so a huge file costs a stat and nothing more."""
-        if file_limit is not None and size > file_limit:
+    def _admit(self, rel: str, size: int) -> int:
+        """The revision's byte limit comes before reading, so a huge file costs a stat and
+        nothing more. Returns how large the file may still grow while it is read."""
+        limit = self.limits.max_revision_bytes
+        if self.total_bytes + size > limit:
             raise ManifestError(
-                f"{rel}: {size} bytes is over the per-file limit of {file_limit} bytes",
+                f"{rel}: the revision's manifests reach {_size(self.total_bytes + size)}, "
+                f"over the per-revision limit of {_size(limit)} "
+                f"({how_to_raise('max_revision_bytes')})",
                 "size_limit",
             )
+        allowed = limit - self.total_bytes
         self.total_bytes += size
-        if self.total_bytes > self.limits.max_revision_bytes:
-            raise ManifestError(
-                f"{rel}: the revision's manifests reach {self.total_bytes} bytes, over the "
-                f"limit of {self.limits.max_revision_bytes} bytes",
-                "size_limit",
-            )
+        return allowed
+
+    def _count(self, path: str, documents: Documents) -> None:
+        """Each file's parse is bounded by the same limit; here the files add up."""
+        limit = self.limits.max_documents
+        before, self.total_documents = self.total_documents, self.total_documents + len(documents)
+        if self.total_documents > limit:
+            line = documents[limit - before][0]  # the first document over the limit
+            raise _documents_error(f"{path}:{line}", limit)
 
     def _parsed(self, content: str, path: str, text: Callable[[], str]) -> Documents:
         key = self._key(content, path)
@@ -346,8 +363,38 @@ def _read(path: Path, rel: str, limit: int) -> bytes:
     with os.fdopen(fd, "rb") as file:
         data = file.read(limit + 1)
     if len(data) > limit:  # grew since stat
-        raise ManifestError(f"{rel}: over the per-file limit of {limit} bytes", "size_limit")
+        raise ManifestError(
+            f"{rel}: grew past the per-revision limit while being read "
+            f"({how_to_raise('max_revision_bytes')})",
+            "size_limit",
+        )
     return data
+
+
+def _check_object_size(where: str, size: int, limits: Limits) -> None:
+    if size > limits.max_object_bytes:
+        raise ManifestError(
+            f"{where}: object is {_size(size)}, over the per-object limit of "
+            f"{_size(limits.max_object_bytes)} ({how_to_raise('max_object_bytes')})",
+            "size_limit",
+        )
+
+
+def _documents_error(where: str, limit: int) -> ManifestError:
+    return ManifestError(
+        f"{where}: more than {limit} YAML documents, the per-revision limit "
+        f"({how_to_raise('max_documents')})",
+        "size_limit",
+    )
+
+
+def _size(count: int) -> str:
+    """Bytes the way limits are written: 3 MiB, 3.4 MiB, 512 KiB, 100 bytes."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= scale:
+            whole, rest = divmod(count, scale)
+            return f"{whole} {unit}" if not rest else f"{count / scale:.1f} {unit}"
+    return f"{count} bytes"
 
 
 def _sha256(data: bytes) -> str:
@@ -470,7 +517,7 @@ _MERGE_TAG = _CORE + "merge"
 
 def _check_events(text: str, path: str, limits: Limits) -> None:
     """Limits the file before composing: libyaml's composer recurses in C per level."""
-    budget = _Budget(path, limits)
+    budget = _Budget(text, path, limits)
     for event in yaml.parse(text, Loader=_Loader):
         budget.feed(event)
 
@@ -484,16 +531,21 @@ class _Open:
     height: int = 0
 
 
+def _offset(mark: Any) -> int:
+    """A mark's character offset (libyaml's and PyYAML's marks differ in type only)."""
+    return int(mark.index) if mark else 0
+
+
 class _Budget:
-    """Counts documents, aliases, nesting and alias expansion from parser events.
+    """Measures documents, aliases, nesting and alias expansion from parser events.
 
     Each anchor remembers the expanded size and height of its node, so an alias costs
     what it would expand to without anything being expanded: a billion laughs is a few
     big integers here.
     """
 
-    def __init__(self, path: str, limits: Limits) -> None:
-        self.path, self.limits = path, limits
+    def __init__(self, text: str, path: str, limits: Limits) -> None:
+        self.text, self.path, self.limits = text, path, limits
         self.documents = 0
         self.aliases = 0
         self._open: list[_Open] = []
@@ -506,7 +558,7 @@ class _Budget:
         if isinstance(event, yaml.DocumentStartEvent):
             self._start_document(event)
         elif isinstance(event, yaml.DocumentEndEvent):
-            self._end_document()
+            self._end_document(event)
         elif isinstance(event, yaml.AliasEvent):
             self._alias(event)
         elif isinstance(event, yaml.ScalarEvent):
@@ -521,14 +573,13 @@ class _Budget:
 
     def _start_document(self, event: yaml.Event) -> None:
         self.documents += 1
-        if self.documents > self.limits.max_documents:
-            raise self._error(
-                event, f"more than {self.limits.max_documents} YAML documents", "size_limit"
-            )
+        if self.documents > self.limits.max_documents:  # one file cannot hold more than all
+            raise _documents_error(self._where(event), self.limits.max_documents)
         self._anchors, self._written, self._expanded = {}, 0, 0
         self._document = event  # expansion errors point at the document's start
 
-    def _end_document(self) -> None:
+    def _end_document(self, event: yaml.Event) -> None:
+        self._check_object_size(event)
         allowed = self.limits.max_expansion * self._written
         if self._expanded > max(allowed, _EXPANSION_FLOOR):
             raise self._error(
@@ -537,6 +588,13 @@ class _Budget:
                 f"over {self.limits.max_expansion} times as many",
                 "alias_limit",
             )
+
+    def _check_object_size(self, end: yaml.Event) -> None:
+        """A document's size is its span in the file; marks count characters, not bytes."""
+        start, stop = _offset(self._document.start_mark), _offset(end.end_mark)
+        if (stop - start) * 4 > self.limits.max_object_bytes:  # else even 4-byte UTF-8 fits
+            size = len(self.text[start:stop].encode())
+            _check_object_size(self._where(self._document), size, self.limits)
 
     def _start_collection(self, event: yaml.CollectionStartEvent) -> None:
         self._written += 1
@@ -718,6 +776,7 @@ def _manifest(origin: Origin, label: str, document: Any) -> Manifest:
     namespace = metadata.get("namespace", "")
     if not isinstance(namespace, str):
         raise _invalid(origin, f"{label}: metadata.namespace must be a string")
+    _check_identity(origin, label, GroupKind(group_of(api_version), kind), name, namespace)
     _check_labels(origin, label, metadata)
     if kind == "Secret" and group_of(api_version) == "" and "sops" in body:
         raise _invalid(
@@ -740,6 +799,19 @@ def _required(
     if not isinstance(value, str) or not value:
         raise _invalid(origin, f"{label}: {prefix}{field} must be a non-empty string")
     return value
+
+
+def _check_identity(
+    origin: Origin, label: str, group_kind: GroupKind, name: str, namespace: str
+) -> None:
+    """Names become URL path segments, so the API server's rules are checked before any
+    request: a name such as `../../kube-system/configmaps/x` must never reach a URL."""
+    problem = name_rule(group_kind).problem(name)
+    if problem:
+        raise _invalid(origin, f"{label}: {group_kind.kind} metadata.name {shown(name)} {problem}")
+    problem = namespace_problem(namespace) if namespace else None
+    if problem:
+        raise _invalid(origin, f"{label}: metadata.namespace {shown(namespace)} {problem}")
 
 
 def _check_labels(origin: Origin, label: str, metadata: dict[Any, Any]) -> None:

@@ -22,6 +22,7 @@ __all__ = ["ApiError", "Cluster", "Counters", "Resource"]
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML, so the body is sent as JSON
 JSON_PATCH = "application/json-patch+json"
 PAGE_SIZE = "500"
+EVENTS = Resource("", "v1", "Event", "events", namespaced=True)
 
 
 @dataclass
@@ -152,7 +153,7 @@ class Cluster:
             "lastTimestamp": now,
             "count": 1,
         }
-        self.api.request("POST", f"/api/v1/namespaces/{namespace}/events", (), event)
+        self.api.request("POST", EVENTS.path(namespace), (), event)
 
     def _fence(self) -> None:
         if not self.may_write():

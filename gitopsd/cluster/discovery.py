@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from gitopsd.cluster.api import Api
 from gitopsd.objects import GroupKind, group_of
@@ -32,9 +33,19 @@ class Resource:
 
     def path(self, namespace: str = "", name: str = "") -> str:
         """The REST path of the collection, or of one object when `name` is given."""
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        scope = f"/namespaces/{namespace}" if self.namespaced and namespace else ""
-        return f"{base}{scope}/{self.plural}" + (f"/{name}" if name else "")
+        base = ["apis", self.group, self.version] if self.group else ["api", self.version]
+        scope = ["namespaces", namespace] if self.namespaced and namespace else []
+        segments = [*base, *scope, self.plural, *([name] if name else [])]
+        return "".join(f"/{path_segment(segment)}" for segment in segments)
+
+
+def path_segment(text: str) -> str:
+    """`text` as one URL path segment, whatever it holds. Names are validated when read;
+    this is the second line: `/`, `?` and `%` are encoded, and so are the dots of `.` and
+    `..`, which urllib3 would otherwise resolve into a different path."""
+    if text in (".", ".."):
+        return text.replace(".", "%2E")
+    return quote(text, safe="")
 
 
 @dataclass

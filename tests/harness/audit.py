@@ -1,4 +1,5 @@
-"""The API server's audit log read back: which user's writes reached the server, and when.
+"""The API server's audit log read back: which user's writes reached the server, and when
+(and every request of the audited user, reads included).
 
 Claims such as "only the leader writes" are checked here, against what the server
 recorded, never against what a process says about itself.
@@ -10,11 +11,13 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from tests.harness.controlplane import ControlPlane
+from tests.harness.controlplane import WRITE_VERBS, ControlPlane
 
 
 @dataclass(frozen=True)
 class Write:
+    """A request the server logged: a write, or any request of the audited user."""
+
     user: str
     verb: str
     resource: str
@@ -22,12 +25,18 @@ class Write:
     name: str
     dry_run: bool
     code: int
+    uri: str
     received: float
     """Unix seconds when the server received the request."""
 
 
 def writes(plane: ControlPlane, user: str, since: float = 0.0) -> list[Write]:
     """Every write request by `user` received at or after `since`, dry-runs included."""
+    return [w for w in requests(plane, user, since) if w.verb in WRITE_VERBS]
+
+
+def requests(plane: ControlPlane, user: str, since: float = 0.0) -> list[Write]:
+    """Every logged request by `user` received at or after `since`: all of AUDITED_USER's."""
     if not plane.audit_log.exists():
         return []
     found = []
@@ -63,5 +72,6 @@ def _write(event: dict[str, object]) -> Write:
         name=str(ref.get("name", "")),
         dry_run="dryRun=All" in str(event.get("requestURI", "")),
         code=int(status.get("code", 0)),
+        uri=str(event.get("requestURI", "")),
         received=datetime.fromisoformat(stamp).timestamp(),
     )

@@ -26,12 +26,19 @@ SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/16"  # a /24 runs out of Service IPs at 254
 START_DEADLINE_SECONDS = 120.0
 STOP_GRACE_SECONDS = 15.0
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+AUDITED_USER, AUDITED_GROUP = "audited", "gitopsd:audited"
+"""An admin whose every request is logged, reads included: "nothing reached the server"."""
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
     "omitStages": ["RequestReceived"],
-    # Who wrote what, and when: write requests only, without bodies (they may hold Secrets).
-    "rules": [{"level": "Metadata", "verbs": list(WRITE_VERBS)}, {"level": "None"}],
+    # Who wrote what, and when: write requests only, without bodies (they may hold Secrets);
+    # every request of the audited user.
+    "rules": [
+        {"level": "Metadata", "userGroups": [AUDITED_GROUP]},
+        {"level": "Metadata", "verbs": list(WRITE_VERBS)},
+        {"level": "None"},
+    ],
 }
 
 
@@ -111,6 +118,7 @@ class ControlPlane:
         self.workdir = workdir
         self.pki = workdir / "pki"
         self.admin_token = secrets.token_hex(16)
+        self.audited_token = secrets.token_hex(16)
         self.port = 0
         self.processes: list[subprocess.Popen[bytes]] = []
 
@@ -127,8 +135,14 @@ class ControlPlane:
         return self.workdir / "kubeconfig"
 
     @property
+    def audited_kubeconfig(self) -> Path:
+        """Admin rights as AUDITED_USER, whose every request the audit log records."""
+        return self.workdir / "audited-kubeconfig"
+
+    @property
     def audit_log(self) -> Path:
-        """JSON lines, one per write request the API server answered (see AUDIT_POLICY)."""
+        """JSON lines, one per write request the API server answered, and one per request
+        of AUDITED_USER (see AUDIT_POLICY)."""
         return self.workdir / "audit.log"
 
     def start(self) -> None:
@@ -136,6 +150,9 @@ class ControlPlane:
         etcd_url = self._start_etcd()
         self._start_apiserver(etcd_url)
         write_kubeconfig(self.kubeconfig, self.url, self.ca_file, "admin", self.admin_token)
+        write_kubeconfig(
+            self.audited_kubeconfig, self.url, self.ca_file, AUDITED_USER, self.audited_token
+        )
 
     def stop(self) -> None:
         """Stops the apiserver, then etcd: SIGTERM, then SIGKILL after a grace period."""
@@ -174,7 +191,11 @@ class ControlPlane:
     def _start_apiserver(self, etcd_url: str) -> None:
         self.port = free_port()
         tokens = self.workdir / "tokens.csv"
-        tokens.write_text(f'{self.admin_token},admin,admin,"system:masters"\n')
+        tokens.write_text(
+            f'{self.admin_token},admin,admin,"system:masters"\n'
+            f"{self.audited_token},{AUDITED_USER},{AUDITED_USER},"
+            f'"system:masters,{AUDITED_GROUP}"\n'
+        )
         tokens.chmod(0o600)
         policy = self.workdir / "audit-policy.json"
         policy.write_text(json.dumps(AUDIT_POLICY))

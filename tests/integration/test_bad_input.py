@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.harness import audit
 from tests.harness.cli import Gitopsd
+from tests.harness.controlplane import AUDITED_USER, ControlPlane
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.integration.test_prune import config_maps
 from tests.integration.test_sync import scope
@@ -60,7 +63,7 @@ BAD_INPUTS = {
     "BI-14 invalid name": (
         {"bad.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Bad_Name\n"},
         INVALID,
-        ["ConfigMap/", "Bad_Name", "bad.yaml:1", "metadata.name"],
+        ["ConfigMap", "Bad_Name", "bad.yaml:1", "metadata.name", "DNS-1123 subdomain"],
     ),
     "BI-14 namespace on a cluster-scoped kind": (
         {"bad.yaml": "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x\n  namespace: y\n"},
@@ -285,3 +288,173 @@ def test_a_kubeconfig_credential_plugin_runs_only_when_allowed(
     assert run.code == INVALID
     assert "--allow-exec-credentials" in run.err
     assert not sentinel.exists()
+
+
+HOSTILE = {
+    "path escape": "../../kube-system/configmaps/victim",
+    "query": "x?dryRun=All",
+    "slash": "a/b",
+    "encoded dots": "%2e%2e",
+    "dot-dot": "..",
+    "300 characters": "x" * 300,
+    "upper case": "Victim",
+    "unicode": "vïctim",
+    "blank": " ",
+}
+HOSTILE_CASES = [(field, case) for field in ("name", "namespace") for case in HOSTILE]
+
+
+def config_map(name: str, namespace: str) -> str:
+    # JSON strings are YAML too: each hostile value is written exactly.
+    return (
+        f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {json.dumps(name)}\n"
+        f"  namespace: {json.dumps(namespace)}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "case"), HOSTILE_CASES, ids=[f"{f}-{c}" for f, c in HOSTILE_CASES]
+)
+def test_se11_hostile_names_are_refused_and_never_reach_the_api_server(
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    field: str,
+    case: str,
+) -> None:
+    hostile = HOSTILE[case]
+    name, where = (hostile, namespace) if field == "name" else ("victim", hostile)
+    git_repo.commit({**GOOD, "bad.yaml": "# hostile\n" + config_map(name, where)})
+    url = git_server.file_url(git_repo)
+    since = time.time()
+
+    validate = gitopsd("validate", url, "--allow-insecure-source")
+    sync = gitopsd(
+        "sync", url, *scope(namespace), "--kubeconfig", str(control_plane.audited_kubeconfig)
+    )
+
+    for run in (validate, sync):
+        assert run.code == INVALID, run.text
+        assert "bad.yaml:2: document 1: " in run.err and f"metadata.{field} " in run.err
+        assert "x" * 81 not in run.err
+    assert audit.requests(control_plane, AUDITED_USER, since) == []
+
+
+def test_the_audited_user_has_every_request_logged(
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    """The oracle above proves something only if the audited user's reads are logged."""
+    git_repo.commit(GOOD)
+    since = time.time()
+
+    run = gitopsd(
+        "diff",
+        git_server.file_url(git_repo),
+        *scope(namespace),
+        "--kubeconfig",
+        str(control_plane.audited_kubeconfig),
+    )
+
+    assert run.code == 1, run.text  # good is missing
+    reads = audit.requests(control_plane, AUDITED_USER, since)
+    assert any(r.verb == "get" and r.resource == "configmaps" for r in reads), reads
+
+
+DASHBOARDS_FILE_BYTES = 1_053_739  # the file a widely used monitoring stack ships
+
+
+def dashboards(total: int) -> str:
+    """ConfigMaps of Grafana-like dashboard JSON in one multi-document file of `total` bytes."""
+    panel = {"type": "timeseries", "targets": [{"expr": "sum(rate(http_requests_total[5m]))"}]}
+    documents = []
+    for number in range(24):
+        payload = json.dumps({"title": f"dashboard {number}", "panels": [panel] * 150})
+        documents.append(
+            f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dashboard-{number}\n"
+            f"data:\n  dashboard.json: {json.dumps(payload)}\n"
+        )
+    text = "---\n" + "---\n".join(documents)
+    return text + "#" * (total - len(text.encode()))  # a comment pads to the exact size
+
+
+def test_bi07_a_large_file_of_dashboards_syncs(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    text = dashboards(DASHBOARDS_FILE_BYTES)
+    assert len(text.encode()) == DASHBOARDS_FILE_BYTES
+    git_repo.commit({"dashboards.yaml": text})
+
+    run = gitopsd("sync", git_server.file_url(git_repo), *scope(namespace))
+
+    assert run.code == 0, run.text
+    assert {f"dashboard-{n}" for n in range(24)} <= config_maps(admin_api, namespace)
+
+
+def test_ld05_an_object_over_3_mib_is_refused_naming_its_line(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    huge = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: huge\ndata:\n  k: " + "x" * (
+        7 << 19
+    )
+    git_repo.commit(
+        {**GOOD, "big.yaml": GOOD["good.yaml"].replace("good", "small") + "---\n" + huge}
+    )
+
+    run = gitopsd("sync", git_server.file_url(git_repo), *scope(namespace))
+
+    assert run.code == INVALID, run.text
+    assert (
+        "big.yaml:7:1: object is 3.5 MiB, over the per-object limit of 3 MiB "
+        "(--max-object-bytes, limits.maxObjectBytes)"
+    ) in run.err
+    assert "good" not in config_maps(admin_api, namespace)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--max-revision-bytes", "200"],
+            "cm3.yaml: the revision's manifests reach 264 bytes, over the per-revision limit of "
+            "200 bytes "
+            "(--max-revision-bytes, limits.maxRevisionBytes)",
+        ),
+        (
+            ["--max-documents", "3"],
+            "cm3.yaml:1: more than 3 YAML documents, the per-revision limit "
+            "(--max-documents, limits.maxDocuments)",
+        ),
+        (
+            ["--max-object-bytes", "64"],
+            "cm0.yaml:1:1: object is 66 bytes, over the per-object limit of 64 bytes "
+            "(--max-object-bytes, limits.maxObjectBytes)",
+        ),
+    ],
+    ids=["revision-bytes", "documents", "object-bytes"],
+)
+def test_bi07_limits_set_on_the_command_line_take_effect(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    flags: list[str],
+    message: str,
+) -> None:
+    files = {f"cm{n}.yaml": GOOD["good.yaml"].replace("good", f"cm{n}") for n in range(4)}
+    git_repo.commit(files)
+    url = git_server.file_url(git_repo)
+
+    refused = gitopsd("sync", url, *scope(namespace), *flags)
+    accepted = gitopsd("validate", url, "--allow-insecure-source")
+
+    assert refused.code == INVALID, refused.text
+    assert message in refused.err
+    assert config_maps(admin_api, namespace) == set()
+    assert accepted.code == 0, accepted.text

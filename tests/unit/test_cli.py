@@ -1,13 +1,16 @@
-"""Output rendering of the command line, without a cluster."""
+"""The command line without a cluster: output rendering, and flags checked before any use."""
 
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 import pytest
 
 from gitopsd import cli, diff
 from gitopsd.apply import Action, Outcome
+from gitopsd.config import Limits
+from gitopsd.errors import ConfigError
 from gitopsd.objects import ObjectKey
 
 KEY = ObjectKey("", "ConfigMap", "ns", "app")
@@ -60,3 +63,39 @@ def test_no_drift_says_so() -> None:
     out = io.StringIO()
     cli.render_drift([], {}, out, False)
     assert out.getvalue() == "no drift\n"
+
+
+def test_bi07_limit_flags_override_only_what_they_name() -> None:
+    arguments = cli.build_parser().parse_args(
+        ["validate", ".", "--max-object-bytes", "1Mi", "--max-documents", "7"]
+    )
+
+    limits = cli.source_spec(arguments).limits
+
+    assert limits == replace(Limits(), max_object_bytes=1 << 20, max_documents=7)
+
+
+@pytest.mark.parametrize("value", ["0", "3MB", "-5"])
+def test_bi07_a_limit_flag_must_be_a_positive_size(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["validate", ".", "--max-revision-bytes", value])
+
+    assert "--max-revision-bytes: expected a positive whole number" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "rule"),
+    [
+        ("--namespace", "../../kube-system", "must be a DNS-1123 label"),
+        ("--inventory-namespace", "Upper", "must be a DNS-1123 label"),
+        ("--name", "x?dryRun=All", "use lower-case letters, digits and '-'"),
+        ("--name", "x" * 51, r"\(at most 50\)"),
+    ],
+)
+def test_se11_names_given_on_the_command_line_are_checked(flag: str, value: str, rule: str) -> None:
+    arguments = cli.build_parser().parse_args(["sync", ".", flag, value])
+
+    with pytest.raises(ConfigError, match=f"^{flag} .*{rule}"):
+        cli.sync_settings(arguments, cli.source_spec(arguments))

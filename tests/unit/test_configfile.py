@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from gitopsd.configfile import DaemonConfig, Mode, load, parse_duration
+from gitopsd.config import Limits
+from gitopsd.configfile import DaemonConfig, Mode, load, parse_duration, parse_size
 from gitopsd.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "gitopsd.yaml"
@@ -60,6 +61,18 @@ def test_the_webhook_secret_is_read_and_kept_out_of_repr(tmp_path: Path) -> None
     assert "s3cret" not in repr(app)
 
 
+def test_bi07_limits_are_set_per_source(tmp_path: Path) -> None:
+    limits = {"maxObjectBytes": "1Mi", "maxRevisionBytes": 200_000_000, "maxDocuments": 7}
+    document = {"sources": [source(name="big", limits=limits), source(name="small")]}
+
+    big, small = load(write(tmp_path, document)).sources
+
+    assert big.spec.limits == Limits(
+        max_object_bytes=1 << 20, max_revision_bytes=200_000_000, max_documents=7
+    )
+    assert small.spec.limits == Limits()
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
@@ -76,6 +89,12 @@ def test_the_webhook_secret_is_read_and_kept_out_of_repr(tmp_path: Path) -> None
         ({"credentials": {"token": "x"}}, "credentials: unknown field(s) token"),
         ({"webhookSecretFile": "/nonexistent/secret"}, "webhookSecretFile: cannot read"),
         ({"colour": "blue"}, "unknown field(s) colour"),
+        ({"limits": {"maxFileBytes": 1}}, "limits: unknown field(s) maxFileBytes"),
+        ({"limits": {"maxDocuments": 0}}, "maxDocuments: expected a positive whole number"),
+        ({"limits": {"maxObjectBytes": "3MB"}}, "maxObjectBytes: expected a positive whole"),
+        ({"limits": {"maxRevisionBytes": True}}, "maxRevisionBytes: expected a positive"),
+        ({"namespace": "Team_A"}, "namespace: 'Team_A' must be a DNS-1123 label"),
+        ({"inventoryNamespace": "a/b"}, "inventoryNamespace: 'a/b' must be a DNS-1123 label"),
     ],
 )
 def test_an_invalid_source_is_set_aside_naming_the_field(
@@ -144,3 +163,12 @@ def test_unreadable_or_malformed_files_name_the_file(tmp_path: Path) -> None:
 )
 def test_durations(text: str, seconds: float | None) -> None:
     assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("1048576", 1 << 20), ("512Ki", 512 << 10), ("64Mi", 64 << 20), ("1Gi", 1 << 30)]
+    + [(text, None) for text in ("", "3MB", "-1", "1.5Mi", "Mi", "1e6")],
+)
+def test_sizes(text: str, size: int | None) -> None:
+    assert parse_size(text) == size
