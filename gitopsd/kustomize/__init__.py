@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from gitopsd.config import how_to_raise
 from gitopsd.errors import ManifestError
 from gitopsd.kustomize import references
 
@@ -71,7 +72,7 @@ def render(kubectl: str, root: Path, directory: Path, max_bytes: int) -> str:
     if finished.output is None:
         raise ManifestError(
             f"{rel}: kustomize's output is over the {max_bytes} bytes left of the "
-            "per-revision limit (max_revision_bytes)",
+            f"per-revision limit ({how_to_raise('max_revision_bytes')})",
             "size_limit",
         )
     if finished.status != 0:

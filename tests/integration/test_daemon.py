@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,53 @@ def test_a_commit_is_applied_and_the_next_one_follows(
         line for line in daemon.log_lines() if line.get("object") == f"ConfigMap/{namespace}/a"
     ]
     assert {line["message"] for line in applied} >= {"created", "configured"}
+
+
+def value_is(admin_api: Any, namespace: str, name: str, value: str) -> Callable[[], bool]:
+    return lambda: config_map_value(admin_api, namespace, name) == value
+
+
+def in_app(files: dict[str, str]) -> dict[str, str | None]:
+    return {f"app/{path}": body for path, body in files.items()}
+
+
+def test_two_sources_on_one_url_each_apply_exactly_their_own_ref(
+    daemons: Daemons,
+    admin_api: Any,
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    """Both read app/ of one repository, polled concurrently with prune and no budget: had
+    either read the other's tree (or half of one), the audit log would show its DELETEs."""
+    mine = in_app(config_maps(*(f"m{n}" for n in range(10))))
+    git_repo.commit(mine)
+    git_repo.commit(
+        {**dict.fromkeys(mine), **in_app(config_maps(*(f"o{n}" for n in range(10))))},
+        branch="other",
+    )
+    sources = [
+        daemons.source(
+            git_server.file_url(git_repo),
+            name=ref,
+            ref=ref,
+            paths=["app"],
+            prune=True,
+            guards={"allowMassPrune": True},
+        )
+        for ref in ("main", "other")
+    ]
+    daemon = daemons.start_with(sources, "daemon").start()
+    for value in ("r1", "r2", "r3", "r4", "r5"):
+        git_repo.commit(in_app(config_maps("m0", value=value)))
+        git_repo.commit(in_app(config_maps("o0", value=value)), branch="other")
+        for name in ("m0", "o0"):
+            wait_for(value_is(admin_api, namespace, name, value), f"{name}: {value}")
+
+    assert [w for w in audit.changes(control_plane, daemon.user) if w.verb == "delete"] == []
+    names = [f"m{n}" for n in range(10)] + [f"o{n}" for n in range(10)]
+    assert all(config_map_value(admin_api, namespace, name) for name in names)
 
 
 def test_drift_is_measured_with_the_manager_that_caused_it(
