@@ -207,7 +207,7 @@ def _checked_path(root: Path, configured: str) -> str:
         raise ManifestError(f"{shown}: path must stay inside the source root", "path_escape")
     for count in range(1, len(pure.parts) + 1):
         rel = "/".join(pure.parts[:count])
-        mode = _mode(root, rel)
+        mode = entry_mode(root, rel)
         if mode is None:
             raise ManifestError(f"path {pure.as_posix()} not found in the revision", "invalid")
         if stat.S_ISLNK(mode):
@@ -220,7 +220,7 @@ def _walk(root: Path, top: str, globs: _Globs) -> Iterator[_Source]:
     pending = [top]
     while pending:
         rel = pending.pop()
-        mode = _mode(root, rel)
+        mode = entry_mode(root, rel)
         if mode is None:  # listed a moment ago: half a tree must never become desired state
             raise SourceError(f"{rel}: vanished while the revision was read", "corrupt")
         if stat.S_ISLNK(mode):
@@ -230,7 +230,7 @@ def _walk(root: Path, top: str, globs: _Globs) -> Iterator[_Source]:
             if _has_kustomization(root, rel, names):
                 yield _Source(rel, kustomization=True)
                 continue
-            children = [_join(rel, name) for name in names if name != ".git"]
+            children = [child_path(rel, name) for name in names if name != ".git"]
             pending.extend(reversed([child for child in children if not globs.skips(child)]))
         elif rel == top or globs.reads(rel):  # a file named in the config is always read
             if not stat.S_ISREG(mode):
@@ -241,12 +241,12 @@ def _walk(root: Path, top: str, globs: _Globs) -> Iterator[_Source]:
 def _has_kustomization(root: Path, rel: str, names: list[str]) -> bool:
     markers = [name for name in names if name in KUSTOMIZATION_FILES]
     for marker in markers:
-        if stat.S_ISLNK(_mode(root, _join(rel, marker)) or 0):
-            raise _symlink_error(_join(rel, marker))
+        if stat.S_ISLNK(entry_mode(root, child_path(rel, marker)) or 0):
+            raise _symlink_error(child_path(rel, marker))
     return bool(markers)
 
 
-def _mode(root: Path, rel: str) -> int | None:
+def entry_mode(root: Path, rel: str) -> int | None:
     """The entry's own file mode (a symlink is not followed), or None if it does not exist."""
     try:
         return (root / rel).lstat().st_mode
@@ -254,7 +254,8 @@ def _mode(root: Path, rel: str) -> int | None:
         return None
 
 
-def _join(rel: str, name: str) -> str:
+def child_path(rel: str, name: str) -> str:
+    """The root-relative posix path of `name` in directory `rel`."""
     return name if rel == "." else f"{rel}/{name}"
 
 
@@ -284,7 +285,7 @@ class _Reader:
 
     def manifests(self, source: _Source) -> list[Manifest]:
         if source.kustomization:
-            path = _join(source.rel, "kustomization.yaml")
+            path = child_path(source.rel, "kustomization.yaml")
             documents = self._rendered(source.rel, path)
         else:
             path, documents = source.rel, self._file(source.rel)

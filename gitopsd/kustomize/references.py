@@ -23,7 +23,7 @@ from typing import Any
 
 from gitopsd.config import Limits
 from gitopsd.errors import ManifestError
-from gitopsd.manifests import KUSTOMIZATION_FILES, parse_documents
+from gitopsd.manifests import KUSTOMIZATION_FILES, child_path, entry_mode, parse_documents
 
 MAX_KUSTOMIZATION_BYTES = 1024 * 1024
 """A kustomization or env file larger than this is refused before it is read."""
@@ -77,7 +77,7 @@ def _new_roots(root: Path, kustomization: _Kustomization) -> Iterator[str]:
             if "\n" in entry:
                 continue  # an inline generator or transformer config, not a path
             target = _local(root, kustomization, field, entry)
-            mode = _mode(root, target)
+            mode = entry_mode(root, target)
             if mode is None:
                 raise _error(kustomization, field, entry, "is not in the revision")
             if stat.S_ISDIR(mode):
@@ -114,7 +114,7 @@ def _local(root: Path, kustomization: _Kustomization, field: str, entry: str) ->
         raise _error(kustomization, field, entry, "resolves outside the checkout")
     parts = target.split("/")
     for count in range(1, len(parts) + 1):
-        mode = _mode(root, "/".join(parts[:count]))
+        mode = entry_mode(root, "/".join(parts[:count]))
         if mode is not None and stat.S_ISLNK(mode):
             raise _error(kustomization, field, entry, _SYMLINK, "symlink")
     return target
@@ -132,11 +132,11 @@ def is_remote(entry: str) -> bool:
 
 
 def _read(root: Path, directory: str) -> _Kustomization:
-    names = [name for name in KUSTOMIZATION_FILES if _mode(root, _join(directory, name))]
+    names = [name for name in KUSTOMIZATION_FILES if entry_mode(root, child_path(directory, name))]
     if not names:
         raise ManifestError(f"{directory}: referenced as a kustomization but has none", "invalid")
-    file = _join(directory, names[0])
-    if stat.S_ISLNK(_mode(root, file) or 0):
+    file = child_path(directory, names[0])
+    if stat.S_ISLNK(entry_mode(root, file) or 0):
         raise ManifestError(f"{file}: is a symlink; gitopsd never follows symlinks", "symlink")
     documents = parse_documents(_text(root, file), file, _LIMITS)
     data = documents[0][1] if len(documents) == 1 else None
@@ -157,7 +157,7 @@ def _generator_values(root: Path, kustomization: _Kustomization) -> Iterator[str
 
 
 def _env_values(root: Path, rel: str) -> Iterator[str]:
-    mode = _mode(root, rel)
+    mode = entry_mode(root, rel)
     if mode is None or not stat.S_ISREG(mode):
         return  # kustomize reports the missing file itself
     for line in _text(root, rel).splitlines():
@@ -201,17 +201,6 @@ def _list(value: Any) -> list[Any]:
     if value is None:
         return []
     return value if isinstance(value, list) else [value]
-
-
-def _mode(root: Path, rel: str) -> int | None:
-    try:
-        return (root / rel).lstat().st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-
-
-def _join(directory: str, name: str) -> str:
-    return name if directory == "." else f"{directory}/{name}"
 
 
 def _error(

@@ -17,6 +17,7 @@ from tests.harness.controlplane import AUDITED_USER, ControlPlane
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.integration.test_prune import config_maps
 from tests.integration.test_sync import scope
+from tests.unit.test_manifests import HOSTILE_NAMES
 
 INVALID, CLUSTER_FAILED = 2, 4
 GOOD = {"good.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: good\ndata:\n  k: v\n"}
@@ -290,18 +291,7 @@ def test_a_kubeconfig_credential_plugin_runs_only_when_allowed(
     assert not sentinel.exists()
 
 
-HOSTILE = {
-    "path escape": "../../kube-system/configmaps/victim",
-    "query": "x?dryRun=All",
-    "slash": "a/b",
-    "encoded dots": "%2e%2e",
-    "dot-dot": "..",
-    "300 characters": "x" * 300,
-    "upper case": "Victim",
-    "unicode": "vïctim",
-    "blank": " ",
-}
-HOSTILE_CASES = [(field, case) for field in ("name", "namespace") for case in HOSTILE]
+HOSTILE_CASES = [(field, case) for field in ("name", "namespace") for case in HOSTILE_NAMES]
 
 
 def config_map(name: str, namespace: str) -> str:
@@ -324,7 +314,7 @@ def test_se11_hostile_names_are_refused_and_never_reach_the_api_server(
     field: str,
     case: str,
 ) -> None:
-    hostile = HOSTILE[case]
+    hostile = HOSTILE_NAMES[case]
     name, where = (hostile, namespace) if field == "name" else ("victim", hostile)
     git_repo.commit({**GOOD, "bad.yaml": "# hostile\n" + config_map(name, where)})
     url = git_server.file_url(git_repo)
