@@ -419,9 +419,10 @@ def _write_record(
     record: inventory.Record,
 ) -> None:
     """Writes the parent with `record`, unless the live parent says exactly that already
-    (a sync that changed nothing writes nothing)."""
+    (a sync that changed nothing writes nothing) or there is nothing to record yet (a first
+    sync whose dry-run failed writes nothing at all)."""
     wanted = applyset.parent(record)
-    if settings.dry_run or _same_parent(parent, wanted):
+    if settings.dry_run or _same_parent(parent, wanted) or (parent is None and not record):
         return
     cluster.apply(CONFIG_MAPS, wanted, dry_run=False, force=True)
 

@@ -120,7 +120,7 @@ def test_bad_input_is_a_clear_error_and_changes_nothing(
     assert run.code == code, run.text
     for mention in mentions:
         assert mention in run.err, f"{mention!r} not in {run.err!r}"
-    assert "good" not in config_maps(admin_api, namespace)
+    assert config_maps(admin_api, namespace) == set()  # not even the ApplySet parent
     assert not SENTINEL.exists()
 
 
