@@ -22,6 +22,7 @@ import pytest
 
 from gitopsd.config import Credentials, SourceSpec
 from gitopsd.errors import ConfigError, SourceError
+from gitopsd.loop import read_revision
 from gitopsd.source import Revision, check_url, fetch, mask_url, read_directory, snapshot
 from tests.harness.gitserver import GitRepo, GitServer, git
 from tests.harness.waiting import wait_for
@@ -388,31 +389,39 @@ def test_snapshots_left_by_a_killed_process_are_removed(
 def test_two_sources_on_one_url_each_read_exactly_their_own_ref(
     git_server: GitServer, git_repo: GitRepo, cache: Path
 ) -> None:
-    """The daemon polls sources concurrently, and sources on one URL share the cache."""
-    main_files = {f"main/{n}.yaml": f"{n}\n" for n in range(40)}
-    other_files = {f"other/{n}.yaml": f"{n}\n" for n in range(30)}
-    git_repo.commit(main_files)
-    git_repo.commit(other_files, branch="other")
-    other_files |= main_files  # the branch was cut from main
-    expected = {"main": main_files, "other": other_files}
+    """The daemon polls sources concurrently, and sources on one URL share the cache: each
+    must load exactly its own ref's objects, every time (none missing, none of the other)."""
+    main_objects = {f"main-{n}" for n in range(40)}
+    other_objects = {f"other-{n}" for n in range(30)}
+    git_repo.commit({f"app/{name}.yaml": config_map(name) for name in main_objects})
+    removed = dict.fromkeys(f"app/{name}.yaml" for name in main_objects)
+    added = {f"app/{name}.yaml": config_map(name) for name in other_objects}
+    git_repo.commit({**removed, **added}, branch="other")
+    expected = {"main": main_objects, "other": other_objects}
     failures: list[str] = []
 
-    def read(ref: str) -> None:
+    def load(ref: str) -> None:
+        spec = file_spec(git_server, git_repo, ref)
         for _ in range(50):
             try:
-                _, files = checked_out(file_spec(git_server, git_repo, ref), cache)
+                found = read_revision(fetch(spec, cache), spec, cache)
             except SourceError as error:
                 failures.append(f"{ref}: {error}")
                 continue
-            if files != expected[ref]:
-                failures.append(f"{ref}: read {len(files)} files, not its {len(expected[ref])}")
+            names = {manifest.key.name for manifest in found}
+            if names != expected[ref]:
+                failures.append(f"{ref}: loaded {len(names)} objects, not its {len(expected[ref])}")
 
-    readers = [threading.Thread(target=read, args=(ref,)) for ref in expected]
+    readers = [threading.Thread(target=load, args=(ref,)) for ref in expected]
     for reader in readers:
         reader.start()
     for reader in readers:
         reader.join()
     assert failures == []
+
+
+def config_map(name: str) -> str:
+    return f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n"
 
 
 def test_fetch_by_branch_tag_and_commit(
