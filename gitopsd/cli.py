@@ -28,6 +28,7 @@ from gitopsd.config import (
     SOURCE_NAME,
     SOURCE_NAME_RULE,
     Credentials,
+    GiB,
     Limits,
     MiB,
     PrunePolicy,
@@ -186,6 +187,12 @@ def _source_arguments(parser: argparse.ArgumentParser) -> None:
         type=_count,
         metavar="COUNT",
         help=f"YAML documents in all files together (default {Limits.max_documents})",
+    )
+    add(
+        "--max-fetch-bytes",
+        type=_count,
+        metavar="BYTES",
+        help=f"largest pack git may receive (default {Limits.max_fetch_bytes // GiB}Gi)",
     )
 
 

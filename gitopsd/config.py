@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MiB = 1024 * 1024
+GiB = 1024 * MiB
 SOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,48}[a-z0-9])?$")
 """A source's name: it names the ApplySet parent gitopsd-<name> and labels metrics."""
 SOURCE_NAME_RULE = "use lower-case letters, digits and '-' (at most 50)"
@@ -38,12 +39,16 @@ class Limits:
     """Nodes after alias expansion, as a multiple of the nodes written (billion laughs)."""
     max_depth: int = 100
     """Nesting of mappings and sequences."""
+    max_fetch_bytes: int = 2 * GiB
+    """The largest file git may write while fetching: the pack it receives (loose objects
+    are never kept). A git server that streams without end is cut off here."""
 
 
 LIMIT_SETTINGS = {
     "max_object_bytes": ("--max-object-bytes", "maxObjectBytes"),
     "max_revision_bytes": ("--max-revision-bytes", "maxRevisionBytes"),
     "max_documents": ("--max-documents", "maxDocuments"),
+    "max_fetch_bytes": ("--max-fetch-bytes", "maxFetchBytes"),
 }
 """The limits a user may change: Limits field -> (command-line flag, key in a source's
 `limits:` block of the daemon configuration)."""

@@ -32,7 +32,7 @@ from urllib.parse import quote, quote_plus, urlsplit
 
 import git
 
-from gitopsd.config import Credentials, SourceSpec
+from gitopsd.config import Credentials, SourceSpec, how_to_raise
 from gitopsd.errors import ConfigError, SourceError
 
 INSECURE_FLAG = "--allow-insecure-source"
@@ -68,6 +68,7 @@ _GIT_OPTIONS = (
     "-c", "core.logAllRefUpdates=false",  # reflogs would keep every old commit from gc
     "-c", "gc.autoDetach=false",  # no gc left running behind our back after a command
     "-c", "advice.detachedHead=false",
+    "-c", "fetch.unpackLimit=1",  # every fetch is kept as one pack, which --fsize bounds
 )  # fmt: skip
 
 _ASKPASS = """#!/bin/sh
@@ -84,6 +85,7 @@ _CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     for reason, pattern in (
         ("timeout", r"^timeout: the command|timed out"),
         ("nospace", r"no space left on device|disk quota exceeded"),
+        ("too_large", r"file too large"),  # EFBIG: a write past the limit below
         ("hostkey", r"host key verification failed|remote host identification has changed"),
         (
             "auth",
@@ -252,7 +254,9 @@ class _Runner:
         return self.run_bytes(*args).decode(errors="replace").strip()
 
     def run_bytes(self, *args: str) -> bytes:
-        command = ["env", *_unset_inherited(self.env), "git", *_GIT_OPTIONS]
+        # prlimit bounds every file git writes: a server that streams without end is cut off.
+        limit = f"--fsize={self.spec.limits.max_fetch_bytes}"
+        command = ["env", *_unset_inherited(self.env), "prlimit", limit, "git", *_GIT_OPTIONS]
         command += [f"--git-dir={self.repo}", *args]
         status, out, err = git.Git(self.repo.parent).execute(
             command,
@@ -269,7 +273,21 @@ class _Runner:
 
     def fetch(self, refspec: str, depth: str = "--depth=1") -> None:
         options = ("--quiet", "--no-tags", "--no-recurse-submodules", "--no-write-fetch-head")
-        self.run("fetch", *options, depth, "--", self.spec.url, refspec)
+        try:
+            self.run("fetch", *options, depth, "--", self.spec.url, refspec)
+        except SourceError as error:
+            if error.reason == "corrupt" and self._pack_reached_limit():
+                raise self.error("", "too_large") from None
+            raise
+
+    def _pack_reached_limit(self) -> bool:
+        """index-pack killed at the file-size limit leaves only "invalid index-pack output"
+        behind, and its partial pack, which shows why (and is removed: it is garbage)."""
+        partial = list((self.repo / "objects" / "pack").glob("tmp_pack_*"))
+        reached = any(p.stat().st_size >= self.spec.limits.max_fetch_bytes for p in partial)
+        for path in partial:
+            path.unlink(missing_ok=True)
+        return reached
 
     def with_index(self, index: Path) -> _Runner:
         """The same runner with its own index file, so no two commands share one."""
@@ -287,6 +305,9 @@ class _Runner:
     def error(self, cause: str, reason: str) -> SourceError:
         if reason == "timeout":
             cause = f"no answer within {self.spec.timeout_seconds:g} s"
+        if reason == "too_large":
+            limit = self.spec.limits.max_fetch_bytes
+            cause = f"git received more than {limit} bytes ({how_to_raise('max_fetch_bytes')})"
         message = f"git source {self.spec.url} at ref {self.spec.ref!r} failed ({reason}): {cause}"
         return SourceError(self.scrub(message), reason)
 

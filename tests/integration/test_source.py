@@ -7,20 +7,24 @@ placed first on PATH records its own /proc cmdline and environ, then execs the r
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import os
 import shlex
 import shutil
 import socket
+import struct
 import threading
 import time
+import zlib
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
 import pytest
 
-from gitopsd.config import Credentials, SourceSpec
+from gitopsd.config import Credentials, Limits, SourceSpec
 from gitopsd.errors import ConfigError, SourceError
 from gitopsd.loop import read_revision
 from gitopsd.source import Revision, check_url, fetch, mask_url, read_directory, snapshot
@@ -719,3 +723,82 @@ def test_secret_is_scrubbed_even_where_git_echoes_it(
     assert missing.value.reason == "ref_missing"
     assert "ref '***'" in str(missing.value)
     assert_no_secret(str(missing.value), git_server.password)
+
+
+# --- a git server that never stops sending ---------------------------------------------
+
+ENDLESS_SHA = "1" * 40
+ENDLESS_CAP_BYTES = 64 * 1024 * 1024  # the test's server stops here; gitopsd must stop first
+
+
+def pkt_line(text: str) -> bytes:
+    data = text.encode()
+    return f"{len(data) + 4:04x}".encode() + data
+
+
+def pack_object(blob: bytes) -> bytes:
+    """A blob as a pack entry: type and size in a varint header, then zlib data."""
+    size = len(blob)
+    header = bytearray([0x80 | (3 << 4) | (size & 0x0F)])  # 3 = blob
+    size >>= 4
+    while size:
+        header.append((0x80 if size >> 7 else 0) | (size & 0x7F))
+        size >>= 7
+    return bytes(header) + zlib.compress(blob, 1)
+
+
+class _EndlessPack(BaseHTTPRequestHandler):
+    """Smart HTTP, protocol v0: advertises one commit, then answers the shallow fetch with a
+    pack that claims 100,000 objects (6 GB) and streams incompressible ones."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        capabilities = "shallow symref=HEAD:refs/heads/main"
+        body = pkt_line("# service=git-upload-pack\n") + b"0000"
+        body += pkt_line(f"{ENDLESS_SHA} HEAD\0{capabilities}\n")
+        body += pkt_line(f"{ENDLESS_SHA} refs/heads/main\n") + b"0000"
+        self._start("application/x-git-upload-pack-advertisement")
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        request = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self._start("application/x-git-upload-pack-result")
+        self.wfile.write(pkt_line(f"shallow {ENDLESS_SHA}\n") + b"0000")
+        if b"done" not in request:
+            return  # the first round of a shallow fetch only agrees on the shallow list
+        entry = pack_object(os.urandom(64 * 1024))
+        sent = 0
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self.wfile.write(pkt_line("NAK\n") + b"PACK" + struct.pack(">II", 2, 100_000))
+            while sent < ENDLESS_CAP_BYTES:
+                self.wfile.write(entry)
+                sent += len(entry)
+
+    def _start(self, content_type: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.end_headers()
+
+
+@pytest.fixture
+def endless_git_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EndlessPack)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/repo.git"
+    server.shutdown()
+    server.server_close()
+
+
+def test_fa16_a_fetch_that_never_ends_is_cut_off_by_size(
+    endless_git_server: str, cache: Path
+) -> None:
+    limits = Limits(max_fetch_bytes=1024 * 1024)
+    spec = SourceSpec(url=endless_git_server, allow_insecure=True, limits=limits)
+    with pytest.raises(SourceError) as refused:
+        fetch(spec, cache)
+    assert refused.value.reason == "too_large"
+    assert "more than 1048576 bytes (--max-fetch-bytes, limits.maxFetchBytes)" in str(refused.value)
+    written = sum(path.stat().st_size for path in files_under(cache))
+    assert written <= 2 * 1024 * 1024

@@ -62,13 +62,21 @@ def test_the_webhook_secret_is_read_and_kept_out_of_repr(tmp_path: Path) -> None
 
 
 def test_bi07_limits_are_set_per_source(tmp_path: Path) -> None:
-    limits = {"maxObjectBytes": "1Mi", "maxRevisionBytes": 200_000_000, "maxDocuments": 7}
+    limits = {
+        "maxObjectBytes": "1Mi",
+        "maxRevisionBytes": 200_000_000,
+        "maxDocuments": 7,
+        "maxFetchBytes": "3Gi",
+    }
     document = {"sources": [source(name="big", limits=limits), source(name="small")]}
 
     big, small = load(write(tmp_path, document)).sources
 
     assert big.spec.limits == Limits(
-        max_object_bytes=1 << 20, max_revision_bytes=200_000_000, max_documents=7
+        max_object_bytes=1 << 20,
+        max_revision_bytes=200_000_000,
+        max_documents=7,
+        max_fetch_bytes=3 << 30,
     )
     assert small.spec.limits == Limits()
 
