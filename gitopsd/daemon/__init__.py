@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CollectorRegistry
 
@@ -46,7 +47,12 @@ class Daemon:
         self.elector = self._elector()
         self.cluster.may_write = self._may_write
         self.workers = [self._worker(source) for source in sources]
-        self.scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1})
+        # One thread per source (each runs at most one poll at a time), so sources that hang
+        # never hold the threads another one's schedule needs.
+        self.scheduler = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(max_workers=len(self.workers))},
+            job_defaults={"coalesce": True, "max_instances": 1},
+        )
 
     def _usable(self, sources: tuple[SourceConfig, ...]) -> list[SourceConfig]:
         """The sources whose repository gitopsd may fetch; the others are set aside. With

@@ -7,13 +7,15 @@ import hashlib
 import hmac
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from gitopsd.daemon import http
@@ -555,6 +557,36 @@ def test_one_invalid_source_never_stops_the_others(
     assert "interval: expected a duration" in set_aside["broken"]
     assert "not in the URL" in set_aside["leaky"]
     assert CANARY not in daemon.logs() + daemon.metrics()
+
+
+@pytest.fixture
+def silent_git_host() -> Iterator[str]:
+    """A host whose kernel completes the TCP handshake but that never answers: git hangs."""
+    with socket.create_server(("127.0.0.1", 0), backlog=32) as listener:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+def test_ten_hung_sources_never_delay_an_eleventh(
+    daemons: Daemons,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    silent_git_host: str,
+) -> None:
+    """Each hung source holds a poll for the git timeout (60 s); the good source's next
+    commit arrives only through its own scheduled poll, which must still run."""
+    git_repo.commit(config_maps("a"))
+    hung = [daemons.source(f"{silent_git_host}/r{n}.git", name=f"hung-{n}") for n in range(10)]
+    good = daemons.source(git_server.file_url(git_repo))
+    daemon = daemons.start_with([*hung, good], "daemon", shutdownGraceSeconds=1).start()
+    wait_for(value_is(admin_api, namespace, "a", "v"), "the first commit, read at start")
+    skipped = "skipped: maximum number of running instances reached"
+    wait_for(lambda: daemon.logs().count(skipped) >= 20, "scheduled polls of hung sources")
+
+    git_repo.commit(config_maps("a", value="w"))
+
+    wait_for(value_is(admin_api, namespace, "a", "w"), "the next scheduled poll", 20)
 
 
 def test_prometheus_scrapes_the_drift_and_who_caused_it(
