@@ -225,14 +225,17 @@ def prune(
     failures: list[ClusterError] = []
     for key in decision.delete:
         resource = resource_of(key.group_kind)
+        if resource is None:  # no longer served since the decision: it cannot be seen
+            result.refused.append((key, Refusal.DISCOVERY_INCOMPLETE))
+            continue
         try:
-            done = _prune_one(cluster, applyset, key, recorded, resource) if resource else None
+            done = _prune_one(cluster, applyset, key, recorded, resource)
         except ClusterError as error:
             failures.append(ClusterError(f"{key}: delete failed: {error}", error.reason))
             continue
         if isinstance(done, Refusal):
             result.refused.append((key, done))
-        else:  # deleted, already gone, or its kind is no longer served
+        else:  # deleted, or already gone
             result.pruned.append(Outcome(key, Action.PRUNED))
     if failures:
         result.error = ApplyError([str(f) for f in failures], failures[0].reason, action="prune")
