@@ -17,6 +17,7 @@ from gitopsd.loop import CONFIG_MAPS
 from gitopsd.objects import APPLYSET_GROUP_KINDS_ANNOTATION, ObjectKey
 from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import ControlPlane
+from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import unique_name
 from tests.harness.waiting import wait_for
@@ -134,13 +135,18 @@ def parent_of(widgets: WidgetGroup, namespace: str) -> dict[str, Any]:
 
 
 def synced_with_a_widget(
-    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, widgets: WidgetGroup, ns: str
+    gitopsd: Gitopsd,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    widgets: WidgetGroup,
+    ns: str,
+    name: str = "test",
 ) -> str:
     git_repo.commit(
         {**config_map_files("a", "b", "c", "d"), "w.yaml": widget_file(widgets.group, "w")}
     )
     url = git_server.file_url(git_repo)
-    run = gitopsd("sync", url, *scope(ns), "--prune")
+    run = gitopsd("sync", url, *scope(ns), "--name", name, "--prune")  # the last name wins
     assert run.code == 0, run.text
     return url
 
@@ -209,3 +215,33 @@ def test_fa14_a_group_whose_discovery_fails_blocks_only_its_own_prunes(
     assert f"w2.yaml:1: Widget w2: the cluster's discovery of group {widgets.group} failed" in (
         using.err
     )
+
+
+def test_fa14_the_daemon_counts_logs_and_keeps_a_recorded_object_it_cannot_see(
+    gitopsd: Gitopsd,
+    daemons: Daemons,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    widgets: WidgetGroup,
+) -> None:
+    url = synced_with_a_widget(gitopsd, git_server, git_repo, widgets, namespace, name="app")
+    widgets.delete_definition()
+    widgets.break_discovery(namespace)
+    git_repo.commit({"w.yaml": None, "d.yaml": None})
+
+    daemon = daemons.start(url, prune=True)
+
+    daemon.wait_value(
+        "gitopsd_prune_blocked_total",
+        lambda v: v >= 1,
+        "the prune of the widget to be refused",
+        reason="discovery_incomplete",
+    )
+    wait_for(lambda: "d" not in config_maps(admin_api, namespace), "d to be pruned")
+    widget = ObjectKey(widgets.group, "Widget", namespace, "w")
+    refusals = [line for line in daemon.log_lines() if line.get("object") == str(widget)]
+    assert refusals and refusals[0]["message"] == "prune refused (discovery_incomplete)"
+    parent = widgets.admin.get(CONFIG_MAPS, namespace, "gitopsd-app")
+    assert parent is not None and widget in inventory.recorded(parent)
