@@ -45,9 +45,9 @@ RESET = "\033[0m"
 
 
 class Stop:
-    """SIGINT or SIGTERM, caught: the requests in flight finish, no new one is sent (the
-    cluster is fenced), nothing is pruned, the command reports what it did and exits
-    128 + the signal's number (130, 143)."""
+    """SIGINT or SIGTERM, caught: the writes in flight finish, no other write or dry-run
+    starts (the cluster is fenced), nothing is pruned, the command reports what it did and
+    exits 128 + the signal's number (130, 143)."""
 
     def __init__(self) -> None:
         self.signal: int | None = None
@@ -82,8 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     name = signal.Signals(STOP.signal).name
     print(
-        f"gitopsd: stopped by {name}: the requests in flight finished, no other was sent, "
-        "nothing was pruned",
+        f"gitopsd: stopped by {name}: the writes in flight finished, no other write or "
+        "dry-run started, nothing was pruned",
         file=sys.stderr,
     )
     return 128 + STOP.signal
