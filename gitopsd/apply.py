@@ -114,11 +114,16 @@ class Applier:
         results.update(self.dry_run(t for t in ready if t.key not in results))
         actions = {t.key: self._action(t, results[t.key]) for t in ready}
         changed = [t for t in ready if actions[t.key] != Action.UNCHANGED]
+        failure = None
         if not self.settings.dry_run:
             self._take_over(changed)
-            results.update(self._apply(changed))
-        for target in ready:
+            applied, failure = self._apply(changed)
+            results.update(applied)
+            ready = [t for t in ready if t.key in applied or actions[t.key] == Action.UNCHANGED]
+        for target in ready:  # what was applied is recorded, also when others failed
             self._record(target, actions[target.key], results[target.key])
+        if failure is not None:
+            raise failure
         self._await_definitions(ready)
 
     def _target(self, key: ObjectKey, targets: dict[ObjectKey, Target]) -> Target | None:
@@ -164,9 +169,10 @@ class Applier:
                     target.served, meta.get("namespace", ""), meta["name"], operations
                 )
 
-    def _apply(self, targets: list[Target]) -> dict[ObjectKey, Body]:
+    def _apply(self, targets: list[Target]) -> tuple[dict[ObjectKey, Body], ApplyError | None]:
+        """The objects applied, and the failure of the others, if any."""
         force = self.settings.force_conflicts
-        return self._each(
+        return self._answers(
             targets, lambda t: self.cluster.apply(t.served, t.body, dry_run=False, force=force)
         )
 
@@ -193,16 +199,31 @@ class Applier:
         self, targets: Iterable[Target], call: Callable[[Target], Body]
     ) -> dict[ObjectKey, Body]:
         """Calls the API for every target concurrently; collects every failure, then raises."""
+        answered, failure = self._answers(targets, call)
+        if failure is not None:
+            raise failure
+        return answered
+
+    def _answers(
+        self, targets: Iterable[Target], call: Callable[[Target], Body]
+    ) -> tuple[dict[ObjectKey, Body], ApplyError | None]:
+        """Calls the API for every target concurrently: the answers, and every failure."""
         chosen = list(targets)
-        answers = run_concurrently(chosen, lambda t: _attempt(t, call), self.settings.concurrency)
+        answers = run_concurrently(chosen, lambda t: self._send(t, call), self.settings.concurrency)
         failures = [answer for answer in answers if isinstance(answer, str)]
-        if failures:
-            raise ApplyError(failures, _reason(answers))
-        return {
+        answered = {
             t.key: answer
             for t, answer in zip(chosen, answers, strict=True)
             if isinstance(answer, dict)
         }
+        return answered, ApplyError(failures, _reason(answers)) if failures else None
+
+    def _send(self, target: Target, call: Callable[[Target], Body]) -> Body | str:
+        """Once the cluster is fenced (stopping on a signal, or the leader lease lost), the
+        runner still takes each queued target, but sends no request for it."""
+        if not self.cluster.may_write():
+            return f"{target.key} ({target.origin}): not sent: writes are fenced [fenced]"
+        return _attempt(target, call)
 
 
 @dataclass
@@ -225,14 +246,17 @@ def prune(
     failures: list[ClusterError] = []
     for key in decision.delete:
         resource = resource_of(key.group_kind)
+        if resource is None:  # no longer served since the decision: it cannot be seen
+            result.refused.append((key, Refusal.DISCOVERY_INCOMPLETE))
+            continue
         try:
-            done = _prune_one(cluster, applyset, key, recorded, resource) if resource else None
+            done = _prune_one(cluster, applyset, key, recorded, resource)
         except ClusterError as error:
             failures.append(ClusterError(f"{key}: delete failed: {error}", error.reason))
             continue
         if isinstance(done, Refusal):
             result.refused.append((key, done))
-        else:  # deleted, already gone, or its kind is no longer served
+        else:  # deleted, or already gone
             result.pruned.append(Outcome(key, Action.PRUNED))
     if failures:
         result.error = ApplyError([str(f) for f in failures], failures[0].reason, action="prune")

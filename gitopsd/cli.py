@@ -2,17 +2,19 @@
 
 Exit codes: 0 in sync, 1 drift found (diff), 2 invalid input (including manifests the API
 server rejects as invalid), 3 source failure, 4 cluster or apply failure, 5 a guard blocked
-a prune, 130 interrupted.
+a prune, 130 interrupted (SIGINT), 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import json
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from importlib.metadata import version
 from pathlib import Path
@@ -21,7 +23,7 @@ from typing import Any, TextIO
 import yaml
 
 from gitopsd import configfile, daemon, diff, loop, manifests
-from gitopsd.apply import Action, Outcome
+from gitopsd.apply import Action, ChangeSet, Outcome
 from gitopsd.cluster import Cluster
 from gitopsd.config import (
     LIMIT_SETTINGS,
@@ -38,21 +40,57 @@ from gitopsd.config import (
 from gitopsd.errors import ClusterError, ConfigError, GitopsdError, SourceError, TerminalError
 from gitopsd.names import DNS1123_LABEL, NameRule, shown
 
-OK, DRIFT, INVALID, SOURCE_FAILED, CLUSTER_FAILED, PRUNE_BLOCKED, INTERRUPTED = (
-    0,
-    1,
-    2,
-    3,
-    4,
-    5,
-    130,
-)
+OK, DRIFT, INVALID, SOURCE_FAILED, CLUSTER_FAILED, PRUNE_BLOCKED = 0, 1, 2, 3, 4, 5
 COLORS = {"+": "\033[32m", "-": "\033[31m", "@": "\033[36m"}
 RESET = "\033[0m"
 
 
+class Stop:
+    """SIGINT or SIGTERM, caught: the writes in flight finish, no other write or dry-run
+    starts (the cluster is fenced), nothing is pruned, the command reports what it did and
+    exits 128 + the signal's number (130, 143)."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+
+    @contextlib.contextmanager
+    def caught(self) -> Iterator[None]:
+        self.signal = None
+        handlers = {number: signal.signal(number, self._catch) for number in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for number, handler in handlers.items():
+                signal.signal(number, handler)
+
+    def _catch(self, number: int, frame: object) -> None:
+        self.signal = number
+
+    def running(self) -> bool:
+        return self.signal is None
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP = Stop()
+"""Signals reach a process, not a command: one stop flag, reset by each `main`."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
+    with STOP.caught():
+        code = _run(arguments)
+    if STOP.signal is None:
+        return code
+    name = signal.Signals(STOP.signal).name
+    print(
+        f"gitopsd: stopped by {name}: the writes in flight finished, no other write or "
+        "dry-run started, nothing was pruned",
+        file=sys.stderr,
+    )
+    return 128 + STOP.signal
+
+
+def _run(arguments: argparse.Namespace) -> int:
     try:
         code: int = arguments.command(arguments)
     except TerminalError as error:
@@ -61,15 +99,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(error, SOURCE_FAILED)
     except ClusterError as error:  # the server refusing a manifest as invalid is bad input
         return _fail(error, INVALID if error.reason == "invalid" else CLUSTER_FAILED)
-    except KeyboardInterrupt:
-        print("gitopsd: interrupted", file=sys.stderr)
-        return INTERRUPTED
     return code
 
 
 def _fail(error: GitopsdError, code: int) -> int:
-    print(f"gitopsd: error: {error}", file=sys.stderr)
+    _explain(error)
     return code
+
+
+def _explain(error: GitopsdError) -> None:
+    """Prints the error, unless it is a request the stop fenced: that is no failure."""
+    fenced = isinstance(error, ClusterError) and error.reason == "fenced"
+    if STOP.running() or not fenced:
+        print(f"gitopsd: error: {error}", file=sys.stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -265,10 +307,23 @@ def run_sync(arguments: argparse.Namespace) -> int:
     desired, cluster, settings = _desired(arguments)
     live = loop.read_live(cluster, loop.applyset_of(settings), desired.targets)
     progress = Progress(len(desired.targets), sys.stderr)
-    report = loop.sync(
-        cluster, settings, desired.targets, desired.revision.sha, live, on_outcome=progress.tick
-    )
-    progress.done()
+    try:
+        report = loop.sync(
+            cluster,
+            settings,
+            desired.targets,
+            desired.revision.sha,
+            live,
+            on_outcome=progress.tick,
+            may_prune=STOP.running,
+        )
+    except GitopsdError as error:
+        if STOP.running():
+            raise
+        _explain(error)
+        report = loop.SyncReport(desired.revision.sha, ChangeSet(progress.outcomes))
+    finally:
+        progress.done()
     if arguments.output == "json":
         print(json.dumps(report_json(report), indent=2))
     else:
@@ -349,9 +404,11 @@ def _checked(flag: str, value: str, rule: NameRule) -> str:
 
 
 def connect(arguments: argparse.Namespace) -> Cluster:
-    return Cluster.connect(
+    cluster = Cluster.connect(
         arguments.kubeconfig, arguments.context, arguments.allow_exec_credentials
     )
+    cluster.may_write = STOP.running
+    return cluster
 
 
 # Rendering
@@ -410,8 +467,11 @@ class Progress:
     def __init__(self, total: int, out: TextIO) -> None:
         self.total, self.done_count, self.out = max(total, 1), 0, out
         self.shown = out.isatty()
+        self.outcomes: list[Outcome] = []
+        """Every outcome so far: the report of a sync that was stopped."""
 
     def tick(self, outcome: Outcome) -> None:
+        self.outcomes.append(outcome)
         self.done_count += 1
         if self.shown:
             filled = self.WIDTH * self.done_count // self.total

@@ -162,6 +162,12 @@ def _resolve_one(
 def _unserved(manifest: Manifest, cluster: Cluster) -> str:
     where = f"{manifest.origin}: {manifest.key.kind} {manifest.key.name}"
     served = cluster.discovery.served_versions(manifest.api_version, manifest.key.kind)
+    group = manifest.key.group
+    if group in cluster.discovery.failed_groups:
+        return (
+            f"{where}: the cluster's discovery of group {group} failed (is its APIService "
+            "available?), so the kind cannot be resolved now"
+        )
     if served:
         return (
             f"{where}: apiVersion {manifest.api_version} is no longer served; "
@@ -261,7 +267,7 @@ def _list_owned(
     for group_kind in sorted(group_kinds):
         resource = cluster.discovery.preferred(group_kind)
         if resource is None:
-            continue  # no longer served (its CRD is gone), so neither are its objects
+            continue  # not served now, so not listable: prune refuses its objects
         scopes = sorted(namespaces) if resource.namespaced else [""]
         for namespace in scopes:
             for body in cluster.list_objects(resource, namespace, applyset.selector):
@@ -394,7 +400,8 @@ def _prune(
     policy = settings.prune
     if not policy.enabled:
         return
-    decision = decide_prune(members, live.owned, record, policy)
+    unserved = _unserved_kinds(cluster, record)
+    decision = decide_prune(members, live.owned, record, policy, unserved)
     report.refused.extend(decision.refused)
     if settings.dry_run:
         report.changes.outcomes += [Outcome(k, Action.PRUNED, "dry run") for k in decision.delete]
@@ -402,13 +409,24 @@ def _prune(
     result = prune(cluster, applyset, decision, record, cluster.discovery.preferred)
     report.changes.outcomes += result.pruned
     report.refused.extend(result.refused)
-    # What is gone leaves the record; an object that failed to delete stays, to be retried.
+    # What is gone leaves the record; an object that failed to delete stays, to be retried,
+    # and so does one of a kind not served now, which cannot be seen to be gone.
     gone = {o.key for o in result.pruned}
-    gone |= {key for key in record if key not in members and not live.proven(key)}
+    gone |= {
+        key
+        for key in record
+        if key not in members and not live.proven(key) and key.group_kind not in unserved
+    }
     remaining = {key: uid for key, uid in record.items() if key not in gone}
     _write_record(cluster, settings, applyset, applyset.parent(record), remaining)
     if result.error is not None:
         raise result.error
+
+
+def _unserved_kinds(cluster: Cluster, record: inventory.Record) -> set[GroupKind]:
+    """The recorded group-kinds discovery cannot resolve now."""
+    group_kinds = {key.group_kind for key in record}
+    return {gk for gk in group_kinds if cluster.discovery.preferred(gk) is None}
 
 
 def _write_record(

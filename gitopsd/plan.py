@@ -7,7 +7,7 @@ objects, then namespaced ones. Deletes come last, in the reverse order.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 
@@ -52,6 +52,8 @@ class Refusal(StrEnum):
     PROTECTED = "protected"
     DISABLED = "disabled"
     NOT_OWNED = "not_owned"
+    DISCOVERY_INCOMPLETE = "discovery_incomplete"
+    """Its kind is not served now (an APIService down, a CRD gone): nothing proves it gone."""
 
 
 @dataclass(frozen=True)
@@ -69,12 +71,29 @@ def decide_prune(
     labelled: Mapping[ObjectKey, Body],
     recorded: Mapping[ObjectKey, str],
     policy: PrunePolicy,
+    unserved: Collection[GroupKind] = frozenset(),
 ) -> PruneDecision:
     """Which labelled objects that left git to delete, and which to keep, with the rule why.
 
     Only an object this source recorded as applied, with the uid it has now, is its own;
-    a copied label or a recreated object is refused as not owned."""
+    a copied label or a recreated object is refused as not owned. A recorded object whose
+    kind discovery cannot resolve (`unserved`) cannot be seen, so it is refused too."""
     desired_keys = set(desired)
+    visible = {key: live for key, live in labelled.items() if key.group_kind not in unserved}
+    decision = _decide(desired_keys, visible, recorded, policy)
+    unseen = {key for key in (*recorded, *labelled) if key.group_kind in unserved}
+    hidden = _refuse_all(
+        sorted(unseen - desired_keys, key=_delete_order), Refusal.DISCOVERY_INCOMPLETE
+    )
+    return PruneDecision(decision.delete, (*decision.refused, *hidden.refused))
+
+
+def _decide(
+    desired_keys: set[ObjectKey],
+    labelled: Mapping[ObjectKey, Body],
+    recorded: Mapping[ObjectKey, str],
+    policy: PrunePolicy,
+) -> PruneDecision:
     owned = {key for key, live in labelled.items() if recorded.get(key) == uid_prefix(live)}
     candidates = sorted(set(labelled) - desired_keys, key=_delete_order)
     if candidates and not desired_keys and not policy.allow_empty:

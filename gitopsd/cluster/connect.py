@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import warnings
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import urllib3
 import yaml
 from kubernetes import client, config
 
 from gitopsd.errors import ConfigError
 
 IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+log = logging.getLogger("gitopsd.cluster")
 
 
 def api_client(
@@ -34,7 +39,23 @@ def api_client(
         )
     except (config.ConfigException, OSError, yaml.YAMLError) as error:
         raise ConfigError(f"kubeconfig {path}: {error}") from None
+    _warn_if_unverified(configuration)
     return client.ApiClient(configuration)
+
+
+def _warn_if_unverified(configuration: Any) -> None:
+    """Says once that the server's certificate is not checked, instead of urllib3's two
+    plain-text lines on every request (it warns about each one)."""
+    if configuration.verify_ssl:
+        return
+    address = urlsplit(configuration.host)
+    server = f"{address.scheme}://{address.netloc.rpartition('@')[2]}{address.path}"
+    log.warning(
+        "TLS verification is off for the cluster at %s (insecure-skip-tls-verify): "
+        "its identity is not checked",
+        server,
+    )
+    warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
 
 
 def _refuse_plugins(path: Path, context: str | None) -> None:

@@ -57,14 +57,19 @@ class Discovery:
     _by_version_kind: dict[tuple[str, str], Resource] = field(default_factory=dict)
     _preferred: dict[GroupKind, Resource] = field(default_factory=dict)
     _loaded_at: float | None = None
+    failed_groups: frozenset[str] = frozenset()
+    """Groups whose discovery failed when last read (an aggregated APIService that is not
+    available): their kinds are not served until it recovers."""
 
     def refresh(self) -> None:
         by_version_kind: dict[tuple[str, str], Resource] = {}
         preferred: dict[GroupKind, Resource] = {}
+        failed: set[str] = set()
         for path in ("/api", "/apis"):
             for group in self.api.request("GET", path, accept=AGGREGATED).get("items") or []:
-                _add_group(group, by_version_kind, preferred)
+                _add_group(group, by_version_kind, preferred, failed)
         self._by_version_kind, self._preferred = by_version_kind, preferred
+        self.failed_groups = frozenset(failed)
         self._loaded_at = time.monotonic()
 
     def find(self, api_version: str, kind: str) -> Resource | None:
@@ -94,16 +99,22 @@ def _add_group(
     group: dict[str, Any],
     by_version_kind: dict[tuple[str, str], Resource],
     preferred: dict[GroupKind, Resource],
+    failed: set[str],
 ) -> None:
+    """Adds the group's resources; versions come in preference order. A version whose
+    freshness is Stale could not be discovered (v1.34 lists it without resources, or with
+    the last ones known, which its server may no longer answer): none of it is served."""
     name = str((group.get("metadata") or {}).get("name", ""))
-    for rank, version in enumerate(group.get("versions") or []):
+    for version in group.get("versions") or []:
+        if version.get("freshness") == "Stale":
+            failed.add(name)
+            continue
         for entry in version.get("resources") or []:
             resource = _resource(name, version["version"], entry)
             if resource is None:
                 continue
             by_version_kind[(resource.api_version, resource.kind)] = resource
-            if rank == 0:  # versions come in preference order
-                preferred[GroupKind(name, resource.kind)] = resource
+            preferred.setdefault(GroupKind(name, resource.kind), resource)
 
 
 def _resource(group: str, version: str, entry: dict[str, Any]) -> Resource | None:

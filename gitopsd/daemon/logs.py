@@ -1,13 +1,15 @@
 """Structured logs: JSON lines for machines, a readable line on a terminal.
 
 Records carry the source, revision and object key when known. Messages are built from
-errors that were scrubbed of Secret values and credentials where they were raised.
+errors that were scrubbed of Secret values and credentials where they were raised. Python
+warnings (libraries') are logged too, so every line is JSON.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Mapping, MutableMapping
 from typing import Any, TextIO
@@ -57,5 +59,15 @@ def configure(stream: TextIO, level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    logging.captureWarnings(True)  # else the warnings module prints plain text to stderr
+    threading.excepthook = _log_thread_death  # and so would a thread dying of a bug
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     logging.getLogger("urllib3").setLevel(logging.ERROR)
+
+
+def _log_thread_death(death: threading.ExceptHookArgs) -> None:
+    if death.exc_type is SystemExit:
+        return
+    name = death.thread.name if death.thread else "a thread"
+    exc_info = (death.exc_type, death.exc_value or death.exc_type(), death.exc_traceback)
+    logging.getLogger("gitopsd").error("%s died", name, exc_info=exc_info)

@@ -40,7 +40,9 @@ def requests(plane: ControlPlane, user: str, since: float = 0.0) -> list[Write]:
     if not plane.audit_log.exists():
         return []
     found = []
-    for line in plane.audit_log.read_text().splitlines():
+    text = plane.audit_log.read_text()
+    complete = text[: text.rfind("\n") + 1]  # the server may be writing the last line
+    for line in complete.splitlines():
         event = json.loads(line)
         if event.get("stage") != "ResponseComplete":
             continue

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import io
+import signal
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -99,3 +101,11 @@ def test_se11_names_given_on_the_command_line_are_checked(flag: str, value: str,
 
     with pytest.raises(ConfigError, match=f"^{flag} .*{rule}"):
         cli.sync_settings(arguments, cli.source_spec(arguments))
+
+
+def test_fa21_a_command_restores_the_signal_handlers_it_replaced(tmp_path: Path) -> None:
+    """In-process callers (tests, an embedding program) keep their own Ctrl-C."""
+    before = {number: signal.getsignal(number) for number in cli.STOP_SIGNALS}
+    assert cli.main(["validate", str(tmp_path)]) == cli.OK
+    assert {number: signal.getsignal(number) for number in cli.STOP_SIGNALS} == before
+    assert cli.STOP.running()

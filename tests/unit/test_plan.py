@@ -177,3 +177,33 @@ def test_labelled_strangers_do_not_widen_the_prune_budget() -> None:
     assert decision.delete == ()
     threshold = [key for key, reason in decision.refused if reason == Refusal.THRESHOLD]
     assert threshold == config_maps(4)[2:]
+
+
+def test_fa13_fa14_a_recorded_object_of_an_unserved_kind_is_refused_not_forgotten() -> None:
+    """Discovery cannot resolve Widget (its CRD is gone, its APIService down): the widget
+    cannot be listed, so only the record names it. It is kept; the other kinds prune."""
+    live = owned(*config_maps(4))
+    recorded = {**record_of(live), WIDGET: "0badc0de"}
+    unserved = {WIDGET.group_kind}
+    decision = decide_prune(config_maps(3), live, recorded, PrunePolicy(), unserved)
+    assert decision.delete == (config_maps(4)[3],)
+    assert decision.refused == ((WIDGET, Refusal.DISCOVERY_INCOMPLETE),)
+
+
+def test_a_labelled_object_of_a_kind_no_longer_served_is_refused() -> None:
+    """A cache may still hold an object whose kind discovery lost since."""
+    live = owned(WIDGET, *config_maps(8))
+    decision = decide_prune(
+        config_maps(8), live, record_of(live), PrunePolicy(), {WIDGET.group_kind}
+    )
+    assert decision.delete == ()
+    assert decision.refused == ((WIDGET, Refusal.DISCOVERY_INCOMPLETE),)
+
+
+def test_an_unserved_kind_still_in_git_is_not_a_prune_candidate() -> None:
+    live = owned(*config_maps(2))
+    recorded = {**record_of(live), WIDGET: "0badc0de"}
+    decision = decide_prune(
+        [WIDGET, *config_maps(2)], live, recorded, PrunePolicy(), {WIDGET.group_kind}
+    )
+    assert decision == decide_prune(config_maps(2), live, record_of(live), PrunePolicy())

@@ -1,0 +1,82 @@
+"""`gitopsd sync` stopped by SIGTERM or SIGINT: the requests in flight finish, no new one is
+sent, nothing is pruned, and it reports what it did. Checked against the server's audit log."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitopsd.config import SyncSettings
+from tests.harness import audit
+from tests.harness.cli import Gitopsd
+from tests.harness.controlplane import ControlPlane
+from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.kube import admin_service_account, kubeconfig_for
+from tests.harness.waiting import wait_for
+from tests.integration.test_prune import config_map_files, config_maps
+from tests.integration.test_sync import scope
+
+OBJECTS = 500
+IN_FLIGHT = SyncSettings(name="any").concurrency
+"""At most this many requests were already sent when the signal was handled."""
+
+
+def creates(plane: ControlPlane, user: str, since: float = 0.0) -> list[audit.Write]:
+    """The ConfigMaps `user` applied for real (not dry-run) since `since`."""
+    return [
+        w
+        for w in audit.changes(plane, user, since)
+        if w.verb == "patch" and w.resource == "configmaps" and w.name.startswith("new")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("stop", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"]
+)
+def test_fa21_a_signal_stops_a_sync_without_new_requests_or_prune(
+    stop: signal.Signals,
+    code: int,
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    git_repo.commit(config_map_files("victim"))
+    url = git_server.file_url(git_repo)
+    assert gitopsd("sync", url, *scope(namespace), "--prune").code == 0
+    new = [f"new{i}" for i in range(OBJECTS)]
+    git_repo.commit({"victim.yaml": None, **config_map_files(*new)})
+    user, token = admin_service_account(admin_api, namespace, "cli")
+    kubeconfig = kubeconfig_for(control_plane, tmp_path / "cli.kubeconfig", "cli", token)
+    argv = [sys.executable, "-m", "gitopsd", "sync", url, *scope(namespace), "--prune"]
+    argv += ["--allow-mass-prune", "--kubeconfig", str(kubeconfig)]
+    argv += ["--cache-dir", str(tmp_path / "cache")]
+    with (tmp_path / "out").open("w+") as out, (tmp_path / "err").open("w+") as err:
+        process = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        try:
+            wait_for(lambda: len(creates(control_plane, user)) >= 20, "the sync to be applying")
+            stopped_at = time.time()
+            process.send_signal(stop)
+            assert process.wait(60) == code, Path(err.name).read_text()
+        finally:
+            process.kill()
+        summary, errors = Path(out.name).read_text(), Path(err.name).read_text()
+
+    applied = [w for w in creates(control_plane, user) if w.code < 300]
+    assert len(applied) < OBJECTS  # it stopped
+    assert len(audit.changes(control_plane, user, stopped_at)) <= IN_FLIGHT
+    assert [w for w in audit.changes(control_plane, user) if w.verb == "delete"] == []
+    assert "victim" in config_maps(admin_api, namespace)  # not pruned
+    assert summary.count(f"created    ConfigMap/{namespace}/new") == len(applied)
+    assert f"{len(applied)} created" in summary
+    assert f"stopped by {stop.name}" in errors, errors
+    assert "error" not in errors, errors
