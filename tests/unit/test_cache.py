@@ -1,14 +1,19 @@
 """How the watch cache takes events: what it keeps, what it reports, and the content
-version that status-only updates do not move. Events are fed in directly: no API."""
+version that status-only updates do not move, and how an informer lives through a broken
+watch. Events are fed in directly, or by a scripted stand-in for the cluster: no API."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any, cast
 
-from gitopsd.cluster import Cluster, Resource
+from gitopsd.cluster import ApiError, Cluster, Resource
 from gitopsd.cluster.cache import Informer, LiveCache, content
+from gitopsd.errors import ClusterError
 from gitopsd.objects import APPLYSET_PART_OF_LABEL, Body, ObjectKey
+from tests.harness.waiting import wait_for
 
 DEPLOYMENTS = Resource("apps", "v1", "Deployment", "deployments", namespaced=True)
 WEB = ObjectKey("apps", "Deployment", "n", "web")
@@ -98,3 +103,80 @@ def test_an_informer_whose_scope_nothing_needs_any_more_is_retired() -> None:
     live.ensure(resources=[], namespaces=["n"], wanted=[])
 
     assert live.informers == {} and stale.retired.is_set()
+
+
+@dataclass
+class ScriptedCluster:
+    """Lists return version "10"; each watch plays the next step: an error to raise, or
+    events. When the script runs out, the watch stays open until the test ends."""
+
+    script: list[Exception | list[Body]]
+    stopping: threading.Event
+    lists: int = 0
+    watched_from: list[str] = field(default_factory=list)
+
+    def list_with_version(self, resource: Resource, namespace: str) -> tuple[list[Body], str]:
+        self.lists += 1
+        return [], "10"
+
+    def watch(self, resource: Resource, namespace: str, version: str) -> Iterator[Body]:
+        self.watched_from.append(version)
+        if not self.script:
+            return self._open_until_stopped()
+        step = self.script.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        return iter(step)
+
+    def _open_until_stopped(self) -> Iterator[Body]:
+        self.stopping.wait()
+        yield from ()
+
+
+def run_informer(script: list[Exception | list[Body]]) -> tuple[Informer, ScriptedCluster]:
+    stopping = threading.Event()
+    cluster = ScriptedCluster(script, stopping)
+    fed = Informer(
+        cast(Cluster, cluster), DEPLOYMENTS, "n", lambda k, b: True, lambda k, b: None, stopping
+    )
+    threading.Thread(target=fed.run, daemon=True).start()
+    return fed, cluster
+
+
+def added(version: str) -> Body:
+    return {"type": "ADDED", "object": deployment(version)}
+
+
+def test_fa03_after_a_cut_watch_the_informer_watches_again_from_the_last_version() -> None:
+    cut = ClusterError("WATCH deployments: Connection broken", "unreachable")
+    fed, cluster = run_informer([[added("11"), added("12")], cut, cut])
+    try:
+        wait_for(lambda: len(cluster.watched_from) == 4, "the informer to watch a fourth time")
+        assert cluster.watched_from == ["10", "12", "12", "12"]
+        assert cluster.lists == 1  # a cut is no reason to list everything again
+        assert fed.synced.is_set() and fed.store[WEB]["metadata"]["resourceVersion"] == "12"
+    finally:
+        fed.stopping.set()
+
+
+def test_a_failing_informer_reports_unsynced_until_its_watch_is_open_again() -> None:
+    down = ClusterError("WATCH deployments: Connection refused", "unreachable")
+    fed, cluster = run_informer([[added("11")], down, down, down])
+    try:
+        wait_for(lambda: len(cluster.watched_from) >= 3, "the informer to fail twice")
+        assert not fed.synced.is_set()
+        wait_for(fed.synced.is_set, "the informer to be synced once a watch is open", 60)
+        assert cluster.lists == 1
+    finally:
+        fed.stopping.set()
+
+
+def test_410_gone_lists_again_and_an_unexpected_error_does_not_end_the_thread() -> None:
+    gone = ApiError(410, "too old resource version: 10 (20)")
+    fed, cluster = run_informer([gone, [], KeyError("a bug")])
+    try:
+        wait_for(lambda: len(cluster.watched_from) == 4, "the informer to watch a fourth time")
+        assert cluster.lists == 2  # only 410 Gone lists again
+        assert fed.synced.is_set()
+    finally:
+        fed.stopping.set()
