@@ -67,17 +67,18 @@ class Informer:
 
     failures: int = 0
     """Failures since a watch last delivered an event: the exponent of the backoff."""
+    version: str = ""
+    """The resourceVersion seen last, from which the next watch starts ("": list first)."""
 
     def run(self) -> None:
-        version = ""
         while not self._done():
             try:
-                version = version or self._relist()
-                version, delivered = self._watch(version)
+                self.version = self.version or self._relist()
+                delivered = self._watch()
             except ClusterError as error:
                 self.synced.clear()  # events may be missed until the watch is open again
                 if isinstance(error, ApiError) and error.status == 410:
-                    version = ""  # history compacted past our version: list again
+                    self.version = ""  # history compacted past our version: list again
                 self._back_off(error)
             except Exception as error:  # a bug must not end drift detection silently
                 self.synced.clear()
@@ -103,10 +104,10 @@ class Informer:
         self.synced.set()
         return version
 
-    def _watch(self, version: str) -> tuple[str, bool]:
-        """Follows one watch from its opening (from then on the cache is synced) to its end;
-        returns the resourceVersion to resume from and whether any event came."""
-        events = self.cluster.watch(self.resource, self.namespace, version)
+    def _watch(self) -> bool:
+        """Follows one watch from its opening (from then on the cache is synced) to its end,
+        keeping the version to resume from; returns whether any event came."""
+        events = self.cluster.watch(self.resource, self.namespace, self.version)
         self.synced.set()
         delivered = False
         for event in events:
@@ -116,14 +117,14 @@ class Informer:
             kind, body = event.get("type"), event.get("object") or {}
             if kind == "ERROR":
                 raise ApiError(int(body.get("code", 500)), str(body.get("message", "watch error")))
-            version = _version(body) or version
+            self.version = _version(body) or self.version
             if kind == "BOOKMARK":
                 continue
             body = {"apiVersion": self.resource.api_version, "kind": self.resource.kind, **body}
             key = key_of(body)
             kept = kind != "DELETED" and self.keep(key, body)
             self._record(key, body if kept else None)
-        return version, delivered
+        return delivered
 
     def _record(self, key: ObjectKey, body: Body | None) -> None:
         """Stores the newest body (None: gone); a change of content moves its version and
@@ -141,8 +142,13 @@ class Informer:
         if changed:
             self.on_change(key, body)
 
-    def content_version(self, key: ObjectKey) -> str | None:
+    def content_version(self, key: ObjectKey, body: Body) -> str | None:
+        """The content version of `body` if it is the newest body held; None for an older
+        one, which must not borrow the version of content it does not have."""
         with self.lock:
+            held = self.store.get(key)
+            if held is None or _version(held) != _version(body):
+                return None
             return self.content_versions.get(key)
 
     def purge(self) -> None:
@@ -232,9 +238,11 @@ class LiveCache:
 
     def content_version(self, key: ObjectKey, body: Body) -> str:
         """A version of `body` that moves when its content does, not when only its status
-        does (falls back to the resourceVersion)."""
+        does (falls back to the resourceVersion). A drift check that read `body` just before
+        a newer event arrived is remembered under `body`'s version, so the event's content is
+        checked too."""
         informer = self.informers.get((key.group_kind, key.namespace))
-        known = informer.content_version(key) if informer else None
+        known = informer.content_version(key, body) if informer else None
         return known or _version(body)
 
     def stop(self) -> None:

@@ -52,10 +52,10 @@ def test_a_status_only_update_is_stored_but_neither_reported_nor_versioned() -> 
 
     assert changes == [WEB]  # only the first sight of it
     assert cache.store[WEB]["metadata"]["resourceVersion"] == "2"  # newest body kept
-    assert cache.content_version(WEB) == "1"
+    assert cache.content_version(WEB, cache.store[WEB]) == "1"
 
     cache._record(WEB, deployment("3", replicas=5, ready=1))
-    assert changes == [WEB, WEB] and cache.content_version(WEB) == "3"
+    assert changes == [WEB, WEB] and cache.content_version(WEB, cache.store[WEB]) == "3"
 
 
 def test_a_deletion_is_reported_and_forgotten() -> None:
@@ -64,7 +64,7 @@ def test_a_deletion_is_reported_and_forgotten() -> None:
     cache._record(WEB, None)
 
     assert changes == [WEB, WEB] and WEB not in cache.store
-    assert cache.content_version(WEB) is None
+    assert cache.content_version(WEB, deployment("1")) is None
 
 
 def test_objects_no_longer_kept_are_purged_and_reported() -> None:
@@ -89,6 +89,18 @@ def test_the_cache_keeps_owned_and_wanted_objects_only() -> None:
     assert not live._keep(api, deployment("1"))
 
 
+def test_a_body_older_than_the_newest_event_keeps_its_own_version() -> None:
+    """A drift check that read version 2 just before event 3 arrived must not be remembered
+    as the check of version 3's content."""
+    cache, _ = informer()
+    cache._record(WEB, deployment("2"))
+    older = cache.store[WEB]
+    cache._record(WEB, deployment("3", replicas=5))
+
+    assert cache.content_version(WEB, older) is None
+    assert cache.content_version(WEB, cache.store[WEB]) == "3"
+
+
 def test_without_an_informer_the_content_version_is_the_resource_version() -> None:
     live = LiveCache(cast(Cluster, None), "applyset-ours-v1", lambda key, body: None)
 
@@ -105,12 +117,16 @@ def test_an_informer_whose_scope_nothing_needs_any_more_is_retired() -> None:
     assert live.informers == {} and stale.retired.is_set()
 
 
+Step = Exception | list[Body | Exception]
+
+
 @dataclass
 class ScriptedCluster:
-    """Lists return version "10"; each watch plays the next step: an error to raise, or
-    events. When the script runs out, the watch stays open until the test ends."""
+    """Lists return version "10"; each watch plays the next step: an error to raise when it
+    opens, or events (an error among them breaks the stream there). When the script runs
+    out, the watch stays open until the test ends."""
 
-    script: list[Exception | list[Body]]
+    script: list[Step]
     stopping: threading.Event
     lists: int = 0
     watched_from: list[str] = field(default_factory=list)
@@ -126,14 +142,20 @@ class ScriptedCluster:
         step = self.script.pop(0)
         if isinstance(step, Exception):
             raise step
-        return iter(step)
+        return self._play(step)
+
+    def _play(self, events: list[Body | Exception]) -> Iterator[Body]:
+        for event in events:
+            if isinstance(event, Exception):
+                raise event
+            yield event
 
     def _open_until_stopped(self) -> Iterator[Body]:
         self.stopping.wait()
         yield from ()
 
 
-def run_informer(script: list[Exception | list[Body]]) -> tuple[Informer, ScriptedCluster]:
+def run_informer(script: list[Step]) -> tuple[Informer, ScriptedCluster]:
     stopping = threading.Event()
     cluster = ScriptedCluster(script, stopping)
     fed = Informer(
@@ -149,10 +171,10 @@ def added(version: str) -> Body:
 
 def test_fa03_after_a_cut_watch_the_informer_watches_again_from_the_last_version() -> None:
     cut = ClusterError("WATCH deployments: Connection broken", "unreachable")
-    fed, cluster = run_informer([[added("11"), added("12")], cut, cut])
+    fed, cluster = run_informer([[added("11"), added("12"), cut], cut, cut])
     try:
         wait_for(lambda: len(cluster.watched_from) == 4, "the informer to watch a fourth time")
-        assert cluster.watched_from == ["10", "12", "12", "12"]
+        assert cluster.watched_from == ["10", "12", "12", "12"]  # not back to 10
         assert cluster.lists == 1  # a cut is no reason to list everything again
         assert fed.synced.is_set() and fed.store[WEB]["metadata"]["resourceVersion"] == "12"
     finally:
