@@ -30,8 +30,8 @@ class Cluster:
     api: Api
     discovery: Discovery
     may_write: Callable[[], bool] = lambda: True
-    """Fencing, checked before every write: a daemon that lost its lease or is shutting down
-    writes nothing."""
+    """Fencing, checked before every attempt of every write (retries included): a daemon
+    that lost its lease or is shutting down writes nothing."""
 
     @classmethod
     def connect(
@@ -83,22 +83,23 @@ class Cluster:
             ("force", "true" if force else "false"),
         ]
         query += [("dryRun", "All")] if dry_run else []
-        if not dry_run:
-            self._fence()
+        fence = None if dry_run else self._fence
         path = resource.path(metadata.get("namespace", ""), metadata["name"])
-        applied: Body = self.api.request("PATCH", path, query, body, content_type=APPLY_PATCH)
+        applied: Body = self.api.request(
+            "PATCH", path, query, body, content_type=APPLY_PATCH, fence=fence
+        )
         return applied
 
     def patch(self, resource: Resource, namespace: str, name: str, operations: list[Any]) -> Body:
         """A JSON patch (RFC 6902); callers include a `test` of resourceVersion to be safe."""
-        self._fence()
         path = resource.path(namespace, name)
-        patched: Body = self.api.request("PATCH", path, (), operations, content_type=JSON_PATCH)
+        patched: Body = self.api.request(
+            "PATCH", path, (), operations, content_type=JSON_PATCH, fence=self._fence
+        )
         return patched
 
     def delete(self, resource: Resource, namespace: str, name: str, uid: str, version: str) -> bool:
         """Deletes exactly the object seen (uid and resourceVersion); False if already gone."""
-        self._fence()
         options = {
             "apiVersion": "v1",
             "kind": "DeleteOptions",
@@ -106,7 +107,9 @@ class Cluster:
             "preconditions": {"uid": uid, "resourceVersion": version},
         }
         try:
-            self.api.request("DELETE", resource.path(namespace, name), (), options)
+            self.api.request(
+                "DELETE", resource.path(namespace, name), (), options, fence=self._fence
+            )
         except ApiError as error:
             if error.status == 404:
                 return False
@@ -114,7 +117,8 @@ class Cluster:
         return True
 
     def watch(self, resource: Resource, namespace: str, version: str) -> Iterator[Body]:
-        """Watch events after `version`, with bookmarks; ends when the server closes it."""
+        """Opens a watch from `version`, with bookmarks (raising if it cannot); its events
+        end when the server closes it."""
         query = [
             ("watch", "true"),
             ("resourceVersion", version),
@@ -125,7 +129,6 @@ class Cluster:
 
     def event(self, about: Body, reason: str, message: str) -> None:
         """Records a Warning Event on an object (kubectl describe shows it)."""
-        self._fence()
         metadata = about.get("metadata") or {}
         namespace = metadata.get("namespace") or "default"
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -153,7 +156,7 @@ class Cluster:
             "lastTimestamp": now,
             "count": 1,
         }
-        self.api.request("POST", EVENTS.path(namespace), (), event)
+        self.api.request("POST", EVENTS.path(namespace), (), event, fence=self._fence)
 
     def _fence(self) -> None:
         if not self.may_write():

@@ -2,15 +2,18 @@
 
 The official client provides configuration, authentication and its connection pool; the
 requests bypass its typed models, which cost 30-50x more to decode than plain JSON.
+Every transport failure (refused, reset or cut connection, truncated body, an answer that
+is not JSON) becomes a `ClusterError` with reason `unreachable`: nothing else escapes.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +36,14 @@ REASON_BY_STATUS = {
     504: "timeout",
 }
 JSON = "application/json"
+TRANSPORT_ERRORS = (
+    urllib3.exceptions.HTTPError,
+    client.exceptions.ApiException,
+    http.client.HTTPException,
+    OSError,
+)
+Fence = Callable[[], None]
+"""Raises when this process may not write now; checked before every attempt of a write."""
 
 
 @dataclass
@@ -68,6 +79,8 @@ class Api:
     timeout_seconds: float = 30.0
     max_attempts: int = 5
     counters: Counters = field(default_factory=Counters)
+    reachable: bool = True
+    """False since a request failed in transport, until the next answer arrives."""
 
     def request(
         self,
@@ -77,13 +90,18 @@ class Api:
         body: Any = None,
         content_type: str = JSON,
         accept: str = JSON,
+        fence: Fence | None = None,
     ) -> Any:
-        """Sends one request (retrying transient failures) and returns the decoded JSON body."""
+        """Sends one request (retrying transient failures) and returns the decoded JSON body.
+        `fence` runs before every attempt: a retry after a long Retry-After must not write
+        for a process that lost its lease meanwhile."""
         for attempt in range(1, self.max_attempts + 1):
+            if fence is not None:
+                fence()
             response = self._send(method, path, query, body, content_type, accept)
             self.counters.count(method, response.status)
             if response.status < 300:
-                return json.loads(response.read() or b"null")
+                return _decoded(f"{method} {path}", response.read() or b"null", response)
             error = ApiError(_status_of(response), _status_message(response))
             if error.status not in RETRYABLE_STATUSES or attempt == self.max_attempts:
                 raise error
@@ -91,20 +109,36 @@ class Api:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def stream(self, path: str, query: Sequence[tuple[str, str]]) -> Iterator[dict[str, Any]]:
-        """A watch: yields each event as a dict until the server closes the stream."""
+        """Opens a watch (raising if that fails) and returns its events as dicts, which end
+        when the server closes the stream."""
         response = self._send("GET", path, query, None, JSON, JSON, stream=True)
         self.counters.count("WATCH", response.status)
         if response.status >= 300:
-            raise ApiError(response.status, _status_message(response))
+            try:
+                message = _status_message(response)
+            except TRANSPORT_ERRORS as error:
+                raise self._unreachable("WATCH", path, error) from None
+            raise ApiError(response.status, message)
+        return self._events(path, response)
+
+    def _events(self, path: str, response: Any) -> Iterator[dict[str, Any]]:
         raw = response.response
+        buffer = b""
         try:
-            buffer = b""
             for chunk in raw.stream(64 * 1024, decode_content=True):
                 buffer += chunk
                 *lines, buffer = buffer.split(b"\n")
-                yield from (json.loads(line) for line in lines if line.strip())
+                yield from (_event(path, line, response) for line in lines if line.strip())
+        except TRANSPORT_ERRORS as error:
+            raise self._unreachable("WATCH", path, error) from None
         finally:
             raw.release_conn()
+        if buffer.strip():
+            raise ClusterError(f"WATCH {path}: the stream ended inside an event", "unreachable")
+
+    def _unreachable(self, method: str, path: str, error: BaseException) -> ClusterError:
+        self.reachable = False
+        return ClusterError(f"{method} {path}: {_first_line(error)}", "unreachable")
 
     def _send(
         self,
@@ -131,10 +165,11 @@ class Api:
             response = self.client.call_api(
                 method, url, header_params=headers, body=payload, _request_timeout=timeout
             )
-        except (urllib3.exceptions.HTTPError, client.exceptions.ApiException, OSError) as error:
-            raise ClusterError(f"{method} {path}: {_first_line(error)}", "unreachable") from None
-        if not stream:
-            response.read()
+            if not stream:
+                response.read()  # a cut or truncated body fails here, not in the caller
+        except TRANSPORT_ERRORS as error:
+            raise self._unreachable(method, path, error) from None
+        self.reachable = True
         return response
 
 
@@ -144,6 +179,27 @@ def _retry_delay(attempt: int, retry_after: str | None) -> float:
         return min(float(retry_after), 30.0)
     backoff: float = min(0.2 * 2 ** (attempt - 1), 5.0)
     return backoff * random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not crypto
+
+
+def _decoded(request: str, data: bytes, response: Any) -> Any:
+    """The JSON body; anything else (an HTML page from a proxy, a cut-off body) means the
+    API server was not really reached."""
+    try:
+        return json.loads(data)
+    except ValueError:
+        kind = response.headers.get("Content-Type") or "no content type"
+        raise ClusterError(
+            f"{request}: the answer is not JSON ({kind}, {len(data)} bytes, "
+            f"HTTP {response.status})",
+            "unreachable",
+        ) from None
+
+
+def _event(path: str, line: bytes, response: Any) -> dict[str, Any]:
+    event = _decoded(f"WATCH {path}", line, response)
+    if not isinstance(event, dict):
+        raise ClusterError(f"WATCH {path}: an event is not a JSON object", "unreachable")
+    return event
 
 
 def _status_of(response: Any) -> int:

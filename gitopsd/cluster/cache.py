@@ -1,11 +1,13 @@
 """A live cache fed by LIST + WATCH, one informer per group/kind and namespace.
 
-Each informer lists once, then watches from the list's resourceVersion with bookmarks,
-re-lists only on 410 Gone, and reconnects with backoff. It keeps the objects a source
-cares about: those labelled as its own (for prune) and those git declares (to see them
-before they are ours, and conflicts). A change that touches more than status reaches
-`on_change`, so drift is re-evaluated within about a second of an edit; a no-op
-reconcile reads only memory.
+Each informer lists once, then watches from the list's resourceVersion with bookmarks. Its
+thread never dies: after any failure (a cut or refused connection, an empty stream, a bug)
+it reports unsynced and backs off with jitter, then watches again from the last version
+it saw; only 410 Gone (history compacted past that version) makes it list again. It keeps
+the objects a source cares about: those labelled as its own (for prune) and those git
+declares (to see them before they are ours, and conflicts). A change that touches more
+than status reaches `on_change`, so drift is re-evaluated within about a second of an
+edit; a no-op reconcile reads only memory.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from gitopsd.errors import ClusterError
 from gitopsd.objects import APPLYSET_PART_OF_LABEL, Body, GroupKind, ObjectKey, key_of
 
 log = logging.getLogger("gitopsd.cache")
-MAX_BACKOFF_SECONDS = 30.0
+FIRST_BACKOFF_SECONDS = 0.2
+MAX_BACKOFF_SECONDS = 10.0
 
 OnChange = Callable[[ObjectKey, Body | None], None]
 """Called with the object's key and its new body (None when deleted or no longer kept)."""
@@ -62,19 +65,28 @@ class Informer:
     retired: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    failures: int = 0
+    """Failures since a watch last delivered an event: the exponent of the backoff."""
+    version: str = ""
+    """The resourceVersion seen last, from which the next watch starts ("": list first)."""
+
     def run(self) -> None:
-        failures = 0
         while not self._done():
             try:
-                version = self._relist()
-                failures = 0
-                while not self._done():
-                    version = self._watch(version)
-            except ApiError as error:
-                if error.status != 410:  # 410 Gone: history compacted, so list again
-                    failures = self._back_off(failures, error)
+                self.version = self.version or self._relist()
+                delivered = self._watch()
             except ClusterError as error:
-                failures = self._back_off(failures, error)
+                self.synced.clear()  # events may be missed until the watch is open again
+                if isinstance(error, ApiError) and error.status == 410:
+                    self.version = ""  # history compacted past our version: list again
+                self._back_off(error)
+            except Exception as error:  # a bug must not end drift detection silently
+                self.synced.clear()
+                log.exception("watch of %s failed unexpectedly", self.resource.plural)
+                self._back_off(error)
+            else:
+                if not delivered:  # a server or proxy that closes at once: no busy loop
+                    self._back_off("the watch ended without an event")
 
     def _done(self) -> bool:
         return self.stopping.is_set() or self.retired.is_set()
@@ -92,22 +104,27 @@ class Informer:
         self.synced.set()
         return version
 
-    def _watch(self, version: str) -> str:
-        """Follows one watch stream to its end; returns the resourceVersion to resume from."""
-        for event in self.cluster.watch(self.resource, self.namespace, version):
+    def _watch(self) -> bool:
+        """Follows one watch from its opening (from then on the cache is synced) to its end,
+        keeping the version to resume from; returns whether any event came."""
+        events = self.cluster.watch(self.resource, self.namespace, self.version)
+        self.synced.set()
+        delivered = False
+        for event in events:
             if self.retired.is_set():
                 break
+            delivered, self.failures = True, 0
             kind, body = event.get("type"), event.get("object") or {}
             if kind == "ERROR":
                 raise ApiError(int(body.get("code", 500)), str(body.get("message", "watch error")))
-            version = _version(body) or version
+            self.version = _version(body) or self.version
             if kind == "BOOKMARK":
                 continue
             body = {"apiVersion": self.resource.api_version, "kind": self.resource.kind, **body}
             key = key_of(body)
             kept = kind != "DELETED" and self.keep(key, body)
             self._record(key, body if kept else None)
-        return version
+        return delivered
 
     def _record(self, key: ObjectKey, body: Body | None) -> None:
         """Stores the newest body (None: gone); a change of content moves its version and
@@ -125,8 +142,13 @@ class Informer:
         if changed:
             self.on_change(key, body)
 
-    def content_version(self, key: ObjectKey) -> str | None:
+    def content_version(self, key: ObjectKey, body: Body) -> str | None:
+        """The content version of `body` if it is the newest body held; None for an older
+        one, which must not borrow the version of content it does not have."""
         with self.lock:
+            held = self.store.get(key)
+            if held is None or _version(held) != _version(body):
+                return None
             return self.content_versions.get(key)
 
     def purge(self) -> None:
@@ -136,13 +158,13 @@ class Informer:
         for key in dropped:
             self._record(key, None)
 
-    def _back_off(self, failures: int, error: Exception) -> int:
-        delay = min(0.5 * 2**failures, MAX_BACKOFF_SECONDS) * random.uniform(0.5, 1.0)  # noqa: S311
-        log.warning(
-            "watch of %s failed, retrying in %.1f s: %s", self.resource.plural, delay, error
-        )
+    def _back_off(self, cause: object) -> None:
+        delay = min(FIRST_BACKOFF_SECONDS * 2**self.failures, MAX_BACKOFF_SECONDS)
+        delay *= random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not crypto
+        self.failures += 1
+        plural = self.resource.plural
+        log.warning("watch of %s failed, retrying in %.1f s: %s", plural, delay, cause)
         self.stopping.wait(delay)
-        return failures + 1
 
 
 @dataclass
@@ -216,9 +238,11 @@ class LiveCache:
 
     def content_version(self, key: ObjectKey, body: Body) -> str:
         """A version of `body` that moves when its content does, not when only its status
-        does (falls back to the resourceVersion)."""
+        does (falls back to the resourceVersion). A drift check that read `body` just before
+        a newer event arrived is remembered under `body`'s version, so the event's content is
+        checked too."""
         informer = self.informers.get((key.group_kind, key.namespace))
-        known = informer.content_version(key) if informer else None
+        known = informer.content_version(key, body) if informer else None
         return known or _version(body)
 
     def stop(self) -> None:

@@ -108,8 +108,11 @@ class Daemon:
         return SourceWorker(source, self.cluster, self.recorder, cache, self.leading, self.stopping)
 
     def ready(self) -> bool:
+        """Leadership known, the API server reachable, every source tried and its watch
+        caches synced: false during an outage, true again once the caches caught up."""
         known = self.elector is None or self.elector.state_known
-        return known and all(worker.ready() for worker in self.workers)
+        reachable = self.cluster.api.reachable
+        return known and reachable and all(worker.ready() for worker in self.workers)
 
     def run(self) -> int:
         for name, error in self.set_aside:

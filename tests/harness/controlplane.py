@@ -120,7 +120,9 @@ class ControlPlane:
         self.admin_token = secrets.token_hex(16)
         self.audited_token = secrets.token_hex(16)
         self.port = 0
+        self.etcd_url = ""
         self.processes: list[subprocess.Popen[bytes]] = []
+        self.apiserver: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -147,8 +149,9 @@ class ControlPlane:
 
     def start(self) -> None:
         make_certificates(self.pki)
-        etcd_url = self._start_etcd()
-        self._start_apiserver(etcd_url)
+        self.etcd_url = self._start_etcd()
+        self.port = free_port()
+        self._start_apiserver()
         write_kubeconfig(self.kubeconfig, self.url, self.ca_file, "admin", self.admin_token)
         write_kubeconfig(
             self.audited_kubeconfig, self.url, self.ca_file, AUDITED_USER, self.audited_token
@@ -157,14 +160,21 @@ class ControlPlane:
     def stop(self) -> None:
         """Stops the apiserver, then etcd: SIGTERM, then SIGKILL after a grace period."""
         for process in reversed(self.processes):
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(STOP_GRACE_SECONDS)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            _stop(process)
         self.processes.clear()
+
+    @contextlib.contextmanager
+    def apiserver_stopped(self) -> Iterator[None]:
+        """Stops kube-apiserver (etcd keeps every object) for the body, then starts it again
+        on the same port with the same certificates and tokens, even when the body raises,
+        and returns once it is ready: later tests find the control plane as it was."""
+        assert self.apiserver is not None
+        _stop(self.apiserver)
+        self.processes.remove(self.apiserver)
+        try:
+            yield
+        finally:
+            self._start_apiserver()
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         process = spawn(argv, self.workdir / f"{name}.log")
@@ -188,8 +198,7 @@ class ControlPlane:
         self._wait_until_ready("etcd", process, lambda: _etcd_healthy(client_url))
         return client_url
 
-    def _start_apiserver(self, etcd_url: str) -> None:
-        self.port = free_port()
+    def _start_apiserver(self) -> None:
         tokens = self.workdir / "tokens.csv"
         tokens.write_text(
             f'{self.admin_token},admin,admin,"system:masters"\n'
@@ -200,7 +209,7 @@ class ControlPlane:
         policy = self.workdir / "audit-policy.json"
         policy.write_text(json.dumps(AUDIT_POLICY))
         flags = {
-            "--etcd-servers": etcd_url,
+            "--etcd-servers": self.etcd_url,
             "--bind-address": "127.0.0.1",
             "--advertise-address": "127.0.0.1",
             "--secure-port": str(self.port),
@@ -221,8 +230,8 @@ class ControlPlane:
             "--audit-log-mode": "blocking",  # written before the answer: tests read it at once
         }
         binary = str(self.binaries.kube_apiserver)
-        process = self._spawn("kube-apiserver", [binary, *_as_arguments(flags)])
-        self._wait_until_ready("kube-apiserver", process, self._apiserver_ready)
+        self.apiserver = self._spawn("kube-apiserver", [binary, *_as_arguments(flags)])
+        self._wait_until_ready("kube-apiserver", self.apiserver, self._apiserver_ready)
 
     def _wait_until_ready(
         self, name: str, process: subprocess.Popen[bytes], ready: Callable[[], bool]
@@ -245,6 +254,17 @@ class ControlPlane:
                 return bool(answer.status == 200)
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             return False
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after a grace period."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(STOP_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def _as_arguments(flags: dict[str, str]) -> list[str]:

@@ -197,15 +197,21 @@ class Daemons:
         url: str,
         name: str = "daemon",
         top: dict[str, Any] | None = None,
+        server: str = "",
         **fields: Any,
     ) -> DaemonProcess:
-        """One daemon keeping `self.source(url, **fields)`; `top` adds top-level settings."""
-        return self.start_with([self.source(url, **fields)], name, **(top or {})).start()
+        """One daemon keeping `self.source(url, **fields)`; `top` adds top-level settings,
+        `server` another address of the API server (a fault proxy)."""
+        sources = [self.source(url, **fields)]
+        return self.start_with(sources, name, server, **(top or {})).start()
 
-    def start_with(self, sources: list[dict[str, Any]], name: str, **top: Any) -> DaemonProcess:
+    def start_with(
+        self, sources: list[dict[str, Any]], name: str, server: str = "", **top: Any
+    ) -> DaemonProcess:
         """A daemon for `sources`, configured and registered for teardown but not started."""
         user, token = admin_service_account(self.admin_api, self.namespace, name)
-        kubeconfig = kubeconfig_for(self.plane, self.workdir / f"{name}.kubeconfig", name, token)
+        path = self.workdir / f"{name}.kubeconfig"
+        kubeconfig = kubeconfig_for(self.plane, path, name, token, server)
         daemon = DaemonProcess.configured(self.workdir, name, user, kubeconfig, sources, **top)
         self.started.append(daemon)
         return daemon

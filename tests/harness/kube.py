@@ -46,8 +46,11 @@ def service_account_token(api: Any, namespace: str, name: str) -> str:
     return token
 
 
-def kubeconfig_for(plane: ControlPlane, path: Path, user: str, token: str) -> Path:
-    write_kubeconfig(path, plane.url, plane.ca_file, user, token)
+def kubeconfig_for(
+    plane: ControlPlane, path: Path, user: str, token: str, server: str = ""
+) -> Path:
+    """A kubeconfig for `user` that reaches the API server directly, or through `server`."""
+    write_kubeconfig(path, server or plane.url, plane.ca_file, user, token)
     return path
 
 

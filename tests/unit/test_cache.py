@@ -1,14 +1,19 @@
 """How the watch cache takes events: what it keeps, what it reports, and the content
-version that status-only updates do not move. Events are fed in directly: no API."""
+version that status-only updates do not move, and how an informer lives through a broken
+watch. Events are fed in directly, or by a scripted stand-in for the cluster: no API."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any, cast
 
-from gitopsd.cluster import Cluster, Resource
+from gitopsd.cluster import ApiError, Cluster, Resource
 from gitopsd.cluster.cache import Informer, LiveCache, content
+from gitopsd.errors import ClusterError
 from gitopsd.objects import APPLYSET_PART_OF_LABEL, Body, ObjectKey
+from tests.harness.waiting import wait_for
 
 DEPLOYMENTS = Resource("apps", "v1", "Deployment", "deployments", namespaced=True)
 WEB = ObjectKey("apps", "Deployment", "n", "web")
@@ -47,10 +52,10 @@ def test_a_status_only_update_is_stored_but_neither_reported_nor_versioned() -> 
 
     assert changes == [WEB]  # only the first sight of it
     assert cache.store[WEB]["metadata"]["resourceVersion"] == "2"  # newest body kept
-    assert cache.content_version(WEB) == "1"
+    assert cache.content_version(WEB, cache.store[WEB]) == "1"
 
     cache._record(WEB, deployment("3", replicas=5, ready=1))
-    assert changes == [WEB, WEB] and cache.content_version(WEB) == "3"
+    assert changes == [WEB, WEB] and cache.content_version(WEB, cache.store[WEB]) == "3"
 
 
 def test_a_deletion_is_reported_and_forgotten() -> None:
@@ -59,7 +64,7 @@ def test_a_deletion_is_reported_and_forgotten() -> None:
     cache._record(WEB, None)
 
     assert changes == [WEB, WEB] and WEB not in cache.store
-    assert cache.content_version(WEB) is None
+    assert cache.content_version(WEB, deployment("1")) is None
 
 
 def test_objects_no_longer_kept_are_purged_and_reported() -> None:
@@ -84,6 +89,18 @@ def test_the_cache_keeps_owned_and_wanted_objects_only() -> None:
     assert not live._keep(api, deployment("1"))
 
 
+def test_a_body_older_than_the_newest_event_keeps_its_own_version() -> None:
+    """A drift check that read version 2 just before event 3 arrived must not be remembered
+    as the check of version 3's content."""
+    cache, _ = informer()
+    cache._record(WEB, deployment("2"))
+    older = cache.store[WEB]
+    cache._record(WEB, deployment("3", replicas=5))
+
+    assert cache.content_version(WEB, older) is None
+    assert cache.content_version(WEB, cache.store[WEB]) == "3"
+
+
 def test_without_an_informer_the_content_version_is_the_resource_version() -> None:
     live = LiveCache(cast(Cluster, None), "applyset-ours-v1", lambda key, body: None)
 
@@ -98,3 +115,90 @@ def test_an_informer_whose_scope_nothing_needs_any_more_is_retired() -> None:
     live.ensure(resources=[], namespaces=["n"], wanted=[])
 
     assert live.informers == {} and stale.retired.is_set()
+
+
+Step = Exception | list[Body | Exception]
+
+
+@dataclass
+class ScriptedCluster:
+    """Lists return version "10"; each watch plays the next step: an error to raise when it
+    opens, or events (an error among them breaks the stream there). When the script runs
+    out, the watch stays open until the test ends."""
+
+    script: list[Step]
+    stopping: threading.Event
+    lists: int = 0
+    watched_from: list[str] = field(default_factory=list)
+
+    def list_with_version(self, resource: Resource, namespace: str) -> tuple[list[Body], str]:
+        self.lists += 1
+        return [], "10"
+
+    def watch(self, resource: Resource, namespace: str, version: str) -> Iterator[Body]:
+        self.watched_from.append(version)
+        if not self.script:
+            return self._open_until_stopped()
+        step = self.script.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        return self._play(step)
+
+    def _play(self, events: list[Body | Exception]) -> Iterator[Body]:
+        for event in events:
+            if isinstance(event, Exception):
+                raise event
+            yield event
+
+    def _open_until_stopped(self) -> Iterator[Body]:
+        self.stopping.wait()
+        yield from ()
+
+
+def run_informer(script: list[Step]) -> tuple[Informer, ScriptedCluster]:
+    stopping = threading.Event()
+    cluster = ScriptedCluster(script, stopping)
+    fed = Informer(
+        cast(Cluster, cluster), DEPLOYMENTS, "n", lambda k, b: True, lambda k, b: None, stopping
+    )
+    threading.Thread(target=fed.run, daemon=True).start()
+    return fed, cluster
+
+
+def added(version: str) -> Body:
+    return {"type": "ADDED", "object": deployment(version)}
+
+
+def test_fa03_after_a_cut_watch_the_informer_watches_again_from_the_last_version() -> None:
+    cut = ClusterError("WATCH deployments: Connection broken", "unreachable")
+    fed, cluster = run_informer([[added("11"), added("12"), cut], cut, cut])
+    try:
+        wait_for(lambda: len(cluster.watched_from) == 4, "the informer to watch a fourth time")
+        assert cluster.watched_from == ["10", "12", "12", "12"]  # not back to 10
+        assert cluster.lists == 1  # a cut is no reason to list everything again
+        assert fed.synced.is_set() and fed.store[WEB]["metadata"]["resourceVersion"] == "12"
+    finally:
+        fed.stopping.set()
+
+
+def test_a_failing_informer_reports_unsynced_until_its_watch_is_open_again() -> None:
+    down = ClusterError("WATCH deployments: Connection refused", "unreachable")
+    fed, cluster = run_informer([[added("11")], down, down, down])
+    try:
+        wait_for(lambda: len(cluster.watched_from) >= 3, "the informer to fail twice")
+        assert not fed.synced.is_set()
+        wait_for(fed.synced.is_set, "the informer to be synced once a watch is open", 60)
+        assert cluster.lists == 1
+    finally:
+        fed.stopping.set()
+
+
+def test_410_gone_lists_again_and_an_unexpected_error_does_not_end_the_thread() -> None:
+    gone = ApiError(410, "too old resource version: 10 (20)")
+    fed, cluster = run_informer([gone, [], KeyError("a bug")])
+    try:
+        wait_for(lambda: len(cluster.watched_from) == 4, "the informer to watch a fourth time")
+        assert cluster.lists == 2  # only 410 Gone lists again
+        assert fed.synced.is_set()
+    finally:
+        fed.stopping.set()

@@ -1,5 +1,5 @@
 """Leadership by the local monotonic clock, and the fence every write passes. Pure: no API
-request is made (a request would fail on the absent client)."""
+request is made (a scripted transport with no answers records any attempt)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from typing import Any, cast
 import pytest
 
 from gitopsd.cluster import Cluster, Resource
+from gitopsd.cluster.api import Api
 from gitopsd.cluster.lease import LeaderElector
 from gitopsd.errors import ClusterError
+from tests.unit.test_api import Transport
 
 CONFIG_MAPS = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
 BODY = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "n"}}
@@ -82,9 +84,11 @@ def test_the_record_timestamps_are_never_compared_with_our_clock(clock: Clock) -
     ],
 )
 def test_a_fenced_cluster_sends_no_write(write: Any) -> None:
-    fenced = Cluster(api=cast(Any, None), discovery=cast(Any, None), may_write=lambda: False)
+    transport = Transport([])
+    api = Api(transport)
+    fenced = Cluster(api=api, discovery=cast(Any, None), may_write=lambda: False)
 
     with pytest.raises(ClusterError) as raised:
         write(fenced)
 
-    assert raised.value.reason == "fenced"
+    assert raised.value.reason == "fenced" and transport.sent == []

@@ -1,0 +1,246 @@
+"""A fault-injecting HTTPS proxy in front of the real kube-apiserver.
+
+It terminates TLS with the API server's own serving certificate (valid for 127.0.0.1 on
+any port, signed by the test CA), so a kubeconfig that names the proxy instead of the API
+server is all a client needs. Each request either passes through to the API server (a
+fresh TLS connection, its bearer token untouched, so the audit log still names the real
+user) or meets the first matching `Fault`: delayed, answered by the proxy itself (429 with
+Retry-After, 500, an HTML page with 200, a truncated body) or cut without an answer.
+`cut_connections()` ends every connection in flight, watches included, mid-stream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import socket
+import ssl
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from tests.harness.controlplane import ControlPlane, write_kubeconfig
+
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "host"})
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    query: str
+
+    @property
+    def is_watch(self) -> bool:
+        return "watch=true" in self.query
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the proxy says instead of the API server; `truncated` declares a longer body
+    than it sends, then hangs up."""
+
+    status: int
+    body: bytes = b""
+    content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
+    truncated: bool = False
+
+
+HTML_PAGE = Answer(200, b"<html><body>Please sign in</body></html>", "text/html")
+
+
+def throttled(retry_after_seconds: int) -> Answer:
+    body = b'{"kind":"Status","apiVersion":"v1","status":"Failure","code":429}'
+    return Answer(429, body, headers=(("Retry-After", str(retry_after_seconds)),))
+
+
+@dataclass
+class Fault:
+    """For requests `when` matches: wait `delay_seconds`, then cut the connection, give
+    `answer`, or (with neither) pass the request on. `times` bounds how often it fires."""
+
+    when: Callable[[Request], bool]
+    answer: Answer | None = None
+    cut: bool = False
+    delay_seconds: float = 0.0
+    times: int | None = None
+    fired: int = 0
+
+
+@dataclass
+class FaultProxy:
+    plane: ControlPlane
+    faults: list[Fault] = field(default_factory=list)
+    stopped: threading.Event = field(default_factory=threading.Event)
+    _open: set[Any] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"https://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> FaultProxy:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(self.plane.pki / "server.crt", self.plane.pki / "server.key")
+        self._server = _TlsServer(("127.0.0.1", 0), _Handler, tls, self)
+        threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self.stopped.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        self.cut_connections()
+
+    def kubeconfig(self, path: Path, user: str = "admin", token: str = "") -> Path:
+        """A kubeconfig that reaches the API server through this proxy (admin by default)."""
+        write_kubeconfig(path, self.url, self.plane.ca_file, user, token or self.plane.admin_token)
+        return path
+
+    def inject(self, fault: Fault) -> Fault:
+        with self._lock:
+            self.faults.append(fault)
+        return fault
+
+    def clear(self) -> None:
+        with self._lock:
+            self.faults.clear()
+
+    def cut_connections(self) -> None:
+        """Hangs up every connection in flight, on both sides: a watch ends mid-stream."""
+        with self._lock:
+            sockets = list(self._open)
+        for sock in sockets:
+            _hang_up(sock)
+
+    def fault_for(self, request: Request) -> Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.when(request) and (fault.times is None or fault.fired < fault.times):
+                    fault.fired += 1
+                    return fault
+        return None
+
+    def track(self, sock: Any, is_open: bool) -> None:
+        with self._lock:
+            (self._open.add if is_open else self._open.discard)(sock)
+
+
+class _TlsServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(
+        self, address: tuple[str, int], handler: Any, tls: ssl.SSLContext, proxy: FaultProxy
+    ) -> None:
+        super().__init__(address, handler)
+        self.tls = tls
+        self.proxy = proxy
+
+    def get_request(self) -> tuple[Any, Any]:
+        sock, address = self.socket.accept()
+        # the handshake happens in the connection's own thread, not in the accept loop
+        return self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), address
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Broken connections are what this server is for: no tracebacks."""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _TlsServer
+
+    def setup(self) -> None:
+        self.connection = self.request
+        self.request.do_handshake()
+        self.server.proxy.track(self.request, True)
+        super().setup()
+
+    def finish(self) -> None:
+        self.server.proxy.track(self.request, False)
+        super().finish()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the test's assertions say what mattered."""
+
+    def handle_one_request(self) -> None:
+        try:
+            super().handle_one_request()
+        except (OSError, http.client.HTTPException):
+            self.close_connection = True
+
+    def _serve(self) -> None:
+        parts = urlsplit(self.path)
+        request = Request(self.command, parts.path, parts.query)
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        proxy = self.server.proxy
+        fault = proxy.fault_for(request)
+        if fault and fault.delay_seconds:
+            proxy.stopped.wait(fault.delay_seconds)
+        if (fault and fault.cut) or proxy.stopped.is_set():
+            self._hang_up()
+        elif fault and fault.answer:
+            self._answer(fault.answer)
+        else:
+            self._forward(body)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+    def _answer(self, answer: Answer) -> None:
+        self.send_response(answer.status)
+        self.send_header("Content-Type", answer.content_type)
+        for name, value in answer.headers:
+            self.send_header(name, value)
+        declared = len(answer.body) + (100 if answer.truncated else 0)
+        self.send_header("Content-Length", str(declared))
+        self.end_headers()
+        self.wfile.write(answer.body)
+        if answer.truncated:
+            self._hang_up()
+
+    def _forward(self, body: bytes) -> None:
+        upstream_tls = ssl.create_default_context(cafile=str(self.server.proxy.plane.ca_file))
+        plane = self.server.proxy.plane
+        upstream = http.client.HTTPSConnection("127.0.0.1", plane.port, context=upstream_tls)
+        try:
+            upstream.connect()  # refused while the API server is down: the client sees a cut
+            self.server.proxy.track(upstream.sock, True)
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
+            upstream.request(self.command, self.path, body or None, headers)
+            self._relay(upstream.getresponse())
+        except (OSError, http.client.HTTPException):
+            self._hang_up()
+        finally:
+            if upstream.sock is not None:
+                self.server.proxy.track(upstream.sock, False)
+            upstream.close()
+
+    def _relay(self, response: http.client.HTTPResponse) -> None:
+        """Passes the answer on chunk by chunk (watches stream); a body that breaks off
+        upstream breaks off here too, without the closing chunk."""
+        self.send_response(response.status, response.reason)
+        for name, value in response.getheaders():
+            if name.lower() not in HOP_BY_HOP:
+                self.send_header(name, value)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        while chunk := response.read1(64 * 1024):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _hang_up(self) -> None:
+        self.close_connection = True
+        _hang_up(self.request)
+
+
+def _hang_up(sock: Any) -> None:
+    """Shuts the socket down under TLS: the peer sees the connection end, no close_notify."""
+    with contextlib.suppress(OSError):  # already gone
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)

@@ -1,0 +1,203 @@
+"""Faults between gitopsd and the API server, injected for real: a proxy in front of the
+real kube-apiserver cuts connections, delays, and answers 429, 500 or HTML in its place,
+and the API server itself is stopped and started again over the same etcd. What survives
+is read from exit codes, /readyz, metrics, the cluster and the audit log."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness import audit
+from tests.harness.cli import Gitopsd
+from tests.harness.controlplane import ControlPlane
+from tests.harness.daemon import DaemonProcess, Daemons
+from tests.harness.faultproxy import HTML_PAGE, Answer, Fault, FaultProxy, Request, throttled
+from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.waiting import wait_for
+from tests.integration.test_daemon import config_map_value, config_maps
+from tests.integration.test_leader_election import ELECTION
+from tests.integration.test_sync import scope
+
+
+@pytest.fixture
+def proxy(control_plane: ControlPlane) -> Iterator[FaultProxy]:
+    started = FaultProxy(control_plane).start()
+    yield started
+    started.stop()
+
+
+def everything(request: Request) -> bool:
+    return True
+
+
+def edit_out_of_band(gitopsd: Gitopsd, namespace: str, value: str) -> None:
+    patch = f'{{"data": {{"k": "{value}"}}}}'
+    gitopsd.kubectl("-n", namespace, "patch", "configmap", "a", "-p", patch)
+
+
+def no_thread_died(daemon: DaemonProcess) -> None:
+    logs = daemon.logs()
+    assert "Traceback" not in logs and "Exception in thread" not in logs, logs[-3000:]
+
+
+SERVER_ERROR = Answer(500, b'{"kind":"Status","code":500,"message":"etcdserver: leader changed"}')
+
+
+@pytest.mark.parametrize(
+    ("fault", "says"),
+    [
+        (Fault(everything, HTML_PAGE), "not JSON (text/html"),
+        (Fault(everything, cut=True), "GET "),
+        (
+            Fault(
+                everything, Answer(200, b'{"kind": "APIGroupDiscoveryList", "ite', truncated=True)
+            ),
+            "GET ",
+        ),
+        (Fault(everything, SERVER_ERROR), "etcdserver: leader changed"),
+    ],
+    ids=["html-200", "cut", "truncated", "500-every-time"],
+)
+def test_fa10_a_transport_fault_ends_the_cli_with_exit_4_and_one_line(
+    gitopsd: Gitopsd,
+    proxy: FaultProxy,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    tmp_path: Path,
+    fault: Fault,
+    says: str,
+) -> None:
+    git_repo.commit(config_maps("a"))
+    kubeconfig = proxy.kubeconfig(tmp_path / "kubeconfig")
+    proxy.inject(fault)
+
+    run = gitopsd(
+        "diff", git_server.file_url(git_repo), *scope(namespace), "--kubeconfig", str(kubeconfig)
+    )
+
+    assert run.code == 4, run.text
+    assert run.out == "" and run.err.count("\n") == 1, run.err
+    assert run.err.startswith("gitopsd: error: ") and says in run.err, run.err
+
+
+def test_fa09_a_throttled_cli_waits_out_retry_after_and_succeeds(
+    gitopsd: Gitopsd,
+    proxy: FaultProxy,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    git_repo.commit(config_maps("a"))
+    kubeconfig = proxy.kubeconfig(tmp_path / "kubeconfig")
+    throttle = proxy.inject(Fault(everything, throttled(1), times=3))
+
+    run = gitopsd(
+        "diff", git_server.file_url(git_repo), *scope(namespace), "--kubeconfig", str(kubeconfig)
+    )
+
+    assert run.code == 1, run.text  # drift: ConfigMap a is missing
+    assert throttle.fired == 3
+
+
+def test_fa03_watches_cut_or_answered_with_html_recover_and_heal_what_changed_meanwhile(
+    daemons: Daemons,
+    proxy: FaultProxy,
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit(config_maps("a"))
+    daemon = daemons.start(git_server.file_url(git_repo), server=proxy.url)
+    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first sync")
+    wait_for(lambda: daemon.get("/readyz")[0] == 200, "the daemon to be ready")
+
+    proxy.cut_connections()  # every watch ends mid-stream
+    edit_out_of_band(gitopsd, namespace, "cut")
+    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the edit healed")
+
+    html = proxy.inject(Fault(lambda request: request.is_watch, HTML_PAGE))
+    proxy.cut_connections()
+    wait_for(lambda: html.fired >= 2, "watches to be answered with HTML twice")
+    assert daemon.get("/readyz")[0] == 503  # the caches say they are broken
+    edit_out_of_band(gitopsd, namespace, "html")
+    proxy.clear()
+    wait_for(lambda: daemon.get("/readyz")[0] == 200, "/readyz to recover", 60)
+    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the edit healed")
+    no_thread_died(daemon)
+
+
+def test_fa01_a_daemon_outlives_an_api_server_restart_and_heals_an_edit_made_after(
+    daemons: Daemons,
+    control_plane: ControlPlane,
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit(config_maps("a"))
+    daemon = daemons.start(git_server.file_url(git_repo))
+    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first sync")
+    wait_for(lambda: daemon.get("/readyz")[0] == 200, "the daemon to be ready")
+    errors = daemon.value("gitopsd_errors_total", stage="cluster")
+
+    with control_plane.apiserver_stopped():
+        wait_for(lambda: daemon.get("/readyz")[0] == 503, "/readyz to turn false", 60)
+        daemon.wait_value(
+            "gitopsd_errors_total", lambda v: v > errors, "the outage counted", 90, stage="cluster"
+        )
+        assert daemon.get("/healthz")[0] == 200  # alive, only not ready
+
+    wait_for(lambda: daemon.get("/readyz")[0] == 200, "/readyz to recover", 60)
+    edit_out_of_band(gitopsd, namespace, "after-restart")
+    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the edit healed")
+    no_thread_died(daemon)
+
+
+def test_fa23_a_leader_that_loses_its_lease_while_throttled_writes_nothing_after(
+    daemons: Daemons,
+    proxy: FaultProxy,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit(config_maps("a"))
+    url = git_server.file_url(git_repo)
+    election = {**ELECTION, "namespace": namespace}
+    leader = daemons.start(url, "first", top={"leaderElection": election}, server=proxy.url)
+    leader.wait_value("gitopsd_leader", lambda v: v == 1, "the first replica to lead")
+    leader.wait_value("gitopsd_commit_to_applied_seconds_count", bool, "the first commit")
+    standby = daemons.start(url, "second", top={"leaderElection": election})
+    wait_for(lambda: standby.get("/readyz")[0] == 200, "the standby to be ready")
+
+    def write_of_a(request: Request) -> bool:
+        is_write = request.method == "PATCH" and "dryRun" not in request.query
+        return is_write and request.path.endswith("/configmaps/a")
+
+    # Each "retry later" outlasts the 3 s renew deadline; the third attempt would pass.
+    throttle = proxy.inject(Fault(write_of_a, throttled(5), times=2))
+    git_repo.commit(config_maps("a", value="w"))
+    wait_for(lambda: throttle.fired >= 1, "the leader's write to be throttled")
+    lost_at = time.time()
+    polls = leader.value("gitopsd_reconcile_total")  # the throttled one is still running
+    proxy.inject(Fault(lambda request: "/leases" in request.path, delay_seconds=120))
+
+    standby.wait_value("gitopsd_leader", lambda v: v == 1, "the standby to take over")
+    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "w", "the new leader's sync")
+    leader.wait_value(
+        "gitopsd_reconcile_total", lambda v: v >= polls + 2, "the old leader to poll again", 60
+    )
+    assert audit.changes(control_plane, leader.user, since=lost_at) == []
+    assert throttle.fired == 1  # the retry was refused before it was sent
+    assert leader.value("gitopsd_errors_total", reason="fenced") >= 1

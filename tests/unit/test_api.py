@@ -1,0 +1,161 @@
+"""How `Api` treats what comes back: retries, the fence before every attempt, and transport
+failures turned into our errors. A tiny scripted transport stands in for the connection
+pool; the same faults through a real proxy are in tests/integration/test_faults.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import urllib3
+
+from gitopsd.cluster.api import Api, ApiError
+from gitopsd.errors import ClusterError
+
+CUT = urllib3.exceptions.ProtocolError("Connection broken: IncompleteRead(12 bytes read)")
+
+
+@dataclass
+class Raw:
+    """The urllib3 response under a watch: chunks, then possibly a broken connection."""
+
+    chunks: list[bytes]
+    broken: bool = False
+
+    def stream(self, amount: int, decode_content: bool) -> Iterator[bytes]:
+        yield from self.chunks
+        if self.broken:
+            raise CUT
+
+    def release_conn(self) -> None:
+        pass
+
+
+@dataclass
+class Answer:
+    status: int
+    body: bytes = b"{}"
+    headers: dict[str, str] = field(default_factory=lambda: {"Content-Type": "application/json"})
+    raw: Raw | None = None
+    cut: bool = False
+    """The connection breaks while the body is read."""
+
+    @property
+    def response(self) -> Raw | None:
+        return self.raw
+
+    def read(self) -> bytes:
+        if self.cut:
+            raise CUT
+        return self.body
+
+
+@dataclass
+class Transport:
+    """Plays the scripted answers (or raises the scripted errors) in order."""
+
+    script: list[Answer | Exception]
+    sent: list[str] = field(default_factory=list)
+
+    def param_serialize(self, method: str, path: str, **_: Any) -> tuple[Any, ...]:
+        return method, path, {}, None, None
+
+    def call_api(self, method: str, url: str, **_: Any) -> Answer:
+        self.sent.append(f"{method} {url}")
+        step = self.script.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        return step
+
+
+def throttled() -> Answer:
+    return Answer(429, b'{"message": "slow down"}', {"Retry-After": "0"})
+
+
+def test_fa09_a_throttled_request_is_retried_until_it_succeeds() -> None:
+    transport = Transport([throttled(), throttled(), Answer(200, b'{"ok": true}')])
+
+    assert Api(transport).request("GET", "/api/v1/namespaces") == {"ok": True}
+    assert len(transport.sent) == 3
+
+
+def test_fa23_the_fence_is_checked_before_every_attempt_not_only_the_first() -> None:
+    transport = Transport([throttled(), throttled(), Answer(200)])
+    leading = [True]
+
+    def fence() -> None:
+        if not leading[0]:
+            raise ClusterError("write refused: lost the lease", "fenced")
+        leading[0] = False  # the lease runs out while the first answer says "retry later"
+
+    with pytest.raises(ClusterError) as refused:
+        Api(transport).request("PATCH", "/api/v1/namespaces/n/configmaps/a", fence=fence)
+
+    assert refused.value.reason == "fenced"
+    assert transport.sent == ["PATCH /api/v1/namespaces/n/configmaps/a"]  # no retry went out
+
+
+@pytest.mark.parametrize(
+    ("step", "says"),
+    [
+        (urllib3.exceptions.ProtocolError("Connection refused"), "Connection refused"),
+        (ConnectionResetError(104, "Connection reset by peer"), "reset by peer"),
+        (Answer(200, b'{"items": [', cut=True), "IncompleteRead"),
+        (Answer(200, b"<html><body>Sign in</body></html>", {"Content-Type": "text/html"}), "JSON"),
+        (Answer(200, b'{"items": ['), "not JSON"),
+        (Answer(503, b"<html>busy</html>", cut=True), "IncompleteRead"),
+    ],
+    ids=["refused", "reset", "cut-body", "html-200", "truncated-json", "cut-error-body"],
+)
+def test_fa10_a_transport_failure_becomes_one_line_cluster_error(
+    step: Answer | Exception, says: str
+) -> None:
+    api = Api(Transport([step]), max_attempts=1)
+
+    with pytest.raises(ClusterError) as failed:
+        api.request("GET", "/api/v1/namespaces")
+
+    assert failed.value.reason == "unreachable"
+    assert says in str(failed.value) and "\n" not in str(failed.value)
+    assert str(failed.value).startswith("GET /api/v1/namespaces: ")
+
+
+def test_reachable_turns_false_on_a_transport_failure_and_true_on_the_next_answer() -> None:
+    api = Api(Transport([ConnectionRefusedError(111, "refused"), Answer(404)]), max_attempts=1)
+
+    with pytest.raises(ClusterError):
+        api.request("GET", "/api/v1/namespaces")
+    assert not api.reachable
+
+    with pytest.raises(ApiError):
+        api.request("GET", "/api/v1/namespaces")
+    assert api.reachable
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        (Raw([b'{"type": "ADDED", "object": {}}\n'], broken=True), "IncompleteRead"),
+        (Raw([b'{"type": "ADDED", "object": {}}\n{"type": "MOD'], broken=False), "inside an"),
+        (Raw([b"<html>proxy error</html>\n"]), "not JSON"),
+        (Raw([b"[1, 2]\n"]), "not a JSON object"),
+    ],
+    ids=["cut", "truncated-event", "html", "not-an-object"],
+)
+def test_fa10_a_broken_watch_stream_ends_in_a_cluster_error(raw: Raw, says: str) -> None:
+    api = Api(Transport([Answer(200, raw=raw)]))
+
+    with pytest.raises(ClusterError) as failed:
+        list(api.stream("/api/v1/configmaps", [("watch", "true")]))
+
+    assert failed.value.reason == "unreachable" and says in str(failed.value)
+
+
+def test_a_watch_that_cannot_open_fails_when_opened_not_when_read() -> None:
+    api = Api(Transport([ConnectionRefusedError(111, "refused")]))
+
+    with pytest.raises(ClusterError):
+        api.stream("/api/v1/configmaps", [("watch", "true")])
+    assert not api.reachable
