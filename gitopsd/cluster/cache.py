@@ -125,8 +125,13 @@ class Informer:
         if changed:
             self.on_change(key, body)
 
-    def content_version(self, key: ObjectKey) -> str | None:
+    def content_version(self, key: ObjectKey, body: Body) -> str | None:
+        """The content version of `body`, if it is still the stored one; None when a newer
+        event replaced it (its content version would name a body no one measured)."""
         with self.lock:
+            stored = self.store.get(key)
+            if stored is None or _version(stored) != _version(body):
+                return None
             return self.content_versions.get(key)
 
     def purge(self) -> None:
@@ -215,10 +220,12 @@ class LiveCache:
         return found
 
     def content_version(self, key: ObjectKey, body: Body) -> str:
-        """A version of `body` that moves when its content does, not when only its status
-        does (falls back to the resourceVersion)."""
+        """A version of `body` (a snapshot from `objects()`) that moves when its content does,
+        not when only its status does. It names `body` itself, never a newer event's object:
+        a drift measured on `body` must not be remembered as the drift of a later edit. Falls
+        back to `body`'s resourceVersion."""
         informer = self.informers.get((key.group_kind, key.namespace))
-        known = informer.content_version(key) if informer else None
+        known = informer.content_version(key, body) if informer else None
         return known or _version(body)
 
     def stop(self) -> None:

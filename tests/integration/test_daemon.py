@@ -228,6 +228,90 @@ def test_self_heal_undoes_out_of_band_edits_at_once(
     assert daemon.value("gitopsd_reconcile_total", source="app") == 1  # healed by watch, not poll
 
 
+MANY = [f"cm-{i:02d}" for i in range(80)]
+
+
+def config_map_values(admin_api: Any, namespace: str) -> dict[str, str | None]:
+    """The value of key k of every ConfigMap in `namespace`, read from the API server."""
+    core: Any = client.CoreV1Api(admin_api)
+    items = core.list_namespaced_config_map(namespace).items
+    return {cm.metadata.name: (cm.data or {}).get("k") for cm in items if cm.metadata.name in MANY}
+
+
+def edit(admin_api: Any, namespace: str, name: str, value: str) -> None:
+    """An out-of-band edit, as `kubectl patch` makes it."""
+    core: Any = client.CoreV1Api(admin_api)
+    core.patch_namespaced_config_map(name, namespace, {"data": {"k": value}})
+
+
+def drifted_names(daemon: DaemonProcess) -> set[str]:
+    """The objects in the per-object drift series of /metrics."""
+    return {
+        dict(labels)["name"]
+        for (metric, labels), value in daemon.samples().items()
+        if metric == "gitopsd_object_drift" and value == 1
+    }
+
+
+def edit_many_in_quick_succession(admin_api: Any, namespace: str, healed: bool) -> None:
+    """Out-of-band edits of 50 objects: a burst (ten objects edited twice, while the first
+    heals are in flight), then rounds in which an object is edited right after the heal (or
+    the revert) of its previous edit, as its own write is being measured, and another object
+    at once too."""
+    for name in MANY[:30] + MANY[:10]:
+        edit(admin_api, namespace, name, "burst")
+    for index, name in enumerate(MANY[30:50]):
+        edit(admin_api, namespace, name, "first")
+        if healed:
+            wait_for(value_is(admin_api, namespace, name, "v"), f"{name} to be healed", 30)
+        else:
+            edit(admin_api, namespace, name, "v")  # back to git's value: no drift for a moment
+        edit(admin_api, namespace, name, "again")
+        edit(admin_api, namespace, MANY[50 + index], "meanwhile")
+
+
+def test_self_heal_heals_every_one_of_many_quick_out_of_band_edits(
+    daemons: Daemons, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(config_maps(*MANY))
+    daemon = daemons.start(git_server.file_url(git_repo), interval="1h")  # heals by watch only
+    in_git = dict.fromkeys(MANY, "v")
+    wait_for(lambda: config_map_values(admin_api, namespace) == in_git, "the ConfigMaps", 60)
+
+    edit_many_in_quick_succession(admin_api, namespace, healed=True)
+
+    def all_healed() -> bool:
+        return config_map_values(admin_api, namespace) == in_git
+
+    wait_for(all_healed, "every out-of-band edit to be healed", 60)
+    daemon.wait_value("gitopsd_drift_objects", lambda v: v == 0, "drift to clear", 10)
+    assert daemon.value("gitopsd_reconcile_total", source="app") == 1  # healed by watch, not poll
+
+
+def test_observe_mode_exports_every_one_of_many_quick_out_of_band_edits(
+    daemons: Daemons,
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    url = git_server.file_url(git_repo)
+    git_repo.commit(config_maps(*MANY))
+    sync_as_the_daemon_would(gitopsd, url, namespace)
+    daemon = daemons.start(url, mode="observe", interval="1h")  # measures by watch only
+    daemon.wait_value("gitopsd_reconcile_total", lambda v: v == 1, "the first poll", source="app")
+
+    edit_many_in_quick_succession(admin_api, namespace, healed=False)
+
+    values = config_map_values(admin_api, namespace)
+    edited = {name for name, value in values.items() if value != "v"}
+    assert len(edited) == 70  # the edits are still there: observe mode never writes
+    wait_for(lambda: drifted_names(daemon) == edited, "every edited object in the drift series", 30)
+    assert daemon.value("gitopsd_drift_objects", state="modified") == len(edited)
+    assert config_map_values(admin_api, namespace) == values
+
+
 def test_observe_mode_never_writes(
     daemons: Daemons,
     gitopsd: Gitopsd,
