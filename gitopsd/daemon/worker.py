@@ -278,14 +278,17 @@ class SourceWorker:
             keys = self.queue.take(timeout_seconds=0.5)
             if not keys or not self.leading.is_set():
                 continue  # a new leader measures everything in its first poll
-            if self.desired is None or not self.attempted.is_set():
-                # The first poll may have measured before this change: keep it for later.
+            if self.desired is None or not self.attempted.is_set() or not self.backoff.ready():
+                # The first poll may have measured before this change, or a failed check
+                # waits out its backoff: keep the keys for later.
                 self.queue.add_all(keys)
                 continue
             with self.busy:
                 self._recheck(keys)
 
     def _recheck(self, keys: set[ObjectKey]) -> None:
+        """Measures (and heals) after watch events. The snapshot is taken after `keys` were,
+        so it holds each key's event or a newer one; a failed check queues them again."""
         desired = self.desired
         if desired is None or self.stopping.is_set():
             return
@@ -294,6 +297,7 @@ class SourceWorker:
             self._heal(desired, live, self._measure(desired, live, keys))
         except GitopsdError as error:
             self._failed(error)
+            self.queue.add_all(keys)
 
     def _observe_latency(
         self, drifts: list[diff.Drift], keys: set[ObjectKey], live: loop.Live

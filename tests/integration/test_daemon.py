@@ -312,6 +312,82 @@ def test_observe_mode_exports_every_one_of_many_quick_out_of_band_edits(
     assert config_map_values(admin_api, namespace) == values
 
 
+def refuse_git_values(admin_api: Any, namespace: str) -> Callable[[], None]:
+    """A ValidatingAdmissionPolicy that refuses, in `namespace`, any ConfigMap update to
+    git's value (dry-runs too); returns what removes it."""
+    admission: Any = client.AdmissionregistrationV1Api(admin_api)
+    name = f"refuse-git-values-{namespace}"
+    admission.create_validating_admission_policy(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["UPDATE"],
+                            "resources": ["configmaps"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {"expression": "object.data.k != 'v'", "message": "git's value is refused"}
+                ],
+            },
+        }
+    )
+    admission.create_validating_admission_policy_binding(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+                },
+            },
+        }
+    )
+
+    def remove() -> None:
+        admission.delete_validating_admission_policy_binding(name)
+        admission.delete_validating_admission_policy(name)
+
+    return remove
+
+
+def refused(admin_api: Any, namespace: str, name: str, value: str) -> bool:
+    try:
+        edit(admin_api, namespace, name, value)
+    except client.ApiException as error:
+        return bool(error.status in (400, 403, 422))
+    return False
+
+
+def test_a_heal_that_fails_is_retried_after_its_backoff(
+    daemons: Daemons, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(config_maps("a", "b"))
+    daemon = daemons.start(git_server.file_url(git_repo), interval="1h")  # heals by watch only
+    wait_for(value_is(admin_api, namespace, "b", "v"), "the ConfigMaps")
+    remove_policy = refuse_git_values(admin_api, namespace)
+    try:
+        edit(admin_api, namespace, "b", "edited")
+        wait_for(
+            lambda: refused(admin_api, namespace, "b", "v"), "the policy to refuse git's value"
+        )
+        edit(admin_api, namespace, "a", "edited")  # its heal is refused too
+        daemon.wait_value("gitopsd_errors_total", lambda v: v >= 1, "a refused heal")
+    finally:
+        remove_policy()
+
+    wait_for(value_is(admin_api, namespace, "a", "v"), "the refused heal to be retried", 60)
+    wait_for(value_is(admin_api, namespace, "b", "v"), "the other edit to be healed", 60)
+    assert daemon.value("gitopsd_reconcile_total", source="app") == 1  # retried by the watch path
+
+
 def test_observe_mode_never_writes(
     daemons: Daemons,
     gitopsd: Gitopsd,
