@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from gitopsd import diff, inventory, loop
-from gitopsd.apply import Action, Outcome, Target
+from gitopsd.apply import Action, ChangeSet, Outcome, Target
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.cache import LiveCache
 from gitopsd.configfile import Mode, SourceConfig
@@ -184,7 +184,7 @@ class SourceWorker:
     def _act(self, desired: loop.Desired, live: loop.Live) -> None:
         drifts = self._measure(desired, live)
         if self.config.mode == Mode.ENFORCE and desired.revision.sha != self.applied_revision:
-            self._sync(desired, live, desired.targets, prune=True)
+            self._sync(desired, live, desired.targets, drifts, prune=True)
             self.applied_revision = desired.revision.sha
             self.recorder.applied(self.name, desired.revision.commit_time, time.time())
         else:
@@ -211,15 +211,18 @@ class SourceWorker:
             return
         keys = {d.key for d in drifts if d.state != diff.State.EXTRANEOUS}
         if keys:
-            self._sync(desired, live, {key: desired.targets[key] for key in keys}, prune=False)
+            targets = {key: desired.targets[key] for key in keys}
+            self._sync(desired, live, targets, drifts, prune=False)
 
     def _sync(
         self,
         desired: loop.Desired,
         live: loop.Live,
         targets: dict[ObjectKey, Target],
+        drifts: list[diff.Drift],
         prune: bool,
     ) -> None:
+        """Applies `targets` (and prunes, if asked); `drifts` is what was measured before."""
         settings = self.config.settings
         if not prune:
             settings = replace(settings, prune=replace(settings.prune, enabled=False))
@@ -240,6 +243,7 @@ class SourceWorker:
             raise
         finally:
             self.parent = None  # the sync (re)wrote it; read it again next time
+        self._forget_drift_undone(drifts, report.changes)
         self.recorder.changes(self.name, report.changes)
         self.recorder.refused(self.name, [str(reason) for _, reason in report.refused])
         for outcome in report.changes.outcomes:
@@ -251,6 +255,15 @@ class SourceWorker:
             self.log.info("took over %s", takeover, extra=revision)
         changed = [o for o in report.changes.outcomes if o.action != Action.UNCHANGED]
         self.log.info("sync finished: %d changed", len(changed), extra=revision)
+
+    def _forget_drift_undone(self, drifts: list[diff.Drift], changes: ChangeSet) -> None:
+        """Objects the sync created or pruned are no longer missing or extraneous: exported
+        as such until the watch measures them again (after the poll), a scrape would see
+        objects that exist reported missing. Their events measure them again; an object
+        configured stays exported until then, its write may not have undone its drift."""
+        undone = {o.key for o in changes.outcomes if o.action in (Action.CREATED, Action.PRUNED)}
+        if undone:
+            self.recorder.drift(self.name, [d for d in drifts if d.key not in undone])
 
     def _log_outcome(self, outcome: Outcome) -> None:
         if outcome.action != Action.UNCHANGED:

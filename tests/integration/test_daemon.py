@@ -312,6 +312,28 @@ def test_observe_mode_exports_every_one_of_many_quick_out_of_band_edits(
     assert config_map_values(admin_api, namespace) == values
 
 
+def test_objects_a_sync_created_are_not_exported_as_missing_once_it_finished(
+    daemons: Daemons, git_server: GitServer, git_repo: GitRepo
+) -> None:
+    """The first poll measures every object missing, then creates them. The drift it
+    measured must not outlive the sync: the watch measures the objects again only after the
+    poll, and a scrape in between would count existing objects as missing."""
+    git_repo.commit(config_maps(*MANY))
+    daemon = daemons.start(git_server.file_url(git_repo), interval="1h")
+
+    def missing_once_created() -> tuple[float] | None:
+        samples = daemon.samples()  # one scrape: both values from the same moment
+
+        def total(metric: str, label: tuple[str, str]) -> float:
+            return sum(v for (name, ls), v in samples.items() if name == metric and label in ls)
+
+        created = total("gitopsd_apply_total", ("action", "created"))
+        return (total("gitopsd_drift_objects", ("state", "missing")),) if created else None
+
+    [missing] = wait_for(missing_once_created, "the first sync to finish", 60)
+    assert missing == 0
+
+
 def refuse_git_values(admin_api: Any, namespace: str) -> Callable[[], None]:
     """A ValidatingAdmissionPolicy that refuses, in `namespace`, any ConfigMap update to
     git's value (dry-runs too); returns what removes it."""
@@ -717,6 +739,16 @@ def test_one_invalid_source_never_stops_the_others(
     assert CANARY not in daemon.logs() + daemon.metrics()
 
 
+def series(
+    server: Prometheus, promql: str, labels: tuple[str, ...], value: bool = False
+) -> list[tuple[str, ...]]:
+    """The label values (and the value, if asked) of every series `promql` returns, sorted."""
+    found = server.query(promql)
+    return sorted(
+        tuple(s["metric"][k] for k in labels) + ((s["value"][1],) if value else ()) for s in found
+    )
+
+
 def test_prometheus_scrapes_the_drift_and_who_caused_it(
     daemons: Daemons,
     prometheus_binaries: PrometheusBinaries,
@@ -746,17 +778,16 @@ def test_prometheus_scrapes_the_drift_and_who_caused_it(
 
         gitopsd.kubectl("scale", "deployment/web", "--replicas=5", "-n", namespace)
 
-        [series] = wait_for(
-            lambda: server.query('gitopsd_object_drift{source="app"} == 1'),
-            "the drifted object in Prometheus",
+        labels = ("group_kind", "namespace", "name", "manager")
+        drifted = [("Deployment.apps", namespace, "web", "kubectl")]
+        wait_for(
+            lambda: series(server, 'gitopsd_object_drift{source="app"} == 1', labels) == drifted,
+            "exactly the drifted object, with who drifted it, in Prometheus",
         )
-        assert {k: series["metric"][k] for k in ("group_kind", "namespace", "name", "manager")} == {
-            "group_kind": "Deployment.apps",
-            "namespace": namespace,
-            "name": "web",
-            "manager": "kubectl",
-        }
-        [by_state] = server.query('sum by (state) (gitopsd_drift_objects{source="app"})')
-        assert (by_state["metric"]["state"], by_state["value"][1]) == ("modified", "1")
+        by_state = 'sum by (state) (gitopsd_drift_objects{source="app"})'
+        wait_for(
+            lambda: series(server, by_state, ("state",), value=True) == [("modified", "1")],
+            "exactly one modified object in Prometheus",
+        )
     finally:
         server.stop()
