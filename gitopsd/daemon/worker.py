@@ -75,6 +75,8 @@ class SourceWorker:
     stopping: threading.Event
     busy: threading.Lock = field(default_factory=threading.Lock)
     backoff: Backoff = field(default_factory=Backoff)
+    recheck_backoff: Backoff = field(default_factory=Backoff)
+    """Paces drift checks after a failed one; its own, so a git outage never pauses healing."""
     parse_cache: ParseCache = field(default_factory=ParseCache)
     desired: loop.Desired | None = None
     applied_revision: str | None = None
@@ -125,17 +127,17 @@ class SourceWorker:
             self.backoff.reset()
             return "success"
         except GitopsdError as error:
-            self._failed(error)
+            self._failed(error, self.backoff)
         return "failed"
 
-    def _failed(self, error: GitopsdError) -> None:
-        """Counts and logs a failure; what may cure itself is retried with backoff, a bad
+    def _failed(self, error: GitopsdError, backoff: Backoff) -> None:
+        """Counts and logs a failure; what may cure itself is retried after `backoff`, a bad
         revision waits for the next one."""
         reason = str(getattr(error, "reason", "invalid"))
         if isinstance(error, ManifestError) and reason not in RETRIED_MANIFEST_REASONS:
             retry = "waiting for a new revision"
         else:
-            retry = f"retrying in {self.backoff.failed():.1f} s"
+            retry = f"retrying in {backoff.failed():.1f} s"
         stage = _stage_of(error)
         self.recorder.error(self.name, stage, reason)
         self.log.error("%s; %s", error, retry, extra={"stage": stage, "reason": reason})
@@ -291,7 +293,8 @@ class SourceWorker:
             keys = self.queue.take(timeout_seconds=0.5)
             if not keys or not self.leading.is_set():
                 continue  # a new leader measures everything in its first poll
-            if self.desired is None or not self.attempted.is_set() or not self.backoff.ready():
+            waiting = not self.recheck_backoff.ready()
+            if self.desired is None or not self.attempted.is_set() or waiting:
                 # The first poll may have measured before this change, or a failed check
                 # waits out its backoff: keep the keys for later.
                 self.queue.add_all(keys)
@@ -308,8 +311,9 @@ class SourceWorker:
         try:
             live = self._live(desired)
             self._heal(desired, live, self._measure(desired, live, keys))
+            self.recheck_backoff.reset()
         except GitopsdError as error:
-            self._failed(error)
+            self._failed(error, self.recheck_backoff)
             self.queue.add_all(keys)
 
     def _observe_latency(

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -408,6 +409,38 @@ def test_a_heal_that_fails_is_retried_after_its_backoff(
     wait_for(value_is(admin_api, namespace, "a", "v"), "the refused heal to be retried", 60)
     wait_for(value_is(admin_api, namespace, "b", "v"), "the other edit to be healed", 60)
     assert daemon.value("gitopsd_reconcile_total", source="app") == 1  # retried by the watch path
+
+
+def test_self_heal_goes_on_while_git_is_unreachable(
+    daemons: Daemons, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(config_maps("a"))
+    daemon = daemons.start(git_server.file_url(git_repo))
+    wait_for(value_is(admin_api, namespace, "a", "v"), "the ConfigMap")
+    gone = git_repo.bare.rename(git_repo.bare.with_suffix(".gone"))
+    try:
+        failed = daemon.wait_value(
+            "gitopsd_errors_total", lambda v: v >= 4, "fetches to back off", 60, stage="source"
+        )
+        edit(admin_api, namespace, "a", "edited")
+
+        wait_for(value_is(admin_api, namespace, "a", "v"), "the edit to be healed", 30)
+    finally:
+        gone.rename(git_repo.bare)
+    # Healed by the watch while the polls wait out their backoff, not after it ended.
+    lines = daemon.log_lines()
+    [healed] = [line["time"] for line in lines if line["message"] == "configured"]
+    fetches = [line for line in lines if line.get("stage") == "source" and line["time"] < healed]
+    assert len(fetches) == failed
+    retry = re.search(r"retrying in ([0-9.]+) s", fetches[-1]["message"])
+    assert retry is not None
+    backoff_ends = moment(fetches[-1]["time"]) + float(retry.group(1))
+    assert moment(healed) < backoff_ends
+
+
+def moment(logged: str) -> float:
+    """A log line's time as a POSIX timestamp."""
+    return datetime.fromisoformat(logged.replace("Z", "+00:00")).timestamp()
 
 
 def test_observe_mode_never_writes(
