@@ -259,10 +259,10 @@ class SourceWorker:
         self.log.info("sync finished: %d changed", len(changed), extra=revision)
 
     def _forget_drift_undone(self, drifts: list[diff.Drift], changes: ChangeSet) -> None:
-        """Objects the sync created or pruned are no longer missing or extraneous: exported
-        as such until the watch measures them again (after the poll), a scrape would see
-        objects that exist reported missing. Their events measure them again; an object
-        configured stays exported until then, its write may not have undone its drift."""
+        """Objects the sync created or pruned leave the drift gauges now: until the watch
+        measures them again (after the poll), a scrape would count existing objects as
+        missing. Their ADDED and DELETED events measure them again. A configured object
+        stays until then: its write may not have undone its drift."""
         undone = {o.key for o in changes.outcomes if o.action in (Action.CREATED, Action.PRUNED)}
         if undone:
             self.recorder.drift(self.name, [d for d in drifts if d.key not in undone])
