@@ -302,8 +302,9 @@ def resource_version(key: ObjectKey, live: Body) -> str:
 @dataclass
 class DriftMemo:
     """The drift found per object, valid while git's body and the live object's version stay
-    put: an unchanged object costs no dry-run. `version_of` names the live version; the watch
-    cache gives one that status-only updates do not move."""
+    put: an unchanged object costs no dry-run. `version_of` names the version of the body
+    measured (never a newer one the watch has seen since: that edit would pass for measured);
+    the watch cache gives one that status-only updates do not move."""
 
     version_of: Callable[[ObjectKey, Body], str] = resource_version
     seen: dict[ObjectKey, tuple[str, str, diff.Drift | None]] = field(default_factory=dict)

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from gitopsd import diff, inventory, loop
-from gitopsd.apply import Action, Outcome, Target
+from gitopsd.apply import Action, ChangeSet, Outcome, Target
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.cache import LiveCache
 from gitopsd.configfile import Mode, SourceConfig
@@ -75,6 +75,8 @@ class SourceWorker:
     stopping: threading.Event
     busy: threading.Lock = field(default_factory=threading.Lock)
     backoff: Backoff = field(default_factory=Backoff)
+    recheck_backoff: Backoff = field(default_factory=Backoff)
+    """Paces drift checks after a failed one; its own, so a git outage never pauses healing."""
     parse_cache: ParseCache = field(default_factory=ParseCache)
     desired: loop.Desired | None = None
     applied_revision: str | None = None
@@ -125,17 +127,17 @@ class SourceWorker:
             self.backoff.reset()
             return "success"
         except GitopsdError as error:
-            self._failed(error)
+            self._failed(error, self.backoff)
         return "failed"
 
-    def _failed(self, error: GitopsdError) -> None:
-        """Counts and logs a failure; what may cure itself is retried with backoff, a bad
+    def _failed(self, error: GitopsdError, backoff: Backoff) -> None:
+        """Counts and logs a failure; what may cure itself is retried after `backoff`, a bad
         revision waits for the next one."""
         reason = str(getattr(error, "reason", "invalid"))
         if isinstance(error, ManifestError) and reason not in RETRIED_MANIFEST_REASONS:
             retry = "waiting for a new revision"
         else:
-            retry = f"retrying in {self.backoff.failed():.1f} s"
+            retry = f"retrying in {backoff.failed():.1f} s"
         stage = _stage_of(error)
         self.recorder.error(self.name, stage, reason)
         self.log.error("%s; %s", error, retry, extra={"stage": stage, "reason": reason})
@@ -184,7 +186,7 @@ class SourceWorker:
     def _act(self, desired: loop.Desired, live: loop.Live) -> None:
         drifts = self._measure(desired, live)
         if self.config.mode == Mode.ENFORCE and desired.revision.sha != self.applied_revision:
-            self._sync(desired, live, desired.targets, prune=True)
+            self._sync(desired, live, desired.targets, drifts, prune=True)
             self.applied_revision = desired.revision.sha
             self.recorder.applied(self.name, desired.revision.commit_time, time.time())
         else:
@@ -211,15 +213,18 @@ class SourceWorker:
             return
         keys = {d.key for d in drifts if d.state != diff.State.EXTRANEOUS}
         if keys:
-            self._sync(desired, live, {key: desired.targets[key] for key in keys}, prune=False)
+            targets = {key: desired.targets[key] for key in keys}
+            self._sync(desired, live, targets, drifts, prune=False)
 
     def _sync(
         self,
         desired: loop.Desired,
         live: loop.Live,
         targets: dict[ObjectKey, Target],
+        drifts: list[diff.Drift],
         prune: bool,
     ) -> None:
+        """Applies `targets` (and prunes, if asked); `drifts` is what was measured before."""
         settings = self.config.settings
         if not prune:
             settings = replace(settings, prune=replace(settings.prune, enabled=False))
@@ -240,6 +245,7 @@ class SourceWorker:
             raise
         finally:
             self.parent = None  # the sync (re)wrote it; read it again next time
+        self._forget_drift_undone(drifts, report.changes)
         self.recorder.changes(self.name, report.changes)
         self.recorder.refused(self.name, [str(reason) for _, reason in report.refused])
         for outcome in report.changes.outcomes:
@@ -251,6 +257,15 @@ class SourceWorker:
             self.log.info("took over %s", takeover, extra=revision)
         changed = [o for o in report.changes.outcomes if o.action != Action.UNCHANGED]
         self.log.info("sync finished: %d changed", len(changed), extra=revision)
+
+    def _forget_drift_undone(self, drifts: list[diff.Drift], changes: ChangeSet) -> None:
+        """Objects the sync created or pruned leave the drift gauges now: until the watch
+        measures them again (after the poll), a scrape would count existing objects as
+        missing. Their ADDED and DELETED events measure them again. A configured object
+        stays until then: its write may not have undone its drift."""
+        undone = {o.key for o in changes.outcomes if o.action in (Action.CREATED, Action.PRUNED)}
+        if undone:
+            self.recorder.drift(self.name, [d for d in drifts if d.key not in undone])
 
     def _log_outcome(self, outcome: Outcome) -> None:
         if outcome.action != Action.UNCHANGED:
@@ -278,22 +293,28 @@ class SourceWorker:
             keys = self.queue.take(timeout_seconds=0.5)
             if not keys or not self.leading.is_set():
                 continue  # a new leader measures everything in its first poll
-            if self.desired is None or not self.attempted.is_set():
-                # The first poll may have measured before this change: keep it for later.
+            waiting = not self.recheck_backoff.ready()
+            if self.desired is None or not self.attempted.is_set() or waiting:
+                # The first poll may have measured before this change, or a failed check
+                # waits out its backoff: keep the keys for later.
                 self.queue.add_all(keys)
                 continue
             with self.busy:
                 self._recheck(keys)
 
     def _recheck(self, keys: set[ObjectKey]) -> None:
+        """Measures (and heals) after watch events. The snapshot is taken after `keys` were,
+        so it holds each key's event or a newer one; a failed check queues them again."""
         desired = self.desired
         if desired is None or self.stopping.is_set():
             return
         try:
             live = self._live(desired)
             self._heal(desired, live, self._measure(desired, live, keys))
+            self.recheck_backoff.reset()
         except GitopsdError as error:
-            self._failed(error)
+            self._failed(error, self.recheck_backoff)
+            self.queue.add_all(keys)
 
     def _observe_latency(
         self, drifts: list[diff.Drift], keys: set[ObjectKey], live: loop.Live

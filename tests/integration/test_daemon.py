@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -228,6 +229,220 @@ def test_self_heal_undoes_out_of_band_edits_at_once(
     )
     daemon.wait_value("gitopsd_drift_objects", lambda v: v == 0, "drift to clear", 10)
     assert daemon.value("gitopsd_reconcile_total", source="app") == 1  # healed by watch, not poll
+
+
+MANY = [f"cm-{i:02d}" for i in range(80)]
+
+
+def config_map_values(admin_api: Any, namespace: str) -> dict[str, str | None]:
+    """The value of key k of every ConfigMap in `namespace`, read from the API server."""
+    core: Any = client.CoreV1Api(admin_api)
+    items = core.list_namespaced_config_map(namespace).items
+    return {cm.metadata.name: (cm.data or {}).get("k") for cm in items if cm.metadata.name in MANY}
+
+
+def edit(admin_api: Any, namespace: str, name: str, value: str) -> None:
+    """An out-of-band edit, as `kubectl patch` makes it."""
+    core: Any = client.CoreV1Api(admin_api)
+    core.patch_namespaced_config_map(name, namespace, {"data": {"k": value}})
+
+
+def drifted_names(daemon: DaemonProcess) -> set[str]:
+    """The objects in the per-object drift series of /metrics."""
+    return {
+        dict(labels)["name"]
+        for (metric, labels), value in daemon.samples().items()
+        if metric == "gitopsd_object_drift" and value == 1
+    }
+
+
+def edit_many_in_quick_succession(admin_api: Any, namespace: str, healed: bool) -> None:
+    """Out-of-band edits of 50 objects: a burst (ten objects edited twice, while the first
+    heals are in flight), then rounds in which an object is edited right after the heal (or
+    the revert) of its previous edit, as its own write is being measured, and another object
+    at once too."""
+    for name in MANY[:30] + MANY[:10]:
+        edit(admin_api, namespace, name, "burst")
+    for index, name in enumerate(MANY[30:50]):
+        edit(admin_api, namespace, name, "first")
+        if healed:
+            wait_for(value_is(admin_api, namespace, name, "v"), f"{name} to be healed", 30)
+        else:
+            edit(admin_api, namespace, name, "v")  # back to git's value: no drift for a moment
+        edit(admin_api, namespace, name, "again")
+        edit(admin_api, namespace, MANY[50 + index], "meanwhile")
+
+
+def test_self_heal_heals_every_one_of_many_quick_out_of_band_edits(
+    daemons: Daemons, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(config_maps(*MANY))
+    daemon = daemons.start(git_server.file_url(git_repo), interval="1h")  # heals by watch only
+    in_git = dict.fromkeys(MANY, "v")
+    wait_for(lambda: config_map_values(admin_api, namespace) == in_git, "the ConfigMaps", 60)
+
+    edit_many_in_quick_succession(admin_api, namespace, healed=True)
+
+    def all_healed() -> bool:
+        return config_map_values(admin_api, namespace) == in_git
+
+    wait_for(all_healed, "every out-of-band edit to be healed", 60)
+    daemon.wait_value("gitopsd_drift_objects", lambda v: v == 0, "drift to clear", 10)
+    assert daemon.value("gitopsd_reconcile_total", source="app") == 1  # healed by watch, not poll
+
+
+def test_observe_mode_exports_every_one_of_many_quick_out_of_band_edits(
+    daemons: Daemons,
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    url = git_server.file_url(git_repo)
+    git_repo.commit(config_maps(*MANY))
+    sync_as_the_daemon_would(gitopsd, url, namespace)
+    daemon = daemons.start(url, mode="observe", interval="1h")  # measures by watch only
+    daemon.wait_value("gitopsd_reconcile_total", lambda v: v == 1, "the first poll", source="app")
+
+    edit_many_in_quick_succession(admin_api, namespace, healed=False)
+
+    values = config_map_values(admin_api, namespace)
+    edited = {name for name, value in values.items() if value != "v"}
+    assert len(edited) == 70  # the edits are still there: observe mode never writes
+    wait_for(lambda: drifted_names(daemon) == edited, "every edited object in the drift series", 30)
+    assert daemon.value("gitopsd_drift_objects", state="modified") == len(edited)
+    assert config_map_values(admin_api, namespace) == values
+
+
+def test_objects_a_sync_created_are_not_exported_as_missing_once_it_finished(
+    daemons: Daemons, git_server: GitServer, git_repo: GitRepo
+) -> None:
+    """The first poll measures every object missing, then creates them. The drift it
+    measured must not outlive the sync: the watch measures the objects again only after the
+    poll, and a scrape in between would count existing objects as missing."""
+    git_repo.commit(config_maps(*MANY))
+    daemon = daemons.start(git_server.file_url(git_repo), interval="1h")
+
+    def missing_once_created() -> tuple[float] | None:
+        samples = daemon.samples()  # one scrape: both values from the same moment
+
+        def total(metric: str, label: tuple[str, str]) -> float:
+            return sum(v for (name, ls), v in samples.items() if name == metric and label in ls)
+
+        created = total("gitopsd_apply_total", ("action", "created"))
+        return (total("gitopsd_drift_objects", ("state", "missing")),) if created else None
+
+    [missing] = wait_for(missing_once_created, "the first sync to finish", 60)
+    assert missing == 0
+
+
+def refuse_git_values(admin_api: Any, namespace: str) -> Callable[[], None]:
+    """A ValidatingAdmissionPolicy that refuses, in `namespace`, any ConfigMap update to
+    git's value (dry-runs too); returns what removes it."""
+    admission: Any = client.AdmissionregistrationV1Api(admin_api)
+    name = f"refuse-git-values-{namespace}"
+    admission.create_validating_admission_policy(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["UPDATE"],
+                            "resources": ["configmaps"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {"expression": "object.data.k != 'v'", "message": "git's value is refused"}
+                ],
+            },
+        }
+    )
+    admission.create_validating_admission_policy_binding(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+                },
+            },
+        }
+    )
+
+    def remove() -> None:
+        admission.delete_validating_admission_policy_binding(name)
+        admission.delete_validating_admission_policy(name)
+
+    return remove
+
+
+def refused(admin_api: Any, namespace: str, name: str, value: str) -> bool:
+    try:
+        edit(admin_api, namespace, name, value)
+    except client.ApiException as error:
+        return bool(error.status in (400, 403, 422))
+    return False
+
+
+def test_a_heal_that_fails_is_retried_after_its_backoff(
+    daemons: Daemons, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(config_maps("a", "b"))
+    daemon = daemons.start(git_server.file_url(git_repo), interval="1h")  # heals by watch only
+    wait_for(value_is(admin_api, namespace, "b", "v"), "the ConfigMaps")
+    remove_policy = refuse_git_values(admin_api, namespace)
+    try:
+        edit(admin_api, namespace, "b", "edited")
+        wait_for(
+            lambda: refused(admin_api, namespace, "b", "v"), "the policy to refuse git's value"
+        )
+        edit(admin_api, namespace, "a", "edited")  # its heal is refused too
+        daemon.wait_value("gitopsd_errors_total", lambda v: v >= 1, "a refused heal")
+    finally:
+        remove_policy()
+
+    wait_for(value_is(admin_api, namespace, "a", "v"), "the refused heal to be retried", 60)
+    wait_for(value_is(admin_api, namespace, "b", "v"), "the other edit to be healed", 60)
+    assert daemon.value("gitopsd_reconcile_total", source="app") == 1  # retried by the watch path
+
+
+def test_self_heal_goes_on_while_git_is_unreachable(
+    daemons: Daemons, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(config_maps("a"))
+    daemon = daemons.start(git_server.file_url(git_repo))
+    wait_for(value_is(admin_api, namespace, "a", "v"), "the ConfigMap")
+    gone = git_repo.bare.rename(git_repo.bare.with_suffix(".gone"))
+    try:
+        failed = daemon.wait_value(
+            "gitopsd_errors_total", lambda v: v >= 4, "fetches to back off", 60, stage="source"
+        )
+        edit(admin_api, namespace, "a", "edited")
+
+        wait_for(value_is(admin_api, namespace, "a", "v"), "the edit to be healed", 30)
+    finally:
+        gone.rename(git_repo.bare)
+    # Healed by the watch while the polls wait out their backoff, not after it ended.
+    lines = daemon.log_lines()
+    [healed] = [line["time"] for line in lines if line["message"] == "configured"]
+    fetches = [line for line in lines if line.get("stage") == "source" and line["time"] < healed]
+    assert len(fetches) == failed
+    retry = re.search(r"retrying in ([0-9.]+) s", fetches[-1]["message"])
+    assert retry is not None
+    backoff_ends = moment(fetches[-1]["time"]) + float(retry.group(1))
+    assert moment(healed) < backoff_ends
+
+
+def moment(logged: str) -> float:
+    """A log line's time as a POSIX timestamp."""
+    return datetime.fromisoformat(logged.replace("Z", "+00:00")).timestamp()
 
 
 def test_observe_mode_never_writes(
@@ -589,6 +804,16 @@ def test_ten_hung_sources_never_delay_an_eleventh(
     wait_for(value_is(admin_api, namespace, "a", "w"), "the next scheduled poll", 20)
 
 
+def series(
+    server: Prometheus, promql: str, labels: tuple[str, ...], value: bool = False
+) -> list[tuple[str, ...]]:
+    """The label values (and the value, if asked) of every series `promql` returns, sorted."""
+    found = server.query(promql)
+    return sorted(
+        tuple(s["metric"][k] for k in labels) + ((s["value"][1],) if value else ()) for s in found
+    )
+
+
 def test_prometheus_scrapes_the_drift_and_who_caused_it(
     daemons: Daemons,
     prometheus_binaries: PrometheusBinaries,
@@ -618,17 +843,16 @@ def test_prometheus_scrapes_the_drift_and_who_caused_it(
 
         gitopsd.kubectl("scale", "deployment/web", "--replicas=5", "-n", namespace)
 
-        [series] = wait_for(
-            lambda: server.query('gitopsd_object_drift{source="app"} == 1'),
-            "the drifted object in Prometheus",
+        labels = ("group_kind", "namespace", "name", "manager")
+        drifted = [("Deployment.apps", namespace, "web", "kubectl")]
+        wait_for(
+            lambda: series(server, 'gitopsd_object_drift{source="app"} == 1', labels) == drifted,
+            "exactly the drifted object, with who drifted it, in Prometheus",
         )
-        assert {k: series["metric"][k] for k in ("group_kind", "namespace", "name", "manager")} == {
-            "group_kind": "Deployment.apps",
-            "namespace": namespace,
-            "name": "web",
-            "manager": "kubectl",
-        }
-        [by_state] = server.query('sum by (state) (gitopsd_drift_objects{source="app"})')
-        assert (by_state["metric"]["state"], by_state["value"][1]) == ("modified", "1")
+        by_state = 'sum by (state) (gitopsd_drift_objects{source="app"})'
+        wait_for(
+            lambda: series(server, by_state, ("state",), value=True) == [("modified", "1")],
+            "exactly one modified object in Prometheus",
+        )
     finally:
         server.stop()

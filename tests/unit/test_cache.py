@@ -52,10 +52,11 @@ def test_a_status_only_update_is_stored_but_neither_reported_nor_versioned() -> 
 
     assert changes == [WEB]  # only the first sight of it
     assert cache.store[WEB]["metadata"]["resourceVersion"] == "2"  # newest body kept
-    assert cache.content_version(WEB, cache.store[WEB]) == "1"
+    assert cache.content_version(WEB, deployment("2", ready=1)) == "1"
 
     cache._record(WEB, deployment("3", replicas=5, ready=1))
-    assert changes == [WEB, WEB] and cache.content_version(WEB, cache.store[WEB]) == "3"
+    assert changes == [WEB, WEB]
+    assert cache.content_version(WEB, deployment("3", replicas=5, ready=1)) == "3"
 
 
 def test_a_deletion_is_reported_and_forgotten() -> None:
@@ -105,6 +106,23 @@ def test_without_an_informer_the_content_version_is_the_resource_version() -> No
     live = LiveCache(cast(Cluster, None), "applyset-ours-v1", lambda key, body: None)
 
     assert live.content_version(WEB, deployment("7")) == "7"
+
+
+def test_a_snapshot_keeps_its_own_version_when_an_edit_arrives_while_it_is_measured() -> None:
+    """Else a drift measured on the snapshot would be remembered as that of the edit, and
+    the edit, once its key is taken from the queue, never measured."""
+    live = LiveCache(cast(Cluster, None), "applyset-ours-v1", lambda key, body: None)
+    fed, _ = informer()
+    live.informers[(WEB.group_kind, "n")] = fed
+    fed._record(WEB, deployment("1"))
+    fed._record(WEB, deployment("2", ready=1))  # status only
+    snapshot = live.objects()[WEB]
+    assert live.content_version(WEB, snapshot) == "1"
+
+    fed._record(WEB, deployment("3", replicas=5))
+
+    assert live.content_version(WEB, snapshot) == "2"
+    assert live.content_version(WEB, live.objects()[WEB]) == "3"
 
 
 def test_an_informer_whose_scope_nothing_needs_any_more_is_retired() -> None:
