@@ -22,6 +22,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 log = logging.getLogger("gitopsd.http")
 MAX_PAYLOAD_BYTES = 1024 * 1024
+MAX_DISCARDED_BYTES = 4 * MAX_PAYLOAD_BYTES
+"""A refused body up to this size is read and dropped after the 413, so a client that is
+still sending it gets the answer instead of a reset connection."""
+LINGER_SECONDS = 1.0
 MAX_HANDLER_THREADS = 8
 """Callers are few (a scraper, the kubelet's probes, a git host's webhooks) and every answer
 is cheap, so 8 is plenty; a fixed cap keeps a flood of connections from costing a thread
@@ -65,13 +69,12 @@ def signature_valid(secret: bytes, body: bytes, header: str | None) -> bool:
     return hmac.compare_digest(expected, header)
 
 
-def _payload_length(header: str) -> int | None:
-    """The Content-Length if it is a plain number up to MAX_PAYLOAD_BYTES (`int()` would
-    take other digits, such as "²", and refuses numbers of thousands of digits)."""
-    if not (header.isascii() and header.isdigit()) or len(header) > len(str(MAX_PAYLOAD_BYTES)):
+def _declared_length(header: str) -> int | None:
+    """The Content-Length if it is a plain number (`int()` would take other digits, such as
+    "²", and refuses numbers of thousands of digits)."""
+    if not (header.isascii() and header.isdigit()) or len(header) > 12:
         return None
-    length = int(header)
-    return length if length <= MAX_PAYLOAD_BYTES else None
+    return int(header)
 
 
 class _BoundedServer(HTTPServer):
@@ -154,9 +157,10 @@ class _Handler(BaseHTTPRequestHandler):
         if hook is None:
             self._answer(404, b"not found\n")
             return
-        length = _payload_length(self.headers.get("Content-Length", ""))
-        if length is None:
+        length = _declared_length(self.headers.get("Content-Length", ""))
+        if length is None or length > MAX_PAYLOAD_BYTES:
             self._answer(413, b"payload missing or over 1 MiB\n")
+            self._linger(length or 0)
             return
         body = self.rfile.read(length)
         if not signature_valid(hook.secret, body, self.headers.get("X-Hub-Signature-256")):
@@ -165,6 +169,17 @@ class _Handler(BaseHTTPRequestHandler):
             return
         hook.trigger()
         self._answer(202, b"accepted\n")  # the payload only triggers a fetch; it is not trusted
+
+    def _linger(self, length: int) -> None:
+        """After refusing a body, reads and drops what the client still sends of it (up to
+        MAX_DISCARDED_BYTES, for at most LINGER_SECONDS between reads), so that a client that
+        is still sending reads the answer instead of a reset connection."""
+        self.wfile.flush()
+        self.connection.settimeout(LINGER_SECONDS)
+        remaining = min(length, MAX_DISCARDED_BYTES)
+        with contextlib.suppress(OSError):  # a timeout or a client that went away: done
+            while remaining > 0 and (chunk := self.rfile.read1(min(remaining, 64 * 1024))):
+                remaining -= len(chunk)
 
     def _answer(self, status: int, body: bytes, content_type: str = "text/plain") -> None:
         self.send_response(status)

@@ -91,6 +91,13 @@ def test_se20_a_missing_odd_or_too_large_content_length_gets_413(
     assert server.triggered == []
 
 
+def test_se20_a_client_still_sending_an_oversized_body_reads_the_413(server: Server) -> None:
+    """The answer comes before the body is read; the rest of the body is read and dropped
+    so the client, still sending, is not reset (it lost the answer that way under load)."""
+    assert server.status(post(b"", body=b"x" * http.MAX_DISCARDED_BYTES)) == 413
+    assert server.triggered == []
+
+
 def handler_threads() -> int:
     return sum(thread.name == http.HANDLER_THREAD for thread in threading.enumerate())
 
