@@ -48,6 +48,9 @@ class SourceConfig:
     mode: Mode = Mode.ENFORCE
     self_heal: bool = True
     """In enforce mode, correct drift as soon as a watch reports it."""
+    timeout_seconds: float = 600.0
+    """Deadline of one reconcile (or drift check): past it nothing more is written, and the
+    reconcile fails and backs off. Bounds a reconcile that crawls (a slow API server)."""
     webhook_secret: bytes | None = field(default=None, repr=False)
     """HMAC-SHA256 key for POST /hooks/<name> (GitHub style), read from webhookSecretFile at
     start; None: no webhook."""
@@ -104,6 +107,7 @@ SOURCE_KEYS = {
     "include",
     "exclude",
     "interval",
+    "timeout",
     "mode",
     "prune",
     "selfHeal",
@@ -188,6 +192,7 @@ def _source(item: Any, where: str) -> SourceConfig:
         interval_seconds=_seconds(raw, "interval", where, 60.0),
         mode=_mode(raw, where),
         self_heal=_bool(raw, "selfHeal", where, True),
+        timeout_seconds=_seconds(raw, "timeout", where, SourceConfig.timeout_seconds),
         webhook_secret=_secret(raw, "webhookSecretFile", where),
     )
 

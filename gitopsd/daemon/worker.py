@@ -12,6 +12,8 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -83,10 +85,14 @@ class SourceWorker:
     """The revision last applied in full; None makes the next poll apply (a new leader)."""
     failed_revision: str | None = None
     parent: Body | None = None
+    deadline: float | None = None
+    """When the reconcile or drift check in flight must stop writing (monotonic seconds)."""
     warned: set[ObjectKey] = field(default_factory=set)
     attempted: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
+        fence = self.cluster.may_write
+        self.cluster = replace(self.cluster, may_write=lambda: fence() and not self._late())
         applyset = loop.applyset_of(self.config.settings)
         self.cache = LiveCache(self.cluster, applyset.id, self._changed, self.stopping)
         self.memo = loop.DriftMemo(self.cache.content_version)
@@ -108,7 +114,7 @@ class SourceWorker:
         """One reconcile of the whole source (scheduler, start-up and webhook call this)."""
         if not self.backoff.ready():
             return
-        with self.busy:
+        with self.busy, self._deadline():
             if self.stopping.is_set():  # checked under the lock: no new work after SIGTERM
                 return
             started = time.monotonic()
@@ -130,9 +136,29 @@ class SourceWorker:
             self._failed(error, self.backoff)
         return "failed"
 
+    @contextmanager
+    def _deadline(self) -> Iterator[None]:
+        """Past the source's timeout the fence says no, so a reconcile or drift check that
+        crawls writes nothing more, fails and backs off, instead of holding the source."""
+        self.deadline = time.monotonic() + self.config.timeout_seconds
+        try:
+            yield
+        finally:
+            self.deadline = None
+
+    def _late(self) -> bool:
+        deadline = self.deadline
+        return deadline is not None and time.monotonic() > deadline
+
     def _failed(self, error: GitopsdError, backoff: Backoff) -> None:
         """Counts and logs a failure; what may cure itself is retried after `backoff`, a bad
         revision waits for the next one."""
+        if self._late():
+            limit = self.config.timeout_seconds
+            cause = str(error).splitlines()[0][:300]
+            error = ClusterError(
+                f"did not finish within its timeout of {limit:g} s: {cause}", "timeout"
+            )
         reason = str(getattr(error, "reason", "invalid"))
         if isinstance(error, ManifestError) and reason not in RETRIED_MANIFEST_REASONS:
             retry = "waiting for a new revision"
@@ -299,7 +325,7 @@ class SourceWorker:
                 # waits out its backoff: keep the keys for later.
                 self.queue.add_all(keys)
                 continue
-            with self.busy:
+            with self.busy, self._deadline():
                 self._recheck(keys)
 
     def _recheck(self, keys: set[ObjectKey]) -> None:

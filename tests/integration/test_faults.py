@@ -201,3 +201,33 @@ def test_fa23_a_leader_that_loses_its_lease_while_throttled_writes_nothing_after
     assert audit.changes(control_plane, leader.user, since=lost_at) == []
     assert throttle.fired == 1  # the retry was refused before it was sent
     assert leader.value("gitopsd_errors_total", reason="fenced") >= 1
+
+
+def test_fa04_a_reconcile_that_crawls_stops_at_its_timeout_and_tries_again(
+    daemons: Daemons,
+    proxy: FaultProxy,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    """Every write takes 2 s through the proxy, so twenty objects cannot be applied within
+    the source's 3 s timeout: the reconcile stops writing, fails with reason timeout and
+    backs off; once the API server is fast again the next attempt applies everything."""
+    names = [f"c{n}" for n in range(20)]
+    git_repo.commit(config_maps(*names))
+    slow = proxy.inject(Fault(lambda request: request.method == "PATCH", delay_seconds=2))
+    daemon = daemons.start(git_server.file_url(git_repo), server=proxy.url, timeout="3s")
+
+    daemon.wait_value(
+        "gitopsd_errors_total", lambda v: v >= 1, "a timeout", 60, stage="cluster", reason="timeout"
+    )
+    assert "did not finish within its timeout of 3 s" in daemon.logs()
+    applied = [name for name in names if config_map_value(admin_api, namespace, name)]
+    assert slow.fired > 0 and len(applied) < len(names)
+
+    proxy.clear()
+    wait_for(
+        lambda: all(config_map_value(admin_api, namespace, n) for n in names), "all applied", 60
+    )
+    no_thread_died(daemon)

@@ -45,6 +45,7 @@ def test_a_minimal_source_takes_the_documented_defaults(tmp_path: Path) -> None:
 
     assert app.spec.ref == "HEAD" and app.spec.paths == (".",) and app.spec.exclude == ()
     assert (app.mode, app.self_heal, app.interval_seconds) == (Mode.ENFORCE, True, 60)
+    assert app.timeout_seconds == 600
     assert app.settings.name == "app"
     assert not app.settings.prune.enabled and app.settings.prune.budget_percent == 25
     assert app.webhook_secret is None
