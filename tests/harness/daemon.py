@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -165,6 +166,9 @@ class DaemonProcess:
         try:
             return self.process.wait(60)
         except subprocess.TimeoutExpired:
+            self.process.send_signal(signal.SIGUSR1)  # its threads' stacks, into its log
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(2)
             self.process.kill()
             return self.process.wait()
 

@@ -654,6 +654,20 @@ def test_se20_signed_replays_during_a_fetch_cost_one_more_fetch_and_no_threads(
     assert daemon.value(fetches, source="app") == 3  # the first, the held one, one more
 
 
+def test_sigusr1_writes_every_threads_stack_to_the_log_and_the_daemon_goes_on(
+    daemons: Daemons, git_server: GitServer, git_repo: GitRepo
+) -> None:
+    """How a daemon that hangs says where (the harness asks before it kills one)."""
+    git_repo.commit(config_maps("a"))
+    daemon = daemons.start(git_server.file_url(git_repo))
+
+    daemon.signal(signal.SIGUSR1)
+
+    wait_for(lambda: "_wait_for_a_signal" in daemon.logs(), "the main thread's stack")
+    assert daemon.get("/healthz")[0] == 200
+    assert daemon.stop() == 0
+
+
 def test_sigterm_mid_sync_stops_the_applies_and_never_starts_a_prune(
     daemons: Daemons,
     control_plane: ControlPlane,
