@@ -222,39 +222,49 @@ def read_live(
 ) -> Live:
     """Owned objects by labelled LIST; desired objects not owned by GET (to detect conflicts)."""
     parent = cluster.get(CONFIG_MAPS, applyset.namespace, applyset.name)
-    group_kinds = inventory.recorded_group_kinds(parent) | {key.group_kind for key in targets}
-    namespaces = watched_namespaces(applyset, parent, targets)
+    record = record_of(parent)
+    group_kinds, namespaces = scope(applyset, parent, record, targets)
     owned = _list_owned(cluster, applyset, group_kinds, namespaces)
     unowned = [key for key in targets if key not in owned]
     found = run_concurrently(unowned, lambda key: _get(cluster, targets[key]), 8)
     gotten = {key: body for key, body in zip(unowned, found, strict=True) if body is not None}
-    return live_from(applyset, parent, owned | gotten, targets)
+    return live_from(applyset, parent, record, owned | gotten, targets)
 
 
 def live_from(
     applyset: inventory.ApplySet,
     parent: Body | None,
+    record: inventory.Record,
     objects: dict[ObjectKey, Body],
     targets: dict[ObjectKey, Target],
 ) -> Live:
     """Live state from the objects seen: every owned one, and every desired one that exists."""
     owned = {key: body for key, body in objects.items() if applyset.owns(body)}
-    return Live(parent, owned, {key: objects.get(key) for key in targets}, _record_of(parent))
+    return Live(parent, owned, {key: objects.get(key) for key in targets}, record)
 
 
-def _record_of(parent: Body | None) -> inventory.Record:
+def record_of(parent: Body | None) -> inventory.Record:
+    """The parent's record, decoded once per read of the parent; empty when it cannot be
+    read (a sync then refuses the parent)."""
     try:
         return inventory.recorded(parent)
     except ValueError:
         return {}
 
 
-def watched_namespaces(
-    applyset: inventory.ApplySet, parent: Body | None, targets: dict[ObjectKey, Target]
-) -> set[str]:
-    """Where this source's objects may live: as recorded, and where git puts them now."""
-    recorded = inventory.recorded_namespaces(parent, applyset.namespace)
-    return recorded | {key.namespace for key in targets if key.namespace}
+def scope(
+    applyset: inventory.ApplySet,
+    parent: Body | None,
+    record: inventory.Record,
+    targets: dict[ObjectKey, Target],
+) -> tuple[set[GroupKind], set[str]]:
+    """The group-kinds and namespaces this source's objects may live in: as recorded (the
+    record itself, so an edited annotation cannot hide a member from prune; the annotations
+    for parents written before there was a record) and where git puts them now."""
+    keys = [*record, *targets]
+    group_kinds = inventory.recorded_group_kinds(parent) | {key.group_kind for key in keys}
+    namespaces = inventory.recorded_namespaces(parent, applyset.namespace)
+    return group_kinds, namespaces | {key.namespace for key in keys if key.namespace}
 
 
 def _list_owned(
@@ -383,7 +393,7 @@ def sync(
         report.changes = applier.run(targets)
     finally:  # what was applied is recorded even when a later object failed
         record |= applier.changes.applied
-        _write_record(cluster, settings, applyset, live.parent, record)
+        _write_record(cluster, settings, applyset, live.recorded, record)
     if may_prune():
         _prune(cluster, settings, applyset, live, targets, record, report)
     return report
@@ -419,7 +429,7 @@ def _prune(
         if key not in members and not live.proven(key) and key.group_kind not in unserved
     }
     remaining = {key: uid for key, uid in record.items() if key not in gone}
-    _write_record(cluster, settings, applyset, applyset.parent(record), remaining)
+    _write_record(cluster, settings, applyset, record, remaining)
     if result.error is not None:
         raise result.error
 
@@ -434,29 +444,15 @@ def _write_record(
     cluster: Cluster,
     settings: SyncSettings,
     applyset: inventory.ApplySet,
-    parent: Body | None,
+    before: inventory.Record,
     record: inventory.Record,
 ) -> None:
-    """Writes the parent with `record`, unless the live parent says exactly that already
-    (a sync that changed nothing writes nothing) or there is nothing to record yet (a first
-    sync whose dry-run failed writes nothing at all)."""
-    wanted = applyset.parent(record)
-    if settings.dry_run or _same_parent(parent, wanted) or (parent is None and not record):
+    """Writes the parent with `record`, unless the parent holds exactly that already (a sync
+    that changed nothing writes nothing; nor does a first sync whose dry-run failed). The
+    records are compared, not their encodings: a heal of one object compresses nothing."""
+    if settings.dry_run or record == before:
         return
-    cluster.apply(CONFIG_MAPS, wanted, dry_run=False, force=True)
-
-
-def _same_parent(live: Body | None, wanted: Body) -> bool:
-    if live is None:
-        return False
-    meta, wanted_meta = live.get("metadata") or {}, wanted["metadata"]
-    annotations = meta.get("annotations") or {}
-    same: bool = (
-        live.get("binaryData") == wanted["binaryData"]
-        and (meta.get("labels") or {}).items() >= wanted_meta["labels"].items()
-        and annotations.items() >= wanted_meta["annotations"].items()
-    )
-    return same
+    cluster.apply(CONFIG_MAPS, applyset.parent(record), dry_run=False, force=True)
 
 
 def _refuse_foreign_parent(

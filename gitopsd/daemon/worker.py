@@ -85,6 +85,8 @@ class SourceWorker:
     """The revision last applied in full; None makes the next poll apply (a new leader)."""
     failed_revision: str | None = None
     parent: Body | None = None
+    recorded: inventory.Record = field(default_factory=dict)
+    """The parent's record, decoded when the parent is read."""
     deadline: float | None = None
     """When the reconcile or drift check in flight must stop writing (monotonic seconds)."""
     warned: set[ObjectKey] = field(default_factory=set)
@@ -198,14 +200,14 @@ class SourceWorker:
         applyset = loop.applyset_of(self.config.settings)
         if self.parent is None:  # read again after each sync, which rewrites it
             self.parent = self.cluster.get(loop.CONFIG_MAPS, applyset.namespace, applyset.name)
-        recorded = inventory.recorded_group_kinds(self.parent)
-        group_kinds = sorted({key.group_kind for key in desired.targets} | recorded)
-        resources = [r for gk in group_kinds if (r := self.cluster.discovery.preferred(gk))]
-        namespaces = loop.watched_namespaces(applyset, self.parent, desired.targets)
+            self.recorded = loop.record_of(self.parent)
+        group_kinds, namespaces = loop.scope(applyset, self.parent, self.recorded, desired.targets)
+        resources = [r for gk in sorted(group_kinds) if (r := self.cluster.discovery.preferred(gk))]
         self.cache.ensure(resources, namespaces, desired.targets)
         if not self.cache.wait_synced(CACHE_SYNC_SECONDS):
             raise ClusterError("the watch cache did not sync in time", "timeout")
-        return loop.live_from(applyset, self.parent, self.cache.objects(), desired.targets)
+        objects = self.cache.objects()
+        return loop.live_from(applyset, self.parent, self.recorded, objects, desired.targets)
 
     # makeChanges, by mode: a new revision is applied whole; drift is healed object by object.
 

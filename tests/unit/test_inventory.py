@@ -18,6 +18,7 @@ from gitopsd.inventory import (
     recorded_group_kinds,
     recorded_namespaces,
 )
+from gitopsd.loop import scope
 from gitopsd.objects import APPLYSET_PART_OF_LABEL, GroupKind, ObjectKey
 
 APPLYSET = ApplySet("web", "gitops")
@@ -137,3 +138,18 @@ def test_a_parent_that_is_not_this_sources_is_named_as_such(case: str) -> None:
             parent["metadata"][rest[0]][rest[1]] = value
     found = APPLYSET.foreign(parent)
     assert found is not None and reason in found
+
+
+def test_the_record_decides_where_members_are_listed_not_the_editable_annotations() -> None:
+    """An annotation edited to drop a kind or a namespace cannot hide a recorded member from
+    the LISTs that prune works from."""
+    member = ObjectKey("apps", "Deployment", "team", "web")
+    parent = APPLYSET.parent({member: "0a1b2c3d"})
+    annotations = parent["metadata"]["annotations"]
+    annotations["applyset.kubernetes.io/contains-group-kinds"] = ""
+    annotations["applyset.kubernetes.io/additional-namespaces"] = ""
+
+    group_kinds, namespaces = scope(APPLYSET, parent, recorded(parent), {})
+
+    assert group_kinds == {GroupKind("apps", "Deployment")}
+    assert namespaces == {"gitops", "team"}
