@@ -391,7 +391,7 @@ def _source_name(arguments: argparse.Namespace, spec: SourceSpec) -> str:
     """The daemon's naming rule: --name X owns the same objects as the daemon's source X."""
     name: str = arguments.name or loop.default_name(spec)
     if not SOURCE_NAME.match(name):
-        raise ConfigError(f"--name {name[:60]!r}: {SOURCE_NAME_RULE}")
+        raise ConfigError(f"--name {shown(name)}: {SOURCE_NAME_RULE}")
     return name
 
 
