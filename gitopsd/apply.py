@@ -1,76 +1,27 @@
-"""Executes a sync: dry-run everything that can be, then apply stage by stage, then prune.
+"""Carries a plan out: applies stage by stage what it sends, then prunes what it allows.
 
-Nothing is applied when any object fails its dry-run; nothing is pruned unless every
-apply succeeded; each delete re-checks ownership on the live object first.
+Every object sent has passed its dry-run first; nothing is pruned unless every apply
+succeeded; each delete re-checks ownership on the live object first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from enum import StrEnum
-from functools import cached_property
 from typing import TypeVar
 
 from gitopsd import diff
+from gitopsd.changes import Action, ChangeSet, Outcome, Target
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.config import SyncSettings
 from gitopsd.errors import ApplyError, ClusterError
 from gitopsd.inventory import ApplySet, prune_disabled, uid_prefix
-from gitopsd.objects import FIELD_MANAGER, Body, GroupKind, ObjectKey, Origin
-from gitopsd.plan import DEFINITIONS, PruneDecision, Refusal, stages
+from gitopsd.objects import FIELD_MANAGER, Body, GroupKind, ObjectKey
+from gitopsd.plan import DEFINITIONS, Plan, PruneDecision, Refusal, stages
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-class Action(StrEnum):
-    CREATED = "created"
-    CONFIGURED = "configured"
-    UNCHANGED = "unchanged"
-    PRUNED = "pruned"
-    SKIPPED = "skipped"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    key: ObjectKey
-    action: Action
-    detail: str = ""
-
-
-@dataclass
-class Target:
-    """One desired object, ready to send: labelled as a member, namespace filled in."""
-
-    key: ObjectKey
-    body: Body
-    origin: Origin
-    resource: Resource | None  # None while its CRD, created by this sync, is not served yet
-
-    @cached_property
-    def fingerprint(self) -> str:
-        """The hash of the body, computed once: bodies are never changed after resolve."""
-        return diff.fingerprint(self.body)
-
-    @property
-    def served(self) -> Resource:
-        if self.resource is None:
-            raise AssertionError(f"{self.key}: sent before its kind is served")
-        return self.resource
-
-
-@dataclass
-class ChangeSet:
-    outcomes: list[Outcome] = field(default_factory=list)
-    takeovers: list[str] = field(default_factory=list)
-    """"<manager> lost <field>" for each field taken over from another manager."""
-    applied: dict[ObjectKey, str] = field(default_factory=dict)
-    """The uid prefix of each object applied or found unchanged: what the record keeps."""
-
-    def count(self, action: Action) -> int:
-        return sum(1 for outcome in self.outcomes if outcome.action == action)
 
 
 @dataclass
@@ -79,54 +30,67 @@ class Applier:
     settings: SyncSettings
     live: dict[ObjectKey, Body | None]
     """Live objects for every desired key (None: absent), read just before."""
-    pending_resources: Callable[[ObjectKey], Resource | None]
+    pending_resources: Callable[[ObjectKey], Resource | None] = lambda key: None
     """Finds the resource of a kind whose CRD this sync creates, once it is served."""
     changes: ChangeSet = field(default_factory=ChangeSet)
     on_outcome: Callable[[Outcome], None] = lambda outcome: None
-    """Called once per applied object, e.g. to draw a progress bar."""
+    """Called once per object of the plan, e.g. to draw a progress bar."""
+    on_applied: Callable[[Target, Body], None] = lambda target, result: None
+    """Called with each object the server applied, and its answer."""
 
-    def run(self, targets: dict[ObjectKey, Target]) -> ChangeSet:
-        """Dry-runs all it can, then applies stage by stage. Raises ApplyError on failure."""
-        ready = {k: t for k, t in targets.items() if self._namespace_ready(k, targets)}
-        results = self.dry_run(ready.values())
-        for stage in stages(targets):
-            self._run_stage(stage, targets, results)
+    def run(self, plan: Plan, targets: Mapping[ObjectKey, Target]) -> ChangeSet:
+        """Applies what the plan sends, stage by stage. Objects that could not be dry-run
+        before (their namespace or CRD comes with this sync) are dry-run at their stage, all
+        of a stage before any of it is applied. Raises ApplyError on failure."""
+        deferred = {k for k in plan.sent() if not ready(targets[k], targets, self.live)}
+        for stage in stages(plan.actions):
+            self._run_stage(stage, plan, targets, deferred)
         return self.changes
 
-    def dry_run(self, targets: Iterable[Target]) -> dict[ObjectKey, Body]:
-        """Server-side dry-run of every target; any failure fails them all."""
+    def dry_run(
+        self, targets: Iterable[Target], kept: Collection[ObjectKey] | None = None
+    ) -> dict[ObjectKey, Body]:
+        """Server-side dry-run of every target; any failure fails them all. The answers of
+        the keys in `kept` (default: all) are returned, the others only checked ({})."""
         force = self.settings.force_conflicts
-        return self._each(
-            targets, lambda t: self.cluster.apply(t.served, t.body, dry_run=True, force=force)
-        )
+
+        def dry_run(target: Target) -> Body:
+            answer = self.cluster.apply(target.served, target.body, dry_run=True, force=force)
+            return answer if kept is None or target.key in kept else {}
+
+        return self._each(targets, dry_run)
 
     def _run_stage(
         self,
         stage: list[ObjectKey],
-        targets: dict[ObjectKey, Target],
-        results: dict[ObjectKey, Body],
+        plan: Plan,
+        targets: Mapping[ObjectKey, Target],
+        deferred: set[ObjectKey],
     ) -> None:
         stage_targets = [self._target(key, targets) for key in stage]
         if self.settings.dry_run and any(t is None for t in stage_targets):
             self._skip_unserved(stage, stage_targets)
             return
-        ready = [t for t in stage_targets if t is not None]
-        results.update(self.dry_run(t for t in ready if t.key not in results))
-        actions = {t.key: self._action(t, results[t.key]) for t in ready}
-        changed = [t for t in ready if actions[t.key] != Action.UNCHANGED]
+        ready_now = [t for t in stage_targets if t is not None]
+        self.dry_run(t for t in ready_now if t.key in deferred)
+        changed = [t for t in ready_now if plan.actions[t.key] != Action.UNCHANGED]
         failure = None
+        results: dict[ObjectKey, Body] = {}
         if not self.settings.dry_run:
             self._take_over(changed)
-            applied, failure = self._apply(changed)
-            results.update(applied)
-            ready = [t for t in ready if t.key in applied or actions[t.key] == Action.UNCHANGED]
-        for target in ready:  # what was applied is recorded, also when others failed
-            self._record(target, actions[target.key], results[target.key])
+            results, failure = self._apply(changed)
+            for target in changed:
+                if target.key in results:
+                    self.on_applied(target, results[target.key])
+        for target in ready_now:  # what was applied is recorded, also when others failed
+            action = plan.actions[target.key]
+            if action == Action.UNCHANGED or self.settings.dry_run or target.key in results:
+                self._record(target, action, results.get(target.key))
         if failure is not None:
             raise failure
-        self._await_definitions(ready)
+        self._await_definitions(ready_now)
 
-    def _target(self, key: ObjectKey, targets: dict[ObjectKey, Target]) -> Target | None:
+    def _target(self, key: ObjectKey, targets: Mapping[ObjectKey, Target]) -> Target | None:
         target = targets[key]
         if target.resource is None:  # a kind whose CRD an earlier stage created
             target.resource = self.pending_resources(key)
@@ -138,25 +102,6 @@ class Applier:
                 self.changes.outcomes.append(
                     Outcome(key, Action.CREATED, "would be created after its CRD (not dry-run)")
                 )
-
-    def _namespace_ready(self, key: ObjectKey, targets: dict[ObjectKey, Target]) -> bool:
-        """Objects in a namespace this sync creates can only be dry-run once it exists."""
-        namespace_key = ObjectKey("", "Namespace", "", key.namespace)
-        new_namespace = (
-            key.namespace and namespace_key in targets and self.live.get(namespace_key) is None
-        )
-        return not new_namespace and targets[key].resource is not None
-
-    def _action(self, target: Target, expected: Body) -> Action:
-        live = self.live.get(target.key)
-        if live is None:
-            return Action.CREATED
-        drift = diff.compare(target.key, expected, live, target.body)
-        return (
-            Action.UNCHANGED
-            if drift is None and _same_ownership(expected, live)
-            else Action.CONFIGURED
-        )
 
     def _take_over(self, targets: list[Target]) -> None:
         """Moves fields that kubectl-style edits own to gitopsd, so the apply can remove them."""
@@ -176,12 +121,15 @@ class Applier:
             targets, lambda t: self.cluster.apply(t.served, t.body, dry_run=False, force=force)
         )
 
-    def _record(self, target: Target, action: Action, result: Body) -> None:
+    def _record(self, target: Target, action: Action, result: Body | None) -> None:
+        """Notes the outcome; `result` is the apply's answer (None: not sent)."""
         live = self.live.get(target.key)
-        lost = _lost_fields(live, result) if live and action == Action.CONFIGURED else []
-        self.changes.takeovers.extend(f"{target.key}: {loss}" for loss in lost)
-        if not self.settings.dry_run:
-            self.changes.applied[target.key] = uid_prefix(result)
+        if live and result and action == Action.CONFIGURED:
+            lost = _lost_fields(live, result)
+            self.changes.takeovers.extend(f"{target.key}: {loss}" for loss in lost)
+        now = result or live
+        if not self.settings.dry_run and now is not None:
+            self.changes.applied[target.key] = uid_prefix(now)
         outcome = Outcome(target.key, action)
         self.changes.outcomes.append(outcome)
         self.on_outcome(outcome)
@@ -282,6 +230,17 @@ def _prune_one(
     return None
 
 
+def ready(
+    target: Target, targets: Mapping[ObjectKey, Target], live: Mapping[ObjectKey, Body | None]
+) -> bool:
+    """Can be dry-run now: its kind is served and its namespace exists (not one this sync
+    creates, which a dry-run would not find)."""
+    key = target.key
+    namespace_key = ObjectKey("", "Namespace", "", key.namespace)
+    new_namespace = key.namespace and namespace_key in targets and live.get(namespace_key) is None
+    return not new_namespace and target.resource is not None
+
+
 def run_concurrently(items: list[T], call: Callable[[T], R], workers: int) -> list[R]:
     if len(items) <= 1:
         return [call(item) for item in items]
@@ -311,7 +270,7 @@ def _gitopsd_fields(body: Body) -> set[diff.Path]:
     return set().union(*(diff.fields_of(e) for e in entries)) if entries else set()
 
 
-def _same_ownership(expected: Body, live: Body) -> bool:
+def same_ownership(expected: Body, live: Body) -> bool:
     """Unchanged means gitopsd already owns exactly the fields the apply would give it."""
     return _gitopsd_fields(expected) == _gitopsd_fields(live)
 

@@ -22,8 +22,8 @@ from typing import Any, TextIO
 
 import yaml
 
-from gitopsd import configfile, daemon, diff, loop, manifests
-from gitopsd.apply import Action, ChangeSet, Outcome
+from gitopsd import configfile, daemon, diff, manifests
+from gitopsd.changes import Action, ChangeSet, Hooks, Outcome
 from gitopsd.cluster import Cluster
 from gitopsd.config import (
     LIMIT_SETTINGS,
@@ -39,6 +39,16 @@ from gitopsd.config import (
 )
 from gitopsd.errors import ClusterError, ConfigError, GitopsdError, SourceError, TerminalError
 from gitopsd.names import DNS1123_LABEL, NameRule, shown
+from gitopsd.reconcile import (
+    ListReader,
+    Mode,
+    Result,
+    Source,
+    State,
+    SyncReport,
+    desired,
+    reconcile_once,
+)
 
 OK, DRIFT, INVALID, SOURCE_FAILED, CLUSTER_FAILED, PRUNE_BLOCKED = 0, 1, 2, 3, 4, 5
 COLORS = {"+": "\033[32m", "-": "\033[31m", "@": "\033[36m"}
@@ -285,43 +295,41 @@ def run_daemon(arguments: argparse.Namespace) -> int:
 
 def run_validate(arguments: argparse.Namespace) -> int:
     spec = source_spec(arguments)
-    found = loop.read_revision(loop.fetch(spec, arguments.cache_dir), spec, arguments.cache_dir)
+    found = desired.read_revision(
+        desired.fetch(spec, arguments.cache_dir), spec, arguments.cache_dir
+    )
     manifests.index(found)
     print(f"{len(found)} objects valid")
     return OK
 
 
 def run_diff(arguments: argparse.Namespace) -> int:
-    desired, cluster, settings = _desired(arguments)
-    live = loop.read_live(cluster, loop.applyset_of(settings), desired.targets)
-    drifts = loop.drift(cluster, settings, desired.targets, live)
-    origins = {key: str(target.origin) for key, target in desired.targets.items()}
+    result = _reconcile(arguments, Mode.OBSERVE, Hooks())
+    origins = {key: str(target.origin) for key, target in result.desired.targets.items()}
+    drifts, sha = result.drifts, result.desired.revision.sha
     if arguments.output == "json":
-        print(json.dumps(drift_json(desired.revision.sha, drifts, origins), indent=2, default=str))
+        print(json.dumps(drift_json(sha, drifts, origins), indent=2, default=str))
     else:
         render_drift(drifts, origins, sys.stdout, _colored(sys.stdout))
     return DRIFT if drifts else OK
 
 
 def run_sync(arguments: argparse.Namespace) -> int:
-    desired, cluster, settings = _desired(arguments)
-    live = loop.read_live(cluster, loop.applyset_of(settings), desired.targets)
-    progress = Progress(len(desired.targets), sys.stderr)
+    progress = Progress(sys.stderr)
+    hooks = Hooks(
+        on_revision=progress.read,
+        on_plan=progress.planned,
+        on_outcome=progress.tick,
+        may_prune=STOP.running,
+    )
     try:
-        report = loop.sync(
-            cluster,
-            settings,
-            desired.targets,
-            desired.revision.sha,
-            live,
-            on_outcome=progress.tick,
-            may_prune=STOP.running,
-        )
+        result = _reconcile(arguments, Mode.ENFORCE, hooks)
+        report = result.report or SyncReport(result.desired.revision.sha)
     except GitopsdError as error:
-        if STOP.running():
+        if STOP.running() or progress.sha is None:
             raise
         _explain(error)
-        report = loop.SyncReport(desired.revision.sha, ChangeSet(progress.outcomes))
+        report = SyncReport(progress.sha, ChangeSet(progress.outcomes))
     finally:
         progress.done()
     if arguments.output == "json":
@@ -331,16 +339,19 @@ def run_sync(arguments: argparse.Namespace) -> int:
     return PRUNE_BLOCKED if report.prune_blocked else OK
 
 
-def _desired(arguments: argparse.Namespace) -> tuple[loop.Desired, Cluster, SyncSettings]:
+def _reconcile(arguments: argparse.Namespace, mode: Mode, hooks: Hooks) -> Result:
+    """One reconcile from a fresh state: everything is measured."""
     spec = source_spec(arguments)
     settings = sync_settings(arguments, spec)
     cluster = connect(arguments)
-    return loop.get_desired(spec, arguments.cache_dir, cluster, settings), cluster, settings
+    source = Source(spec, settings, arguments.cache_dir)
+    reader = ListReader(cluster, settings.concurrency)
+    return reconcile_once(source, cluster, reader, State(), mode, hooks)
 
 
 def source_spec(arguments: argparse.Namespace) -> SourceSpec:
     url = arguments.source
-    if loop.is_local(url):
+    if desired.is_local(url):
         url = str(Path(url).resolve())
     credentials = Credentials(
         username=arguments.username,
@@ -389,7 +400,7 @@ def sync_settings(arguments: argparse.Namespace, spec: SourceSpec) -> SyncSettin
 
 def _source_name(arguments: argparse.Namespace, spec: SourceSpec) -> str:
     """The daemon's naming rule: --name X owns the same objects as the daemon's source X."""
-    name: str = arguments.name or loop.default_name(spec)
+    name: str = arguments.name or desired.default_name(spec)
     if not SOURCE_NAME.match(name):
         raise ConfigError(f"--name {shown(name)}: {SOURCE_NAME_RULE}")
     return name
@@ -464,11 +475,19 @@ class Progress:
 
     WIDTH = 30
 
-    def __init__(self, total: int, out: TextIO) -> None:
-        self.total, self.done_count, self.out = max(total, 1), 0, out
+    def __init__(self, out: TextIO) -> None:
+        self.total, self.done_count, self.out = 1, 0, out
         self.shown = out.isatty()
+        self.sha: str | None = None
+        """The revision being synced, once read."""
         self.outcomes: list[Outcome] = []
         """Every outcome so far: the report of a sync that was stopped."""
+
+    def read(self, sha: str) -> None:
+        self.sha = sha
+
+    def planned(self, count: int) -> None:
+        self.total = max(count, 1)
 
     def tick(self, outcome: Outcome) -> None:
         self.outcomes.append(outcome)
@@ -488,7 +507,7 @@ class Progress:
             print("\r" + " " * 100 + "\r", end="", file=self.out, flush=True)
 
 
-def render_report(report: loop.SyncReport, out: TextIO) -> None:
+def render_report(report: SyncReport, out: TextIO) -> None:
     print(f"revision {report.revision or '(local directory)'}", file=out)
     print(f"  {'ACTION':<10} OBJECT", file=out)
     for outcome in report.changes.outcomes:
@@ -504,7 +523,7 @@ def render_report(report: loop.SyncReport, out: TextIO) -> None:
     print(", ".join(f"{n} {action}" for action, n in counts.items()), file=out)
 
 
-def report_json(report: loop.SyncReport) -> dict[str, Any]:
+def report_json(report: SyncReport) -> dict[str, Any]:
     return {
         "revision": report.revision,
         "outcomes": [

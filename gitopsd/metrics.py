@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from gitopsd.apply import Action, ChangeSet
+from gitopsd.changes import Action, ChangeSet
 from gitopsd.diff import Drift, State
 from gitopsd.objects import ObjectKey
 

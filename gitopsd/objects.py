@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 FIELD_MANAGER = "gitopsd"
 """The one stable field manager for every server-side apply gitopsd makes."""
@@ -65,6 +66,37 @@ class Manifest:
     api_version: str
     body: Body
     origin: Origin
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A kind as the cluster serves it: where its objects live in the REST API."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str = "", name: str = "") -> str:
+        """The REST path of the collection, or of one object when `name` is given."""
+        base = ["apis", self.group, self.version] if self.group else ["api", self.version]
+        scope = ["namespaces", namespace] if self.namespaced and namespace else []
+        segments = [*base, *scope, self.plural, *([name] if name else [])]
+        return "".join(f"/{path_segment(segment)}" for segment in segments)
+
+
+def path_segment(text: str) -> str:
+    """`text` as one URL path segment, whatever it holds. Names are validated when read;
+    this is the second line: `/`, `?` and `%` are encoded, and so are the dots of `.` and
+    `..`, which urllib3 would otherwise resolve into a different path."""
+    if text in (".", ".."):
+        return text.replace(".", "%2E")
+    return quote(text, safe="")
 
 
 def key_of(body: Body) -> ObjectKey:

@@ -1,7 +1,9 @@
-"""Ordering and prune guards: what may happen, in which order. Pure.
+"""The plan: what one reconcile will do, decided before any write, and in which order. Pure.
 
-Apply order: Namespaces and CRDs, then (after the CRDs are Established) cluster-scoped
-objects, then namespaced ones. Deletes come last, in the reverse order.
+Each target is created, configured or left unchanged, as the drift measured says; owned
+objects that left git are pruned or refused by the guards. Apply order: Namespaces and
+CRDs, then (after the CRDs are Established) cluster-scoped objects, then namespaced ones.
+Deletes come last, in the reverse order.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 
+from gitopsd.changes import Action
 from gitopsd.config import PrunePolicy
 from gitopsd.inventory import prune_disabled, uid_prefix
 from gitopsd.objects import Body, GroupKind, ObjectKey
@@ -128,3 +131,37 @@ def _refuse_all(keys: Iterable[ObjectKey], reason: Refusal) -> PruneDecision:
 
 def _delete_order(key: ObjectKey) -> tuple[int, ObjectKey]:
     return (-stage_of(key), key)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The writes one reconcile makes, each with its reason."""
+
+    actions: dict[ObjectKey, Action]
+    """Every target in scope: CREATED (absent), CONFIGURED (differs) or UNCHANGED."""
+    prune: PruneDecision | None = None
+    """What to delete and what to keep; None: this reconcile prunes nothing."""
+
+    def sent(self) -> set[ObjectKey]:
+        """The targets to apply: all but the unchanged."""
+        return {key for key, action in self.actions.items() if action != Action.UNCHANGED}
+
+
+def plan_changes(
+    scope: Iterable[ObjectKey],
+    present: Collection[ObjectKey],
+    differing: Collection[ObjectKey],
+    prune: PruneDecision | None = None,
+) -> Plan:
+    """`scope`: the targets this reconcile may write; `present`: those that exist;
+    `differing`: those whose dry-run differs from the live object, in a field or in which
+    fields gitopsd owns. Only what is absent or differs is sent."""
+    actions = {
+        key: Action.CREATED
+        if key not in present
+        else Action.CONFIGURED
+        if key in differing
+        else Action.UNCHANGED
+        for key in scope
+    }
+    return Plan(actions, prune)

@@ -13,9 +13,9 @@ from typing import Any
 
 from gitopsd.cluster.api import Api, ApiError, Counters
 from gitopsd.cluster.connect import api_client
-from gitopsd.cluster.discovery import Discovery, Resource
+from gitopsd.cluster.discovery import Discovery
 from gitopsd.errors import ClusterError
-from gitopsd.objects import FIELD_MANAGER, Body
+from gitopsd.objects import FIELD_MANAGER, Body, Resource
 
 __all__ = ["ApiError", "Cluster", "Counters", "Resource"]
 

@@ -8,44 +8,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
 from gitopsd.cluster.api import Api
-from gitopsd.objects import GroupKind, group_of
+from gitopsd.objects import GroupKind, Resource, group_of
 
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 MISS_REFRESH_SECONDS = 10.0
 """A lookup that misses re-reads discovery when it is older than this: a long-running
 daemon sees CRDs that others installed, without a discovery storm from one bad manifest."""
-
-
-@dataclass(frozen=True)
-class Resource:
-    group: str
-    version: str
-    kind: str
-    plural: str
-    namespaced: bool
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(self, namespace: str = "", name: str = "") -> str:
-        """The REST path of the collection, or of one object when `name` is given."""
-        base = ["apis", self.group, self.version] if self.group else ["api", self.version]
-        scope = ["namespaces", namespace] if self.namespaced and namespace else []
-        segments = [*base, *scope, self.plural, *([name] if name else [])]
-        return "".join(f"/{path_segment(segment)}" for segment in segments)
-
-
-def path_segment(text: str) -> str:
-    """`text` as one URL path segment, whatever it holds. Names are validated when read;
-    this is the second line: `/`, `?` and `%` are encoded, and so are the dots of `.` and
-    `..`, which urllib3 would otherwise resolve into a different path."""
-    if text in (".", ".."):
-        return text.replace(".", "%2E")
-    return quote(text, safe="")
 
 
 @dataclass

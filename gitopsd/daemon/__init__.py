@@ -20,7 +20,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CollectorRegistry
 
-from gitopsd import configfile, loop
+from gitopsd import configfile
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.lease import LeaderElector
 from gitopsd.configfile import DaemonConfig, SourceConfig
@@ -28,6 +28,7 @@ from gitopsd.daemon import http, logs
 from gitopsd.daemon.worker import SourceWorker
 from gitopsd.errors import ConfigError
 from gitopsd.metrics import Recorder
+from gitopsd.reconcile import desired
 
 log = logging.getLogger("gitopsd.daemon")
 
@@ -61,7 +62,7 @@ class Daemon:
         usable = []
         for source in sources:
             try:
-                loop.check_source(source.spec)
+                desired.check_source(source.spec)
             except ConfigError as error:
                 self.set_aside.append((source.name, f"source {source.name}: {error}"))
             else:
@@ -99,7 +100,7 @@ class Daemon:
         if leading:
             self.leading.set()
             for worker in self.workers:
-                worker.applied_revision = None  # a new leader applies the revision once
+                worker.forget_applied()
                 worker.poll_soon()
         else:
             self.leading.clear()

@@ -12,17 +12,18 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from gitopsd import diff, inventory, loop
-from gitopsd.apply import Action, ChangeSet, Outcome, Target
+from gitopsd import diff
+from gitopsd.changes import Action, ChangeSet, Hooks, Outcome
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.cache import LiveCache
-from gitopsd.configfile import Mode, SourceConfig
+from gitopsd.configfile import Mode as SourceMode
+from gitopsd.configfile import SourceConfig
 from gitopsd.daemon.logs import ContextLog
 from gitopsd.daemon.queue import Coalesced, WorkQueue
 from gitopsd.errors import (
@@ -33,15 +34,24 @@ from gitopsd.errors import (
     ManifestError,
     SourceError,
 )
-from gitopsd.manifests import ParseCache
 from gitopsd.metrics import Recorder
 from gitopsd.objects import Body, ObjectKey
+from gitopsd.reconcile import (
+    RETRIED_MANIFEST_REASONS,
+    CacheReader,
+    KnownInvalid,
+    Mode,
+    Result,
+    Source,
+    State,
+    Step,
+    SyncReport,
+    desired,
+    reconcile_once,
+)
+from gitopsd.reconcile.measure import DriftMemo
 
 log = logging.getLogger("gitopsd.source")
-CACHE_SYNC_SECONDS = 30.0
-RETRIED_MANIFEST_REASONS = frozenset({"unknown_kind"})
-"""Manifest errors the cluster can cure (a CRD installed later): retried with backoff, where
-other manifest errors wait for a new revision."""
 
 
 @dataclass
@@ -79,14 +89,6 @@ class SourceWorker:
     backoff: Backoff = field(default_factory=Backoff)
     recheck_backoff: Backoff = field(default_factory=Backoff)
     """Paces drift checks after a failed one; its own, so a git outage never pauses healing."""
-    parse_cache: ParseCache = field(default_factory=ParseCache)
-    desired: loop.Desired | None = None
-    applied_revision: str | None = None
-    """The revision last applied in full; None makes the next poll apply (a new leader)."""
-    failed_revision: str | None = None
-    parent: Body | None = None
-    recorded: inventory.Record = field(default_factory=dict)
-    """The parent's record, decoded when the parent is read."""
     deadline: float | None = None
     """When the reconcile or drift check in flight must stop writing (monotonic seconds)."""
     warned: set[ObjectKey] = field(default_factory=set)
@@ -95,15 +97,18 @@ class SourceWorker:
     def __post_init__(self) -> None:
         fence = self.cluster.may_write
         self.cluster = replace(self.cluster, may_write=lambda: fence() and not self._late())
-        applyset = loop.applyset_of(self.config.settings)
+        config = self.config
+        applyset = desired.applyset_of(config.settings)
         self.cache = LiveCache(self.cluster, applyset.id, self._changed, self.stopping)
-        self.memo = loop.DriftMemo(self.cache.content_version)
+        self.reader = CacheReader(self.cluster, self.cache)
+        self.source = Source(config.spec, config.settings, self.cache_dir, config.self_heal)
+        self.state = State(memo=DriftMemo(self.cache.content_version))
         self.queue = WorkQueue()
-        self.poll_soon = Coalesced(self.poll, f"poll-{self.config.name}").request
+        self.poll_soon = Coalesced(self.poll, f"poll-{config.name}").request
         """Polls in the background (start-up, a new leader, a webhook): a burst of calls
         costs at most one poll after the one in flight, and one thread."""
-        self.log = ContextLog(log, {"source": self.config.name})
-        threading.Thread(target=self._drain, name=f"drift-{self.config.name}", daemon=True).start()
+        self.log = ContextLog(log, {"source": config.name})
+        threading.Thread(target=self._drain, name=f"drift-{config.name}", daemon=True).start()
 
     @property
     def name(self) -> str:
@@ -111,6 +116,10 @@ class SourceWorker:
 
     def ready(self) -> bool:
         return self.attempted.is_set() and self.cache.synced()
+
+    def forget_applied(self) -> None:
+        """A new leader applies the revision again at its next poll."""
+        self.state.applied_revision = None
 
     def poll(self) -> None:
         """One reconcile of the whole source (scheduler, start-up and webhook call this)."""
@@ -126,17 +135,45 @@ class SourceWorker:
 
     def _reconcile(self) -> str:
         try:
-            desired = self._desired()
-            if desired is None:
-                return "skipped"
-            live = self._live(desired)
-            if self.leading.is_set():
-                self._act(desired, live)
-            self.backoff.reset()
-            return "success"
+            self._once()
+        except KnownInvalid:
+            return "skipped"  # a bad revision stays bad: wait for the next one
         except GitopsdError as error:
             self._failed(error, self.backoff)
-        return "failed"
+            return "failed"
+        self.backoff.reset()
+        return "success"
+
+    def _once(self, changed: set[ObjectKey] | None = None) -> None:
+        """One reconcile (`changed` None) or drift check after watch events on `changed`;
+        a standby only reads, to keep its caches warm."""
+        if not self.leading.is_set():
+            mode = Mode.READ
+        else:
+            mode = Mode.ENFORCE if self.config.mode == SourceMode.ENFORCE else Mode.OBSERVE
+        hooks = self._hooks(changed or set())
+        try:
+            result = reconcile_once(
+                self.source, self.cluster, self.reader, self.state, mode, hooks, changed is not None
+            )
+        except ApplyError as error:
+            if mode == Mode.ENFORCE:
+                self.recorder.apply_failed(
+                    self.name, error.action, error.reason, len(error.failures)
+                )
+            raise
+        if result.report is not None:
+            self._synced(result, result.report)
+
+    def _hooks(self, changed: set[ObjectKey]) -> Hooks:
+        return Hooks(
+            on_fetched=lambda seconds: self.recorder.fetched(self.name, seconds),
+            on_revision=self._read,
+            on_measured=lambda drifts, find: self._measured(drifts, find, changed),
+            on_plan=self._planned,
+            on_outcome=self._log_outcome,
+            may_prune=lambda: not self.stopping.is_set(),
+        )
 
     @contextmanager
     def _deadline(self) -> Iterator[None]:
@@ -170,110 +207,34 @@ class SourceWorker:
         self.recorder.error(self.name, stage, reason)
         self.log.error("%s; %s", error, retry, extra={"stage": stage, "reason": reason})
 
-    # getDesired: only a new revision is read and rendered again.
+    def _read(self, sha: str) -> None:
+        self.recorder.revision(self.name, sha)
+        self.log.info("read revision", extra={"revision": sha, "mode": self.config.mode})
 
-    def _desired(self) -> loop.Desired | None:
-        started = time.monotonic()
-        try:
-            revision = loop.fetch(self.config.spec, self.cache_dir)
-        finally:
-            self.recorder.fetched(self.name, time.monotonic() - started)
-        if self.desired and revision.sha and revision.sha == self.desired.revision.sha:
-            return self.desired
-        if revision.sha and revision.sha == self.failed_revision:
-            return None  # a bad revision stays bad: wait for the next one
-        try:
-            found = loop.read_revision(revision, self.config.spec, self.cache_dir, self.parse_cache)
-            targets = loop.resolve(found, self.cluster, self.config.settings)
-        except ManifestError as error:
-            if error.reason not in RETRIED_MANIFEST_REASONS:
-                self.failed_revision = revision.sha
-            raise
-        self.desired = loop.Desired(revision, targets)
-        self.recorder.revision(self.name, revision.sha)
-        self.log.info("read revision", extra={"revision": revision.sha, "mode": self.config.mode})
-        return self.desired
-
-    # getCurrent: from the watch cache, which holds the owned and the desired objects.
-
-    def _live(self, desired: loop.Desired) -> loop.Live:
-        applyset = loop.applyset_of(self.config.settings)
-        if self.parent is None:  # read again after each sync, which rewrites it
-            self.parent = self.cluster.get(loop.CONFIG_MAPS, applyset.namespace, applyset.name)
-            self.recorded = loop.record_of(self.parent)
-        group_kinds, namespaces = loop.scope(applyset, self.parent, self.recorded, desired.targets)
-        resources = [r for gk in sorted(group_kinds) if (r := self.cluster.discovery.preferred(gk))]
-        self.cache.ensure(resources, namespaces, desired.targets)
-        if not self.cache.wait_synced(CACHE_SYNC_SECONDS):
-            raise ClusterError("the watch cache did not sync in time", "timeout")
-        objects = self.cache.objects()
-        return loop.live_from(applyset, self.parent, self.recorded, objects, desired.targets)
-
-    # makeChanges, by mode: a new revision is applied whole; drift is healed object by object.
-
-    def _act(self, desired: loop.Desired, live: loop.Live) -> None:
-        drifts = self._measure(desired, live)
-        if self.config.mode == Mode.ENFORCE and desired.revision.sha != self.applied_revision:
-            self._sync(desired, live, desired.targets, drifts, prune=True)
-            self.applied_revision = desired.revision.sha
-            self.recorder.applied(self.name, desired.revision.commit_time, time.time())
-        else:
-            self._heal(desired, live, drifts)
-
-    def _measure(
-        self, desired: loop.Desired, live: loop.Live, changed: set[ObjectKey] | None = None
-    ) -> list[diff.Drift]:
-        """Drift, exported as metrics (and Events in warn mode). The memo limits dry-runs to
-        objects whose git body or live content changed."""
-        drifts = loop.drift(self.cluster, self.config.settings, desired.targets, live, self.memo)
+    def _measured(
+        self,
+        drifts: list[diff.Drift],
+        find: Callable[[ObjectKey], Body | None],
+        changed: set[ObjectKey],
+    ) -> None:
+        """Drift, exported as metrics (and Events in warn mode)."""
         self.recorder.drift(self.name, drifts)
         if changed:
-            self._observe_latency(drifts, changed, live)
-        if self.config.mode == Mode.WARN:
-            self._warn(drifts, live)
-        return drifts
+            self._observe_latency(drifts, changed, find)
+        if self.config.mode == SourceMode.WARN:
+            self._warn(drifts, find)
 
-    def _heal(self, desired: loop.Desired, live: loop.Live, drifts: list[diff.Drift]) -> None:
-        """In enforce mode with selfHeal, applies the objects that drifted from the revision
-        applied last (never a prune: that is for new revisions)."""
-        applied = desired.revision.sha == self.applied_revision
-        if not (self.config.mode == Mode.ENFORCE and self.config.self_heal and applied):
-            return
-        keys = {d.key for d in drifts if d.state != diff.State.EXTRANEOUS}
-        if keys:
-            targets = {key: desired.targets[key] for key in keys}
-            self._sync(desired, live, targets, drifts, prune=False)
+    def _planned(self, count: int) -> None:
+        revision = self.state.desired.revision.sha if self.state.desired else ""
+        self.log.info("sync started", extra={"revision": revision, "objects": count})
 
-    def _sync(
-        self,
-        desired: loop.Desired,
-        live: loop.Live,
-        targets: dict[ObjectKey, Target],
-        drifts: list[diff.Drift],
-        prune: bool,
-    ) -> None:
-        """Applies `targets` (and prunes, if asked); `drifts` is what was measured before."""
-        settings = self.config.settings
-        if not prune:
-            settings = replace(settings, prune=replace(settings.prune, enabled=False))
-        revision = {"revision": desired.revision.sha}
-        self.log.info("sync started", extra={**revision, "objects": len(targets)})
-        try:
-            report = loop.sync(
-                self.cluster,
-                settings,
-                targets,
-                desired.revision.sha,
-                live,
-                on_outcome=self._log_outcome,
-                may_prune=lambda: not self.stopping.is_set(),
-            )
-        except ApplyError as error:
-            self.recorder.apply_failed(self.name, error.action, error.reason, len(error.failures))
-            raise
-        finally:
-            self.parent = None  # the sync (re)wrote it; read it again next time
-        self._forget_drift_undone(drifts, report.changes)
+    def _synced(self, result: Result, report: SyncReport) -> None:
+        """Reports what a sync or heal did."""
+        revision = {"revision": result.desired.revision.sha}
+        if result.step == Step.SYNC:
+            commit_time = result.desired.revision.commit_time
+            self.recorder.applied(self.name, commit_time, time.time())
+        self._forget_drift_undone(result.drifts, report.changes)
         self.recorder.changes(self.name, report.changes)
         self.recorder.refused(self.name, [str(reason) for _, reason in report.refused])
         for outcome in report.changes.outcomes:
@@ -300,11 +261,11 @@ class SourceWorker:
             detail = f" ({outcome.detail})" if outcome.detail else ""
             self.log.info("%s%s", outcome.action, detail, extra={"object": str(outcome.key)})
 
-    def _warn(self, drifts: list[diff.Drift], live: loop.Live) -> None:
+    def _warn(self, drifts: list[diff.Drift], find: Callable[[ObjectKey], Body | None]) -> None:
         """An Event on each object that newly drifted (names fields and managers, no values)."""
         current = {d.key for d in drifts}
         for drift in drifts:
-            body = live.find(drift.key)
+            body = find(drift.key)
             if drift.key in self.warned or body is None:
                 continue
             fields = ", ".join(f"{c.path} (by {c.manager})" for c in drift.changes) or drift.state
@@ -322,7 +283,7 @@ class SourceWorker:
             if not keys or not self.leading.is_set():
                 continue  # a new leader measures everything in its first poll
             waiting = not self.recheck_backoff.ready()
-            if self.desired is None or not self.attempted.is_set() or waiting:
+            if self.state.desired is None or not self.attempted.is_set() or waiting:
                 # The first poll may have measured before this change, or a failed check
                 # waits out its backoff: keep the keys for later.
                 self.queue.add_all(keys)
@@ -333,22 +294,23 @@ class SourceWorker:
     def _recheck(self, keys: set[ObjectKey]) -> None:
         """Measures (and heals) after watch events. The snapshot is taken after `keys` were,
         so it holds each key's event or a newer one; a failed check queues them again."""
-        desired = self.desired
-        if desired is None or self.stopping.is_set():
+        if self.stopping.is_set():
             return
         try:
-            live = self._live(desired)
-            self._heal(desired, live, self._measure(desired, live, keys))
+            self._once(changed=keys)
             self.recheck_backoff.reset()
         except GitopsdError as error:
             self._failed(error, self.recheck_backoff)
             self.queue.add_all(keys)
 
     def _observe_latency(
-        self, drifts: list[diff.Drift], keys: set[ObjectKey], live: loop.Live
+        self,
+        drifts: list[diff.Drift],
+        keys: set[ObjectKey],
+        find: Callable[[ObjectKey], Body | None],
     ) -> None:
         for drift in drifts:
-            body = live.find(drift.key)
+            body = find(drift.key)
             if drift.key in keys and body is not None:
                 changed_at = _last_change(body)
                 if changed_at is not None:

@@ -13,8 +13,8 @@ from kubernetes import client
 from gitopsd import inventory
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.discovery import AGGREGATED
-from gitopsd.loop import CONFIG_MAPS
 from gitopsd.objects import APPLYSET_GROUP_KINDS_ANNOTATION, ObjectKey
+from gitopsd.reconcile.live import CONFIG_MAPS
 from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import Daemons

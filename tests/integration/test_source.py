@@ -26,7 +26,7 @@ import pytest
 
 from gitopsd.config import Credentials, Limits, SourceSpec
 from gitopsd.errors import ConfigError, SourceError
-from gitopsd.loop import read_revision
+from gitopsd.reconcile.desired import read_revision
 from gitopsd.source import Revision, check_url, fetch, mask_url, read_directory, snapshot
 from tests.harness.gitserver import GitRepo, GitServer, git
 from tests.harness.waiting import wait_for

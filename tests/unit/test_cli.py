@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gitopsd import cli, diff
-from gitopsd.apply import Action, Outcome
+from gitopsd.changes import Action, Outcome
 from gitopsd.config import Limits
 from gitopsd.errors import ConfigError
 from gitopsd.objects import ObjectKey
@@ -25,7 +25,8 @@ class Terminal(io.StringIO):
 
 def test_progress_draws_a_bar_on_a_terminal_and_clears_it() -> None:
     out = Terminal()
-    progress = cli.Progress(2, out)
+    progress = cli.Progress(out)
+    progress.planned(2)
     progress.tick(Outcome(KEY, Action.CREATED))
     assert "[###############---------------] 1/2 ConfigMap/ns/app" in out.getvalue()
     progress.done()
@@ -34,7 +35,8 @@ def test_progress_draws_a_bar_on_a_terminal_and_clears_it() -> None:
 
 def test_progress_is_silent_when_not_a_terminal() -> None:
     out = io.StringIO()
-    progress = cli.Progress(2, out)
+    progress = cli.Progress(out)
+    progress.planned(2)
     progress.tick(Outcome(KEY, Action.CREATED))
     progress.done()
     assert out.getvalue() == ""

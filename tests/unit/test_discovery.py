@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gitopsd.cluster.discovery import Discovery, Resource
-from gitopsd.objects import GroupKind
+from gitopsd.cluster.discovery import Discovery
+from gitopsd.objects import GroupKind, Resource
 
 CONFIG_MAPS = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False)

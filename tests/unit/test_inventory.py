@@ -18,8 +18,8 @@ from gitopsd.inventory import (
     recorded_group_kinds,
     recorded_namespaces,
 )
-from gitopsd.loop import scope
 from gitopsd.objects import APPLYSET_PART_OF_LABEL, GroupKind, ObjectKey
+from gitopsd.reconcile.live import scope
 
 APPLYSET = ApplySet("web", "gitops")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from gitopsd.apply import Action, ChangeSet, Outcome
+from gitopsd.changes import Action, ChangeSet, Outcome
 from gitopsd.diff import Drift, FieldChange, State
 from gitopsd.metrics import Recorder
 from gitopsd.objects import ObjectKey

@@ -1,0 +1,82 @@
+"""The vocabulary of a reconcile: what is to be sent, and what came of it. Pure data, shared
+by the plan (which decides) and the execution (which carries the plan out)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cached_property
+
+from gitopsd import diff
+from gitopsd.objects import Body, ObjectKey, Origin, Resource
+
+
+@dataclass
+class Target:
+    """One desired object, ready to send: labelled as a member, namespace filled in."""
+
+    key: ObjectKey
+    body: Body
+    origin: Origin
+    resource: Resource | None  # None while its CRD, created by this sync, is not served yet
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """The hash of the body, computed once: bodies are never changed after resolve."""
+        return diff.fingerprint(self.body)
+
+    @property
+    def served(self) -> Resource:
+        if self.resource is None:
+            raise AssertionError(f"{self.key}: sent before its kind is served")
+        return self.resource
+
+
+class Action(StrEnum):
+    CREATED = "created"
+    CONFIGURED = "configured"
+    UNCHANGED = "unchanged"
+    PRUNED = "pruned"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    key: ObjectKey
+    action: Action
+    detail: str = ""
+
+
+@dataclass
+class ChangeSet:
+    outcomes: list[Outcome] = field(default_factory=list)
+    takeovers: list[str] = field(default_factory=list)
+    """"<manager> lost <field>" for each field taken over from another manager."""
+    applied: dict[ObjectKey, str] = field(default_factory=dict)
+    """The uid prefix of each object applied or found unchanged: what the record keeps."""
+
+    def count(self, action: Action) -> int:
+        return sum(1 for outcome in self.outcomes if outcome.action == action)
+
+
+@dataclass
+class Hooks:
+    """What the caller hears of a reconcile while it runs."""
+
+    on_revision: Callable[[str], None] = lambda sha: None
+    """A revision was read anew (its sha; "" for a local directory)."""
+    on_measured: Callable[[list[diff.Drift], Callable[[ObjectKey], Body | None]], None] = (
+        lambda drifts, find: None
+    )
+    """The drift measured, and a lookup of the live objects it was measured against."""
+    on_plan: Callable[[int], None] = lambda count: None
+    """How many objects the plan covers: one outcome each is to come."""
+    on_outcome: Callable[[Outcome], None] = lambda outcome: None
+    """Each object of the plan, as it is done (a progress bar, a log line)."""
+    on_applied: Callable[[Target, Body], None] = lambda target, result: None
+    """Each object the server applied, with its answer."""
+    may_prune: Callable[[], bool] = lambda: True
+    """Asked right before pruning starts: a process shutting down says no."""
+    on_fetched: Callable[[float], None] = lambda seconds: None
+    """How long the fetch of the revision took (also when it failed)."""

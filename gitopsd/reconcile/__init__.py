@@ -1,0 +1,229 @@
+"""The reconcile, told once: getDesired, getCurrent, diff, plan, makeChanges.
+
+`gitopsd diff` observes, `gitopsd sync` enforces, the daemon's worker does either, again and
+again, keeping its `State` between runs: a revision already read costs no fetch of its
+files, an object measured in the same state costs no dry-run, and its own writes seed the
+memo. A fresh `State` (the CLI) measures everything.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+
+from gitopsd import diff, inventory, manifests
+from gitopsd.changes import Hooks, Target
+from gitopsd.cluster import Cluster
+from gitopsd.config import SourceSpec, SyncSettings
+from gitopsd.errors import ManifestError
+from gitopsd.objects import Body, ObjectKey
+from gitopsd.plan import Plan, PruneDecision, decide_prune, plan_changes
+from gitopsd.reconcile.desired import Desired, applyset_of, fetch, read_revision, resolve
+from gitopsd.reconcile.enforce import SyncReport, make_changes, unserved_kinds
+from gitopsd.reconcile.live import CacheReader, ListReader, Live, Reader
+from gitopsd.reconcile.measure import IN_SYNC, DriftMemo, Measurement, measure
+
+RETRIED_MANIFEST_REASONS = frozenset({"unknown_kind"})
+"""Manifest errors the cluster can cure (a CRD installed later): retried, where other
+manifest errors wait for a new revision."""
+
+
+class KnownInvalid(Exception):
+    """The revision is one whose manifests were found invalid before: it stays invalid,
+    so it is neither read nor reported again until the next revision."""
+
+
+class Mode(StrEnum):
+    READ = "read"
+    """getDesired and getCurrent only: a standby keeps its caches warm."""
+    OBSERVE = "observe"
+    """Measure drift; change nothing."""
+    ENFORCE = "enforce"
+    """Apply a new revision whole (and prune); heal drift of the applied one, if asked."""
+
+
+class Step(StrEnum):
+    """What a reconcile did after measuring."""
+
+    NONE = "none"
+    HEAL = "heal"
+    SYNC = "sync"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One source as a reconcile needs it."""
+
+    spec: SourceSpec
+    settings: SyncSettings
+    cache_dir: Path
+    self_heal: bool = True
+    """In enforce mode, re-apply what drifted from the revision applied last."""
+
+
+@dataclass
+class State:
+    """What a reconcile keeps for the next one."""
+
+    memo: DriftMemo = field(default_factory=DriftMemo)
+    parse_cache: manifests.ParseCache = field(default_factory=manifests.ParseCache)
+    desired: Desired | None = None
+    failed_revision: str | None = None
+    """A revision whose manifests are invalid: it stays invalid, so it is not read again."""
+    applied_revision: str | None = None
+    """The revision last applied whole; None makes the next enforcing reconcile sync."""
+
+
+@dataclass
+class Result:
+    desired: Desired
+    new_revision: bool
+    """The revision was read in this reconcile (not the one held from before)."""
+    live: Live
+    drifts: list[diff.Drift] = field(default_factory=list)
+    step: Step = Step.NONE
+    report: SyncReport | None = None
+
+
+def reconcile_once(
+    source: Source,
+    cluster: Cluster,
+    reader: Reader,
+    state: State,
+    mode: Mode,
+    hooks: Hooks | None = None,
+    recheck: bool = False,
+) -> Result:
+    """One pass of the story. `recheck` measures the revision held again (after watch
+    events): it heals, never syncs. Raises KnownInvalid for a revision that failed before."""
+    hooks = hooks or Hooks()
+    desired, new = get_desired(source, cluster, state, hooks, refetch=not recheck)
+    applyset = applyset_of(source.settings)
+    result = Result(desired, new, reader.read(applyset, desired.targets))
+    if mode == Mode.READ:
+        return result
+    step = _step(source, state, mode, desired, recheck)
+    measured = measure(
+        cluster, source.settings, desired.targets, result.live, state.memo, step != Step.NONE
+    )
+    result.drifts, result.step = measured.drifts, step
+    hooks.on_measured(measured.drifts, result.live.find)
+    if step == Step.NONE:
+        return result
+    plan = plan_for(cluster, source.settings, step, desired, result.live, measured)
+    if step == Step.HEAL and not plan.sent():
+        return result
+    hooks.on_plan(len(plan.actions))
+    result.report = make_changes(
+        cluster, source.settings, applyset, desired.targets, plan, result.live,
+        desired.revision.sha, _seeding(hooks, state.memo), reader.written,
+    )  # fmt: skip
+    if step == Step.SYNC:
+        state.applied_revision = desired.revision.sha
+    return result
+
+
+def get_desired(
+    source: Source, cluster: Cluster, state: State, hooks: Hooks, refetch: bool = True
+) -> tuple[Desired, bool]:
+    """The revision to reconcile, and whether it was read now: only a new revision is read
+    and resolved again."""
+    if not refetch and state.desired is not None:
+        return state.desired, False
+    started = time.monotonic()
+    try:
+        revision = fetch(source.spec, source.cache_dir)
+    finally:
+        hooks.on_fetched(time.monotonic() - started)
+    held = state.desired
+    if held and revision.sha and revision.sha == held.revision.sha:
+        return held, False
+    if revision.sha and revision.sha == state.failed_revision:
+        raise KnownInvalid(revision.sha)
+    try:
+        found = read_revision(revision, source.spec, source.cache_dir, state.parse_cache)
+        targets = resolve(found, cluster, source.settings)
+    except ManifestError as error:
+        if error.reason not in RETRIED_MANIFEST_REASONS:
+            state.failed_revision = revision.sha
+        raise
+    state.desired = Desired(revision, targets)
+    hooks.on_revision(revision.sha)
+    return state.desired, True
+
+
+def _step(source: Source, state: State, mode: Mode, desired: Desired, recheck: bool) -> Step:
+    """A revision not applied yet is synced, one applied is healed (with selfHeal). A
+    recheck never syncs: that is the poll's work."""
+    if mode != Mode.ENFORCE:
+        return Step.NONE
+    applied = state.applied_revision is not None
+    applied = applied and desired.revision.sha == state.applied_revision
+    if not applied:
+        return Step.NONE if recheck else Step.SYNC
+    return Step.HEAL if source.self_heal else Step.NONE
+
+
+def plan_for(
+    cluster: Cluster,
+    settings: SyncSettings,
+    step: Step,
+    desired: Desired,
+    live: Live,
+    measured: Measurement,
+) -> Plan:
+    """A sync sends every target that is absent or differs, and prunes; a heal sends the
+    ones that drifted, and prunes nothing."""
+    targets = desired.targets
+    present = {key for key, body in live.desired.items() if body is not None}
+    if step == Step.HEAL:
+        drifted = {d.key for d in measured.drifts if d.key in targets}
+        return plan_changes(drifted, present, measured.differing)
+    prune = _prune_decision(cluster, settings, targets, live) if settings.prune.enabled else None
+    return plan_changes(targets, present, measured.differing, prune)
+
+
+def _prune_decision(
+    cluster: Cluster, settings: SyncSettings, targets: dict[ObjectKey, Target], live: Live
+) -> PruneDecision:
+    """The guards' verdict, against the record as it will be once every target is applied
+    (applying never changes an existing object's uid)."""
+    record = dict(live.recorded)
+    if not settings.dry_run:
+        record |= {k: inventory.uid_prefix(b) for k, b in live.desired.items() if b is not None}
+    unserved = unserved_kinds(cluster, record)
+    return decide_prune(targets, live.owned, record, settings.prune, unserved)
+
+
+def _seeding(hooks: Hooks, memo: DriftMemo) -> Hooks:
+    """The server's answer to an apply is the object as git wants it: remembered as in sync,
+    so that the watch event of the daemon's own write costs no dry-run."""
+    on_applied = hooks.on_applied
+
+    def seeded(target: Target, answer: Body) -> None:
+        memo.remember(target, answer, IN_SYNC)
+        on_applied(target, answer)
+
+    return replace(hooks, on_applied=seeded)
+
+
+__all__ = [
+    "RETRIED_MANIFEST_REASONS",
+    "CacheReader",
+    "Desired",
+    "Hooks",
+    "KnownInvalid",
+    "ListReader",
+    "Live",
+    "Mode",
+    "Reader",
+    "Result",
+    "Source",
+    "State",
+    "Step",
+    "SyncReport",
+    "get_desired",
+    "reconcile_once",
+]

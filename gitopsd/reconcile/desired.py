@@ -1,0 +1,189 @@
+"""getDesired: a revision read whole, resolved against the cluster's API, ready to send."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitopsd import inventory, manifests, source
+from gitopsd.changes import Target
+from gitopsd.cluster import Cluster, Resource
+from gitopsd.config import SourceSpec, SyncSettings
+from gitopsd.errors import ManifestError
+from gitopsd.kustomize import renderer
+from gitopsd.objects import GroupKind, Manifest, ObjectKey
+
+
+@dataclass(frozen=True)
+class Desired:
+    revision: source.Revision
+    targets: dict[ObjectKey, Target]
+
+
+def get_desired(
+    spec: SourceSpec,
+    cache_dir: Path,
+    cluster: Cluster,
+    settings: SyncSettings,
+    cache: manifests.ParseCache | None = None,
+) -> Desired:
+    """The revision, read and resolved against the cluster's API: nothing is half-read."""
+    revision = fetch(spec, cache_dir)
+    found = read_revision(revision, spec, cache_dir, cache)
+    return Desired(revision, resolve(found, cluster, settings))
+
+
+def fetch(spec: SourceSpec, cache_dir: Path) -> source.Revision:
+    """A git revision, or a local directory when the source is a path."""
+    if is_local(spec.url):
+        return source.read_directory(Path(spec.url))
+    return source.fetch(spec, cache_dir)
+
+
+def check_source(spec: SourceSpec) -> None:
+    """Raises ConfigError for a source gitopsd would refuse to fetch, before any fetch."""
+    if not is_local(spec.url):
+        source.check_url(spec)
+
+
+def is_local(url: str) -> bool:
+    return "://" not in url and not re.match(r"^[\w.-]+@[\w.-]+:", url)
+
+
+def read_revision(
+    revision: source.Revision,
+    spec: SourceSpec,
+    cache_dir: Path,
+    cache: manifests.ParseCache | None = None,
+) -> list[Manifest]:
+    """The manifests of exactly `revision`, read from a private snapshot of its files."""
+    with source.snapshot(spec, cache_dir, revision) as root:
+        return read_manifests(root, revision, spec, cache)
+
+
+def read_manifests(
+    root: Path,
+    revision: source.Revision,
+    spec: SourceSpec,
+    cache: manifests.ParseCache | None = None,
+) -> list[Manifest]:
+    return manifests.load(
+        root,
+        spec.paths,
+        include=spec.include,
+        exclude=spec.exclude,
+        limits=spec.limits,
+        blob_ids=revision.blob_ids,
+        cache=cache,
+        render_kustomization=renderer(),
+    )
+
+
+def resolve(
+    found: list[Manifest], cluster: Cluster, settings: SyncSettings
+) -> dict[ObjectKey, Target]:
+    """Maps each manifest to its API resource, fills in namespaces, rejects duplicates, and
+    labels each as a member of the source's ApplySet: ready to send, once per revision."""
+    defined = _definitions_in(found)
+    applyset = applyset_of(settings)
+    targets: dict[ObjectKey, Target] = {}
+    resolved = [_resolve_one(m, cluster, defined, settings) for m in found]
+    indexed = manifests.index(m for m, _ in resolved)
+    for manifest, resource in resolved:
+        body = applyset.member(manifest.body)
+        targets[manifest.key] = Target(manifest.key, body, manifest.origin, resource)
+    return {key: targets[key] for key in indexed}
+
+
+def applyset_of(settings: SyncSettings) -> inventory.ApplySet:
+    return inventory.ApplySet.of_source(settings.name, settings.inventory_namespace)
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A kind that a CRD in the revision defines."""
+
+    group: str
+    kind: str
+    plural: str
+    namespaced: bool
+    versions: frozenset[str]
+
+
+def _definitions_in(found: list[Manifest]) -> dict[GroupKind, Definition]:
+    definitions = {}
+    for manifest in found:
+        if manifest.key.kind != "CustomResourceDefinition":
+            continue
+        spec = manifest.body.get("spec") or {}
+        names = spec.get("names") or {}
+        versions = frozenset(
+            v.get("name") for v in spec.get("versions") or [] if v.get("served", True)
+        )
+        group_kind = GroupKind(str(spec.get("group", "")), str(names.get("kind", "")))
+        definitions[group_kind] = Definition(
+            group_kind.group,
+            group_kind.kind,
+            str(names.get("plural", "")),
+            spec.get("scope") == "Namespaced",
+            versions,
+        )
+    return definitions
+
+
+def _resolve_one(
+    manifest: Manifest,
+    cluster: Cluster,
+    defined: dict[GroupKind, Definition],
+    settings: SyncSettings,
+) -> tuple[Manifest, Resource | None]:
+    resource = cluster.discovery.find(manifest.api_version, manifest.key.kind)
+    definition = defined.get(manifest.key.group_kind)
+    version = manifest.api_version.rpartition("/")[2]
+    if resource is None and not (definition and version in definition.versions):
+        raise ManifestError(_unserved(manifest, cluster), "unknown_kind")
+    namespaced = resource.namespaced if resource else bool(definition and definition.namespaced)
+    return _with_namespace(manifest, namespaced, settings.default_namespace), resource
+
+
+def _unserved(manifest: Manifest, cluster: Cluster) -> str:
+    where = f"{manifest.origin}: {manifest.key.kind} {manifest.key.name}"
+    served = cluster.discovery.served_versions(manifest.api_version, manifest.key.kind)
+    group = manifest.key.group
+    if group in cluster.discovery.failed_groups:
+        return (
+            f"{where}: the cluster's discovery of group {group} failed (is its APIService "
+            "available?), so the kind cannot be resolved now"
+        )
+    if served:
+        return (
+            f"{where}: apiVersion {manifest.api_version} is no longer served; "
+            f"the cluster serves {', '.join(served)}"
+        )
+    return (
+        f"{where}: the cluster has no kind {manifest.key.kind} in {manifest.api_version}, "
+        "and no CRD in this revision defines it"
+    )
+
+
+def _with_namespace(manifest: Manifest, namespaced: bool, default: str) -> Manifest:
+    key, body = manifest.key, manifest.body
+    if not namespaced and key.namespace:
+        raise ManifestError(
+            f"{manifest.origin}: {key.kind} {key.name} is cluster-scoped but names namespace "
+            f"{key.namespace}",
+            "invalid",
+        )
+    if namespaced and not key.namespace:
+        body = {**body, "metadata": {**body["metadata"], "namespace": default}}
+        key = ObjectKey(key.group, key.kind, default, key.name)
+    return Manifest(key, manifest.api_version, body, manifest.origin)
+
+
+def default_name(spec: SourceSpec) -> str:
+    """A stable source name: its base name plus a hash of where it points."""
+    base = re.sub(r"[^a-z0-9-]+", "-", Path(spec.url.rstrip("/")).name.lower().removesuffix(".git"))
+    digest = hashlib.sha256(f"{spec.url}\n{sorted(spec.paths)}".encode()).hexdigest()[:8]
+    return f"{base.strip('-')[:30] or 'source'}-{digest}"

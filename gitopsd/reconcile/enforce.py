@@ -1,0 +1,174 @@
+"""makeChanges: carries the plan out. Applies what it sends, records what was applied in
+the ApplySet parent, then prunes what it allows and records that too.
+
+A parent another tool wrote, or an existing object this source does not own (without
+--adopt), stops the sync before any write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from gitopsd import inventory
+from gitopsd.apply import Applier, prune
+from gitopsd.changes import Action, ChangeSet, Hooks, Outcome, Target
+from gitopsd.cluster import Cluster, Resource
+from gitopsd.config import SyncSettings
+from gitopsd.errors import ApplyError
+from gitopsd.objects import Body, GroupKind, ObjectKey
+from gitopsd.plan import Plan, PruneDecision, Refusal
+from gitopsd.reconcile.live import CONFIG_MAPS, Live
+
+
+@dataclass
+class SyncReport:
+    revision: str
+    changes: ChangeSet = field(default_factory=ChangeSet)
+    refused: list[tuple[ObjectKey, Refusal]] = field(default_factory=list)
+
+    @property
+    def prune_blocked(self) -> bool:
+        return bool(self.refused)
+
+
+def make_changes(
+    cluster: Cluster,
+    settings: SyncSettings,
+    applyset: inventory.ApplySet,
+    targets: Mapping[ObjectKey, Target],
+    plan: Plan,
+    live: Live,
+    revision: str,
+    hooks: Hooks,
+    parent_written: Callable[[], None],
+) -> SyncReport:
+    """Applies the plan's objects (staged), records them, then prunes, if allowed.
+    `parent_written` hears of each write of the parent."""
+    _refuse_foreign_parent(applyset, live, settings)
+    _refuse_unowned(applyset, live, plan, settings)
+    report = SyncReport(revision)
+    applier = Applier(
+        cluster,
+        settings,
+        live.desired,
+        lambda key: _served(cluster, targets[key]),
+        on_outcome=hooks.on_outcome,
+        on_applied=hooks.on_applied,
+    )
+    record = {**live.recorded}
+    try:
+        report.changes = applier.run(plan, targets)
+    finally:  # what was applied is recorded even when a later object failed
+        record |= applier.changes.applied
+        _write_record(cluster, settings, applyset, live.recorded, record, parent_written)
+    if plan.prune is not None and hooks.may_prune():
+        pruning = Pruning(cluster, settings, applyset, parent_written)
+        pruning.run(live, targets, plan.prune, record, report)
+    return report
+
+
+@dataclass(frozen=True)
+class Pruning:
+    cluster: Cluster
+    settings: SyncSettings
+    applyset: inventory.ApplySet
+    parent_written: Callable[[], None]
+
+    def run(
+        self,
+        live: Live,
+        members: Mapping[ObjectKey, Target],
+        decision: PruneDecision,
+        record: inventory.Record,
+        report: SyncReport,
+    ) -> None:
+        """Deletes what the decision allows, then records what is gone."""
+        report.refused.extend(decision.refused)
+        if self.settings.dry_run:
+            dry = [Outcome(k, Action.PRUNED, "dry run") for k in decision.delete]
+            report.changes.outcomes += dry
+            return
+        cluster = self.cluster
+        unserved = unserved_kinds(cluster, record)
+        result = prune(cluster, self.applyset, decision, record, cluster.discovery.preferred)
+        report.changes.outcomes += result.pruned
+        report.refused.extend(result.refused)
+        # What is gone leaves the record; an object that failed to delete stays, to be
+        # retried, and so does one of a kind not served now, which cannot be seen to be gone.
+        gone = {o.key for o in result.pruned}
+        gone |= {
+            key
+            for key in record
+            if key not in members and not live.proven(key) and key.group_kind not in unserved
+        }
+        remaining = {key: uid for key, uid in record.items() if key not in gone}
+        _write_record(cluster, self.settings, self.applyset, record, remaining, self.parent_written)
+        if result.error is not None:
+            raise result.error
+
+
+def unserved_kinds(cluster: Cluster, record: inventory.Record) -> set[GroupKind]:
+    """The recorded group-kinds discovery cannot resolve now."""
+    group_kinds = {key.group_kind for key in record}
+    return {gk for gk in group_kinds if cluster.discovery.preferred(gk) is None}
+
+
+def _write_record(
+    cluster: Cluster,
+    settings: SyncSettings,
+    applyset: inventory.ApplySet,
+    before: inventory.Record,
+    record: inventory.Record,
+    written: Callable[[], None] = lambda: None,
+) -> None:
+    """Writes the parent with `record`, unless the parent holds exactly that already (a sync
+    that changed nothing writes nothing; nor does a first sync whose dry-run failed). The
+    records are compared, not their encodings: a heal of one object compresses nothing."""
+    if settings.dry_run or record == before:
+        return
+    try:
+        cluster.apply(CONFIG_MAPS, applyset.parent(record), dry_run=False, force=True)
+    finally:  # even a failed write may have reached the server
+        written()
+
+
+def _refuse_foreign_parent(
+    applyset: inventory.ApplySet, live: Live, settings: SyncSettings
+) -> None:
+    """A parent another tool or source wrote is neither trusted nor overwritten."""
+    reason = applyset.foreign(live.parent)
+    if reason:
+        raise ApplyError(
+            [
+                f"{applyset.key}: exists but is not the ApplySet parent of source "
+                f"{settings.name}: {reason}; nothing was applied or pruned"
+            ],
+            "conflict",
+        )
+
+
+def _refuse_unowned(
+    applyset: inventory.ApplySet, live: Live, plan: Plan, settings: SyncSettings
+) -> None:
+    """An existing object that this source does not own is taken over only with --adopt."""
+    if settings.adopt:
+        return
+    foreign = [
+        (key, body)
+        for key in plan.actions
+        if (body := live.desired.get(key)) is not None and not applyset.owns(body)
+    ]
+    if foreign:
+        raise ApplyError([_foreign(key, body) for key, body in foreign], "conflict")
+
+
+def _foreign(key: ObjectKey, body: Body) -> str:
+    owner = inventory.owner_of(body)
+    by = f"it belongs to ApplySet {owner}" if owner else "no gitopsd source manages it"
+    return f"{key}: exists and {by}; pass --adopt to take it over"
+
+
+def _served(cluster: Cluster, target: Target) -> Resource | None:
+    api_version = target.body["apiVersion"]
+    return cluster.discovery.find(api_version, target.key.kind)

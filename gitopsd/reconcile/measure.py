@@ -1,0 +1,110 @@
+"""diff: what differs between git and the cluster, measured by server-side dry-run.
+
+An object is dry-run only when its git body or its live content changed since the memo
+last measured it; the daemon's own writes seed the memo, so they cost no second dry-run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from gitopsd import diff
+from gitopsd.apply import Applier, ready, same_ownership
+from gitopsd.changes import Target
+from gitopsd.cluster import Cluster
+from gitopsd.config import SyncSettings
+from gitopsd.objects import Body, ObjectKey
+from gitopsd.reconcile.live import Live
+
+
+def resource_version(key: ObjectKey, live: Body) -> str:
+    return str((live.get("metadata") or {}).get("resourceVersion", ""))
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One present object as its last dry-run found it."""
+
+    drift: diff.Drift | None
+    """The fields that differ, if any."""
+    owned_as_declared: bool
+    """gitopsd owns exactly the fields it would apply: nothing to take over or give up."""
+
+    @property
+    def in_sync(self) -> bool:
+        return self.drift is None and self.owned_as_declared
+
+
+IN_SYNC = Measured(None, owned_as_declared=True)
+
+
+@dataclass
+class DriftMemo:
+    """The drift found per object, valid while git's body and the live object's version stay
+    put: an unchanged object costs no dry-run. `version_of` names the version of the body
+    measured (never a newer one the watch has seen since: that edit would pass for measured);
+    the watch cache gives one that status-only updates do not move."""
+
+    version_of: Callable[[ObjectKey, Body], str] = resource_version
+    seen: dict[ObjectKey, tuple[str, str, Measured]] = field(default_factory=dict)
+
+    def fresh(self, target: Target, live: Body) -> bool:
+        fingerprint, version, _ = self.seen.get(target.key, ("", "", IN_SYNC))
+        return (fingerprint, version) == (target.fingerprint, self.version_of(target.key, live))
+
+    def remember(self, target: Target, live: Body, measured: Measured) -> None:
+        self.seen[target.key] = (target.fingerprint, self.version_of(target.key, live), measured)
+
+    def recall(self, key: ObjectKey) -> Measured:
+        return self.seen[key][2] if key in self.seen else IN_SYNC
+
+    def keep_only(self, keys: Iterable[ObjectKey]) -> None:
+        """Forgets objects that left git."""
+        for key in self.seen.keys() - keys:
+            del self.seen[key]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    drifts: list[diff.Drift]
+    """Missing, modified and extraneous objects, sorted by key."""
+    differing: set[ObjectKey]
+    """Present targets an apply would change: a field, or which fields gitopsd owns."""
+
+
+def measure(
+    cluster: Cluster,
+    settings: SyncSettings,
+    targets: Mapping[ObjectKey, Target],
+    live: Live,
+    memo: DriftMemo,
+    validate_missing: bool = False,
+) -> Measurement:
+    """Dry-runs every present target the memo has not measured in its current state (and,
+    with `validate_missing`, every absent one that can be: a sync sends nothing unless all
+    of them pass), then names what differs."""
+    present = {k: b for k, b in live.desired.items() if b is not None and targets[k].resource}
+    stale = [targets[key] for key, body in present.items() if not memo.fresh(targets[key], body)]
+    absent = [
+        t for k, t in targets.items() if live.desired[k] is None and ready(t, targets, live.desired)
+    ]
+    checked = stale + (absent if validate_missing else [])
+    applier = Applier(cluster, settings, live.desired)
+    expected = applier.dry_run(checked, kept={t.key for t in stale})
+    for target in stale:
+        current = present[target.key]
+        answer = expected.pop(target.key)
+        found = diff.compare(target.key, answer, current, target.body)
+        memo.remember(target, current, Measured(found, same_ownership(answer, current)))
+    memo.keep_only(targets)
+    measured = {key: memo.recall(key) for key in present}
+    drifts = [diff.missing(k, t.body) for k, t in targets.items() if live.desired[k] is None]
+    drifts += [m.drift for m in measured.values() if m.drift]
+    drifts += [
+        diff.extraneous(k, body)
+        for k, body in live.owned.items()
+        if k not in targets and live.proven(k)
+    ]
+    differing = {key for key, m in measured.items() if not m.in_sync}
+    return Measurement(sorted(drifts, key=lambda d: d.key), differing)
