@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from gitopsd.config import Limits
-from gitopsd.configfile import DaemonConfig, Mode, load, parse_duration, parse_size
+from gitopsd.config import Limits, format_size, parse_duration, parse_size
+from gitopsd.configfile import DaemonConfig, Mode, load
 from gitopsd.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "gitopsd.yaml"
@@ -48,6 +48,12 @@ def test_a_minimal_source_takes_the_documented_defaults(tmp_path: Path) -> None:
     assert app.timeout_seconds == 600
     assert app.settings.name == "app"
     assert not app.settings.prune.enabled and app.settings.prune.budget_percent == 25
+    assert (app.settings.inventory_namespace, app.settings.default_namespace) == (
+        "default",
+        "default",
+    )
+    assert app.settings.force_conflicts and not app.settings.adopt
+    assert app.spec.credentials.password_env == "GITOPSD_GIT_PASSWORD"
     assert app.webhook_secret is None
     assert load(write(tmp_path, {"sources": [source()]})).listen == DaemonConfig.listen
 
@@ -180,4 +186,13 @@ def test_durations(text: str, seconds: float | None) -> None:
     + [(text, None) for text in ("", "3MB", "-1", "1.5Mi", "Mi", "1e6")],
 )
 def test_sizes(text: str, size: int | None) -> None:
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize(
+    ("size", "text"),
+    [(3 << 20, "3Mi"), (2 << 30, "2Gi"), (512 << 10, "512Ki"), (1536, "1536"), (50_000, "50000")],
+)
+def test_sizes_are_written_the_way_they_are_read(size: int, text: str) -> None:
+    assert format_size(size) == text
     assert parse_size(text) == size
