@@ -117,6 +117,7 @@ SOURCE_KEYS = {
     "allowInsecure",
     "forceConflicts",
     "adopt",
+    "concurrency",
     "webhookSecretFile",
     "limits",
 }
@@ -220,6 +221,7 @@ def _settings(raw: dict[str, Any], name: str, where: str) -> SyncSettings:
         force_conflicts=_bool(raw, "forceConflicts", where, SyncSettings.force_conflicts),
         adopt=_bool(raw, "adopt", where, SyncSettings.adopt),
         prune=prune,
+        concurrency=_positive(raw, "concurrency", where, SyncSettings.concurrency),
     )
 
 
@@ -330,6 +332,13 @@ def _count(raw: dict[str, Any], key: str, where: str, default: int) -> int:
     value = raw.get(key, default)
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 100_000:
         raise ConfigError(f"{where}: {key}: expected a whole number from 0 to 100000")
+    return value
+
+
+def _positive(raw: dict[str, Any], key: str, where: str, default: int) -> int:
+    value = raw.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ConfigError(f"{where}: {key}: expected a positive whole number, got {value!r}")
     return value
 
 

@@ -162,6 +162,12 @@ def _count(text: str) -> int:
     return number
 
 
+def _positive(text: str) -> int:
+    if not (text.isascii() and text.isdigit() and int(text) > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return int(text)
+
+
 def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--kubeconfig", help="kubeconfig file (default $KUBECONFIG, ~/.kube/config, in-cluster)")
@@ -186,6 +192,12 @@ def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
         dest="default_namespace",
         help="namespace for namespaced objects that name none "
         f"(default {SyncSettings.default_namespace!r})",
+    )
+    add(
+        "--concurrency",
+        type=_positive,
+        metavar="N",
+        help=f"API requests in flight at once (default {SyncSettings.concurrency})",
     )
 
 

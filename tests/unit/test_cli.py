@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import shlex
 import signal
 from dataclasses import replace
@@ -120,7 +121,7 @@ def test_a_sync_without_flags_takes_the_documented_defaults() -> None:
 
 
 def test_sync_flags_set_what_they_name() -> None:
-    flags = "--prune --prune-budget 50 --no-force-conflicts --crd-timeout 5"
+    flags = "--prune --prune-budget 50 --no-force-conflicts --crd-timeout 5 --concurrency 3"
     arguments = build_parser().parse_args(["sync", ".", *flags.split(), "-n", "team"])
 
     synced = settings.sync_settings(arguments, settings.source_spec(arguments))
@@ -128,7 +129,29 @@ def test_sync_flags_set_what_they_name() -> None:
     assert synced.prune.enabled and synced.prune.budget_percent == 50
     assert not synced.prune.allow_empty
     assert not synced.force_conflicts and synced.crd_timeout_seconds == 5
-    assert synced.default_namespace == "team"
+    assert (synced.concurrency, synced.default_namespace) == (3, "team")
+
+
+def test_diff_takes_concurrency_and_never_prunes() -> None:
+    arguments = build_parser().parse_args(["diff", ".", "--concurrency", "32"])
+
+    synced = settings.sync_settings(arguments, settings.source_spec(arguments))
+
+    assert synced.concurrency == 32 and not synced.prune.enabled
+
+
+@pytest.mark.parametrize("command", ["diff", "sync"])
+@pytest.mark.parametrize("value", ["0", "-1", "1.5", "many", "\u00b2"])
+def test_concurrency_must_be_a_positive_whole_number(
+    command: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([command, ".", "--concurrency", value])
+
+    assert (
+        f"argument --concurrency: expected a positive whole number, got {value!r}"
+        in capsys.readouterr().err
+    )
 
 
 def test_help_shows_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
@@ -147,6 +170,7 @@ def test_help_shows_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
         "file names to read (default *.yaml, *.yml, *.json)",
     ]:
         assert documented in help_text
+    assert re.search(r"--concurrency N API requests in flight at once \(default \d+\)", help_text)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gitopsd.config import Limits, format_size, parse_duration, parse_size
+from gitopsd.config import Limits, SyncSettings, format_size, parse_duration, parse_size
 from gitopsd.configfile import DaemonConfig, Mode, load
 from gitopsd.errors import ConfigError
 
@@ -68,6 +68,15 @@ def test_the_webhook_secret_is_read_and_kept_out_of_repr(tmp_path: Path) -> None
     assert "s3cret" not in repr(app)
 
 
+def test_concurrency_is_set_per_source(tmp_path: Path) -> None:
+    document = {"sources": [source(name="busy", concurrency=32), source(name="quiet")]}
+
+    busy, quiet = load(write(tmp_path, document)).sources
+
+    assert busy.settings.concurrency == 32
+    assert quiet.settings.concurrency == SyncSettings(name="quiet").concurrency
+
+
 def test_bi07_limits_are_set_per_source(tmp_path: Path) -> None:
     limits = {
         "maxObjectBytes": "1Mi",
@@ -108,6 +117,10 @@ def test_bi07_limits_are_set_per_source(tmp_path: Path) -> None:
         ({"limits": {"maxDocuments": 0}}, "maxDocuments: expected a positive whole number"),
         ({"limits": {"maxObjectBytes": "3MB"}}, "maxObjectBytes: expected a positive whole"),
         ({"limits": {"maxRevisionBytes": True}}, "maxRevisionBytes: expected a positive"),
+        ({"concurrency": 0}, "concurrency: expected a positive whole number, got 0"),
+        ({"concurrency": "8"}, "concurrency: expected a positive whole number, got '8'"),
+        ({"concurrency": True}, "concurrency: expected a positive whole number, got True"),
+        ({"concurrency": 1.5}, "concurrency: expected a positive whole number, got 1.5"),
         ({"namespace": "Team_A"}, "namespace: 'Team_A' must be a DNS-1123 label"),
         ({"inventoryNamespace": "a/b"}, "inventoryNamespace: 'a/b' must be a DNS-1123 label"),
     ],
