@@ -1,6 +1,7 @@
 """Settings as frozen dataclasses, each field with its unit and default.
 
-The CLI builds them from flags and the environment; the daemon from its YAML file.
+The CLI builds them from flags and the environment; the daemon from its YAML file. Each
+default is written here only: a flag or key left out keeps it, and help texts quote it.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -44,20 +46,36 @@ class Limits:
     are never kept). A git server that streams without end is cut off here."""
 
 
+class LimitSetting(NamedTuple):
+    flag: str
+    """The command-line flag."""
+    key: str
+    """The key in a source's `limits:` block of the daemon configuration."""
+    meaning: str
+    """What it bounds, for the flag's help."""
+
+
 LIMIT_SETTINGS = {
-    "max_object_bytes": ("--max-object-bytes", "maxObjectBytes"),
-    "max_revision_bytes": ("--max-revision-bytes", "maxRevisionBytes"),
-    "max_documents": ("--max-documents", "maxDocuments"),
-    "max_fetch_bytes": ("--max-fetch-bytes", "maxFetchBytes"),
+    "max_object_bytes": LimitSetting(
+        "--max-object-bytes", "maxObjectBytes", "largest object, as its YAML document or JSON file"
+    ),
+    "max_revision_bytes": LimitSetting(
+        "--max-revision-bytes", "maxRevisionBytes", "all manifest files together"
+    ),
+    "max_documents": LimitSetting(
+        "--max-documents", "maxDocuments", "YAML documents in all files together"
+    ),
+    "max_fetch_bytes": LimitSetting(
+        "--max-fetch-bytes", "maxFetchBytes", "largest pack git may receive"
+    ),
 }
-"""The limits a user may change: Limits field -> (command-line flag, key in a source's
-`limits:` block of the daemon configuration)."""
+"""The limits a user may change, by Limits field."""
 
 
 def how_to_raise(limit: str) -> str:
     """Where a limit is set, for the error that names it: "--max-documents, limits.maxDocuments"."""
-    flag, key = LIMIT_SETTINGS[limit]
-    return f"{flag}, limits.{key}"
+    setting = LIMIT_SETTINGS[limit]
+    return f"{setting.flag}, limits.{setting.key}"
 
 
 @dataclass(frozen=True)
@@ -138,3 +156,32 @@ class SyncSettings:
     """Bound on waiting for new CRDs to be Established."""
     concurrency: int = 8
     """API requests in flight at once."""
+
+
+# How sizes and durations are written, on the command line and in the configuration file.
+
+SIZE = re.compile(r"^(\d+)(Ki|Mi|Gi)?$")
+SIZE_UNITS = {None: 1, "Ki": 1 << 10, "Mi": MiB, "Gi": GiB}
+DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
+
+
+def parse_size(text: str) -> int | None:
+    """A count of bytes such as 1048576, 512Ki, 64Mi or 1Gi; None when it is not one."""
+    match = SIZE.match(text.strip())
+    return int(match[1]) * SIZE_UNITS[match[2]] if match else None
+
+
+def format_size(count: int) -> str:
+    """`count` the shortest way parse_size reads it: 3Mi, 2Gi, 1000."""
+    for unit, scale in reversed(SIZE_UNITS.items()):
+        if unit and count and count % scale == 0:
+            return f"{count // scale}{unit}"
+    return str(count)
+
+
+def parse_duration(text: str) -> float | None:
+    match = DURATION.match(text.strip())
+    if not match or not any(match.groups()):
+        return None
+    hours, minutes, seconds = (float(group or 0) for group in match.groups())
+    return hours * 3600 + minutes * 60 + seconds

@@ -23,14 +23,13 @@ from gitopsd.config import (
     PrunePolicy,
     SourceSpec,
     SyncSettings,
+    parse_duration,
+    parse_size,
 )
 from gitopsd.errors import ConfigError
 from gitopsd.names import namespace_problem, shown
 
-DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
 MAX_DURATION_SECONDS = 7 * 24 * 3600.0
-SIZE = re.compile(r"^(\d+)(Ki|Mi|Gi)?$")
-SIZE_UNITS = {None: 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
 
 
 class Mode(StrEnum):
@@ -118,10 +117,11 @@ SOURCE_KEYS = {
     "allowInsecure",
     "forceConflicts",
     "adopt",
+    "concurrency",
     "webhookSecretFile",
     "limits",
 }
-LIMIT_KEYS = {key for _flag, key in LIMIT_SETTINGS.values()}
+LIMIT_KEYS = {setting.key for setting in LIMIT_SETTINGS.values()}
 GUARD_KEYS = {"allowEmpty", "allowMassPrune", "pruneBudgetPercent", "pruneProtected"}
 CREDENTIAL_KEYS = {"username", "passwordFile", "passwordEnv", "sshKeyFile", "knownHostsFile"}
 LEADER_KEYS = {"enabled", "namespace", "name", "leaseDuration", "renewDeadline", "retryPeriod"}
@@ -134,18 +134,24 @@ def load(path: Path) -> DaemonConfig:
         raise ConfigError(f"{path}: {error}") from None
     top = _mapping(document, str(path), TOP_KEYS)
     sources, invalid = _sources(top.get("sources"), str(path))
-    listen = _string(top, "listen", str(path), "127.0.0.1:9090")
+    listen = _string(top, "listen", str(path), DaemonConfig.listen)
     if not re.match(r"^[\w.\-\[\]:]*:\d{1,5}$", listen):
         raise ConfigError(f"{path}: listen: expected host:port, got {listen!r}")
     return DaemonConfig(
         listen=listen,
-        cache_dir=Path(_string(top, "cacheDir", str(path), "/var/cache/gitopsd")),
+        cache_dir=Path(_string(top, "cacheDir", str(path), str(DaemonConfig.cache_dir))),
         kubeconfig=top.get("kubeconfig"),
         context=top.get("context"),
-        allow_exec_credentials=_bool(top, "allowExecCredentials", str(path), False),
+        allow_exec_credentials=_bool(
+            top, "allowExecCredentials", str(path), DaemonConfig.allow_exec_credentials
+        ),
         leader_election=_leader(top.get("leaderElection"), f"{path}: leaderElection"),
-        object_series_budget=_count(top, "objectSeriesBudget", str(path), 500),
-        shutdown_grace_seconds=_seconds(top, "shutdownGraceSeconds", str(path), 25.0),
+        object_series_budget=_count(
+            top, "objectSeriesBudget", str(path), DaemonConfig.object_series_budget
+        ),
+        shutdown_grace_seconds=_seconds(
+            top, "shutdownGraceSeconds", str(path), DaemonConfig.shutdown_grace_seconds
+        ),
         sources=tuple(sources),
         invalid_sources=tuple(invalid),
     )
@@ -177,11 +183,11 @@ def _source(item: Any, where: str) -> SourceConfig:
         raise ConfigError(f"{where}: name: {SOURCE_NAME_RULE}")
     spec = SourceSpec(
         url=_string(raw, "repository", where, None),
-        ref=_string(raw, "ref", where, "HEAD"),
-        paths=_strings(raw, "paths", where, (".",)),
+        ref=_string(raw, "ref", where, SourceSpec.ref),
+        paths=_strings(raw, "paths", where, SourceSpec.paths),
         include=_strings(raw, "include", where, SourceSpec.include),
-        exclude=_strings(raw, "exclude", where, ()),
-        allow_insecure=_bool(raw, "allowInsecure", where, False),
+        exclude=_strings(raw, "exclude", where, SourceSpec.exclude),
+        allow_insecure=_bool(raw, "allowInsecure", where, SourceSpec.allow_insecure),
         credentials=_credentials(raw.get("credentials"), f"{where}: credentials"),
         limits=_limits(raw.get("limits"), f"{where}: limits"),
     )
@@ -189,9 +195,9 @@ def _source(item: Any, where: str) -> SourceConfig:
         name=name,
         spec=spec,
         settings=_settings(raw, name, where),
-        interval_seconds=_seconds(raw, "interval", where, 60.0),
+        interval_seconds=_seconds(raw, "interval", where, SourceConfig.interval_seconds),
         mode=_mode(raw, where),
-        self_heal=_bool(raw, "selfHeal", where, True),
+        self_heal=_bool(raw, "selfHeal", where, SourceConfig.self_heal),
         timeout_seconds=_seconds(raw, "timeout", where, SourceConfig.timeout_seconds),
         webhook_secret=_secret(raw, "webhookSecretFile", where),
     )
@@ -200,25 +206,28 @@ def _source(item: Any, where: str) -> SourceConfig:
 def _settings(raw: dict[str, Any], name: str, where: str) -> SyncSettings:
     guards = _mapping(raw.get("guards") or {}, f"{where}: guards", GUARD_KEYS)
     prune = PrunePolicy(
-        enabled=_bool(raw, "prune", where, False),
-        allow_empty=_bool(guards, "allowEmpty", where, False),
-        allow_mass_prune=_bool(guards, "allowMassPrune", where, False),
-        budget_percent=_percent(guards, "pruneBudgetPercent", where),
-        prune_protected=_bool(guards, "pruneProtected", where, False),
+        enabled=_bool(raw, "prune", where, PrunePolicy.enabled),
+        allow_empty=_bool(guards, "allowEmpty", where, PrunePolicy.allow_empty),
+        allow_mass_prune=_bool(guards, "allowMassPrune", where, PrunePolicy.allow_mass_prune),
+        budget_percent=_percent(guards, "pruneBudgetPercent", where, PrunePolicy.budget_percent),
+        prune_protected=_bool(guards, "pruneProtected", where, PrunePolicy.prune_protected),
     )
     return SyncSettings(
         name=name,
-        inventory_namespace=_namespace(raw, "inventoryNamespace", where),
-        default_namespace=_namespace(raw, "namespace", where),
-        force_conflicts=_bool(raw, "forceConflicts", where, True),
-        adopt=_bool(raw, "adopt", where, False),
+        inventory_namespace=_namespace(
+            raw, "inventoryNamespace", where, SyncSettings.inventory_namespace
+        ),
+        default_namespace=_namespace(raw, "namespace", where, SyncSettings.default_namespace),
+        force_conflicts=_bool(raw, "forceConflicts", where, SyncSettings.force_conflicts),
+        adopt=_bool(raw, "adopt", where, SyncSettings.adopt),
         prune=prune,
+        concurrency=_positive(raw, "concurrency", where, SyncSettings.concurrency),
     )
 
 
 def _limits(value: Any, where: str) -> Limits:
     raw = _mapping(value or {}, where, LIMIT_KEYS)
-    keys = {limit: key for limit, (_flag, key) in LIMIT_SETTINGS.items() if key in raw}
+    keys = {limit: setting.key for limit, setting in LIMIT_SETTINGS.items() if setting.key in raw}
     given = {limit: _size(raw, key, where) for limit, key in keys.items()}
     return replace(Limits(), **given)
 
@@ -226,8 +235,8 @@ def _limits(value: Any, where: str) -> Limits:
 def _credentials(value: Any, where: str) -> Credentials:
     raw = _mapping(value or {}, where, CREDENTIAL_KEYS)
     return Credentials(
-        username=_string(raw, "username", where, "git"),
-        password_env=_string(raw, "passwordEnv", where, "GITOPSD_GIT_PASSWORD"),
+        username=_string(raw, "username", where, Credentials.username),
+        password_env=_string(raw, "passwordEnv", where, Credentials.password_env),
         password_file=_path(raw, "passwordFile", where),
         ssh_key_file=_path(raw, "sshKeyFile", where),
         known_hosts_file=_path(raw, "knownHostsFile", where),
@@ -237,12 +246,14 @@ def _credentials(value: Any, where: str) -> Credentials:
 def _leader(value: Any, where: str) -> LeaderElection:
     raw = _mapping(value or {}, where, LEADER_KEYS)
     election = LeaderElection(
-        enabled=_bool(raw, "enabled", where, False),
-        namespace=_string(raw, "namespace", where, "default"),
-        name=_string(raw, "name", where, "gitopsd"),
-        lease_seconds=_seconds(raw, "leaseDuration", where, 15.0),
-        renew_deadline_seconds=_seconds(raw, "renewDeadline", where, 10.0),
-        retry_seconds=_seconds(raw, "retryPeriod", where, 2.0),
+        enabled=_bool(raw, "enabled", where, LeaderElection.enabled),
+        namespace=_string(raw, "namespace", where, LeaderElection.namespace),
+        name=_string(raw, "name", where, LeaderElection.name),
+        lease_seconds=_seconds(raw, "leaseDuration", where, LeaderElection.lease_seconds),
+        renew_deadline_seconds=_seconds(
+            raw, "renewDeadline", where, LeaderElection.renew_deadline_seconds
+        ),
+        retry_seconds=_seconds(raw, "retryPeriod", where, LeaderElection.retry_seconds),
     )
     if not election.retry_seconds < election.renew_deadline_seconds < election.lease_seconds:
         raise ConfigError(f"{where}: need retryPeriod < renewDeadline < leaseDuration")
@@ -250,7 +261,7 @@ def _leader(value: Any, where: str) -> LeaderElection:
 
 
 def _mode(raw: dict[str, Any], where: str) -> Mode:
-    text = _string(raw, "mode", where, "enforce")
+    text = _string(raw, "mode", where, SourceConfig.mode)
     try:
         return Mode(text)
     except ValueError:
@@ -290,8 +301,8 @@ def _strings(
     return tuple(value)
 
 
-def _namespace(raw: dict[str, Any], key: str, where: str) -> str:
-    value = _string(raw, key, where, "default")
+def _namespace(raw: dict[str, Any], key: str, where: str, default: str) -> str:
+    value = _string(raw, key, where, default)
     problem = namespace_problem(value)
     if problem:
         raise ConfigError(f"{where}: {key}: {shown(value)} {problem}")
@@ -310,12 +321,6 @@ def _size(raw: dict[str, Any], key: str, where: str) -> int:
     return number
 
 
-def parse_size(text: str) -> int | None:
-    """A count of bytes such as 1048576, 512Ki, 64Mi or 1Gi; None when it is not one."""
-    match = SIZE.match(text.strip())
-    return int(match[1]) * SIZE_UNITS[match[2]] if match else None
-
-
 def _bool(raw: dict[str, Any], key: str, where: str, default: bool) -> bool:
     value = raw.get(key, default)
     if not isinstance(value, bool):
@@ -330,8 +335,15 @@ def _count(raw: dict[str, Any], key: str, where: str, default: int) -> int:
     return value
 
 
-def _percent(raw: dict[str, Any], key: str, where: str) -> float:
-    value = raw.get(key, 25)
+def _positive(raw: dict[str, Any], key: str, where: str, default: int) -> int:
+    value = raw.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ConfigError(f"{where}: {key}: expected a positive whole number, got {value!r}")
+    return value
+
+
+def _percent(raw: dict[str, Any], key: str, where: str, default: float) -> float:
+    value = raw.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 100:
         raise ConfigError(f"{where}: {key}: expected a number above 0 and at most 100")
     return float(value)
@@ -367,11 +379,3 @@ def _seconds(raw: dict[str, Any], key: str, where: str, default: float) -> float
             f"(like 30s, 5m, 1h), got {value!r}"
         )
     return float(seconds)
-
-
-def parse_duration(text: str) -> float | None:
-    match = DURATION.match(text.strip())
-    if not match or not any(match.groups()):
-        return None
-    hours, minutes, seconds = (float(group or 0) for group in match.groups())
-    return hours * 3600 + minutes * 60 + seconds

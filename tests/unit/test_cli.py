@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import io
+import re
+import shlex
 import signal
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from gitopsd import cli, diff
+from gitopsd import diff
 from gitopsd.changes import Action, Outcome
+from gitopsd.cli import commands, main, render, settings, stop
+from gitopsd.cli.parser import build_parser
 from gitopsd.config import Limits
 from gitopsd.errors import ConfigError
 from gitopsd.objects import ObjectKey
@@ -25,7 +29,7 @@ class Terminal(io.StringIO):
 
 def test_progress_draws_a_bar_on_a_terminal_and_clears_it() -> None:
     out = Terminal()
-    progress = cli.Progress(out)
+    progress = render.Progress(out)
     progress.planned(2)
     progress.tick(Outcome(KEY, Action.CREATED))
     assert "[###############---------------] 1/2 ConfigMap/ns/app" in out.getvalue()
@@ -35,7 +39,7 @@ def test_progress_draws_a_bar_on_a_terminal_and_clears_it() -> None:
 
 def test_progress_is_silent_when_not_a_terminal() -> None:
     out = io.StringIO()
-    progress = cli.Progress(out)
+    progress = render.Progress(out)
     progress.planned(2)
     progress.tick(Outcome(KEY, Action.CREATED))
     progress.done()
@@ -52,7 +56,7 @@ def test_a_unified_diff_is_colored_only_on_request(color: bool) -> None:
         desired={"data": {"k": "b"}},
     )
     out = io.StringIO()
-    cli.render_drift([drift], {KEY: "cm.yaml:1"}, out, color)
+    render.render_drift([drift], {KEY: "cm.yaml:1"}, out, color)
     text = out.getvalue()
     assert (
         'modified ConfigMap/ns/app (cm.yaml:1)\n  data.k: "a" -> "b"  (manager: kubectl-edit)'
@@ -65,16 +69,16 @@ def test_a_unified_diff_is_colored_only_on_request(color: bool) -> None:
 
 def test_no_drift_says_so() -> None:
     out = io.StringIO()
-    cli.render_drift([], {}, out, False)
+    render.render_drift([], {}, out, False)
     assert out.getvalue() == "no drift\n"
 
 
 def test_bi07_limit_flags_override_only_what_they_name() -> None:
-    arguments = cli.build_parser().parse_args(
+    arguments = build_parser().parse_args(
         ["validate", ".", "--max-object-bytes", "1Mi", "--max-documents", "7"]
     )
 
-    limits = cli.source_spec(arguments).limits
+    limits = settings.source_spec(arguments).limits
 
     assert limits == replace(Limits(), max_object_bytes=1 << 20, max_documents=7)
 
@@ -84,9 +88,91 @@ def test_bi07_a_limit_flag_must_be_a_positive_size(
     value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit):
-        cli.build_parser().parse_args(["validate", ".", "--max-revision-bytes", value])
+        build_parser().parse_args(["validate", ".", "--max-revision-bytes", value])
 
     assert "--max-revision-bytes: expected a positive whole number" in capsys.readouterr().err
+
+
+def test_source_flags_set_what_they_name_and_leave_the_rest() -> None:
+    flags = "--path a --path b --exclude '*.md' --ref main --username deploy"
+    arguments = build_parser().parse_args(["validate", ".", *shlex.split(flags)])
+
+    spec = settings.source_spec(arguments)
+
+    assert (spec.paths, spec.exclude, spec.ref) == (("a", "b"), ("*.md",), "main")
+    assert spec.include == ("*.yaml", "*.yml", "*.json") and not spec.allow_insecure
+    assert spec.credentials.username == "deploy" and spec.credentials.password_file is None
+
+
+def test_a_source_without_flags_is_read_whole_at_the_remote_head() -> None:
+    spec = settings.source_spec(build_parser().parse_args(["validate", "."]))
+
+    assert (spec.paths, spec.exclude, spec.ref) == ((".",), (), "HEAD")
+    assert spec.credentials.username == "git"
+
+
+def test_a_sync_without_flags_takes_the_documented_defaults() -> None:
+    arguments = build_parser().parse_args(["sync", "."])
+
+    synced = settings.sync_settings(arguments, settings.source_spec(arguments))
+
+    assert (synced.inventory_namespace, synced.default_namespace) == ("default", "default")
+    assert synced.force_conflicts and not synced.adopt and not synced.dry_run
+    assert synced.crd_timeout_seconds == 60
+    assert not synced.prune.enabled and synced.prune.budget_percent == 25
+
+
+def test_sync_flags_set_what_they_name() -> None:
+    flags = "--prune --prune-budget 50 --no-force-conflicts --crd-timeout 5 --concurrency 3"
+    arguments = build_parser().parse_args(["sync", ".", *flags.split(), "-n", "team"])
+
+    synced = settings.sync_settings(arguments, settings.source_spec(arguments))
+
+    assert synced.prune.enabled and synced.prune.budget_percent == 50
+    assert not synced.prune.allow_empty
+    assert not synced.force_conflicts and synced.crd_timeout_seconds == 5
+    assert (synced.concurrency, synced.default_namespace) == (3, "team")
+
+
+def test_diff_takes_concurrency_and_never_prunes() -> None:
+    arguments = build_parser().parse_args(["diff", ".", "--concurrency", "32"])
+
+    synced = settings.sync_settings(arguments, settings.source_spec(arguments))
+
+    assert synced.concurrency == 32 and not synced.prune.enabled
+
+
+@pytest.mark.parametrize("command", ["diff", "sync"])
+@pytest.mark.parametrize("value", ["0", "-1", "1.5", "many", "\u00b2"])
+def test_concurrency_must_be_a_positive_whole_number(
+    command: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([command, ".", "--concurrency", value])
+
+    assert (
+        f"argument --concurrency: expected a positive whole number, got {value!r}"
+        in capsys.readouterr().err
+    )
+
+
+def test_help_shows_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["sync", "--help"])
+
+    help_text = " ".join(capsys.readouterr().out.split())
+    for documented in [
+        "--max-object-bytes BYTES largest object, as its YAML document or JSON file (default 3Mi)",
+        "--max-revision-bytes BYTES all manifest files together (default 64Mi)",
+        "--max-documents COUNT YAML documents in all files together (default 50000)",
+        "--max-fetch-bytes BYTES largest pack git may receive (default 2Gi)",
+        "most owned objects one sync may prune (default 25)",
+        "Established (default 60)",
+        "namespace of the ApplySet parent (default 'default')",
+        "file names to read (default *.yaml, *.yml, *.json)",
+    ]:
+        assert documented in help_text
+    assert re.search(r"--concurrency N API requests in flight at once \(default \d+\)", help_text)
 
 
 @pytest.mark.parametrize(
@@ -99,15 +185,15 @@ def test_bi07_a_limit_flag_must_be_a_positive_size(
     ],
 )
 def test_se11_names_given_on_the_command_line_are_checked(flag: str, value: str, rule: str) -> None:
-    arguments = cli.build_parser().parse_args(["sync", ".", flag, value])
+    arguments = build_parser().parse_args(["sync", ".", flag, value])
 
     with pytest.raises(ConfigError, match=f"^{flag} .*{rule}"):
-        cli.sync_settings(arguments, cli.source_spec(arguments))
+        settings.sync_settings(arguments, settings.source_spec(arguments))
 
 
 def test_fa21_a_command_restores_the_signal_handlers_it_replaced(tmp_path: Path) -> None:
     """In-process callers (tests, an embedding program) keep their own Ctrl-C."""
-    before = {number: signal.getsignal(number) for number in cli.STOP_SIGNALS}
-    assert cli.main(["validate", str(tmp_path)]) == cli.OK
-    assert {number: signal.getsignal(number) for number in cli.STOP_SIGNALS} == before
-    assert cli.STOP.running()
+    before = {number: signal.getsignal(number) for number in stop.STOP_SIGNALS}
+    assert main(["validate", str(tmp_path)]) == commands.OK
+    assert {number: signal.getsignal(number) for number in stop.STOP_SIGNALS} == before
+    assert stop.STOP.running()

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from gitopsd.config import Limits
-from gitopsd.configfile import DaemonConfig, Mode, load, parse_duration, parse_size
+from gitopsd.config import Limits, SyncSettings, format_size, parse_duration, parse_size
+from gitopsd.configfile import DaemonConfig, Mode, load
 from gitopsd.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "gitopsd.yaml"
@@ -48,6 +48,12 @@ def test_a_minimal_source_takes_the_documented_defaults(tmp_path: Path) -> None:
     assert app.timeout_seconds == 600
     assert app.settings.name == "app"
     assert not app.settings.prune.enabled and app.settings.prune.budget_percent == 25
+    assert (app.settings.inventory_namespace, app.settings.default_namespace) == (
+        "default",
+        "default",
+    )
+    assert app.settings.force_conflicts and not app.settings.adopt
+    assert app.spec.credentials.password_env == "GITOPSD_GIT_PASSWORD"
     assert app.webhook_secret is None
     assert load(write(tmp_path, {"sources": [source()]})).listen == DaemonConfig.listen
 
@@ -60,6 +66,15 @@ def test_the_webhook_secret_is_read_and_kept_out_of_repr(tmp_path: Path) -> None
 
     assert app.webhook_secret == b"s3cret-value"
     assert "s3cret" not in repr(app)
+
+
+def test_concurrency_is_set_per_source(tmp_path: Path) -> None:
+    document = {"sources": [source(name="busy", concurrency=32), source(name="quiet")]}
+
+    busy, quiet = load(write(tmp_path, document)).sources
+
+    assert busy.settings.concurrency == 32
+    assert quiet.settings.concurrency == SyncSettings(name="quiet").concurrency
 
 
 def test_bi07_limits_are_set_per_source(tmp_path: Path) -> None:
@@ -102,6 +117,10 @@ def test_bi07_limits_are_set_per_source(tmp_path: Path) -> None:
         ({"limits": {"maxDocuments": 0}}, "maxDocuments: expected a positive whole number"),
         ({"limits": {"maxObjectBytes": "3MB"}}, "maxObjectBytes: expected a positive whole"),
         ({"limits": {"maxRevisionBytes": True}}, "maxRevisionBytes: expected a positive"),
+        ({"concurrency": 0}, "concurrency: expected a positive whole number, got 0"),
+        ({"concurrency": "8"}, "concurrency: expected a positive whole number, got '8'"),
+        ({"concurrency": True}, "concurrency: expected a positive whole number, got True"),
+        ({"concurrency": 1.5}, "concurrency: expected a positive whole number, got 1.5"),
         ({"namespace": "Team_A"}, "namespace: 'Team_A' must be a DNS-1123 label"),
         ({"inventoryNamespace": "a/b"}, "inventoryNamespace: 'a/b' must be a DNS-1123 label"),
     ],
@@ -180,4 +199,13 @@ def test_durations(text: str, seconds: float | None) -> None:
     + [(text, None) for text in ("", "3MB", "-1", "1.5Mi", "Mi", "1e6")],
 )
 def test_sizes(text: str, size: int | None) -> None:
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize(
+    ("size", "text"),
+    [(3 << 20, "3Mi"), (2 << 30, "2Gi"), (512 << 10, "512Ki"), (1536, "1536"), (50_000, "50000")],
+)
+def test_sizes_are_written_the_way_they_are_read(size: int, text: str) -> None:
+    assert format_size(size) == text
     assert parse_size(text) == size

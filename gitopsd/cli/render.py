@@ -1,0 +1,142 @@
+"""Drift and sync reports, as text for people and JSON for programs, and a progress bar."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any, TextIO
+
+import yaml
+
+from gitopsd import diff
+from gitopsd.changes import Action, Outcome
+from gitopsd.reconcile import SyncReport
+
+COLORS = {"+": "\033[32m", "-": "\033[31m", "@": "\033[36m"}
+RESET = "\033[0m"
+
+
+def render_drift(
+    drifts: list[diff.Drift], origins: dict[Any, str], out: TextIO, color: bool
+) -> None:
+    for drift in drifts:
+        where = f" ({origins[drift.key]})" if drift.key in origins else ""
+        print(f"{drift.state} {drift.key}{where}", file=out)
+        for change in drift.changes:
+            print(
+                f"  {change.path}: {_short(change.live)} -> {_short(change.desired)}"
+                f"  (manager: {change.manager})",
+                file=out,
+            )
+        for line in unified(drift):
+            print(_paint(line, color), file=out)
+    if not drifts:
+        print("no drift", file=out)
+
+
+def unified(drift: diff.Drift) -> list[str]:
+    live = _yaml(drift.live).splitlines() if drift.live else []
+    desired = _yaml(drift.desired).splitlines() if drift.desired else []
+    return list(
+        difflib.unified_diff(live, desired, f"live/{drift.key}", f"git/{drift.key}", lineterm="")
+    )
+
+
+def drift_json(revision: str, drifts: list[diff.Drift], origins: dict[Any, str]) -> dict[str, Any]:
+    return {
+        "revision": revision,
+        "drift": [
+            {
+                "object": str(d.key),
+                "group": d.key.group,
+                "kind": d.key.kind,
+                "namespace": d.key.namespace,
+                "name": d.key.name,
+                "state": str(d.state),
+                "origin": origins.get(d.key),
+                "changes": [vars(change) for change in d.changes],
+            }
+            for d in drifts
+        ],
+    }
+
+
+class Progress:
+    """A one-line progress bar on a terminal; silent otherwise."""
+
+    WIDTH = 30
+
+    def __init__(self, out: TextIO) -> None:
+        self.total, self.done_count, self.out = 1, 0, out
+        self.shown = out.isatty()
+        self.sha: str | None = None
+        """The revision being synced, once read."""
+        self.outcomes: list[Outcome] = []
+        """Every outcome so far: the report of a sync that was stopped."""
+
+    def read(self, sha: str) -> None:
+        self.sha = sha
+
+    def planned(self, count: int) -> None:
+        self.total = max(count, 1)
+
+    def tick(self, outcome: Outcome) -> None:
+        self.outcomes.append(outcome)
+        self.done_count += 1
+        if self.shown:
+            filled = self.WIDTH * self.done_count // self.total
+            bar = "#" * filled + "-" * (self.WIDTH - filled)
+            print(
+                f"\r[{bar}] {self.done_count}/{self.total} {outcome.key}"[:100].ljust(100),
+                end="",
+                file=self.out,
+                flush=True,
+            )
+
+    def done(self) -> None:
+        if self.shown and self.done_count:
+            print("\r" + " " * 100 + "\r", end="", file=self.out, flush=True)
+
+
+def render_report(report: SyncReport, out: TextIO) -> None:
+    print(f"revision {report.revision or '(local directory)'}", file=out)
+    print(f"  {'ACTION':<10} OBJECT", file=out)
+    for outcome in report.changes.outcomes:
+        if outcome.action != Action.UNCHANGED:
+            detail = f"  ({outcome.detail})" if outcome.detail else ""
+            print(f"  {outcome.action:<10} {outcome.key}{detail}", file=out)
+    for key, reason in report.refused:
+        print(f"  {'skipped':<10} {key}  (prune refused: {reason})", file=out)
+    for takeover in report.changes.takeovers:
+        print(f"  took over  {takeover}", file=out)
+    counts = {action: report.changes.count(action) for action in Action}
+    counts[Action.SKIPPED] += len(report.refused)
+    print(", ".join(f"{n} {action}" for action, n in counts.items()), file=out)
+
+
+def report_json(report: SyncReport) -> dict[str, Any]:
+    return {
+        "revision": report.revision,
+        "outcomes": [
+            {"object": str(o.key), "action": str(o.action), "detail": o.detail}
+            for o in report.changes.outcomes
+        ],
+        "prune_refused": [{"object": str(k), "reason": str(r)} for k, r in report.refused],
+        "takeovers": report.changes.takeovers,
+    }
+
+
+def _yaml(body: Any) -> str:
+    return yaml.safe_dump(body, sort_keys=True, default_flow_style=False)
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _paint(line: str, color: bool) -> str:
+    if not color or line.startswith(("+++", "---")):
+        return line
+    start = COLORS.get(line[:1])
+    return f"{start}{line}{RESET}" if start else line

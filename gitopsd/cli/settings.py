@@ -1,0 +1,114 @@
+"""A command's flags, turned into the settings of gitopsd.config.
+
+A setting's flag defaults to None: a flag left out keeps the dataclass's default, so each
+default is written once, in gitopsd.config (the help texts quote it from there).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from gitopsd.config import (
+    LIMIT_SETTINGS,
+    SOURCE_NAME,
+    SOURCE_NAME_RULE,
+    Credentials,
+    Limits,
+    PrunePolicy,
+    SourceSpec,
+    SyncSettings,
+)
+from gitopsd.errors import ConfigError
+from gitopsd.names import DNS1123_LABEL, NameRule, shown
+from gitopsd.reconcile import desired
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+Settings = TypeVar("Settings", bound="DataclassInstance")
+
+
+def source_spec(arguments: argparse.Namespace) -> SourceSpec:
+    url = arguments.source
+    if desired.is_local(url):
+        url = str(Path(url).resolve())
+    credentials = _given(
+        Credentials(),
+        arguments,
+        username="username",
+        password_file="password_file",  # noqa: S106 - a flag's name, not a secret
+        ssh_key_file="ssh_key",
+        known_hosts_file="known_hosts",
+    )
+    return _given(
+        SourceSpec(url=url, credentials=credentials, limits=limits(arguments)),
+        arguments,
+        ref="ref",
+        paths="paths",
+        include="include",
+        exclude="exclude",
+        allow_insecure="allow_insecure_source",
+    )
+
+
+def limits(arguments: argparse.Namespace) -> Limits:
+    return _given(Limits(), arguments, **{limit: limit for limit in LIMIT_SETTINGS})
+
+
+def sync_settings(arguments: argparse.Namespace, spec: SourceSpec) -> SyncSettings:
+    prune = _given(
+        PrunePolicy(),
+        arguments,
+        enabled="prune",
+        allow_empty="allow_empty",
+        allow_mass_prune="allow_mass_prune",
+        budget_percent="prune_budget",
+        prune_protected="prune_protected",
+    )
+    settings = _given(
+        SyncSettings(name=_source_name(arguments, spec), prune=prune),
+        arguments,
+        inventory_namespace="inventory_namespace",
+        default_namespace="default_namespace",
+        force_conflicts="force_conflicts",
+        adopt="adopt",
+        dry_run="dry_run",
+        crd_timeout_seconds="crd_timeout",
+        concurrency="concurrency",
+    )
+    _checked("--inventory-namespace", settings.inventory_namespace, DNS1123_LABEL)
+    _checked("--namespace", settings.default_namespace, DNS1123_LABEL)
+    return settings
+
+
+def _given(defaults: Settings, arguments: argparse.Namespace, **flags: str) -> Settings:
+    """`defaults`, with each field (keyword) whose flag (value: the argument's dest) was
+    given set to the flag's value; a repeated flag's list becomes a tuple. A command without
+    the flag leaves the field alone, as when the flag is not given."""
+    given = {field: getattr(arguments, dest, None) for field, dest in flags.items()}
+    return replace(
+        defaults,
+        **{
+            field: tuple(value) if isinstance(value, list) else value
+            for field, value in given.items()
+            if value is not None
+        },
+    )
+
+
+def _source_name(arguments: argparse.Namespace, spec: SourceSpec) -> str:
+    """The daemon's naming rule: --name X owns the same objects as the daemon's source X."""
+    name: str = arguments.name or desired.default_name(spec)
+    if not SOURCE_NAME.match(name):
+        raise ConfigError(f"--name {shown(name)}: {SOURCE_NAME_RULE}")
+    return name
+
+
+def _checked(flag: str, value: str, rule: NameRule) -> None:
+    """Names and namespaces end up in URLs: refuse what the API server would refuse."""
+    problem = rule.problem(value)
+    if problem:
+        raise ConfigError(f"{flag} {shown(value)} {problem}")
