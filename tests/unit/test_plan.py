@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
+from gitopsd.changes import Action
 from gitopsd.config import PrunePolicy
 from gitopsd.inventory import uid_prefix
 from gitopsd.objects import ObjectKey
-from gitopsd.plan import Refusal, decide_prune, stages
+from gitopsd.plan import Refusal, decide_prune, plan_changes, stages
 
 NAMESPACE = ObjectKey("", "Namespace", "", "team")
 CRD = ObjectKey("apiextensions.k8s.io", "CustomResourceDefinition", "", "widgets.example.com")
@@ -207,3 +208,35 @@ def test_an_unserved_kind_still_in_git_is_not_a_prune_candidate() -> None:
         [WIDGET, *config_maps(2)], live, recorded, PrunePolicy(), {WIDGET.group_kind}
     )
     assert decision == decide_prune(config_maps(2), live, record_of(live), PrunePolicy())
+
+
+def test_a_plan_sends_what_is_absent_or_differs_and_leaves_the_rest() -> None:
+    plan = plan_changes(
+        scope=[NAMESPACE, DEPLOYMENT, CONFIG_MAP, WIDGET],
+        present={NAMESPACE, DEPLOYMENT, CONFIG_MAP},
+        differing={DEPLOYMENT},
+    )
+    assert plan.actions == {
+        NAMESPACE: Action.UNCHANGED,
+        DEPLOYMENT: Action.CONFIGURED,
+        CONFIG_MAP: Action.UNCHANGED,
+        WIDGET: Action.CREATED,
+    }
+    assert plan.sent() == {DEPLOYMENT, WIDGET}
+    assert plan.prune is None
+
+
+def test_a_plan_covers_only_its_scope() -> None:
+    """A heal's scope is what drifted: an object outside it is neither sent nor reported."""
+    plan = plan_changes(scope=[CONFIG_MAP], present={CONFIG_MAP, DEPLOYMENT}, differing=set())
+    assert plan.actions == {CONFIG_MAP: Action.UNCHANGED}
+    assert plan.sent() == set()
+
+
+def test_a_plan_carries_the_prune_decision() -> None:
+    everything = owned(CONFIG_MAP, DEPLOYMENT)
+    decision = decide_prune(
+        [DEPLOYMENT], everything, record_of(everything), PrunePolicy(budget_percent=50)
+    )
+    plan = plan_changes([DEPLOYMENT], {DEPLOYMENT}, set(), decision)
+    assert plan.prune is not None and plan.prune.delete == (CONFIG_MAP,)
