@@ -12,7 +12,7 @@ from collections import Counter
 
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
-from tests.harness.controlplane import AUDITED_USER, ControlPlane
+from tests.harness.controlplane import AUDITED_USER, WRITE_VERBS, ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.integration.test_sync import scope
@@ -80,7 +80,7 @@ def test_a_no_op_sync_dry_runs_each_object_once_and_writes_nothing(
     sync(gitopsd, control_plane, url, namespace)
 
     requests = audit.requests(control_plane, AUDITED_USER, since)
-    assert [r for r in requests if r.verb in audit.WRITE_VERBS and not r.dry_run] == []
+    assert [r for r in requests if r.verb in WRITE_VERBS and not r.dry_run] == []
     dry_runs = writes_by_name([r for r in requests if r.verb == "patch"], dry_run=True)
     assert dry_runs == Counter({f"cm{number}": 1 for number in range(OBJECTS)})
     assert len(requests) <= OBJECTS + FIXED_REQUESTS
