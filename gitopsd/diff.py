@@ -75,16 +75,20 @@ class Drift:
 
 
 def normalize(body: Body) -> Body:
-    """A copy without status, server-owned metadata and the client-side-apply annotation."""
-    normal = copy.deepcopy(body)
-    normal.pop("status", None)
-    metadata = normal.get("metadata") or {}
-    for name in SERVER_METADATA:
-        metadata.pop(name, None)
-    annotations = metadata.get("annotations") or {}
-    annotations.pop(LAST_APPLIED, None)
-    if "annotations" in metadata and not annotations:
-        del metadata["annotations"]
+    """`body` without status, server-owned metadata and the client-side-apply annotation.
+    Only the maps it changes are copied: the rest is shared with `body`, so never edit the
+    result in place (copy.deepcopy it first)."""
+    normal = {name: value for name, value in body.items() if name != "status"}
+    if isinstance(body.get("metadata"), dict):
+        metadata = {k: v for k, v in body["metadata"].items() if k not in SERVER_METADATA}
+        annotations = {
+            k: v for k, v in (metadata.get("annotations") or {}).items() if k != LAST_APPLIED
+        }
+        if annotations:
+            metadata["annotations"] = annotations
+        else:
+            metadata.pop("annotations", None)
+        normal["metadata"] = metadata
     return normal
 
 
@@ -107,10 +111,13 @@ def compare(
     """
     managed = live.get("metadata", {}).get("managedFields") or []
     want, have = normalize(expected), normalize(live)
-    for path in added_out_of_band(managed, _as_stored(declared), takeover):
-        remove(want, path)
+    out_of_band = added_out_of_band(managed, _as_stored(declared), takeover)
+    if out_of_band:
+        want = copy.deepcopy(want)
+        for path in out_of_band:
+            remove(want, path)
     want, have = mask_pair(want, have)
-    if fingerprint(want) == fingerprint(have):
+    if want == have:
         return None
     changes = tuple(explain(have, want, managed, live))
     return Drift(key, State.MODIFIED, changes, live=have, desired=want) if changes else None
