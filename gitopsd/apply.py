@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from gitopsd import diff
 from gitopsd.changes import Action, ChangeSet, Outcome, Target
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.config import SyncSettings
-from gitopsd.errors import ApplyError, ClusterError
+from gitopsd.errors import ApplyError, ClusterError, ClusterReason
 from gitopsd.inventory import ApplySet, prune_disabled, uid_prefix
 from gitopsd.objects import FIELD_MANAGER, Body, GroupKind, ObjectKey
 from gitopsd.plan import DEFINITIONS, Plan, PruneDecision, Refusal, stages
@@ -158,19 +158,22 @@ class Applier:
         """Calls the API for every target concurrently: the answers, and every failure."""
         chosen = list(targets)
         answers = run_concurrently(chosen, lambda t: self._send(t, call), self.settings.concurrency)
-        failures = [answer for answer in answers if isinstance(answer, str)]
+        failures = [answer for answer in answers if isinstance(answer, Failure)]
         answered = {
             t.key: answer
             for t, answer in zip(chosen, answers, strict=True)
             if isinstance(answer, dict)
         }
-        return answered, ApplyError(failures, _reason(answers)) if failures else None
+        if not failures:
+            return answered, None
+        return answered, ApplyError([f.message for f in failures], failures[0].reason)
 
-    def _send(self, target: Target, call: Callable[[Target], Body]) -> Body | str:
+    def _send(self, target: Target, call: Callable[[Target], Body]) -> Body | Failure:
         """Once the cluster is fenced (stopping on a signal, or the leader lease lost), the
         runner still takes each queued target, but sends no request for it."""
         if not self.cluster.may_write():
-            return f"{target.key} ({target.origin}): not sent: writes are fenced [fenced]"
+            not_sent = f"{target.key} ({target.origin}): not sent: writes are fenced"
+            return Failure(not_sent, ClusterReason.FENCED)
         return _attempt(target, call)
 
 
@@ -248,18 +251,20 @@ def run_concurrently(items: list[T], call: Callable[[T], R], workers: int) -> li
         return list(pool.map(call, items))
 
 
-def _attempt(target: Target, call: Callable[[Target], Body]) -> Body | str:
-    """The answer, or a one-line failure naming the object, its file and the API's reason."""
+class Failure(NamedTuple):
+    """One object's failed request: a line naming the object and its file, and why."""
+
+    message: str
+    reason: ClusterReason
+
+
+def _attempt(target: Target, call: Callable[[Target], Body]) -> Body | Failure:
+    """The answer, or the failure: the object, its file, the API's message and reason."""
     try:
         return call(target)
     except ClusterError as error:
         message = diff.redact(str(error), diff.secret_values([target.body]))
-        return f"{target.key} ({target.origin}): {message} [{error.reason}]"
-
-
-def _reason(answers: list[Body | str]) -> str:
-    reasons = [a.rsplit("[", 1)[-1].rstrip("]") for a in answers if isinstance(a, str)]
-    return reasons[0] if reasons else "server"
+        return Failure(f"{target.key} ({target.origin}): {message}", error.reason)
 
 
 def _gitopsd_fields(body: Body) -> set[diff.Path]:

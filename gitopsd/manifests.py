@@ -35,7 +35,7 @@ import yaml
 from yaml.reader import ReaderError
 
 from gitopsd.config import Limits, how_to_raise
-from gitopsd.errors import ManifestError, SourceError
+from gitopsd.errors import ManifestError, ManifestReason, SourceError, SourceReason
 from gitopsd.names import name_rule, namespace_problem, shown
 from gitopsd.objects import (
     APPLYSET_ID_LABEL,
@@ -147,7 +147,7 @@ def load(
 def _unreadable(root: Path, error: OSError) -> SourceError:
     where = Path(error.filename or ".")
     shown = where.relative_to(root) if where.is_relative_to(root) else where.name
-    return SourceError(f"{shown}: cannot be read: {error.strerror or error}", "corrupt")
+    return SourceError(f"{shown}: cannot be read: {error.strerror or error}", SourceReason.CORRUPT)
 
 
 def index(manifests: Iterable[Manifest]) -> dict[ObjectKey, Manifest]:
@@ -159,7 +159,7 @@ def index(manifests: Iterable[Manifest]) -> dict[ObjectKey, Manifest]:
             raise ManifestError(
                 f"{manifest.origin}: duplicate object {manifest.key}: "
                 f"{first.origin} and {manifest.origin}",
-                "duplicate_object",
+                ManifestReason.DUPLICATE_OBJECT,
             )
     return by_key
 
@@ -204,12 +204,16 @@ def _checked_path(root: Path, configured: str) -> str:
     pure = PurePosixPath(configured)
     if "\0" in configured or pure.is_absolute() or ".." in pure.parts:
         shown = configured.replace("\0", "\\0")
-        raise ManifestError(f"{shown}: path must stay inside the source root", "path_escape")
+        raise ManifestError(
+            f"{shown}: path must stay inside the source root", ManifestReason.PATH_ESCAPE
+        )
     for count in range(1, len(pure.parts) + 1):
         rel = "/".join(pure.parts[:count])
         mode = entry_mode(root, rel)
         if mode is None:
-            raise ManifestError(f"path {pure.as_posix()} not found in the revision", "invalid")
+            raise ManifestError(
+                f"path {pure.as_posix()} not found in the revision", ManifestReason.INVALID
+            )
         if stat.S_ISLNK(mode):
             raise _symlink_error(rel)
     return pure.as_posix()
@@ -222,7 +226,7 @@ def _walk(root: Path, top: str, globs: _Globs) -> Iterator[_Source]:
         rel = pending.pop()
         mode = entry_mode(root, rel)
         if mode is None:  # listed a moment ago: half a tree must never become desired state
-            raise SourceError(f"{rel}: vanished while the revision was read", "corrupt")
+            raise SourceError(f"{rel}: vanished while the revision was read", SourceReason.CORRUPT)
         if stat.S_ISLNK(mode):
             raise _symlink_error(rel)
         if stat.S_ISDIR(mode):
@@ -234,7 +238,7 @@ def _walk(root: Path, top: str, globs: _Globs) -> Iterator[_Source]:
             pending.extend(reversed([child for child in children if not globs.skips(child)]))
         elif rel == top or globs.reads(rel):  # a file named in the config is always read
             if not stat.S_ISREG(mode):
-                raise ManifestError(f"{rel}: not a regular file", "invalid")
+                raise ManifestError(f"{rel}: not a regular file", ManifestReason.INVALID)
             yield _Source(rel)
 
 
@@ -261,7 +265,9 @@ def child_path(rel: str, name: str) -> str:
 
 def _symlink_error(rel: str) -> ManifestError:
     # The target is not named: it may point at a secret outside the repository.
-    return ManifestError(f"{rel}: is a symlink; gitopsd never follows symlinks", "symlink")
+    return ManifestError(
+        f"{rel}: is a symlink; gitopsd never follows symlinks", ManifestReason.SYMLINK
+    )
 
 
 # --- Reading a source ------------------------------------------------------------------
@@ -310,7 +316,7 @@ class _Reader:
         if self.render is None:
             raise ManifestError(
                 f"{path}: {rel} has a kustomization.yaml; rendering it needs kubectl on PATH",
-                "invalid",
+                ManifestReason.INVALID,
             )
         text = self.render(
             self.root, self.root / rel, self.limits.max_revision_bytes - self.total_bytes
@@ -328,7 +334,7 @@ class _Reader:
                 f"{rel}: the revision's manifests reach {_size(self.total_bytes + size)}, "
                 f"over the per-revision limit of {_size(limit)} "
                 f"({how_to_raise('max_revision_bytes')})",
-                "size_limit",
+                ManifestReason.SIZE_LIMIT,
             )
         allowed = limit - self.total_bytes
         self.total_bytes += size
@@ -367,7 +373,7 @@ def _read(path: Path, rel: str, limit: int) -> bytes:
         raise ManifestError(
             f"{rel}: grew past the per-revision limit while being read "
             f"({how_to_raise('max_revision_bytes')})",
-            "size_limit",
+            ManifestReason.SIZE_LIMIT,
         )
     return data
 
@@ -377,7 +383,7 @@ def _check_object_size(where: str, size: int, limits: Limits) -> None:
         raise ManifestError(
             f"{where}: object is {_size(size)}, over the per-object limit of "
             f"{_size(limits.max_object_bytes)} ({how_to_raise('max_object_bytes')})",
-            "size_limit",
+            ManifestReason.SIZE_LIMIT,
         )
 
 
@@ -385,7 +391,7 @@ def _documents_error(where: str, limit: int) -> ManifestError:
     return ManifestError(
         f"{where}: more than {limit} YAML documents, the per-revision limit "
         f"({how_to_raise('max_documents')})",
-        "size_limit",
+        ManifestReason.SIZE_LIMIT,
     )
 
 
@@ -417,7 +423,8 @@ def _decode(data: bytes, rel: str) -> str:
 def _encoding_error(data: bytes, rel: str, offset: int, what: str) -> ManifestError:
     line = data.count(b"\n", 0, offset) + 1
     return ManifestError(
-        f"{rel}:{line}: {what} at byte offset {offset}; manifests must be UTF-8", "encoding"
+        f"{rel}:{line}: {what} at byte offset {offset}; manifests must be UTF-8",
+        ManifestReason.ENCODING,
     )
 
 
@@ -444,9 +451,11 @@ def _parse_json(text: str, path: str, limits: Limits) -> Documents:
             text, object_pairs_hook=_unique_json_keys(path), parse_constant=_no_constant(path)
         )
     except json.JSONDecodeError as exc:
-        raise ManifestError(f"{path}:{exc.lineno}:{exc.colno}: {exc.msg}", "syntax") from None
+        raise ManifestError(
+            f"{path}:{exc.lineno}:{exc.colno}: {exc.msg}", ManifestReason.SYNTAX
+        ) from None
     except ValueError:  # an integer of more than 4300 digits
-        raise ManifestError(f"{path}:1: a number is too large", "invalid") from None
+        raise ManifestError(f"{path}:1: a number is too large", ManifestReason.INVALID) from None
     return [] if data is None else [(1, data)]
 
 
@@ -455,7 +464,9 @@ def _unique_json_keys(path: str) -> Callable[[list[tuple[str, Any]]], dict[str, 
         mapping: dict[str, Any] = {}
         for key, value in pairs:
             if key in mapping:  # json keeps the last silently
-                raise ManifestError(f"{path}:1: duplicate key {_name(key)}", "duplicate_key")
+                raise ManifestError(
+                    f"{path}:1: duplicate key {_name(key)}", ManifestReason.DUPLICATE_KEY
+                )
             mapping[key] = value
         return mapping
 
@@ -464,7 +475,7 @@ def _unique_json_keys(path: str) -> Callable[[list[tuple[str, Any]]], dict[str, 
 
 def _no_constant(path: str) -> Callable[[str], Any]:
     def refuse(constant: str) -> Any:
-        raise ManifestError(f"{path}:1: {constant} is not valid JSON", "syntax")
+        raise ManifestError(f"{path}:1: {constant} is not valid JSON", ManifestReason.SYNTAX)
 
     return refuse
 
@@ -488,7 +499,8 @@ def _check_json_depth(text: str, path: str, limits: Limits) -> None:
 
 def _depth_error(where: str, limits: Limits) -> ManifestError:
     return ManifestError(
-        f"{where}: nested deeper than the limit of {limits.max_depth} levels", "depth_limit"
+        f"{where}: nested deeper than the limit of {limits.max_depth} levels",
+        ManifestReason.DEPTH_LIMIT,
     )
 
 
@@ -500,11 +512,13 @@ def _syntax_error(exc: yaml.YAMLError, path: str, text: str) -> ManifestError:
         if exc.context:
             context_line = f" at line {exc.context_mark.line + 1}" if exc.context_mark else ""
             message += f" ({exc.context}{context_line})"
-        return ManifestError(f"{path}:{mark.line + 1}:{mark.column + 1}: {message}", "syntax")
+        return ManifestError(
+            f"{path}:{mark.line + 1}:{mark.column + 1}: {message}", ManifestReason.SYNTAX
+        )
     if isinstance(exc, ReaderError):
         line = text.count("\n", 0, exc.position) + 1
-        return ManifestError(f"{path}:{line}: {exc.reason}", "syntax")
-    return ManifestError(f"{path}:1: invalid YAML", "syntax")
+        return ManifestError(f"{path}:{line}: {exc.reason}", ManifestReason.SYNTAX)
+    return ManifestError(f"{path}:1: invalid YAML", ManifestReason.SYNTAX)
 
 
 # --- YAML, pass 1: limits on the event stream ------------------------------------------
@@ -587,7 +601,7 @@ class _Budget:
                 self._document,
                 f"aliases expand {self._written} written nodes to {self._expanded}, "
                 f"over {self.limits.max_expansion} times as many",
-                "alias_limit",
+                ManifestReason.ALIAS_LIMIT,
             )
 
     def _check_object_size(self, end: yaml.Event) -> None:
@@ -608,10 +622,12 @@ class _Budget:
         self.aliases += 1
         if self.aliases > self.limits.max_aliases:
             raise self._error(
-                event, f"more than {self.limits.max_aliases} alias uses", "alias_limit"
+                event, f"more than {self.limits.max_aliases} alias uses", ManifestReason.ALIAS_LIMIT
             )
         if any(collection.anchor == event.anchor for collection in self._open):
-            raise self._error(event, "an alias refers to its own enclosing node", "alias_limit")
+            raise self._error(
+                event, "an alias refers to its own enclosing node", ManifestReason.ALIAS_LIMIT
+            )
         # An undefined anchor is left for the composer to report as a syntax error.
         size, height = self._anchors.get(event.anchor or "", (1, 0))
         if len(self._open) + height > self.limits.max_depth:
@@ -635,14 +651,14 @@ class _Budget:
             raise self._error(
                 event,
                 f"tag {shown} is not allowed; only str, int, float, bool, null, map and seq are",
-                "forbidden_tag",
+                ManifestReason.FORBIDDEN_TAG,
             )
 
     def _where(self, event: yaml.Event) -> str:
         mark = event.start_mark
         return f"{self.path}:{mark.line + 1}:{mark.column + 1}" if mark else f"{self.path}:1"
 
-    def _error(self, event: yaml.Event, message: str, reason: str) -> ManifestError:
+    def _error(self, event: yaml.Event, message: str, reason: ManifestReason) -> ManifestError:
         return ManifestError(f"{self._where(event)}: {message}", reason)
 
 
@@ -683,7 +699,7 @@ class _Loader(_BaseLoader):
                 raise ManifestError(
                     f"{self.path}:{line}:{key_node.start_mark.column + 1}: duplicate key "
                     f"{_name(key)} at lines {first_lines[key]} and {line}",
-                    "duplicate_key",
+                    ManifestReason.DUPLICATE_KEY,
                 )
             first_lines[key] = line
 
@@ -692,7 +708,7 @@ def _forbidden_tag(loader: _Loader, node: yaml.Node) -> Any:
     mark = node.start_mark
     raise ManifestError(
         f"{loader.path}:{mark.line + 1}:{mark.column + 1}: tag {node.tag[:80]} is not allowed",
-        "forbidden_tag",
+        ManifestReason.FORBIDDEN_TAG,
     )
 
 
@@ -738,7 +754,7 @@ def _construct_document(loader: _Loader, node: yaml.Node, where: str) -> Any:
     try:
         return loader.construct_document(node)
     except ValueError:  # int() refuses more than 4300 digits
-        raise ManifestError(f"{where}: a number is too large", "invalid") from None
+        raise ManifestError(f"{where}: a number is too large", ManifestReason.INVALID) from None
 
 
 def _name(key: Any) -> str:
@@ -824,9 +840,9 @@ def _check_labels(origin: Origin, label: str, metadata: dict[Any, Any]) -> None:
         if owner_label in labels:
             raise ManifestError(
                 f"{origin}: {label}: label {owner_label} is set by gitopsd, not by manifests",
-                "owner_label",
+                ManifestReason.OWNER_LABEL,
             )
 
 
 def _invalid(origin: Origin, message: str) -> ManifestError:
-    return ManifestError(f"{origin}: {message}", "invalid")
+    return ManifestError(f"{origin}: {message}", ManifestReason.INVALID)

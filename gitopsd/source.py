@@ -33,7 +33,7 @@ from urllib.parse import quote, quote_plus, urlsplit
 import git
 
 from gitopsd.config import Credentials, SourceSpec, how_to_raise
-from gitopsd.errors import ConfigError, SourceError
+from gitopsd.errors import ConfigError, SourceError, SourceReason
 
 INSECURE_FLAG = "--allow-insecure-source"
 URL_USERINFO_ADVICE = "put the token in $GITOPSD_GIT_PASSWORD or --password-file, not in the URL"
@@ -80,21 +80,24 @@ esac
 """
 
 # First match wins: auth and host-key failures also print "could not read from remote".
-_CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+_CAUSES: tuple[tuple[SourceReason, re.Pattern[str]], ...] = tuple(
     (reason, re.compile(pattern, re.IGNORECASE))
     for reason, pattern in (
-        ("timeout", r"^timeout: the command|timed out"),
-        ("nospace", r"no space left on device|disk quota exceeded"),
-        ("too_large", r"file too large"),  # EFBIG: a write past the limit below
-        ("hostkey", r"host key verification failed|remote host identification has changed"),
+        (SourceReason.TIMEOUT, r"^timeout: the command|timed out"),
+        (SourceReason.NOSPACE, r"no space left on device|disk quota exceeded"),
+        (SourceReason.TOO_LARGE, r"file too large"),  # EFBIG: a write past the limit below
         (
-            "auth",
+            SourceReason.HOSTKEY,
+            r"host key verification failed|remote host identification has changed",
+        ),
+        (
+            SourceReason.AUTH,
             r"authentication failed|could not read (username|password)|permission denied \("
             r"|returned error: 40[13]|terminal prompts disabled",
         ),
-        ("ref_missing", r"couldn't find remote ref|not our ref|unadvertised object"),
+        (SourceReason.REF_MISSING, r"couldn't find remote ref|not our ref|unadvertised object"),
         (
-            "unreachable",
+            SourceReason.UNREACHABLE,
             r"could not resolve|connection refused|failed to connect|couldn't connect"
             r"|unreachable|no route to host|connection reset|repository '.*' not found"
             r"|does not appear to be a git repository|could not read from remote"
@@ -124,7 +127,7 @@ def read_directory(path: Path) -> Revision:
     """A local directory as a source: no git, no cache, read in place."""
     root = path.resolve()
     if not root.is_dir():
-        raise SourceError(f"source directory {path} does not exist", "ref_missing")
+        raise SourceError(f"source directory {path} does not exist", SourceReason.REF_MISSING)
     return Revision(sha="", commit_time=None, blob_ids={}, url=str(root), directory=root)
 
 
@@ -276,8 +279,8 @@ class _Runner:
         try:
             self.run("fetch", *options, depth, "--", self.spec.url, refspec)
         except SourceError as error:
-            if error.reason == "corrupt" and self._pack_reached_limit():
-                raise self.error("", "too_large") from None
+            if error.reason == SourceReason.CORRUPT and self._pack_reached_limit():
+                raise self.error("", SourceReason.TOO_LARGE) from None
             raise
 
     def _pack_reached_limit(self) -> bool:
@@ -299,13 +302,13 @@ class _Runner:
 
     def missing(self) -> SourceError:
         return self.error(
-            f"no branch, tag or commit {self.spec.ref!r} on the remote", "ref_missing"
+            f"no branch, tag or commit {self.spec.ref!r} on the remote", SourceReason.REF_MISSING
         )
 
-    def error(self, cause: str, reason: str) -> SourceError:
-        if reason == "timeout":
+    def error(self, cause: str, reason: SourceReason) -> SourceError:
+        if reason == SourceReason.TIMEOUT:
             cause = f"no answer within {self.spec.timeout_seconds:g} s"
-        if reason == "too_large":
+        if reason == SourceReason.TOO_LARGE:
             limit = self.spec.limits.max_fetch_bytes
             cause = f"git received more than {limit} bytes ({how_to_raise('max_fetch_bytes')})"
         message = f"git source {self.spec.url} at ref {self.spec.ref!r} failed ({reason}): {cause}"
@@ -324,7 +327,7 @@ def _unset_inherited(env: Mapping[str, str]) -> list[str]:
     return [arg for name in sorted(os.environ) if name not in env for arg in ("-u", name)]
 
 
-def _classify(stderr: str) -> tuple[str, str]:
+def _classify(stderr: str) -> tuple[SourceReason, str]:
     """A closed reason for metrics and the line of git's stderr that shows it; anything
     unrecognised is blamed on the cache."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
@@ -332,7 +335,7 @@ def _classify(stderr: str) -> tuple[str, str]:
         if found := next((line for line in lines if pattern.search(line)), None):
             return reason, found[:300]
     complaints = [line for line in lines if line.startswith(("fatal:", "error:"))]
-    return "corrupt", (complaints or lines or ["git failed without a message"])[-1][:300]
+    return SourceReason.CORRUPT, (complaints or lines or ["git failed without a message"])[-1][:300]
 
 
 def _open_runner(spec: SourceSpec, cache_dir: Path) -> _Runner:
@@ -434,7 +437,7 @@ def _recovering(runner: _Runner, step: Callable[[_Runner], T]) -> T:
     try:
         return _guard_os(runner, step)
     except SourceError as error:
-        if error.reason != "corrupt":
+        if error.reason != SourceReason.CORRUPT:
             raise
     shutil.rmtree(runner.repo, ignore_errors=True)
     return _guard_os(runner, step)
@@ -451,7 +454,7 @@ def _guard_os(runner: _Runner, step: Callable[[_Runner], T]) -> T:
 def _os_error(runner: _Runner, error: OSError) -> SourceError:
     nospace = error.errno in (28, 122)  # ENOSPC, EDQUOT
     cause = f"{error.strerror or error} ({error.filename})"
-    return runner.error(cause, "nospace" if nospace else "corrupt")
+    return runner.error(cause, SourceReason.NOSPACE if nospace else SourceReason.CORRUPT)
 
 
 def _snapshots(cache_dir: Path) -> Path:
@@ -493,7 +496,7 @@ def _fetch_ref(runner: _Runner) -> str:
         try:
             runner.fetch(f"+{source}:{target}")
         except SourceError as error:
-            if error.reason != "ref_missing":
+            if error.reason != SourceReason.REF_MISSING:
                 raise
             continue
         return runner.resolve(target)
@@ -517,7 +520,7 @@ def _fetch_commit(runner: _Runner, sha: str, target: str) -> str:
         try:
             runner.fetch(f"+{sha}:{target}")
         except SourceError as error:
-            if error.reason != "ref_missing":
+            if error.reason != SourceReason.REF_MISSING:
                 raise
         else:
             return runner.resolve(target)

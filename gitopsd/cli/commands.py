@@ -19,7 +19,7 @@ from gitopsd.cli.render import Progress, drift_json, render_drift, render_report
 from gitopsd.cli.settings import source_spec, sync_settings
 from gitopsd.cli.stop import STOP
 from gitopsd.cluster import Cluster
-from gitopsd.errors import ClusterError, GitopsdError, SourceError, TerminalError
+from gitopsd.errors import ClusterError, ClusterReason, GitopsdError, SourceError, TerminalError
 from gitopsd.reconcile import (
     ListReader,
     Mode,
@@ -43,7 +43,7 @@ def run(arguments: argparse.Namespace) -> int:
     except SourceError as error:
         return _fail(error, SOURCE_FAILED)
     except ClusterError as error:  # the server refusing a manifest as invalid is bad input
-        return _fail(error, INVALID if error.reason == "invalid" else CLUSTER_FAILED)
+        return _fail(error, INVALID if error.reason == ClusterReason.INVALID else CLUSTER_FAILED)
     return code
 
 
@@ -54,7 +54,7 @@ def _fail(error: GitopsdError, code: int) -> int:
 
 def _explain(error: GitopsdError) -> None:
     """Prints the error, unless it is a request the stop fenced: that is no failure."""
-    fenced = isinstance(error, ClusterError) and error.reason == "fenced"
+    fenced = isinstance(error, ClusterError) and error.reason == ClusterReason.FENCED
     if STOP.running() or not fenced:
         print(f"gitopsd: error: {error}", file=sys.stderr)
 

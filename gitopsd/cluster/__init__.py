@@ -14,7 +14,7 @@ from typing import Any
 from gitopsd.cluster.api import Api, ApiError, Counters
 from gitopsd.cluster.connect import api_client
 from gitopsd.cluster.discovery import Discovery
-from gitopsd.errors import ClusterError
+from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.objects import FIELD_MANAGER, Body, Resource
 
 __all__ = ["ApiError", "Cluster", "Counters", "Resource"]
@@ -162,7 +162,7 @@ class Cluster:
         if not self.may_write():
             raise ClusterError(
                 "write refused: this process is shutting down or does not hold the leader lease",
-                "fenced",
+                ClusterReason.FENCED,
             )
 
     def wait_established(self, crd_names: list[str], timeout_seconds: float) -> None:
@@ -181,7 +181,8 @@ class Cluster:
             if pending and time.monotonic() > deadline:
                 names = ", ".join(pending)
                 raise ClusterError(
-                    f"CRDs not Established after {timeout_seconds:.0f} s: {names}", "timeout"
+                    f"CRDs not Established after {timeout_seconds:.0f} s: {names}",
+                    ClusterReason.TIMEOUT,
                 )
             if pending:
                 time.sleep(0.1)

@@ -20,20 +20,20 @@ from typing import Any
 import urllib3
 from kubernetes import client
 
-from gitopsd.errors import ClusterError
+from gitopsd.errors import ClusterError, ClusterReason
 
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
-REASON_BY_STATUS = {
-    400: "invalid",
-    401: "forbidden",
-    403: "forbidden",
-    404: "not_found",
-    409: "conflict",
-    410: "gone",
-    413: "too_large",
-    422: "invalid",
-    429: "throttled",
-    504: "timeout",
+REASON_BY_STATUS: dict[int, ClusterReason] = {
+    400: ClusterReason.INVALID,
+    401: ClusterReason.FORBIDDEN,
+    403: ClusterReason.FORBIDDEN,
+    404: ClusterReason.NOT_FOUND,
+    409: ClusterReason.CONFLICT,
+    410: ClusterReason.GONE,
+    413: ClusterReason.TOO_LARGE,
+    422: ClusterReason.INVALID,
+    429: ClusterReason.THROTTLED,
+    504: ClusterReason.TIMEOUT,
 }
 JSON = "application/json"
 TRANSPORT_ERRORS = (
@@ -67,7 +67,7 @@ class ApiError(ClusterError):
     """A request the API server answered with an error status."""
 
     def __init__(self, status: int, message: str) -> None:
-        super().__init__(message, REASON_BY_STATUS.get(status, "server"))
+        super().__init__(message, REASON_BY_STATUS.get(status, ClusterReason.SERVER))
         self.status = status
 
 
@@ -134,11 +134,13 @@ class Api:
         finally:
             raw.release_conn()
         if buffer.strip():
-            raise ClusterError(f"WATCH {path}: the stream ended inside an event", "unreachable")
+            raise ClusterError(
+                f"WATCH {path}: the stream ended inside an event", ClusterReason.UNREACHABLE
+            )
 
     def _unreachable(self, method: str, path: str, error: BaseException) -> ClusterError:
         self.reachable = False
-        return ClusterError(f"{method} {path}: {_first_line(error)}", "unreachable")
+        return ClusterError(f"{method} {path}: {_first_line(error)}", ClusterReason.UNREACHABLE)
 
     def _send(
         self,
@@ -191,14 +193,16 @@ def _decoded(request: str, data: bytes, response: Any) -> Any:
         raise ClusterError(
             f"{request}: the answer is not JSON ({kind}, {len(data)} bytes, "
             f"HTTP {response.status})",
-            "unreachable",
+            ClusterReason.UNREACHABLE,
         ) from None
 
 
 def _event(path: str, line: bytes, response: Any) -> dict[str, Any]:
     event = _decoded(f"WATCH {path}", line, response)
     if not isinstance(event, dict):
-        raise ClusterError(f"WATCH {path}: an event is not a JSON object", "unreachable")
+        raise ClusterError(
+            f"WATCH {path}: an event is not a JSON object", ClusterReason.UNREACHABLE
+        )
     return event
 
 

@@ -118,7 +118,7 @@ class Daemon:
 
     def run(self) -> int:
         for name, error in self.set_aside:
-            self.recorder.error(name, "config", "invalid")
+            self.recorder.error(name, ConfigError.stage, ConfigError.reason)
             log.error("set aside: %s", error, extra={"source": name})
         server = http.serve(
             self.config.listen_address, http.Endpoints(self.registry, self.ready, self._hooks())

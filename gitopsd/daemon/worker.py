@@ -29,10 +29,9 @@ from gitopsd.daemon.queue import Coalesced, WorkQueue
 from gitopsd.errors import (
     ApplyError,
     ClusterError,
-    ConfigError,
+    ClusterReason,
     GitopsdError,
     ManifestError,
-    SourceError,
 )
 from gitopsd.metrics import Recorder
 from gitopsd.objects import Body, ObjectKey
@@ -196,14 +195,14 @@ class SourceWorker:
             limit = self.config.timeout_seconds
             cause = str(error).splitlines()[0][:300]
             error = ClusterError(
-                f"did not finish within its timeout of {limit:g} s: {cause}", "timeout"
+                f"did not finish within its timeout of {limit:g} s: {cause}", ClusterReason.TIMEOUT
             )
-        reason = str(getattr(error, "reason", "invalid"))
+        reason = error.reason
         if isinstance(error, ManifestError) and reason not in RETRIED_MANIFEST_REASONS:
             retry = "waiting for a new revision"
         else:
             retry = f"retrying in {backoff.failed():.1f} s"
-        stage = _stage_of(error)
+        stage = error.stage
         self.recorder.error(self.name, stage, reason)
         self.log.error("%s; %s", error, retry, extra={"stage": stage, "reason": reason})
 
@@ -315,17 +314,6 @@ class SourceWorker:
                 changed_at = _last_change(body)
                 if changed_at is not None:
                     self.recorder.detected(self.name, time.time() - changed_at)
-
-
-def _stage_of(error: GitopsdError) -> str:
-    """The closed `stage` label of gitopsd_errors_total."""
-    if isinstance(error, SourceError):
-        return "source"
-    if isinstance(error, ManifestError):
-        return "manifests"
-    if isinstance(error, ConfigError):
-        return "config"
-    return "cluster"
 
 
 def _last_change(body: Body) -> float | None:

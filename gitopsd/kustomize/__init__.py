@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO
 
 from gitopsd.config import how_to_raise
-from gitopsd.errors import ManifestError
+from gitopsd.errors import ManifestError, ManifestReason
 from gitopsd.kustomize import references
 
 RENDER_TIMEOUT_SECONDS = 60
@@ -73,7 +73,7 @@ def render(kubectl: str, root: Path, directory: Path, max_bytes: int) -> str:
         raise ManifestError(
             f"{rel}: kustomize's output is over the {max_bytes} bytes left of the "
             f"per-revision limit ({how_to_raise('max_revision_bytes')})",
-            "size_limit",
+            ManifestReason.SIZE_LIMIT,
         )
     if finished.status != 0:
         cause = _bounded(scrub(_cause(finished.stderr), secrets, root))
@@ -163,7 +163,7 @@ def _decoded(output: bytes, rel: str) -> str:
         return output.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ManifestError(
-            f"{rel}: kustomize wrote invalid UTF-8 at byte {exc.start}", "invalid"
+            f"{rel}: kustomize wrote invalid UTF-8 at byte {exc.start}", ManifestReason.INVALID
         ) from None
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gitopsd.config import Limits
-from gitopsd.errors import ManifestError
+from gitopsd.errors import ManifestError, ManifestReason
 from gitopsd.manifests import KUSTOMIZATION_FILES, child_path, entry_mode, parse_documents
 
 MAX_KUSTOMIZATION_BYTES = 1024 * 1024
@@ -106,7 +106,7 @@ def _local(root: Path, kustomization: _Kustomization, field: str, entry: str) ->
     if "\n" in entry:
         return kustomization.directory  # inline content (a patch, a config), not a path
     if is_remote(entry):
-        raise _error(kustomization, field, entry, _REMOTE, "remote")
+        raise _error(kustomization, field, entry, _REMOTE, ManifestReason.REMOTE)
     if "\0" in entry or posixpath.isabs(entry):
         raise _error(kustomization, field, entry, "must be a path inside the checkout")
     target = posixpath.normpath(posixpath.join(kustomization.directory, entry))
@@ -116,7 +116,7 @@ def _local(root: Path, kustomization: _Kustomization, field: str, entry: str) ->
     for count in range(1, len(parts) + 1):
         mode = entry_mode(root, "/".join(parts[:count]))
         if mode is not None and stat.S_ISLNK(mode):
-            raise _error(kustomization, field, entry, _SYMLINK, "symlink")
+            raise _error(kustomization, field, entry, _SYMLINK, ManifestReason.SYMLINK)
     return target
 
 
@@ -134,14 +134,20 @@ def is_remote(entry: str) -> bool:
 def _read(root: Path, directory: str) -> _Kustomization:
     names = [name for name in KUSTOMIZATION_FILES if entry_mode(root, child_path(directory, name))]
     if not names:
-        raise ManifestError(f"{directory}: referenced as a kustomization but has none", "invalid")
+        raise ManifestError(
+            f"{directory}: referenced as a kustomization but has none", ManifestReason.INVALID
+        )
     file = child_path(directory, names[0])
     if stat.S_ISLNK(entry_mode(root, file) or 0):
-        raise ManifestError(f"{file}: is a symlink; gitopsd never follows symlinks", "symlink")
+        raise ManifestError(
+            f"{file}: is a symlink; gitopsd never follows symlinks", ManifestReason.SYMLINK
+        )
     documents = parse_documents(_text(root, file), file, _LIMITS)
     data = documents[0][1] if len(documents) == 1 else None
     if not isinstance(data, dict):
-        raise ManifestError(f"{file}: a kustomization must be one YAML mapping", "invalid")
+        raise ManifestError(
+            f"{file}: a kustomization must be one YAML mapping", ManifestReason.INVALID
+        )
     return _Kustomization(directory, file, data)
 
 
@@ -169,13 +175,15 @@ def _text(root: Path, rel: str) -> str:
     try:
         fd = os.open(root / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        raise ManifestError(f"{rel}: cannot be read ({exc.strerror})", "invalid") from None
+        raise ManifestError(
+            f"{rel}: cannot be read ({exc.strerror})", ManifestReason.INVALID
+        ) from None
     with os.fdopen(fd, "rb") as file:
         data = file.read(MAX_KUSTOMIZATION_BYTES + 1)
     if len(data) > MAX_KUSTOMIZATION_BYTES:
         raise ManifestError(
             f"{rel}: over the limit of {MAX_KUSTOMIZATION_BYTES} bytes for a kustomization input",
-            "size_limit",
+            ManifestReason.SIZE_LIMIT,
         )
     return data.decode("utf-8", errors="replace")
 
@@ -208,7 +216,7 @@ def _error(
     field: str,
     entry: str,
     problem: str,
-    reason: str = "path_escape",
+    reason: ManifestReason = ManifestReason.PATH_ESCAPE,
 ) -> ManifestError:
     shown = entry.replace("\0", "\\0")[:200]
     return ManifestError(f"{kustomization.file}: {field} entry {shown!r} {problem}", reason)

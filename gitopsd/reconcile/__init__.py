@@ -17,7 +17,7 @@ from gitopsd import diff, inventory, manifests
 from gitopsd.changes import Hooks, Target
 from gitopsd.cluster import Cluster
 from gitopsd.config import SourceSpec, SyncSettings
-from gitopsd.errors import ManifestError
+from gitopsd.errors import ManifestError, ManifestReason
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.plan import Plan, PruneDecision, decide_prune, plan_changes
 from gitopsd.reconcile.desired import Desired, applyset_of, fetch, read_revision, resolve
@@ -25,7 +25,7 @@ from gitopsd.reconcile.enforce import SyncReport, make_changes, unserved_kinds
 from gitopsd.reconcile.live import CacheReader, ListReader, Live, Reader
 from gitopsd.reconcile.measure import IN_SYNC, DriftMemo, Measurement, measure
 
-RETRIED_MANIFEST_REASONS = frozenset({"unknown_kind"})
+RETRIED_MANIFEST_REASONS = frozenset({ManifestReason.UNKNOWN_KIND})
 """Manifest errors the cluster can cure (a CRD installed later): retried, where other
 manifest errors wait for a new revision."""
 

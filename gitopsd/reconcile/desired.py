@@ -11,7 +11,7 @@ from gitopsd import inventory, manifests, source
 from gitopsd.changes import Target
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.config import SourceSpec, SyncSettings
-from gitopsd.errors import ManifestError
+from gitopsd.errors import ManifestError, ManifestReason
 from gitopsd.kustomize import renderer
 from gitopsd.objects import GroupKind, Manifest, ObjectKey
 
@@ -143,7 +143,7 @@ def _resolve_one(
     definition = defined.get(manifest.key.group_kind)
     version = manifest.api_version.rpartition("/")[2]
     if resource is None and not (definition and version in definition.versions):
-        raise ManifestError(_unserved(manifest, cluster), "unknown_kind")
+        raise ManifestError(_unserved(manifest, cluster), ManifestReason.UNKNOWN_KIND)
     namespaced = resource.namespaced if resource else bool(definition and definition.namespaced)
     return _with_namespace(manifest, namespaced, settings.default_namespace), resource
 
@@ -174,7 +174,7 @@ def _with_namespace(manifest: Manifest, namespaced: bool, default: str) -> Manif
         raise ManifestError(
             f"{manifest.origin}: {key.kind} {key.name} is cluster-scoped but names namespace "
             f"{key.namespace}",
-            "invalid",
+            ManifestReason.INVALID,
         )
     if namespaced and not key.namespace:
         body = {**body, "metadata": {**body["metadata"], "namespace": default}}

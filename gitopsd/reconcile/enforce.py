@@ -15,7 +15,7 @@ from gitopsd.apply import Applier, prune
 from gitopsd.changes import Action, ChangeSet, Hooks, Outcome, Target
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.config import SyncSettings
-from gitopsd.errors import ApplyError
+from gitopsd.errors import ApplyError, ClusterReason
 from gitopsd.objects import Body, GroupKind, ObjectKey
 from gitopsd.plan import Plan, PruneDecision, Refusal
 from gitopsd.reconcile.live import CONFIG_MAPS, Live
@@ -144,7 +144,7 @@ def _refuse_foreign_parent(
                 f"{applyset.key}: exists but is not the ApplySet parent of source "
                 f"{settings.name}: {reason}; nothing was applied or pruned"
             ],
-            "conflict",
+            ClusterReason.CONFLICT,
         )
 
 
@@ -160,7 +160,7 @@ def _refuse_unowned(
         if (body := live.desired.get(key)) is not None and not applyset.owns(body)
     ]
     if foreign:
-        raise ApplyError([_foreign(key, body) for key, body in foreign], "conflict")
+        raise ApplyError([_foreign(key, body) for key, body in foreign], ClusterReason.CONFLICT)
 
 
 def _foreign(key: ObjectKey, body: Body) -> str:

@@ -17,7 +17,7 @@ from gitopsd.apply import run_concurrently
 from gitopsd.changes import Target
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.cluster.cache import LiveCache
-from gitopsd.errors import ClusterError
+from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.objects import Body, GroupKind, ObjectKey, key_of
 
 CONFIG_MAPS = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
@@ -128,7 +128,7 @@ class CacheReader:
         resources = [r for gk in sorted(group_kinds) if (r := preferred(gk))]
         self.cache.ensure(resources, namespaces, targets)
         if not self.cache.wait_synced(CACHE_SYNC_SECONDS):
-            raise ClusterError("the watch cache did not sync in time", "timeout")
+            raise ClusterError("the watch cache did not sync in time", ClusterReason.TIMEOUT)
         objects = self.cache.objects()
         return live_from(applyset, self.parent, self.recorded, objects, targets)
 

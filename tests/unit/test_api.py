@@ -12,7 +12,7 @@ import pytest
 import urllib3
 
 from gitopsd.cluster.api import Api, ApiError
-from gitopsd.errors import ClusterError
+from gitopsd.errors import ClusterError, ClusterReason
 
 CUT = urllib3.exceptions.ProtocolError("Connection broken: IncompleteRead(12 bytes read)")
 
@@ -87,7 +87,7 @@ def test_fa23_the_fence_is_checked_before_every_attempt_not_only_the_first() -> 
 
     def fence() -> None:
         if not leading[0]:
-            raise ClusterError("write refused: lost the lease", "fenced")
+            raise ClusterError("write refused: lost the lease", ClusterReason.FENCED)
         leading[0] = False  # the lease runs out while the first answer says "retry later"
 
     with pytest.raises(ClusterError) as refused:

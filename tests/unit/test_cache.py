@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from gitopsd.cluster import ApiError, Cluster, Resource
 from gitopsd.cluster.cache import Informer, LiveCache, content
-from gitopsd.errors import ClusterError
+from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.objects import APPLYSET_PART_OF_LABEL, Body, ObjectKey
 from tests.harness.waiting import wait_for
 
@@ -188,7 +188,7 @@ def added(version: str) -> Body:
 
 
 def test_fa03_after_a_cut_watch_the_informer_watches_again_from_the_last_version() -> None:
-    cut = ClusterError("WATCH deployments: Connection broken", "unreachable")
+    cut = ClusterError("WATCH deployments: Connection broken", ClusterReason.UNREACHABLE)
     fed, cluster = run_informer([[added("11"), added("12"), cut], cut, cut])
     try:
         wait_for(lambda: len(cluster.watched_from) == 4, "the informer to watch a fourth time")
@@ -200,7 +200,7 @@ def test_fa03_after_a_cut_watch_the_informer_watches_again_from_the_last_version
 
 
 def test_a_failing_informer_reports_unsynced_until_its_watch_is_open_again() -> None:
-    down = ClusterError("WATCH deployments: Connection refused", "unreachable")
+    down = ClusterError("WATCH deployments: Connection refused", ClusterReason.UNREACHABLE)
     fed, cluster = run_informer([[added("11")], down, down, down])
     try:
         wait_for(lambda: len(cluster.watched_from) >= 3, "the informer to fail twice")
