@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 import tempfile
@@ -60,7 +61,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def benchmark(options: argparse.Namespace) -> tuple[list[SizeResults], Circumstances]:
-    started = time.monotonic()
+    started, load = time.monotonic(), os.getloadavg()[0]
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     binaries = provide_binaries()
     with (
@@ -79,6 +80,7 @@ def benchmark(options: argparse.Namespace) -> tuple[list[SizeResults], Circumsta
         command=" ".join(["python -m tests.bench", *sys.argv[1:]]),
         runs=options.runs,
         minutes=(time.monotonic() - started) / 60,
+        load=(load, os.getloadavg()[0]),
     )
     return results, circumstances
 

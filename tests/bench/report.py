@@ -190,6 +190,8 @@ class Circumstances:
     command: str
     runs: int
     minutes: float
+    load: tuple[float, float]
+    """The 1-minute load average at the start and at the end: other work on the machine."""
 
 
 def document(results: Sequence[SizeResults], circumstances: Circumstances) -> str:
@@ -203,7 +205,8 @@ ratio is gitopsd's figure over kubectl's in the same run (the median of the runs
 Machines of this class are noisy (±25% from run to run): compare ratios, not seconds
 across runs.
 
-Machine: {c.machine}.
+Machine: {c.machine}. Load average (1 min): {c.load[0]:.1f} at the start, {c.load[1]:.1f}
+at the end.
 """
     return "\n".join([head, markdown(results), METHOD])
 
