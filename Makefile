@@ -2,12 +2,14 @@
 #   make demo   a real sync of examples/ from git into a local control plane
 #   make test   lint, type-check, import contracts and the whole test suite
 # Both create the virtualenv and build (once) or find the control plane themselves.
+# `make bench` measures gitopsd against kubectl and its targets and writes BENCHMARKS.md
+# (about half an hour; not part of `make test`).
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test demo lint control-plane prometheus clean
+.PHONY: test demo bench lint control-plane prometheus clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +34,9 @@ test: lint control-plane prometheus
 
 demo: $(BIN)/.installed control-plane
 	$(BIN)/python -m tests.demo $(ARGS)
+
+bench: $(BIN)/.installed control-plane
+	$(BIN)/python -m tests.bench $(ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

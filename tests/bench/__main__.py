@@ -1,0 +1,123 @@
+"""`make bench`: gitopsd against kubectl and its own targets, on a real control plane.
+
+Starts kube-apiserver + etcd, generates repositories of each size, and measures side by
+side: cold sync, no-op sync and no-op diff (gitopsd against kubectl), then the daemon's cold
+start, idle cost, edit -> detection and heal latencies, one-file commit -> applied, and
+memory. Prints the tables and writes them to BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tests.bench import machine, report
+from tests.bench.daemon import measure_daemon
+from tests.bench.lab import Lab
+from tests.bench.measure import BenchError
+from tests.bench.oneshot import side_by_side
+from tests.bench.report import Circumstances, SizeResults
+from tests.harness.controlplane import provide_binaries, running_control_plane
+from tests.harness.gitserver import GitServer
+
+
+def main() -> int:
+    options = parser().parse_args()
+    signal.signal(signal.SIGTERM, _interrupt)  # clean up on SIGTERM as on Ctrl-C
+    try:
+        results, circumstances = benchmark(options)
+    except KeyboardInterrupt:
+        print("bench: interrupted; the control plane and every child were stopped", file=sys.stderr)
+        return 130
+    except (BenchError, AssertionError, RuntimeError) as error:
+        print(f"bench: error: {error}", file=sys.stderr)
+        return 1
+    text = report.document(results, circumstances)
+    print("\n" + report.markdown(results))
+    options.output.write_text(text)
+    print(f"bench: wrote {options.output}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__)
+    add = parser.add_argument
+    add("--sizes", type=_sizes, default=[1000, 10000], help="objects per repository (1000,10000)")
+    add("--runs", type=int, default=1, help="runs per size; the report shows medians (1)")
+    add("--edits", type=int, default=20, help="out-of-band edits timed per run (20)")
+    add("--commits", type=int, default=5, help="one-file commits timed per run (5)")
+    add("--idle-seconds", type=float, default=30.0, help="the daemon's idle window (30)")
+    add("--output", type=Path, default=machine.REPOSITORY / "BENCHMARKS.md")
+    add("--workdir", type=Path, help="keep the cluster's data, repositories and logs here")
+    return parser
+
+
+def benchmark(options: argparse.Namespace) -> tuple[list[SizeResults], Circumstances]:
+    started, load = time.monotonic(), os.getloadavg()[0]
+    date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    binaries = provide_binaries()
+    with (
+        _workdir(options.workdir) as workdir,
+        running_control_plane(binaries, workdir / "cluster") as plane,
+    ):
+        (workdir / "git").mkdir()
+        lab = Lab(plane, binaries, GitServer(root=workdir / "git"), workdir)
+        lab.logs.mkdir()
+        print(f"bench: control plane at {plane.url}, work in {workdir}", flush=True)
+        results = [measure_size(lab, size, options) for size in options.sizes]
+    circumstances = Circumstances(
+        date=date,
+        machine=machine.describe(binaries),
+        revision=machine.gitopsd_revision(),
+        command=" ".join(["python -m tests.bench", *sys.argv[1:]]),
+        runs=options.runs,
+        minutes=(time.monotonic() - started) / 60,
+        load=(load, os.getloadavg()[0]),
+    )
+    return results, circumstances
+
+
+def measure_size(lab: Lab, size: int, options: argparse.Namespace) -> SizeResults:
+    results = SizeResults(size)
+    for number in range(1, options.runs + 1):
+        print(f"bench: {size:,} objects, run {number} of {options.runs}", flush=True)
+        tag = f"s{size}-r{number}"
+        results.oneshot.append(side_by_side(lab, size, tag))
+        daemon = measure_daemon(
+            lab, size, tag, options.edits, options.commits, options.idle_seconds
+        )
+        results.daemon.append(daemon)
+    return results
+
+
+@contextlib.contextmanager
+def _workdir(kept: Path | None) -> Iterator[Path]:
+    if kept is not None:
+        kept.mkdir(parents=True)  # a fresh one: a cluster's data is never reused
+        yield kept.resolve()
+        return
+    with tempfile.TemporaryDirectory(prefix="gitopsd-bench-") as temporary:
+        yield Path(temporary)
+
+
+def _sizes(text: str) -> list[int]:
+    sizes = sorted({int(part) for part in text.split(",")})
+    if sizes[0] < 15:
+        raise argparse.ArgumentTypeError("each size must be at least 15 objects")
+    return sizes
+
+
+def _interrupt(number: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+if __name__ == "__main__":
+    sys.exit(main())

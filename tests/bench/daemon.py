@@ -1,0 +1,226 @@
+"""The daemon measured: `gitopsd run` keeping a set of its own in enforce mode (selfHeal,
+prune, a webhook), polling git only hourly, so that only its watches and the webhook make
+it act. Latencies are taken from outside: its /metrics and the live objects."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client
+
+from tests.bench.lab import Lab
+from tests.bench.measure import (
+    POLL_SECONDS,
+    BenchError,
+    cpu_seconds,
+    process_status,
+    requests,
+    seconds_until,
+    tail,
+    wait_until,
+)
+from tests.bench.repository import SEED, ObjectSet, generate, git_repository
+from tests.harness.controlplane import AUDITED_USER
+from tests.harness.daemon import DaemonProcess
+from tests.harness.gitserver import GitRepo
+from tests.harness.kube import api_client
+
+EDIT_DEADLINE_SECONDS = 30.0
+QUIET_SECONDS = 2.0
+"""The daemon has settled when its own request tally stood still this long."""
+
+
+@dataclass
+class DaemonFigures:
+    cold_start_seconds: float
+    """From starting the process to the revision applied (its last-success timestamp)."""
+    cold_start_requests: int
+    """Until it settled: the revision applied and what its own writes set off after."""
+    idle_seconds: float = 0.0
+    idle_requests: int = 0
+    idle_cpu_seconds: float = 0.0
+    rss: int = 0
+    """Bytes resident after the idle period, every object cached."""
+    peak_rss: int = 0
+    detected: list[float | None] = field(default_factory=list)
+    """Seconds from each out-of-band edit to its detection in /metrics (None: never)."""
+    healed: list[float | None] = field(default_factory=list)
+    applied: list[float | None] = field(default_factory=list)
+    """Seconds from each one-file commit pushed to the live object carrying it."""
+    commit_requests: list[int] = field(default_factory=list)
+
+
+def measure_daemon(
+    lab: Lab, size: int, tag: str, edits: int, commits: int, idle_seconds: float
+) -> DaemonFigures:
+    objects = generate(f"{tag}-d", size)
+    kept = Kept(lab, objects, git_repository(lab.server, objects))
+    try:
+        return kept.measure(edits, commits, idle_seconds)
+    finally:
+        kept.daemon.stop()
+
+
+class Kept:
+    """One set kept by a daemon of its own, which runs as the audited user."""
+
+    def __init__(self, lab: Lab, objects: ObjectSet, repo: GitRepo) -> None:
+        self.lab, self.objects, self.repo = lab, objects, repo
+        self.name = objects.tag
+        self.hook_secret = secrets.token_bytes(16)
+        secret_file = lab.workdir / f"{self.name}.hook-secret"
+        secret_file.write_bytes(self.hook_secret)
+        source = {
+            "name": self.name,
+            "repository": lab.server.file_url(repo),
+            "allowInsecure": True,
+            "interval": "1h",
+            "mode": "enforce",
+            "selfHeal": True,
+            "prune": True,
+            "webhookSecretFile": str(secret_file),
+        }
+        kubeconfig = lab.plane.audited_kubeconfig
+        self.daemon = DaemonProcess.configured(
+            lab.workdir, self.name, AUDITED_USER, kubeconfig, [source]
+        )
+        self.core: Any = client.CoreV1Api(api_client(lab.plane))
+
+    def measure(self, edits: int, commits: int, idle_seconds: float) -> DaemonFigures:
+        figures = self.cold_start()
+        self.idle(figures, idle_seconds)
+        for number in range(edits):
+            self.edit(figures, number, edits)
+        for number in range(1, commits + 1):
+            self.commit(figures, number)
+        figures.peak_rss = process_status(self.pid, "VmHWM")
+        return figures
+
+    @property
+    def pid(self) -> int:
+        assert self.daemon.process is not None
+        return self.daemon.process.pid
+
+    def cold_start(self) -> DaemonFigures:
+        started = time.time()
+        self.daemon.start()
+        deadline = 120.0 + 0.1 * self.objects.size
+        wait_until(lambda: self.reconciles() >= 1, "the daemon's first reconcile", deadline)
+        applied = self.metric("gitopsd_last_success_timestamp_seconds")
+        self.settle(deadline)
+        requested = requests(self.lab.plane, AUDITED_USER, started, time.time())
+        figures = DaemonFigures(applied - started, requested)
+        show("cold start", f"{figures.cold_start_seconds:.2f} s, {requested:,} requests")
+        return figures
+
+    def idle(self, figures: DaemonFigures, seconds: float) -> None:
+        started, cpu = time.time(), cpu_seconds(self.pid)
+        time.sleep(seconds)  # the measurement is this window: nothing else happens in it
+        figures.idle_seconds = seconds
+        figures.idle_cpu_seconds = cpu_seconds(self.pid) - cpu
+        figures.idle_requests = requests(self.lab.plane, AUDITED_USER, started, time.time())
+        figures.rss = process_status(self.pid, "VmRSS")
+        show(
+            f"idle {seconds:.0f} s",
+            f"{figures.idle_requests} requests, {figures.idle_cpu_seconds:.2f} s CPU, "
+            f"RSS {figures.rss / 2**20:.0f} MiB",
+        )
+
+    def edit(self, figures: DaemonFigures, number: int, edits: int) -> None:
+        """An out-of-band edit of one ConfigMap; times its detection and its heal."""
+        namespace, name = self.objects.app(number * self.objects.apps // edits)
+        detections = self.detections()
+        self.core.patch_namespaced_config_map(name, namespace, {"data": {"mode": f"e{number}"}})
+        started = time.monotonic()
+        deadline = started + EDIT_DEADLINE_SECONDS
+        detected = healed = None
+        while (detected is None or healed is None) and time.monotonic() < deadline:
+            if detected is None and self.detections() > detections:
+                detected = time.monotonic() - started
+            if healed is None and self.live_data(namespace, name, "mode") == SEED:
+                healed = time.monotonic() - started
+            time.sleep(POLL_SECONDS)
+        figures.detected.append(detected)
+        figures.healed.append(healed)
+        show(f"edit {number + 1}", f"detected {seconds(detected)}, healed {seconds(healed)}")
+        seconds_until(lambda: self.drifted() == 0, time.monotonic(), EDIT_DEADLINE_SECONDS, 0.1)
+
+    def commit(self, figures: DaemonFigures, number: int) -> None:
+        """A commit of one changed file, announced by the webhook; times it to the cluster."""
+        index = self.objects.apps - number
+        namespace, name = self.objects.app(index)
+        revision, reconciles = f"c{number}", self.reconciles()
+        self.repo.commit(
+            {self.objects.app_file(index): self.objects.app_manifests(index, revision)}
+        )
+        pushed, started = time.time(), time.monotonic()
+        self.poke()
+
+        def carries() -> bool:
+            return self.live_data(namespace, name, "rev") == revision
+
+        applied = seconds_until(carries, started, 60.0 + 0.05 * self.objects.size)
+        wait_until(lambda: self.reconciles() > reconciles, "the commit's reconcile", 600.0)
+        figures.applied.append(applied)
+        figures.commit_requests.append(requests(self.lab.plane, AUDITED_USER, pushed, time.time()))
+        show(
+            f"commit {number}",
+            f"applied {seconds(applied)}, {figures.commit_requests[-1]} requests",
+        )
+
+    def settle(self, deadline_seconds: float) -> None:
+        """Waits until nothing drifts and the daemon's request tally stood still a while."""
+        last, since = -1.0, time.monotonic()
+
+        def quiet() -> bool:
+            nonlocal last, since
+            tally = sum(self.daemon.requests().values())
+            if tally != last:
+                last, since = tally, time.monotonic()
+            return self.drifted() == 0 and time.monotonic() - since >= QUIET_SECONDS
+
+        wait_until(quiet, "the daemon to settle", deadline_seconds, step=0.5)
+
+    def poke(self) -> None:
+        body = b"{}"
+        signature = "sha256=" + hmac.new(self.hook_secret, body, hashlib.sha256).hexdigest()
+        status = self.daemon.post(f"/hooks/{self.name}", body, {"X-Hub-Signature-256": signature})
+        if status != 202:
+            raise BenchError(f"the webhook answered {status}; the daemon's log ends:\n{self.log()}")
+
+    def reconciles(self) -> float:
+        """Successful reconciles so far; fails at once when one failed."""
+        if self.metric("gitopsd_reconcile_total", result="failed"):
+            raise BenchError(f"a reconcile failed; the daemon's log ends:\n{self.log()}")
+        return self.metric("gitopsd_reconcile_total", result="success")
+
+    def detections(self) -> float:
+        return self.metric("gitopsd_drift_detection_seconds_count")
+
+    def drifted(self) -> float:
+        return self.metric("gitopsd_drift_objects")
+
+    def metric(self, metric: str, **labels: str) -> float:
+        return self.daemon.value(metric, source=self.name, **labels)
+
+    def live_data(self, namespace: str, name: str, key: str) -> str | None:
+        answer = self.core.read_namespaced_config_map(name, namespace, _preload_content=False)
+        value: str | None = (json.loads(answer.data).get("data") or {}).get(key)
+        return value
+
+    def log(self) -> str:
+        return tail(self.daemon.log_file)
+
+
+def seconds(value: float | None) -> str:
+    return "never" if value is None else f"{value * 1000:.0f} ms"
+
+
+def show(step: str, text: str) -> None:
+    print(f"  daemon {step:<11} {text}", flush=True)

@@ -1,0 +1,238 @@
+"""The figures as tables: medians over the runs, ratios against kubectl measured in the
+same run, and each target of issue 16 (and of PERFORMANCE.md) as met or missed."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from statistics import median
+
+from tests.bench.daemon import DaemonFigures
+from tests.bench.measure import Figure, percentile
+from tests.bench.oneshot import COLD, NOOP_DIFF, NOOP_SYNC, PHASES, OneShot
+
+MiB = 2**20
+
+
+@dataclass(frozen=True)
+class Target:
+    limit: float
+    shown: str
+    strict: bool = False
+    """"under" rather than "at most"."""
+
+    def verdict(self, value: float) -> str:
+        met = value < self.limit if self.strict else value <= self.limit
+        return "met" if met else "**missed**"
+
+
+RATIO_TARGETS = {
+    (COLD, "wall time"): Target(0.7, "≤ 0.7x"),
+    (COLD, "peak RSS"): Target(0.75, "≤ 0.75x"),
+    (NOOP_SYNC, "wall time"): Target(0.5, "≤ 0.5x"),
+    (NOOP_DIFF, "wall time"): Target(0.2, "≤ 0.2x"),
+}
+"""gitopsd's figure over kubectl's."""
+PER_OBJECT_TARGETS = {(COLD, "API requests"): Target(2.0, "≤ 2 per object")}
+IDLE_REQUESTS = Target(0.0, "0, as on 2026-11-23")
+DETECTION_P50 = Target(0.5, "p50 ≤ 0.5 s")
+HEAL_P99 = Target(3.0, "p99 ≤ 3 s, every edit healed")
+DAEMON_RSS_AT_10K = Target(150.0 * MiB, "< 150 MiB at 10k", strict=True)
+
+
+def commit_target(size: int) -> Target:
+    return Target(0.5, "< 0.5 s", strict=True) if size <= 1000 else Target(1.0, "< 1 s", True)
+
+
+@dataclass
+class SizeResults:
+    size: int
+    oneshot: list[OneShot] = field(default_factory=list)
+    daemon: list[DaemonFigures] = field(default_factory=list)
+
+
+def markdown(results: Sequence[SizeResults]) -> str:
+    return "\n".join(section for result in results for section in size_section(result))
+
+
+def size_section(result: SizeResults) -> list[str]:
+    return [
+        f"## {result.size:,} objects\n",
+        "### gitopsd against kubectl, side by side\n",
+        table(
+            ("figure", "gitopsd", "kubectl", "ratio", "target", ""),
+            [oneshot_row(result, phase, measure) for phase in PHASES for measure in MEASURES],
+        ),
+        "### The daemon (enforce, selfHeal, prune, webhook)\n",
+        table(("figure", "gitopsd run", "target", ""), daemon_rows(result)),
+    ]
+
+
+@dataclass(frozen=True)
+class Measure:
+    name: str
+    of: Callable[[Figure], float]
+    shown: Callable[[float, int], str]
+    """The median value, and the number of objects."""
+
+
+MEASURES = (
+    Measure("wall time", lambda f: f.seconds, lambda v, _: seconds(v)),
+    Measure("API requests", lambda f: f.requests, lambda v, size: per_object(v, size)),
+    Measure("peak RSS", lambda f: f.peak_rss, lambda v, _: f"{v / MiB:.0f} MiB"),
+)
+
+
+def oneshot_row(result: SizeResults, phase: str, measure: Measure) -> tuple[str, ...]:
+    ours = [measure.of(run[phase, "gitopsd"]) for run in result.oneshot]
+    theirs = [measure.of(run[phase, "kubectl"]) for run in result.oneshot]
+    ratio = median([o / t for o, t in zip(ours, theirs, strict=True)])
+    row = (
+        f"{phase}: {measure.name}",
+        measure.shown(median(ours), result.size),
+        measure.shown(median(theirs), result.size),
+        f"{ratio:.2f}x",
+    )
+    if target := RATIO_TARGETS.get((phase, measure.name)):
+        return (*row, target.shown, target.verdict(ratio))
+    if target := PER_OBJECT_TARGETS.get((phase, measure.name)):
+        return (*row, target.shown, target.verdict(median(ours) / result.size))
+    return (*row, "", "")
+
+
+def daemon_rows(result: SizeResults) -> list[tuple[str, ...]]:
+    runs, size = result.daemon, result.size
+
+    def typical(what: Callable[[DaemonFigures], float]) -> float:
+        return median([what(d) for d in runs])
+
+    detected = samples(d.detected for d in runs)
+    healed = samples(d.healed for d in runs)
+    applied = samples(d.applied for d in runs)
+    cold_requests = typical(lambda d: d.cold_start_requests)
+    idle = typical(lambda d: d.idle_requests)
+    rss = typical(lambda d: d.rss)
+    commit = commit_target(size)
+    window = f"idle {typical(lambda d: d.idle_seconds):.0f} s"
+    return [
+        plain(
+            "cold start: start -> revision applied",
+            seconds(typical(lambda d: d.cold_start_seconds)),
+        ),
+        plain("cold start: requests until settled", per_object(cold_requests, size)),
+        judged(f"{window}: requests", f"{idle:.0f}", IDLE_REQUESTS, idle),
+        plain(f"{window}: CPU", seconds(typical(lambda d: d.idle_cpu_seconds))),
+        judged("edit -> metric", spread(detected), DETECTION_P50, percentile(detected, 0.5)),
+        judged("edit -> heal", spread(healed), HEAL_P99, percentile(healed, 0.99)),
+        judged("one-file commit -> applied", spread(applied), commit, percentile(applied, 0.5)),
+        plain(
+            "one-file commit: requests", f"{median(samples(d.commit_requests for d in runs)):,.0f}"
+        ),
+        rss_row(size, rss),
+        plain("peak RSS (VmHWM)", f"{typical(lambda d: d.peak_rss) / MiB:.0f} MiB"),
+    ]
+
+
+def per_object(requests: float, size: int) -> str:
+    return f"{requests:,.0f} ({requests / size:.2f}/object)"
+
+
+def plain(name: str, shown: str) -> tuple[str, ...]:
+    return (name, shown, "", "")
+
+
+def judged(name: str, shown: str, target: Target, value: float) -> tuple[str, ...]:
+    return (name, shown, target.shown, target.verdict(value))
+
+
+def rss_row(size: int, rss: float) -> tuple[str, ...]:
+    name, shown = f"RSS with {size:,} objects cached", f"{rss / MiB:.0f} MiB"
+    if size < 10_000:
+        return plain(name, shown)
+    return judged(name, shown, DAEMON_RSS_AT_10K, rss)
+
+
+def samples(runs: Iterable[Sequence[float | None]]) -> list[float]:
+    """Every run's samples in one list; one that never happened counts as forever."""
+    return [math.inf if s is None else float(s) for one in runs for s in one]
+
+
+def spread(values: Sequence[float]) -> str:
+    if not values:
+        return "no samples"
+    never = sum(1 for v in values if v == math.inf)
+    shown = (
+        f"p50 {seconds(percentile(values, 0.5))}, p90 {seconds(percentile(values, 0.9))}, "
+        f"max {seconds(max(values))}; n={len(values)}"
+    )
+    return shown + (f", {never} never within the deadline" if never else "")
+
+
+def seconds(value: float) -> str:
+    if value == math.inf:
+        return "never"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = [header, ["---"] * len(header), *rows]
+    return "\n".join("| " + " | ".join(line) + " |" for line in lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Circumstances:
+    """When, where and how the figures were taken."""
+
+    date: str
+    machine: str
+    revision: str
+    command: str
+    runs: int
+    minutes: float
+    load: tuple[float, float]
+    """The 1-minute load average at the start and at the end: other work on the machine."""
+
+
+def document(results: Sequence[SizeResults], circumstances: Circumstances) -> str:
+    c = circumstances
+    head = f"""# Benchmarks
+
+Written by `make bench` ([tests/bench/](tests/bench/), described in the
+[README](README.md#benchmarks)) on {c.date}: gitopsd at {c.revision}, `{c.command}`,
+{c.runs} run(s) per size, {c.minutes:.0f} minutes in all. Values are medians over the runs; a
+ratio is gitopsd's figure over kubectl's in the same run (the median of the runs' ratios).
+Machines of this class are noisy (±25% from run to run): compare ratios, not seconds
+across runs.
+
+Machine: {c.machine}. Load average (1 min): {c.load[0]:.1f} at the start, {c.load[1]:.1f}
+at the end.
+"""
+    return "\n".join([head, markdown(results), METHOD])
+
+
+METHOD = """## How it is measured
+
+- One real kube-apiserver + etcd for the whole run. Each tool, each run and each size syncs
+  a set of its own: its own 10 Namespaces and its own CRD, so a cold sync is really cold.
+  A set of N objects is N/4 apps (Deployment, Service, ConfigMap, a custom resource), the
+  Namespaces and the CRD, in one YAML file per app, committed to a git repository that
+  gitopsd reads over `file://`; kubectl reads the same files from a directory.
+- `gitopsd sync|diff URL` and `kubectl apply --server-side -R -f DIR` / `kubectl diff
+  --server-side -R -f DIR` run as child processes, one at a time. kubectl's cold sync is
+  three commands, since kubectl cannot apply a CRD with its custom resources at once:
+  apply the Namespaces and the CRD, `kubectl wait` for it to be Established, apply the
+  rest. Wall time is the child's; peak RSS is its `ru_maxrss` (children included); API
+  requests are those the API server's audit log recorded for the tool's user in the
+  window (discovery included; watches count when they end).
+- The daemon (`gitopsd run`, enforce mode, selfHeal and prune on, interval 1h, a signed
+  webhook) keeps a set of its own. Cold start: from the process's start to its
+  `gitopsd_last_success_timestamp_seconds`; its requests are counted until it settled
+  (nothing drifts, its request tally stood still 2 s). Idle: audited requests and CPU over
+  30 s (`--idle-seconds`), then VmRSS. Each edit patches one ConfigMap through the admin
+  API; edit -> metric is the time until `gitopsd_drift_detection_seconds_count` grows,
+  edit -> heal until the live field is git's again (sampled every 20 ms). Each commit
+  changes one file, is pushed, and the webhook is called; commit -> applied is the time
+  from the push until the live ConfigMap carries the change.
+- Targets are issue 16's (stated for 10k objects); detection and heal are PERFORMANCE.md's.
+"""
