@@ -16,7 +16,6 @@ limit of 1 MiB.
 from __future__ import annotations
 
 import base64
-import copy
 import hashlib
 import json
 import zlib
@@ -110,12 +109,11 @@ class ApplySet:
         return None
 
     def member(self, body: Body) -> Body:
-        """A copy of `body` labelled as a member of this set."""
-        labelled = copy.deepcopy(body)
-        metadata = labelled.setdefault("metadata", {})
-        labels = metadata.get("labels") or {}
-        metadata["labels"] = {**labels, APPLYSET_PART_OF_LABEL: self.id}
-        return labelled
+        """`body` labelled as a member of this set: a new object, sharing all but the maps
+        on the path to the label with `body` (neither is edited after)."""
+        metadata = body.get("metadata") or {}
+        labels = {**(metadata.get("labels") or {}), APPLYSET_PART_OF_LABEL: self.id}
+        return {**body, "metadata": {**metadata, "labels": labels}}
 
     def owns(self, live: Body) -> bool:
         labels = (live.get("metadata") or {}).get("labels") or {}

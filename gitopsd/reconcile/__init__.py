@@ -144,7 +144,8 @@ def get_desired(
         raise KnownInvalid(revision.sha)
     try:
         found = read_revision(revision, source.spec, source.cache_dir, state.parse_cache)
-        targets = resolve(found, cluster, source.settings)
+        previous = held.targets if held else None
+        targets = resolve(found, cluster, source.settings, previous)
     except ManifestError as error:
         if error.reason not in RETRIED_MANIFEST_REASONS:
             state.failed_revision = revision.sha

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,19 +83,33 @@ def read_manifests(
 
 
 def resolve(
-    found: list[Manifest], cluster: Cluster, settings: SyncSettings
+    found: list[Manifest],
+    cluster: Cluster,
+    settings: SyncSettings,
+    previous: Mapping[ObjectKey, Target] | None = None,
 ) -> dict[ObjectKey, Target]:
     """Maps each manifest to its API resource, fills in namespaces, rejects duplicates, and
-    labels each as a member of the source's ApplySet: ready to send, once per revision."""
+    labels each as a member of the source's ApplySet: ready to send, once per revision.
+    A target of the `previous` revision that is unchanged is kept, with its fingerprint:
+    a new revision hashes only what changed."""
     defined = _definitions_in(found)
     applyset = applyset_of(settings)
     targets: dict[ObjectKey, Target] = {}
     resolved = [_resolve_one(m, cluster, defined, settings) for m in found]
     indexed = manifests.index(m for m, _ in resolved)
     for manifest, resource in resolved:
-        body = applyset.member(manifest.body)
-        targets[manifest.key] = Target(manifest.key, body, manifest.origin, resource)
+        target = Target(manifest.key, applyset.member(manifest.body), manifest.origin, resource)
+        prior = (previous or {}).get(manifest.key)
+        targets[manifest.key] = prior if prior is not None and _same(prior, target) else target
     return {key: targets[key] for key in indexed}
+
+
+def _same(prior: Target, target: Target) -> bool:
+    return (prior.resource, prior.origin, prior.body) == (
+        target.resource,
+        target.origin,
+        target.body,
+    )
 
 
 def applyset_of(settings: SyncSettings) -> inventory.ApplySet:
