@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from gitopsd import manifests as manifests_module
 from gitopsd.config import Limits
 from gitopsd.errors import ManifestError, SourceError
 from gitopsd.manifests import ParseCache, index, load, parse_documents
+from gitopsd.manifests import reading as reading_module
 from gitopsd.objects import (
     APPLYSET_ID_LABEL,
     APPLYSET_PART_OF_LABEL,
@@ -1221,13 +1221,13 @@ def test_blob_ids_key_the_cache_without_reading_the_file(
     # Same size, same blob id, invalid bytes: a cache hit must neither read nor parse them.
     write(tmp_path, {"a.yaml": b"\xff" * len(cm("a"))})
     reads: list[Path] = []
-    real_read = manifests_module._read
+    real_read = reading_module._read
 
     def spy(path: Path, rel: str, limit: int) -> bytes:
         reads.append(path)
         return real_read(path, rel, limit)
 
-    monkeypatch.setattr(manifests_module, "_read", spy)
+    monkeypatch.setattr(reading_module, "_read", spy)
 
     manifests = load(tmp_path, ["."], cache=cache, blob_ids=blob_ids)
 

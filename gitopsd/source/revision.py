@@ -1,0 +1,77 @@
+"""A revision: one state of a source, a commit of a git repository or a local directory."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitopsd.config import SourceSpec
+from gitopsd.errors import SourceError
+from gitopsd.source.policy import check_url, mask_url
+from gitopsd.source.repository import ensure_repository, fetch_ref, locked, recovering
+from gitopsd.source.runner import Runner, open_runner
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One state of a source: a commit of a git repository, or a local directory."""
+
+    sha: str
+    """Commit sha; "" for a local directory."""
+    commit_time: float | None
+    """Unix seconds of the commit (committer date); None for a directory."""
+    blob_ids: Mapping[str, str]
+    """Posix path relative to the tree's root -> git blob sha; empty for a directory."""
+    url: str
+    """Where it came from, masked: never carries a credential."""
+    directory: Path | None = None
+    """A local source's directory, read in place; None for git (see `snapshot`)."""
+
+
+def read_directory(path: Path) -> Revision:
+    """A local directory as a source: no git, no cache, read in place."""
+    root = path.resolve()
+    if not root.is_dir():
+        raise SourceError(f"source directory {path} does not exist", "ref_missing")
+    return Revision(sha="", commit_time=None, blob_ids={}, url=str(root), directory=root)
+
+
+def fetch(spec: SourceSpec, cache_dir: Path) -> Revision:
+    """Fetches the commit the ref of `spec` names into the cache and describes it.
+
+    A cache git cannot use is deleted and cloned again once. Raises ConfigError for a
+    refused source, SourceError for everything else.
+    """
+    check_url(spec)
+    runner = open_runner(spec, cache_dir)
+    with locked(runner):
+        return recovering(runner, _fetched)
+
+
+def _fetched(runner: Runner) -> Revision:
+    ensure_repository(runner)
+    return _describe(runner, fetch_ref(runner))
+
+
+def _describe(runner: Runner, sha: str) -> Revision:
+    listing = runner.run_bytes("ls-tree", "-r", "-z", "--full-tree", sha)
+    commit_time = float(runner.run("show", "--no-patch", "--format=%ct", sha))
+    return Revision(
+        sha=sha,
+        commit_time=commit_time,
+        blob_ids=_blob_ids(listing),
+        url=mask_url(runner.spec.url),
+    )
+
+
+def _blob_ids(listing: bytes) -> dict[str, str]:
+    """Parses `ls-tree -z` lines `<mode> <type> <sha>\\t<path>`; submodule links are skipped."""
+    blobs: dict[str, str] = {}
+    for entry in filter(None, listing.split(b"\0")):
+        info, _, path = entry.partition(b"\t")
+        _, kind, blob = info.split(b" ")
+        if kind == b"blob":
+            blobs[os.fsdecode(path)] = blob.decode()
+    return blobs
