@@ -69,13 +69,14 @@ def read_revision(
     cache_dir: Path,
     cache: manifests.ParseCache | None = None,
 ) -> list[Manifest]:
-    """The manifests of exactly `revision`, read from a private snapshot of its files."""
-    with source.snapshot(spec, cache_dir, revision) as root:
-        return read_manifests(root, revision, spec, cache)
+    """The manifests of exactly `revision`, its files read from git's object store (only
+    those `cache` has not parsed), or a local directory's in place."""
+    with source.tree(spec, cache_dir, revision) as files:
+        return read_manifests(files, revision, spec, cache)
 
 
 def read_manifests(
-    root: Path,
+    root: Path | manifests.Tree,
     revision: source.Revision,
     spec: SourceSpec,
     cache: manifests.ParseCache | None = None,

@@ -26,6 +26,10 @@ class ParseCache:
         self._entries: OrderedDict[Hashable, Documents] = OrderedDict()
         self._lock = threading.Lock()  # the daemon may load several sources at once
 
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._entries
+
     def lookup(self, key: Hashable) -> Documents | None:
         with self._lock:
             documents = self._entries.get(key)

@@ -11,9 +11,10 @@ import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from gitopsd.errors import ManifestError, SourceError
+from gitopsd.manifests.tree import Tree, symlink_error
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 DEFAULT_INCLUDE = ("*.yaml", "*.yml", "*.json")
@@ -40,18 +41,18 @@ class Globs:
         return any(fnmatchcase(rel, glob) for glob in self.exclude)
 
 
-def sources(root: Path, paths: Sequence[str], globs: Globs) -> Iterator[Source]:
+def sources(tree: Tree, paths: Sequence[str], globs: Globs) -> Iterator[Source]:
     """Each file or kustomization once, even when configured paths overlap."""
     seen: set[Source] = set()
     for configured in paths:
-        top = _checked_path(root, configured)
-        for source in _walk(root, top, globs):
+        top = _checked_path(tree, configured)
+        for source in _walk(tree, top, globs):
             if source not in seen:
                 seen.add(source)
                 yield source
 
 
-def _checked_path(root: Path, configured: str) -> str:
+def _checked_path(tree: Tree, configured: str) -> str:
     """The configured path as a root-relative posix path, after checking every component."""
     pure = PurePosixPath(configured)
     if "\0" in configured or pure.is_absolute() or ".." in pure.parts:
@@ -59,7 +60,7 @@ def _checked_path(root: Path, configured: str) -> str:
         raise ManifestError(f"{shown}: path must stay inside the source root", "path_escape")
     for count in range(1, len(pure.parts) + 1):
         rel = "/".join(pure.parts[:count])
-        mode = entry_mode(root, rel)
+        mode = tree.mode(rel)
         if mode is None:
             raise ManifestError(f"path {pure.as_posix()} not found in the revision", "invalid")
         if stat.S_ISLNK(mode):
@@ -67,19 +68,19 @@ def _checked_path(root: Path, configured: str) -> str:
     return pure.as_posix()
 
 
-def _walk(root: Path, top: str, globs: Globs) -> Iterator[Source]:
+def _walk(tree: Tree, top: str, globs: Globs) -> Iterator[Source]:
     """Depth-first in name order, with an explicit stack so deep trees cannot recurse."""
     pending = [top]
     while pending:
         rel = pending.pop()
-        mode = entry_mode(root, rel)
+        mode = tree.mode(rel)
         if mode is None:  # listed a moment ago: half a tree must never become desired state
             raise SourceError(f"{rel}: vanished while the revision was read", "corrupt")
         if stat.S_ISLNK(mode):
             raise symlink_error(rel)
         if stat.S_ISDIR(mode):
-            names = sorted(entry.name for entry in (root / rel).iterdir())
-            if _has_kustomization(root, rel, names):
+            names = tree.names(rel)
+            if _has_kustomization(tree, rel, names):
                 yield Source(rel, kustomization=True)
                 continue
             children = [child_path(rel, name) for name in names if name != ".git"]
@@ -90,27 +91,14 @@ def _walk(root: Path, top: str, globs: Globs) -> Iterator[Source]:
             yield Source(rel)
 
 
-def _has_kustomization(root: Path, rel: str, names: list[str]) -> bool:
+def _has_kustomization(tree: Tree, rel: str, names: list[str]) -> bool:
     markers = [name for name in names if name in KUSTOMIZATION_FILES]
     for marker in markers:
-        if stat.S_ISLNK(entry_mode(root, child_path(rel, marker)) or 0):
+        if stat.S_ISLNK(tree.mode(child_path(rel, marker)) or 0):
             raise symlink_error(child_path(rel, marker))
     return bool(markers)
-
-
-def entry_mode(root: Path, rel: str) -> int | None:
-    """The entry's own file mode (a symlink is not followed), or None if it does not exist."""
-    try:
-        return (root / rel).lstat().st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return None
 
 
 def child_path(rel: str, name: str) -> str:
     """The root-relative posix path of `name` in directory `rel`."""
     return name if rel == "." else f"{rel}/{name}"
-
-
-def symlink_error(rel: str) -> ManifestError:
-    # The target is not named: it may point at a secret outside the repository.
-    return ManifestError(f"{rel}: is a symlink; gitopsd never follows symlinks", "symlink")

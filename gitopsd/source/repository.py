@@ -11,6 +11,7 @@ import fcntl
 import hashlib
 import re
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
@@ -116,3 +117,41 @@ def fetch_commit(runner: Runner, sha: str, target: str) -> str:
         return runner.resolve(sha)
     except SourceError:  # all of history is here now: the sha is not in it (or not a commit)
         raise runner.missing() from None
+
+
+def ensure_commit(runner: Runner, sha: str) -> None:
+    """Commit `sha` with its whole tree in the repository, fetched again if the cache was
+    cloned again since (by this process or another)."""
+    ensure_repository(runner)
+    try:
+        runner.resolve(sha)
+    except SourceError:
+        fetch_commit(runner, sha, TARGETS + "snapshot")
+
+
+def read_blobs(runner: Runner, sha: str, blobs: list[str]) -> dict[str, bytes]:
+    """The contents of `blobs` of commit `sha`, read from the object store in one git."""
+    ensure_commit(runner, sha)
+    with tempfile.TemporaryFile() as requests:
+        requests.write("".join(f"{blob}\n" for blob in blobs).encode())
+        requests.seek(0)
+        output = runner.run_bytes("cat-file", "--batch", "--buffer", stdin=requests)
+    return _batch_contents(runner, output, blobs)
+
+
+def _batch_contents(runner: Runner, output: bytes, blobs: list[str]) -> dict[str, bytes]:
+    """Parses `cat-file --batch` output, `<sha> blob <size>\\n<content>\\n` per object; an
+    object missing or cut short means a broken cache."""
+    contents: dict[str, bytes] = {}
+    at = 0
+    for blob in blobs:
+        end = output.find(b"\n", at)
+        header = output[at:end].split() if end >= 0 else []
+        if len(header) != 3 or header[:2] != [blob.encode(), b"blob"]:
+            raise runner.error(f"object {blob} is missing", "corrupt")
+        start, size = end + 1, int(header[2])
+        contents[blob] = output[start : start + size]
+        if len(contents[blob]) != size:
+            raise runner.error(f"object {blob} is cut short", "corrupt")
+        at = start + size + 1
+    return contents

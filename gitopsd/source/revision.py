@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitopsd.config import SourceSpec
@@ -15,6 +15,19 @@ from gitopsd.source.runner import Runner, open_runner
 
 
 @dataclass(frozen=True)
+class Entry:
+    """A file of a commit's tree, as git lists it."""
+
+    mode: int
+    """File mode bits as `stat` spells them: a regular file (0o100644, 0o100755) or a
+    symlink (0o120000)."""
+    blob: str
+    """Git blob sha: the same content has the same sha in every revision."""
+    size: int
+    """Bytes of the content, known without reading it."""
+
+
+@dataclass(frozen=True)
 class Revision:
     """One state of a source: a commit of a git repository, or a local directory."""
 
@@ -22,12 +35,17 @@ class Revision:
     """Commit sha; "" for a local directory."""
     commit_time: float | None
     """Unix seconds of the commit (committer date); None for a directory."""
-    blob_ids: Mapping[str, str]
-    """Posix path relative to the tree's root -> git blob sha; empty for a directory."""
     url: str
     """Where it came from, masked: never carries a credential."""
+    entries: Mapping[str, Entry] = field(default_factory=dict)
+    """Posix path relative to the tree's root -> its file; empty for a directory."""
     directory: Path | None = None
-    """A local source's directory, read in place; None for git (see `snapshot`)."""
+    """A local source's directory, read in place; None for git (see `tree`)."""
+
+    @property
+    def blob_ids(self) -> dict[str, str]:
+        """Posix path relative to the tree's root -> git blob sha; empty for a directory."""
+        return {path: entry.blob for path, entry in self.entries.items()}
 
 
 def read_directory(path: Path) -> Revision:
@@ -35,7 +53,7 @@ def read_directory(path: Path) -> Revision:
     root = path.resolve()
     if not root.is_dir():
         raise SourceError(f"source directory {path} does not exist", "ref_missing")
-    return Revision(sha="", commit_time=None, blob_ids={}, url=str(root), directory=root)
+    return Revision(sha="", commit_time=None, url=str(root), directory=root)
 
 
 def fetch(spec: SourceSpec, cache_dir: Path) -> Revision:
@@ -56,22 +74,23 @@ def _fetched(runner: Runner) -> Revision:
 
 
 def _describe(runner: Runner, sha: str) -> Revision:
-    listing = runner.run_bytes("ls-tree", "-r", "-z", "--full-tree", sha)
+    listing = runner.run_bytes("ls-tree", "-r", "-l", "-z", "--full-tree", sha)
     commit_time = float(runner.run("show", "--no-patch", "--format=%ct", sha))
     return Revision(
         sha=sha,
         commit_time=commit_time,
-        blob_ids=_blob_ids(listing),
         url=mask_url(runner.spec.url),
+        entries=_entries(listing),
     )
 
 
-def _blob_ids(listing: bytes) -> dict[str, str]:
-    """Parses `ls-tree -z` lines `<mode> <type> <sha>\\t<path>`; submodule links are skipped."""
-    blobs: dict[str, str] = {}
-    for entry in filter(None, listing.split(b"\0")):
-        info, _, path = entry.partition(b"\t")
-        _, kind, blob = info.split(b" ")
+def _entries(listing: bytes) -> dict[str, Entry]:
+    """Parses `ls-tree -l -z` lines `<mode> <type> <sha> <size>\\t<path>` (the size padded
+    with spaces); submodule links are skipped."""
+    entries: dict[str, Entry] = {}
+    for line in filter(None, listing.split(b"\0")):
+        info, _, path = line.partition(b"\t")
+        mode, kind, blob, size = info.split()
         if kind == b"blob":
-            blobs[os.fsdecode(path)] = blob.decode()
-    return blobs
+            entries[os.fsdecode(path)] = Entry(int(mode, 8), blob.decode(), int(size))
+    return entries

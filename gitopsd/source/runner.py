@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import BinaryIO
 
 import git
 
@@ -74,13 +75,14 @@ class Runner:
     def run(self, *args: str) -> str:
         return self.run_bytes(*args).decode(errors="replace").strip()
 
-    def run_bytes(self, *args: str) -> bytes:
+    def run_bytes(self, *args: str, stdin: BinaryIO | None = None) -> bytes:
         # prlimit bounds every file git writes: a server that streams without end is cut off.
         limit = f"--fsize={self.spec.limits.max_fetch_bytes}"
         command = ["env", *_unset_inherited(self.env), "prlimit", limit, "git", *_GIT_OPTIONS]
         command += [f"--git-dir={self.repo}", *args]
         status, out, err = git.Git(self.repo.parent).execute(
             command,
+            istream=stdin,
             env=self.env,
             kill_after_timeout=self.spec.timeout_seconds,
             with_extended_output=True,

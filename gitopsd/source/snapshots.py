@@ -1,51 +1,48 @@
-"""Private snapshots: exactly one commit's files, written from the object store into a
+"""Private snapshots: files of exactly one commit, written from the object store into a
 directory nobody else writes to, removed after use."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 
-from gitopsd.config import SourceSpec
-from gitopsd.errors import SourceError
-from gitopsd.source.repository import (
-    TARGETS,
-    ensure_repository,
-    fetch_commit,
-    guard_os,
-    locked,
-    recovering,
-)
-from gitopsd.source.revision import Revision
-from gitopsd.source.runner import Runner, open_runner
+from gitopsd.source.repository import guard_os
+from gitopsd.source.runner import Runner
 
 STALE_SNAPSHOT_SECONDS = 24 * 3600.0
 """Snapshots are removed after use; older ones are leftovers of a killed process."""
 
 
-@contextmanager
-def snapshot(spec: SourceSpec, cache_dir: Path, revision: Revision) -> Iterator[Path]:
-    """A private directory holding exactly the files of `revision`, removed on exit.
+def new_snapshot(runner: Runner, cache_dir: Path) -> Path:
+    """A fresh empty private directory for one snapshot."""
+    return guard_os(runner, lambda r: Path(tempfile.mkdtemp(dir=_snapshots(cache_dir))))
 
-    Every file is written from the object store, so a missing or truncated object fails
-    here (the cache is then cloned again once), never later as a file that is not there.
-    """
-    if revision.directory is not None:
-        yield revision.directory
-        return
-    runner = open_runner(spec, cache_dir)
-    root = guard_os(runner, lambda r: Path(tempfile.mkdtemp(dir=_snapshots(cache_dir))))
-    try:
-        with locked(runner):
-            recovering(runner, lambda r: _materialize(r, revision.sha, root))
-        yield root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-        root.with_name(root.name + ".index").unlink(missing_ok=True)
+
+def remove_snapshot(root: Path) -> None:
+    shutil.rmtree(root, ignore_errors=True)
+    index_of(root).unlink(missing_ok=True)
+
+
+def index_of(root: Path) -> Path:
+    """The snapshot's own index file, beside it so that readers of `root` never see it."""
+    return root.with_name(root.name + ".index")
+
+
+def write_files(runner: Runner, sha: str, root: Path, paths: Iterable[str], fresh: bool) -> None:
+    """Writes files `paths` of commit `sha` into `root` from the object store. A `fresh`
+    snapshot's index is read from the commit's tree first; later calls add to it."""
+    indexed = runner.with_index(index_of(root))
+    if fresh:
+        indexed.run("read-tree", sha)
+    with tempfile.TemporaryFile() as listing:
+        listing.write(b"".join(os.fsencode(path) + b"\0" for path in paths))
+        listing.seek(0)
+        work_tree = f"--work-tree={root}"
+        indexed.run_bytes(work_tree, "checkout-index", "--force", "-z", "--stdin", stdin=listing)
 
 
 def _snapshots(cache_dir: Path) -> Path:
@@ -63,16 +60,3 @@ def _snapshots(cache_dir: Path) -> Path:
         elif stale:
             entry.unlink(missing_ok=True)
     return parent
-
-
-def _materialize(runner: Runner, sha: str, root: Path) -> None:
-    """Writes every file of commit `sha` into the empty directory `root` from the object
-    store, through an index of its own beside it (readers of `root` never see it)."""
-    ensure_repository(runner)
-    try:
-        runner.resolve(sha)
-    except SourceError:  # a cache cloned again since the fetch: the commit is fetched anew
-        fetch_commit(runner, sha, TARGETS + "snapshot")
-    indexed = runner.with_index(root.with_name(root.name + ".index"))
-    indexed.run("read-tree", sha)
-    indexed.run(f"--work-tree={root}", "checkout-index", "--all", "--force")
