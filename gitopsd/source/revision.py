@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from gitopsd.config import SourceSpec
@@ -42,8 +43,8 @@ class Revision:
     directory: Path | None = None
     """A local source's directory, read in place; None for git (see `tree`)."""
 
-    @property
-    def blob_ids(self) -> dict[str, str]:
+    @cached_property
+    def blob_ids(self) -> Mapping[str, str]:
         """Posix path relative to the tree's root -> git blob sha; empty for a directory."""
         return {path: entry.blob for path, entry in self.entries.items()}
 
