@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector
 
 from gitopsd.changes import Action, ChangeSet
 from gitopsd.diff import Drift, State
+from gitopsd.errors import ClusterReason, Reason, Stage
 from gitopsd.objects import ObjectKey
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60)
@@ -172,10 +173,10 @@ class Recorder:
             if count:
                 self.applies.labels(source, str(action), "success").inc(count)
 
-    def apply_failed(self, source: str, action: str, reason: str, count: int) -> None:
+    def apply_failed(self, source: str, action: str, reason: ClusterReason, count: int) -> None:
         self.applies.labels(source, action, reason).inc(count)
 
-    def error(self, source: str, stage: str, reason: str) -> None:
+    def error(self, source: str, stage: Stage, reason: Reason) -> None:
         self.errors.labels(source, stage, reason).inc()
 
     def refused(self, source: str, reasons: Iterable[str]) -> None:

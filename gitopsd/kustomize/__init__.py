@@ -5,11 +5,12 @@ kustomization: kubectl reads `$HOME/.kube/kuberc`, whose defaults can switch on 
 plugins or point `--helm-command` at a program; kustomize runs plugins from
 `$XDG_CONFIG_HOME/kustomize/plugin`, fetches remote bases, and loads any directory it is
 pointed at. So each render first checks every path the kustomizations reach
-(`references.check`), then runs kubectl by absolute path in a fresh private directory
-outside the checkout: its own empty HOME and XDG directories, kuberc off, a PATH that finds
-no program, proxies that lead nowhere, plugins and helm switched off by flag. Its output
-counts against the revision's byte budget while it is read, and its errors are scrubbed of
-generator values before anyone sees them.
+(`references.check`) and has the tree write what they reach into a private copy (a
+local directory is its own), then runs kubectl by absolute path on that copy, from a
+fresh private directory outside it: its own empty HOME and XDG directories, kuberc off, a
+PATH that finds no program, proxies that lead nowhere, plugins and helm switched off by
+flag. Its output counts against the revision's byte budget while it is read, and its
+errors are scrubbed of generator values before anyone sees them.
 """
 
 from __future__ import annotations
@@ -21,14 +22,15 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from gitopsd.config import how_to_raise
-from gitopsd.errors import ManifestError, ManifestReason
+from gitopsd.errors import ManifestError, ManifestReason, SourceError, SourceReason
 from gitopsd.kustomize import references
+from gitopsd.manifests import Render, Tree
 
 RENDER_TIMEOUT_SECONDS = 60
 HARDENING_FLAGS = (
@@ -47,26 +49,31 @@ _MASK = "***"
 _SHORTEST_MASKED = 3  # shorter values are masked only as `KEY=***`, or every "1" would go
 
 
-def renderer() -> Callable[[Path, Path, int], str] | None:
+def renderer() -> Render | None:
     """A render function when kubectl is on PATH, else None (a kustomization is then an error)."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         return None
     found = str(Path(kubectl).resolve())
-    return lambda root, directory, max_bytes: render(found, root, directory, max_bytes)
+    return lambda tree, rel, max_bytes: render(found, tree, rel, max_bytes)
 
 
-def render(kubectl: str, root: Path, directory: Path, max_bytes: int) -> str:
-    """The rendered YAML of the kustomization in `directory` (inside the checkout `root`).
+def render(kubectl: str, tree: Tree, rel: str, max_bytes: int) -> str:
+    """The rendered YAML of the kustomization in directory `rel` of the revision's `tree`.
 
     Raises ManifestError when it reaches outside the revision, when kustomize fails, takes
     too long, or writes more than `max_bytes` (what is left of the revision's byte limit).
     """
-    rel = directory.relative_to(root).as_posix()
-    secrets = references.check(root, rel)
-    with tempfile.TemporaryDirectory(prefix="gitopsd-kustomize-") as private:
-        command = [kubectl, "kustomize", *HARDENING_FLAGS, "--", str(directory)]
-        finished = _run(command, Path(private), max_bytes)
+    reach = references.check(tree, rel)
+    root = tree.materialized(sorted(reach.paths))
+    command = [kubectl, "kustomize", *HARDENING_FLAGS, "--", str(root / rel)]
+    try:
+        with tempfile.TemporaryDirectory(prefix="gitopsd-kustomize-") as private:
+            finished = _run(command, Path(private), max_bytes)
+    except OSError as error:  # kubectl gone since it was found, or no room for its files
+        raise SourceError(
+            f"{rel}: kustomize could not run: {error.strerror}", SourceReason.CORRUPT
+        ) from None
     if finished.expired:
         raise ManifestError(f"{rel}: kustomize did not finish in {RENDER_TIMEOUT_SECONDS} s")
     if finished.output is None:
@@ -76,7 +83,7 @@ def render(kubectl: str, root: Path, directory: Path, max_bytes: int) -> str:
             ManifestReason.SIZE_LIMIT,
         )
     if finished.status != 0:
-        cause = _bounded(scrub(_cause(finished.stderr), secrets, root))
+        cause = _bounded(scrub(_cause(finished.stderr), reach.secrets, root))
         raise ManifestError(f"{rel}: kustomize failed: {cause}")
     return _decoded(finished.output, rel)
 

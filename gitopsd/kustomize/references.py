@@ -4,26 +4,26 @@ Kustomize's own load restrictor confines *files* to a kustomization's directory,
 *directory* it is pointed at becomes a new root, wherever it is (`../../../etc`), and a
 URL is fetched. So before kustomize runs, every kustomization reachable from the one to
 render is read here and each path it names is checked: no remote reference, nothing
-absolute, nothing resolving outside the checkout, no symlink on the way.
+absolute, nothing resolving outside the checkout, no symlink on the way. What was reached
+is what a private copy for kustomize must hold.
 
 Keys are matched the way kustomize's JSON decoder matches them, case-insensitively, so
-`Resources:` cannot slip past. Pure path logic: this module reads files and runs nothing.
+`Resources:` cannot slip past. Pure path logic: this module reads the revision's tree and
+runs nothing.
 """
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from gitopsd.config import Limits
 from gitopsd.errors import ManifestError, ManifestReason
-from gitopsd.manifests import KUSTOMIZATION_FILES, child_path, entry_mode, parse_documents
+from gitopsd.manifests import KUSTOMIZATION_FILES, Tree, child_path, parse_documents
 
 MAX_KUSTOMIZATION_BYTES = 1024 * 1024
 """A kustomization or env file larger than this is refused before it is read."""
@@ -44,6 +44,17 @@ _REMOTE = "is remote; gitopsd renders only what the revision holds, and never fe
 _SYMLINK = "passes through a symlink; gitopsd never follows symlinks"
 
 
+@dataclass
+class Reach:
+    """What kustomize may read when it renders one kustomization."""
+
+    paths: set[str]
+    """Every kustomization directory it reaches, and every path they name (files or
+    directories, inside the revision): what a private copy for kustomize must hold."""
+    secrets: list[str]
+    """Generator values (literals, env-file values) kustomize's errors must never show."""
+
+
 @dataclass(frozen=True)
 class _Kustomization:
     directory: str  # root-relative posix path
@@ -51,37 +62,42 @@ class _Kustomization:
     data: dict[Any, Any]
 
 
-def check(root: Path, directory: str) -> list[str]:
+def check(tree: Tree, directory: str) -> Reach:
     """Checks every kustomization reachable from `directory` (root-relative posix path).
 
-    Raises ManifestError naming the kustomization file and the offending path. Returns the
-    generator values (literals, env-file values) that kustomize's errors must never show.
+    Raises ManifestError naming the kustomization file and the offending path. Returns
+    what kustomize may read, and the values its errors must never show.
     """
-    pending, seen, secrets = [directory], set[str](), list[str]()
+    pending, seen, reach = [directory], set[str](), Reach(set(), [])
     while pending:
         rel = pending.pop()
         if rel in seen:
             continue  # a cycle or a diamond: each kustomization is checked once
         seen.add(rel)
-        kustomization = _read(root, rel)
-        pending.extend(_new_roots(root, kustomization))
-        for field, entry in _file_entries(kustomization):
-            _local(root, kustomization, field, entry)
-        secrets.extend(_generator_values(root, kustomization))
-    return secrets
+        reach.paths.add(rel)
+        kustomization = _read(tree, rel)
+        for target in _root_entries(tree, kustomization):
+            if stat.S_ISDIR(tree.mode(target) or 0):
+                pending.append(target)
+            else:
+                reach.paths.add(target)
+        for name, entry in _file_entries(kustomization):
+            reach.paths.add(_local(tree, kustomization, name, entry))
+        reach.secrets.extend(_generator_values(tree, kustomization))
+    return reach
 
 
-def _new_roots(root: Path, kustomization: _Kustomization) -> Iterator[str]:
-    for field in ROOT_FIELDS:
-        for entry in _strings(_field(kustomization.data, field)):
+def _root_entries(tree: Tree, kustomization: _Kustomization) -> Iterator[str]:
+    """The paths of entries that kustomize loads as a kustomization when they are a
+    directory (a new root), or as a file."""
+    for name in ROOT_FIELDS:
+        for entry in _strings(_field(kustomization.data, name)):
             if "\n" in entry:
                 continue  # an inline generator or transformer config, not a path
-            target = _local(root, kustomization, field, entry)
-            mode = entry_mode(root, target)
-            if mode is None:
-                raise _error(kustomization, field, entry, "is not in the revision")
-            if stat.S_ISDIR(mode):
-                yield target
+            target = _local(tree, kustomization, name, entry)
+            if tree.mode(target) is None:
+                raise _error(kustomization, name, entry, "is not in the revision")
+            yield target
 
 
 def _file_entries(kustomization: _Kustomization) -> Iterator[tuple[str, str]]:
@@ -101,7 +117,7 @@ def _file_entries(kustomization: _Kustomization) -> Iterator[tuple[str, str]]:
                     yield f"{field}.{key}", entry.partition("=")[2] or entry
 
 
-def _local(root: Path, kustomization: _Kustomization, field: str, entry: str) -> str:
+def _local(tree: Tree, kustomization: _Kustomization, field: str, entry: str) -> str:
     """The entry as a root-relative posix path, if it stays inside the checkout."""
     if "\n" in entry:
         return kustomization.directory  # inline content (a patch, a config), not a path
@@ -114,7 +130,7 @@ def _local(root: Path, kustomization: _Kustomization, field: str, entry: str) ->
         raise _error(kustomization, field, entry, "resolves outside the checkout")
     parts = target.split("/")
     for count in range(1, len(parts) + 1):
-        mode = entry_mode(root, "/".join(parts[:count]))
+        mode = tree.mode("/".join(parts[:count]))
         if mode is not None and stat.S_ISLNK(mode):
             raise _error(kustomization, field, entry, _SYMLINK, ManifestReason.SYMLINK)
     return target
@@ -131,18 +147,18 @@ def is_remote(entry: str) -> bool:
     )
 
 
-def _read(root: Path, directory: str) -> _Kustomization:
-    names = [name for name in KUSTOMIZATION_FILES if entry_mode(root, child_path(directory, name))]
+def _read(tree: Tree, directory: str) -> _Kustomization:
+    names = [name for name in KUSTOMIZATION_FILES if tree.mode(child_path(directory, name))]
     if not names:
         raise ManifestError(
             f"{directory}: referenced as a kustomization but has none", ManifestReason.INVALID
         )
     file = child_path(directory, names[0])
-    if stat.S_ISLNK(entry_mode(root, file) or 0):
+    if stat.S_ISLNK(tree.mode(file) or 0):
         raise ManifestError(
             f"{file}: is a symlink; gitopsd never follows symlinks", ManifestReason.SYMLINK
         )
-    documents = parse_documents(_text(root, file), file, _LIMITS)
+    documents = parse_documents(_text(tree, file), file, _LIMITS)
     data = documents[0][1] if len(documents) == 1 else None
     if not isinstance(data, dict):
         raise ManifestError(
@@ -151,7 +167,7 @@ def _read(root: Path, directory: str) -> _Kustomization:
     return _Kustomization(directory, file, data)
 
 
-def _generator_values(root: Path, kustomization: _Kustomization) -> Iterator[str]:
+def _generator_values(tree: Tree, kustomization: _Kustomization) -> Iterator[str]:
     """Values a ConfigMap or Secret generator gets from literals and env files."""
     for field in GENERATOR_FIELDS:
         for item in _mappings(_field(kustomization.data, field)):
@@ -159,33 +175,33 @@ def _generator_values(root: Path, kustomization: _Kustomization) -> Iterator[str
                 yield literal.partition("=")[2] or literal  # kustomize echoes a bad literal
             for key in ("envs", "env"):
                 for entry in _strings(_field(item, key)):
-                    yield from _env_values(root, _local(root, kustomization, field, entry))
+                    yield from _env_values(tree, _local(tree, kustomization, field, entry))
 
 
-def _env_values(root: Path, rel: str) -> Iterator[str]:
-    mode = entry_mode(root, rel)
+def _env_values(tree: Tree, rel: str) -> Iterator[str]:
+    mode = tree.mode(rel)
     if mode is None or not stat.S_ISREG(mode):
         return  # kustomize reports the missing file itself
-    for line in _text(root, rel).splitlines():
+    for line in _text(tree, rel).splitlines():
         if found := _ENV_LINE.match(line):
             yield found.group(1).strip()
 
 
-def _text(root: Path, rel: str) -> str:
-    try:
-        fd = os.open(root / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        raise ManifestError(
-            f"{rel}: cannot be read ({exc.strerror})", ManifestReason.INVALID
-        ) from None
-    with os.fdopen(fd, "rb") as file:
-        data = file.read(MAX_KUSTOMIZATION_BYTES + 1)
-    if len(data) > MAX_KUSTOMIZATION_BYTES:
-        raise ManifestError(
-            f"{rel}: over the limit of {MAX_KUSTOMIZATION_BYTES} bytes for a kustomization input",
-            ManifestReason.SIZE_LIMIT,
-        )
+def _text(tree: Tree, rel: str) -> str:
+    """The file, refused before it is read when it is too large for a kustomization input."""
+    if tree.size(rel) > MAX_KUSTOMIZATION_BYTES:
+        raise _too_large(rel)
+    data = tree.read(rel, MAX_KUSTOMIZATION_BYTES)
+    if len(data) > MAX_KUSTOMIZATION_BYTES:  # grew since its size was taken
+        raise _too_large(rel)
     return data.decode("utf-8", errors="replace")
+
+
+def _too_large(rel: str) -> ManifestError:
+    return ManifestError(
+        f"{rel}: over the limit of {MAX_KUSTOMIZATION_BYTES} bytes for a kustomization input",
+        ManifestReason.SIZE_LIMIT,
+    )
 
 
 def _field(data: dict[Any, Any], name: str) -> Any:

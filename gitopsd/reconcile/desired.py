@@ -59,27 +59,18 @@ def read_revision(
     cache_dir: Path,
     cache: manifests.ParseCache | None = None,
 ) -> list[Manifest]:
-    """The manifests of exactly `revision`, read from a private snapshot of its files."""
-    with source.snapshot(spec, cache_dir, revision) as root:
-        return read_manifests(root, revision, spec, cache)
-
-
-def read_manifests(
-    root: Path,
-    revision: source.Revision,
-    spec: SourceSpec,
-    cache: manifests.ParseCache | None = None,
-) -> list[Manifest]:
-    return manifests.load(
-        root,
-        spec.paths,
-        include=spec.include,
-        exclude=spec.exclude,
-        limits=spec.limits,
-        blob_ids=revision.blob_ids,
-        cache=cache,
-        render_kustomization=renderer(),
-    )
+    """The manifests of exactly `revision`, its files read from git's object store (only
+    those `cache` has not parsed), or a local directory's in place."""
+    with source.tree(spec, cache_dir, revision) as files:
+        return manifests.load(
+            files,
+            spec.paths,
+            include=spec.include,
+            exclude=spec.exclude,
+            limits=spec.limits,
+            cache=cache,
+            render_kustomization=renderer(),
+        )
 
 
 def resolve(

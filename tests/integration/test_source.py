@@ -286,9 +286,7 @@ def test_read_directory(tmp_path: Path) -> None:
     link.symlink_to(tmp_path / "apps")
     revision = read_directory(link)
     apps = (tmp_path / "apps").resolve()
-    assert revision == Revision(
-        sha="", commit_time=None, blob_ids={}, url=str(apps), directory=apps
-    )
+    assert revision == Revision(sha="", commit_time=None, url=str(apps), directory=apps)
     with snapshot(SourceSpec(url=str(link)), tmp_path / "cache", revision) as root:
         assert root == apps  # read in place: a local directory is nobody else's checkout
     assert revision.url == str((tmp_path / "apps").resolve())

@@ -8,6 +8,7 @@ import pytest
 
 from gitopsd.errors import ManifestError
 from gitopsd.kustomize import references
+from gitopsd.manifests import Directory
 from tests.unit.test_manifests import write
 
 BASE = {"base/kustomization.yaml": "resources: [cm.yaml]\n", "base/cm.yaml": "x: 1\n"}
@@ -30,7 +31,7 @@ def test_references_inside_the_revision_are_allowed(
 ) -> None:
     write(tmp_path, {**BASE, "app/kustomization.yaml": kustomization, **extra})
 
-    references.check(tmp_path, "app")
+    references.check(Directory(tmp_path), "app")
 
 
 REFUSED = {
@@ -100,7 +101,7 @@ def test_references_leaving_the_revision_are_refused(
     write(tmp_path, {**BASE, "app/kustomization.yaml": kustomization, **extra})
 
     with pytest.raises(ManifestError) as caught:
-        references.check(tmp_path, "app")
+        references.check(Directory(tmp_path), "app")
 
     assert expected in str(caught.value)
     assert caught.value.reason in ("path_escape", "remote")
@@ -114,7 +115,7 @@ def test_se11_a_symlink_on_the_way_is_refused(tmp_path: Path, reference: str) ->
     (tmp_path / "via").symlink_to(tmp_path)
 
     with pytest.raises(ManifestError) as caught:
-        references.check(tmp_path, "app")
+        references.check(Directory(tmp_path), "app")
 
     assert caught.value.reason == "symlink"
     assert f"app/kustomization.yaml: resources entry '{reference}' passes through a symlink" in (
@@ -127,7 +128,7 @@ def test_se11_a_symlinked_kustomization_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "app" / "kustomization.yaml").symlink_to(tmp_path / "real.yaml")
 
     with pytest.raises(ManifestError) as caught:
-        references.check(tmp_path, "app")
+        references.check(Directory(tmp_path), "app")
 
     assert caught.value.reason == "symlink"
 
@@ -142,4 +143,29 @@ def test_se02_generator_values_are_returned_for_scrubbing(tmp_path: Path) -> Non
         },
     )
 
-    assert references.check(tmp_path, "app") == ["lit-value", "env-value", "spaced"]
+    reach = references.check(Directory(tmp_path), "app")
+
+    assert reach.secrets == ["lit-value", "env-value", "spaced"]
+
+
+def test_the_reach_is_every_kustomization_and_every_path_they_name(tmp_path: Path) -> None:
+    """What a private copy for kustomize must hold: nothing kustomize may read is left out."""
+    write(
+        tmp_path,
+        {
+            **BASE,
+            "app/kustomization.yaml": "resources: [../base, ../shared/cm.yaml]\n"
+            "patches:\n- path: ../patches/p.yaml\n"
+            "configMapGenerator:\n- name: c\n  envs: [c.env]\n",
+            "app/c.env": "A=1\n",
+            "shared/cm.yaml": "x: 1\n",
+            "patches/p.yaml": "x: 1\n",
+            "unrelated/u.yaml": "x: 1\n",
+        },
+    )
+
+    reach = references.check(Directory(tmp_path), "app")
+
+    assert reach.paths == {
+        *("app", "app/c.env", "base", "base/cm.yaml", "shared/cm.yaml", "patches/p.yaml")
+    }

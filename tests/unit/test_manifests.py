@@ -10,16 +10,15 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gitopsd import manifests as manifests_module
 from gitopsd.config import Limits
 from gitopsd.errors import ManifestError, SourceError
-from gitopsd.manifests import ParseCache, index, load, parse_documents
+from gitopsd.manifests import Directory, ParseCache, Tree, index, load, parse_documents
 from gitopsd.objects import (
     APPLYSET_ID_LABEL,
     APPLYSET_PART_OF_LABEL,
@@ -52,7 +51,7 @@ def write(root: Path, files: dict[str, str | bytes]) -> Path:
     return root
 
 
-def load_error(root: Path, paths: tuple[str, ...] = (".",), **options: Any) -> ManifestError:
+def load_error(root: Path | Tree, paths: tuple[str, ...] = (".",), **options: Any) -> ManifestError:
     with pytest.raises(ManifestError) as caught:
         load(root, paths, **options)
     return caught.value
@@ -1115,10 +1114,10 @@ def test_include_and_exclude_globs(
 class FakeRenderer:
     def __init__(self, output: str) -> None:
         self.output = output
-        self.calls: list[tuple[Path, Path, int]] = []
+        self.calls: list[tuple[str, int]] = []
 
-    def __call__(self, root: Path, directory: Path, max_bytes: int) -> str:
-        self.calls.append((root, directory, max_bytes))
+    def __call__(self, tree: Tree, rel: str, max_bytes: int) -> str:
+        self.calls.append((rel, max_bytes))
         return self.output
 
 
@@ -1137,7 +1136,7 @@ def test_a_kustomization_directory_is_rendered_whole(tmp_path: Path, marker: str
 
     manifests = load(tmp_path, ["."], render_kustomization=render)
 
-    assert render.calls == [(tmp_path, tmp_path / "app", Limits().max_revision_bytes)]
+    assert render.calls == [("app", Limits().max_revision_bytes)]
     assert origins(manifests) == [
         "app/kustomization.yaml:1",
         "app/kustomization.yaml:7",
@@ -1177,7 +1176,7 @@ def test_bi07_the_renderer_gets_what_is_left_of_the_revision_limit(tmp_path: Pat
 
     load(tmp_path, ["."], render_kustomization=render, limits=Limits(max_revision_bytes=1000))
 
-    assert render.calls == [(tmp_path, tmp_path / "b", 1000 - len(cm("a")))]
+    assert render.calls == [("b", 1000 - len(cm("a")))]
 
 
 def test_rendered_output_counts_towards_the_revision_limit(tmp_path: Path) -> None:
@@ -1211,32 +1210,53 @@ def test_the_cache_reparses_only_the_changed_file(tmp_path: Path) -> None:
     assert names(manifests) == ["a", "b2", "c"]
 
 
-def test_blob_ids_key_the_cache_without_reading_the_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+class RecordingDirectory(Directory):
+    """A directory read in place that remembers which files were read, and what it was
+    told to expect."""
+
+    def __init__(self, root: Path, blob_ids: dict[str, str]) -> None:
+        super().__init__(root, blob_ids)
+        self.reads: list[str] = []
+        self.expected: list[str] = []
+
+    def prefetch(self, rels: Iterable[str]) -> None:
+        self.expected = list(rels)
+
+    def read(self, rel: str, limit: int) -> bytes:
+        self.reads.append(rel)
+        return super().read(rel, limit)
+
+
+def test_blob_ids_key_the_cache_without_reading_the_file(tmp_path: Path) -> None:
     write(tmp_path, {"a.yaml": cm("a"), "b.yaml": cm("b")})
     blob_ids = {"a.yaml": "1" * 40, "b.yaml": "2" * 40}
     cache = ParseCache()
     load(tmp_path, ["."], cache=cache, blob_ids=blob_ids)
     # Same size, same blob id, invalid bytes: a cache hit must neither read nor parse them.
     write(tmp_path, {"a.yaml": b"\xff" * len(cm("a"))})
-    reads: list[Path] = []
-    real_read = manifests_module._read
+    tree = RecordingDirectory(tmp_path, blob_ids)
 
-    def spy(path: Path, rel: str, limit: int) -> bytes:
-        reads.append(path)
-        return real_read(path, rel, limit)
-
-    monkeypatch.setattr(manifests_module, "_read", spy)
-
-    manifests = load(tmp_path, ["."], cache=cache, blob_ids=blob_ids)
+    manifests = load(tree, ["."], cache=cache)
 
     assert names(manifests) == ["a", "b"]
     assert cache.parses == 2
-    assert reads == []
-    load(tmp_path, ["."], cache=cache, blob_ids={**blob_ids, "b.yaml": "3" * 40})
+    assert (tree.expected, tree.reads) == ([], [])
+    tree = RecordingDirectory(tmp_path, {**blob_ids, "b.yaml": "3" * 40})
+    load(tree, ["."], cache=cache)
     assert cache.parses == 3
-    assert reads == [tmp_path / "b.yaml"]
+    assert (tree.expected, tree.reads) == (["b.yaml"], ["b.yaml"])
+
+
+def test_files_over_the_revision_limit_are_not_asked_for_ahead(tmp_path: Path) -> None:
+    """A tree may fetch what it is told to expect in one go: never more than the limit."""
+    write(tmp_path, {"a.yaml": cm("a"), "b.yaml": cm("b"), "c.yaml": cm("c")})
+    tree = RecordingDirectory(tmp_path, {})
+    limits = Limits(max_revision_bytes=len(cm("a")) + len(cm("b")))
+
+    error = load_error(tree, limits=limits)
+
+    assert str(error).startswith("c.yaml: the revision's manifests reach")
+    assert tree.expected == tree.reads == ["a.yaml", "b.yaml"]
 
 
 def test_size_limits_apply_to_cache_hits(tmp_path: Path) -> None:
@@ -1305,7 +1325,7 @@ def test_a_file_that_vanishes_while_the_tree_is_read_is_an_error_never_a_skip(
     """Half a tree must never become the desired set: prune would act on the other half."""
     write(tmp_path, {"k/kustomization.yaml": "resources: []\n", "z.yaml": cm("z")})
 
-    def render_and_remove_a_later_file(root: Path, directory: Path, max_bytes: int) -> str:
+    def render_and_remove_a_later_file(tree: Tree, rel: str, max_bytes: int) -> str:
         (tmp_path / "z.yaml").unlink()  # walked after k/, listed before it was removed
         return cm("a")
 

@@ -7,6 +7,7 @@ from prometheus_client import CollectorRegistry
 
 from gitopsd.changes import Action, ChangeSet, Outcome
 from gitopsd.diff import Drift, FieldChange, State
+from gitopsd.errors import ClusterReason
 from gitopsd.metrics import Recorder
 from gitopsd.objects import ObjectKey
 
@@ -81,7 +82,7 @@ def test_outcomes_failures_and_revisions() -> None:
     changes = ChangeSet([Outcome(key, Action.CREATED), Outcome(key, Action.UNCHANGED)])
 
     recorder.changes("app", changes)
-    recorder.apply_failed("app", "apply", "conflict", 2)
+    recorder.apply_failed("app", "apply", ClusterReason.CONFLICT, 2)
     recorder.revision("app", "abc")
     recorder.revision("app", "def")
     recorder.applied("app", commit_time=100.0, now=130.0)

@@ -1,0 +1,40 @@
+"""From a revision's files to validated, identified manifests.
+
+`load` reads a `Tree` (`tree`): a directory in place, or a git revision that gitopsd.source
+reads from its object store. It walks the configured paths in a stable order without ever
+following a symlink (`selection`), admits each file under the revision's byte limit and
+skips reading what the parse cache knows by blob id (`reading`, `cache`), decodes it as
+strict UTF-8 and parses it with a hardened YAML loader (or `json`), which bounds each
+object's size (`parsing`, `yaml_budget`, `yaml_loader`). Every document then becomes a
+`Manifest` once its identity (by Kubernetes' naming rules) and labels are valid; `index`
+keys the manifests by object and rejects duplicates (`identity`).
+
+Hostile input is the normal case here (RELIABILITY 6.1): every limit is checked before the
+work it bounds, and no error message echoes file content beyond key names, so a Secret's
+value can never leak through one.
+
+This package reads files; it never runs a program and never talks to the network.
+Kustomizations are rendered through a function the caller passes in.
+"""
+
+from gitopsd.manifests.cache import ParseCache
+from gitopsd.manifests.identity import index
+from gitopsd.manifests.parsing import parse_documents
+from gitopsd.manifests.reading import Render, load
+from gitopsd.manifests.selection import DEFAULT_INCLUDE, KUSTOMIZATION_FILES, child_path
+from gitopsd.manifests.tree import Directory, Tree
+from gitopsd.manifests.yaml_loader import Documents
+
+__all__ = [
+    "DEFAULT_INCLUDE",
+    "KUSTOMIZATION_FILES",
+    "Directory",
+    "Documents",
+    "ParseCache",
+    "Render",
+    "Tree",
+    "child_path",
+    "index",
+    "load",
+    "parse_documents",
+]

@@ -1,0 +1,120 @@
+"""From documents to identified manifests, and the index that refuses an object twice.
+
+A document becomes a `Manifest` once its identity (by Kubernetes' naming rules) and labels
+are valid: names become URL path segments, so they are checked before any request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from gitopsd.errors import ManifestError, ManifestReason
+from gitopsd.manifests.yaml_loader import Documents
+from gitopsd.names import name_rule, namespace_problem, shown
+from gitopsd.objects import (
+    APPLYSET_ID_LABEL,
+    APPLYSET_PART_OF_LABEL,
+    GroupKind,
+    Manifest,
+    ObjectKey,
+    Origin,
+    group_of,
+)
+
+
+def index(manifests: Iterable[Manifest]) -> dict[ObjectKey, Manifest]:
+    """Manifests by object identity; an object written twice is an error naming both places."""
+    by_key: dict[ObjectKey, Manifest] = {}
+    for manifest in manifests:
+        first = by_key.setdefault(manifest.key, manifest)
+        if first is not manifest:
+            raise ManifestError(
+                f"{manifest.origin}: duplicate object {manifest.key}: "
+                f"{first.origin} and {manifest.origin}",
+                ManifestReason.DUPLICATE_OBJECT,
+            )
+    return by_key
+
+
+def manifests_of(path: str, documents: Documents) -> list[Manifest]:
+    """The manifests of one file's (or one rendered kustomization's) documents."""
+    manifests = []
+    for number, (line, document) in enumerate(documents, start=1):
+        origin = Origin(path, line)
+        for label, body in _expand_list(origin, f"document {number}", document):
+            manifests.append(_manifest(origin, label, body))
+    return manifests
+
+
+def _expand_list(origin: Origin, label: str, document: Any) -> list[tuple[str, Any]]:
+    """`kind: List` (and FooList with items) stands for its items, as kubectl reads it."""
+    body = _mapping(origin, label, document)
+    kind, items = body.get("kind"), body.get("items")
+    if isinstance(kind, str) and kind.endswith("List") and isinstance(items, list):
+        return [(f"{label} item {number}", item) for number, item in enumerate(items, start=1)]
+    return [(label, body)]
+
+
+def _manifest(origin: Origin, label: str, document: Any) -> Manifest:
+    body = _mapping(origin, label, document)
+    api_version = _required(origin, label, body, "apiVersion")
+    kind = _required(origin, label, body, "kind")
+    metadata = _mapping(origin, f"{label}: metadata", body.get("metadata"))
+    name = _required(origin, label, metadata, "name", "metadata.")
+    namespace = metadata.get("namespace", "")
+    if not isinstance(namespace, str):
+        raise _invalid(origin, f"{label}: metadata.namespace must be a string")
+    _check_identity(origin, label, GroupKind(group_of(api_version), kind), name, namespace)
+    _check_labels(origin, label, metadata)
+    if kind == "Secret" and group_of(api_version) == "" and "sops" in body:
+        raise _invalid(
+            origin, f"{label}: Secret {name} is encrypted with SOPS; gitopsd does not decrypt"
+        )
+    key = ObjectKey(group_of(api_version), kind, namespace, name)
+    return Manifest(key=key, api_version=api_version, body=body, origin=origin)
+
+
+def _mapping(origin: Origin, label: str, value: Any) -> dict[Any, Any]:
+    if not isinstance(value, dict):
+        raise _invalid(origin, f"{label} is not a mapping")
+    return value
+
+
+def _required(
+    origin: Origin, label: str, body: dict[Any, Any], field: str, prefix: str = ""
+) -> str:
+    value = body.get(field)
+    if not isinstance(value, str) or not value:
+        raise _invalid(origin, f"{label}: {prefix}{field} must be a non-empty string")
+    return value
+
+
+def _check_identity(
+    origin: Origin, label: str, group_kind: GroupKind, name: str, namespace: str
+) -> None:
+    """Names become URL path segments, so the API server's rules are checked before any
+    request: a name such as `../../kube-system/configmaps/x` must never reach a URL."""
+    problem = name_rule(group_kind).problem(name)
+    if problem:
+        raise _invalid(origin, f"{label}: {group_kind.kind} metadata.name {shown(name)} {problem}")
+    problem = namespace_problem(namespace) if namespace else None
+    if problem:
+        raise _invalid(origin, f"{label}: metadata.namespace {shown(namespace)} {problem}")
+
+
+def _check_labels(origin: Origin, label: str, metadata: dict[Any, Any]) -> None:
+    """Applyset membership is gitopsd's to set (KEP-3659: treat such a manifest as invalid)."""
+    labels = metadata.get("labels", {})
+    if not isinstance(labels, dict):
+        raise _invalid(origin, f"{label}: metadata.labels must be a mapping")
+    for owner_label in (APPLYSET_PART_OF_LABEL, APPLYSET_ID_LABEL):
+        if owner_label in labels:
+            raise ManifestError(
+                f"{origin}: {label}: label {owner_label} is set by gitopsd, not by manifests",
+                ManifestReason.OWNER_LABEL,
+            )
+
+
+def _invalid(origin: Origin, message: str) -> ManifestError:
+    return ManifestError(f"{origin}: {message}", ManifestReason.INVALID)

@@ -1,0 +1,160 @@
+"""Reading a revision's selected files into manifests, within the revision's limits.
+
+Each file is admitted under the revision's byte limit before it is read, so a huge file
+costs its size from the listing and nothing more; documents add up against the revision's
+document limit. A file whose content id the cache knows is neither read nor parsed again,
+yet its bytes and documents still count, so the limits hold over the whole revision.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+from gitopsd.config import Limits, how_to_raise
+from gitopsd.errors import ManifestError, ManifestReason
+from gitopsd.manifests.bounds import check_object_size, documents_error, revision_bytes_error
+from gitopsd.manifests.cache import ParseCache
+from gitopsd.manifests.identity import manifests_of
+from gitopsd.manifests.parsing import decode, parse_documents
+from gitopsd.manifests.selection import DEFAULT_INCLUDE, Globs, Source, child_path, sources
+from gitopsd.manifests.tree import Directory, Tree
+from gitopsd.manifests.yaml_loader import Documents
+from gitopsd.objects import Manifest
+
+Render = Callable[[Tree, str, int], str]
+"""Renders a kustomization: (the revision's tree, the kustomization's directory in it,
+bytes left of the revision limit)."""
+
+_DEFAULT_LIMITS = Limits()
+
+
+def load(
+    root: Path | Tree,
+    paths: Sequence[str],
+    *,
+    include: Sequence[str] = DEFAULT_INCLUDE,
+    exclude: Sequence[str] = (),
+    limits: Limits = _DEFAULT_LIMITS,
+    blob_ids: Mapping[str, str] | None = None,
+    cache: ParseCache | None = None,
+    render_kustomization: Render | None = None,
+) -> list[Manifest]:
+    """Every manifest under `paths` (relative to the root), in a stable order.
+
+    `root` is a directory read in place, where `blob_ids` may map root-relative posix paths
+    to git blob shas, or a tree that knows its own (a git revision's). A file whose blob
+    the cache holds is neither read nor parsed again. Raises ManifestError on the first
+    invalid input, SourceError when the tree cannot be read.
+    """
+    tree = Directory(root, blob_ids) if isinstance(root, Path) else root
+    selected = list(sources(tree, paths, Globs(tuple(include), tuple(exclude))))
+    reader = _Reader(tree, limits, cache or ParseCache(), render_kustomization)
+    tree.prefetch(reader.unparsed(selected))
+    return [manifest for source in selected for manifest in reader.manifests(source)]
+
+
+class _Reader:
+    """Reads sources one after another, keeping the revision's running totals."""
+
+    def __init__(
+        self, tree: Tree, limits: Limits, cache: ParseCache, render: Render | None
+    ) -> None:
+        self.tree, self.limits, self.cache, self.render = tree, limits, cache, render
+        self.total_bytes = 0
+        self.total_documents = 0
+
+    def unparsed(self, selected: Iterable[Source]) -> Iterator[str]:
+        """The files the cache holds no parse of, as far as the byte limit lets them be
+        read (rendered kustomizations only add to the total)."""
+        total = 0
+        for source in selected:
+            if source.kustomization:
+                continue
+            size = self.tree.size(source.rel)
+            total += size
+            if total > self.limits.max_revision_bytes:
+                return
+            if not (self._refused_unread(source.rel, size) or self._parse_cached(source.rel)):
+                yield source.rel
+
+    def manifests(self, source: Source) -> list[Manifest]:
+        if source.kustomization:
+            path = child_path(source.rel, "kustomization.yaml")
+            documents = self._rendered(source.rel, path)
+        else:
+            path, documents = source.rel, self._file(source.rel)
+        self._count(path, documents)
+        return manifests_of(path, documents)
+
+    def _file(self, rel: str) -> Documents:
+        size = self.tree.size(rel)
+        if rel.endswith(".json"):  # one JSON file is one object
+            check_object_size(rel, size, self.limits)
+        allowed = self._admit(rel, size)
+        blob = self.tree.content_id(rel)
+        if blob is not None:
+            cached = self.cache.lookup(self._key(f"blob:{blob}", rel))
+            if cached is not None:
+                return cached  # unchanged since an earlier revision: not even read
+        data = self.tree.read(rel, allowed)
+        if len(data) > allowed:  # grew since its size was taken
+            raise ManifestError(
+                f"{rel}: grew past the per-revision limit while being read "
+                f"({how_to_raise('max_revision_bytes')})",
+                ManifestReason.SIZE_LIMIT,
+            )
+        content = f"blob:{blob}" if blob is not None else _sha256(data)
+        return self._parsed(content, rel, lambda: decode(data, rel))
+
+    def _rendered(self, rel: str, path: str) -> Documents:
+        if self.render is None:
+            raise ManifestError(
+                f"{path}: {rel} has a kustomization.yaml; rendering it needs kubectl on PATH",
+                ManifestReason.INVALID,
+            )
+        text = self.render(self.tree, rel, self.limits.max_revision_bytes - self.total_bytes)
+        data = text.encode()
+        self._admit(path, len(data))
+        return self._parsed(_sha256(data), path, lambda: text)
+
+    def _admit(self, rel: str, size: int) -> int:
+        """The revision's byte limit comes before reading, so a huge file costs its size
+        and nothing more. Returns how large the file may still grow while it is read."""
+        limit = self.limits.max_revision_bytes
+        if self.total_bytes + size > limit:
+            raise revision_bytes_error(rel, self.total_bytes + size, limit)
+        allowed = limit - self.total_bytes
+        self.total_bytes += size
+        return allowed
+
+    def _count(self, path: str, documents: Documents) -> None:
+        """Each file's parse is bounded by the same limit; here the files add up."""
+        limit = self.limits.max_documents
+        before, self.total_documents = self.total_documents, self.total_documents + len(documents)
+        if self.total_documents > limit:
+            line = documents[limit - before][0]  # the first document over the limit
+            raise documents_error(f"{path}:{line}", limit)
+
+    def _refused_unread(self, rel: str, size: int) -> bool:
+        return rel.endswith(".json") and size > self.limits.max_object_bytes
+
+    def _parse_cached(self, rel: str) -> bool:
+        blob = self.tree.content_id(rel)
+        return blob is not None and self._key(f"blob:{blob}", rel) in self.cache
+
+    def _parsed(self, content: str, path: str, text: Callable[[], str]) -> Documents:
+        key = self._key(content, path)
+        cached = self.cache.lookup(key)
+        if cached is not None:
+            return cached
+        return self.cache.store(key, parse_documents(text(), path, self.limits))
+
+    def _key(self, content: str, path: str) -> Hashable:
+        # JSON and YAML parse the same bytes differently, and limits decide what is accepted.
+        return (content, path.endswith(".json"), self.limits)
+
+
+def _sha256(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()

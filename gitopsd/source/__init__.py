@@ -1,0 +1,36 @@
+"""Fetching desired state: the only package that runs git (in `runner`).
+
+A git source is kept as a persistent shallow bare repository under the cache directory,
+one per URL, shared by every source and process that names that URL and guarded by a
+file lock (`repository`). `fetch` resolves the ref to a commit and lists its files
+(`revision`). `tree` reads exactly that commit's files from the object store by blob id,
+only those its reader asks for, and writes out only what kustomize must read, into a
+private snapshot that nobody else writes to and that is removed after use (`tree`,
+`snapshots`; `snapshot` writes out the whole commit). So two sources on one URL (or a
+daemon and a CLI) never read each other's files.
+
+The git host is treated as hostile (RELIABILITY.md rules 8-10): the URL and ref pass an
+allow-list before git runs (`policy`), git gets an environment built from nothing,
+credentials reach it only through GIT_ASKPASS (`credentials`), and every error message is
+scrubbed of URLs' userinfo and of the secret.
+"""
+
+from gitopsd.source.policy import INSECURE_FLAG, URL_USERINFO_ADVICE, check_url, mask_url
+from gitopsd.source.revision import Entry, Revision, fetch, read_directory
+from gitopsd.source.snapshots import STALE_SNAPSHOT_SECONDS
+from gitopsd.source.tree import GitTree, snapshot, tree
+
+__all__ = [
+    "INSECURE_FLAG",
+    "STALE_SNAPSHOT_SECONDS",
+    "URL_USERINFO_ADVICE",
+    "Entry",
+    "GitTree",
+    "Revision",
+    "check_url",
+    "fetch",
+    "mask_url",
+    "read_directory",
+    "snapshot",
+    "tree",
+]

@@ -1,0 +1,171 @@
+"""Running git for one source: the only module that imports git.
+
+Every git child runs with settings given on the command line (so neither the repository
+nor the host chooses them), an environment built from nothing, a bound on every file it
+writes and on its time; its failures become SourceErrors with a closed reason, scrubbed of
+URLs' userinfo and of the secret.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import BinaryIO
+
+import git
+
+from gitopsd.config import SourceSpec, how_to_raise
+from gitopsd.errors import SourceError, SourceReason
+from gitopsd.source.credentials import environment, read_password, secret_forms
+from gitopsd.source.policy import mask_url
+
+# Settings given on every command line, so neither the repository nor the host chooses them.
+_GIT_OPTIONS = (
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "core.fsmonitor=false",
+    "-c", "credential.helper=",
+    "-c", "http.followRedirects=false",  # a redirect could carry credentials to another host
+    "-c", "transfer.fsckObjects=true",  # reject crafted trees (paths like .. or .git)
+    "-c", "submodule.recurse=false",
+    "-c", "fetch.recurseSubmodules=false",
+    "-c", "core.logAllRefUpdates=false",  # reflogs would keep every old commit from gc
+    "-c", "gc.autoDetach=false",  # no gc left running behind our back after a command
+    "-c", "advice.detachedHead=false",
+    "-c", "fetch.unpackLimit=1",  # every fetch is kept as one pack, which --fsize bounds
+)  # fmt: skip
+
+# First match wins: auth and host-key failures also print "could not read from remote".
+_CAUSES: tuple[tuple[SourceReason, re.Pattern[str]], ...] = tuple(
+    (reason, re.compile(pattern, re.IGNORECASE))
+    for reason, pattern in (
+        (SourceReason.TIMEOUT, r"^timeout: the command|timed out"),
+        (SourceReason.NOSPACE, r"no space left on device|disk quota exceeded"),
+        (SourceReason.TOO_LARGE, r"file too large"),  # EFBIG: a write past the limit below
+        (
+            SourceReason.HOSTKEY,
+            r"host key verification failed|remote host identification has changed",
+        ),
+        (
+            SourceReason.AUTH,
+            r"authentication failed|could not read (username|password)|permission denied \("
+            r"|returned error: 40[13]|terminal prompts disabled",
+        ),
+        (SourceReason.REF_MISSING, r"couldn't find remote ref|not our ref|unadvertised object"),
+        (
+            SourceReason.UNREACHABLE,
+            r"could not resolve|connection refused|failed to connect|couldn't connect"
+            r"|unreachable|no route to host|connection reset|repository '.*' not found"
+            r"|does not appear to be a git repository|could not read from remote"
+            r"|remote end hung up|early eof|ssl|certificate|unable to access|returned error",
+        ),
+    )
+)
+
+
+@dataclass(frozen=True)
+class Runner:
+    """Runs git for one source: its cache repository, a scrubbed environment, bounded time."""
+
+    spec: SourceSpec
+    repo: Path
+    env: Mapping[str, str]
+    secrets: tuple[str, ...]
+
+    def run(self, *args: str) -> str:
+        return self.run_bytes(*args).decode(errors="replace").strip()
+
+    def run_bytes(self, *args: str, stdin: BinaryIO | None = None) -> bytes:
+        # prlimit bounds every file git writes: a server that streams without end is cut off.
+        limit = f"--fsize={self.spec.limits.max_fetch_bytes}"
+        command = ["env", *_unset_inherited(self.env), "prlimit", limit, "git", *_GIT_OPTIONS]
+        command += [f"--git-dir={self.repo}", *args]
+        status, out, err = git.Git(self.repo.parent).execute(
+            command,
+            istream=stdin,
+            env=self.env,
+            kill_after_timeout=self.spec.timeout_seconds,
+            with_extended_output=True,
+            with_exceptions=False,
+            stdout_as_string=False,
+        )
+        if status != 0:
+            reason, cause = _classify(err)
+            raise self.error(cause, reason)
+        return out if isinstance(out, bytes) else out.encode()
+
+    def fetch(self, refspec: str, depth: str = "--depth=1") -> None:
+        options = ("--quiet", "--no-tags", "--no-recurse-submodules", "--no-write-fetch-head")
+        try:
+            self.run("fetch", *options, depth, "--", self.spec.url, refspec)
+        except SourceError as error:
+            if error.reason == SourceReason.CORRUPT and self._pack_reached_limit():
+                raise self.error("", SourceReason.TOO_LARGE) from None
+            raise
+
+    def _pack_reached_limit(self) -> bool:
+        """index-pack killed at the file-size limit leaves only "invalid index-pack output"
+        behind, and its partial pack, which shows why (and is removed: it is garbage)."""
+        partial = list((self.repo / "objects" / "pack").glob("tmp_pack_*"))
+        reached = any(p.stat().st_size >= self.spec.limits.max_fetch_bytes for p in partial)
+        for path in partial:
+            path.unlink(missing_ok=True)
+        return reached
+
+    def with_index(self, index: Path) -> Runner:
+        """The same runner with its own index file, so no two commands share one."""
+        return replace(self, env={**self.env, "GIT_INDEX_FILE": str(index)})
+
+    def resolve(self, name: str) -> str:
+        """The full sha of the commit `name` points at."""
+        return self.run("rev-parse", "--verify", "--end-of-options", f"{name}^{{commit}}")
+
+    def missing(self) -> SourceError:
+        return self.error(
+            f"no branch, tag or commit {self.spec.ref!r} on the remote", SourceReason.REF_MISSING
+        )
+
+    def error(self, cause: str, reason: SourceReason) -> SourceError:
+        if reason == SourceReason.TIMEOUT:
+            cause = f"no answer within {self.spec.timeout_seconds:g} s"
+        if reason == SourceReason.TOO_LARGE:
+            limit = self.spec.limits.max_fetch_bytes
+            cause = f"git received more than {limit} bytes ({how_to_raise('max_fetch_bytes')})"
+        message = f"git source {self.spec.url} at ref {self.spec.ref!r} failed ({reason}): {cause}"
+        return SourceError(self.scrub(message), reason)
+
+    def scrub(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return mask_url(text)
+
+
+def open_runner(spec: SourceSpec, cache_dir: Path) -> Runner:
+    """The runner for `spec`'s repository in the cache: one bare repository per URL."""
+    cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    password = read_password(spec.credentials)
+    env = environment(spec, cache_dir, password)
+    key = hashlib.sha256(spec.url.encode()).hexdigest()[:16]
+    secrets = secret_forms(spec.credentials.username, password) if password else ()
+    return Runner(spec=spec, repo=cache_dir / f"{key}.git", env=env, secrets=secrets)
+
+
+def _unset_inherited(env: Mapping[str, str]) -> list[str]:
+    """`env -u` arguments dropping every inherited variable: gitpython starts each child
+    from a copy of os.environ, and `env -u` leaves exactly `env` (names, never values, on
+    the command line)."""
+    return [arg for name in sorted(os.environ) if name not in env for arg in ("-u", name)]
+
+
+def _classify(stderr: str) -> tuple[SourceReason, str]:
+    """A closed reason for metrics and the line of git's stderr that shows it; anything
+    unrecognised is blamed on the cache."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for reason, pattern in _CAUSES:
+        if found := next((line for line in lines if pattern.search(line)), None):
+            return reason, found[:300]
+    complaints = [line for line in lines if line.startswith(("fatal:", "error:"))]
+    return SourceReason.CORRUPT, (complaints or lines or ["git failed without a message"])[-1][:300]
