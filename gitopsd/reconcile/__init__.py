@@ -116,10 +116,10 @@ def reconcile_once(
     if step == Step.HEAL and not plan.sent():
         return result
     hooks.on_plan(len(plan.actions))
+    seeded = _seeding(hooks, state.memo)
     result.report = make_changes(
-        cluster, source.settings, applyset, desired.targets, plan, result.live,
-        desired.revision.sha, _seeding(hooks, state.memo), reader.written,
-    )  # fmt: skip
+        cluster, source.settings, applyset, desired, plan, result.live, seeded, reader.written
+    )
     if step == Step.SYNC:
         state.applied_revision = desired.revision.sha
     return result

@@ -18,6 +18,7 @@ from gitopsd.config import SyncSettings
 from gitopsd.errors import ApplyError, ClusterReason
 from gitopsd.objects import Body, GroupKind, ObjectKey
 from gitopsd.plan import Plan, PruneDecision, Refusal
+from gitopsd.reconcile.desired import Desired
 from gitopsd.reconcile.live import CONFIG_MAPS, Live
 
 
@@ -36,10 +37,9 @@ def make_changes(
     cluster: Cluster,
     settings: SyncSettings,
     applyset: inventory.ApplySet,
-    targets: Mapping[ObjectKey, Target],
+    desired: Desired,
     plan: Plan,
     live: Live,
-    revision: str,
     hooks: Hooks,
     parent_written: Callable[[], None],
 ) -> SyncReport:
@@ -47,7 +47,8 @@ def make_changes(
     `parent_written` hears of each write of the parent."""
     _refuse_foreign_parent(applyset, live, settings)
     _refuse_unowned(applyset, live, plan, settings)
-    report = SyncReport(revision)
+    targets = desired.targets
+    report = SyncReport(desired.revision.sha)
     applier = Applier(
         cluster,
         settings,
