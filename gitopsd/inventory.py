@@ -21,6 +21,7 @@ import json
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from gitopsd.objects import (
     APPLYSET_GROUP_KINDS_ANNOTATION,
@@ -61,9 +62,10 @@ class ApplySet:
     def of_source(cls, source_name: str, namespace: str) -> ApplySet:
         return cls(PARENT_PREFIX + source_name, namespace)
 
-    @property
+    @cached_property
     def id(self) -> str:
-        """base64url(sha256(name.namespace.kind.group)), as KEP-3659 prescribes against spoofing."""
+        """base64url(sha256(name.namespace.kind.group)), as KEP-3659 prescribes against spoofing;
+        computed once (every member and every live object is checked against it)."""
         digest = hashlib.sha256(f"{self.name}.{self.namespace}.ConfigMap.".encode()).digest()
         return f"applyset-{base64.urlsafe_b64encode(digest).decode().rstrip('=')}-v1"
 
