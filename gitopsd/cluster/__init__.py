@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitopsd.cluster.api import Api, ApiError, Counters
-from gitopsd.cluster.connect import api_client
+from gitopsd.cluster.connect import POOL_CONNECTIONS, api_client
 from gitopsd.cluster.discovery import Discovery, Resource
 from gitopsd.errors import ClusterError
 from gitopsd.objects import FIELD_MANAGER, Body
@@ -35,9 +35,14 @@ class Cluster:
 
     @classmethod
     def connect(
-        cls, kubeconfig: str | None = None, context: str | None = None, allow_exec: bool = False
+        cls,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        allow_exec: bool = False,
+        connections: int = POOL_CONNECTIONS,
     ) -> Cluster:
-        api = Api(api_client(kubeconfig, context, allow_exec))
+        """A cluster client that keeps `connections` open: at least the requests in flight."""
+        api = Api(api_client(kubeconfig, context, allow_exec, connections))
         return cls(api, Discovery(api))
 
     def get(self, resource: Resource, namespace: str, name: str) -> Body | None:

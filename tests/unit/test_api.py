@@ -81,6 +81,21 @@ def test_fa09_a_throttled_request_is_retried_until_it_succeeds() -> None:
     assert len(transport.sent) == 3
 
 
+def test_fa09_retry_after_is_waited_out_up_to_a_bound_and_otherwise_backed_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    waits: list[float] = []
+    monkeypatch.setattr("gitopsd.cluster.api.time.sleep", waits.append)
+    later = [Answer(429, b"{}", {"Retry-After": seconds}) for seconds in ("3", "3600")]
+    transport = Transport([*later, Answer(503), Answer(200)])
+
+    Api(transport).request("PATCH", "/api/v1/namespaces/n/configmaps/a")
+
+    assert waits[:2] == [3.0, 30.0]  # as the server asks, but never half an hour
+    assert 0.4 <= waits[2] <= 0.8  # no Retry-After: a short backoff with jitter
+    assert len(transport.sent) == 4
+
+
 def test_fa23_the_fence_is_checked_before_every_attempt_not_only_the_first() -> None:
     transport = Transport([throttled(), throttled(), Answer(200)])
     leading = [True]
