@@ -21,7 +21,8 @@ __all__ = ["ApiError", "Cluster", "Counters", "Resource"]
 
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML, so the body is sent as JSON
 JSON_PATCH = "application/json-patch+json"
-PAGE_SIZE = "500"
+LIST_RESTARTS = 3
+"""How often a list whose snapshot expired while it was read starts over before failing."""
 EVENTS = Resource("", "v1", "Event", "events", namespaced=True)
 
 
@@ -32,6 +33,8 @@ class Cluster:
     may_write: Callable[[], bool] = lambda: True
     """Fencing, checked before every attempt of every write (retries included): a daemon
     that lost its lease or is shutting down writes nothing."""
+    page_size: int = 500
+    """Objects per LIST request: a list of 10,000 objects never arrives as one answer."""
 
     @classmethod
     def connect(
@@ -64,20 +67,31 @@ class Cluster:
     def list_with_version(
         self, resource: Resource, namespace: str = "", selector: str = ""
     ) -> tuple[list[Body], str]:
-        """The objects and the list's resourceVersion, from which a watch can continue."""
+        """The objects and the list's resourceVersion, from which a watch can continue. A
+        list read slower than the server keeps its snapshot (410 Gone on a continue token)
+        starts over: pages of two snapshots never mix."""
         items: list[Body] = []
-        continue_token = ""
+        continue_token, restarts = "", 0
         while True:
-            query = [("limit", PAGE_SIZE), ("labelSelector", selector)]
-            query += [("continue", continue_token)] if continue_token else []
-            page = self.api.request("GET", resource.path(namespace), query)
-            kind = resource.kind
+            try:
+                page = self._page(resource, namespace, selector, continue_token)
+            except ApiError as error:
+                if error.status != 410 or not continue_token or restarts == LIST_RESTARTS:
+                    raise
+                items, continue_token, restarts = [], "", restarts + 1
+                continue
             for item in page.get("items") or []:  # list items lack apiVersion and kind
-                items.append({"apiVersion": resource.api_version, "kind": kind, **item})
+                items.append({"apiVersion": resource.api_version, "kind": resource.kind, **item})
             metadata = page.get("metadata") or {}
             continue_token = metadata.get("continue") or ""
             if not continue_token:
                 return items, str(metadata.get("resourceVersion", ""))
+
+    def _page(self, resource: Resource, namespace: str, selector: str, continue_token: str) -> Body:
+        query = [("limit", str(self.page_size)), ("labelSelector", selector)]
+        query += [("continue", continue_token)] if continue_token else []
+        page: Body = self.api.request("GET", resource.path(namespace), query)
+        return page
 
     def apply(self, resource: Resource, body: Body, *, dry_run: bool, force: bool) -> Body:
         """Server-side apply as field manager `gitopsd`, with strict field validation."""
