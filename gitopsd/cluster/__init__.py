@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gitopsd.cluster.api import Api, ApiError, Counters
-from gitopsd.cluster.connect import api_client
+from gitopsd.cluster.connect import POOL_CONNECTIONS, api_client
 from gitopsd.cluster.discovery import Discovery
+from gitopsd.cluster.projection import Projection
 from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.objects import FIELD_MANAGER, Body, Resource
 
@@ -21,7 +22,8 @@ __all__ = ["ApiError", "Cluster", "Counters", "Resource"]
 
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML, so the body is sent as JSON
 JSON_PATCH = "application/json-patch+json"
-PAGE_SIZE = "500"
+LIST_RESTARTS = 3
+"""How often a list whose snapshot expired while it was read starts over before failing."""
 EVENTS = Resource("", "v1", "Event", "events", namespaced=True)
 
 
@@ -32,50 +34,79 @@ class Cluster:
     may_write: Callable[[], bool] = lambda: True
     """Fencing, checked before every attempt of every write (retries included): a daemon
     that lost its lease or is shutting down writes nothing."""
+    page_size: int = 500
+    """Objects per LIST request: a list of 10,000 objects never arrives as one answer."""
+    projection: Projection = field(default_factory=Projection)
+    """Projects what lists for reading and the watch cache keep, sharing what objects have
+    in common."""
 
     @classmethod
     def connect(
-        cls, kubeconfig: str | None = None, context: str | None = None, allow_exec: bool = False
+        cls,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        allow_exec: bool = False,
+        connections: int = POOL_CONNECTIONS,
     ) -> Cluster:
-        api = Api(api_client(kubeconfig, context, allow_exec))
+        """A cluster client that keeps `connections` open: at least the requests in flight."""
+        api = Api(api_client(kubeconfig, context, allow_exec, connections))
         return cls(api, Discovery(api))
 
-    def get(self, resource: Resource, namespace: str, name: str) -> Body | None:
-        """The live object, or None when it does not exist."""
+    def get(
+        self, resource: Resource, namespace: str, name: str, projected: bool = False
+    ) -> Body | None:
+        """The live object, or None when it does not exist; `projected`: without what drift
+        ignores (see `projection`)."""
         try:
             found: Body = self.api.request("GET", resource.path(namespace, name))
         except ApiError as error:
             if error.status == 404:
                 return None
             raise
-        return found
+        return self.projection.of(found) if projected else found
 
     def list_objects(
-        self, resource: Resource, namespace: str = "", selector: str = ""
+        self, resource: Resource, namespace: str = "", selector: str = "", projected: bool = False
     ) -> list[Body]:
-        """Every object of a resource (in one namespace, or all), page by page."""
-        return self.list_with_version(resource, namespace, selector)[0]
+        """Every object of a resource (in one namespace, or all), page by page; `projected`:
+        without what drift ignores (see `projection`)."""
+        return self.list_with_version(resource, namespace, selector, projected)[0]
 
     def list_with_version(
-        self, resource: Resource, namespace: str = "", selector: str = ""
+        self, resource: Resource, namespace: str = "", selector: str = "", projected: bool = False
     ) -> tuple[list[Body], str]:
-        """The objects and the list's resourceVersion, from which a watch can continue."""
+        """The objects and the list's resourceVersion, from which a watch can continue. A
+        list read slower than the server keeps its snapshot (410 Gone on a continue token)
+        starts over: pages of two snapshots never mix."""
         items: list[Body] = []
-        continue_token = ""
+        continue_token, restarts = "", 0
         while True:
-            query = [("limit", PAGE_SIZE), ("labelSelector", selector)]
-            query += [("continue", continue_token)] if continue_token else []
-            page = self.api.request("GET", resource.path(namespace), query)
-            kind = resource.kind
+            try:
+                page = self._page(resource, namespace, selector, continue_token)
+            except ApiError as error:
+                if error.status != 410 or not continue_token or restarts == LIST_RESTARTS:
+                    raise
+                items, continue_token, restarts = [], "", restarts + 1
+                continue
             for item in page.get("items") or []:  # list items lack apiVersion and kind
-                items.append({"apiVersion": resource.api_version, "kind": kind, **item})
+                body = {"apiVersion": resource.api_version, "kind": resource.kind, **item}
+                items.append(self.projection.of(body) if projected else body)
             metadata = page.get("metadata") or {}
             continue_token = metadata.get("continue") or ""
             if not continue_token:
                 return items, str(metadata.get("resourceVersion", ""))
 
-    def apply(self, resource: Resource, body: Body, *, dry_run: bool, force: bool) -> Body:
-        """Server-side apply as field manager `gitopsd`, with strict field validation."""
+    def _page(self, resource: Resource, namespace: str, selector: str, continue_token: str) -> Body:
+        query = [("limit", str(self.page_size)), ("labelSelector", selector)]
+        query += [("continue", continue_token)] if continue_token else []
+        page: Body = self.api.request("GET", resource.path(namespace), query)
+        return page
+
+    def apply(
+        self, resource: Resource, body: Body, *, dry_run: bool, force: bool, projected: bool = False
+    ) -> Body:
+        """Server-side apply as field manager `gitopsd`, with strict field validation; the
+        object as stored (or as it would be), `projected` for comparing with live objects."""
         metadata = body["metadata"]
         query = [
             ("fieldManager", FIELD_MANAGER),
@@ -88,7 +119,7 @@ class Cluster:
         applied: Body = self.api.request(
             "PATCH", path, query, body, content_type=APPLY_PATCH, fence=fence
         )
-        return applied
+        return self.projection.of(applied) if projected else applied
 
     def patch(self, resource: Resource, namespace: str, name: str, operations: list[Any]) -> Body:
         """A JSON patch (RFC 6902); callers include a `test` of resourceVersion to be safe."""

@@ -5,7 +5,8 @@ thread never dies: after any failure (a cut or refused connection, an empty stre
 it reports unsynced and backs off with jitter, then watches again from the last version
 it saw; only 410 Gone (history compacted past that version) makes it list again. It keeps
 the objects a source cares about: those labelled as its own (for prune) and those git
-declares (to see them before they are ours, and conflicts). A change that touches more
+declares (to see them before they are ours, and conflicts), each as its projection (what
+drift, attribution and ownership read; see `projection`). A change that touches more
 than status reaches `on_change`, so drift is re-evaluated within about a second of an
 edit; a no-op reconcile reads only memory.
 """
@@ -92,7 +93,9 @@ class Informer:
         return self.stopping.is_set() or self.retired.is_set()
 
     def _relist(self) -> str:
-        items, version = self.cluster.list_with_version(self.resource, self.namespace)
+        items, version = self.cluster.list_with_version(
+            self.resource, self.namespace, projected=True
+        )
         listed = {key_of(item): item for item in items}
         fresh = {key: item for key, item in listed.items() if self.keep(key, item)}
         with self.lock:
@@ -123,7 +126,7 @@ class Informer:
             body = {"apiVersion": self.resource.api_version, "kind": self.resource.kind, **body}
             key = key_of(body)
             kept = kind != "DELETED" and self.keep(key, body)
-            self._record(key, body if kept else None)
+            self._record(key, self.cluster.projection.of(body) if kept else None)
         return delivered
 
     def _record(self, key: ObjectKey, body: Body | None) -> None:

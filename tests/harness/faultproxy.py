@@ -61,13 +61,16 @@ def throttled(retry_after_seconds: int) -> Answer:
 
 @dataclass
 class Fault:
-    """For requests `when` matches: wait `delay_seconds`, then cut the connection, give
-    `answer`, or (with neither) pass the request on. `times` bounds how often it fires."""
+    """For requests `when` matches: wait `delay_seconds` (and at `hold`, until as many
+    requests as it has parties are there: proof that they were in flight at once), then
+    cut the connection, give `answer`, or (with neither) pass the request on. `times`
+    bounds how often it fires."""
 
     when: Callable[[Request], bool]
     answer: Answer | None = None
     cut: bool = False
     delay_seconds: float = 0.0
+    hold: threading.Barrier | None = None
     times: int | None = None
     fired: int = 0
 
@@ -77,6 +80,8 @@ class FaultProxy:
     plane: ControlPlane
     faults: list[Fault] = field(default_factory=list)
     stopped: threading.Event = field(default_factory=threading.Event)
+    accepted: int = 0
+    """Connections clients opened to the proxy so far."""
     _open: set[Any] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
@@ -133,6 +138,10 @@ class FaultProxy:
         with self._lock:
             (self._open.add if is_open else self._open.discard)(sock)
 
+    def count_accepted(self) -> None:
+        with self._lock:
+            self.accepted += 1
+
 
 class _TlsServer(ThreadingHTTPServer):
     daemon_threads = True
@@ -160,6 +169,7 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         self.connection = self.request
         self.request.do_handshake()
+        self.server.proxy.count_accepted()
         self.server.proxy.track(self.request, True)
         super().setup()
 
@@ -184,6 +194,8 @@ class _Handler(BaseHTTPRequestHandler):
         fault = proxy.fault_for(request)
         if fault and fault.delay_seconds:
             proxy.stopped.wait(fault.delay_seconds)
+        if fault and fault.hold:
+            fault.hold.wait()  # a broken barrier cuts the connection: the client sees it
         if (fault and fault.cut) or proxy.stopped.is_set():
             self._hang_up()
         elif fault and fault.answer:

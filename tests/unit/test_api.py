@@ -4,6 +4,8 @@ pool; the same faults through a real proxy are in tests/integration/test_faults.
 
 from __future__ import annotations
 
+import gc
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,7 +13,7 @@ from typing import Any
 import pytest
 import urllib3
 
-from gitopsd.cluster.api import Api, ApiError
+from gitopsd.cluster.api import LARGE_ANSWER_BYTES, Api, ApiError, CollectorPause
 from gitopsd.errors import ClusterError, ClusterReason
 
 CUT = urllib3.exceptions.ProtocolError("Connection broken: IncompleteRead(12 bytes read)")
@@ -79,6 +81,21 @@ def test_fa09_a_throttled_request_is_retried_until_it_succeeds() -> None:
 
     assert Api(transport).request("GET", "/api/v1/namespaces") == {"ok": True}
     assert len(transport.sent) == 3
+
+
+def test_fa09_retry_after_is_waited_out_up_to_a_bound_and_otherwise_backed_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    waits: list[float] = []
+    monkeypatch.setattr("gitopsd.cluster.api.time.sleep", waits.append)
+    later = [Answer(429, b"{}", {"Retry-After": seconds}) for seconds in ("3", "3600")]
+    transport = Transport([*later, Answer(503), Answer(200)])
+
+    Api(transport).request("PATCH", "/api/v1/namespaces/n/configmaps/a")
+
+    assert waits[:2] == [3.0, 30.0]  # as the server asks, but never half an hour
+    assert 0.4 <= waits[2] <= 0.8  # no Retry-After: a short backoff with jitter
+    assert len(transport.sent) == 4
 
 
 def test_fa23_the_fence_is_checked_before_every_attempt_not_only_the_first() -> None:
@@ -159,3 +176,40 @@ def test_a_watch_that_cannot_open_fails_when_opened_not_when_read() -> None:
     with pytest.raises(ClusterError):
         api.stream("/api/v1/configmaps", [("watch", "true")])
     assert not api.reachable
+
+
+def test_a_large_answer_is_decoded_with_the_collector_paused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    collecting: list[bool] = []
+    decode = json.loads
+
+    def loads(data: bytes) -> object:
+        collecting.append(gc.isenabled())
+        return decode(data)
+
+    monkeypatch.setattr("gitopsd.cluster.api.json.loads", loads)
+    items = [{"metadata": {"name": f"o{number}"}} for number in range(LARGE_ANSWER_BYTES // 20)]
+    page = json.dumps({"items": items}).encode()
+    api = Api(Transport([Answer(200, b'{"items": []}'), Answer(200, page)]))
+
+    assert api.request("GET", "/api/v1/configmaps?limit=1") == {"items": []}
+    assert api.request("GET", "/api/v1/configmaps")["items"] == items
+    assert collecting == [True, False] and gc.isenabled()
+
+
+def test_the_collector_resumes_when_the_last_decode_ends_and_only_if_it_ran_before() -> None:
+    pause = CollectorPause()
+    with pause:
+        with pause:  # another thread's decode
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+    gc.disable()
+    try:
+        with pause:
+            pass
+        assert not gc.isenabled()  # whoever turned it off turns it on again
+    finally:
+        gc.enable()

@@ -11,6 +11,7 @@ from typing import Any, cast
 
 from gitopsd.cluster import ApiError, Cluster, Resource
 from gitopsd.cluster.cache import Informer, LiveCache, content
+from gitopsd.cluster.projection import Projection
 from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.objects import APPLYSET_PART_OF_LABEL, Body, ObjectKey
 from tests.harness.waiting import wait_for
@@ -146,11 +147,17 @@ class ScriptedCluster:
 
     script: list[Step]
     stopping: threading.Event
+    projection: Projection = field(default_factory=Projection)
     lists: int = 0
+    projected: list[bool] = field(default_factory=list)
+    """Whether each list asked for projections."""
     watched_from: list[str] = field(default_factory=list)
 
-    def list_with_version(self, resource: Resource, namespace: str) -> tuple[list[Body], str]:
+    def list_with_version(
+        self, resource: Resource, namespace: str, projected: bool
+    ) -> tuple[list[Body], str]:
         self.lists += 1
+        self.projected.append(projected)
         return [], "10"
 
     def watch(self, resource: Resource, namespace: str, version: str) -> Iterator[Body]:
@@ -218,5 +225,19 @@ def test_410_gone_lists_again_and_an_unexpected_error_does_not_end_the_thread() 
         wait_for(lambda: len(cluster.watched_from) == 4, "the informer to watch a fourth time")
         assert cluster.lists == 2  # only 410 Gone lists again
         assert fed.synced.is_set()
+    finally:
+        fed.stopping.set()
+
+
+def test_the_informer_keeps_projections_of_what_it_lists_and_watches() -> None:
+    managed = [{"manager": "gitopsd", "operation": "Apply", "fieldsV1": {"f:spec": {}}}]
+    watched = deployment("11", ready=1)
+    watched["metadata"]["managedFields"] = managed
+    fed, cluster = run_informer([[{"type": "ADDED", "object": watched}]])
+    try:
+        wait_for(lambda: WEB in fed.store, "the watched object in the store")
+        assert cluster.projected == [True]
+        assert "status" not in fed.store[WEB] and "status" in watched
+        assert fed.store[WEB]["metadata"]["managedFields"] == managed
     finally:
         fed.stopping.set()

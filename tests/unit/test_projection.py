@@ -1,0 +1,85 @@
+"""The projection the watch cache keeps: it drops only what drift normalizes away, and
+shares equal managedFields tries between objects. On objects from the real API server:
+tests/integration/test_cluster_reads.py."""
+
+from __future__ import annotations
+
+import copy
+
+from gitopsd import diff
+from gitopsd.cluster.projection import DROPPED_METADATA, LAST_APPLIED, SHARED_TRIES, Projection
+from gitopsd.objects import Body
+
+
+def config_map(name: str, labels: dict[str, str], annotations: dict[str, str]) -> Body:
+    fields = {"f:data": {"f:k": {}}, "f:metadata": {"f:labels": {f"f:{k}": {} for k in labels}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": "n",
+            "uid": f"uid-{name}",
+            "resourceVersion": "7",
+            "generation": 1,
+            "creationTimestamp": "2026-11-23T10:00:00Z",
+            "labels": labels,
+            "annotations": annotations,
+            "managedFields": [
+                {
+                    "manager": "gitopsd",
+                    "operation": "Apply",
+                    "apiVersion": "v1",
+                    "time": "2026-11-23T10:00:00Z",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": fields,
+                }
+            ],
+        },
+        "data": {"k": name},
+        "status": {"phase": "Ready"},
+    }
+
+
+def trie(body: Body) -> Body:
+    fields: Body = body["metadata"]["managedFields"][0]["fieldsV1"]
+    return fields
+
+
+def test_it_drops_only_what_drift_normalizes_away() -> None:
+    assert set(DROPPED_METADATA) <= set(diff.SERVER_METADATA)
+    assert LAST_APPLIED == diff.LAST_APPLIED
+    for annotated in ({}, {LAST_APPLIED: "{}"}, {LAST_APPLIED: "{}", "team": "ops"}):
+        body = config_map("a", {"app": "a"}, annotated)
+
+        projected = Projection().of(body)
+
+        assert diff.normalize(projected) == diff.normalize(body)
+        assert "status" not in projected and "generation" not in projected["metadata"]
+        assert LAST_APPLIED not in projected["metadata"].get("annotations", {})
+        kept = ("uid", "resourceVersion", "managedFields", "labels")
+        assert all(projected["metadata"][name] == body["metadata"][name] for name in kept)
+
+
+def test_equal_tries_are_shared_and_the_objects_read_are_left_as_they_were() -> None:
+    projection = Projection()
+    first, second = config_map("a", {"app": "x"}, {}), config_map("b", {"app": "y"}, {})
+    other = config_map("c", {"tier": "web"}, {})
+    untouched = copy.deepcopy(first)
+
+    a, b, c = projection.of(first), projection.of(second), projection.of(other)
+
+    assert trie(a) is trie(b) and trie(c) is not trie(a)
+    assert trie(c) == trie(other) and a["data"] == {"k": "a"} and b["data"] == {"k": "b"}
+    assert first == untouched
+
+
+def test_the_memory_of_tries_is_bounded_and_sharing_goes_on_past_the_bound() -> None:
+    projection = Projection()
+    labels: dict[str, str] = {}
+    for number in range(SHARED_TRIES + 10):
+        labels = {f"label-{number}": "v"}
+        last = projection.of(config_map("a", labels, {}))
+
+    assert len(projection.tries) <= SHARED_TRIES
+    assert trie(projection.of(config_map("b", labels, {}))) is trie(last)
