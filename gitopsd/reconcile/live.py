@@ -57,7 +57,8 @@ class Reader(Protocol):
 @dataclass
 class ListReader:
     """Reads the cluster afresh: the CLI's reader. Each kind and namespace is listed once
-    (owned objects by label where git puts nothing); a lone desired object is got."""
+    (owned objects by label where git puts nothing); a lone desired object is got. Objects
+    are kept as projections (cluster.projection): what drift and ownership read."""
 
     cluster: Cluster
     concurrency: int = 16
@@ -92,12 +93,13 @@ class ListReader:
         """The owned and desired objects of one kind in one namespace: one unlabelled LIST
         where git wants several, else the labelled LIST and a GET for the lone one."""
         desired = wanted.get((GroupKind(resource.group, resource.kind), namespace), [])
+        cluster = self.cluster
         if len(desired) > 1:
-            return self.cluster.list_objects(resource, namespace)
-        owned = self.cluster.list_objects(resource, namespace, applyset.selector)
+            return cluster.list_objects(resource, namespace, projected=True)
+        owned = cluster.list_objects(resource, namespace, applyset.selector, projected=True)
         keys = {key_of(body) for body in owned}
         lone = [t for t in desired if t.key not in keys and t.resource is not None]
-        gotten = [self.cluster.get(t.served, t.key.namespace, t.key.name) for t in lone]
+        gotten = [cluster.get(t.served, t.key.namespace, t.key.name, projected=True) for t in lone]
         return owned + [body for body in gotten if body is not None]
 
 
