@@ -71,6 +71,9 @@ def make_changes(
 
 @dataclass(frozen=True)
 class Pruning:
+    """A sync's last step: deletes what the plan's decision allows, then records what is
+    gone (each write of the parent reported to `parent_written`)."""
+
     cluster: Cluster
     settings: SyncSettings
     applyset: inventory.ApplySet
