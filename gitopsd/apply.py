@@ -72,7 +72,7 @@ class Applier:
             self._skip_unserved(stage, stage_targets)
             return
         ready_now = [t for t in stage_targets if t is not None]
-        self.dry_run(t for t in ready_now if t.key in deferred)
+        self.dry_run((t for t in ready_now if t.key in deferred), kept=())
         changed = [t for t in ready_now if plan.actions[t.key] != Action.UNCHANGED]
         failure = None
         results: dict[ObjectKey, Body] = {}

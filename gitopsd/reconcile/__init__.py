@@ -79,8 +79,6 @@ class State:
 @dataclass
 class Result:
     desired: Desired
-    new_revision: bool
-    """The revision was read in this reconcile (not the one held from before)."""
     live: Live
     drifts: list[diff.Drift] = field(default_factory=list)
     step: Step = Step.NONE
@@ -99,9 +97,9 @@ def reconcile_once(
     """One pass of the story. `recheck` measures the revision held again (after watch
     events): it heals, never syncs. Raises KnownInvalid for a revision that failed before."""
     hooks = hooks or Hooks()
-    desired, new = get_desired(source, cluster, state, hooks, refetch=not recheck)
+    desired = get_desired(source, cluster, state, hooks, refetch=not recheck)
     applyset = applyset_of(source.settings)
-    result = Result(desired, new, reader.read(applyset, desired.targets))
+    result = Result(desired, reader.read(applyset, desired.targets))
     if mode == Mode.READ:
         return result
     step = _step(source, state, mode, desired, recheck)
@@ -127,11 +125,11 @@ def reconcile_once(
 
 def get_desired(
     source: Source, cluster: Cluster, state: State, hooks: Hooks, refetch: bool = True
-) -> tuple[Desired, bool]:
-    """The revision to reconcile, and whether it was read now: only a new revision is read
-    and resolved again."""
+) -> Desired:
+    """The revision to reconcile: only a new revision is read and resolved again (and
+    reported to `hooks.on_revision`)."""
     if not refetch and state.desired is not None:
-        return state.desired, False
+        return state.desired
     started = time.monotonic()
     try:
         revision = fetch(source.spec, source.cache_dir)
@@ -139,7 +137,7 @@ def get_desired(
         hooks.on_fetched(time.monotonic() - started)
     held = state.desired
     if held and revision.sha and revision.sha == held.revision.sha:
-        return held, False
+        return held
     if revision.sha and revision.sha == state.failed_revision:
         raise KnownInvalid(revision.sha)
     try:
@@ -152,7 +150,7 @@ def get_desired(
         raise
     state.desired = Desired(revision, targets)
     hooks.on_revision(revision.sha)
-    return state.desired, True
+    return state.desired
 
 
 def _step(source: Source, state: State, mode: Mode, desired: Desired, recheck: bool) -> Step:
@@ -160,8 +158,7 @@ def _step(source: Source, state: State, mode: Mode, desired: Desired, recheck: b
     recheck never syncs: that is the poll's work."""
     if mode != Mode.ENFORCE:
         return Step.NONE
-    applied = state.applied_revision is not None
-    applied = applied and desired.revision.sha == state.applied_revision
+    applied = state.applied_revision is not None and desired.revision.sha == state.applied_revision
     if not applied:
         return Step.NONE if recheck else Step.SYNC
     return Step.HEAL if source.self_heal else Step.NONE

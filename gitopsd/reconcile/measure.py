@@ -86,10 +86,7 @@ def measure(
     of them pass), then names what differs."""
     present = {k: b for k, b in live.desired.items() if b is not None and targets[k].resource}
     stale = [targets[key] for key, body in present.items() if not memo.fresh(targets[key], body)]
-    absent = [
-        t for k, t in targets.items() if live.desired[k] is None and ready(t, targets, live.desired)
-    ]
-    checked = stale + (absent if validate_missing else [])
+    checked = stale + (_ready_absent(targets, live) if validate_missing else [])
     applier = Applier(cluster, settings, live.desired)
     expected = applier.dry_run(checked, kept={t.key for t in stale})
     for target in stale:
@@ -108,3 +105,9 @@ def measure(
     ]
     differing = {key for key, m in measured.items() if not m.in_sync}
     return Measurement(sorted(drifts, key=lambda d: d.key), differing)
+
+
+def _ready_absent(targets: Mapping[ObjectKey, Target], live: Live) -> list[Target]:
+    """The absent targets a dry-run can check now (see apply.ready)."""
+    desired = live.desired
+    return [t for k, t in targets.items() if desired[k] is None and ready(t, targets, desired)]
