@@ -660,10 +660,21 @@ def test_sigusr1_writes_every_threads_stack_to_the_log_and_the_daemon_goes_on(
     """How a daemon that hangs says where (the harness asks before it kills one)."""
     git_repo.commit(config_maps("a"))
     daemon = daemons.start(git_server.file_url(git_repo))
+    asked = 0
 
-    daemon.signal(signal.SIGUSR1)
+    def main_thread_seen_waiting() -> bool:
+        """/healthz answers before the main thread reaches its wait, so a dump may show
+        it still starting the scheduler: once a dump is written, ask for another."""
+        nonlocal asked
+        logs = daemon.logs()
+        if "_wait_for_a_signal" in logs:
+            return True
+        if logs.count("Current thread") == asked:
+            daemon.signal(signal.SIGUSR1)
+            asked += 1
+        return False
 
-    wait_for(lambda: "_wait_for_a_signal" in daemon.logs(), "the main thread's stack")
+    wait_for(main_thread_seen_waiting, "the main thread's stack")
     assert daemon.get("/healthz")[0] == 200
     assert daemon.stop() == 0
 
