@@ -6,7 +6,6 @@ drift checks within about a second; a Lease elects the one replica that writes.
 
 from __future__ import annotations
 
-import faulthandler
 import logging
 import os
 import signal
@@ -179,8 +178,7 @@ class Daemon:
 
 def run(config_path: Path) -> int:
     logs.configure(sys.stderr)
-    # `kill -USR1` writes every thread's stack to the log: how a hung daemon says where.
-    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    signal.signal(signal.SIGUSR1, logs.log_every_threads_stack)
     daemon = Daemon(configfile.load(config_path))
     signal.signal(signal.SIGTERM, daemon.stop)
     signal.signal(signal.SIGINT, daemon.stop)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Mapping, MutableMapping
 from typing import Any, TextIO
 
@@ -71,3 +73,14 @@ def _log_thread_death(death: threading.ExceptHookArgs) -> None:
     name = death.thread.name if death.thread else "a thread"
     exc_info = (death.exc_type, death.exc_value or death.exc_type(), death.exc_traceback)
     logging.getLogger("gitopsd").error("%s died", name, exc_info=exc_info)
+
+
+def log_every_threads_stack(*_: object) -> None:
+    """SIGUSR1's handler: how a hung daemon says where, one JSON line per thread. Python
+    runs it in the main thread between bytecodes, where other threads' frames are plain
+    objects to read; faulthandler's dump walks them from inside the signal while they run,
+    and once stalled the daemon in the middle of it."""
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    for ident, frame in sys._current_frames().items():
+        stack = "".join(traceback.format_stack(frame))
+        logging.getLogger("gitopsd").warning("stack of thread %s:\n%s", names.get(ident), stack)

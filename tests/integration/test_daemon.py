@@ -669,7 +669,7 @@ def test_sigusr1_writes_every_threads_stack_to_the_log_and_the_daemon_goes_on(
         logs = daemon.logs()
         if "_wait_for_a_signal" in logs:
             return True
-        if logs.count("Current thread") == asked:
+        if logs.count("stack of thread MainThread") == asked:
             daemon.signal(signal.SIGUSR1)
             asked += 1
         return False
