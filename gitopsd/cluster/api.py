@@ -153,6 +153,15 @@ class Api:
             except TRANSPORT_ERRORS as error:
                 raise self._unreachable("WATCH", path, error) from None
             raise ApiError(response.status, message)
+        kind = response.headers.get("Content-Type") or "no content type"
+        if not kind.startswith("application/json"):  # a proxy's page, not a watch
+            response.response.release_conn()
+            self.reachable = False
+            raise ClusterError(
+                f"WATCH {path}: the answer is not a stream of JSON events ({kind}, "
+                f"HTTP {response.status})",
+                ClusterReason.UNREACHABLE,
+            )
         return self._events(path, response)
 
     def _events(self, path: str, response: Any) -> Iterator[dict[str, Any]]:

@@ -127,7 +127,9 @@ def test_fa03_watches_cut_or_answered_with_html_recover_and_heal_what_changed_me
     html = proxy.inject(Fault(lambda request: request.is_watch, HTML_PAGE))
     proxy.cut_connections()
     wait_for(lambda: html.fired >= 2, "watches to be answered with HTML twice")
-    assert daemon.get("/readyz")[0] == 503  # the caches say they are broken
+    wait_for(lambda: daemon.get("/readyz")[0] == 503, "the caches to say they are broken")
+    # and they keep saying so, never synced by a watch that answers with a page
+    assert all(daemon.get("/readyz")[0] == 503 for _ in range(20)), html.fired
     edit_out_of_band(gitopsd, namespace, "html")
     proxy.clear()
     wait_for(lambda: daemon.get("/readyz")[0] == 200, "/readyz to recover", 60)
