@@ -10,7 +10,9 @@ current uid is this source's to prune. A relabelled or recreated object never is
 
 The record is zlib-compressed JSON in the parent's binaryData, grouped by group, kind and
 namespace: 50,000 objects with realistic names take about 0.7 MB, inside the ConfigMap
-limit of 1 MiB.
+limit of 1 MiB. Beside it, while both fit, the parent keeps an in-sync stamp per recorded
+object (reconcile.measure says what a stamp vouches for): what lets a later run skip the
+dry-run of an object that nothing changed.
 """
 
 from __future__ import annotations
@@ -41,6 +43,13 @@ PARENT_PREFIX = "gitopsd-"
 RECORD_KEY = "inventory"
 """The parent's binaryData key holding the record."""
 RECORD_FORMAT = "gitopsd.io/inventory-v1"
+STAMPS_KEY = "in-sync"
+"""The parent's binaryData key holding the stamps: STAMP_BYTES per recorded object, in the
+record's key order, zeros where an object has none."""
+STAMP_BYTES = 8
+MAX_PARENT_BYTES = 900 * 1024
+"""Most bytes of record and stamps together: stamps that would not fit under the ConfigMap
+limit (1 MiB, with room for the metadata) are left out."""
 MAX_RECORD_BYTES = 64 * 1024 * 1024
 """Most bytes a record may inflate to: a tampered parent cannot exhaust memory."""
 UID_PREFIX = 8
@@ -73,11 +82,15 @@ class ApplySet:
     def key(self) -> ObjectKey:
         return ObjectKey("", "ConfigMap", self.namespace, self.name)
 
-    def parent(self, record: Mapping[ObjectKey, str]) -> Body:
-        """The parent object to apply: the record, and where its members live (so the LISTs
-        that find them stay narrow)."""
+    def parent(self, record: Mapping[ObjectKey, str], stamps: bytes = b"") -> Body:
+        """The parent object to apply: the record, where its members live (so the LISTs
+        that find them stay narrow), and the stamps (see encode_stamps) if they fit."""
         group_kinds = {key.group_kind for key in record}
         others = sorted({key.namespace for key in record} - {self.namespace, ""})
+        encoded = encode_record(record)
+        data = {RECORD_KEY: base64.b64encode(encoded).decode()}
+        if stamps and len(encoded) + len(stamps) <= MAX_PARENT_BYTES:
+            data[STAMPS_KEY] = base64.b64encode(stamps).decode()
         return {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -91,7 +104,7 @@ class ApplySet:
                     ADDITIONAL_NAMESPACES_ANNOTATION: ",".join(others),
                 },
             },
-            "binaryData": {RECORD_KEY: base64.b64encode(encode_record(record)).decode()},
+            "binaryData": data,
         }
 
     def foreign(self, parent: Body | None) -> str | None:
@@ -166,6 +179,34 @@ def decode_record(data: bytes) -> Record:
         for name, uid in members:
             record[ObjectKey(str(group), str(kind), str(namespace), str(name))] = str(uid)
     return record
+
+
+def encode_stamps(record: Mapping[ObjectKey, str], stamps: Mapping[ObjectKey, bytes]) -> bytes:
+    """The stamps of the recorded objects, aligned with the record's sorted keys; empty when
+    no object has one."""
+    if not any(key in stamps for key in record):
+        return b""
+    none = bytes(STAMP_BYTES)
+    return b"".join(stamps.get(key, none) for key in sorted(record))
+
+
+def stamps_of(parent: Body | None, record: Record) -> dict[ObjectKey, bytes]:
+    """The stamps a live parent holds for its record. None when they do not fit the record
+    (written by an older gitopsd, or tampered with): a missing stamp only costs a dry-run."""
+    raw = stored_stamps(parent)
+    if len(raw) != STAMP_BYTES * len(record):
+        return {}
+    keys = sorted(record)
+    return {key: raw[i * STAMP_BYTES : (i + 1) * STAMP_BYTES] for i, key in enumerate(keys)}
+
+
+def stored_stamps(parent: Body | None) -> bytes:
+    """The stamps' bytes as a live parent holds them; empty if it holds none readable."""
+    encoded = ((parent or {}).get("binaryData") or {}).get(STAMPS_KEY)
+    try:
+        return base64.b64decode(encoded, validate=True) if isinstance(encoded, str) else b""
+    except ValueError:
+        return b""
 
 
 def recorded_group_kinds(parent: Body | None) -> set[GroupKind]:

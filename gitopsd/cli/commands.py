@@ -110,11 +110,12 @@ def run_sync(arguments: argparse.Namespace) -> int:
 
 
 def _reconcile(arguments: argparse.Namespace, mode: Mode, hooks: Hooks) -> Result:
-    """One reconcile from a fresh state: everything is measured."""
+    """One reconcile from a fresh state: what the parent's stamps vouch for is taken as in
+    sync (unless --refresh), everything else is measured."""
     spec = source_spec(arguments)
     settings = sync_settings(arguments, spec)
     cluster = connect(arguments)
-    source = Source(spec, settings, arguments.cache_dir)
+    source = Source(spec, settings, arguments.cache_dir, refresh=arguments.refresh)
     reader = ListReader(cluster, settings.concurrency)
     return reconcile_once(source, cluster, reader, State(), mode, hooks)
 

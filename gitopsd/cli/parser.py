@@ -199,6 +199,11 @@ def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"API requests in flight at once (default {SyncSettings.concurrency})",
     )
+    add(
+        "--refresh",
+        action="store_true",
+        help="dry-run every object, also those the ApplySet parent's stamps vouch for as in sync",
+    )
 
 
 def _default_cache() -> Path:

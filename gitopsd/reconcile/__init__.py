@@ -3,7 +3,8 @@
 `gitopsd diff` observes, `gitopsd sync` enforces, the daemon's worker does either, again and
 again, keeping its `State` between runs: a revision already read costs no fetch of its
 files, an object measured in the same state costs no dry-run, and its own writes seed the
-memo. A fresh `State` (the CLI) measures everything.
+memo. A fresh `State` (the CLI, a daemon starting) takes what the parent's stamps vouch for as in
+sync and measures the rest.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from gitopsd.errors import ManifestError, ManifestReason
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.plan import Plan, PruneDecision, decide_prune, plan_changes
 from gitopsd.reconcile.desired import Desired, applyset_of, fetch, read_revision, resolve
-from gitopsd.reconcile.enforce import SyncReport, make_changes, unserved_kinds
+from gitopsd.reconcile.enforce import ParentWriter, SyncReport, make_changes, unserved_kinds
 from gitopsd.reconcile.live import CacheReader, ListReader, Live, Reader
 from gitopsd.reconcile.measure import IN_SYNC, DriftMemo, Measurement, measure
 
@@ -61,6 +62,8 @@ class Source:
     cache_dir: Path
     self_heal: bool = True
     """In enforce mode, re-apply what drifted from the revision applied last."""
+    refresh: bool = False
+    """Dry-run every object, trusting no in-sync stamp of the parent's."""
 
 
 @dataclass
@@ -102,6 +105,9 @@ def reconcile_once(
     result = Result(desired, reader.read(applyset, desired.targets))
     if mode == Mode.READ:
         return result
+    if not state.memo.seen and not source.refresh:
+        stamps = inventory.stamps_of(result.live.parent, result.live.recorded)
+        state.memo.adopt(stamps, desired.targets, result.live.desired)
     step = _step(source, state, mode, desired, recheck)
     measured = measure(
         cluster, source.settings, desired.targets, result.live, state.memo, step != Step.NONE
@@ -114,10 +120,17 @@ def reconcile_once(
     if step == Step.HEAL and not plan.sent():
         return result
     hooks.on_plan(len(plan.actions))
-    seeded = _seeding(hooks, state.memo)
-    result.report = make_changes(
-        cluster, source.settings, applyset, desired, plan, result.live, seeded, reader.written
+    parent = ParentWriter(
+        cluster,
+        source.settings,
+        applyset,
+        state.memo.stamps,
+        inventory.stored_stamps(result.live.parent),
+        restamp=step == Step.SYNC,
+        written=reader.written,
     )
+    seeded = _seeding(hooks, state.memo)
+    result.report = make_changes(desired, plan, result.live, seeded, parent)
     if step == Step.SYNC:
         state.applied_revision = desired.revision.sha
     return result

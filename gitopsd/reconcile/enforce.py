@@ -1,5 +1,6 @@
 """makeChanges: carries the plan out. Applies what it sends, records what was applied in
-the ApplySet parent, then prunes what it allows and records that too.
+the ApplySet parent (with the in-sync stamps), then prunes what it allows and records that
+too.
 
 A parent another tool wrote, or an existing object this source does not own (without
 --adopt), stops the sync before any write.
@@ -33,18 +34,45 @@ class SyncReport:
         return bool(self.refused)
 
 
+@dataclass
+class ParentWriter:
+    """Writes the ApplySet parent: the record, and the stamps of what is in sync now."""
+
+    cluster: Cluster
+    settings: SyncSettings
+    applyset: inventory.ApplySet
+    stamps: Callable[[], Mapping[ObjectKey, bytes]]
+    held: bytes
+    """The stamps the parent holds."""
+    restamp: bool
+    """Write a parent whose record is current but whose stamps are not: a sync does, so the
+    next run measures only what changes; a heal does not, to cost one write, not two."""
+    written: Callable[[], None]
+    """Hears of each write of the parent."""
+
+    def write(self, before: inventory.Record, record: inventory.Record) -> None:
+        """Writes the parent with `record`, unless it holds that already, and the stamps too
+        or no restamp is asked (a sync that changed nothing writes nothing; nor does a first
+        sync whose dry-run failed). Records are compared, not their encodings: a heal of one
+        object compresses nothing."""
+        if self.settings.dry_run:
+            return
+        stamps = inventory.encode_stamps(record, self.stamps())
+        if record == before and (stamps == self.held or not self.restamp):
+            return
+        parent = self.applyset.parent(record, stamps)
+        try:
+            self.cluster.apply(CONFIG_MAPS, parent, dry_run=False, force=True)
+        finally:  # even a failed write may have reached the server
+            self.written()
+        self.held = stamps
+
+
 def make_changes(
-    cluster: Cluster,
-    settings: SyncSettings,
-    applyset: inventory.ApplySet,
-    desired: Desired,
-    plan: Plan,
-    live: Live,
-    hooks: Hooks,
-    parent_written: Callable[[], None],
+    desired: Desired, plan: Plan, live: Live, hooks: Hooks, parent: ParentWriter
 ) -> SyncReport:
-    """Applies the plan's objects (staged), records them, then prunes, if allowed.
-    `parent_written` hears of each write of the parent."""
+    """Applies the plan's objects (staged), records them, then prunes, if allowed."""
+    cluster, settings, applyset = parent.cluster, parent.settings, parent.applyset
     _refuse_foreign_parent(applyset, live, settings)
     _refuse_unowned(applyset, live, plan, settings)
     targets = desired.targets
@@ -62,22 +90,18 @@ def make_changes(
         report.changes = applier.run(plan, targets)
     finally:  # what was applied is recorded even when a later object failed
         record |= applier.changes.applied
-        _write_record(cluster, settings, applyset, live.recorded, record, parent_written)
+        parent.write(live.recorded, record)
     if plan.prune is not None and hooks.may_prune():
-        pruning = Pruning(cluster, settings, applyset, parent_written)
-        pruning.run(live, targets, plan.prune, record, report)
+        Pruning(parent).run(live, targets, plan.prune, record, report)
     return report
 
 
 @dataclass(frozen=True)
 class Pruning:
     """A sync's last step: deletes what the plan's decision allows, then records what is
-    gone (each write of the parent reported to `parent_written`)."""
+    gone."""
 
-    cluster: Cluster
-    settings: SyncSettings
-    applyset: inventory.ApplySet
-    parent_written: Callable[[], None]
+    parent: ParentWriter
 
     def run(
         self,
@@ -89,13 +113,13 @@ class Pruning:
     ) -> None:
         """Deletes what the decision allows, then records what is gone."""
         report.refused.extend(decision.refused)
-        if self.settings.dry_run:
+        if self.parent.settings.dry_run:
             dry = [Outcome(k, Action.PRUNED, "dry run") for k in decision.delete]
             report.changes.outcomes += dry
             return
-        cluster = self.cluster
+        cluster, applyset = self.parent.cluster, self.parent.applyset
         unserved = unserved_kinds(cluster, record)
-        result = prune(cluster, self.applyset, decision, record, cluster.discovery.preferred)
+        result = prune(cluster, applyset, decision, record, cluster.discovery.preferred)
         report.changes.outcomes += result.pruned
         report.refused.extend(result.refused)
         # What is gone leaves the record; an object that failed to delete stays, to be
@@ -107,7 +131,7 @@ class Pruning:
             if key not in members and not live.proven(key) and key.group_kind not in unserved
         }
         remaining = {key: uid for key, uid in record.items() if key not in gone}
-        _write_record(cluster, self.settings, self.applyset, record, remaining, self.parent_written)
+        self.parent.write(record, remaining)
         if result.error is not None:
             raise result.error
 
@@ -116,25 +140,6 @@ def unserved_kinds(cluster: Cluster, record: inventory.Record) -> set[GroupKind]
     """The recorded group-kinds discovery cannot resolve now."""
     group_kinds = {key.group_kind for key in record}
     return {gk for gk in group_kinds if cluster.discovery.preferred(gk) is None}
-
-
-def _write_record(
-    cluster: Cluster,
-    settings: SyncSettings,
-    applyset: inventory.ApplySet,
-    before: inventory.Record,
-    record: inventory.Record,
-    written: Callable[[], None] = lambda: None,
-) -> None:
-    """Writes the parent with `record`, unless the parent holds exactly that already (a sync
-    that changed nothing writes nothing; nor does a first sync whose dry-run failed). The
-    records are compared, not their encodings: a heal of one object compresses nothing."""
-    if settings.dry_run or record == before:
-        return
-    try:
-        cluster.apply(CONFIG_MAPS, applyset.parent(record), dry_run=False, force=True)
-    finally:  # even a failed write may have reached the server
-        written()
 
 
 def _refuse_foreign_parent(

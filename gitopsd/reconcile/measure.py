@@ -2,14 +2,17 @@
 
 An object is dry-run only when its git body or its live content changed since the memo
 last measured it; the daemon's own writes seed the memo, so they cost no second dry-run.
+What the memo found in sync outlives the process as stamps in the ApplySet parent, so that
+a later `gitopsd diff` or `sync`, or a daemon starting, dry-runs only what changed since.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from gitopsd import diff
+from gitopsd import diff, inventory
 from gitopsd.apply import Applier, ready, same_ownership
 from gitopsd.changes import Target
 from gitopsd.cluster import Cluster
@@ -39,6 +42,15 @@ class Measured:
 IN_SYNC = Measured(None, owned_as_declared=True)
 
 
+def stamp(fingerprint: str, version: str) -> bytes:
+    """Vouches that the object at resourceVersion `version` was in sync with the git body of
+    `fingerprint`: the server's dry-run of that body against that object changed nothing."""
+    text = f"{fingerprint}@{version}".encode()
+    return hashlib.blake2b(
+        text, digest_size=inventory.STAMP_BYTES, person=b"gitopsd-in-sync"
+    ).digest()
+
+
 @dataclass
 class DriftMemo:
     """The drift found per object, valid while git's body and the live object's version stay
@@ -58,6 +70,30 @@ class DriftMemo:
 
     def recall(self, key: ObjectKey) -> Measured:
         return self.seen[key][2] if key in self.seen else IN_SYNC
+
+    def stamps(self) -> dict[ObjectKey, bytes]:
+        """A stamp for every object last found in sync, for the parent to keep."""
+        return {
+            key: stamp(fingerprint, version)
+            for key, (fingerprint, version, measured) in self.seen.items()
+            if measured.in_sync
+        }
+
+    def adopt(
+        self,
+        stamps: Mapping[ObjectKey, bytes],
+        targets: Mapping[ObjectKey, Target],
+        live: Mapping[ObjectKey, Body | None],
+    ) -> None:
+        """Remembers as in sync each target that has the git body and live version a stamp
+        was made for: anything else changed since, and is measured."""
+        for key, made in stamps.items():
+            target, body = targets.get(key), live.get(key)
+            if target is None or body is None or key in self.seen:
+                continue
+            version = self.version_of(key, body)
+            if made == stamp(target.fingerprint, version):
+                self.seen[key] = (target.fingerprint, version, IN_SYNC)
 
     def keep_only(self, keys: Iterable[ObjectKey]) -> None:
         """Forgets objects that left git."""

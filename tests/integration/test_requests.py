@@ -2,13 +2,19 @@
 
 A sync dry-runs each object once and applies only what is absent or differs; the CLI lists
 a kind per namespace instead of getting each object; the daemon dry-runs and applies only
-what a new revision changed, and its own writes cost no second dry-run.
+what a new revision changed, and its own writes cost no second dry-run. The parent's in-sync
+stamps spare a later run (CLI or daemon) the dry-runs of what nothing changed since.
 """
 
 from __future__ import annotations
 
+import base64
+import os
 import time
 from collections import Counter
+from typing import Any
+
+from kubernetes import client
 
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
@@ -65,7 +71,12 @@ def test_a_cold_sync_dry_runs_and_applies_each_object_once_and_gets_none(
     assert len(requests) <= 2 * OBJECTS + FIXED_REQUESTS, Counter(r.verb for r in requests)
 
 
-def test_a_no_op_sync_dry_runs_each_object_once_and_writes_nothing(
+def dry_runs(control_plane: ControlPlane, since: float) -> Counter[str]:
+    requests = audit.requests(control_plane, AUDITED_USER, since)
+    return writes_by_name([r for r in requests if r.verb == "patch"], dry_run=True)
+
+
+def test_a_no_op_sync_sends_no_dry_run_and_writes_nothing(
     gitopsd: Gitopsd,
     control_plane: ControlPlane,
     git_server: GitServer,
@@ -80,10 +91,72 @@ def test_a_no_op_sync_dry_runs_each_object_once_and_writes_nothing(
     sync(gitopsd, control_plane, url, namespace)
 
     requests = audit.requests(control_plane, AUDITED_USER, since)
-    assert [r for r in requests if r.verb in WRITE_VERBS and not r.dry_run] == []
-    dry_runs = writes_by_name([r for r in requests if r.verb == "patch"], dry_run=True)
-    assert dry_runs == Counter({f"cm{number}": 1 for number in range(OBJECTS)})
-    assert len(requests) <= OBJECTS + FIXED_REQUESTS
+    assert [r for r in requests if r.verb in WRITE_VERBS] == []  # the stamps vouch for all
+    assert len(requests) <= FIXED_REQUESTS
+
+
+def test_diff_dry_runs_only_what_changed_since_the_stamps_and_refresh_dry_runs_all(
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit(config_maps())
+    url = git_server.file_url(git_repo)
+    sync(gitopsd, control_plane, url, namespace)
+    core: Any = client.CoreV1Api(admin_api)
+    core.patch_namespaced_config_map("cm1", namespace, {"data": {"k": "edited"}})
+    git_repo.commit({"cm2.yaml": config_maps("changed")["cm2.yaml"]})
+    audited = ["--kubeconfig", str(control_plane.audited_kubeconfig)]
+    since = time.time()
+
+    run = gitopsd("diff", url, *scope(namespace), *audited)
+
+    assert run.code == 1, run.text
+    assert "ConfigMap/" + namespace + "/cm1" in run.out and "edited" in run.out, run.out
+    assert "ConfigMap/" + namespace + "/cm2" in run.out, run.out
+    assert dry_runs(control_plane, since) == Counter({"cm1": 1, "cm2": 1})
+    since = time.time()
+
+    assert gitopsd("diff", url, *scope(namespace), *audited, "--refresh").code == 1
+    assert dry_runs(control_plane, since) == Counter({f"cm{n}": 1 for n in range(OBJECTS)})
+
+
+def test_stamps_that_do_not_match_vouch_for_nothing(
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    """Stamps written by someone else (or an older gitopsd's record without them) cost
+    dry-runs, never a missed drift; the parent stays this source's."""
+    git_repo.commit(config_maps())
+    url = git_server.file_url(git_repo)
+    sync(gitopsd, control_plane, url, namespace)
+    core: Any = client.CoreV1Api(admin_api)
+    forged = base64.b64encode(os.urandom(8 * OBJECTS)).decode()
+    core.patch_namespaced_config_map("gitopsd-test", namespace, {"binaryData": {"in-sync": forged}})
+    since = time.time()
+
+    assert (
+        gitopsd(
+            "diff", url, *scope(namespace), "--kubeconfig", str(control_plane.audited_kubeconfig)
+        ).code
+        == 0
+    )
+    assert dry_runs(control_plane, since) == Counter({f"cm{n}": 1 for n in range(OBJECTS)})
+
+    core.patch_namespaced_config_map("gitopsd-test", namespace, {"binaryData": {"in-sync": "AAAA"}})
+    since = time.time()
+    sync(gitopsd, control_plane, url, namespace)  # measures all, and stamps them again
+    assert dry_runs(control_plane, since) == Counter({f"cm{n}": 1 for n in range(OBJECTS)})
+    since = time.time()
+    sync(gitopsd, control_plane, url, namespace)
+    assert dry_runs(control_plane, since) == Counter()
 
 
 def test_a_sync_after_a_one_file_commit_applies_that_object_alone(
@@ -102,7 +175,8 @@ def test_a_sync_after_a_one_file_commit_applies_that_object_alone(
     out = sync(gitopsd, control_plane, url, namespace)
 
     writes = audit.changes(control_plane, AUDITED_USER, since)
-    assert [(w.resource, w.name) for w in writes] == [("configmaps", "cm3")], out
+    changed = [("configmaps", "cm3"), ("configmaps", "gitopsd-test")]  # cm3, then its stamp
+    assert [(w.resource, w.name) for w in writes] == changed, out
     assert f"configured ConfigMap/{namespace}/cm3" in " ".join(out.split())
 
 
@@ -135,3 +209,31 @@ def test_the_daemon_dry_runs_and_applies_only_what_a_commit_changed(
     objects = [w for w in writes if w.resource == "configmaps" and w.name != "gitopsd-app"]
     assert writes_by_name(objects, dry_run=True) == Counter({"cm3": 1})
     assert writes_by_name(objects, dry_run=False) == Counter({"cm3": 1})
+
+
+def test_a_daemon_starting_dry_runs_only_what_changed_since_the_last_sync(
+    daemons: Daemons,
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit(config_maps())
+    url = git_server.file_url(git_repo)
+    run = gitopsd("sync", url, *scope(namespace), "--name", "app")
+    assert run.code == 0, run.text
+    core: Any = client.CoreV1Api(admin_api)
+    core.patch_namespaced_config_map("cm5", namespace, {"data": {"k": "edited"}})
+    since = time.time()
+
+    daemon = daemons.start(url)
+    daemon.wait_value(
+        "gitopsd_apply_total", lambda v: v == 1, "cm5 healed", source="app", action="configured"
+    )
+
+    writes = audit.writes(control_plane, daemon.user, since)
+    objects = [w for w in writes if w.resource == "configmaps" and w.name != "gitopsd-app"]
+    assert writes_by_name(objects, dry_run=True) == Counter({"cm5": 1})
+    assert writes_by_name(objects, dry_run=False) == Counter({"cm5": 1})

@@ -1,0 +1,74 @@
+"""In-sync stamps: what the parent keeps of the drift memo, and what they vouch for."""
+
+from __future__ import annotations
+
+import base64
+
+from gitopsd.changes import Target
+from gitopsd.inventory import MAX_PARENT_BYTES, STAMP_BYTES, ApplySet, encode_stamps, stamps_of
+from gitopsd.objects import Body, ObjectKey, Origin
+from gitopsd.reconcile.measure import IN_SYNC, DriftMemo, Measured, stamp
+
+APPLYSET = ApplySet("web", "gitops")
+
+
+def key(name: str) -> ObjectKey:
+    return ObjectKey("", "ConfigMap", "gitops", name)
+
+
+def target(name: str, value: str = "v") -> Target:
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": value}}
+    return Target(key(name), body, Origin(f"{name}.yaml", 1), None)
+
+
+def live(version: str) -> Body:
+    return {"metadata": {"resourceVersion": version}}
+
+
+def test_stamps_travel_in_the_parent_aligned_with_its_record() -> None:
+    record = {key(name): "0a1b2c3d" for name in ("c", "a", "b")}
+    stamps = {key("a"): b"A" * STAMP_BYTES, key("c"): b"C" * STAMP_BYTES}
+
+    parent = APPLYSET.parent(record, encode_stamps(record, stamps))
+
+    assert stamps_of(parent, record) == {**stamps, key("b"): bytes(STAMP_BYTES)}
+    assert stamps_of(parent, {**record, key("d"): "4e5f6a7b"}) == {}  # another record's
+
+
+def test_a_parent_without_readable_stamps_has_none() -> None:
+    record = {key("a"): "0a1b2c3d"}
+    assert "in-sync" not in APPLYSET.parent(record, encode_stamps(record, {}))["binaryData"]
+    for stored in ("not base64!", 7, base64.b64encode(b"short").decode()):
+        parent = {"binaryData": {"in-sync": stored}}
+        assert stamps_of(parent, record) == {}
+
+
+def test_stamps_that_would_not_fit_beside_the_record_are_left_out() -> None:
+    # record entries are random, so they barely compress: the record alone nears the limit
+    many = {key(f"object-{n}"): f"{n * 2654435761 % 2**32:08x}" for n in range(60_000)}
+    stamps = encode_stamps(many, {k: b"S" * STAMP_BYTES for k in many})
+
+    data = APPLYSET.parent(many, stamps)["binaryData"]
+
+    assert "in-sync" not in data
+    assert len(base64.b64decode(data["inventory"])) + len(stamps) > MAX_PARENT_BYTES
+
+
+def test_a_stamp_vouches_for_one_git_body_at_one_live_version() -> None:
+    written = DriftMemo()
+    written.remember(target("same"), live("7"), IN_SYNC)
+    written.remember(target("edited"), live("7"), IN_SYNC)
+    written.remember(target("changed"), live("7"), IN_SYNC)
+    written.remember(target("drifted"), live("7"), Measured(None, owned_as_declared=False))
+    stamps = written.stamps()
+    assert set(stamps) == {key("same"), key("edited"), key("changed")}  # not what differs
+
+    memo = DriftMemo()
+    targets = {t.key: t for t in (target("same"), target("edited"), target("changed", "new"))}
+    targets[key("drifted")] = target("drifted")
+    bodies = {key("same"): live("7"), key("edited"): live("8"), key("changed"): live("7")}
+    memo.adopt(stamps, targets, {**bodies, key("drifted"): live("7")})
+
+    assert set(memo.seen) == {key("same")}
+    assert memo.fresh(targets[key("same")], live("7"))
+    assert stamps[key("same")] == stamp(targets[key("same")].fingerprint, "7")
