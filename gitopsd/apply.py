@@ -51,12 +51,16 @@ class Applier:
         self, targets: Iterable[Target], kept: Collection[ObjectKey] | None = None
     ) -> dict[ObjectKey, Body]:
         """Server-side dry-run of every target; any failure fails them all. The answers of
-        the keys in `kept` (default: all) are returned, the others only checked ({})."""
+        the keys in `kept` (default: all) are returned, projected as live objects are (drift on
+        a projection is drift on the whole), the others only checked ({})."""
         force = self.settings.force_conflicts
 
         def dry_run(target: Target) -> Body:
-            answer = self.cluster.apply(target.served, target.body, dry_run=True, force=force)
-            return answer if kept is None or target.key in kept else {}
+            wanted = kept is None or target.key in kept
+            answer = self.cluster.apply(
+                target.served, target.body, dry_run=True, force=force, projected=wanted
+            )
+            return answer if wanted else {}
 
         return self._each(targets, dry_run)
 
@@ -115,11 +119,16 @@ class Applier:
                 )
 
     def _apply(self, targets: list[Target]) -> tuple[dict[ObjectKey, Body], ApplyError | None]:
-        """The objects applied, and the failure of the others, if any."""
+        """The objects applied (their answers projected, as live objects are: a stage's
+        answers are held until it ends), and the failure of the others, if any."""
         force = self.settings.force_conflicts
-        return self._answers(
-            targets, lambda t: self.cluster.apply(t.served, t.body, dry_run=False, force=force)
-        )
+
+        def apply(target: Target) -> Body:
+            return self.cluster.apply(
+                target.served, target.body, dry_run=False, force=force, projected=True
+            )
+
+        return self._answers(targets, apply)
 
     def _record(self, target: Target, action: Action, result: Body | None) -> None:
         """Notes the outcome; `result` is the apply's answer (None: not sent)."""
