@@ -21,6 +21,7 @@ from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.objects import Body, GroupKind, ObjectKey, key_of
 
 CONFIG_MAPS = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
+NAMESPACES = GroupKind("", "Namespace")
 CACHE_SYNC_SECONDS = 30.0
 Targets = Mapping[ObjectKey, Target]
 
@@ -64,24 +65,37 @@ class ListReader:
     concurrency: int = 16
 
     def read(self, applyset: inventory.ApplySet, targets: Targets) -> Live:
+        """Cluster-scoped kinds first: a Namespace git declares and the cluster lacks holds
+        nothing yet, so its kinds are not listed (on a cold sync, most LISTs)."""
         parent = self.cluster.get(CONFIG_MAPS, applyset.namespace, applyset.name)
         record = record_of(parent)
         group_kinds, namespaces = scope(applyset, parent, record, targets)
-        wanted = _by_scope(targets)
-        lists = [
-            (resource, namespace)
-            for group_kind in sorted(group_kinds)
-            if (resource := self.cluster.discovery.preferred(group_kind))
-            for namespace in (sorted(namespaces) if resource.namespaced else [""])
-        ]
-        found = run_concurrently(
-            lists, lambda each: self._list(applyset, *each, wanted), self.concurrency
+        preferred = self.cluster.discovery.preferred
+        resources = [r for gk in sorted(group_kinds) if (r := preferred(gk))]
+        objects = self._list_all(
+            applyset, [(r, "") for r in resources if not r.namespaced], targets
         )
-        objects = {key_of(body): body for bodies in found for body in bodies}
+        absent = {k.name for k in targets if k.group_kind == NAMESPACES and k not in objects}
+        namespaced = [
+            (resource, namespace)
+            for resource in resources
+            if resource.namespaced
+            for namespace in sorted(namespaces - absent)
+        ]
+        objects |= self._list_all(applyset, namespaced, targets)
         return live_from(applyset, parent, record, objects, targets)
 
     def written(self) -> None:
         """Every read is fresh."""
+
+    def _list_all(
+        self, applyset: inventory.ApplySet, lists: list[tuple[Resource, str]], targets: Targets
+    ) -> dict[ObjectKey, Body]:
+        wanted = _by_scope(targets)
+        found = run_concurrently(
+            lists, lambda each: self._list(applyset, *each, wanted), self.concurrency
+        )
+        return {key_of(body): body for bodies in found for body in bodies}
 
     def _list(
         self,

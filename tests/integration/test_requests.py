@@ -9,6 +9,7 @@ stamps spare a later run (CLI or daemon) the dry-runs of what nothing changed si
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import time
 from collections import Counter
@@ -69,6 +70,40 @@ def test_a_cold_sync_dry_runs_and_applies_each_object_once_and_gets_none(
     )
     assert not [r for r in requests if r.verb == "get" and r.name in names]
     assert len(requests) <= 2 * OBJECTS + FIXED_REQUESTS, Counter(r.verb for r in requests)
+
+
+def test_a_namespace_git_creates_is_not_listed_before_it_exists(
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    new = f"{namespace}-new"
+    inside = {
+        f"in-new-{name}.yaml": f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n"
+        f"  namespace: {new}\n"
+        for name in ("a", "b", "c")
+    }
+    declared = f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {new}\n"
+    git_repo.commit({**config_maps(), **inside, "ns.yaml": declared})
+    url = git_server.file_url(git_repo)
+    since = time.time()
+    try:
+        sync(gitopsd, control_plane, url, namespace)
+
+        requests = audit.requests(control_plane, AUDITED_USER, since)
+        assert [r.uri for r in requests if r.verb == "list" and r.namespace == new] == []
+        patched = {(r.resource, r.name) for r in requests if r.verb == "patch"}
+        assert {("configmaps", name) for name in "abc"} <= patched
+        since = time.time()
+        sync(gitopsd, control_plane, url, namespace)  # now it exists, and is listed
+        lists = [r for r in audit.requests(control_plane, AUDITED_USER, since) if r.verb == "list"]
+        assert [r.resource for r in lists if r.namespace == new] == ["configmaps"]
+    finally:
+        with contextlib.suppress(client.ApiException):  # not created if the sync failed
+            client.CoreV1Api(admin_api).delete_namespace(new)
 
 
 def dry_runs(control_plane: ControlPlane, since: float) -> Counter[str]:
