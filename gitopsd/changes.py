@@ -9,7 +9,7 @@ from enum import StrEnum
 from functools import cached_property
 
 from gitopsd import diff
-from gitopsd.objects import Body, ObjectKey, Origin, Resource
+from gitopsd.objects import Body, Manifest, ObjectKey, Origin, Resource
 
 
 @dataclass
@@ -20,6 +20,9 @@ class Target:
     body: Body
     origin: Origin
     resource: Resource | None  # None while its CRD, created by this sync, is not served yet
+    read_from: Manifest | None = field(default=None, compare=False, repr=False)
+    """The manifest it was resolved from: a later revision whose file is unchanged yields
+    that very manifest, and the target is kept as it is."""
 
     @cached_property
     def fingerprint(self) -> str:

@@ -3,9 +3,10 @@
 `load` reads a `Tree` (`tree`): a directory in place, or a git revision that gitopsd.source
 reads from its object store. It walks the configured paths in a stable order without ever
 following a symlink (`selection`), admits each file under the revision's byte limit and
-skips reading what the parse cache knows by blob id (`reading`, `cache`), decodes it as
-strict UTF-8 and parses it with a hardened YAML loader (or `json`), which bounds each
-object's size (`parsing`, `yaml_budget`, `yaml_loader`). Every document then becomes a
+takes the manifests of a file the parse cache knows by blob id as they were (`reading`,
+`cache`); any other file it decodes as strict UTF-8 and parses with a hardened YAML loader
+(or `json`), which bounds each object's size (`parsing`, `yaml_budget`,
+`yaml_loader`). Every document then becomes a
 `Manifest` once its identity (by Kubernetes' naming rules) and labels are valid; `index`
 keys the manifests by object and rejects duplicates (`identity`).
 

@@ -1,63 +1,58 @@
-"""Parsed documents kept across revisions, so an unchanged file is parsed once.
+"""What a file's parse came to, kept across revisions: an unchanged file costs a lookup.
 
-Entries are kept marshalled: a caller's copy is one C call (about a third of a recursive
-copy's time, which a revision pays for every unchanged file), and the cache holds compact
-bytes rather than object trees.
+An entry is the file's manifests, validated, and the first line of each document (the
+document limit counts documents and names the first one over it). Manifests are shared
+with whoever reads them, so nothing may edit a manifest's body: every step after reading
+builds new maps where it changes one (ApplySet.member, namespace defaulting,
+diff.normalize). A load keeps only the entries its revision used: the files of older
+revisions are not held.
 """
 
 from __future__ import annotations
 
-import marshal
 import threading
-from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Collection, Hashable
+from dataclasses import dataclass
 
-from gitopsd.manifests.yaml_loader import Documents
+from gitopsd.objects import Manifest
 
-_CACHE_ENTRIES = 50_000
-_FORMAT = 2
-"""marshal's last format without back-references: an object a YAML alias shares is
-written out each time, so every copy shares nothing (its expansion is bounded)."""
+
+@dataclass(frozen=True)
+class Parsed:
+    manifests: tuple[Manifest, ...]
+    lines: tuple[int, ...]
+    """The first line of each document: how many documents the file holds, and where."""
 
 
 class ParseCache:
-    """Parsed documents keyed by content id: a git blob sha, else sha256 of the bytes.
+    """Parses keyed by content id (a git blob sha, else sha256 of the bytes) and path."""
 
-    Most files do not change between revisions, so each is parsed once. Entries are
-    returned as fresh copies: a caller that edits a manifest body cannot corrupt the cache.
-    """
-
-    def __init__(self, max_entries: int = _CACHE_ENTRIES) -> None:
+    def __init__(self) -> None:
         self.parses = 0
         """How many files were actually parsed (cache misses)."""
-        self._max_entries = max_entries
-        self._entries: OrderedDict[Hashable, bytes] = OrderedDict()
-        self._lock = threading.Lock()  # the daemon may load several sources at once
+        self._entries: dict[Hashable, Parsed] = {}
+        self._lock = threading.Lock()
 
-    def __contains__(self, key: object) -> bool:
+    def __len__(self) -> int:
         with self._lock:
-            return key in self._entries
+            return len(self._entries)
 
-    def lookup(self, key: Hashable) -> Documents | None:
+    def lookup(self, key: Hashable) -> Parsed | None:
         with self._lock:
-            packed = self._entries.get(key)
-            if packed is None:
-                return None
-            self._entries.move_to_end(key)
-        return _copy(packed)
+            return self._entries.get(key)
 
-    def store(self, key: Hashable, documents: Documents) -> Documents:
-        """Remember a fresh parse and return a copy the caller owns."""
-        packed = marshal.dumps(documents, _FORMAT)
+    def get(self, key: Hashable, parse: Callable[[], Parsed]) -> Parsed:
+        """The entry of `key`, parsed (and kept) if there is none."""
+        known = self.lookup(key)
+        if known is not None:
+            return known
+        parsed = parse()
         with self._lock:
             self.parses += 1
-            self._entries[key] = packed
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._max_entries:
-                self._entries.popitem(last=False)  # least recently used
-        return _copy(packed)
+            self._entries[key] = parsed
+        return parsed
 
-
-def _copy(packed: bytes) -> Documents:
-    documents: Documents = marshal.loads(packed)  # noqa: S302 - our own bytes, never input
-    return documents
+    def keep_only(self, keys: Collection[Hashable]) -> None:
+        """Forgets every entry but those of `keys` (the revision just read)."""
+        with self._lock:
+            self._entries = {k: v for k, v in self._entries.items() if k in keys}

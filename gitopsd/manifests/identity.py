@@ -7,7 +7,7 @@ are valid: names become URL path segments, so they are checked before any reques
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from gitopsd.errors import ManifestError, ManifestReason
 from gitopsd.manifests.yaml_loader import Documents
@@ -23,9 +23,22 @@ from gitopsd.objects import (
 )
 
 
-def index(manifests: Iterable[Manifest]) -> dict[ObjectKey, Manifest]:
+class Identified(Protocol):
+    """A manifest, or what became of one (a target)."""
+
+    @property
+    def key(self) -> ObjectKey: ...
+
+    @property
+    def origin(self) -> Origin: ...
+
+
+Item = TypeVar("Item", bound=Identified)
+
+
+def index(manifests: Iterable[Item]) -> dict[ObjectKey, Item]:
     """Manifests by object identity; an object written twice is an error naming both places."""
-    by_key: dict[ObjectKey, Manifest] = {}
+    by_key: dict[ObjectKey, Item] = {}
     for manifest in manifests:
         first = by_key.setdefault(manifest.key, manifest)
         if first is not manifest:

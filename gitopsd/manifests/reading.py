@@ -9,13 +9,14 @@ yet its bytes and documents still count, so the limits hold over the whole revis
 from __future__ import annotations
 
 import hashlib
+import marshal
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from gitopsd.config import Limits, how_to_raise
 from gitopsd.errors import ManifestError, ManifestReason
 from gitopsd.manifests.bounds import check_object_size, documents_error, revision_bytes_error
-from gitopsd.manifests.cache import ParseCache
+from gitopsd.manifests.cache import ParseCache, Parsed
 from gitopsd.manifests.identity import manifests_of
 from gitopsd.manifests.parsing import decode, parse_documents
 from gitopsd.manifests.selection import DEFAULT_INCLUDE, Globs, Source, child_path, sources
@@ -50,9 +51,12 @@ def load(
     """
     tree = Directory(root, blob_ids) if isinstance(root, Path) else root
     selected = list(sources(tree, paths, Globs(tuple(include), tuple(exclude))))
-    reader = _Reader(tree, limits, cache or ParseCache(), render_kustomization)
+    cache = cache if cache is not None else ParseCache()
+    reader = _Reader(tree, limits, cache, render_kustomization)
     tree.prefetch(reader.unparsed(selected))
-    return [manifest for source in selected for manifest in reader.manifests(source)]
+    found = [manifest for source in selected for manifest in reader.manifests(source)]
+    cache.keep_only(reader.used)
+    return found
 
 
 class _Reader:
@@ -64,6 +68,8 @@ class _Reader:
         self.tree, self.limits, self.cache, self.render = tree, limits, cache, render
         self.total_bytes = 0
         self.total_documents = 0
+        self.used: set[Hashable] = set()
+        """The cache entries this revision's files are."""
 
     def unparsed(self, selected: Iterable[Source]) -> Iterator[str]:
         """The files the cache holds no parse of, as far as the byte limit lets them be
@@ -79,25 +85,27 @@ class _Reader:
             if not (self._refused_unread(source.rel, size) or self._parse_cached(source.rel)):
                 yield source.rel
 
-    def manifests(self, source: Source) -> list[Manifest]:
+    def manifests(self, source: Source) -> tuple[Manifest, ...]:
         if source.kustomization:
             path = child_path(source.rel, "kustomization.yaml")
-            documents = self._rendered(source.rel, path)
+            parsed = self._rendered(source.rel, path)
         else:
-            path, documents = source.rel, self._file(source.rel)
-        self._count(path, documents)
-        return manifests_of(path, documents)
+            path, parsed = source.rel, self._file(source.rel)
+        self._count(path, parsed)
+        return parsed.manifests
 
-    def _file(self, rel: str) -> Documents:
+    def _file(self, rel: str) -> Parsed:
         size = self.tree.size(rel)
         if rel.endswith(".json"):  # one JSON file is one object
             check_object_size(rel, size, self.limits)
         allowed = self._admit(rel, size)
         blob = self.tree.content_id(rel)
         if blob is not None:
-            cached = self.cache.lookup(self._key(f"blob:{blob}", rel))
-            if cached is not None:
-                return cached  # unchanged since an earlier revision: not even read
+            key = self._key(f"blob:{blob}", rel)
+            known = self.cache.lookup(key)
+            if known is not None:
+                self.used.add(key)
+                return known  # unchanged since an earlier revision: not even read
         data = self.tree.read(rel, allowed)
         if len(data) > allowed:  # grew since its size was taken
             raise ManifestError(
@@ -108,7 +116,7 @@ class _Reader:
         content = f"blob:{blob}" if blob is not None else _sha256(data)
         return self._parsed(content, rel, lambda: decode(data, rel))
 
-    def _rendered(self, rel: str, path: str) -> Documents:
+    def _rendered(self, rel: str, path: str) -> Parsed:
         if self.render is None:
             raise ManifestError(
                 f"{path}: {rel} has a kustomization.yaml; rendering it needs kubectl on PATH",
@@ -129,12 +137,13 @@ class _Reader:
         self.total_bytes += size
         return allowed
 
-    def _count(self, path: str, documents: Documents) -> None:
+    def _count(self, path: str, parsed: Parsed) -> None:
         """Each file's parse is bounded by the same limit; here the files add up."""
         limit = self.limits.max_documents
-        before, self.total_documents = self.total_documents, self.total_documents + len(documents)
+        lines = parsed.lines
+        before, self.total_documents = self.total_documents, self.total_documents + len(lines)
         if self.total_documents > limit:
-            line = documents[limit - before][0]  # the first document over the limit
+            line = lines[limit - before]  # the first document over the limit
             raise documents_error(f"{path}:{line}", limit)
 
     def _refused_unread(self, rel: str, size: int) -> bool:
@@ -142,18 +151,30 @@ class _Reader:
 
     def _parse_cached(self, rel: str) -> bool:
         blob = self.tree.content_id(rel)
-        return blob is not None and self._key(f"blob:{blob}", rel) in self.cache
+        return blob is not None and self.cache.lookup(self._key(f"blob:{blob}", rel)) is not None
 
-    def _parsed(self, content: str, path: str, text: Callable[[], str]) -> Documents:
+    def _parsed(self, content: str, path: str, text: Callable[[], str]) -> Parsed:
         key = self._key(content, path)
-        cached = self.cache.lookup(key)
-        if cached is not None:
-            return cached
-        return self.cache.store(key, parse_documents(text(), path, self.limits))
+        self.used.add(key)
+
+        def parse() -> Parsed:
+            documents = _unshared(parse_documents(text(), path, self.limits))
+            manifests = tuple(manifests_of(path, documents))
+            return Parsed(manifests, tuple(line for line, _ in documents))
+
+        return self.cache.get(key, parse)
 
     def _key(self, content: str, path: str) -> Hashable:
-        # JSON and YAML parse the same bytes differently, and limits decide what is accepted.
-        return (content, path.endswith(".json"), self.limits)
+        # Manifests name their file; limits decide what is accepted.
+        return (content, path, self.limits)
+
+
+def _unshared(documents: Documents) -> Documents:
+    """The documents with every object a YAML alias shares written out as its own copy
+    (marshal's format 2 has no back-references; the expansion is bounded by the parse), so
+    that no two places in a manifest are one object."""
+    copied: Documents = marshal.loads(marshal.dumps(documents, 2))  # noqa: S302 - our own bytes
+    return copied
 
 
 def _sha256(data: bytes) -> str:

@@ -81,26 +81,28 @@ def resolve(
 ) -> dict[ObjectKey, Target]:
     """Maps each manifest to its API resource, fills in namespaces, rejects duplicates, and
     labels each as a member of the source's ApplySet: ready to send, once per revision.
-    A target of the `previous` revision that is unchanged is kept, with its fingerprint:
-    a new revision hashes only what changed."""
+    A target of the `previous` revision is kept, with its fingerprint, when its manifest is
+    the very one read again (its file unchanged) and its kind resolves as before: a new
+    revision costs work only for what changed."""
     defined = _definitions_in(found)
     applyset = applyset_of(settings)
-    targets: dict[ObjectKey, Target] = {}
-    resolved = [_resolve_one(m, cluster, defined, settings) for m in found]
-    indexed = manifests.index(m for m, _ in resolved)
-    for manifest, resource in resolved:
-        target = Target(manifest.key, applyset.member(manifest.body), manifest.origin, resource)
-        prior = (previous or {}).get(manifest.key)
-        targets[manifest.key] = prior if prior is not None and _same(prior, target) else target
-    return {key: targets[key] for key in indexed}
+    # each prior target holds its manifest, so no other object can have that manifest's id
+    kept = {id(t.read_from): t for t in (previous or {}).values() if t.read_from is not None}
+
+    def target_of(manifest: Manifest) -> Target:
+        prior = kept.get(id(manifest))
+        if prior is not None and prior.read_from is manifest and _resolves_as(prior, cluster):
+            return prior
+        resolved, resource = _resolve_one(manifest, cluster, defined, settings)
+        body = applyset.member(resolved.body)
+        return Target(resolved.key, body, resolved.origin, resource, manifest)
+
+    return manifests.index(target_of(manifest) for manifest in found)
 
 
-def _same(prior: Target, target: Target) -> bool:
-    return (prior.resource, prior.origin, prior.body) == (
-        target.resource,
-        target.origin,
-        target.body,
-    )
+def _resolves_as(prior: Target, cluster: Cluster) -> bool:
+    served = cluster.discovery.find(prior.body["apiVersion"], prior.key.kind)
+    return served is not None and served == prior.resource
 
 
 def applyset_of(settings: SyncSettings) -> inventory.ApplySet:

@@ -1272,28 +1272,27 @@ def test_size_limits_apply_to_cache_hits(tmp_path: Path) -> None:
     assert error.reason == "size_limit"
 
 
-def test_callers_cannot_corrupt_the_cache(tmp_path: Path) -> None:
-    write(tmp_path, {"a.yaml": cm("a", extra="data: {k: v}\n")})
+def test_an_unchanged_file_yields_the_very_manifests_read_before(tmp_path: Path) -> None:
+    """Nothing is parsed, validated or copied again: a revision costs work for what changed
+    (which is why nothing may edit a manifest's body)."""
+    write(tmp_path, {"a.yaml": cm("a", extra="data: {k: v}\n"), "b.yaml": cm("b")})
+    blob_ids = {"a.yaml": "1" * 40, "b.yaml": "2" * 40}
     cache = ParseCache()
 
-    [first] = load(tmp_path, ["."], cache=cache)
-    first.body["data"]["k"] = "changed"
-    [second] = load(tmp_path, ["."], cache=cache)
-    second.body["metadata"]["name"] = "changed"
-    [third] = load(tmp_path, ["."], cache=cache)
+    first = load(tmp_path, ["."], cache=cache, blob_ids=blob_ids)
+    write(tmp_path, {"b.yaml": cm("b2")})
+    second = load(tmp_path, ["."], cache=cache, blob_ids={**blob_ids, "b.yaml": "3" * 40})
 
-    assert cache.parses == 1
-    assert third.body["data"] == {"k": "v"}
-    assert third.key.name == "a" and third.body["metadata"]["name"] == "a"
+    assert cache.parses == 3
+    assert second[0] is first[0]
+    assert second[1] is not first[1] and names(second) == ["a", "b2"]
 
 
-def test_identical_files_are_parsed_once_but_keep_their_own_origins(tmp_path: Path) -> None:
+def test_identical_files_keep_their_own_origins(tmp_path: Path) -> None:
     write(tmp_path, {"a.yaml": cm("x"), "b.yaml": cm("x")})
-    cache = ParseCache()
 
-    manifests = load(tmp_path, ["."], cache=cache)
+    manifests = load(tmp_path, ["."], cache=ParseCache())
 
-    assert cache.parses == 1
     assert origins(manifests) == ["a.yaml:1", "b.yaml:1"]
     assert manifests[0].body is not manifests[1].body
 
@@ -1308,15 +1307,18 @@ def test_other_limits_do_not_reuse_a_parse(tmp_path: Path) -> None:
     assert error.reason == "depth_limit"
 
 
-@pytest.mark.parametrize(("max_entries", "parses"), [(3, 3), (2, 6)])
-def test_the_cache_is_bounded(tmp_path: Path, max_entries: int, parses: int) -> None:
+def test_the_cache_holds_only_the_revision_read_last(tmp_path: Path) -> None:
     write(tmp_path, {"a.yaml": cm("a"), "b.yaml": cm("b"), "c.yaml": cm("c")})
-    cache = ParseCache(max_entries=max_entries)
+    cache = ParseCache()
+    load(tmp_path, ["."], cache=cache)
+    write(tmp_path, {"b.yaml": cm("b2")})
 
     load(tmp_path, ["."], cache=cache)
-    load(tmp_path, ["."], cache=cache)
+    assert (len(cache), cache.parses) == (3, 4)
 
-    assert cache.parses == parses
+    write(tmp_path, {"b.yaml": cm("b")})  # back to the first revision's b: parsed again
+    load(tmp_path, ["."], cache=cache)
+    assert (len(cache), cache.parses) == (3, 5)
 
 
 def test_a_file_that_vanishes_while_the_tree_is_read_is_an_error_never_a_skip(
