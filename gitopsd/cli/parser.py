@@ -67,7 +67,7 @@ def _add_sync(commands: Any) -> None:
     _switch(sync, "--allow-mass-prune", "prune beyond the budget")
     add(
         "--prune-budget",
-        type=float,
+        type=_percent,
         metavar="PERCENT",
         help=f"most owned objects one sync may prune (default {PrunePolicy.budget_percent:g})",
     )
@@ -166,6 +166,17 @@ def _positive(text: str) -> int:
     if not (text.isascii() and text.isdigit() and int(text) > 0):
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
     return int(text)
+
+
+def _percent(text: str) -> float:
+    """As the config file's pruneBudgetPercent: above 0 and at most 100."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 100:  # also false for nan and inf
+        raise argparse.ArgumentTypeError(f"expected a number above 0 and at most 100, got {text!r}")
+    return value
 
 
 def _cluster_arguments(parser: argparse.ArgumentParser) -> None:

@@ -156,6 +156,24 @@ def test_concurrency_must_be_a_positive_whole_number(
     )
 
 
+@pytest.mark.parametrize("value", ["0", "-5", "100.5", "1e9", "nan", "inf", "half"])
+def test_the_prune_budget_is_a_percentage_as_in_the_config_file(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["sync", ".", "--prune", "--prune-budget", value])
+
+    assert (
+        f"argument --prune-budget: expected a number above 0 and at most 100, got {value!r}"
+        in capsys.readouterr().err
+    )
+    arguments = build_parser().parse_args(["sync", ".", "--prune-budget", "100"])
+    assert (
+        settings.sync_settings(arguments, settings.source_spec(arguments)).prune.budget_percent
+        == 100
+    )
+
+
 def test_help_shows_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["sync", "--help"])
