@@ -9,6 +9,8 @@ is not JSON) becomes a `ClusterError` with reason `unreachable`: nothing else es
 from __future__ import annotations
 
 import contextlib
+import datetime
+import email.utils
 import gc
 import http.client
 import json
@@ -25,6 +27,8 @@ from kubernetes import client
 from gitopsd.errors import ClusterError, ClusterReason
 
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+MAX_RETRY_AFTER_SECONDS = 30.0
+"""The longest Retry-After honoured: a request is worth that much waiting, not more."""
 REASON_BY_STATUS: dict[int, ClusterReason] = {
     400: ClusterReason.INVALID,
     401: ClusterReason.FORBIDDEN,
@@ -219,11 +223,26 @@ class Api:
 
 
 def _retry_delay(attempt: int, retry_after: str | None) -> float:
-    """Honours Retry-After (bounded); otherwise exponential backoff with jitter."""
-    if retry_after and retry_after.isdigit():
-        return min(float(retry_after), 30.0)
+    """Honours Retry-After, in seconds or as an HTTP date (RFC 9110; bounded); otherwise
+    exponential backoff with jitter."""
+    asked = _seconds_asked(retry_after or "")
+    if asked is not None:
+        return min(asked, MAX_RETRY_AFTER_SECONDS)
     backoff: float = min(0.2 * 2 ** (attempt - 1), 5.0)
     return backoff * random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not crypto
+
+
+def _seconds_asked(retry_after: str) -> float | None:
+    """The wait a Retry-After asks for; None when it says nothing readable."""
+    if retry_after.isascii() and retry_after.isdigit():
+        return float(retry_after)
+    try:
+        until = email.utils.parsedate_to_datetime(retry_after)
+    except (TypeError, ValueError):
+        return None
+    if until.tzinfo is None:  # "-0000": a time in UTC, as HTTP dates are
+        until = until.replace(tzinfo=datetime.UTC)
+    return max((until - datetime.datetime.now(datetime.UTC)).total_seconds(), 0.0)
 
 
 def _decoded(request: str, data: bytes, response: Any) -> Any:

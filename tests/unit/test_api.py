@@ -4,10 +4,12 @@ pool; the same faults through a real proxy are in tests/integration/test_faults.
 
 from __future__ import annotations
 
+import email.utils
 import gc
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -96,6 +98,20 @@ def test_fa09_retry_after_is_waited_out_up_to_a_bound_and_otherwise_backed_off(
     assert waits[:2] == [3.0, 30.0]  # as the server asks, but never half an hour
     assert 0.4 <= waits[2] <= 0.8  # no Retry-After: a short backoff with jitter
     assert len(transport.sent) == 4
+
+
+def test_fa09_retry_after_may_be_an_http_date(monkeypatch: pytest.MonkeyPatch) -> None:
+    waits: list[float] = []
+    monkeypatch.setattr("gitopsd.cluster.api.time.sleep", waits.append)
+    soon = email.utils.format_datetime(datetime.now(UTC) + timedelta(seconds=12), usegmt=True)
+    dates = [soon, "Sun, 06 Nov 1994 08:49:37 GMT", "tomorrow"]  # soon, past, unreadable
+    transport = Transport([*(Answer(503, b"{}", {"Retry-After": d}) for d in dates), Answer(200)])
+
+    Api(transport).request("GET", "/api/v1/namespaces")
+
+    assert 10 <= waits[0] <= 12
+    assert waits[1] == 0.0
+    assert 0.4 <= waits[2] <= 0.8  # as without one: backoff with jitter (third attempt)
 
 
 def test_fa23_the_fence_is_checked_before_every_attempt_not_only_the_first() -> None:
