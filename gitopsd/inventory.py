@@ -191,7 +191,7 @@ def encode_stamps(record: Mapping[ObjectKey, str], stamps: Mapping[ObjectKey, by
 
 
 def stamps_of(parent: Body | None, record: Record) -> dict[ObjectKey, bytes]:
-    """The stamps a live parent holds for its record. None when they do not fit the record
+    """The stamps a live parent holds for its record; none when they do not fit the record
     (written by an older gitopsd, or tampered with): a missing stamp only costs a dry-run."""
     raw = stored_stamps(parent)
     if len(raw) != STAMP_BYTES * len(record):
