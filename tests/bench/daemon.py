@@ -73,7 +73,9 @@ class Kept:
     def __init__(self, lab: Lab, objects: ObjectSet, repo: GitRepo) -> None:
         self.lab, self.objects, self.repo = lab, objects, repo
         self.name = objects.tag
-        self.hook_secret = secrets.token_bytes(16)
+        # printable: the daemon strips whitespace around a secret file's contents, and random
+        # bytes begin or end with a whitespace byte in about 1 run of 20
+        self.hook_secret = secrets.token_hex(16).encode()
         secret_file = lab.workdir / f"{self.name}.hook-secret"
         secret_file.write_bytes(self.hook_secret)
         source = {
