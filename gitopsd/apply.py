@@ -36,7 +36,8 @@ class Applier:
     on_outcome: Callable[[Outcome], None] = lambda outcome: None
     """Called once per object of the plan, e.g. to draw a progress bar."""
     on_applied: Callable[[Target, Body], None] = lambda target, result: None
-    """Called with each object the server applied, and its answer."""
+    """Called with each object the server applied, and its answer (of an object created,
+    only its uid and resourceVersion)."""
 
     def run(self, plan: Plan, targets: Mapping[ObjectKey, Target]) -> ChangeSet:
         """Applies what the plan sends, stage by stage. Objects that could not be dry-run
@@ -119,14 +120,17 @@ class Applier:
                 )
 
     def _apply(self, targets: list[Target]) -> tuple[dict[ObjectKey, Body], ApplyError | None]:
-        """The objects applied (their answers projected, as live objects are: a stage's
-        answers are held until it ends), and the failure of the others, if any."""
+        """The objects applied, and the failure of the others, if any. A stage's answers are
+        held until it ends, so each is kept as small as what reads it: projected, as live
+        objects are, and for an object created only its identity (the record and the drift
+        memo read its uid and resourceVersion; only a configured one has fields to lose)."""
         force = self.settings.force_conflicts
 
         def apply(target: Target) -> Body:
-            return self.cluster.apply(
+            answer = self.cluster.apply(
                 target.served, target.body, dry_run=False, force=force, projected=True
             )
+            return answer if self.live.get(target.key) else _identity(answer)
 
         return self._answers(targets, apply)
 
@@ -184,6 +188,11 @@ class Applier:
             not_sent = f"{target.key} ({target.origin}): not sent: writes are fenced"
             return Failure(not_sent, ClusterReason.FENCED)
         return _attempt(target, call)
+
+
+def _identity(answer: Body) -> Body:
+    metadata = answer.get("metadata") or {}
+    return {"metadata": {k: metadata[k] for k in ("uid", "resourceVersion") if k in metadata}}
 
 
 @dataclass

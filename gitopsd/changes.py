@@ -78,7 +78,8 @@ class Hooks:
     on_outcome: Callable[[Outcome], None] = lambda outcome: None
     """Each object of the plan, as it is done (a progress bar, a log line)."""
     on_applied: Callable[[Target, Body], None] = lambda target, result: None
-    """Each object the server applied, with its answer."""
+    """Each object the server applied, with its answer (of an object created, only its uid
+    and resourceVersion)."""
     may_prune: Callable[[], bool] = lambda: True
     """Asked right before pruning starts: a process shutting down says no."""
     on_fetched: Callable[[float], None] = lambda seconds: None
