@@ -55,10 +55,11 @@ class ParentWriter:
         or no restamp is asked (a sync that changed nothing writes nothing; nor does a first
         sync whose dry-run failed). Records are compared, not their encodings: a heal of one
         object compresses nothing."""
-        if self.settings.dry_run:
-            return
+        unchanged = record == before
+        if self.settings.dry_run or (unchanged and not self.restamp):
+            return  # a heal hashes no stamps
         stamps = inventory.encode_stamps(record, self.stamps())
-        if record == before and (stamps == self.held or not self.restamp):
+        if unchanged and stamps == self.held:
             return
         parent = self.applyset.parent(record, stamps)
         try:
