@@ -72,9 +72,8 @@ class ListReader:
         group_kinds, namespaces = scope(applyset, parent, record, targets)
         preferred = self.cluster.discovery.preferred
         resources = [r for gk in sorted(group_kinds) if (r := preferred(gk))]
-        objects = self._list_all(
-            applyset, [(r, "") for r in resources if not r.namespaced], targets
-        )
+        wanted = _by_scope(targets)
+        objects = self._list_all(applyset, [(r, "") for r in resources if not r.namespaced], wanted)
         absent = {k.name for k in targets if k.group_kind == NAMESPACES and k not in objects}
         namespaced = [
             (resource, namespace)
@@ -82,16 +81,18 @@ class ListReader:
             if resource.namespaced
             for namespace in sorted(namespaces - absent)
         ]
-        objects |= self._list_all(applyset, namespaced, targets)
+        objects |= self._list_all(applyset, namespaced, wanted)
         return live_from(applyset, parent, record, objects, targets)
 
     def written(self) -> None:
         """Every read is fresh."""
 
     def _list_all(
-        self, applyset: inventory.ApplySet, lists: list[tuple[Resource, str]], targets: Targets
+        self,
+        applyset: inventory.ApplySet,
+        lists: list[tuple[Resource, str]],
+        wanted: Mapping[tuple[GroupKind, str], list[Target]],
     ) -> dict[ObjectKey, Body]:
-        wanted = _by_scope(targets)
         found = run_concurrently(
             lists, lambda each: self._list(applyset, *each, wanted), self.concurrency
         )
