@@ -100,12 +100,12 @@ class _Reader:
             check_object_size(rel, size, self.limits)
         allowed = self._admit(rel, size)
         blob = self.tree.content_id(rel)
-        if blob is not None:
-            key = self._key(f"blob:{blob}", rel)
-            known = self.cache.lookup(key)
-            if known is not None:
-                self.used.add(key)
-                return known  # unchanged since an earlier revision: not even read
+        if blob is not None:  # read only if the cache has no parse of the blob
+            return self._parsed(f"blob:{blob}", rel, lambda: decode(self._read(rel, allowed), rel))
+        data = self._read(rel, allowed)
+        return self._parsed(_sha256(data), rel, lambda: decode(data, rel))
+
+    def _read(self, rel: str, allowed: int) -> bytes:
         data = self.tree.read(rel, allowed)
         if len(data) > allowed:  # grew since its size was taken
             raise ManifestError(
@@ -113,8 +113,7 @@ class _Reader:
                 f"({how_to_raise('max_revision_bytes')})",
                 ManifestReason.SIZE_LIMIT,
             )
-        content = f"blob:{blob}" if blob is not None else _sha256(data)
-        return self._parsed(content, rel, lambda: decode(data, rel))
+        return data
 
     def _rendered(self, rel: str, path: str) -> Parsed:
         if self.render is None:
