@@ -50,13 +50,21 @@ def parse_documents(text: str, path: str, limits: Limits) -> Documents:
         check_events(text, path, limits)  # cheap, streaming, before any node is built
         return construct(text, path)
     except yaml.YAMLError as exc:
-        raise _syntax_error(exc, path, text) from None
+        raise _syntax_error(exc, path, text, limits) from None
 
 
-def _syntax_error(exc: yaml.YAMLError, path: str, text: str) -> ManifestError:
+LIBYAML_TOO_DEEP = "exceeded maximum nesting depth"
+"""The refusal of nesting past 1,000 levels by the libyaml that newer PyYAML wheels carry
+(6.0.4 here): its scanner looks ahead through `[[[[…` before a single event reaches the
+depth budget."""
+
+
+def _syntax_error(exc: yaml.YAMLError, path: str, text: str, limits: Limits) -> ManifestError:
     """line:col and libyaml's description; never str(exc), whose snippet quotes the file."""
     if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
         mark = exc.problem_mark
+        if LIBYAML_TOO_DEEP in (exc.problem or ""):  # far deeper than our limit, too
+            return depth_error(f"{path}:{mark.line + 1}:{mark.column + 1}", limits)
         message = exc.problem or "invalid YAML"
         if exc.context:
             context_line = f" at line {exc.context_mark.line + 1}" if exc.context_mark else ""
