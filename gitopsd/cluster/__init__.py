@@ -15,6 +15,7 @@ from gitopsd.cluster.api import Api, ApiError, Counters
 from gitopsd.cluster.connect import POOL_CONNECTIONS, api_client
 from gitopsd.cluster.discovery import Discovery
 from gitopsd.cluster.projection import Projection
+from gitopsd.cluster.transport import PooledTransport
 from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.objects import FIELD_MANAGER, Body, Resource
 
@@ -49,7 +50,7 @@ class Cluster:
         connections: int = POOL_CONNECTIONS,
     ) -> Cluster:
         """A cluster client that keeps `connections` open: at least the requests in flight."""
-        api = Api(api_client(kubeconfig, context, allow_exec, connections))
+        api = Api(PooledTransport.of(api_client(kubeconfig, context, allow_exec, connections)))
         return cls(api, Discovery(api))
 
     def get(

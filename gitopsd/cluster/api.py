@@ -1,9 +1,10 @@
 """Raw HTTP to the API server: JSON in, plain dicts out, our errors on failure.
 
-The official client provides configuration, authentication and its connection pool; the
-requests bypass its typed models, which cost 30-50x more to decode than plain JSON.
-Every transport failure (refused, reset or cut connection, truncated body, an answer that
-is not JSON) becomes a `ClusterError` with reason `unreachable`: nothing else escapes.
+The official client provides configuration, authentication and its connection pool (see
+`transport`); the requests bypass its typed models, which cost 30-50x more to decode than
+plain JSON. Every transport failure (refused, reset or cut connection, truncated body, an
+answer that is not JSON) becomes a `ClusterError` with reason `unreachable`: nothing else
+escapes.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 import urllib3
-from kubernetes import client
 
+from gitopsd.cluster.transport import Transport
 from gitopsd.errors import ClusterError, ClusterReason
 
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -42,12 +44,7 @@ REASON_BY_STATUS: dict[int, ClusterReason] = {
     504: ClusterReason.TIMEOUT,
 }
 JSON = "application/json"
-TRANSPORT_ERRORS = (
-    urllib3.exceptions.HTTPError,
-    client.exceptions.ApiException,
-    http.client.HTTPException,
-    OSError,
-)
+TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
 Fence = Callable[[], None]
 """Raises when this process may not write now; checked before every attempt of a write."""
 LARGE_ANSWER_BYTES = 256 * 1024
@@ -101,6 +98,15 @@ class Counters:
             return dict(self._requests)
 
 
+@dataclass(frozen=True)
+class Answer:
+    """A response read whole."""
+
+    status: int
+    headers: Any
+    data: bytes
+
+
 class ApiError(ClusterError):
     """A request the API server answered with an error status."""
 
@@ -111,9 +117,9 @@ class ApiError(ClusterError):
 
 @dataclass
 class Api:
-    """Sends requests with the official client's auth and pool; retries 429/5xx with backoff."""
+    """Sends requests over `transport`; retries 429/5xx with backoff."""
 
-    client: Any
+    transport: Transport
     timeout_seconds: float = 30.0
     max_attempts: int = 5
     counters: Counters = field(default_factory=Counters)
@@ -136,30 +142,32 @@ class Api:
         for attempt in range(1, self.max_attempts + 1):
             if fence is not None:
                 fence()
-            response = self._send(method, path, query, body, content_type, accept)
-            self.counters.count(method, response.status)
-            if response.status < 300:
-                return _decoded(f"{method} {path}", response.read() or b"null", response)
-            error = ApiError(_status_of(response), _status_message(response))
+            answer = self._exchange(method, path, query, body, content_type, accept)
+            self.counters.count(method, answer.status)
+            if answer.status < 300:
+                return _decoded(f"{method} {path}", answer.data or b"null", answer)
+            error = ApiError(_status_of(answer), _status_message(answer))
             if error.status not in RETRYABLE_STATUSES or attempt == self.max_attempts:
                 raise error
-            time.sleep(_retry_delay(attempt, response.headers.get("Retry-After")))
+            time.sleep(_retry_delay(attempt, answer.headers.get("Retry-After")))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def stream(self, path: str, query: Sequence[tuple[str, str]]) -> Iterator[dict[str, Any]]:
         """Opens a watch (raising if that fails) and returns its events as dicts, which end
         when the server closes the stream."""
-        response = self._send("GET", path, query, None, JSON, JSON, stream=True)
+        response = self._open(path, query)
         self.counters.count("WATCH", response.status)
         if response.status >= 300:
             try:
-                message = _status_message(response)
+                answer = Answer(response.status, response.headers, response.read())
             except TRANSPORT_ERRORS as error:
                 raise self._unreachable("WATCH", path, error) from None
-            raise ApiError(response.status, message)
+            finally:
+                response.release_conn()
+            raise ApiError(response.status, _status_message(answer))
         kind = response.headers.get("Content-Type") or "no content type"
         if not kind.startswith("application/json"):  # a proxy's page, not a watch
-            response.response.release_conn()
+            response.release_conn()
             self.reachable = False
             raise ClusterError(
                 f"WATCH {path}: the answer is not a stream of JSON events ({kind}, "
@@ -168,14 +176,13 @@ class Api:
             )
         return self._events(path, response)
 
-    def _events(self, path: str, response: Any) -> Iterator[dict[str, Any]]:
-        raw = response.response
+    def _events(self, path: str, raw: Any) -> Iterator[dict[str, Any]]:
         buffer = b""
         try:
             for chunk in raw.stream(64 * 1024, decode_content=True):
                 buffer += chunk
                 *lines, buffer = buffer.split(b"\n")
-                yield from (_event(path, line, response) for line in lines if line.strip())
+                yield from (_event(path, line, raw) for line in lines if line.strip())
         except TRANSPORT_ERRORS as error:
             raise self._unreachable("WATCH", path, error) from None
         finally:
@@ -189,7 +196,7 @@ class Api:
         self.reachable = False
         return ClusterError(f"{method} {path}: {_first_line(error)}", ClusterReason.UNREACHABLE)
 
-    def _send(
+    def _exchange(
         self,
         method: str,
         path: str,
@@ -197,29 +204,36 @@ class Api:
         body: Any,
         content_type: str,
         accept: str,
-        stream: bool = False,
-    ) -> Any:
+    ) -> Answer:
+        """One attempt, its answer read whole: a cut or truncated body fails here."""
+        payload = None if body is None else json.dumps(body).encode()  # JSON is YAML too
         headers = {"Accept": accept, "Content-Type": content_type}
-        _method, url, headers, payload, _ = self.client.param_serialize(
-            method,
-            path,
-            query_params=list(query),
-            header_params=headers,
-            body=body,  # the client encodes it as JSON (valid YAML for apply patches)
-            auth_settings=["BearerToken"],
-        )
-        # a watch ends itself after its timeoutSeconds (300); a silent one longer is a hang
-        timeout = (5.0, 330.0) if stream else (5.0, self.timeout_seconds)
+        timeout = (5.0, self.timeout_seconds)
         try:
-            response = self.client.call_api(
-                method, url, header_params=headers, body=payload, _request_timeout=timeout
-            )
-            if not stream:
-                response.read()  # a cut or truncated body fails here, not in the caller
+            response = self.transport.send(method, _target(path, query), payload, headers, timeout)
+            try:
+                answer = Answer(response.status, response.headers, response.read())
+            finally:
+                response.release_conn()
         except TRANSPORT_ERRORS as error:
             raise self._unreachable(method, path, error) from None
         self.reachable = True
+        return answer
+
+    def _open(self, path: str, query: Sequence[tuple[str, str]]) -> Any:
+        """Opens a watch: its response, the body to be streamed."""
+        headers = {"Accept": JSON, "Content-Type": JSON}
+        # a watch ends itself after its timeoutSeconds (300); a silent one longer is a hang
+        try:
+            response = self.transport.send("GET", _target(path, query), None, headers, (5.0, 330.0))
+        except TRANSPORT_ERRORS as error:
+            raise self._unreachable("WATCH", path, error) from None
+        self.reachable = True
         return response
+
+
+def _target(path: str, query: Sequence[tuple[str, str]]) -> str:
+    return f"{path}?{urlencode(query)}" if query else path
 
 
 def _retry_delay(attempt: int, retry_after: str | None) -> float:
@@ -270,23 +284,21 @@ def _event(path: str, line: bytes, response: Any) -> dict[str, Any]:
     return event
 
 
-def _status_of(response: Any) -> int:
+def _status_of(answer: Answer) -> int:
     """The status, except that server-side apply answers 500 for a manifest that does not fit
     the schema (a bad request, so never worth retrying)."""
-    if response.status == 500 and b"failed to create typed patch object" in (
-        response.read() or b""
-    ):
+    if answer.status == 500 and b"failed to create typed patch object" in answer.data:
         return 422
-    return int(response.status)
+    return answer.status
 
 
-def _status_message(response: Any) -> str:
+def _status_message(answer: Answer) -> str:
     try:
-        status = json.loads(response.read() or b"{}")
+        status = json.loads(answer.data or b"{}")
     except ValueError:
-        return f"HTTP {response.status}"
+        return f"HTTP {answer.status}"
     message = status.get("message") if isinstance(status, dict) else None
-    return str(message or f"HTTP {response.status}")
+    return str(message or f"HTTP {answer.status}")
 
 
 def _first_line(error: BaseException) -> str:

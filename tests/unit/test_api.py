@@ -1,6 +1,7 @@
 """How `Api` treats what comes back: retries, the fence before every attempt, and transport
 failures turned into our errors. A tiny scripted transport stands in for the connection
-pool; the same faults through a real proxy are in tests/integration/test_faults.py."""
+pool (the `Transport` seam); the same faults through a real proxy are in
+tests/integration/test_faults.py."""
 
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ class Raw:
 
 @dataclass
 class Answer:
+    """A urllib3 response as `Api` reads it: a body, or a stream of chunks (`raw`)."""
+
     status: int
     body: bytes = b"{}"
     headers: dict[str, str] = field(default_factory=lambda: {"Content-Type": "application/json"})
@@ -46,14 +49,17 @@ class Answer:
     cut: bool = False
     """The connection breaks while the body is read."""
 
-    @property
-    def response(self) -> Raw | None:
-        return self.raw
-
     def read(self) -> bytes:
         if self.cut:
             raise CUT
         return self.body
+
+    def stream(self, amount: int, decode_content: bool) -> Iterator[bytes]:
+        assert self.raw is not None, "a watch's answer streams"
+        yield from self.raw.stream(amount, decode_content)
+
+    def release_conn(self) -> None:
+        pass
 
 
 @dataclass
@@ -63,11 +69,8 @@ class Transport:
     script: list[Answer | Exception]
     sent: list[str] = field(default_factory=list)
 
-    def param_serialize(self, method: str, path: str, **_: Any) -> tuple[Any, ...]:
-        return method, path, {}, None, None
-
-    def call_api(self, method: str, url: str, **_: Any) -> Answer:
-        self.sent.append(f"{method} {url}")
+    def send(self, method: str, target: str, *_: Any) -> Answer:
+        self.sent.append(f"{method} {target}")
         step = self.script.pop(0)
         if isinstance(step, Exception):
             raise step
