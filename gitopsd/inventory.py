@@ -217,6 +217,10 @@ def recorded_group_kinds(parent: Body | None) -> set[GroupKind]:
 
 
 def recorded_namespaces(parent: Body | None, own_namespace: str) -> set[str]:
+    """The namespaces a live parent says its members are in: its own and those it lists. A
+    parent that does not exist has no members anywhere."""
+    if parent is None:
+        return set()
     annotations = ((parent or {}).get("metadata") or {}).get("annotations") or {}
     listed = annotations.get(ADDITIONAL_NAMESPACES_ANNOTATION, "")
     return {name for name in listed.split(",") if name} | {own_namespace}

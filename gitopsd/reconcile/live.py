@@ -73,7 +73,9 @@ class ListReader:
         preferred = self.cluster.discovery.preferred
         resources = [r for gk in sorted(group_kinds) if (r := preferred(gk))]
         wanted = _by_scope(targets)
-        objects = self._list_all(applyset, [(r, "") for r in resources if not r.namespaced], wanted)
+        owning = parent is not None  # without a parent, nothing is owned: no labelled LIST
+        cluster_scoped = [(r, "") for r in resources if not r.namespaced]
+        objects = self._list_all(applyset, cluster_scoped, wanted, owning)
         absent = {k.name for k in targets if k.group_kind == NAMESPACES and k not in objects}
         namespaced = [
             (resource, namespace)
@@ -81,7 +83,7 @@ class ListReader:
             if resource.namespaced
             for namespace in sorted(namespaces - absent)
         ]
-        objects |= self._list_all(applyset, namespaced, wanted)
+        objects |= self._list_all(applyset, namespaced, wanted, owning)
         return live_from(applyset, parent, record, objects, targets)
 
     def written(self) -> None:
@@ -92,26 +94,29 @@ class ListReader:
         applyset: inventory.ApplySet,
         lists: list[tuple[Resource, str]],
         wanted: Mapping[tuple[GroupKind, str], list[Target]],
+        owning: bool,
     ) -> dict[ObjectKey, Body]:
+        selector = applyset.selector if owning else None
         found = run_concurrently(
-            lists, lambda each: self._list(applyset, *each, wanted), self.concurrency
+            lists, lambda each: self._list(selector, *each, wanted), self.concurrency
         )
         return {key_of(body): body for bodies in found for body in bodies}
 
     def _list(
         self,
-        applyset: inventory.ApplySet,
+        selector: str | None,
         resource: Resource,
         namespace: str,
         wanted: Mapping[tuple[GroupKind, str], list[Target]],
     ) -> list[Body]:
         """The owned and desired objects of one kind in one namespace: one unlabelled LIST
-        where git wants several, else the labelled LIST and a GET for the lone one."""
+        where git wants several, else the labelled LIST (`selector`; None: nothing can be
+        owned yet) and a GET for the lone one."""
         desired = wanted.get((GroupKind(resource.group, resource.kind), namespace), [])
         cluster = self.cluster
         if len(desired) > 1:
             return cluster.list_objects(resource, namespace, projected=True)
-        owned = cluster.list_objects(resource, namespace, applyset.selector, projected=True)
+        owned = cluster.list_objects(resource, namespace, selector, True) if selector else []
         keys = {key_of(body) for body in owned}
         lone = [t for t in desired if t.key not in keys and t.resource is not None]
         gotten = [cluster.get(t.served, t.key.namespace, t.key.name, projected=True) for t in lone]

@@ -14,9 +14,11 @@ import os
 import time
 from collections import Counter
 from typing import Any
+from urllib.parse import unquote
 
 from kubernetes import client
 
+from gitopsd.objects import APPLYSET_PART_OF_LABEL
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import AUDITED_USER, WRITE_VERBS, ControlPlane
@@ -70,6 +72,35 @@ def test_a_cold_sync_dry_runs_and_applies_each_object_once_and_gets_none(
     )
     assert not [r for r in requests if r.verb == "get" and r.name in names]
     assert len(requests) <= 2 * OBJECTS + FIXED_REQUESTS, Counter(r.verb for r in requests)
+
+
+def test_a_first_sync_lists_nothing_by_label_and_a_later_one_does(
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    """Without a parent nothing is owned, so nothing is listed for being owned: a lone
+    desired object is got, several are listed without a selector."""
+    lone = {"lone.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: lone\n"}
+    git_repo.commit({**config_maps(), **lone})
+    url = git_server.file_url(git_repo)
+
+    def labelled_lists(since: float) -> list[str]:
+        requests = audit.requests(control_plane, AUDITED_USER, since)
+        lists = [unquote(r.uri) for r in requests if r.verb == "list"]
+        return [uri for uri in lists if APPLYSET_PART_OF_LABEL in uri]
+
+    since = time.time()
+    sync(gitopsd, control_plane, url, namespace)
+    assert labelled_lists(since) == []
+
+    since = time.time()
+    sync(gitopsd, control_plane, url, namespace)  # the parent exists now: owned are listed
+    assert [uri.partition("?")[0] for uri in labelled_lists(since)] == [
+        f"/api/v1/namespaces/{namespace}/secrets"
+    ]
 
 
 def test_a_namespace_git_creates_is_not_listed_before_it_exists(
