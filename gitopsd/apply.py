@@ -114,10 +114,8 @@ class Applier:
             live = self.live.get(target.key)
             operations = _takeover_patch(live) if live else None
             if operations:
-                meta = target.body["metadata"]
-                self.cluster.patch(
-                    target.served, meta.get("namespace", ""), meta["name"], operations
-                )
+                key = target.key
+                self.cluster.patch(target.served, key.namespace, key.name, operations)
 
     def _apply(self, targets: list[Target]) -> tuple[dict[ObjectKey, Body], ApplyError | None]:
         """The objects applied, and the failure of the others, if any. A stage's answers are

@@ -6,28 +6,42 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import cached_property
 
 from gitopsd import diff
-from gitopsd.objects import Body, Manifest, ObjectKey, Origin, Resource
+from gitopsd.objects import Body, Manifest, ObjectKey, Origin, Resource, pack, unpack
 
 
-@dataclass
+@dataclass(init=False, slots=True)
 class Target:
-    """One desired object, ready to send: labelled as a member, namespace filled in."""
+    """One desired object, ready to send: labelled as a member, namespace filled in. Its body
+    is kept packed (`objects.pack`), as a revision's targets are held for as long as it is
+    current; each read of `body` unpacks a copy of its own."""
 
     key: ObjectKey
-    body: Body
+    packed: bytes = field(repr=False)
     origin: Origin
     resource: Resource | None  # None while its CRD, created by this sync, is not served yet
-    read_from: Manifest | None = field(default=None, compare=False, repr=False)
+    read_from: Manifest | None = field(compare=False, repr=False)
     """The manifest it was resolved from: a later revision whose file is unchanged yields
     that very manifest, and the target is kept as it is."""
+    fingerprint: str = field(compare=False, repr=False)
+    """The hash of the body (bodies never change after resolve)."""
 
-    @cached_property
-    def fingerprint(self) -> str:
-        """The hash of the body, computed once: bodies are never changed after resolve."""
-        return diff.fingerprint(self.body)
+    def __init__(
+        self,
+        key: ObjectKey,
+        body: Body,
+        origin: Origin,
+        resource: Resource | None,
+        read_from: Manifest | None = None,
+    ) -> None:
+        self.key, self.packed, self.origin = key, pack(body), origin
+        self.resource, self.read_from = resource, read_from
+        self.fingerprint = diff.fingerprint(body)
+
+    @property
+    def body(self) -> Body:
+        return unpack(self.packed)
 
     @property
     def served(self) -> Resource:

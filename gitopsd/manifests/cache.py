@@ -2,10 +2,9 @@
 
 An entry is the file's manifests, validated, and the first line of each document (the
 document limit counts documents and names the first one over it). Manifests are shared
-with whoever reads them, so nothing may edit a manifest's body: every step after reading
-builds new maps where it changes one (ApplySet.member, namespace defaulting,
-diff.normalize). A load keeps only the entries its revision used: the files of older
-revisions are not held.
+with whoever reads them; each keeps its body packed and hands out copies, so no reader can
+change what the next one reads. A load keeps only the entries its revision used: the files
+of older revisions are not held.
 """
 
 from __future__ import annotations

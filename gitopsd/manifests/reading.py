@@ -9,7 +9,6 @@ yet its bytes and documents still count, so the limits hold over the whole revis
 from __future__ import annotations
 
 import hashlib
-import marshal
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -21,7 +20,6 @@ from gitopsd.manifests.identity import manifests_of
 from gitopsd.manifests.parsing import decode, parse_documents
 from gitopsd.manifests.selection import DEFAULT_INCLUDE, Globs, Source, child_path, sources
 from gitopsd.manifests.tree import Directory, Tree
-from gitopsd.manifests.yaml_loader import Documents
 from gitopsd.objects import Manifest
 
 Render = Callable[[Tree, str, int], str]
@@ -157,7 +155,7 @@ class _Reader:
         self.used.add(key)
 
         def parse() -> Parsed:
-            documents = _unshared(parse_documents(text(), path, self.limits))
+            documents = parse_documents(text(), path, self.limits)
             manifests = tuple(manifests_of(path, documents))
             return Parsed(manifests, tuple(line for line, _ in documents))
 
@@ -166,14 +164,6 @@ class _Reader:
     def _key(self, content: str, path: str) -> Hashable:
         # Manifests name their file; limits decide what is accepted.
         return (content, path, self.limits)
-
-
-def _unshared(documents: Documents) -> Documents:
-    """The documents with every object a YAML alias shares written out as its own copy
-    (marshal's format 2 has no back-references; the expansion is bounded by the parse), so
-    that no two places in a manifest are one object."""
-    copied: Documents = marshal.loads(marshal.dumps(documents, 2))  # noqa: S302 - our own bytes
-    return copied
 
 
 def _sha256(data: bytes) -> str:

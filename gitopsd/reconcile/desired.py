@@ -101,7 +101,10 @@ def resolve(
 
 
 def _resolves_as(prior: Target, cluster: Cluster) -> bool:
-    served = cluster.discovery.find(prior.body["apiVersion"], prior.key.kind)
+    """The kind of a target kept from the previous revision (so read from a manifest) is
+    served as it was."""
+    api_version = prior.read_from.api_version if prior.read_from else ""
+    served = cluster.discovery.find(api_version, prior.key.kind)
     return served is not None and served == prior.resource
 
 
