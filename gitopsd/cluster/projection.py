@@ -12,7 +12,10 @@ The managedFields tries are most of what is left: objects rendered from one temp
 identical ones. `Projection` shares each distinct trie (compared whole, never assumed
 equal) between the objects that have it, which halves the memory of a cache of such
 objects (10,000 Deployments, Services and ConfigMaps: 80 MiB of Python objects whole,
-38 MiB projected). Shared parts make projected bodies read-only, as cached bodies are.
+38 MiB projected). It shares short strings too: every object decoded from its own watch
+event has its own copy of each key and of values such as "ClusterFirst" that all objects of
+a kind repeat (10,000 objects from watch events: 45 MiB projected, 25 MiB with strings
+shared). Shared parts make projected bodies read-only, as cached bodies are.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 `diff.normalize` drops."""
 ENTRY_WORDS = ("manager", "operation", "apiVersion", "fieldsType", "subresource", "time")
 """The short strings of a managedFields entry, repeated in every object: kept once each."""
+SHARED_TEXT_CHARS = 32
+"""Strings up to this long are shared (interned): keys, kinds, images, policies. Longer ones
+are mostly an object's own (annotations, certificates, scripts)."""
 SHARED_TRIES = 4096
 """Distinct tries remembered for sharing; beyond that the memory starts afresh (objects
 keep the tries they share), so objects that each have their own trie cost nothing extra."""
@@ -44,26 +50,30 @@ class Projection:
     tries: dict[int, Body] = field(default_factory=dict)
 
     def of(self, body: Body) -> Body:
-        """`body` without what drift ignores, its managedFields tries shared; `body` itself
-        is left as it is."""
-        projected = {key: value for key, value in body.items() if key != "status"}
-        metadata = body.get("metadata")
-        if isinstance(metadata, dict):
-            projected["metadata"] = self._metadata(metadata)
+        """`body` without what drift ignores, its managedFields tries and short strings
+        shared; `body` itself is left as it is."""
+        projected = {}
+        for key, value in body.items():
+            if key == "metadata" and isinstance(value, dict):
+                projected[sys.intern(key)] = self._metadata(value)
+            elif key != "status":
+                projected[sys.intern(key)] = _strings_shared(value)
         return projected
 
     def _metadata(self, metadata: Body) -> Body:
-        kept = {key: value for key, value in metadata.items() if key not in DROPPED_METADATA}
-        annotations = metadata.get("annotations")
+        kept = {}
+        for key, value in metadata.items():
+            if key == "managedFields" and isinstance(value, list):
+                kept[key] = [self._entry(entry) for entry in value]
+            elif key not in DROPPED_METADATA:
+                kept[sys.intern(key)] = _strings_shared(value)
+        annotations = kept.get("annotations")
         if isinstance(annotations, dict) and LAST_APPLIED in annotations:
             rest = {key: value for key, value in annotations.items() if key != LAST_APPLIED}
             if rest:
                 kept["annotations"] = rest
             else:
                 del kept["annotations"]
-        managed = metadata.get("managedFields")
-        if isinstance(managed, list):
-            kept["managedFields"] = [self._entry(entry) for entry in managed]
         return kept
 
     def _entry(self, entry: Any) -> Any:
@@ -87,3 +97,22 @@ class Projection:
             self.tries.clear()
         self.tries[digest] = trie
         return trie
+
+
+def _strings_shared(value: Any) -> Any:
+    """`value` (JSON data) with its keys and short strings interned: new containers, the
+    same content. Data nested too deep to walk is kept as it came."""
+    try:
+        return _interned(value)
+    except RecursionError:
+        return value
+
+
+def _interned(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {sys.intern(key): _interned(child) for key, child in value.items()}
+    if isinstance(value, list):
+        return [_interned(child) for child in value]
+    if isinstance(value, str) and len(value) <= SHARED_TEXT_CHARS:
+        return sys.intern(value)
+    return value

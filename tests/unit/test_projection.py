@@ -5,6 +5,7 @@ tests/integration/test_cluster_reads.py."""
 from __future__ import annotations
 
 import copy
+import json
 
 from gitopsd import diff
 from gitopsd.cluster.projection import DROPPED_METADATA, LAST_APPLIED, SHARED_TRIES, Projection
@@ -83,3 +84,31 @@ def test_the_memory_of_tries_is_bounded_and_sharing_goes_on_past_the_bound() -> 
 
     assert len(projection.tries) <= SHARED_TRIES
     assert trie(projection.of(config_map("b", labels, {}))) is trie(last)
+
+
+def test_keys_and_short_strings_are_shared_between_objects_decoded_apart() -> None:
+    """Objects decoded from separate watch events have separate copies of every string."""
+    long_text = "x" * 100
+    decoded = [
+        json.loads(json.dumps(config_map(name, {"app": "web"}, {"note": long_text})))
+        for name in ("a", "b")
+    ]
+    projection = Projection()
+
+    first, second = (projection.of(body) for body in decoded)
+
+    assert [first, second] == [projection.of(copy.deepcopy(body)) for body in decoded]
+    assert next(k for k in first if k == "kind") is next(k for k in second if k == "kind")
+    assert first["metadata"]["labels"]["app"] is second["metadata"]["labels"]["app"]
+    assert first["metadata"]["annotations"]["note"] is not second["metadata"]["annotations"]["note"]
+
+
+def test_data_nested_too_deep_to_walk_is_kept_as_it_came() -> None:
+    deep: Body = {}
+    inner = deep
+    for _ in range(5000):  # deeper than the interpreter lets a walk recurse
+        inner["a"] = {}
+        inner = inner["a"]
+    body = {**config_map("a", {}, {}), "spec": deep}
+
+    assert Projection().of(body)["spec"] is deep
