@@ -73,9 +73,10 @@ class ListReader:
         preferred = self.cluster.discovery.preferred
         resources = [r for gk in sorted(group_kinds) if (r := preferred(gk))]
         wanted = _by_scope(targets)
-        owning = parent is not None  # without a parent, nothing is owned: no labelled LIST
+        # without a parent nothing is owned: no labelled LIST
+        selector = applyset.selector if parent is not None else None
         cluster_scoped = [(r, "") for r in resources if not r.namespaced]
-        objects = self._list_all(applyset, cluster_scoped, wanted, owning)
+        objects = self._list_all(selector, cluster_scoped, wanted)
         absent = {k.name for k in targets if k.group_kind == NAMESPACES and k not in objects}
         namespaced = [
             (resource, namespace)
@@ -83,7 +84,7 @@ class ListReader:
             if resource.namespaced
             for namespace in sorted(namespaces - absent)
         ]
-        objects |= self._list_all(applyset, namespaced, wanted, owning)
+        objects |= self._list_all(selector, namespaced, wanted)
         return live_from(applyset, parent, record, objects, targets)
 
     def written(self) -> None:
@@ -91,12 +92,10 @@ class ListReader:
 
     def _list_all(
         self,
-        applyset: inventory.ApplySet,
+        selector: str | None,
         lists: list[tuple[Resource, str]],
         wanted: Mapping[tuple[GroupKind, str], list[Target]],
-        owning: bool,
     ) -> dict[ObjectKey, Body]:
-        selector = applyset.selector if owning else None
         found = run_concurrently(
             lists, lambda each: self._list(selector, *each, wanted), self.concurrency
         )
