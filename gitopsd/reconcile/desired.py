@@ -91,7 +91,7 @@ def resolve(
 
     def target_of(manifest: Manifest) -> Target:
         prior = kept.get(id(manifest))
-        if prior is not None and prior.read_from is manifest and _resolves_as(prior, cluster):
+        if prior and prior.read_from is manifest and _resolves_as(prior, manifest, cluster):
             return prior
         resolved, resource = _resolve_one(manifest, cluster, defined, settings)
         body = applyset.member(resolved.body)
@@ -100,11 +100,9 @@ def resolve(
     return manifests.index(target_of(manifest) for manifest in found)
 
 
-def _resolves_as(prior: Target, cluster: Cluster) -> bool:
-    """The kind of a target kept from the previous revision (so read from a manifest) is
-    served as it was."""
-    api_version = prior.read_from.api_version if prior.read_from else ""
-    served = cluster.discovery.find(api_version, prior.key.kind)
+def _resolves_as(prior: Target, manifest: Manifest, cluster: Cluster) -> bool:
+    """The kind of `prior`, read from `manifest`, is served as it was."""
+    served = cluster.discovery.find(manifest.api_version, prior.key.kind)
     return served is not None and served == prior.resource
 
 
