@@ -3,12 +3,14 @@
 Each informer lists once, then watches from the list's resourceVersion with bookmarks. Its
 thread never dies: after any failure (a cut or refused connection, an empty stream, a bug)
 it reports unsynced and backs off with jitter, then watches again from the last version
-it saw; only 410 Gone (history compacted past that version) makes it list again. It keeps
-the objects a source cares about: those labelled as its own (for prune) and those git
-declares (to see them before they are ours, and conflicts), each as its projection (what
-drift, attribution and ownership read; see `projection`). A change that touches more
-than status reaches `on_change`, so drift is re-evaluated within about a second of an
-edit; a no-op reconcile reads only memory.
+it saw; only 410 Gone (history compacted past that version) makes it list again. A
+Forbidden answer is kept too, so that a reconcile waiting for the cache fails at once with
+the refusal (its resource, namespace and user) instead of at a deadline. It keeps the
+objects a source cares about: those labelled as its own (for prune) and those git declares
+(to see them before they are ours, and conflicts), each as its projection (what drift,
+attribution and ownership read; see `projection`). A change that touches more than status
+reaches `on_change`, so drift is re-evaluated within about a second of an edit; a no-op
+reconcile reads only memory.
 """
 
 from __future__ import annotations
@@ -16,17 +18,19 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.cluster.api import ApiError
-from gitopsd.errors import ClusterError
+from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.objects import APPLYSET_PART_OF_LABEL, Body, GroupKind, ObjectKey, key_of
 
 log = logging.getLogger("gitopsd.cache")
 FIRST_BACKOFF_SECONDS = 0.2
 MAX_BACKOFF_SECONDS = 10.0
+REFUSAL_CHECK_SECONDS = 0.1
 
 OnChange = Callable[[ObjectKey, Body | None], None]
 """Called with the object's key and its new body (None when deleted or no longer kept)."""
@@ -70,6 +74,9 @@ class Informer:
     """Failures since a watch last delivered an event: the exponent of the backoff."""
     version: str = ""
     """The resourceVersion seen last, from which the next watch starts ("": list first)."""
+    refusal: ClusterError | None = None
+    """Why the API server refuses this watch (Forbidden), until a list or watch succeeds:
+    waiting for it to sync would only wait out a deadline."""
 
     def run(self) -> None:
         while not self._done():
@@ -80,6 +87,7 @@ class Informer:
                 self.synced.clear()  # events may be missed until the watch is open again
                 if isinstance(error, ApiError) and error.status == 410:
                     self.version = ""  # history compacted past our version: list again
+                self.refusal = self._refused(error)
                 self._back_off(error)
             except Exception as error:  # a bug must not end drift detection silently
                 self.synced.clear()
@@ -91,6 +99,12 @@ class Informer:
 
     def _done(self) -> bool:
         return self.stopping.is_set() or self.retired.is_set()
+
+    def _refused(self, error: ClusterError) -> ClusterError | None:
+        if error.reason != ClusterReason.FORBIDDEN:
+            return None
+        where = f"namespace {self.namespace}" if self.namespace else "all namespaces"
+        return ClusterError(f"watch of {self.resource.plural} in {where}: {error}", error.reason)
 
     def _relist(self) -> str:
         items, version = self.cluster.list_with_version(
@@ -105,6 +119,7 @@ class Informer:
         for key, body in fresh.items():
             self._record(key, body)
         self.synced.set()
+        self.refusal = None
         return version
 
     def _watch(self) -> bool:
@@ -112,6 +127,7 @@ class Informer:
         keeping the version to resume from; returns whether any event came."""
         events = self.cluster.watch(self.resource, self.namespace, self.version)
         self.synced.set()
+        self.refusal = None
         delivered = False
         for event in events:
             if self.retired.is_set():
@@ -227,7 +243,16 @@ class LiveCache:
         threading.Thread(target=informer.run, name=name, daemon=True).start()
 
     def wait_synced(self, timeout_seconds: float) -> bool:
-        return all(i.synced.wait(timeout_seconds) for i in list(self.informers.values()))
+        """Whether every informer synced within the timeout; raises at once the refusal of
+        one the API server forbids to list or watch (it would not sync in time either)."""
+        deadline = time.monotonic() + timeout_seconds
+        for informer in list(self.informers.values()):
+            while not informer.synced.wait(min(REFUSAL_CHECK_SECONDS, deadline - time.monotonic())):
+                if informer.refusal is not None:
+                    raise informer.refusal
+                if time.monotonic() >= deadline:
+                    return False
+        return True
 
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in list(self.informers.values()))

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import pytest
+
 from gitopsd.cluster import ApiError, Cluster, Resource
 from gitopsd.cluster.cache import Informer, LiveCache, content
 from gitopsd.cluster.projection import Projection
@@ -147,6 +149,8 @@ class ScriptedCluster:
 
     script: list[Step]
     stopping: threading.Event
+    list_errors: list[Exception] = field(default_factory=list)
+    """Raised by the first lists, one each."""
     projection: Projection = field(default_factory=Projection)
     lists: int = 0
     projected: list[bool] = field(default_factory=list)
@@ -158,6 +162,8 @@ class ScriptedCluster:
     ) -> tuple[list[Body], str]:
         self.lists += 1
         self.projected.append(projected)
+        if self.list_errors:
+            raise self.list_errors.pop(0)
         return [], "10"
 
     def watch(self, resource: Resource, namespace: str, version: str) -> Iterator[Body]:
@@ -180,9 +186,11 @@ class ScriptedCluster:
         yield from ()
 
 
-def run_informer(script: list[Step]) -> tuple[Informer, ScriptedCluster]:
+def run_informer(
+    script: list[Step], list_errors: list[Exception] | None = None
+) -> tuple[Informer, ScriptedCluster]:
     stopping = threading.Event()
-    cluster = ScriptedCluster(script, stopping)
+    cluster = ScriptedCluster(script, stopping, list_errors or [])
     fed = Informer(
         cast(Cluster, cluster), DEPLOYMENTS, "n", lambda k, b: True, lambda k, b: None, stopping
     )
@@ -225,6 +233,24 @@ def test_410_gone_lists_again_and_an_unexpected_error_does_not_end_the_thread() 
         wait_for(lambda: len(cluster.watched_from) == 4, "the informer to watch a fourth time")
         assert cluster.lists == 2  # only 410 Gone lists again
         assert fed.synced.is_set()
+    finally:
+        fed.stopping.set()
+
+
+def test_a_forbidden_list_fails_the_wait_for_sync_at_once_naming_what_and_where() -> None:
+    forbidden = ApiError(403, 'deployments.apps is forbidden: User "u" cannot list resource')
+    fed, cluster = run_informer([], list_errors=[forbidden, forbidden])
+    live = LiveCache(cast(Cluster, cluster), "applyset-ours-v1", lambda key, body: None)
+    live.informers[(WEB.group_kind, "n")] = fed
+    try:
+        wait_for(lambda: fed.refusal, "the informer to be refused")
+        with pytest.raises(ClusterError) as refused:
+            live.wait_synced(timeout_seconds=3600)  # not waited out: the refusal is raised
+        assert refused.value.reason == ClusterReason.FORBIDDEN
+        assert str(refused.value).startswith("watch of deployments in namespace n: deployments")
+
+        wait_for(fed.synced.is_set, "the informer to sync once allowed to list", 60)
+        assert fed.refusal is None and live.wait_synced(timeout_seconds=0)
     finally:
         fed.stopping.set()
 
