@@ -158,8 +158,10 @@ def load(path: Path) -> DaemonConfig:
 
 
 def _sources(value: Any, where: str) -> tuple[list[SourceConfig], list[tuple[str, str]]]:
-    if not isinstance(value, list) or not value:
-        raise ConfigError(f"{where}: sources: expected a non-empty list")
+    # An empty list is a daemon that only serves health and metrics, as a fresh in-cluster
+    # install is until its ConfigMap names sources; a missing key is more likely a slip.
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: sources: expected a list ([] for none)")
     good: list[SourceConfig] = []
     bad: list[tuple[str, str]] = []
     for index, item in enumerate(value):

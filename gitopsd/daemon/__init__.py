@@ -51,13 +51,14 @@ class Daemon:
         # One thread per source (each runs at most one poll at a time), so sources that hang
         # never hold the threads another one's schedule needs.
         self.scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(max_workers=len(self.workers))},
+            executors={"default": ThreadPoolExecutor(max_workers=max(len(self.workers), 1))},
             job_defaults={"coalesce": True, "max_instances": 1},
         )
 
     def _usable(self, sources: tuple[SourceConfig, ...]) -> list[SourceConfig]:
         """The sources whose repository gitopsd may fetch; the others are set aside. With
-        none left, the daemon has nothing to do: that is a configuration error."""
+        none left of those configured, that is a configuration error (with none configured,
+        the daemon serves its health and metrics until its configuration names some)."""
         usable = []
         for source in sources:
             try:
@@ -66,7 +67,7 @@ class Daemon:
                 self.set_aside.append((source.name, f"source {source.name}: {error}"))
             else:
                 usable.append(source)
-        if not usable:
+        if self.set_aside and not usable:
             errors = "\n".join(error for _, error in self.set_aside)
             raise ConfigError(f"no source can run:\n{errors}")
         return usable

@@ -155,8 +155,8 @@ def test_an_empty_webhook_secret_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("document", "message"),
     [
-        ({}, "sources: expected a non-empty list"),
-        ({"sources": []}, "sources: expected a non-empty list"),
+        ({}, "sources: expected a list ([] for none)"),
+        ({"sources": {}}, "sources: expected a list ([] for none)"),
         ({"sources": [source(), source()]}, "duplicate names ['app']"),
         ({"listen": "everywhere", "sources": [source()]}, "listen: expected host:port"),
         ({"sources": [source()], "threads": 4}, "unknown field(s) threads"),
@@ -209,3 +209,11 @@ def test_sizes(text: str, size: int | None) -> None:
 def test_sizes_are_written_the_way_they_are_read(size: int, text: str) -> None:
     assert format_size(size) == text
     assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("variant", ["manager", "namespaced"])
+def test_the_shipped_in_cluster_configuration_loads_with_no_sources(variant: str) -> None:
+    config = load(Path(__file__).resolve().parents[2] / "config" / variant / "gitopsd.yaml")
+
+    assert config.sources == () and config.listen_address == ("0.0.0.0", 9090)
+    assert config.leader_election.enabled and config.cache_dir == Path("/var/cache/gitopsd")
