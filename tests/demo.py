@@ -3,29 +3,42 @@
 Starts kube-apiserver + etcd, commits examples/ to a local git repository, runs
 `gitopsd sync`, shows that `gitopsd diff` then finds nothing, makes an out-of-band edit
 that `gitopsd diff` names (field, values and the manager that did it), and syncs it back.
+Then the daemon: `gitopsd run` keeps the same source, heals an out-of-band edit at once
+and exports it on /metrics, applies a new commit, and stops cleanly on SIGTERM.
 `--keep` leaves the control plane running until Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
 from pathlib import Path
 
 from tests.harness.cli import EXAMPLES, example_files
 from tests.harness.controlplane import (
     Binaries,
     ControlPlane,
+    free_port,
     provide_binaries,
     running_control_plane,
+    spawn,
 )
-from tests.harness.gitserver import GitServer
+from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.waiting import wait_for
 
 NAMESPACE = "gitopsd-demo"
+SHOWN_METRICS = re.compile(
+    r"^gitopsd_(drift_objects|drift_detection_seconds_count|apply_total\{action=\"configured\""
+    r"|source_revision_info|commit_to_applied_seconds_count|leader)"
+)
 
 
 def main() -> None:
@@ -47,6 +60,7 @@ class Demo:
     def __init__(self, binaries: Binaries, plane: ControlPlane, workdir: Path) -> None:
         self.binaries = binaries
         self.plane = plane
+        self.workdir = workdir
         self.server = GitServer(root=workdir / "git")
         self.server.root.mkdir()
         self.env = {
@@ -57,7 +71,12 @@ class Demo:
 
     def run(self) -> None:
         step(f"A local kube-apiserver + etcd serve at {self.plane.url}.")
-        url = self.commit_examples()
+        repo = self.commit_examples()
+        self.one_shot(self.server.file_url(repo))
+        self.daemon(repo)
+        step("Done: that was a real API server, a real git repository and gitopsd.")
+
+    def one_shot(self, url: str) -> None:
         flags = ["--allow-insecure-source", "--namespace", NAMESPACE, "--name", "demo"]
         step("gitopsd sync applies every object with server-side apply, CRDs first:")
         self.gitopsd("sync", url, *flags, expect=0)
@@ -72,9 +91,61 @@ class Demo:
         step("gitopsd sync takes the field back; diff is clean again:")
         self.gitopsd("sync", url, *flags, expect=0)
         self.gitopsd("diff", url, *flags, expect=0)
-        step("Done: that was a real API server, a real git repository and the gitopsd CLI.")
 
-    def commit_examples(self) -> str:
+    def daemon(self, repo: GitRepo) -> None:
+        config = self.workdir / "gitopsd.yaml"
+        listen = f"127.0.0.1:{free_port()}"
+        url = self.server.file_url(repo)
+        config.write_text(daemon_config(listen, url, self.workdir, self.plane.kubeconfig))
+        step(f"gitopsd run keeps the same source in sync; its configuration ({config}):")
+        print(config.read_text(), end="", flush=True)
+        argv = [sys.executable, "-m", "gitopsd", "run", "--config", str(config)]
+        print(f"$ gitopsd run --config {config} &", flush=True)
+        daemon = spawn(argv, self.workdir / "daemon.log")
+        metrics = Metrics(f"http://{listen}")
+        try:
+            wait_for(metrics.ready, "the daemon to be ready", 60)
+        except AssertionError:
+            raise SystemExit(
+                f"demo: the daemon is not ready; its log:\n{daemon_log(self)}"
+            ) from None
+        step("Someone scales the Deployment by hand again; the daemon heals it at once:")
+        self.command(
+            str(self.binaries.kubectl), "scale", "deployment/web", "--replicas=5", "-n", NAMESPACE
+        )
+        self.wait_replicas(2, "healed")
+        step("What it exported on /metrics (drift detected and healed, no drift left):")
+        metrics.show()
+        step("A commit changes the Deployment; the daemon applies it at its next poll:")
+        sha = repo.commit({"app/deployment.yaml": scaled(3)}, "web: 3 replicas")
+        print(f"committed {sha[:12]}: replicas 2 -> 3", flush=True)
+        self.wait_replicas(3, "applied")
+        wait_for(lambda: sha in metrics.text(), "the new revision on /metrics")
+        metrics.show()
+        step("SIGTERM: the daemon finishes what is in flight and exits 0:")
+        daemon.terminate()
+        code = daemon.wait(60)
+        print(f"gitopsd run exited {code}", flush=True)
+        if code != 0:
+            raise SystemExit(f"demo: the daemon exited {code}; its log:\n{daemon_log(self)}")
+
+    def wait_replicas(self, replicas: int, done: str) -> None:
+        started = time.monotonic()
+        wait_for(lambda: self.replicas() == replicas, f"{replicas} replicas", 60)
+        print(f"{done}: replicas {replicas} after {time.monotonic() - started:.1f} s", flush=True)
+
+    def replicas(self) -> int:
+        argv = [str(self.binaries.kubectl), "get", "deployment/web", "-n", NAMESPACE]
+        done = subprocess.run(
+            [*argv, "-o", "jsonpath={.spec.replicas}"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return int(done.stdout)
+
+    def commit_examples(self) -> GitRepo:
         repo = self.server.create_repo("examples")
         files: dict[str, str | None] = {
             f"{folder.name}/{name}": text
@@ -86,9 +157,8 @@ class Demo:
             f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NAMESPACE}\n"
         )
         sha = repo.commit(files, "examples")
-        url = self.server.file_url(repo)
-        step(f"examples/ is committed to {url} at {sha[:12]}.")
-        return url
+        step(f"examples/ is committed to {self.server.file_url(repo)} at {sha[:12]}.")
+        return repo
 
     def gitopsd(self, *arguments: str, expect: int) -> None:
         self.command(sys.executable, "-m", "gitopsd", *arguments, expect=expect)
@@ -99,6 +169,59 @@ class Demo:
         code = subprocess.run(argv, env=self.env, check=False).returncode
         if code != expect:
             raise SystemExit(f"demo: expected exit code {expect}, got {code}")
+
+
+def daemon_config(listen: str, url: str, workdir: Path, kubeconfig: Path) -> str:
+    """The source the one-shot commands used (same name and ApplySet), polled every 2 s."""
+    source = {
+        "name": "demo",
+        "repository": url,
+        "allowInsecure": True,
+        "interval": "2s",
+        "namespace": NAMESPACE,
+        "mode": "enforce",
+        "selfHeal": True,
+        "prune": True,
+    }
+    config = {
+        "listen": listen,
+        "cacheDir": str(workdir / "cache"),
+        "kubeconfig": str(kubeconfig),
+        "leaderElection": {"enabled": False},
+        "sources": [source],
+    }
+    return json.dumps(config, indent=2) + "\n"  # JSON is YAML
+
+
+def scaled(replicas: int) -> str:
+    deployment = (EXAMPLES / "app" / "deployment.yaml").read_text()
+    return deployment.replace("replicas: 2\n", f"replicas: {replicas}\n", 1)
+
+
+def daemon_log(demo: Demo) -> str:
+    return (demo.workdir / "daemon.log").read_text(errors="replace")[-3000:]
+
+
+class Metrics:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/readyz", timeout=5) as answer:  # noqa: S310
+                return bool(answer.status == 200)
+        except OSError:
+            return False
+
+    def text(self) -> str:
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as answer:  # noqa: S310
+            return str(answer.read().decode())
+
+    def show(self) -> None:
+        print(f"$ curl -s {self.url}/metrics | grep ...", flush=True)
+        for line in self.text().splitlines():
+            if SHOWN_METRICS.match(line):
+                print(line, flush=True)
 
 
 def step(text: str) -> None:

@@ -71,6 +71,29 @@ def test_the_two_commands_are_named(command: str) -> None:
     assert (ROOT / ".ci" / "run").read_text().strip().endswith("exec make test")
 
 
+def test_the_demo_walks_through_the_command_line_and_the_daemon(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """`make demo` (its own control plane beside the suite's): every step it prints."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.demo"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=240,
+    )
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    assert (
+        out.splitlines().count("no drift") == 2
+        and "spec.replicas: 5 -> 2  (manager: kubectl)" in out
+    )
+    assert "healed: replicas 2" in out and "applied: replicas 3" in out
+    assert re.search(r'^gitopsd_apply_total\{action="configured".*\} 2\.0$', out, re.MULTILINE)
+    assert "gitopsd run exited 0" in out
+
+
 def test_the_daemon_example_runs_as_documented(
     control_plane: ControlPlane, admin_api: Any, tmp_path: Path
 ) -> None:
