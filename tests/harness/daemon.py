@@ -214,6 +214,18 @@ class Daemons:
     ) -> DaemonProcess:
         """A daemon for `sources`, configured and registered for teardown but not started."""
         user, token = admin_service_account(self.admin_api, self.namespace, name)
+        return self.configure_as(user, token, sources, name, server, **top)
+
+    def configure_as(
+        self,
+        user: str,
+        token: str,
+        sources: list[dict[str, Any]],
+        name: str,
+        server: str = "",
+        **top: Any,
+    ) -> DaemonProcess:
+        """As `start_with`, with the API identity `user` that `token` proves."""
         path = self.workdir / f"{name}.kubeconfig"
         kubeconfig = kubeconfig_for(self.plane, path, name, token, server)
         daemon = DaemonProcess.configured(self.workdir, name, user, kubeconfig, sources, **top)

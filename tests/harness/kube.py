@@ -40,6 +40,12 @@ def service_account_token(api: Any, namespace: str, name: str) -> str:
     """Creates ServiceAccount `name` and returns a short-lived token for it (TokenRequest)."""
     core: Any = client.CoreV1Api(api)
     core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
+    return token_of(api, namespace, name)
+
+
+def token_of(api: Any, namespace: str, name: str) -> str:
+    """A short-lived token (TokenRequest) for the existing ServiceAccount `name`."""
+    core: Any = client.CoreV1Api(api)
     request = {"spec": {"audiences": [], "expirationSeconds": 3600}}
     answer = core.create_namespaced_service_account_token(name, namespace, request)
     token: str = answer.status.token

@@ -1,0 +1,289 @@
+"""The in-cluster install (config/) against the real API server: it applies, its pod is
+admitted under Pod Security "restricted", and its RBAC lets the daemon do its job and
+nothing the rules do not grant."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.harness.cli import Gitopsd, example_files
+from tests.harness.controlplane import provided
+from tests.harness.daemon import DaemonProcess, Daemons
+from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.install import Install
+from tests.harness.kube import token_of, unique_name
+from tests.harness.waiting import wait_for
+
+Identity = tuple[str, str, str]  # kind, namespace, name
+
+
+def identities(objects: list[dict[str, Any]]) -> set[Identity]:
+    return {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in objects}
+
+
+def live_identities(install: Install) -> set[Identity]:
+    """What the API server holds of the install's objects (kubectl get -k)."""
+    found = json.loads(install.gitopsd.kubectl("get", "-k", str(install.directory), "-o", "json"))
+    return identities(found["items"])
+
+
+def only(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    [found] = [o for o in objects if o["kind"] == kind]
+    return found
+
+
+@pytest.mark.parametrize("component", ["default", "namespaced"])
+def test_the_install_applies_with_a_server_dry_run_and_then_for_real(
+    gitopsd: Gitopsd, namespace: str, tmp_path: Path, component: str
+) -> None:
+    install = Install.of(gitopsd, component, namespace, tmp_path)
+    rendered = install.objects()
+    deployment = only(rendered, "Deployment")
+
+    dry = install.apply("--dry-run=server")
+
+    assert len(dry.splitlines()) == len(rendered), dry
+    assert all(line.endswith("(server dry run)") for line in dry.splitlines()), dry
+    role = only(rendered, "ClusterRole")["metadata"]["name"]
+    with pytest.raises(AssertionError, match="NotFound"):
+        gitopsd.kubectl("get", "clusterrole", role)
+
+    install.apply()
+
+    assert live_identities(install) == identities(rendered)
+    live = json.loads(
+        gitopsd.kubectl(
+            "get", "deployment", deployment["metadata"]["name"], "-n", namespace, "-o", "json"
+        )
+    )
+    assert live["spec"]["replicas"] == 2
+    probes = live["spec"]["template"]["spec"]["containers"][0]
+    assert probes["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert probes["readinessProbe"]["httpGet"]["path"] == "/readyz"
+
+
+def restricted_violations(gitopsd: Gitopsd, pod: dict[str, Any], tmp_path: Path) -> str:
+    """What Pod Security admission says of creating `pod` (a server dry run): "" if admitted."""
+    path = tmp_path / f"{pod['metadata']['name']}.json"
+    path.write_text(json.dumps(pod))
+    try:
+        gitopsd.kubectl("create", "--dry-run=server", "-f", str(path))
+    except AssertionError as refusal:
+        return str(refusal)
+    return ""
+
+
+def pod_of(deployment: dict[str, Any], name: str) -> dict[str, Any]:
+    template = copy.deepcopy(deployment["spec"]["template"])
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": deployment["metadata"]["namespace"],
+            "labels": template["metadata"]["labels"],
+        },
+        "spec": template["spec"],
+    }
+
+
+def test_the_daemon_pod_is_admitted_where_pod_security_is_restricted(
+    gitopsd: Gitopsd, namespace: str, tmp_path: Path
+) -> None:
+    install = Install.of(gitopsd, "manager", namespace, tmp_path)
+    install.apply()  # the shipped Namespace (here: the test's) enforces "restricted"
+    labels = json.loads(gitopsd.kubectl("get", "namespace", namespace, "-o", "json"))
+    assert labels["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    deployment = only(install.objects(), "Deployment")
+    pod = pod_of(deployment, "gitopsd")
+    lax = pod_of(deployment, "lax")
+    del lax["spec"]["containers"][0]["securityContext"]
+
+    assert restricted_violations(gitopsd, pod, tmp_path) == ""
+    refusal = restricted_violations(gitopsd, lax, tmp_path)
+    assert 'violates PodSecurity "restricted:latest"' in refusal
+    assert "allowPrivilegeEscalation != false" in refusal
+
+
+def can_i(install: Install, token: str, *question: str) -> str:
+    """kubectl auth can-i, asked with `token`: "yes" or "no"."""
+    answer = install.kubectl_as(token, "auth", "can-i", *question)
+    return answer.stdout.strip()
+
+
+def cluster_role_binding_to_admin(name: str) -> dict[str, str]:
+    return {
+        f"{name}.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n"
+        f"metadata:\n  name: {name}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n"
+        "  kind: ClusterRole\n  name: cluster-admin\nsubjects:\n"
+        "  - kind: ServiceAccount\n    name: default\n    namespace: default\n"
+    }
+
+
+def config_map(namespace: str, name: str) -> dict[str, str]:
+    return {
+        f"{namespace}-{name}.yaml": f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n"
+        f"  name: {name}\n  namespace: {namespace}\ndata:\n  k: v\n"
+    }
+
+
+def shipped_daemon(daemons: Daemons, install: Install, admin_api: Any, url: str) -> DaemonProcess:
+    """The daemon as the shipped Deployment runs it: the install's ServiceAccount, only the
+    install's rights, leader election on the Lease the shipped Role names."""
+    token = token_of(admin_api, install.namespace, install.account)
+    user = f"system:serviceaccount:{install.namespace}:{install.account}"
+    election = {"enabled": True, "namespace": install.namespace, "name": "gitopsd"}
+    source = daemons.source(url)
+    return daemons.configure_as(user, token, [source], "shipped", leaderElection=election).start()
+
+
+def deployment_exists(admin_api: Any, namespace: str, name: str) -> Callable[[], bool]:
+    apps: Any = client.AppsV1Api(admin_api)
+
+    def found() -> bool:
+        selector = f"metadata.name={name}"
+        return bool(apps.list_namespaced_deployment(namespace, field_selector=selector).items)
+
+    return found
+
+
+def forbidden_in_logs(daemon: DaemonProcess, what: str) -> Callable[[], bool]:
+    """The daemon logged, as a source error, a Forbidden answer about `what`."""
+
+    def logged() -> bool:
+        return any(
+            line.get("reason") == "forbidden" and what in line["message"]
+            for line in daemon.log_lines()
+            if line.get("source") == "app"
+        )
+
+    return logged
+
+
+def config_map_named(admin_api: Any, namespace: str, name: str) -> Any:
+    core: Any = client.CoreV1Api(admin_api)
+    found = core.list_namespaced_config_map(namespace, field_selector=f"metadata.name={name}")
+    return found.items[0] if found.items else None
+
+
+def test_the_shipped_account_syncs_and_is_refused_what_the_cluster_rbac_does_not_grant(
+    gitopsd: Gitopsd,
+    daemons: Daemons,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    install = Install.of(gitopsd, "default", namespace, tmp_path)
+    install.apply()
+    git_repo.commit(example_files("app"))
+
+    daemon = shipped_daemon(daemons, install, admin_api, git_server.file_url(git_repo))
+
+    wait_for(deployment_exists(admin_api, namespace, "web"), "the app, applied by the daemon")
+    daemon.wait_value("gitopsd_leader", lambda v: v == 1, "the shipped Role to grant the Lease")
+    escalation = unique_name("escalate")
+    git_repo.commit(cluster_role_binding_to_admin(escalation))
+    wait_for(
+        forbidden_in_logs(daemon, f"rbac.authorization.k8s.io/ClusterRoleBinding/{escalation}"),
+        "git's binding to cluster-admin, refused as Forbidden",
+    )
+    token = token_of(admin_api, namespace, install.account)
+    assert can_i(install, token, "create", "deployments", "-n", "kube-system") == "yes"
+    for question in (
+        ("bind", "clusterroles"),
+        ("escalate", "clusterroles"),
+        ("impersonate", "serviceaccounts"),
+        ("approve", "certificatesigningrequests"),
+        ("get", "/metrics"),
+    ):
+        assert can_i(install, token, *question) == "no", question
+    rbac: Any = client.RbacAuthorizationV1Api(admin_api)
+    assert not rbac.list_cluster_role_binding(field_selector=f"metadata.name={escalation}").items
+
+
+def test_the_namespaced_account_syncs_its_namespace_and_nothing_else(
+    gitopsd: Gitopsd,
+    daemons: Daemons,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    install = Install.of(gitopsd, "namespaced", namespace, tmp_path)
+    install.apply()
+    git_repo.commit(example_files("app"))
+
+    daemon = shipped_daemon(daemons, install, admin_api, git_server.file_url(git_repo))
+
+    wait_for(deployment_exists(admin_api, namespace, "web"), "the app, in the daemon's namespace")
+    git_repo.commit(config_map("kube-public", "outside"))
+    wait_for(
+        forbidden_in_logs(daemon, "watch of configmaps in namespace kube-public"),
+        "reading a namespace it is not bound in, refused as Forbidden",
+    )
+    assert config_map_named(admin_api, "kube-public", "outside") is None
+    token = token_of(admin_api, namespace, install.account)
+    assert can_i(install, token, "create", "deployments", "-n", namespace) == "yes"
+    assert can_i(install, token, "create", "deployments", "-n", "kube-public") == "no"
+    assert can_i(install, token, "list", "deployments", "--all-namespaces") == "no"
+    assert can_i(install, token, "create", "namespaces") == "no"
+
+
+def test_with_no_sources_the_daemon_leads_and_serves_health_on_the_lease_rights_alone(
+    gitopsd: Gitopsd, daemons: Daemons, admin_api: Any, namespace: str, tmp_path: Path
+) -> None:
+    install = Install.of(gitopsd, "manager", namespace, tmp_path)  # no rights on objects
+    install.apply()
+    token = token_of(admin_api, namespace, install.account)
+    user = f"system:serviceaccount:{namespace}:{install.account}"
+    election = {"enabled": True, "namespace": namespace, "name": "gitopsd"}
+
+    daemon = daemons.configure_as(user, token, [], "empty", leaderElection=election).start()
+
+    daemon.wait_value("gitopsd_leader", lambda v: v == 1, "the lease, taken with its Role")
+    wait_for(lambda: daemon.get("/readyz")[0] == 200, "an empty daemon to be ready")
+    assert daemon.stop() == 0
+
+
+OPERATOR_CRDS = Path(__file__).resolve().parents[1] / "prometheus" / "operator-crds.sh"
+
+
+def install_operator_crds(gitopsd: Gitopsd) -> None:
+    """The Prometheus Operator's ServiceMonitor and PrometheusRule CRDs, as its install has."""
+    crds = provided(OPERATOR_CRDS)["PROMETHEUS_OPERATOR_CRDS"]
+    for plural in ("servicemonitors", "prometheusrules"):
+        gitopsd.kubectl(
+            "apply", "--server-side", "-f", str(crds / f"monitoring.coreos.com_{plural}.yaml")
+        )
+        gitopsd.kubectl(
+            "wait", "--for=condition=Established", f"crd/{plural}.monitoring.coreos.com"
+        )
+
+
+def test_the_prometheus_objects_apply_where_the_operator_crds_validate_them(
+    gitopsd: Gitopsd, namespace: str, tmp_path: Path
+) -> None:
+    install_operator_crds(gitopsd)
+    install = Install.of(gitopsd, "prometheus", namespace, tmp_path)
+    rendered = install.objects()
+    assert {o["kind"] for o in rendered} == {"ServiceMonitor", "PrometheusRule"}
+
+    install.apply("--dry-run=server")
+    install.apply()
+
+    assert live_identities(install) == identities(rendered)
+    service = only(Install.of(gitopsd, "manager", namespace, tmp_path).objects(), "Service")
+    selector = only(rendered, "ServiceMonitor")["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    ports = {p["name"] for p in service["spec"]["ports"]}
+    assert {e["port"] for e in only(rendered, "ServiceMonitor")["spec"]["endpoints"]} <= ports
