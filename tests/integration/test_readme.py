@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from gitopsd import configfile
 from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import ControlPlane, free_port
 from tests.harness.daemon import DaemonProcess
@@ -124,3 +126,25 @@ def test_the_daemon_example_runs_as_documented(
         )
     finally:
         assert daemon.stop() == 0
+
+
+def test_the_install_overlay_renders_the_daemon_with_its_image_and_configuration(
+    gitopsd: Gitopsd, tmp_path: Path
+) -> None:
+    """The README's overlay, beside a copy of the clone, as `kubectl apply -k` renders it."""
+    shutil.copytree(ROOT / "config", tmp_path / "gitopsd" / "config")
+    overlay = tmp_path / "my-gitopsd"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(readme_text("overlay", "yaml"))
+    (overlay / "gitopsd.yaml").write_text(readme_text("overlay-config", "yaml"))
+
+    objects = list(yaml.safe_load_all(gitopsd.kubectl("kustomize", str(overlay))))
+
+    [config_map] = [o for o in objects if o["metadata"]["name"].startswith("gitopsd-config")]
+    [deployment] = [o for o in objects if o["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    assert config_map["data"]["gitopsd.yaml"] == readme_text("overlay-config", "yaml")
+    assert pod["containers"][0]["image"] == "registry.example.com/gitopsd:0.1.0"
+    [volume] = [v for v in pod["volumes"] if v["name"] == "config"]
+    assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+    assert [s.name for s in configfile.load(overlay / "gitopsd.yaml").sources] == ["platform"]
