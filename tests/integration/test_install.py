@@ -144,6 +144,19 @@ def shipped_daemon(daemons: Daemons, install: Install, admin_api: Any, url: str)
     return daemons.configure_as(user, token, [source], "shipped", leaderElection=election).start()
 
 
+def app_synced_by(
+    component: str, gitopsd: Gitopsd, daemons: Daemons, admin_api: Any, repo: GitRepo, url: str
+) -> tuple[Install, DaemonProcess]:
+    """config/<component> installed in the test's namespace, and the app synced there by a
+    daemon run as its Deployment would run it."""
+    install = Install.of(gitopsd, component, daemons.namespace, daemons.workdir)
+    install.apply()
+    repo.commit(example_files("app"))
+    daemon = shipped_daemon(daemons, install, admin_api, url)
+    wait_for(deployment_exists(admin_api, daemons.namespace, "web"), f"the app, by {component}")
+    return install, daemon
+
+
 def deployment_exists(admin_api: Any, namespace: str, name: str) -> Callable[[], bool]:
     apps: Any = client.AppsV1Api(admin_api)
 
@@ -180,15 +193,10 @@ def test_the_shipped_account_syncs_and_is_refused_what_the_cluster_rbac_does_not
     git_server: GitServer,
     git_repo: GitRepo,
     namespace: str,
-    tmp_path: Path,
 ) -> None:
-    install = Install.of(gitopsd, "default", namespace, tmp_path)
-    install.apply()
-    git_repo.commit(example_files("app"))
+    url = git_server.file_url(git_repo)
+    install, daemon = app_synced_by("default", gitopsd, daemons, admin_api, git_repo, url)
 
-    daemon = shipped_daemon(daemons, install, admin_api, git_server.file_url(git_repo))
-
-    wait_for(deployment_exists(admin_api, namespace, "web"), "the app, applied by the daemon")
     daemon.wait_value("gitopsd_leader", lambda v: v == 1, "the shipped Role to grant the Lease")
     escalation = unique_name("escalate")
     git_repo.commit(cluster_role_binding_to_admin(escalation))
@@ -217,15 +225,10 @@ def test_the_namespaced_account_syncs_its_namespace_and_nothing_else(
     git_server: GitServer,
     git_repo: GitRepo,
     namespace: str,
-    tmp_path: Path,
 ) -> None:
-    install = Install.of(gitopsd, "namespaced", namespace, tmp_path)
-    install.apply()
-    git_repo.commit(example_files("app"))
+    url = git_server.file_url(git_repo)
+    install, daemon = app_synced_by("namespaced", gitopsd, daemons, admin_api, git_repo, url)
 
-    daemon = shipped_daemon(daemons, install, admin_api, git_server.file_url(git_repo))
-
-    wait_for(deployment_exists(admin_api, namespace, "web"), "the app, in the daemon's namespace")
     git_repo.commit(config_map("kube-public", "outside"))
     wait_for(
         forbidden_in_logs(daemon, "watch of configmaps in namespace kube-public"),
