@@ -9,7 +9,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test demo bench lint control-plane prometheus clean
+.PHONY: test demo bench lint control-plane prometheus image-tools clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,13 +23,16 @@ control-plane:
 prometheus:
 	tests/prometheus/provide.sh >/dev/null
 
+image-tools: control-plane
+	tests/image/provide.sh >/dev/null
+
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint control-plane prometheus
+test: lint control-plane prometheus image-tools
 	$(BIN)/pytest
 
 demo: $(BIN)/.installed control-plane

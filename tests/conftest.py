@@ -20,6 +20,7 @@ from tests.harness.controlplane import (
 )
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.image import Image, build_image, provide_buildah
 from tests.harness.kube import api_client, create_namespace, unique_name
 from tests.harness.prometheus import PrometheusBinaries, provide_prometheus
 
@@ -93,6 +94,13 @@ def daemons(
 def prometheus_binaries() -> PrometheusBinaries:
     """Prometheus and promtool from Debian's package (tests/prometheus/provide.sh)."""
     return provide_prometheus()
+
+
+@pytest.fixture(scope="session")
+def image(tmp_path_factory: pytest.TempPathFactory) -> Image:
+    """The Dockerfile built with buildah (tests/image/provide.sh), once per session."""
+    log = tmp_path_factory.mktemp("image") / "build.log"
+    return build_image(provide_buildah(), "localhost/gitopsd:test", log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,0 +1,70 @@
+# The gitopsd image: `docker build -t gitopsd .` (or `buildah bud -t gitopsd .`).
+#
+# Build arguments:
+#   BASE           a Debian-based image with python3 (3.11 or later) on PATH; the build stage
+#                  and the final image both use it, so the venv's interpreter is the same one.
+#   KUBECTL_IMAGE  an image holding a static kubectl at /bin/kubectl (`kubectl kustomize`
+#                  renders kustomizations).
+#   VERSION, REVISION  recorded in the OCI labels.
+# The tags below are what the project tests against; release builds pin both images by
+# digest (BASE=python:3.11-slim-bookworm@sha256:…), which only a registry can tell.
+ARG BASE=python:3.11-slim-bookworm
+ARG KUBECTL_IMAGE=registry.k8s.io/kubectl:v1.34.4
+
+FROM ${KUBECTL_IMAGE} AS kubectl
+
+# The venv is built here and copied: pip, setuptools and anything a build needs stay behind.
+FROM ${BASE} AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+RUN python3 -m venv /opt/gitopsd
+# The dependencies first, read from pyproject.toml alone: a change of the source reuses them.
+COPY pyproject.toml /src/
+RUN python3 -c 'import tomllib, sys; print(*tomllib.load(sys.stdin.buffer)["project"]["dependencies"], sep="\n")' \
+        < /src/pyproject.toml > /src/requirements.txt \
+    && /opt/gitopsd/bin/pip install --quiet --requirement /src/requirements.txt
+COPY README.md /src/
+COPY gitopsd /src/gitopsd
+RUN /opt/gitopsd/bin/pip install --quiet --no-deps /src \
+    && /opt/gitopsd/bin/pip uninstall --quiet --yes setuptools wheel pip
+
+FROM ${BASE}
+# git and ssh fetch sources; apt runs only when the base lacks them (the tests' base has
+# them, so their build needs no Debian mirror). The base's own pip goes too: nothing builds
+# or installs at run time. ssh refuses to run for a uid without a passwd entry: 65532 gets one.
+RUN set -eu; \
+    missing=""; \
+    command -v git >/dev/null || missing="$missing git"; \
+    command -v ssh >/dev/null || missing="$missing openssh-client"; \
+    [ -s /etc/ssl/certs/ca-certificates.crt ] || missing="$missing ca-certificates"; \
+    if [ -n "$missing" ]; then \
+        apt-get update; \
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $missing; \
+        rm -rf /var/lib/apt/lists/*; \
+    fi; \
+    if python3 -m pip --version >/dev/null 2>&1; then \
+        python3 -m pip uninstall --quiet --yes pip setuptools wheel; \
+    fi; \
+    echo 'gitopsd:x:65532:65532:gitopsd:/tmp:/usr/sbin/nologin' >> /etc/passwd; \
+    echo 'gitopsd:x:65532:' >> /etc/group; \
+    install -d -o 65532 -g 65532 -m 0750 /var/cache/gitopsd; \
+    install -d -m 0755 /etc/gitopsd
+COPY --from=kubectl /bin/kubectl /usr/local/bin/kubectl
+# HOME: git and kubectl want one, and the root filesystem may be read-only; /tmp and
+# /var/cache/gitopsd (the cacheDir) are the volumes the Deployment mounts writable.
+ENV PATH=/opt/gitopsd/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    HOME=/tmp \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+USER 65532:65532
+# Exec form: gitopsd is PID 1 and receives SIGTERM itself (it finishes the reconcile in flight).
+ENTRYPOINT ["/opt/gitopsd/bin/gitopsd"]
+CMD ["run", "--config", "/etc/gitopsd/gitopsd.yaml"]
+# Last, what changes most: a new version or source rebuilds only these steps.
+ARG VERSION=dev
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="gitopsd" \
+      org.opencontainers.image.description="GitOps reconciliation daemon for Kubernetes: exact drift, safe pruning, drift metrics." \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
+COPY --from=build /opt/gitopsd /opt/gitopsd
