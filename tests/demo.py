@@ -19,18 +19,17 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
+from typing import Any
 
 from tests.harness.cli import EXAMPLES, example_files
 from tests.harness.controlplane import (
     Binaries,
     ControlPlane,
-    free_port,
     provide_binaries,
     running_control_plane,
-    spawn,
 )
+from tests.harness.daemon import DaemonProcess
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.waiting import wait_for
 
@@ -93,41 +92,41 @@ class Demo:
         self.gitopsd("diff", url, *flags, expect=0)
 
     def daemon(self, repo: GitRepo) -> None:
-        config = self.workdir / "gitopsd.yaml"
-        listen = f"127.0.0.1:{free_port()}"
-        url = self.server.file_url(repo)
-        config.write_text(daemon_config(listen, url, self.workdir, self.plane.kubeconfig))
+        daemon = DaemonProcess.configured(
+            self.workdir,
+            "daemon",
+            "admin",
+            self.plane.kubeconfig,
+            [demo_source(self.server.file_url(repo))],
+            leaderElection={"enabled": False},
+        )
+        config = daemon.workdir / "gitopsd.yaml"
         step(f"gitopsd run keeps the same source in sync; its configuration ({config}):")
-        print(config.read_text(), end="", flush=True)
-        argv = [sys.executable, "-m", "gitopsd", "run", "--config", str(config)]
+        print(json.dumps(daemon.config, indent=2), flush=True)
         print(f"$ gitopsd run --config {config} &", flush=True)
-        daemon = spawn(argv, self.workdir / "daemon.log")
-        metrics = Metrics(f"http://{listen}")
         try:
-            wait_for(metrics.ready, "the daemon to be ready", 60)
-        except AssertionError:
-            raise SystemExit(
-                f"demo: the daemon is not ready; its log:\n{daemon_log(self)}"
-            ) from None
+            daemon.start()
+            wait_for(lambda: daemon.get("/readyz")[0] == 200, "the daemon to be ready", 60)
+        except AssertionError as error:
+            raise SystemExit(f"demo: {error}; its log:\n{daemon.logs()[-3000:]}") from None
         step("Someone scales the Deployment by hand again; the daemon heals it at once:")
         self.command(
             str(self.binaries.kubectl), "scale", "deployment/web", "--replicas=5", "-n", NAMESPACE
         )
         self.wait_replicas(2, "healed")
         step("What it exported on /metrics (drift detected and healed, no drift left):")
-        metrics.show()
+        show_metrics(daemon)
         step("A commit changes the Deployment; the daemon applies it at its next poll:")
         sha = repo.commit({"app/deployment.yaml": scaled(3)}, "web: 3 replicas")
         print(f"committed {sha[:12]}: replicas 2 -> 3", flush=True)
         self.wait_replicas(3, "applied")
-        wait_for(lambda: sha in metrics.text(), "the new revision on /metrics")
-        metrics.show()
+        wait_for(lambda: sha in daemon.metrics(), "the new revision on /metrics")
+        show_metrics(daemon)
         step("SIGTERM: the daemon finishes what is in flight and exits 0:")
-        daemon.terminate()
-        code = daemon.wait(60)
+        code = daemon.stop()
         print(f"gitopsd run exited {code}", flush=True)
         if code != 0:
-            raise SystemExit(f"demo: the daemon exited {code}; its log:\n{daemon_log(self)}")
+            raise SystemExit(f"demo: the daemon exited {code}; its log:\n{daemon.logs()[-3000:]}")
 
     def wait_replicas(self, replicas: int, done: str) -> None:
         started = time.monotonic()
@@ -171,9 +170,9 @@ class Demo:
             raise SystemExit(f"demo: expected exit code {expect}, got {code}")
 
 
-def daemon_config(listen: str, url: str, workdir: Path, kubeconfig: Path) -> str:
+def demo_source(url: str) -> dict[str, Any]:
     """The source the one-shot commands used (same name and ApplySet), polled every 2 s."""
-    source = {
+    return {
         "name": "demo",
         "repository": url,
         "allowInsecure": True,
@@ -183,14 +182,6 @@ def daemon_config(listen: str, url: str, workdir: Path, kubeconfig: Path) -> str
         "selfHeal": True,
         "prune": True,
     }
-    config = {
-        "listen": listen,
-        "cacheDir": str(workdir / "cache"),
-        "kubeconfig": str(kubeconfig),
-        "leaderElection": {"enabled": False},
-        "sources": [source],
-    }
-    return json.dumps(config, indent=2) + "\n"  # JSON is YAML
 
 
 def scaled(replicas: int) -> str:
@@ -198,30 +189,11 @@ def scaled(replicas: int) -> str:
     return deployment.replace("replicas: 2\n", f"replicas: {replicas}\n", 1)
 
 
-def daemon_log(demo: Demo) -> str:
-    return (demo.workdir / "daemon.log").read_text(errors="replace")[-3000:]
-
-
-class Metrics:
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/readyz", timeout=5) as answer:  # noqa: S310
-                return bool(answer.status == 200)
-        except OSError:
-            return False
-
-    def text(self) -> str:
-        with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as answer:  # noqa: S310
-            return str(answer.read().decode())
-
-    def show(self) -> None:
-        print(f"$ curl -s {self.url}/metrics | grep ...", flush=True)
-        for line in self.text().splitlines():
-            if SHOWN_METRICS.match(line):
-                print(line, flush=True)
+def show_metrics(daemon: DaemonProcess) -> None:
+    print(f"$ curl -s {daemon.url}/metrics | grep ...", flush=True)
+    for line in daemon.metrics().splitlines():
+        if SHOWN_METRICS.match(line):
+            print(line, flush=True)
 
 
 def step(text: str) -> None:
