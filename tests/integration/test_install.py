@@ -20,6 +20,7 @@ from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.install import Install
 from tests.harness.kube import token_of, unique_name
 from tests.harness.waiting import wait_for
+from tests.integration.test_daemon import config_map_value, replicas
 
 Identity = tuple[str, str, str]  # kind, namespace, name
 
@@ -153,18 +154,8 @@ def app_synced_by(
     install.apply()
     repo.commit(example_files("app"))
     daemon = shipped_daemon(daemons, install, admin_api, url)
-    wait_for(deployment_exists(admin_api, daemons.namespace, "web"), f"the app, by {component}")
+    wait_for(lambda: replicas(admin_api, daemons.namespace) == 2, f"the app, by {component}")
     return install, daemon
-
-
-def deployment_exists(admin_api: Any, namespace: str, name: str) -> Callable[[], bool]:
-    apps: Any = client.AppsV1Api(admin_api)
-
-    def found() -> bool:
-        selector = f"metadata.name={name}"
-        return bool(apps.list_namespaced_deployment(namespace, field_selector=selector).items)
-
-    return found
 
 
 def forbidden_in_logs(daemon: DaemonProcess, what: str) -> Callable[[], bool]:
@@ -178,12 +169,6 @@ def forbidden_in_logs(daemon: DaemonProcess, what: str) -> Callable[[], bool]:
         )
 
     return logged
-
-
-def config_map_named(admin_api: Any, namespace: str, name: str) -> Any:
-    core: Any = client.CoreV1Api(admin_api)
-    found = core.list_namespaced_config_map(namespace, field_selector=f"metadata.name={name}")
-    return found.items[0] if found.items else None
 
 
 def test_the_shipped_account_syncs_and_is_refused_what_the_cluster_rbac_does_not_grant(
@@ -234,7 +219,7 @@ def test_the_namespaced_account_syncs_its_namespace_and_nothing_else(
         forbidden_in_logs(daemon, "watch of configmaps in namespace kube-public"),
         "reading a namespace it is not bound in, refused as Forbidden",
     )
-    assert config_map_named(admin_api, "kube-public", "outside") is None
+    assert config_map_value(admin_api, "kube-public", "outside") is None
     token = token_of(admin_api, namespace, install.account)
     assert can_i(install, token, "create", "deployments", "-n", namespace) == "yes"
     assert can_i(install, token, "create", "deployments", "-n", "kube-public") == "no"
