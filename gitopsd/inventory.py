@@ -221,7 +221,7 @@ def recorded_namespaces(parent: Body | None, own_namespace: str) -> set[str]:
     parent that does not exist has no members anywhere."""
     if parent is None:
         return set()
-    annotations = ((parent or {}).get("metadata") or {}).get("annotations") or {}
+    annotations = (parent.get("metadata") or {}).get("annotations") or {}
     listed = annotations.get(ADDITIONAL_NAMESPACES_ANNOTATION, "")
     return {name for name in listed.split(",") if name} | {own_namespace}
 
