@@ -83,8 +83,9 @@ class Credentials:
     """Where git credentials come from. Values are read at fetch time and never logged."""
 
     username: str = "git"
-    password_env: str = "GITOPSD_GIT_PASSWORD"  # noqa: S105 - the name of a variable, not a secret
-    """Environment variable holding an https password or token, if set."""
+    password_env: str | None = "GITOPSD_GIT_PASSWORD"  # noqa: S105 - a variable's name
+    """Environment variable holding an https password or token, if set; None: read none (a
+    GitSync must never borrow the daemon's own credentials)."""
     password_file: Path | None = None
     """File holding an https password or token (wins over the environment)."""
     ssh_key_file: Path | None = None
@@ -154,6 +155,9 @@ class SyncSettings:
     prune: PrunePolicy = field(default_factory=PrunePolicy)
     crd_timeout_seconds: float = 60.0
     """Bound on waiting for new CRDs to be Established."""
+    confined_to: str | None = None
+    """The one namespace this source may write to, or None for any: a GitSync that acts
+    with the daemon's own rights may touch nothing outside its namespace."""
     concurrency: int = 16
     """API requests in flight at once. Measured against kube-apiserver on loopback, 16 in
     flight carry about 3x the dry-runs and applies per second of one, and more add little."""

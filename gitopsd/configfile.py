@@ -27,7 +27,7 @@ from gitopsd.config import (
     parse_size,
 )
 from gitopsd.errors import ConfigError
-from gitopsd.names import namespace_problem, shown
+from gitopsd.names import DNS1123_SUBDOMAIN, namespace_problem, shown
 
 MAX_DURATION_SECONDS = 7 * 24 * 3600.0
 
@@ -66,6 +66,22 @@ class LeaderElection:
 
 
 @dataclass(frozen=True)
+class GitSyncSettings:
+    """Operator mode: which GitSync objects the daemon serves, and with whose rights."""
+
+    enabled: bool = False
+    namespaces: tuple[str, ...] = ()
+    """The namespaces whose GitSyncs are served; none listed: all."""
+    default_service_account: str | None = None
+    """The ServiceAccount (of its own namespace) a GitSync without serviceAccountName
+    impersonates; None: such a GitSync acts with the daemon's rights, confined to its own
+    namespace (Flux's --default-service-account)."""
+    allow_insecure: bool = False
+    """Permit GitSyncs to read file:// and plain http:// repositories (local use and tests:
+    file:// reads the daemon's own file system)."""
+
+
+@dataclass(frozen=True)
 class DaemonConfig:
     listen: str = "127.0.0.1:9090"
     """host:port of /metrics, /healthz, /readyz and /hooks/<source>."""
@@ -78,6 +94,7 @@ class DaemonConfig:
     """Most gitopsd_object_drift series; further drifted objects are only counted."""
     shutdown_grace_seconds: float = 25.0
     sources: tuple[SourceConfig, ...] = ()
+    git_syncs: GitSyncSettings = field(default_factory=GitSyncSettings)
     invalid_sources: tuple[tuple[str, str], ...] = ()
     """(name, error) of sources set aside at load."""
 
@@ -97,6 +114,7 @@ TOP_KEYS = {
     "objectSeriesBudget",
     "shutdownGraceSeconds",
     "sources",
+    "gitSyncs",
 }
 SOURCE_KEYS = {
     "name",
@@ -124,6 +142,7 @@ SOURCE_KEYS = {
 LIMIT_KEYS = {setting.key for setting in LIMIT_SETTINGS.values()}
 GUARD_KEYS = {"allowEmpty", "allowMassPrune", "pruneBudgetPercent", "pruneProtected"}
 CREDENTIAL_KEYS = {"username", "passwordFile", "passwordEnv", "sshKeyFile", "knownHostsFile"}
+GITSYNC_KEYS = {"enabled", "namespaces", "defaultServiceAccount", "allowInsecure"}
 LEADER_KEYS = {"enabled", "namespace", "name", "leaseDuration", "renewDeadline", "retryPeriod"}
 
 
@@ -153,6 +172,7 @@ def load(path: Path) -> DaemonConfig:
             top, "shutdownGraceSeconds", str(path), DaemonConfig.shutdown_grace_seconds
         ),
         sources=tuple(sources),
+        git_syncs=_git_syncs(top.get("gitSyncs"), f"{path}: gitSyncs"),
         invalid_sources=tuple(invalid),
     )
 
@@ -168,7 +188,7 @@ def _sources(value: Any, where: str) -> tuple[list[SourceConfig], list[tuple[str
         name = item.get("name") if isinstance(item, dict) else None
         label = str(name) if name else f"sources[{index}]"
         try:
-            good.append(_source(item, f"{where}: source {label}"))
+            good.append(source(item, f"{where}: source {label}"))
         except ConfigError as error:
             bad.append((label, str(error)))
     names = [source.name for source in good]
@@ -178,7 +198,8 @@ def _sources(value: Any, where: str) -> tuple[list[SourceConfig], list[tuple[str
     return good, bad
 
 
-def _source(item: Any, where: str) -> SourceConfig:
+def source(item: Any, where: str) -> SourceConfig:
+    """One source from its mapping (a file source's, or a GitSync's spec in that form)."""
     raw = _mapping(item, where, SOURCE_KEYS)
     name = _string(raw, "name", where, None)
     if not SOURCE_NAME.match(name):
@@ -243,6 +264,30 @@ def _credentials(value: Any, where: str) -> Credentials:
         ssh_key_file=_path(raw, "sshKeyFile", where),
         known_hosts_file=_path(raw, "knownHostsFile", where),
     )
+
+
+def _git_syncs(value: Any, where: str) -> GitSyncSettings:
+    raw = _mapping(value or {}, where, GITSYNC_KEYS)
+    namespaces = _strings(raw, "namespaces", where, GitSyncSettings.namespaces)
+    for namespace in namespaces:
+        problem = namespace_problem(namespace)
+        if problem:
+            raise ConfigError(f"{where}: namespaces: {shown(namespace)} {problem}")
+    account = raw.get("defaultServiceAccount")
+    return GitSyncSettings(
+        enabled=_bool(raw, "enabled", where, GitSyncSettings.enabled),
+        namespaces=namespaces,
+        default_service_account=None if account is None else _account(raw, where),
+        allow_insecure=_bool(raw, "allowInsecure", where, GitSyncSettings.allow_insecure),
+    )
+
+
+def _account(raw: dict[str, Any], where: str) -> str:
+    name = _string(raw, "defaultServiceAccount", where, None)
+    problem = DNS1123_SUBDOMAIN.problem(name)
+    if problem:
+        raise ConfigError(f"{where}: defaultServiceAccount: {shown(name)} {problem}")
+    return name
 
 
 def _leader(value: Any, where: str) -> LeaderElection:

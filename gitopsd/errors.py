@@ -49,6 +49,8 @@ class ManifestReason(StrEnum):
     SYMLINK = "symlink"
     REMOTE = "remote"
     """A kustomization refers to a remote base: gitopsd fetches nothing but the source."""
+    OUT_OF_NAMESPACE = "out_of_namespace"
+    """The object lies outside the one namespace the source may write to."""
     UNKNOWN_KIND = "unknown_kind"
     """The cluster serves no such kind (yet): a CRD installed later cures it."""
 

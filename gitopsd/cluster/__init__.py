@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gitopsd.cluster.api import Api, ApiError, Counters
 from gitopsd.cluster.connect import POOL_CONNECTIONS, api_client
 from gitopsd.cluster.discovery import Discovery
 from gitopsd.cluster.projection import Projection
-from gitopsd.cluster.transport import PooledTransport
+from gitopsd.cluster.transport import Impersonating, PooledTransport
 from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.objects import FIELD_MANAGER, Body, Resource
 
@@ -130,13 +130,17 @@ class Cluster:
         )
         return patched
 
-    def delete(self, resource: Resource, namespace: str, name: str, uid: str, version: str) -> bool:
-        """Deletes exactly the object seen (uid and resourceVersion); False if already gone."""
+    def delete(
+        self, resource: Resource, namespace: str, name: str, uid: str, version: str = ""
+    ) -> bool:
+        """Deletes exactly the object seen (its uid, and its resourceVersion if given); False
+        if already gone."""
+        preconditions = {"uid": uid, **({"resourceVersion": version} if version else {})}
         options = {
             "apiVersion": "v1",
             "kind": "DeleteOptions",
             "propagationPolicy": "Background",
-            "preconditions": {"uid": uid, "resourceVersion": version},
+            "preconditions": preconditions,
         }
         try:
             self.api.request(
@@ -159,8 +163,8 @@ class Cluster:
         ]
         return self.api.stream(resource.path(namespace), query)
 
-    def event(self, about: Body, reason: str, message: str) -> None:
-        """Records a Warning Event on an object (kubectl describe shows it)."""
+    def event(self, about: Body, reason: str, message: str, kind: str = "Warning") -> None:
+        """Records an Event (Warning or Normal) on an object (kubectl describe shows it)."""
         metadata = about.get("metadata") or {}
         namespace = metadata.get("namespace") or "default"
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -181,7 +185,7 @@ class Cluster:
             },
             "reason": reason,
             "message": message[:1024],
-            "type": "Warning",
+            "type": kind,
             "source": {"component": FIELD_MANAGER},
             "reportingComponent": FIELD_MANAGER,
             "firstTimestamp": now,
@@ -189,6 +193,29 @@ class Cluster:
             "count": 1,
         }
         self.api.request("POST", EVENTS.path(namespace), (), event, fence=self._fence)
+
+    def apply_status(self, resource: Resource, namespace: str, name: str, status: Body) -> Body:
+        """Server-side apply of an object's status through its status subresource: the
+        fields left out of `status` that gitopsd set before are removed."""
+        body = {
+            "apiVersion": resource.api_version,
+            "kind": resource.kind,
+            "metadata": {"name": name, "namespace": namespace},
+            "status": status,
+        }
+        query = [("fieldManager", FIELD_MANAGER), ("force", "true")]
+        path = resource.path(namespace, name) + "/status"
+        applied: Body = self.api.request(
+            "PATCH", path, query, body, content_type=APPLY_PATCH, fence=self._fence
+        )
+        return applied
+
+    def impersonating(self, user: str) -> Cluster:
+        """A client whose every request acts as `user` (the API server checks that this
+        process may impersonate it, then authorizes each request as `user`). It shares the
+        connections, request tally, discovery and fencing."""
+        transport = Impersonating(self.api.transport, user)
+        return replace(self, api=replace(self.api, transport=transport, reachable=True))
 
     def _fence(self) -> None:
         if not self.may_write():

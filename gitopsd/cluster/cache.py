@@ -63,6 +63,9 @@ class Informer:
     keep: Keep
     on_change: OnChange
     stopping: threading.Event
+    whole: bool = False
+    """Keep bodies whole (status and generation too), not projected: for a controller's own
+    objects, not for the objects drift is measured on."""
     store: dict[ObjectKey, Body] = field(default_factory=dict)
     content_versions: dict[ObjectKey, str] = field(default_factory=dict)
     """The resourceVersion of each object's last change of content (not of status)."""
@@ -108,7 +111,7 @@ class Informer:
 
     def _relist(self) -> str:
         items, version = self.cluster.list_with_version(
-            self.resource, self.namespace, projected=True
+            self.resource, self.namespace, projected=not self.whole
         )
         listed = {key_of(item): item for item in items}
         fresh = {key: item for key, item in listed.items() if self.keep(key, item)}
@@ -142,7 +145,8 @@ class Informer:
             body = {"apiVersion": self.resource.api_version, "kind": self.resource.kind, **body}
             key = key_of(body)
             kept = kind != "DELETED" and self.keep(key, body)
-            self._record(key, self.cluster.projection.of(body) if kept else None)
+            kept_body = body if self.whole else self.cluster.projection.of(body)
+            self._record(key, kept_body if kept else None)
         return delivered
 
     def _record(self, key: ObjectKey, body: Body | None) -> None:
@@ -160,6 +164,10 @@ class Informer:
                     self.content_versions[key] = _version(body)
         if changed:
             self.on_change(key, body)
+
+    def get(self, key: ObjectKey) -> Body | None:
+        with self.lock:
+            return self.store.get(key)
 
     def content_version(self, key: ObjectKey, body: Body) -> str | None:
         """The content version of `body` if it is the newest body held; None for an older

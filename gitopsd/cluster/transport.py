@@ -71,3 +71,23 @@ class PooledTransport:
         runs its refresh hook, which re-reads a rotated service-account token."""
         bearer = self.client.configuration.auth_settings().get("BearerToken")
         return {bearer["key"]: bearer["value"]} if bearer and bearer["value"] else {}
+
+
+@dataclass(frozen=True)
+class Impersonating:
+    """Sends every request as `user` (the Impersonate-User header): a GitSync's requests are
+    authorized as its ServiceAccount, not as the daemon."""
+
+    inner: Transport
+    user: str
+
+    def send(
+        self,
+        method: str,
+        target: str,
+        body: bytes | None,
+        headers: Mapping[str, str],
+        timeout: tuple[float, float],
+    ) -> Any:
+        impersonated = {**headers, "Impersonate-User": self.user}
+        return self.inner.send(method, target, body, impersonated, timeout)

@@ -24,6 +24,7 @@ from gitopsd.cluster import Cluster
 from gitopsd.cluster.lease import LeaderElector
 from gitopsd.configfile import DaemonConfig, SourceConfig
 from gitopsd.daemon import http, logs
+from gitopsd.daemon.controller import GitSyncController
 from gitopsd.daemon.worker import SourceWorker
 from gitopsd.errors import ConfigError
 from gitopsd.metrics import Recorder
@@ -54,6 +55,28 @@ class Daemon:
             executors={"default": ThreadPoolExecutor(max_workers=max(len(self.workers), 1))},
             job_defaults={"coalesce": True, "max_instances": 1},
         )
+        self.controller = self._controller(sources)
+
+    def _controller(self, sources: list[SourceConfig]) -> GitSyncController | None:
+        """Operator mode, if enabled: GitSyncs beside the file sources. Their polls run in
+        their workers' own threads (poll_soon), so they hold no scheduler thread."""
+        if not self.config.git_syncs.enabled:
+            return None
+        parents = frozenset((s.settings.name, s.settings.inventory_namespace) for s in sources)
+        return GitSyncController(
+            self.config.git_syncs,
+            self.cluster,
+            self.recorder,
+            self.config.cache_dir,
+            self.leading,
+            self.stopping,
+            self.scheduler,
+            parents,
+        )
+
+    def _all_workers(self) -> list[SourceWorker]:
+        served = self.controller.workers() if self.controller else []
+        return [*self.workers, *served]
 
     def _usable(self, sources: tuple[SourceConfig, ...]) -> list[SourceConfig]:
         """The sources whose repository gitopsd may fetch; the others are set aside. With
@@ -99,9 +122,11 @@ class Daemon:
         self.recorder.set_leader(leading)
         if leading:
             self.leading.set()
-            for worker in self.workers:
+            for worker in self._all_workers():
                 worker.forget_applied()
                 worker.poll_soon()
+            if self.controller:
+                self.controller.requeue_all()
         else:
             self.leading.clear()
 
@@ -114,7 +139,9 @@ class Daemon:
         caches synced: false during an outage, true again once the caches caught up."""
         known = self.elector is None or self.elector.state_known
         reachable = self.cluster.api.reachable
-        return known and reachable and all(worker.ready() for worker in self.workers)
+        serving = self.controller is None or self.controller.ready()
+        workers = all(worker.ready() for worker in self.workers)
+        return known and reachable and serving and workers
 
     def run(self) -> int:
         for name, error in self.set_aside:
@@ -127,6 +154,8 @@ class Daemon:
         if self.elector:
             self.elector.start()
         self._schedule()
+        if self.controller:
+            self.controller.start()
         self._wait_for_a_signal()
         self._shut_down()
         server.shutdown()
@@ -168,10 +197,10 @@ class Daemon:
         log.info("shutting down")
         self.scheduler.shutdown(wait=False)
         deadline = time.monotonic() + self.config.shutdown_grace_seconds
-        for worker in self.workers:
+        for worker in self._all_workers():
             if worker.busy.acquire(timeout=max(deadline - time.monotonic(), 0)):
                 worker.busy.release()
-            worker.cache.stop()
+            worker.retire()
         if self.elector:
             self.elector.release()
         log.info("stopped")

@@ -12,6 +12,7 @@ import logging
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -33,6 +34,7 @@ from gitopsd.errors import (
     GitopsdError,
     ManifestError,
 )
+from gitopsd.gitsync.status import Failure, SourceReport
 from gitopsd.metrics import Recorder
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.reconcile import (
@@ -92,13 +94,20 @@ class SourceWorker:
     """When the reconcile or drift check in flight must stop writing (monotonic seconds)."""
     warned: set[ObjectKey] = field(default_factory=set)
     attempted: threading.Event = field(default_factory=threading.Event)
+    report: SourceReport = field(default_factory=SourceReport)
+    """What it saw last (a GitSync's status is made of it)."""
+    on_report: Callable[[], None] = lambda: None
+    """Hears that `report` changed: after each poll and drift check."""
+    halt: threading.Event = field(default_factory=threading.Event)
+    """Set when this source stops for good (its GitSync deleted or changed, the daemon
+    shutting down): its watches and drift checks end."""
 
     def __post_init__(self) -> None:
         fence = self.cluster.may_write
         self.cluster = replace(self.cluster, may_write=lambda: fence() and not self._late())
         config = self.config
         applyset = desired.applyset_of(config.settings)
-        self.cache = LiveCache(self.cluster, applyset.id, self._changed, self.stopping)
+        self.cache = LiveCache(self.cluster, applyset.id, self._changed, self.halt)
         self.reader = CacheReader(self.cluster, self.cache)
         self.source = Source(config.spec, config.settings, self.cache_dir, config.self_heal)
         self.state = State(memo=DriftMemo(self.cache.content_version))
@@ -116,6 +125,10 @@ class SourceWorker:
     def ready(self) -> bool:
         return self.attempted.is_set() and self.cache.synced()
 
+    def retire(self) -> None:
+        """Stops its watches and drift checks; a poll in flight ends at its next write."""
+        self.halt.set()
+
     def forget_applied(self) -> None:
         """A new leader applies the revision again at its next poll."""
         self.state.applied_revision = None
@@ -131,6 +144,7 @@ class SourceWorker:
             result = self._reconcile()
             self.recorder.reconciled(self.name, result, time.monotonic() - started, time.time())
             self.attempted.set()
+        self.on_report()
 
     def _reconcile(self) -> str:
         try:
@@ -140,7 +154,10 @@ class SourceWorker:
         except GitopsdError as error:
             self._failed(error, self.backoff)
             return "failed"
+        finally:
+            self.report.finished += 1
         self.backoff.reset()
+        self.report.failure = None
         return "success"
 
     def _once(self, changed: set[ObjectKey] | None = None) -> None:
@@ -197,6 +214,7 @@ class SourceWorker:
             error = ClusterError(
                 f"did not finish within its timeout of {limit:g} s: {cause}", ClusterReason.TIMEOUT
             )
+        self.report.failure = Failure.of(error)
         reason = error.reason
         if isinstance(error, ManifestError) and reason not in RETRIED_MANIFEST_REASONS:
             retry = "waiting for a new revision"
@@ -208,6 +226,9 @@ class SourceWorker:
 
     def _read(self, sha: str) -> None:
         self.recorder.revision(self.name, sha)
+        self.report.attempted_revision = sha
+        targets = self.state.desired.targets if self.state.desired else {}
+        self.report.inventory = Counter(key.group_kind for key in targets)
         self.log.info("read revision", extra={"revision": sha, "mode": self.config.mode})
 
     def _measured(
@@ -218,6 +239,7 @@ class SourceWorker:
     ) -> None:
         """Drift, exported as metrics (and Events in warn mode)."""
         self.recorder.drift(self.name, drifts)
+        self.report.drifts = drifts
         if changed:
             self._observe_latency(drifts, changed, find)
         if self.config.mode == SourceMode.WARN:
@@ -233,6 +255,9 @@ class SourceWorker:
         if result.step == Step.SYNC:
             commit_time = result.desired.revision.commit_time
             self.recorder.applied(self.name, commit_time, time.time())
+            self.report.applied_revision = result.desired.revision.sha
+            self.report.synced_at = time.time()
+            self.report.refused = [f"{key} ({reason})" for key, reason in report.refused]
         self._forget_drift_undone(result.drifts, report.changes)
         self.recorder.changes(self.name, report.changes)
         self.recorder.refused(self.name, [str(reason) for _, reason in report.refused])
@@ -254,6 +279,10 @@ class SourceWorker:
         undone = {o.key for o in changes.outcomes if o.action in (Action.CREATED, Action.PRUNED)}
         if undone:
             self.recorder.drift(self.name, [d for d in drifts if d.key not in undone])
+        # The report takes each write to have undone its object's drift (configured ones too,
+        # so that a status does not say "drift" after every sync); the watch measures again.
+        written = undone | {o.key for o in changes.outcomes if o.action == Action.CONFIGURED}
+        self.report.drifts = [d for d in drifts if d.key not in written]
 
     def _log_outcome(self, outcome: Outcome) -> None:
         if outcome.action != Action.UNCHANGED:
@@ -277,7 +306,7 @@ class SourceWorker:
         self.queue.add(key)
 
     def _drain(self) -> None:
-        while not self.stopping.is_set():
+        while not (self.stopping.is_set() or self.halt.is_set()):
             keys = self.queue.take(timeout_seconds=0.5)
             if not keys or not self.leading.is_set():
                 continue  # a new leader measures everything in its first poll
@@ -301,6 +330,7 @@ class SourceWorker:
         except GitopsdError as error:
             self._failed(error, self.recheck_backoff)
             self.queue.add_all(keys)
+        self.on_report()
 
     def _observe_latency(
         self,

@@ -23,8 +23,9 @@ from gitopsd.objects import Body, ObjectKey
 from gitopsd.plan import Plan, PruneDecision, decide_prune, plan_changes
 from gitopsd.reconcile.desired import Desired, applyset_of, fetch, read_revision, resolve
 from gitopsd.reconcile.enforce import ParentWriter, SyncReport, make_changes, unserved_kinds
-from gitopsd.reconcile.live import CacheReader, ListReader, Live, Reader
+from gitopsd.reconcile.live import CONFIG_MAPS, CacheReader, ListReader, Live, Reader
 from gitopsd.reconcile.measure import IN_SYNC, DriftMemo, Measurement, measure
+from gitopsd.source import Revision
 
 RETRIED_MANIFEST_REASONS = frozenset({ManifestReason.UNKNOWN_KIND})
 """Manifest errors the cluster can cure (a CRD installed later): retried, where other
@@ -208,6 +209,27 @@ def _prune_decision(
     return decide_prune(targets, live.owned, record, settings.prune, unserved)
 
 
+def withdraw(source: Source, cluster: Cluster) -> SyncReport:
+    """Prunes everything the source applied, as if git now held nothing: its GitSync was
+    deleted with delete-policy prune. The empty-source guard and the budget stand aside
+    (deleting it asks for exactly this); ownership, protected kinds and protected namespaces
+    hold. The parent goes too, unless a guard kept something it still records."""
+    policy = replace(source.settings.prune, enabled=True, allow_empty=True, allow_mass_prune=True)
+    settings = replace(source.settings, prune=policy)
+    applyset = applyset_of(settings)
+    live = ListReader(cluster, settings.concurrency).read(applyset, {})
+    nothing = Desired(Revision("", None, source.spec.url), {})
+    if live.parent is None:
+        return SyncReport("")
+    plan = plan_changes({}, set(), set(), _prune_decision(cluster, settings, {}, live))
+    parent = ParentWriter(cluster, settings, applyset, dict, b"", False, lambda: None)
+    report = make_changes(nothing, plan, live, Hooks(), parent)
+    if not report.refused:
+        uid = live.parent["metadata"]["uid"]  # its record was emptied: any version
+        cluster.delete(CONFIG_MAPS, applyset.namespace, applyset.name, uid)
+    return report
+
+
 def _seeding(hooks: Hooks, memo: DriftMemo) -> Hooks:
     """The server's answer to an apply is the object as git wants it: remembered as in sync,
     so that the watch event of the daemon's own write costs no dry-run."""
@@ -237,4 +259,5 @@ __all__ = [
     "SyncReport",
     "get_desired",
     "reconcile_once",
+    "withdraw",
 ]

@@ -154,7 +154,20 @@ def _resolve_one(
     if resource is None and not (definition and version in definition.versions):
         raise ManifestError(_unserved(manifest, cluster), ManifestReason.UNKNOWN_KIND)
     namespaced = resource.namespaced if resource else bool(definition and definition.namespaced)
-    return _with_namespace(manifest, namespaced, settings.default_namespace), resource
+    resolved = _with_namespace(manifest, namespaced, settings.default_namespace)
+    _check_confined(resolved, settings.confined_to)
+    return resolved, resource
+
+
+def _check_confined(manifest: Manifest, namespace: str | None) -> None:
+    key = manifest.key
+    if namespace is not None and key.namespace != namespace:
+        where = f"namespace {key.namespace}" if key.namespace else "the cluster scope"
+        raise ManifestError(
+            f"{manifest.origin}: {key}: lies in {where}, but this source may only write to "
+            f"namespace {namespace} (a GitSync without serviceAccountName)",
+            ManifestReason.OUT_OF_NAMESPACE,
+        )
 
 
 def _unserved(manifest: Manifest, cluster: Cluster) -> str:

@@ -26,7 +26,8 @@ esac
 def read_password(credentials: Credentials) -> str | None:
     """The https password or token: the file wins over the environment variable."""
     if credentials.password_file is None:
-        return os.environ.get(credentials.password_env) or None
+        variable = credentials.password_env
+        return (os.environ.get(variable) or None) if variable else None
     try:
         return credentials.password_file.read_text().strip() or None
     except (OSError, UnicodeDecodeError) as error:

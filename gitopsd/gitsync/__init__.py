@@ -1,0 +1,17 @@
+"""Operator mode's vocabulary: the GitSync custom resource, pure.
+
+`schema` is the one source of its CRD (config/crd is generated from it, and a test fails
+when the two disagree), `spec` reads a GitSync into the source the reconcile story runs,
+and `status` says what its status and Events are, from what the source's worker saw.
+"""
+
+from __future__ import annotations
+
+GROUP = "gitopsd.io"
+VERSION = "v1alpha1"
+KIND = "GitSync"
+PLURAL = "gitsyncs"
+FINALIZER = "gitopsd.io/finalizer"
+"""Held while the GitSync exists, so that its deletion can prune what it applied."""
+DELETE_POLICY_ANNOTATION = "gitopsd.io/delete-policy"
+"""`prune` on a GitSync: deleting it deletes what it applied (behind the prune guards)."""

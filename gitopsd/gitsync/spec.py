@@ -1,0 +1,114 @@
+"""A GitSync object read into what the daemon runs: a source, and who it acts as.
+
+The API server has checked the spec against the CRD already; reading it again through the
+daemon's own source reader keeps one set of rules (and catches a GitSync stored under an
+older CRD). Errors name the GitSync and the field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gitopsd import configfile
+from gitopsd.config import Credentials
+from gitopsd.configfile import GitSyncSettings, SourceConfig
+from gitopsd.errors import ConfigError
+from gitopsd.gitsync import DELETE_POLICY_ANNOTATION, FINALIZER
+from gitopsd.objects import Body
+
+SPEC_KEYS = {  # spec key: the file source's key for the same setting
+    "paths": "paths",
+    "include": "include",
+    "exclude": "exclude",
+    "interval": "interval",
+    "timeout": "timeout",
+    "mode": "mode",
+    "prune": "prune",
+    "selfHeal": "selfHeal",
+    "guards": "guards",
+}
+
+
+@dataclass(frozen=True)
+class GitSync:
+    """One GitSync, as the controller acts on it."""
+
+    namespace: str
+    name: str
+    generation: int
+    deleting: bool
+    finalized: bool
+    """Carries gitopsd's finalizer."""
+    prune_on_delete: bool
+    suspend: bool = False
+    secret_name: str | None = None
+    service_account: str | None = None
+    """Whom every request for it impersonates (a ServiceAccount of its namespace); None:
+    the daemon itself, confined to the GitSync's namespace."""
+    target_namespace: str = ""
+    fields: dict[str, Any] = field(default_factory=dict, repr=False)
+    """The spec as a file source's mapping (configfile reads it)."""
+
+    @property
+    def key(self) -> str:
+        """namespace/name: its work queue key, and its `source` label on every metric."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def user(self) -> str | None:
+        if self.service_account is None:
+            return None
+        return f"system:serviceaccount:{self.namespace}:{self.service_account}"
+
+    def source(self, credentials: Credentials) -> SourceConfig:
+        """The source to run, with `credentials` (from its secretRef, written to files)."""
+        where = f"GitSync {self.key}: spec"
+        config = configfile.source({"name": self.name, **self.fields}, where)
+        confined = self.namespace if self.service_account is None else None
+        return replace(
+            config,
+            name=self.key,
+            spec=replace(config.spec, credentials=credentials),
+            settings=replace(config.settings, confined_to=confined),
+        )
+
+
+def read(body: Body, settings: GitSyncSettings) -> GitSync:
+    """The GitSync in `body`; raises ConfigError naming the field it cannot use."""
+    metadata = body.get("metadata") or {}
+    namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+    spec = body.get("spec") or {}
+    where = f"GitSync {namespace}/{name}: spec"
+    repository = spec.get("repository") or {}
+    fields = {key: spec[given] for given, key in SPEC_KEYS.items() if given in spec}
+    account = spec.get("serviceAccountName") or settings.default_service_account
+    target = spec.get("targetNamespace") or namespace
+    if account is None and target != namespace:
+        raise ConfigError(
+            f"{where}: targetNamespace: {target} is not the GitSync's namespace; without "
+            "serviceAccountName a GitSync may only write to its own namespace"
+        )
+    fields |= {
+        "repository": repository.get("url"),
+        "ref": repository.get("ref", "HEAD"),
+        "namespace": target,
+        "inventoryNamespace": namespace,
+        "allowInsecure": settings.allow_insecure,
+    }
+    gitsync = GitSync(
+        namespace=namespace,
+        name=name,
+        generation=int(metadata.get("generation") or 0),
+        deleting=bool(metadata.get("deletionTimestamp")),
+        finalized=FINALIZER in (metadata.get("finalizers") or []),
+        prune_on_delete=(metadata.get("annotations") or {}).get(DELETE_POLICY_ANNOTATION)
+        == "prune",
+        suspend=spec.get("suspend") is True,
+        secret_name=(repository.get("secretRef") or {}).get("name"),
+        service_account=account,
+        target_namespace=target,
+        fields=fields,
+    )
+    gitsync.source(Credentials(password_env=None))  # every field checked now
+    return gitsync

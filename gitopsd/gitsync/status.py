@@ -1,0 +1,250 @@
+"""A GitSync's status and Events, from what its source's worker saw: pure.
+
+Conditions follow the Kubernetes API conventions as kstatus reads them (so `kubectl wait
+--for=condition=Ready` and Flux's health checks work): Reconciling True while work is
+under way or retried, Stalled True when only a person can help (an invalid spec or
+revision, a refusal, a blocked prune), Ready True when the revision is applied and nothing
+drifts. Messages name objects and fields, never values.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from gitopsd.diff import Drift, State
+from gitopsd.errors import (
+    ClusterReason,
+    ConfigError,
+    GitopsdError,
+    ManifestError,
+    SourceReason,
+    TerminalError,
+)
+from gitopsd.gitsync.schema import MAX_DRIFTED_SHOWN
+from gitopsd.objects import GroupKind
+
+MAX_MESSAGE = 2000
+RETRIED_TERMINAL = {ClusterReason.FORBIDDEN, SourceReason.AUTH, SourceReason.HOSTKEY}
+"""Failures retried (rights or keys may be granted meanwhile) that still need a person."""
+Status = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Failure:
+    reason: str
+    """CamelCase, for the condition."""
+    message: str
+    stalled: bool
+    """Only a person can cure it: a new revision or spec, rights, keys."""
+
+    @classmethod
+    def of(cls, error: GitopsdError) -> Failure:
+        reason = "".join(word.capitalize() for word in str(error.reason).split("_"))
+        if isinstance(error, ConfigError):
+            reason = "InvalidSpec"
+        stalled = isinstance(error, TerminalError) or error.reason in RETRIED_TERMINAL
+        if isinstance(error, ManifestError) and error.reason == "unknown_kind":
+            stalled = False  # a CRD installed later cures it
+        return cls(reason, _short(str(error)), stalled)
+
+
+@dataclass
+class SourceReport:
+    """What a source's worker saw last: the facts its status is made of."""
+
+    finished: int = 0
+    """Reconciles finished (successfully or not)."""
+    attempted_revision: str = ""
+    applied_revision: str = ""
+    synced_at: float | None = None
+    """When a revision was last applied whole (Unix seconds)."""
+    drifts: list[Drift] | None = None
+    """The drift measured last; None before the first measurement."""
+    failure: Failure | None = None
+    """Why the last reconcile or drift check failed; None once one succeeded."""
+    refused: list[str] = field(default_factory=list)
+    """Objects the last sync did not prune, each with the guard that refused it."""
+    inventory: Counter[GroupKind] = field(default_factory=Counter)
+    """The revision's objects by group/kind."""
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # Normal or Warning
+    reason: str
+    message: str
+
+
+def status_of(
+    generation: int,
+    report: SourceReport,
+    previous: Status | None,
+    suspended: bool = False,
+    now: float | None = None,
+) -> Status:
+    """The status to write; conditions keep their transition time while their status holds."""
+    previous = previous or {}
+    conditions = _conditions(report, suspended, _condition(previous, "Ready"))
+    stamp = _timestamp(now if now is not None else time.time())
+    status: Status = {
+        "observedGeneration": generation,
+        "conditions": [
+            _stamped(kind, state, reason, message, generation, previous, stamp)
+            for kind, (state, reason, message) in conditions.items()
+        ],
+        # a new worker (a changed spec) has read and applied nothing yet: what was, stays
+        "lastAttemptedRevision": report.attempted_revision
+        or previous.get("lastAttemptedRevision", ""),
+        "lastAppliedRevision": report.applied_revision or previous.get("lastAppliedRevision", ""),
+        "drift": _drift_summary(report.drifts or []),
+        "inventory": _inventory(report.inventory),
+    }
+    if report.synced_at is not None:
+        status["lastSyncTime"] = _timestamp(report.synced_at)
+    elif previous.get("lastSyncTime"):
+        status["lastSyncTime"] = previous["lastSyncTime"]
+    return status
+
+
+def failed_status(generation: int, failure: Failure, previous: Status | None) -> Status:
+    """The status of a GitSync that cannot run at all (its spec or its secret)."""
+    return status_of(generation, SourceReport(failure=failure), previous)
+
+
+Conditions = dict[str, tuple[str, str, str]]
+"""type: (status, reason, message)."""
+
+
+def _conditions(report: SourceReport, suspended: bool, ready: Status | None) -> Conditions:
+    if suspended:
+        held = (ready or {}).get("status", "Unknown")
+        return {"Ready": (held, "Suspended", "reconciliation is suspended (spec.suspend)")}
+    failure = report.failure
+    if failure is not None and failure.stalled:
+        return {
+            "Ready": ("False", failure.reason, failure.message),
+            "Stalled": ("True", failure.reason, failure.message),
+        }
+    if failure is not None:
+        return {
+            "Ready": ("False", failure.reason, failure.message),
+            "Reconciling": ("True", "ProgressingWithRetry", failure.message),
+        }
+    if report.finished == 0:
+        message = "reconciling for the first time since this generation"
+        return {
+            "Ready": ("Unknown", "Progressing", message),
+            "Reconciling": ("True", "Progressing", message),
+        }
+    if report.refused:
+        message = _short(f"{len(report.refused)} objects not pruned: " + "; ".join(report.refused))
+        return {
+            "Ready": ("False", "PruneBlocked", message),
+            "Stalled": ("True", "PruneBlocked", message),
+        }
+    drifts = report.drifts or []
+    if drifts:
+        return {"Ready": ("False", "DriftDetected", _drift_message(drifts))}
+    revision = report.applied_revision or report.attempted_revision
+    return {"Ready": ("True", "Succeeded", f"revision {revision or 'local'} is in sync")}
+
+
+def _stamped(
+    kind: str,
+    state: str,
+    reason: str,
+    message: str,
+    generation: int,
+    previous: Status,
+    now: str,
+) -> Status:
+    before = _condition(previous, kind)
+    held = before is not None and before.get("status") == state
+    return {
+        "type": kind,
+        "status": state,
+        "observedGeneration": generation,
+        "lastTransitionTime": before["lastTransitionTime"] if before and held else now,
+        "reason": reason,
+        "message": message,
+    }
+
+
+def _condition(status: Status, kind: str) -> Status | None:
+    found: Status | None = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == kind), None
+    )
+    return found
+
+
+def _drift_message(drifts: list[Drift]) -> str:
+    counts = Counter(str(d.state) for d in drifts)
+    summary = ", ".join(f"{counts[str(s)]} {s}" for s in State if counts[str(s)])
+    first = sorted(drifts, key=lambda d: d.key)[:5]
+    named = "; ".join(_described(d) for d in first)
+    more = f"; and {len(drifts) - len(first)} more" if len(drifts) > len(first) else ""
+    count = f"{len(drifts)} object differs" if len(drifts) == 1 else f"{len(drifts)} objects differ"
+    return _short(f"{count} from git ({summary}): {named}{more}")
+
+
+def _described(drift: Drift) -> str:
+    fields = ", ".join(f"{c.path} (by {c.manager})" for c in drift.changes[:5])
+    return f"{drift.key} {drift.state}" + (f": {fields}" if fields else "")
+
+
+def _drift_summary(drifts: list[Drift]) -> Status:
+    counts = Counter(str(d.state) for d in drifts)
+    shown = sorted(drifts, key=lambda d: d.key)[:MAX_DRIFTED_SHOWN]
+    return {
+        "total": len(drifts),
+        **{str(state): counts[str(state)] for state in State},
+        "objects": [
+            {
+                "object": str(d.key),
+                "state": str(d.state),
+                "fields": [{"path": c.path, "manager": c.manager} for c in d.changes],
+            }
+            for d in shown
+        ],
+    }
+
+
+def _inventory(kinds: Counter[GroupKind]) -> Status:
+    return {
+        "total": sum(kinds.values()),
+        "kinds": [
+            {"groupKind": str(kind), "count": count} for kind, count in sorted(kinds.items())
+        ],
+    }
+
+
+def events(previous: Status | None, current: Status) -> list[Event]:
+    """The Events a status change is worth: a revision applied, and each new problem."""
+    previous = previous or {}
+    found = []
+    applied = current.get("lastAppliedRevision")
+    if applied and applied != previous.get("lastAppliedRevision"):
+        count = current["inventory"]["total"]
+        objects = f"{count} object" + ("" if count == 1 else "s")
+        found.append(Event("Normal", "Synced", f"applied revision {applied} ({objects})"))
+    ready, before = _condition(current, "Ready") or {}, _condition(previous, "Ready") or {}
+    news = (ready.get("reason"), ready.get("message")) != (
+        before.get("reason"),
+        before.get("message"),
+    )
+    if ready.get("status") == "False" and news:
+        reason = ready["reason"]
+        kind = reason if reason in ("DriftDetected", "PruneBlocked") else "Failed"
+        found.append(Event("Warning", kind, ready["message"]))
+    return found
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+
+
+def _timestamp(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
