@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
 from tests.harness.cli import Gitopsd
@@ -23,6 +24,9 @@ from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.image import Image, build_image, provide_buildah
 from tests.harness.kube import api_client, create_namespace, unique_name
 from tests.harness.prometheus import PrometheusBinaries, provide_prometheus
+from tests.harness.waiting import wait_for
+
+GITSYNC_CRD = Path(__file__).parent.parent / "config" / "crd" / "gitsyncs.yaml"
 
 
 @pytest.fixture(scope="session")
@@ -57,6 +61,25 @@ def namespace(admin_api: Any) -> Iterator[str]:
     name = create_namespace(admin_api)
     yield name
     client.CoreV1Api(admin_api).delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def gitsync_crd(admin_api: Any) -> str:
+    """The GitSync CRD from config/crd, installed (and Established) once per session."""
+    definition = yaml.safe_load(GITSYNC_CRD.read_text())
+    extensions: Any = client.ApiextensionsV1Api(admin_api)
+    name: str = definition["metadata"]["name"]
+    try:
+        extensions.create_custom_resource_definition(definition)
+    except client.ApiException as error:
+        if error.status != 409:
+            raise
+    wait_for(lambda: _established(extensions.read_custom_resource_definition(name)), name)
+    return name
+
+
+def _established(crd: Any) -> bool:
+    return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or [])
 
 
 @pytest.fixture(scope="session")
