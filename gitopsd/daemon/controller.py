@@ -39,6 +39,9 @@ log = logging.getLogger("gitopsd.gitsync")
 GITSYNCS = Resource(gitsync.GROUP, gitsync.VERSION, gitsync.KIND, gitsync.PLURAL, True)
 SECRETS = Resource("", "v1", "Secret", "secrets", namespaced=True)
 NAMESPACES = Resource("", "v1", "Namespace", "namespaces", namespaced=False)
+RETIRE_GRACE_SECONDS = 30.0
+"""How long a retired source's reconcile in flight may take to end (its writes are fenced
+at once): a deletion's prune waits for it."""
 SECRET_FILES = {"password": "password", "identity": "identity", "known_hosts": "known_hosts"}
 """The keys of a secretRef's Secret that become files (Flux's names), and their file names."""
 
@@ -221,7 +224,7 @@ class GitSyncController:
             return None
         if self.scheduler.get_job(_job(key)) is not None:
             self.scheduler.remove_job(_job(key))
-        served.worker.retire()
+        served.worker.retire(RETIRE_GRACE_SECONDS)
         return served.worker
 
     def _home(self, wanted: GitSync) -> Path:

@@ -104,7 +104,8 @@ class SourceWorker:
 
     def __post_init__(self) -> None:
         fence = self.cluster.may_write
-        self.cluster = replace(self.cluster, may_write=lambda: fence() and not self._late())
+        # a retired source writes nothing more: its GitSync may be withdrawing its objects
+        self.cluster = replace(self.cluster, may_write=lambda: fence() and not self._done())
         config = self.config
         applyset = desired.applyset_of(config.settings)
         self.cache = LiveCache(self.cluster, applyset.id, self._changed, self.halt)
@@ -125,9 +126,12 @@ class SourceWorker:
     def ready(self) -> bool:
         return self.attempted.is_set() and self.cache.synced()
 
-    def retire(self) -> None:
-        """Stops its watches and drift checks; a poll in flight ends at its next write."""
+    def retire(self, grace_seconds: float = 0.0) -> None:
+        """Stops its watches, polls and drift checks, and fences its writes; waits up to
+        `grace_seconds` for the one in flight to end."""
         self.halt.set()
+        if self.busy.acquire(timeout=grace_seconds):
+            self.busy.release()
 
     def forget_applied(self) -> None:
         """A new leader applies the revision again at its next poll."""
@@ -138,7 +142,7 @@ class SourceWorker:
         if not self.backoff.ready():
             return
         with self.busy, self._deadline():
-            if self.stopping.is_set():  # checked under the lock: no new work after SIGTERM
+            if self.stopping.is_set() or self.halt.is_set():  # under the lock: no new work
                 return
             started = time.monotonic()
             result = self._reconcile()
@@ -200,6 +204,9 @@ class SourceWorker:
             yield
         finally:
             self.deadline = None
+
+    def _done(self) -> bool:
+        return self._late() or self.halt.is_set()
 
     def _late(self) -> bool:
         deadline = self.deadline
@@ -322,7 +329,7 @@ class SourceWorker:
     def _recheck(self, keys: set[ObjectKey]) -> None:
         """Measures (and heals) after watch events. The snapshot is taken after `keys` were,
         so it holds each key's event or a newer one; a failed check queues them again."""
-        if self.stopping.is_set():
+        if self.stopping.is_set() or self.halt.is_set():
             return
         try:
             self._once(changed=keys)

@@ -28,6 +28,8 @@ class Write:
     uri: str
     received: float
     """Unix seconds when the server received the request."""
+    acting_as: str = ""
+    """The user `user` impersonated for the request, if any (as a GitSync's ServiceAccount)."""
 
 
 def writes(plane: ControlPlane, user: str, since: float = 0.0) -> list[Write]:
@@ -37,6 +39,10 @@ def writes(plane: ControlPlane, user: str, since: float = 0.0) -> list[Write]:
 
 def requests(plane: ControlPlane, user: str, since: float = 0.0) -> list[Write]:
     """Every logged request by `user` received at or after `since`: all of AUDITED_USER's."""
+    return [w for w in _logged(plane, since) if w.user == user]
+
+
+def _logged(plane: ControlPlane, since: float) -> list[Write]:
     if not plane.audit_log.exists():
         return []
     found = []
@@ -47,9 +53,14 @@ def requests(plane: ControlPlane, user: str, since: float = 0.0) -> list[Write]:
         if event.get("stage") != "ResponseComplete":
             continue
         write = _write(event)
-        if write.user == user and write.received >= since:
+        if write.received >= since:
             found.append(write)
     return found
+
+
+def impersonated(plane: ControlPlane, acting_as: str, since: float = 0.0) -> list[Write]:
+    """Every logged request made as `acting_as` by whoever impersonated it."""
+    return [w for w in _logged(plane, since) if w.acting_as == acting_as]
 
 
 def changes(plane: ControlPlane, user: str, since: float = 0.0) -> list[Write]:
@@ -65,6 +76,8 @@ def _write(event: dict[str, object]) -> Write:
     assert isinstance(status, dict)
     user = event.get("user") or {}
     assert isinstance(user, dict)
+    acting_as = event.get("impersonatedUser") or {}
+    assert isinstance(acting_as, dict)
     stamp = str(event["requestReceivedTimestamp"]).replace("Z", "+00:00")
     return Write(
         user=str(user.get("username", "")),
@@ -76,4 +89,5 @@ def _write(event: dict[str, object]) -> Write:
         code=int(status.get("code", 0)),
         uri=str(event.get("requestURI", "")),
         received=datetime.fromisoformat(stamp).timestamp(),
+        acting_as=str(acting_as.get("username", "")),
     )

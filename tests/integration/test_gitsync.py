@@ -1,0 +1,371 @@
+"""Operator mode against the real control plane: GitSyncs created, changed, suspended,
+resumed and deleted while a daemon serves them; their status, Events and printer columns
+as kubectl shows them; impersonation as the audit log records it; secrets never shown."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from kubernetes import client
+
+from tests.harness import audit
+from tests.harness.cli import Gitopsd
+from tests.harness.controlplane import ControlPlane
+from tests.harness.daemon import DaemonProcess, Daemons
+from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.kube import create_namespace
+from tests.harness.waiting import wait_for
+
+GROUP, VERSION, PLURAL = "gitopsd.io", "v1alpha1", "gitsyncs"
+CANARY = "canary-7f3e9a1b5c"
+
+
+def config_map(name: str, value: str = "one", namespace: str = "") -> str:
+    where = f"\n  namespace: {namespace}" if namespace else ""
+    return (
+        f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}{where}\n"
+        f"data:\n  value: {value}\n"
+    )
+
+
+def operator(daemons: Daemons, namespace: str, **git_syncs: Any) -> DaemonProcess:
+    """A daemon serving the GitSyncs of `namespace` only (other tests' stay theirs)."""
+    settings = {"enabled": True, "namespaces": [namespace], "allowInsecure": True, **git_syncs}
+    return daemons.start_with([], "operator", gitSyncs=settings).start()
+
+
+def create(api: Any, namespace: str, name: str, spec: dict[str, Any], **metadata: Any) -> None:
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "GitSync",
+        "metadata": {"name": name, "namespace": namespace, **metadata},
+        "spec": {"interval": "1s", **spec},
+    }
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, body
+    )
+
+
+def patch_spec(api: Any, namespace: str, name: str, spec: dict[str, Any]) -> None:
+    client.CustomObjectsApi(api).patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name, {"spec": spec}
+    )
+
+
+def get(api: Any, namespace: str, name: str) -> dict[str, Any] | None:
+    objects: Any = client.CustomObjectsApi(api)
+    try:
+        found: dict[str, Any] = objects.get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name
+        )
+    except client.ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    return found
+
+
+def condition(gitsync: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+    conditions = ((gitsync or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == kind), {})
+
+
+def wait_ready(
+    api: Any, namespace: str, name: str, status: str, reason: str, deadline: float = 60
+) -> dict[str, Any]:
+    """The GitSync once its Ready condition has `status` and `reason` for its generation."""
+
+    def reached() -> dict[str, Any] | None:
+        found = get(api, namespace, name)
+        ready = condition(found, "Ready")
+        generation = (found or {}).get("metadata", {}).get("generation")
+        observed = (found or {}).get("status", {}).get("observedGeneration")
+        met = (ready.get("status"), ready.get("reason")) == (status, reason)
+        return found if met and observed == generation else None
+
+    return wait_for(reached, f"GitSync {name} Ready={status} ({reason})", deadline)
+
+
+def events(api: Any, namespace: str, name: str) -> list[Any]:
+    core: Any = client.CoreV1Api(api)
+    selector = f"involvedObject.kind=GitSync,involvedObject.name={name}"
+    found: list[Any] = core.list_namespaced_event(namespace, field_selector=selector).items
+    return found
+
+
+def reasons(api: Any, namespace: str, name: str) -> list[str]:
+    return [event.reason for event in events(api, namespace, name)]
+
+
+def config_map_value(api: Any, namespace: str, name: str) -> str | None:
+    core: Any = client.CoreV1Api(api)
+    try:
+        value: str = core.read_namespaced_config_map(name, namespace).data["value"]
+    except client.ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    return value
+
+
+def credentials_secret(api: Any, namespace: str, git_server: GitServer) -> str:
+    core: Any = client.CoreV1Api(api)
+    core.create_namespaced_secret(
+        namespace,
+        {
+            "metadata": {"name": "git-credentials"},
+            "stringData": {"username": git_server.username, "password": git_server.password},
+        },
+    )
+    return "git-credentials"
+
+
+def test_a_gitsync_is_created_updated_suspended_resumed_and_deleted(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    gitopsd: Gitopsd,
+) -> None:
+    first = git_repo.commit({"app/a.yaml": config_map("a"), "other/b.yaml": config_map("b")})
+    secret = credentials_secret(admin_api, namespace, git_server)
+    daemon = operator(daemons, namespace)
+    repository = {"url": git_server.http_url(git_repo), "secretRef": {"name": secret}}
+    create(admin_api, namespace, "web", {"repository": repository, "paths": ["app"]})
+
+    synced = wait_ready(admin_api, namespace, "web", "True", "Succeeded")
+    status = synced["status"]
+    assert status["observedGeneration"] == 1
+    assert status["lastAppliedRevision"] == status["lastAttemptedRevision"] == first
+    assert status["inventory"] == {"total": 1, "kinds": [{"groupKind": "ConfigMap", "count": 1}]}
+    assert status["drift"]["total"] == 0 and status["lastSyncTime"]
+    assert synced["metadata"]["finalizers"] == ["gitopsd.io/finalizer"]
+    assert config_map_value(admin_api, namespace, "a") == "one"
+    assert config_map_value(admin_api, namespace, "b") is None
+    table = gitopsd.kubectl("get", "gitsyncs", "-n", namespace).splitlines()
+    assert table[0].split() == ["NAME", "READY", "MODE", "REVISION", "DRIFT", "AGE"]
+    assert table[1].split()[:5] == ["web", "True", "enforce", first, "0"]
+    wait_for(lambda: "Synced" in reasons(admin_api, namespace, "web"), "a Synced Event")
+    synced_event = events(admin_api, namespace, "web")[0]
+    assert synced_event.type == "Normal" and first in synced_event.message
+    assert (
+        daemon.value("gitopsd_source_revision_info", source=f"{namespace}/web", revision=first) == 1
+    )
+
+    # A spec change is picked up at once, under a new generation.
+    patch_spec(admin_api, namespace, "web", {"paths": ["app", "other"]})
+    changed = wait_ready(admin_api, namespace, "web", "True", "Succeeded")
+    assert changed["status"]["observedGeneration"] == 2
+    assert changed["status"]["inventory"]["total"] == 2
+    assert config_map_value(admin_api, namespace, "b") == "one"
+
+    # Suspended: a new revision is not applied, and the condition says why.
+    patch_spec(admin_api, namespace, "web", {"suspend": True})
+    wait_ready(admin_api, namespace, "web", "True", "Suspended")
+    second = git_repo.commit({"app/a.yaml": config_map("a", "two")})
+    gitopsd.kubectl("wait", "--for=condition=Ready", "gitsync/web", "-n", namespace)
+    assert config_map_value(admin_api, namespace, "a") == "one"
+
+    patch_spec(admin_api, namespace, "web", {"suspend": False})
+    resumed = wait_ready(admin_api, namespace, "web", "True", "Succeeded")
+    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "two", "the resumed GitSync")
+    resumed = wait_for(
+        lambda: (
+            (g := get(admin_api, namespace, "web"))
+            and g["status"]["lastAppliedRevision"] == second
+            and g
+        ),
+        "the new revision in status",
+    )
+    assert resumed["status"]["observedGeneration"] == 4
+
+    # Deleted without delete-policy: what it applied stays, and so does the parent.
+    client.CustomObjectsApi(admin_api).delete_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "web"
+    )
+    wait_for(lambda: get(admin_api, namespace, "web") is None, "the GitSync gone")
+    assert config_map_value(admin_api, namespace, "a") == "two"
+    assert config_map_value(admin_api, namespace, "b") == "one"
+    logs = daemon.logs()
+    assert git_server.password not in logs
+
+
+def test_drift_shows_in_status_and_events_without_values_and_heals_in_enforce_mode(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    gitopsd: Gitopsd,
+) -> None:
+    secret = (
+        f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\nstringData:\n  token: {CANARY}\n"
+    )
+    git_repo.commit({"token.yaml": secret, "c.yaml": config_map("c")})
+    daemon = operator(daemons, namespace)
+    repository = {"url": git_server.file_url(git_repo)}
+    create(admin_api, namespace, "watch", {"repository": repository})
+    wait_ready(admin_api, namespace, "watch", "True", "Succeeded")
+    patch_spec(admin_api, namespace, "watch", {"mode": "observe"})
+    wait_ready(admin_api, namespace, "watch", "True", "Succeeded")
+
+    live = json.dumps({"stringData": {"token": f"{CANARY}-live"}})
+    gitopsd.kubectl("patch", "secret", "token", "-n", namespace, "--type=merge", "-p", live)
+    other = '{"data": {"value": "other"}}'
+    gitopsd.kubectl("patch", "configmap", "c", "-n", namespace, "--type=merge", "-p", other)
+
+    def drifted() -> dict[str, Any] | None:
+        found = get(admin_api, namespace, "watch")
+        drift = ((found or {}).get("status") or {}).get("drift") or {}
+        return found if drift.get("modified") == 2 else None
+
+    found = wait_for(drifted, "both objects drifted in status")
+    objects = {o["object"]: o for o in found["status"]["drift"]["objects"]}
+    assert "data.token" in {f["path"] for f in objects[f"Secret/{namespace}/token"]["fields"]}
+    assert objects[f"ConfigMap/{namespace}/c"]["fields"] == [
+        {"path": "data.value", "manager": "kubectl-patch"}
+    ]
+    row = gitopsd.kubectl("get", "gs", "watch", "-n", namespace).splitlines()[1].split()
+    assert row[:3] == ["watch", "False", "observe"] and row[4] == "2"
+    wait_for(lambda: "DriftDetected" in reasons(admin_api, namespace, "watch"), "the Event")
+
+    patch_spec(admin_api, namespace, "watch", {"mode": "enforce"})
+    wait_ready(admin_api, namespace, "watch", "True", "Succeeded")
+    assert config_map_value(admin_api, namespace, "c") == "one"
+    shown = [str(get(admin_api, namespace, "watch"))]
+    shown += [event.message for event in events(admin_api, namespace, "watch")]
+    shown += [daemon.logs()]
+    assert not [text for text in shown if CANARY in text]
+
+
+def test_delete_policy_prune_withdraws_what_the_gitsync_applied(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+) -> None:
+    git_repo.commit({"a.yaml": config_map("a"), "b.yaml": config_map("b")})
+    operator(daemons, namespace)
+    annotations = {"gitopsd.io/delete-policy": "prune"}
+    spec = {"repository": {"url": git_server.file_url(git_repo)}}
+    create(admin_api, namespace, "gone", spec, annotations=annotations)
+    wait_ready(admin_api, namespace, "gone", "True", "Succeeded")
+    core: Any = client.CoreV1Api(admin_api)
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "bystander"}})
+
+    client.CustomObjectsApi(admin_api).delete_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "gone"
+    )
+    wait_for(lambda: get(admin_api, namespace, "gone") is None, "the GitSync gone")
+    names = {c.metadata.name for c in core.list_namespaced_config_map(namespace).items}
+    assert "a" not in names and "b" not in names and "gitopsd-gone" not in names
+    assert "bystander" in names
+    pruned = [e for e in events(admin_api, namespace, "gone") if e.reason == "Pruned"]
+    assert "pruned 2 objects" in pruned[0].message
+
+
+def test_a_gitsync_acts_only_with_its_service_accounts_rights(
+    control_plane: ControlPlane,
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+) -> None:
+    core: Any = client.CoreV1Api(admin_api)
+    rbac: Any = client.RbacAuthorizationV1Api(admin_api)
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "tenant"}})
+    rbac.create_namespaced_role(
+        namespace,
+        {
+            "metadata": {"name": "config-maps"},
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": ["configmaps"],
+                    "verbs": ["get", "list", "watch", "create", "patch", "delete"],
+                }
+            ],
+        },
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        {
+            "metadata": {"name": "tenant"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "config-maps",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": namespace}],
+        },
+    )
+    service = (
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  ports:\n    - port: 80\n"
+    )
+    git_repo.commit({"a.yaml": config_map("a"), "service.yaml": service})
+    daemon = operator(daemons, namespace)
+    since = time.time()
+    spec = {"repository": {"url": git_server.file_url(git_repo)}, "serviceAccountName": "tenant"}
+    create(admin_api, namespace, "tenant", spec)
+
+    stalled = wait_ready(admin_api, namespace, "tenant", "False", "Forbidden")
+    message = condition(stalled, "Stalled")["message"]
+    assert condition(stalled, "Stalled")["status"] == "True"
+    user = f"system:serviceaccount:{namespace}:tenant"
+    assert f'User "{user}" cannot list resource "services"' in message
+    assert config_map_value(admin_api, namespace, "a") is None  # nothing applied: all or none
+
+    # Within its rights it syncs, and every write for it is made as the tenant.
+    git_repo.commit({"service.yaml": None})
+    wait_ready(admin_api, namespace, "tenant", "True", "Succeeded")
+    assert config_map_value(admin_api, namespace, "a") == "one"
+    as_tenant = [w for w in audit.impersonated(control_plane, user, since) if w.code < 300]
+    assert {(w.resource, w.name) for w in as_tenant if not w.dry_run} >= {
+        ("configmaps", "a"),
+        ("configmaps", "gitopsd-tenant"),
+    }
+    own = audit.writes(control_plane, daemon.user, since)
+    mine = {w.resource for w in own if w.namespace == namespace and not w.acting_as}
+    assert mine <= {"gitsyncs", "events"}, "the daemon wrote for the tenant as itself"
+
+
+def test_a_gitsync_without_service_account_stays_in_its_namespace(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+) -> None:
+    elsewhere = create_namespace(admin_api)
+    git_repo.commit({"a.yaml": config_map("a"), "b.yaml": config_map("b", namespace=elsewhere)})
+    operator(daemons, namespace)
+    create(admin_api, namespace, "confined", {"repository": {"url": git_server.file_url(git_repo)}})
+
+    stalled = wait_ready(admin_api, namespace, "confined", "False", "OutOfNamespace")
+    assert f"ConfigMap/{elsewhere}/b" in condition(stalled, "Ready")["message"]
+    assert config_map_value(admin_api, elsewhere, "b") is None
+    assert config_map_value(admin_api, namespace, "a") is None
+    wait_for(lambda: "Failed" in reasons(admin_api, namespace, "confined"), "a Failed Event")
+
+    # Another namespace's GitSync, impersonating an account with no rights here, cannot
+    # touch this namespace either.
+    tenant = create_namespace(admin_api)
+    core: Any = client.CoreV1Api(admin_api)
+    core.create_namespaced_service_account(tenant, {"metadata": {"name": "deployer"}})
+    git_repo.commit({"b.yaml": None, "a.yaml": config_map("a", namespace=namespace)})
+    settings = {"enabled": True, "namespaces": [tenant], "allowInsecure": True}
+    daemons.start_with([], "operator-b", gitSyncs=settings).start()
+    spec = {"repository": {"url": git_server.file_url(git_repo)}, "serviceAccountName": "deployer"}
+    create(admin_api, tenant, "intruder", spec)
+    wait_ready(admin_api, tenant, "intruder", "False", "Forbidden")
+    assert config_map_value(admin_api, namespace, "a") is None
