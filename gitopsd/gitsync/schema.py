@@ -344,9 +344,10 @@ def _root() -> Schema:
         **{
             "x-kubernetes-validations": [
                 {
-                    "rule": f"size(self.metadata.name) <= {MAX_NAME}",
-                    "message": f"metadata.name: at most {MAX_NAME} characters (it names the "
-                    "ApplySet parent gitopsd-<name>)",
+                    "rule": f"size(self.metadata.name) <= {MAX_NAME} && "
+                    f"self.metadata.name.matches('{DNS_LABEL}')",
+                    "message": f"metadata.name: at most {MAX_NAME} lower-case letters, digits "
+                    "and '-' (it names the ApplySet parent gitopsd-<name> and labels metrics)",
                 }
             ]
         },

@@ -140,7 +140,9 @@ def _conditions(report: SourceReport, suspended: bool, ready: Status | None) -> 
             "Reconciling": ("True", "Progressing", message),
         }
     if report.refused:
-        message = _short(f"{len(report.refused)} objects not pruned: " + "; ".join(report.refused))
+        count = len(report.refused)
+        kept = f"{count} object" + (" was" if count == 1 else "s were")
+        message = _short(f"{kept} not pruned: " + "; ".join(report.refused))
         return {
             "Ready": ("False", "PruneBlocked", message),
             "Stalled": ("True", "PruneBlocked", message),
@@ -235,7 +237,7 @@ def events(previous: Status | None, current: Status) -> list[Event]:
         before.get("reason"),
         before.get("message"),
     )
-    if ready.get("status") == "False" and news:
+    if ready.get("status") == "False" and ready.get("reason") != "Suspended" and news:
         reason = ready["reason"]
         kind = reason if reason in ("DriftDetected", "PruneBlocked") else "Failed"
         found.append(Event("Warning", kind, ready["message"]))

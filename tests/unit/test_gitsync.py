@@ -1,0 +1,666 @@
+"""Operator mode's pure parts: the generated CRD, a GitSync read into a source, and the
+status and Events made of what a source's worker saw."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitopsd.config import Credentials, PrunePolicy, SourceSpec, parse_duration
+from gitopsd.configfile import GitSyncSettings, Mode, SourceConfig
+from gitopsd.diff import Drift, FieldChange, State
+from gitopsd.errors import (
+    ClusterError,
+    ClusterReason,
+    ConfigError,
+    GitopsdError,
+    ManifestError,
+    ManifestReason,
+    SourceError,
+    SourceReason,
+)
+from gitopsd.gitsync import DELETE_POLICY_ANNOTATION, FINALIZER, schema, spec, status
+from gitopsd.gitsync.status import Event, Failure, SourceReport
+from gitopsd.objects import GroupKind, ObjectKey
+
+CRD_FILE = Path(__file__).resolve().parents[2] / "config" / "crd" / "gitsyncs.yaml"
+URL = "https://git.example.com/team/apps.git"
+CANARY = "CANARY-value-7f3a"
+"""A field value that must never reach a status or an Event."""
+T0, T1, T2, T3 = 1_700_000_000.0, 1_700_000_600.0, 1_700_001_200.0, 1_700_001_800.0
+NO_CREDENTIALS = Credentials(password_env=None)
+
+# --- the CRD ---------------------------------------------------------------------------
+
+
+def version() -> dict[str, Any]:
+    [served] = schema.crd()["spec"]["versions"]
+    found: dict[str, Any] = served
+    return found
+
+
+def spec_schema() -> dict[str, Any]:
+    found: dict[str, Any] = version()["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    return found
+
+
+def test_the_crd_file_is_what_the_schema_module_prints() -> None:
+    assert CRD_FILE.read_text() == schema.crd_yaml(), (
+        f"{CRD_FILE} is stale: run `make crd` to regenerate it from gitopsd/gitsync/schema.py"
+    )
+
+
+def test_the_crd_defaults_are_the_daemons_defaults() -> None:
+    fields = spec_schema()["properties"]
+    guards = fields["guards"]["properties"]
+    repository = fields["repository"]["properties"]
+
+    assert repository["ref"]["default"] == SourceSpec.ref
+    assert fields["paths"]["default"] == list(SourceSpec.paths)
+    assert fields["include"]["default"] == list(SourceSpec.include)
+    assert fields["exclude"]["default"] == list(SourceSpec.exclude)
+    assert parse_duration(fields["interval"]["default"]) == SourceConfig.interval_seconds
+    assert parse_duration(fields["timeout"]["default"]) == SourceConfig.timeout_seconds
+    assert fields["mode"]["default"] == SourceConfig.mode
+    assert fields["mode"]["enum"] == [mode.value for mode in Mode]
+    assert fields["selfHeal"]["default"] is SourceConfig.self_heal
+    assert fields["prune"]["default"] is PrunePolicy.enabled
+    assert fields["suspend"]["default"] is False
+    assert guards["allowEmpty"]["default"] is PrunePolicy.allow_empty
+    assert guards["allowMassPrune"]["default"] is PrunePolicy.allow_mass_prune
+    assert guards["pruneProtected"]["default"] is PrunePolicy.prune_protected
+    assert guards["pruneBudgetPercent"]["default"] == PrunePolicy.budget_percent
+    assert fields["guards"]["default"] == {}
+
+
+def defaulted(node: dict[str, Any], value: Any) -> Any:
+    """`value` with the schema's defaults filled in, as the API server fills them."""
+    if node.get("type") != "object" or not isinstance(value, dict):
+        return value
+    filled = dict(value)
+    for key, child in node.get("properties", {}).items():
+        if key not in filled and "default" in child:
+            filled[key] = copy.deepcopy(child["default"])
+        if key in filled:
+            filled[key] = defaulted(child, filled[key])
+    return filled
+
+
+def test_a_gitsync_with_the_crds_defaults_filled_in_runs_as_one_without() -> None:
+    minimal = gitsync()
+    stored = {**minimal, "spec": defaulted(spec_schema(), minimal["spec"])}
+    assert stored["spec"]["guards"]["pruneBudgetPercent"] == 25  # the defaults were filled
+
+    as_stored = spec.read(stored, GitSyncSettings()).source(NO_CREDENTIALS)
+    as_written = spec.read(minimal, GitSyncSettings()).source(NO_CREDENTIALS)
+
+    assert as_stored == as_written
+
+
+def test_printer_columns_short_name_and_status_subresource() -> None:
+    served = version()
+    names = schema.crd()["spec"]["names"]
+
+    columns = [(c["name"], c.get("priority", 0)) for c in served["additionalPrinterColumns"]]
+    assert columns == [
+        ("Ready", 0),
+        ("Mode", 0),
+        ("Revision", 0),
+        ("Drift", 0),
+        ("Age", 0),
+        ("Message", 1),
+    ]
+    assert names["shortNames"] == ["gs"]
+    assert names["kind"] == "GitSync" and names["plural"] == "gitsyncs"
+    assert served["subresources"] == {"status": {}}
+    assert served["served"] and served["storage"]
+
+
+# --- reading a GitSync -----------------------------------------------------------------
+
+
+def gitsync(
+    name: str = "app", /, meta: dict[str, Any] | None = None, **fields: Any
+) -> dict[str, Any]:
+    """GitSync `name` of namespace team; `fields` go to its spec, `meta` to its metadata."""
+    return {
+        "apiVersion": "gitopsd.io/v1alpha1",
+        "kind": "GitSync",
+        "metadata": {"namespace": "team", "name": name, "generation": 3, **(meta or {})},
+        "spec": {"repository": {"url": URL}, **fields},
+    }
+
+
+def test_spec_fields_map_onto_the_source() -> None:
+    body = gitsync(
+        repository={"url": URL, "ref": "main", "secretRef": {"name": "git-creds"}},
+        paths=["apps", "base/config.yaml"],
+        include=["*.yaml"],
+        exclude=["tmp/*"],
+        interval="5m",
+        timeout="90s",
+        mode="enforce",
+        selfHeal=False,
+        prune=True,
+        guards={
+            "allowEmpty": True,
+            "pruneBudgetPercent": 50,
+            "allowMassPrune": True,
+            "pruneProtected": True,
+        },
+    )
+    credentials = Credentials(username="bot", password_env=None)
+
+    read = spec.read(body, GitSyncSettings())
+    source = read.source(credentials)
+
+    assert (read.key, read.generation, read.secret_name) == ("team/app", 3, "git-creds")
+    assert not read.suspend and read.target_namespace == "team"
+    assert source.name == "team/app"
+    assert source.settings.name == "app"
+    assert (source.spec.url, source.spec.ref) == (URL, "main")
+    assert source.spec.paths == ("apps", "base/config.yaml")
+    assert (source.spec.include, source.spec.exclude) == (("*.yaml",), ("tmp/*",))
+    assert (source.interval_seconds, source.timeout_seconds) == (300, 90)
+    assert (source.mode, source.self_heal) == (Mode.ENFORCE, False)
+    assert source.settings.prune == PrunePolicy(
+        enabled=True,
+        allow_empty=True,
+        budget_percent=50,
+        allow_mass_prune=True,
+        prune_protected=True,
+    )
+    assert source.settings.inventory_namespace == "team"
+    assert source.settings.default_namespace == "team"
+    assert source.spec.credentials == credentials
+    assert not source.spec.allow_insecure
+
+
+@pytest.mark.parametrize("mode", list(Mode))
+def test_each_mode_is_read(mode: Mode) -> None:
+    source = spec.read(gitsync(mode=str(mode)), GitSyncSettings()).source(NO_CREDENTIALS)
+
+    assert source.mode == mode
+
+
+def test_allow_insecure_comes_from_the_daemon_not_the_gitsync() -> None:
+    body = gitsync(repository={"url": "file:///srv/git/app"})
+
+    permitted = spec.read(body, GitSyncSettings(allow_insecure=True))
+    refused = spec.read(body, GitSyncSettings())
+
+    assert permitted.source(NO_CREDENTIALS).spec.allow_insecure
+    assert not refused.source(NO_CREDENTIALS).spec.allow_insecure
+
+
+def test_daemon_only_settings_in_a_spec_are_ignored() -> None:
+    """A GitSync stored under an older (or a hand-edited) CRD cannot reach the daemon's
+    own files, credentials or namespaces through file-source keys."""
+    body = gitsync(
+        allowInsecure=True,
+        credentials={"passwordEnv": "GITOPSD_GIT_PASSWORD", "sshKeyFile": "/etc/gitopsd/key"},
+        webhookSecretFile="/etc/passwd",
+        namespace="kube-system",
+        inventoryNamespace="kube-system",
+        forceConflicts=False,
+        adopt=True,
+    )
+
+    read = spec.read(body, GitSyncSettings())
+    source = read.source(NO_CREDENTIALS)
+
+    assert source.spec.credentials.password_env is None
+    assert source.spec.credentials.ssh_key_file is None
+    assert source.webhook_secret is None
+    assert not source.spec.allow_insecure
+    assert source.settings.default_namespace == "team"
+    assert source.settings.inventory_namespace == "team"
+    assert source.settings.confined_to == "team"
+    assert not source.settings.adopt
+    assert "credentials" not in read.fields and "webhookSecretFile" not in read.fields
+
+
+def test_without_a_service_account_a_gitsync_is_confined_to_its_namespace() -> None:
+    read = spec.read(gitsync(targetNamespace="team"), GitSyncSettings())
+    source = read.source(NO_CREDENTIALS)
+
+    assert read.service_account is None and read.user is None
+    assert source.settings.confined_to == "team"
+    assert source.settings.default_namespace == "team"
+
+
+def test_without_a_service_account_another_target_namespace_is_refused() -> None:
+    with pytest.raises(ConfigError) as refused:
+        spec.read(gitsync(targetNamespace="elsewhere"), GitSyncSettings())
+
+    message = str(refused.value)
+    assert "GitSync team/app" in message
+    assert "targetNamespace" in message and "elsewhere" in message
+
+
+def test_a_service_account_is_impersonated_and_may_target_another_namespace() -> None:
+    body = gitsync(serviceAccountName="deployer", targetNamespace="apps")
+
+    read = spec.read(body, GitSyncSettings())
+    source = read.source(NO_CREDENTIALS)
+
+    assert read.user == "system:serviceaccount:team:deployer"
+    assert source.settings.confined_to is None
+    assert source.settings.default_namespace == "apps"
+    assert source.settings.inventory_namespace == "team"
+
+
+def test_the_default_service_account_applies_when_none_is_named() -> None:
+    settings = GitSyncSettings(default_service_account="gitops")
+
+    defaulted_account = spec.read(gitsync(targetNamespace="apps"), settings)
+    named = spec.read(gitsync(serviceAccountName="deployer"), settings)
+
+    assert defaulted_account.user == "system:serviceaccount:team:gitops"
+    assert defaulted_account.source(NO_CREDENTIALS).settings.confined_to is None
+    assert named.user == "system:serviceaccount:team:deployer"
+
+
+INVALID_FIELDS: dict[str, tuple[str, Any]] = {
+    "interval 5x": ("interval", "5x"),
+    "interval 0s": ("interval", "0s"),
+    "interval 200h": ("interval", "200h"),
+    "timeout abc": ("timeout", "abc"),
+    "mode": ("mode", "sometimes"),
+    "paths empty": ("paths", []),
+    "selfHeal": ("selfHeal", "yes"),
+    "guards unknown": ("guards", {"pruneBudget": 10}),
+    "budget 0": ("guards", {"pruneBudgetPercent": 0}),
+}
+
+
+@pytest.mark.parametrize("case", INVALID_FIELDS, ids=list(INVALID_FIELDS))
+def test_an_invalid_field_is_an_error_naming_the_gitsync_and_the_field(case: str) -> None:
+    key, value = INVALID_FIELDS[case]
+
+    with pytest.raises(ConfigError) as refused:
+        spec.read(gitsync(**{key: value}), GitSyncSettings())
+
+    message = str(refused.value)
+    assert "GitSync team/app" in message
+    named = "pruneBudget" if key == "guards" else key
+    assert named in message, message
+
+
+def test_an_invalid_name_is_refused() -> None:
+    with pytest.raises(ConfigError, match="GitSync team/Bad_Name"):
+        spec.read(gitsync("Bad_Name"), GitSyncSettings())
+
+
+def test_a_missing_repository_is_refused() -> None:
+    body = gitsync()
+    del body["spec"]["repository"]
+
+    with pytest.raises(ConfigError, match="repository"):
+        spec.read(body, GitSyncSettings())
+
+
+def test_finalizer_deletion_and_delete_policy_are_read() -> None:
+    deleting = gitsync(
+        meta={
+            "finalizers": ["other.io/keep", FINALIZER],
+            "deletionTimestamp": "2026-01-02T03:04:05Z",
+            "annotations": {DELETE_POLICY_ANNOTATION: "prune"},
+        },
+        suspend=True,
+    )
+    orphaning = gitsync(
+        meta={"finalizers": ["other.io/keep"], "annotations": {DELETE_POLICY_ANNOTATION: "x"}}
+    )
+
+    first = spec.read(deleting, GitSyncSettings())
+    second = spec.read(orphaning, GitSyncSettings())
+    plain = spec.read(gitsync(), GitSyncSettings())
+
+    assert (first.finalized, first.deleting, first.prune_on_delete, first.suspend) == (
+        True,
+        True,
+        True,
+        True,
+    )
+    assert (second.finalized, second.deleting, second.prune_on_delete) == (False, False, False)
+    assert (plain.finalized, plain.deleting, plain.prune_on_delete, plain.suspend) == (
+        False,
+        False,
+        False,
+        False,
+    )
+
+
+# --- status ----------------------------------------------------------------------------
+
+
+def stamp(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def conditions(current: status.Status) -> dict[str, dict[str, Any]]:
+    found = {c["type"]: c for c in current["conditions"]}
+    assert len(found) == len(current["conditions"]), "one condition per type"
+    return found
+
+
+def summary(current: status.Status) -> dict[str, tuple[str, str]]:
+    return {kind: (c["status"], c["reason"]) for kind, c in conditions(current).items()}
+
+
+def modified(name: str = "web", value: str = CANARY) -> Drift:
+    return Drift(
+        ObjectKey("apps", "Deployment", "team", name),
+        State.MODIFIED,
+        (
+            FieldChange(
+                "spec.replicas", live=f"{value}-live", desired=f"{value}-git", manager="hpa"
+            ),
+            FieldChange(
+                "spec.template.spec.containers[name=web].image",
+                live={"image": value},
+                desired=[value],
+                manager="kubectl-edit",
+            ),
+        ),
+        live={"spec": {"replicas": value}},
+        desired={"spec": {"replicas": f"{value}-git"}},
+    )
+
+
+def synced(revision: str = "abc123", drifts: list[Drift] | None = None) -> SourceReport:
+    return SourceReport(
+        finished=1,
+        attempted_revision=revision,
+        applied_revision=revision,
+        synced_at=T0,
+        drifts=drifts if drifts is not None else [],
+        inventory=Counter({GroupKind("", "ConfigMap"): 2, GroupKind("apps", "Deployment"): 1}),
+    )
+
+
+def failed(error: GitopsdError, finished: int = 1) -> SourceReport:
+    return SourceReport(finished=finished, failure=Failure.of(error))
+
+
+def test_the_first_reconcile_is_progressing() -> None:
+    current = status.status_of(4, SourceReport(), None, now=T0)
+
+    assert summary(current) == {
+        "Ready": ("Unknown", "Progressing"),
+        "Reconciling": ("True", "Progressing"),
+    }
+    assert current["observedGeneration"] == 4
+
+
+def test_a_sync_without_drift_is_ready_only() -> None:
+    current = status.status_of(7, synced(), None, now=T0)
+
+    assert summary(current) == {"Ready": ("True", "Succeeded")}
+    ready = conditions(current)["Ready"]
+    assert "abc123" in ready["message"]
+    assert ready["observedGeneration"] == 7 and current["observedGeneration"] == 7
+    assert ready["lastTransitionTime"] == stamp(T0)
+    assert current["lastAppliedRevision"] == current["lastAttemptedRevision"] == "abc123"
+    assert current["lastSyncTime"] == stamp(T0)
+    assert current["drift"] == {
+        "total": 0,
+        "missing": 0,
+        "modified": 0,
+        "extraneous": 0,
+        "objects": [],
+    }
+    assert current["inventory"] == {
+        "total": 3,
+        "kinds": [
+            {"groupKind": "ConfigMap", "count": 2},
+            {"groupKind": "Deployment.apps", "count": 1},
+        ],
+    }
+
+
+def test_drift_is_named_by_object_field_and_manager_never_by_value() -> None:
+    previous = status.status_of(1, synced(), None, now=T0)
+
+    current = status.status_of(1, synced(drifts=[modified()]), previous, now=T1)
+
+    assert summary(current) == {"Ready": ("False", "DriftDetected")}
+    message = conditions(current)["Ready"]["message"]
+    assert "apps/Deployment/team/web" in message
+    assert "spec.replicas" in message and "hpa" in message
+    assert "spec.template.spec.containers[name=web].image" in message
+    assert "kubectl-edit" in message
+    assert current["drift"]["objects"] == [
+        {
+            "object": "apps/Deployment/team/web",
+            "state": "modified",
+            "fields": [
+                {"path": "spec.replicas", "manager": "hpa"},
+                {
+                    "path": "spec.template.spec.containers[name=web].image",
+                    "manager": "kubectl-edit",
+                },
+            ],
+        }
+    ]
+    told = json.dumps(current) + json.dumps([e.message for e in status.events(previous, current)])
+    assert CANARY not in told
+
+
+def test_the_drift_summary_counts_all_and_lists_at_most_twenty() -> None:
+    drifts = (
+        [Drift(ObjectKey("", "ConfigMap", "team", f"gone-{i:02}"), State.MISSING) for i in range(9)]
+        + [modified(f"web-{i:02}") for i in range(12)]
+        + [Drift(ObjectKey("", "Secret", "team", f"x-{i:02}"), State.EXTRANEOUS) for i in range(4)]
+    )
+
+    current = status.status_of(1, synced(drifts=drifts), None, now=T0)
+
+    drift = current["drift"]
+    assert (drift["total"], drift["missing"], drift["modified"], drift["extraneous"]) == (
+        25,
+        9,
+        12,
+        4,
+    )
+    listed = [o["object"] for o in drift["objects"]]
+    assert len(listed) == schema.MAX_DRIFTED_SHOWN == 20
+    assert listed == sorted(str(d.key) for d in drifts)[:20]
+    message = conditions(current)["Ready"]["message"]
+    assert message.startswith("25 objects differ from git (9 missing, 12 modified, 4 extraneous)")
+    assert "and 20 more" in message
+    assert CANARY not in json.dumps(current)
+
+
+TRANSIENT = {
+    "cluster unreachable": (
+        ClusterError("GET /api: connection refused", ClusterReason.UNREACHABLE),
+        "Unreachable",
+    ),
+    "git unreachable": (SourceError("cannot reach git.example.com"), "Unreachable"),
+    "kind not served yet": (
+        ManifestError("x.yaml:1: no CRD serves Widget", ManifestReason.UNKNOWN_KIND),
+        "UnknownKind",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", TRANSIENT, ids=list(TRANSIENT))
+def test_a_transient_failure_is_retried(case: str) -> None:
+    error, reason = TRANSIENT[case]
+
+    current = status.status_of(
+        2, failed(error), status.status_of(2, synced(), None, now=T0), now=T1
+    )
+
+    assert summary(current) == {
+        "Ready": ("False", reason),
+        "Reconciling": ("True", "ProgressingWithRetry"),
+    }
+    assert str(error) in conditions(current)["Reconciling"]["message"]
+    assert current["lastAppliedRevision"] == "abc123"
+
+
+TERMINAL = {
+    "invalid manifest": (ManifestError("x.yaml:3: bad", ManifestReason.SYNTAX), "Syntax"),
+    "forbidden": (ClusterError("cannot create configmaps", ClusterReason.FORBIDDEN), "Forbidden"),
+    "git auth": (SourceError("authentication failed", SourceReason.AUTH), "Auth"),
+    "invalid spec": (ConfigError("GitSync team/app: spec: interval: bad"), "InvalidSpec"),
+}
+
+
+@pytest.mark.parametrize("case", TERMINAL, ids=list(TERMINAL))
+def test_a_failure_only_a_person_can_cure_is_stalled(case: str) -> None:
+    error, reason = TERMINAL[case]
+
+    current = status.status_of(2, failed(error, finished=0), None, now=T0)
+
+    assert summary(current) == {"Ready": ("False", reason), "Stalled": ("True", reason)}
+    assert conditions(current)["Stalled"]["message"] == str(error)
+
+
+def test_failed_status_is_a_stalled_status() -> None:
+    failure = Failure.of(ConfigError("GitSync team/app: spec: mode: bad"))
+
+    current = status.failed_status(5, failure, None)
+
+    assert summary(current) == {
+        "Ready": ("False", "InvalidSpec"),
+        "Stalled": ("True", "InvalidSpec"),
+    }
+    assert current["observedGeneration"] == 5
+
+
+def test_a_refused_prune_is_stalled() -> None:
+    report = synced()
+    report.refused = ["/ConfigMap/team/a: prune budget (25%) exceeded"]
+
+    current = status.status_of(1, report, None, now=T0)
+
+    assert summary(current) == {
+        "Ready": ("False", "PruneBlocked"),
+        "Stalled": ("True", "PruneBlocked"),
+    }
+    assert "ConfigMap/team/a" in conditions(current)["Ready"]["message"]
+    assert "budget" in conditions(current)["Stalled"]["message"]
+
+
+@pytest.mark.parametrize("held", ["True", "False"])
+def test_a_suspended_gitsync_keeps_its_ready_status(held: str) -> None:
+    report = synced() if held == "True" else synced(drifts=[modified()])
+    previous = status.status_of(1, report, None, now=T0)
+
+    current = status.status_of(2, failed(ClusterError("down")), previous, suspended=True, now=T1)
+
+    assert summary(current) == {"Ready": (held, "Suspended")}
+    ready = conditions(current)["Ready"]
+    assert ready["lastTransitionTime"] == stamp(T0)
+    assert ready["observedGeneration"] == 2
+    assert "suspend" in ready["message"]
+
+
+def test_suspending_a_drifted_gitsync_is_no_new_problem() -> None:
+    previous = status.status_of(1, synced(drifts=[modified()]), None, now=T0)
+
+    current = status.status_of(2, synced(drifts=[modified()]), previous, suspended=True, now=T1)
+
+    assert status.events(previous, current) == []
+
+
+def test_a_suspended_gitsync_never_reconciled_is_unknown() -> None:
+    current = status.status_of(1, SourceReport(), None, suspended=True, now=T0)
+
+    assert summary(current) == {"Ready": ("Unknown", "Suspended")}
+
+
+def test_a_transition_time_holds_while_the_status_does() -> None:
+    first = status.status_of(1, synced(), None, now=T0)
+    again = status.status_of(1, synced("def456"), first, now=T1)
+    drifted = status.status_of(1, synced("def456", [modified()]), again, now=T2)
+    down = failed(ClusterError("down", ClusterReason.UNREACHABLE))
+    retried = status.status_of(1, down, drifted, now=T3)
+
+    assert conditions(first)["Ready"]["lastTransitionTime"] == stamp(T0)
+    assert conditions(again)["Ready"]["lastTransitionTime"] == stamp(T0)
+    assert conditions(drifted)["Ready"]["lastTransitionTime"] == stamp(T2)
+    # Ready stays False (another reason): its time holds; Reconciling is new.
+    assert conditions(retried)["Ready"]["lastTransitionTime"] == stamp(T2)
+    assert conditions(retried)["Reconciling"]["lastTransitionTime"] == stamp(T3)
+
+
+def test_revisions_and_sync_time_are_kept_when_the_report_has_none() -> None:
+    previous = status.status_of(1, synced("abc123"), None, now=T0)
+
+    restarted = status.status_of(2, SourceReport(), previous, now=T1)
+    later = status.status_of(2, synced("def456"), restarted, now=T2)
+
+    assert restarted["lastAppliedRevision"] == "abc123"
+    assert restarted["lastAttemptedRevision"] == "abc123"
+    assert restarted["lastSyncTime"] == stamp(T0)
+    assert later["lastAppliedRevision"] == "def456"
+
+
+def test_no_sync_time_before_a_revision_is_applied() -> None:
+    current = status.status_of(1, SourceReport(), None, now=T0)
+
+    assert "lastSyncTime" not in current
+    assert current["lastAppliedRevision"] == ""
+
+
+# --- Events ----------------------------------------------------------------------------
+
+
+def test_a_new_applied_revision_is_a_synced_event() -> None:
+    progressing = status.status_of(1, SourceReport(), None, now=T0)
+    current = status.status_of(1, synced("abc123"), progressing, now=T1)
+
+    assert status.events(None, progressing) == []
+    assert status.events(progressing, current) == [
+        Event("Normal", "Synced", "applied revision abc123 (3 objects)")
+    ]
+    newer = status.status_of(1, synced("def456"), current, now=T2)
+    [event] = status.events(current, newer)
+    assert (event.type, event.reason) == ("Normal", "Synced") and "def456" in event.message
+
+
+def test_a_repeated_status_is_no_event() -> None:
+    for report in (
+        synced(),
+        synced(drifts=[modified()]),
+        failed(ClusterError("down", ClusterReason.UNREACHABLE)),
+        failed(ManifestError("x.yaml:1: bad")),
+    ):
+        first = status.status_of(1, report, None, now=T0)
+        again = status.status_of(1, report, first, now=T1)
+
+        assert status.events(first, again) == [], report
+
+
+PROBLEMS = {
+    "drift": (synced(drifts=[modified()]), "DriftDetected"),
+    "prune blocked": (
+        SourceReport(finished=1, applied_revision="abc123", refused=["/ConfigMap/team/a: budget"]),
+        "PruneBlocked",
+    ),
+    "transient failure": (failed(ClusterError("down", ClusterReason.UNREACHABLE)), "Failed"),
+    "terminal failure": (failed(ManifestError("x.yaml:1: bad")), "Failed"),
+}
+
+
+@pytest.mark.parametrize("case", PROBLEMS, ids=list(PROBLEMS))
+def test_a_new_problem_is_a_warning(case: str) -> None:
+    report, reason = PROBLEMS[case]
+    healthy = status.status_of(1, synced("abc123"), None, now=T0)
+
+    current = status.status_of(1, report, healthy, now=T1)
+
+    assert status.events(healthy, current) == [
+        Event("Warning", reason, conditions(current)["Ready"]["message"])
+    ]
