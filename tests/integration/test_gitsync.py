@@ -369,3 +369,35 @@ def test_a_gitsync_without_service_account_stays_in_its_namespace(
     create(admin_api, tenant, "intruder", spec)
     wait_ready(admin_api, tenant, "intruder", "False", "Forbidden")
     assert config_map_value(admin_api, namespace, "a") is None
+
+
+def test_only_the_leader_writes_gitsync_status_and_objects(
+    control_plane: ControlPlane,
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+) -> None:
+    git_repo.commit({"a.yaml": config_map("a")})
+    election = {
+        "enabled": True,
+        "namespace": namespace,
+        "leaseDuration": "4s",
+        "renewDeadline": "3s",
+        "retryPeriod": "1s",
+    }
+    settings = {"enabled": True, "namespaces": [namespace], "allowInsecure": True}
+    leader = daemons.start_with([], "first", gitSyncs=settings, leaderElection=election).start()
+    leader.wait_value("gitopsd_leader", lambda v: v == 1, "the first replica to lead")
+    standby = daemons.start_with([], "second", gitSyncs=settings, leaderElection=election).start()
+    wait_for(lambda: standby.get("/readyz")[0] == 200, "the standby to be ready")
+
+    create(admin_api, namespace, "shared", {"repository": {"url": git_server.file_url(git_repo)}})
+    wait_ready(admin_api, namespace, "shared", "True", "Succeeded")
+    source = f"{namespace}/shared"
+    standby.wait_value("gitopsd_reconcile_total", bool, "the standby to poll too", source=source)
+
+    assert {w.name for w in audit.changes(control_plane, leader.user)} >= {"a", "shared"}
+    assert audit.changes(control_plane, standby.user) == []
