@@ -4,12 +4,14 @@
 # Both create the virtualenv and build (once) or find the control plane themselves.
 # `make bench` measures gitopsd against kubectl and its targets and writes BENCHMARKS.md
 # (about half an hour; not part of `make test`).
+# `make crd` writes config/crd/gitsyncs.yaml from gitopsd/gitsync/schema.py (a test fails
+# when the two disagree).
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test demo bench lint control-plane prometheus image-tools clean
+.PHONY: test demo bench crd lint control-plane prometheus image-tools clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +42,9 @@ demo: $(BIN)/.installed control-plane
 
 bench: $(BIN)/.installed control-plane
 	$(BIN)/python -m tests.bench $(ARGS)
+
+crd: $(BIN)/.installed
+	$(BIN)/python -m gitopsd.gitsync.schema > config/crd/gitsyncs.yaml
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -8,10 +8,11 @@ import json
 import time
 from typing import Any
 
+import yaml
 from kubernetes import client
 
 from tests.harness import audit
-from tests.harness.cli import Gitopsd
+from tests.harness.cli import EXAMPLES, Gitopsd, example_files
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
@@ -401,3 +402,26 @@ def test_only_the_leader_writes_gitsync_status_and_objects(
 
     assert {w.name for w in audit.changes(control_plane, leader.user)} >= {"a", "shared"}
     assert audit.changes(control_plane, standby.user) == []
+
+
+def test_the_example_gitsync_syncs_the_examples(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+) -> None:
+    """examples/gitsync.yaml as written, but for its namespace and repository URL."""
+    example = yaml.safe_load((EXAMPLES / "gitsync.yaml").read_text())
+    example["metadata"]["namespace"] = namespace
+    example["spec"]["repository"]["url"] = git_server.file_url(git_repo)
+    sha = git_repo.commit({f"app/{name}": text for name, text in example_files("app").items()})
+    operator(daemons, namespace)
+    objects: Any = client.CustomObjectsApi(admin_api)
+    objects.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, example)
+
+    ready = wait_ready(admin_api, namespace, "app", "True", "Succeeded")
+    assert ready["status"]["lastAppliedRevision"] == sha
+    kinds = {k["groupKind"]: k["count"] for k in ready["status"]["inventory"]["kinds"]}
+    assert kinds == {"ConfigMap": 1, "Deployment.apps": 1, "Service": 1}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,12 @@ def can_i(install: Install, token: str, *question: str) -> str:
     return answer.stdout.strip()
 
 
+def acting_as(install: Install, token: str, *identity: str) -> subprocess.CompletedProcess[str]:
+    """`kubectl auth can-i get secrets`, asked with `token` impersonating `identity` (--as,
+    --as-group): the API server checks the impersonation before it answers."""
+    return install.kubectl_as(token, *identity, "auth", "can-i", "get", "secrets")
+
+
 def cluster_role_binding_to_admin(name: str) -> dict[str, str]:
     return {
         f"{name}.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n"
@@ -191,14 +198,26 @@ def test_the_shipped_account_syncs_and_is_refused_what_the_cluster_rbac_does_not
     )
     token = token_of(admin_api, namespace, install.account)
     assert can_i(install, token, "create", "deployments", "-n", "kube-system") == "yes"
+    # GitSyncs' ServiceAccounts, in any namespace: anyone else, never
+    assert can_i(install, token, "impersonate", "serviceaccounts", "-n", "kube-system") == "yes"
     for question in (
         ("bind", "clusterroles"),
         ("escalate", "clusterroles"),
-        ("impersonate", "serviceaccounts"),
+        ("impersonate", "users"),
+        ("impersonate", "groups"),
+        ("impersonate", "uids"),
+        ("impersonate", "userextras/scopes"),
         ("approve", "certificatesigningrequests"),
         ("get", "/metrics"),
     ):
         assert can_i(install, token, *question) == "no", question
+    account = f"--as=system:serviceaccount:{namespace}:tenant"
+    as_account = acting_as(install, token, account)  # answered for the account: it may not
+    assert (as_account.stdout.strip(), as_account.stderr) == ("no", ""), as_account
+    as_user = acting_as(install, token, "--as=jane")
+    assert 'cannot impersonate resource "users"' in as_user.stderr, as_user
+    as_group = acting_as(install, token, account, "--as-group=system:masters")
+    assert 'cannot impersonate resource "groups"' in as_group.stderr, as_group
     rbac: Any = client.RbacAuthorizationV1Api(admin_api)
     assert not rbac.list_cluster_role_binding(field_selector=f"metadata.name={escalation}").items
 
