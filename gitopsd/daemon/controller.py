@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
@@ -141,11 +142,18 @@ class GitSyncController:
         if body is None:
             self._retire(key)
             self.written.pop(key, None)
+            shutil.rmtree(self.cache_dir / "gitsyncs" / key.namespace / key.name, True)
             return
         try:
             wanted = read(body, self.settings)
         except ConfigError as error:
             self._retire(key)
+            metadata = body["metadata"]
+            if metadata.get("deletionTimestamp"):
+                policy = (metadata.get("annotations") or {}).get(gitsync.DELETE_POLICY_ANNOTATION)
+                skipped = f"its spec is invalid, so nothing was pruned: {error}"
+                self._release(body, skipped if policy == "prune" else "")
+                return
             self._write_status(key, body, _stalled(error), failed=True)
             return
         if wanted.deleting:
@@ -154,8 +162,9 @@ class GitSyncController:
         if not wanted.finalized and self.leading.is_set():
             self._add_finalizer(body)
         if wanted.suspend:
-            self._retire(key)
-            self._write_status(key, body, SourceReport(finished=1), suspended=True)
+            retired = self._retire(key)
+            last = retired.report if retired else SourceReport(finished=1)
+            self._write_status(key, body, last, suspended=True)
             return
         self._serve(key, body, wanted)
 
@@ -171,11 +180,9 @@ class GitSyncController:
             source = wanted.source(self._credentials(wanted))
             desired.check_source(source.spec)
             self._check_parent(wanted)
-        except GitopsdError as error:
+        except GitopsdError as error:  # its Secret may change: retried with backoff
             self._retire(key)
             self._write_status(key, body, _stalled(error), failed=True)
-            if isinstance(error, ConfigError):
-                return
             raise
         with self.lock:
             served = self.served.get(key)
@@ -304,10 +311,19 @@ class GitSyncController:
             return
         if wanted.prune_on_delete:
             self._withdraw(body, wanted)
+        self._release(body)
+        log.info("deleted", extra={"source": wanted.key})
+
+    def _release(self, body: Body, warning: str = "") -> None:
+        """Removes the finalizer (the API server then deletes the GitSync), if it holds it;
+        `warning` says what was left undone."""
         finalizers = body["metadata"].get("finalizers") or []
+        if gitsync.FINALIZER not in finalizers or not self.leading.is_set():
+            return
+        if warning:
+            self.cluster.event(body, "PruneSkipped", warning)
         index = finalizers.index(gitsync.FINALIZER)
         self._patch(body, [{"op": "remove", "path": f"/metadata/finalizers/{index}"}])
-        log.info("deleted", extra={"source": wanted.key})
 
     def _withdraw(self, body: Body, wanted: GitSync) -> None:
         namespace = self.cluster.get(NAMESPACES, "", wanted.namespace) or {}

@@ -358,6 +358,18 @@ def test_a_gitsync_without_service_account_stays_in_its_namespace(
     assert config_map_value(admin_api, namespace, "a") is None
     wait_for(lambda: "Failed" in reasons(admin_api, namespace, "confined"), "a Failed Event")
 
+    # A spec made invalid never holds up the GitSync's deletion (nothing can be pruned).
+    objects: Any = client.CustomObjectsApi(admin_api)
+    annotations = {"metadata": {"annotations": {"gitopsd.io/delete-policy": "prune"}}}
+    objects.patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "confined", annotations
+    )
+    patch_spec(admin_api, namespace, "confined", {"targetNamespace": elsewhere})
+    wait_ready(admin_api, namespace, "confined", "False", "InvalidSpec")
+    objects.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "confined")
+    wait_for(lambda: get(admin_api, namespace, "confined") is None, "the GitSync gone")
+    assert "PruneSkipped" in reasons(admin_api, namespace, "confined")
+
     # Another namespace's GitSync, impersonating an account with no rights here, cannot
     # touch this namespace either.
     tenant = create_namespace(admin_api)
