@@ -163,15 +163,7 @@ class Daemon:
 
     def _schedule(self) -> None:
         for worker in self.workers:
-            interval = worker.config.interval_seconds
-            self.scheduler.add_job(
-                worker.poll,
-                "interval",
-                seconds=interval,
-                jitter=max(interval * 0.1, 0.1),
-                id=worker.name,
-            )
-            worker.poll_soon()
+            worker.schedule(self.scheduler, worker.name, worker.poll)
         self.scheduler.start()
 
     def _hooks(self) -> dict[str, http.Hook]:
@@ -198,9 +190,7 @@ class Daemon:
         self.scheduler.shutdown(wait=False)
         deadline = time.monotonic() + self.config.shutdown_grace_seconds
         for worker in self._all_workers():
-            if worker.busy.acquire(timeout=max(deadline - time.monotonic(), 0)):
-                worker.busy.release()
-            worker.retire()
+            worker.retire(grace_seconds=max(deadline - time.monotonic(), 0))
         if self.elector:
             self.elector.release()
         log.info("stopped")

@@ -16,6 +16,7 @@ import logging
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,14 @@ from gitopsd.daemon.queue import WorkQueue
 from gitopsd.daemon.worker import Backoff, SourceWorker
 from gitopsd.errors import ClusterError, ClusterReason, ConfigError, GitopsdError
 from gitopsd.gitsync.spec import GitSync, read
-from gitopsd.gitsync.status import Failure, SourceReport, Status, events, status_of
+from gitopsd.gitsync.status import (
+    Failure,
+    SourceReport,
+    Status,
+    events,
+    failed_status,
+    status_of,
+)
 from gitopsd.metrics import Recorder
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.reconcile import Source, desired, withdraw
@@ -43,8 +51,8 @@ NAMESPACES = Resource("", "v1", "Namespace", "namespaces", namespaced=False)
 RETIRE_GRACE_SECONDS = 30.0
 """How long a retired source's reconcile in flight may take to end (its writes are fenced
 at once): a deletion's prune waits for it."""
-SECRET_FILES = {"password": "password", "identity": "identity", "known_hosts": "known_hosts"}
-"""The keys of a secretRef's Secret that become files (Flux's names), and their file names."""
+SECRET_FILES = ("password", "identity", "known_hosts")
+"""The keys of a secretRef's Secret that become files of the same names (Flux's keys)."""
 
 
 @dataclass
@@ -76,11 +84,17 @@ class GitSyncController:
 
     def __post_init__(self) -> None:
         self.informers = [
-            Informer(self.cluster, GITSYNCS, namespace, _everything, self._changed, self.stopping)
+            Informer(
+                self.cluster,
+                GITSYNCS,
+                namespace,
+                _everything,
+                self._changed,
+                self.stopping,
+                whole=True,
+            )
             for namespace in self.settings.namespaces or ("",)
         ]
-        for informer in self.informers:
-            informer.whole = True
 
     def start(self) -> None:
         for informer in self.informers:
@@ -142,7 +156,7 @@ class GitSyncController:
         if body is None:
             self._retire(key)
             self.written.pop(key, None)
-            shutil.rmtree(self.cache_dir / "gitsyncs" / key.namespace / key.name, True)
+            shutil.rmtree(self._home(key.namespace, key.name), ignore_errors=True)
             return
         try:
             wanted = read(body, self.settings)
@@ -154,7 +168,7 @@ class GitSyncController:
                 skipped = f"its spec is invalid, so nothing was pruned: {error}"
                 self._release(body, skipped if policy == "prune" else "")
                 return
-            self._write_status(key, body, _stalled(error), failed=True)
+            self._write_failure(key, body, error)
             return
         if wanted.deleting:
             self._finalize(key, body, wanted)
@@ -182,7 +196,7 @@ class GitSyncController:
             self._check_parent(wanted)
         except GitopsdError as error:  # its Secret may change: retried with backoff
             self._retire(key)
-            self._write_status(key, body, _stalled(error), failed=True)
+            self._write_failure(key, body, error)
             raise
         with self.lock:
             served = self.served.get(key)
@@ -204,24 +218,16 @@ class GitSyncController:
             source,
             cluster,
             self.recorder,
-            self._home(wanted) / "git",
+            self._home(key.namespace, key.name) / "git",
             self.leading,
             self.stopping,
             on_report=lambda: self.queue.add(key),
-        )
-        interval = source.interval_seconds
-        self.scheduler.add_job(
-            worker.poll_soon,
-            "interval",
-            seconds=interval,
-            jitter=max(interval * 0.1, 0.1),
-            id=_job(key),
         )
         served = Served(wanted, source, worker)
         with self.lock:
             self.served[key] = served
         log.info("serving", extra={"source": wanted.key, "mode": source.mode})
-        worker.poll_soon()
+        worker.schedule(self.scheduler, _job(key), worker.poll_soon)
         return served
 
     def _retire(self, key: ObjectKey) -> SourceWorker | None:
@@ -234,9 +240,9 @@ class GitSyncController:
         served.worker.retire(RETIRE_GRACE_SECONDS)
         return served.worker
 
-    def _home(self, wanted: GitSync) -> Path:
+    def _home(self, namespace: str, name: str) -> Path:
         """Its own cache: no GitSync reads a checkout fetched with another's credentials."""
-        return self.cache_dir / "gitsyncs" / wanted.namespace / wanted.name
+        return self.cache_dir / "gitsyncs" / namespace / name
 
     def _credentials(self, wanted: GitSync) -> Credentials:
         """Its secretRef as files the git runner reads at each fetch (so a rotated Secret
@@ -251,11 +257,9 @@ class GitSyncController:
                 ClusterReason.NOT_FOUND,
             )
         data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
-        folder = self._home(wanted) / "credentials"
+        folder = self._home(wanted.namespace, wanted.name) / "credentials"
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        paths = {
-            key: _write_private(folder / name, data.get(key)) for key, name in SECRET_FILES.items()
-        }
+        paths = {name: _write_private(folder / name, data.get(name)) for name in SECRET_FILES}
         username = data.get("username", b"").decode(errors="replace").strip()
         return Credentials(
             username=username or Credentials.username,
@@ -266,24 +270,23 @@ class GitSyncController:
         )
 
     def _write_status(
-        self,
-        key: ObjectKey,
-        body: Body,
-        report: SourceReport,
-        suspended: bool = False,
-        failed: bool = False,
+        self, key: ObjectKey, body: Body, report: SourceReport, suspended: bool = False
     ) -> None:
-        """Writes the status if it changed (leader only), with the Events the change is
-        worth."""
+        self._publish(key, body, lambda gen, was: status_of(gen, report, was, suspended))
+
+    def _write_failure(self, key: ObjectKey, body: Body, error: GitopsdError) -> None:
+        self._publish(key, body, lambda gen, was: failed_status(gen, Failure.of(error), was))
+
+    def _publish(
+        self, key: ObjectKey, body: Body, status_for: Callable[[int, Status | None], Status]
+    ) -> None:
+        """Writes the status `status_for(generation, previous status)` if it changed (leader
+        only), with the Events the change is worth."""
         if not self.leading.is_set():
             return
-        metadata = body["metadata"]
         live = body.get("status") or None
         previous = self.written.get(key, live)
-        generation = int(metadata.get("generation") or 0)
-        status = status_of(generation, report, previous, suspended)
-        if failed:
-            status.pop("lastSyncTime", None)
+        status = status_for(int(body["metadata"].get("generation") or 0), previous)
         if status == live:
             self.written[key] = status
             return
@@ -333,7 +336,7 @@ class GitSyncController:
             return
         cluster = self.cluster.impersonating(wanted.user) if wanted.user else self.cluster
         source = wanted.source(Credentials(password_env=None))
-        home = self._home(wanted) / "git"
+        home = self._home(wanted.namespace, wanted.name) / "git"
         report = withdraw(Source(source.spec, source.settings, home), cluster)
         pruned = [o.key for o in report.changes.outcomes]
         self.cluster.event(
@@ -366,10 +369,6 @@ def _everything(key: ObjectKey, body: Body) -> bool:
 
 def _job(key: ObjectKey) -> str:
     return f"gitsync:{key.namespace}/{key.name}"
-
-
-def _stalled(error: GitopsdError) -> SourceReport:
-    return SourceReport(finished=1, failure=Failure.of(error))
 
 
 def _write_private(path: Path, content: bytes | None) -> Path | None:

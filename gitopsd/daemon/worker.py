@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
+from apscheduler.schedulers.base import BaseScheduler
+
 from gitopsd import diff
 from gitopsd.changes import Action, ChangeSet, Hooks, Outcome
 from gitopsd.cluster import Cluster
@@ -125,6 +127,13 @@ class SourceWorker:
 
     def ready(self) -> bool:
         return self.attempted.is_set() and self.cache.synced()
+
+    def schedule(self, scheduler: BaseScheduler, job_id: str, run: Callable[[], None]) -> None:
+        """Runs `run` every interval of the source (with 10% jitter), and polls soon."""
+        interval = self.config.interval_seconds
+        jitter = max(interval * 0.1, 0.1)
+        scheduler.add_job(run, "interval", seconds=interval, jitter=jitter, id=job_id)
+        self.poll_soon()
 
     def retire(self, grace_seconds: float = 0.0) -> None:
         """Stops its watches, polls and drift checks, and fences its writes; waits up to

@@ -17,17 +17,18 @@ from gitopsd.errors import ConfigError
 from gitopsd.gitsync import DELETE_POLICY_ANNOTATION, FINALIZER
 from gitopsd.objects import Body
 
-SPEC_KEYS = {  # spec key: the file source's key for the same setting
-    "paths": "paths",
-    "include": "include",
-    "exclude": "exclude",
-    "interval": "interval",
-    "timeout": "timeout",
-    "mode": "mode",
-    "prune": "prune",
-    "selfHeal": "selfHeal",
-    "guards": "guards",
-}
+SHARED_KEYS = (
+    "paths",
+    "include",
+    "exclude",
+    "interval",
+    "timeout",
+    "mode",
+    "prune",
+    "selfHeal",
+    "guards",
+)
+"""Spec keys that are a file source's keys too, with the same meaning."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def read(body: Body, settings: GitSyncSettings) -> GitSync:
     spec = body.get("spec") or {}
     where = f"GitSync {namespace}/{name}: spec"
     repository = spec.get("repository") or {}
-    fields = {key: spec[given] for given, key in SPEC_KEYS.items() if given in spec}
+    fields = {key: spec[key] for key in SHARED_KEYS if key in spec}
     account = spec.get("serviceAccountName") or settings.default_service_account
     target = spec.get("targetNamespace") or namespace
     if account is None and target != namespace:

@@ -110,8 +110,11 @@ def status_of(
 
 
 def failed_status(generation: int, failure: Failure, previous: Status | None) -> Status:
-    """The status of a GitSync that cannot run at all (its spec or its secret)."""
-    return status_of(generation, SourceReport(failure=failure), previous)
+    """The status of a GitSync that cannot run at all (its spec or its secret): no sync
+    time, as no source of it runs."""
+    status = status_of(generation, SourceReport(failure=failure), previous)
+    status.pop("lastSyncTime", None)
+    return status
 
 
 Conditions = dict[str, tuple[str, str, str]]
