@@ -8,8 +8,9 @@ Forbidden answer is kept too, so that a reconcile waiting for the cache fails at
 the refusal (its resource, namespace and user) instead of at a deadline. It keeps the
 objects a source cares about: those labelled as its own (for prune) and those git declares
 (to see them before they are ours, and conflicts), each as its projection (what drift,
-attribution and ownership read; see `projection`). A change that touches more than status
-reaches `on_change`, so drift is re-evaluated within about a second of an edit; a no-op
+attribution, ownership and health read; see `projection`). A change that touches more
+than status, or changes the object's health, reaches `on_change`, so drift and health are
+evaluated again within about a second of an edit or a rollout's progress; a no-op
 reconcile reads only memory.
 """
 
@@ -22,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from gitopsd import health
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.cluster.api import ApiError
 from gitopsd.errors import ClusterError, ClusterReason
@@ -162,8 +164,16 @@ class Informer:
                 self.store[key] = body
                 if changed:
                     self.content_versions[key] = _version(body)
-        if changed:
+        if changed or self._health_changed(previous, body):
             self.on_change(key, body)
+
+    def _health_changed(self, previous: Body | None, body: Body | None) -> bool:
+        """A status change that moves the object's health (a rollout's progress). A
+        controller's own objects (kept whole) are not assessed: their status is its own."""
+        if self.whole:
+            return False
+        before, now = health.assess(previous), health.assess(body)
+        return (before.status, before.reason) != (now.status, now.reason)
 
     def get(self, key: ObjectKey) -> Body | None:
         with self.lock:

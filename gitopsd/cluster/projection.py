@@ -1,4 +1,5 @@
-"""What gitopsd keeps of a live object it reads: everything but what drift ignores anyway.
+"""What gitopsd keeps of a live object it reads: everything but what drift ignores anyway,
+except the few status fields health reads.
 
 Drift (`diff.compare`) normalizes live objects before comparing: it drops status, the
 server's bookkeeping metadata and kubectl's last-applied annotation. Everything else is
@@ -6,7 +7,9 @@ read: the spec and data, labels and annotations (ownership, the prune opt-out), 
 resourceVersion (ownership, preconditions), and `metadata.managedFields` whole, since
 attribution reads it and a takeover writes it back entry by entry. So a projection drops
 only what `diff.normalize` drops besides uid, resourceVersion and managedFields, and drift
-measured on it is the drift measured on the whole object.
+measured on it is the drift measured on the whole object. Of status it keeps what
+`health.assess` reads (`health.essentials`), and the generation the status is compared
+with, so health assessed on a projection is the health of the whole object.
 
 The managedFields tries are most of what is left: objects rendered from one template have
 identical ones. `Projection` shares each distinct trie (compared whole, never assumed
@@ -25,9 +28,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from gitopsd import health
 from gitopsd.objects import Body
 
-DROPPED_METADATA = ("generation", "creationTimestamp", "selfLink")
+DROPPED_METADATA = ("creationTimestamp", "selfLink")
 """Server bookkeeping that `diff.normalize` drops and nothing else reads."""
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 """A copy of a kubectl client-side apply's manifest (as large as the object), which
@@ -58,6 +62,9 @@ class Projection:
                 projected[sys.intern(key)] = self._metadata(value)
             elif key != "status":
                 projected[sys.intern(key)] = _strings_shared(value)
+        status = health.essentials(body)
+        if status is not None and status != {}:  # an empty status assesses as none does
+            projected["status"] = _strings_shared(status)
         return projected
 
     def _metadata(self, metadata: Body) -> Body:

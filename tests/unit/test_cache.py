@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import pytest
 
+from gitopsd import health
 from gitopsd.cluster import ApiError, Cluster, Resource
 from gitopsd.cluster.cache import Informer, LiveCache, content
 from gitopsd.cluster.projection import Projection
@@ -48,18 +49,42 @@ def test_content_ignores_status_and_bookkeeping_only() -> None:
     assert content(deployment("1")) != content(deployment("2", owner="applyset-ours-v1"))
 
 
+def rolled_out(version: str) -> Body:
+    """The Deployment once its controller has rolled it out: Current."""
+    body = deployment(version, ready=1)
+    body["metadata"]["generation"] = 1
+    body["status"] |= {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1}
+    body["status"]["availableReplicas"] = 1
+    body["status"]["conditions"] = [
+        {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
+        {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+    ]
+    return body
+
+
 def test_a_status_only_update_is_stored_but_neither_reported_nor_versioned() -> None:
     cache, changes = informer()
     cache._record(WEB, deployment("1"))
     cache._record(WEB, deployment("2", ready=1))
 
-    assert changes == [WEB]  # only the first sight of it
+    assert changes == [WEB]  # only the first sight of it: its health did not change
     assert cache.store[WEB]["metadata"]["resourceVersion"] == "2"  # newest body kept
     assert cache.content_version(WEB, deployment("2", ready=1)) == "1"
 
     cache._record(WEB, deployment("3", replicas=5, ready=1))
     assert changes == [WEB, WEB]
     assert cache.content_version(WEB, deployment("3", replicas=5, ready=1)) == "3"
+
+
+def test_a_status_update_that_changes_health_is_reported_but_not_versioned() -> None:
+    """A rollout that completes is measured again (its health), yet costs no dry-run."""
+    cache, changes = informer()
+    cache._record(WEB, deployment("1"))
+    cache._record(WEB, rolled_out("2"))
+
+    assert changes == [WEB, WEB]
+    assert health.assess(cache.store[WEB]).status == health.Status.CURRENT
+    assert cache.content_version(WEB, rolled_out("2")) == "1"
 
 
 def test_a_deletion_is_reported_and_forgotten() -> None:
@@ -263,7 +288,7 @@ def test_the_informer_keeps_projections_of_what_it_lists_and_watches() -> None:
     try:
         wait_for(lambda: WEB in fed.store, "the watched object in the store")
         assert cluster.projected == [True]
-        assert "status" not in fed.store[WEB] and "status" in watched
+        assert fed.store[WEB]["status"] == health.essentials(watched)
         assert fed.store[WEB]["metadata"]["managedFields"] == managed
     finally:
         fed.stopping.set()

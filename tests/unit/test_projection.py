@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import json
 
-from gitopsd import diff
+from gitopsd import diff, health
 from gitopsd.cluster.projection import DROPPED_METADATA, LAST_APPLIED, SHARED_TRIES, Projection
 from gitopsd.objects import Body
 
@@ -38,7 +38,7 @@ def config_map(name: str, labels: dict[str, str], annotations: dict[str, str]) -
             ],
         },
         "data": {"k": name},
-        "status": {"phase": "Ready"},
+        "status": {"phase": "Ready", "conditions": [], "lastScheduleTime": "2026-11-23T10:00:00Z"},
     }
 
 
@@ -47,7 +47,7 @@ def trie(body: Body) -> Body:
     return fields
 
 
-def test_it_drops_only_what_drift_normalizes_away() -> None:
+def test_it_drops_only_what_drift_normalizes_away_and_keeps_what_health_reads() -> None:
     assert set(DROPPED_METADATA) <= set(diff.SERVER_METADATA)
     assert LAST_APPLIED == diff.LAST_APPLIED
     for annotated in ({}, {LAST_APPLIED: "{}"}, {LAST_APPLIED: "{}", "team": "ops"}):
@@ -56,7 +56,10 @@ def test_it_drops_only_what_drift_normalizes_away() -> None:
         projected = Projection().of(body)
 
         assert diff.normalize(projected) == diff.normalize(body)
-        assert "status" not in projected and "generation" not in projected["metadata"]
+        assert projected["status"] == health.essentials(body)
+        assert "lastScheduleTime" not in projected["status"]
+        assert projected["metadata"]["generation"] == 1
+        assert health.assess(projected) == health.assess(body)
         assert LAST_APPLIED not in projected["metadata"].get("annotations", {})
         kept = ("uid", "resourceVersion", "managedFields", "labels")
         assert all(projected["metadata"][name] == body["metadata"][name] for name in kept)
@@ -112,3 +115,11 @@ def test_data_nested_too_deep_to_walk_is_kept_as_it_came() -> None:
     body = {**config_map("a", {}, {}), "spec": deep}
 
     assert Projection().of(body)["spec"] is deep
+
+
+def test_an_empty_status_is_not_kept_as_it_assesses_as_none() -> None:
+    body = config_map("a", {}, {}) | {"apiVersion": "apps/v1", "kind": "Deployment", "status": {}}
+
+    projected = Projection().of(body)
+
+    assert "status" not in projected and health.assess(projected) == health.assess(body)
