@@ -18,7 +18,7 @@ from gitopsd.config import SyncSettings
 from gitopsd.errors import ApplyError, ClusterError, ClusterReason
 from gitopsd.inventory import ApplySet, prune_disabled, uid_prefix
 from gitopsd.objects import FIELD_MANAGER, Body, GroupKind, ObjectKey
-from gitopsd.plan import DEFINITIONS, Plan, PruneDecision, Refusal, stages
+from gitopsd.plan import DEFINITIONS, Plan, PruneDecision, Refusal, Wave, waves
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -38,14 +38,22 @@ class Applier:
     on_applied: Callable[[Target, Body], None] = lambda target, result: None
     """Called with each object the server applied, and its answer (of an object created,
     only its uid and resourceVersion)."""
+    await_wave: Callable[[Wave, list[Target]], None] = lambda wave, targets: None
+    """Returns once a wave's objects are healthy; raises ApplyError when they are not."""
 
     def run(self, plan: Plan, targets: Mapping[ObjectKey, Target]) -> ChangeSet:
-        """Applies what the plan sends, stage by stage. Objects that could not be dry-run
-        before (their namespace or CRD comes with this sync) are dry-run at their stage, all
-        of a stage before any of it is applied. Raises ApplyError on failure."""
+        """Applies what the plan sends, wave by wave and stage by stage; a wave waits until
+        the one before is healthy. Objects that could not be dry-run before (their namespace
+        or CRD comes with this sync) are dry-run at their stage, all of a stage before any
+        of it is applied. Raises ApplyError on failure."""
         deferred = {k for k in plan.sent() if not ready(targets[k], targets, self.live)}
-        for stage in stages(plan.actions):
-            self._run_stage(stage, plan, targets, deferred)
+        ordered = waves(plan.actions, {key: targets[key].wave for key in plan.actions})
+        for number, wave in enumerate(ordered, start=1):
+            for stage in wave.stages:
+                self._run_stage(stage, plan, targets, deferred)
+            later = number < len(ordered)
+            if later and wave.number is not None and not self.settings.dry_run:
+                self.await_wave(wave, [targets[key] for key in wave.keys])
         return self.changes
 
     def dry_run(

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gitopsd import diff
-from gitopsd.objects import Body, Manifest, ObjectKey, Origin, Resource, pack, unpack
+from gitopsd.objects import Body, Manifest, ObjectKey, Origin, Resource, pack, unpack, wave_of
 
 
 @dataclass(init=False, slots=True)
@@ -26,6 +26,8 @@ class Target:
     that very manifest, and the target is kept as it is."""
     fingerprint: str = field(compare=False, repr=False)
     """The hash of the body (bodies never change after resolve)."""
+    wave: int = field(compare=False)
+    """Its sync wave (`objects.SYNC_WAVE_ANNOTATION`)."""
 
     def __init__(
         self,
@@ -38,6 +40,7 @@ class Target:
         self.key, self.packed, self.origin = key, pack(body), origin
         self.resource, self.read_from = resource, read_from
         self.fingerprint = diff.fingerprint(body)
+        self.wave = wave_of(body)
 
     @property
     def body(self) -> Body:
@@ -96,5 +99,8 @@ class Hooks:
     and resourceVersion)."""
     may_prune: Callable[[], bool] = lambda: True
     """Asked right before pruning starts: a process shutting down says no."""
+    sync_held: Callable[[], str] = lambda: ""
+    """Asked before a new revision is applied: why it must wait (the sources it depends on
+    are not ready), or "" to go ahead."""
     on_fetched: Callable[[float], None] = lambda seconds: None
     """How long the fetch of the revision took (also when it failed)."""

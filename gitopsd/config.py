@@ -155,6 +155,9 @@ class SyncSettings:
     prune: PrunePolicy = field(default_factory=PrunePolicy)
     crd_timeout_seconds: float = 60.0
     """Bound on waiting for new CRDs to be Established."""
+    health_timeout_seconds: float = 300.0
+    """Bound on waiting for a sync wave to become healthy before the next one is applied
+    (and, with `sync --wait`, for every object); the daemon's is the source's timeout."""
     confined_to: str | None = None
     """The one namespace this source may write to, or None for any: a GitSync that acts
     with the daemon's own rights may touch nothing outside its namespace."""

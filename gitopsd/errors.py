@@ -79,6 +79,9 @@ class ClusterReason(StrEnum):
     TIMEOUT = "timeout"
     FENCED = "fenced"
     """Not sent: this process may not write now (stopping, or no longer the leader)."""
+    UNHEALTHY = "unhealthy"
+    """Objects applied did not become healthy (Failed, or not Current in time): the waves
+    after theirs were not applied."""
 
 
 Reason = ConfigReason | ManifestReason | SourceReason | ClusterReason

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import marshal
+import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -16,6 +17,11 @@ APPLYSET_TOOLING_ANNOTATION = "applyset.kubernetes.io/tooling"
 APPLYSET_GROUP_KINDS_ANNOTATION = "applyset.kubernetes.io/contains-group-kinds"
 PRUNE_ANNOTATION = "gitopsd.io/prune"
 """``gitopsd.io/prune: disabled`` on a live object keeps it from ever being pruned."""
+SYNC_WAVE_ANNOTATION = "gitopsd.io/sync-wave"
+"""``gitopsd.io/sync-wave: "<int>"`` orders applies within a revision: lower waves first,
+each once the one before is healthy (default 0)."""
+SYNC_WAVE = re.compile(r"^[-+]?[0-9]{1,9}$")
+"""A wave number as the annotation writes it: a whole number, bounded so it stays an int."""
 
 Body = dict[str, Any]
 """A Kubernetes object as plain JSON-like data."""
@@ -124,6 +130,14 @@ def path_segment(text: str) -> str:
     if text in (".", ".."):
         return text.replace(".", "%2E")
     return quote(text, safe="")
+
+
+def wave_of(body: Body) -> int:
+    """The sync wave of an object; 0 when it names none (or, on a live object someone
+    edited, none that is valid: manifests are checked when read)."""
+    annotations = (body.get("metadata") or {}).get("annotations") or {}
+    text = annotations.get(SYNC_WAVE_ANNOTATION) if isinstance(annotations, dict) else None
+    return int(text) if isinstance(text, str) and SYNC_WAVE.match(text) else 0
 
 
 def key_of(body: Body) -> ObjectKey:

@@ -2,7 +2,8 @@
 
 Each target is created, configured or left unchanged, as the drift measured says; owned
 objects that left git are pruned or refused by the guards. Apply order: Namespaces and
-CRDs, then (after the CRDs are Established) cluster-scoped objects, then namespaced ones.
+CRDs, then (after the CRDs are Established) the sync waves, lowest first (each once the one
+before is healthy), each with its cluster-scoped objects before its namespaced ones.
 Deletes come last, in the reverse order.
 """
 
@@ -16,7 +17,7 @@ from enum import IntEnum, StrEnum
 from gitopsd.changes import Action
 from gitopsd.config import PrunePolicy
 from gitopsd.inventory import prune_disabled, uid_prefix
-from gitopsd.objects import Body, GroupKind, ObjectKey
+from gitopsd.objects import Body, GroupKind, ObjectKey, wave_of
 
 DEFINITIONS = frozenset(
     {GroupKind("", "Namespace"), GroupKind("apiextensions.k8s.io", "CustomResourceDefinition")}
@@ -45,6 +46,30 @@ def stages(keys: Iterable[ObjectKey]) -> list[list[ObjectKey]]:
     for key in sorted(keys):
         grouped.setdefault(stage_of(key), []).append(key)
     return [grouped[stage] for stage in sorted(grouped)]
+
+
+@dataclass(frozen=True)
+class Wave:
+    """Objects applied together, stage by stage; the next wave waits until they are healthy.
+    `number` None: the Namespaces and CRDs, which go first whatever wave they name."""
+
+    number: int | None
+    stages: list[list[ObjectKey]]
+
+    @property
+    def keys(self) -> list[ObjectKey]:
+        return [key for stage in self.stages for key in stage]
+
+
+def waves(keys: Iterable[ObjectKey], wave_of_key: Mapping[ObjectKey, int]) -> list[Wave]:
+    """`keys` in apply order: the definitions, then each sync wave, lowest first; empty
+    ones dropped."""
+    grouped: dict[int | None, list[ObjectKey]] = {}
+    for key in keys:
+        number = None if key.group_kind in DEFINITIONS else wave_of_key.get(key, 0)
+        grouped.setdefault(number, []).append(key)
+    order = sorted(grouped, key=lambda number: (number is not None, number or 0))
+    return [Wave(number, stages(grouped[number])) for number in order]
 
 
 class Refusal(StrEnum):
@@ -98,7 +123,9 @@ def _decide(
     policy: PrunePolicy,
 ) -> PruneDecision:
     owned = {key for key, live in labelled.items() if recorded.get(key) == uid_prefix(live)}
-    candidates = sorted(set(labelled) - desired_keys, key=_delete_order)
+    candidates = sorted(
+        set(labelled) - desired_keys, key=lambda key: _delete_order(key, labelled[key])
+    )
     if candidates and not desired_keys and not policy.allow_empty:
         return _refuse_all(candidates, Refusal.EMPTY_SOURCE)
     refused = [
@@ -129,8 +156,11 @@ def _refuse_all(keys: Iterable[ObjectKey], reason: Refusal) -> PruneDecision:
     return PruneDecision((), tuple((key, reason) for key in keys))
 
 
-def _delete_order(key: ObjectKey) -> tuple[int, ObjectKey]:
-    return (-stage_of(key), key)
+def _delete_order(key: ObjectKey, live: Body | None = None) -> tuple[int, int, int, ObjectKey]:
+    """Apply order reversed: the highest wave first, the definitions last."""
+    definition = key.group_kind in DEFINITIONS
+    wave = 0 if definition or live is None else wave_of(live)
+    return (definition, -wave, -stage_of(key), key)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 Exit codes: 0 in sync, 1 drift found (diff), 2 invalid input (including manifests the API
 server rejects as invalid), 3 source failure, 4 cluster or apply failure, 5 a guard blocked
-a prune, 130 interrupted (SIGINT), 143 terminated (SIGTERM).
+a prune, 6 objects not healthy (one Failed, or not Current in time: `sync --wait`, or a
+sync wave that held the later ones back), 130 interrupted (SIGINT), 143 terminated
+(SIGTERM).
 """
 
 from __future__ import annotations
@@ -15,11 +17,22 @@ from typing import TextIO
 
 from gitopsd import daemon, manifests
 from gitopsd.changes import ChangeSet, Hooks
-from gitopsd.cli.render import Progress, drift_json, render_drift, render_report, report_json
+from gitopsd.cli.render import (
+    Progress,
+    drift_json,
+    health_json,
+    render_drift,
+    render_health,
+    render_report,
+    report_json,
+)
 from gitopsd.cli.settings import source_spec, sync_settings
 from gitopsd.cli.stop import STOP
 from gitopsd.cluster import Cluster
+from gitopsd.config import SyncSettings
 from gitopsd.errors import ClusterError, ClusterReason, GitopsdError, SourceError, TerminalError
+from gitopsd.health import Health, Status, overall
+from gitopsd.objects import ObjectKey
 from gitopsd.reconcile import (
     ListReader,
     Mode,
@@ -30,8 +43,9 @@ from gitopsd.reconcile import (
     desired,
     reconcile_once,
 )
+from gitopsd.waiting import HealthWait, not_healthy
 
-OK, DRIFT, INVALID, SOURCE_FAILED, CLUSTER_FAILED, PRUNE_BLOCKED = 0, 1, 2, 3, 4, 5
+OK, DRIFT, INVALID, SOURCE_FAILED, CLUSTER_FAILED, PRUNE_BLOCKED, UNHEALTHY = 0, 1, 2, 3, 4, 5, 6
 
 
 def run(arguments: argparse.Namespace) -> int:
@@ -43,8 +57,11 @@ def run(arguments: argparse.Namespace) -> int:
     except SourceError as error:
         return _fail(error, SOURCE_FAILED)
     except ClusterError as error:  # the server refusing a manifest as invalid is bad input
-        return _fail(error, INVALID if error.reason == ClusterReason.INVALID else CLUSTER_FAILED)
+        return _fail(error, CLUSTER_CODES.get(error.reason, CLUSTER_FAILED))
     return code
+
+
+CLUSTER_CODES = {ClusterReason.INVALID: INVALID, ClusterReason.UNHEALTHY: UNHEALTHY}
 
 
 def _fail(error: GitopsdError, code: int) -> int:
@@ -74,13 +91,15 @@ def run_validate(arguments: argparse.Namespace) -> int:
 
 
 def run_diff(arguments: argparse.Namespace) -> int:
-    result = _reconcile(arguments, Mode.OBSERVE, Hooks())
+    result = _reconcile(arguments, connect(arguments), Mode.OBSERVE, Hooks())
     origins = {key: str(target.origin) for key, target in result.desired.targets.items()}
-    drifts, sha = result.drifts, result.desired.revision.sha
+    drifts, sha, healths = result.drifts, result.desired.revision.sha, result.health()
     if arguments.output == "json":
-        print(json.dumps(drift_json(sha, drifts, origins), indent=2, default=str))
+        document = drift_json(sha, drifts, origins) | health_json(healths)
+        print(json.dumps(document, indent=2, default=str))
     else:
         render_drift(drifts, origins, sys.stdout, _colored(sys.stdout))
+        render_health(healths, sys.stdout)
     return DRIFT if drifts else OK
 
 
@@ -92,9 +111,13 @@ def run_sync(arguments: argparse.Namespace) -> int:
         on_outcome=progress.tick,
         may_prune=STOP.running,
     )
+    cluster = connect(arguments)
+    healths: dict[ObjectKey, Health] | None = None
     try:
-        result = _reconcile(arguments, Mode.ENFORCE, hooks)
+        result = _reconcile(arguments, cluster, Mode.ENFORCE, hooks)
         report = result.report or SyncReport(result.desired.revision.sha)
+        if arguments.wait and not arguments.dry_run:
+            healths = _wait(arguments, cluster, result, progress)
     except GitopsdError as error:
         if STOP.running() or progress.sha is None:
             raise
@@ -103,18 +126,44 @@ def run_sync(arguments: argparse.Namespace) -> int:
     finally:
         progress.done()
     if arguments.output == "json":
-        print(json.dumps(report_json(report), indent=2))
+        print(json.dumps(report_json(report) | health_json(healths or {}), indent=2))
     else:
         render_report(report, sys.stdout)
+        if healths is not None:
+            render_health(healths, sys.stdout)
+    return _sync_code(report, healths, _settings(arguments).health_timeout_seconds)
+
+
+def _wait(
+    arguments: argparse.Namespace, cluster: Cluster, result: Result, progress: Progress
+) -> dict[ObjectKey, Health]:
+    """Reads every object of the revision until all are Current, one Failed, or time is up."""
+    settings = _settings(arguments)
+    waiting = HealthWait(cluster, settings.concurrency, on_progress=progress.waiting)
+    targets = result.desired.targets.values()
+    return waiting.until_healthy(targets, settings.health_timeout_seconds)
+
+
+def _sync_code(report: SyncReport, healths: dict[ObjectKey, Health] | None, limit: float) -> int:
+    """Not healthy (after --wait) says more than a prune refused, so it wins."""
+    if healths is not None and overall(healths.values()) != Status.CURRENT:
+        if STOP.running():  # a stop ended the wait: its exit code and message tell
+            failing = "\n".join(f"  {line}" for line in not_healthy(healths))
+            why = f"not healthy (one Failed, or not Current within {limit:g} s)"
+            print(f"gitopsd: error: {why}:\n{failing}", file=sys.stderr)
+        return UNHEALTHY
     return PRUNE_BLOCKED if report.prune_blocked else OK
 
 
-def _reconcile(arguments: argparse.Namespace, mode: Mode, hooks: Hooks) -> Result:
+def _settings(arguments: argparse.Namespace) -> SyncSettings:
+    return sync_settings(arguments, source_spec(arguments))
+
+
+def _reconcile(arguments: argparse.Namespace, cluster: Cluster, mode: Mode, hooks: Hooks) -> Result:
     """One reconcile from a fresh state: what the parent's stamps vouch for is taken as in
     sync (unless --refresh), everything else is measured."""
     spec = source_spec(arguments)
     settings = sync_settings(arguments, spec)
-    cluster = connect(arguments)
     source = Source(spec, settings, arguments.cache_dir, refresh=arguments.refresh)
     reader = ListReader(cluster, settings.concurrency)
     return reconcile_once(source, cluster, reader, State(), mode, hooks)

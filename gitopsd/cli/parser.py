@@ -17,6 +17,7 @@ from gitopsd.config import (
     SourceSpec,
     SyncSettings,
     format_size,
+    parse_duration,
     parse_size,
 )
 
@@ -90,6 +91,19 @@ def _add_sync(commands: Any) -> None:
         metavar="SECONDS",
         help="bound on waiting for new CRDs to be Established "
         f"(default {SyncSettings.crd_timeout_seconds:g})",
+    )
+    add(
+        "--wait",
+        action="store_true",
+        help="after applying, wait until every object of the revision is healthy (Current); "
+        "exit 6 when one Failed or --timeout passed",
+    )
+    add(
+        "--timeout",
+        type=_duration,
+        metavar="DURATION",
+        help="bound on --wait and on each sync wave's wait for health, such as 90s, 5m or 1h "
+        f"(default {_shown_duration(SyncSettings.health_timeout_seconds)})",
     )
     sync.set_defaults(command=run_sync)
 
@@ -166,6 +180,18 @@ def _positive(text: str) -> int:
     if not (text.isascii() and text.isdigit() and int(text) > 0):
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
     return int(text)
+
+
+def _duration(text: str) -> float:
+    """A duration as the config file writes one (90s, 5m, 1h30m), or plain seconds."""
+    seconds = float(text) if text.isascii() and text.isdigit() else parse_duration(text)
+    if not seconds:
+        raise argparse.ArgumentTypeError(f"expected a duration such as 90s, 5m or 1h, got {text!r}")
+    return seconds
+
+
+def _shown_duration(seconds: float) -> str:
+    return f"{seconds / 60:g}m" if seconds % 60 == 0 else f"{seconds:g}s"
 
 
 def _percent(text: str) -> float:

@@ -1,15 +1,20 @@
-"""Drift and sync reports, as text for people and JSON for programs, and a progress bar."""
+"""Drift, health and sync reports, as text for people and JSON for programs, and a progress
+bar."""
 
 from __future__ import annotations
 
 import difflib
 import json
+from collections import Counter
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 import yaml
 
 from gitopsd import diff
 from gitopsd.changes import Action, Outcome
+from gitopsd.health import Health, unhealthy
+from gitopsd.objects import ObjectKey
 from gitopsd.reconcile import SyncReport
 
 COLORS = {"+": "\033[32m", "-": "\033[31m", "@": "\033[36m"}
@@ -61,6 +66,25 @@ def drift_json(revision: str, drifts: list[diff.Drift], origins: dict[Any, str])
     }
 
 
+def render_health(healths: Mapping[ObjectKey, Health], out: TextIO) -> None:
+    """Each object that is not Current, Failed ones first, then the counts."""
+    for key, health in unhealthy(healths):
+        detail = ": ".join(part for part in (health.reason, health.message) if part)
+        print(f"  {health.status:<12} {key}  {detail}".rstrip(), file=out)
+    counts = Counter(h.status for h in healths.values())
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no objects"
+    print(f"health: {summary}", file=out)
+
+
+def health_json(healths: Mapping[ObjectKey, Health]) -> dict[str, Any]:
+    return {
+        "health": [
+            {"object": str(key), "status": str(h.status), "reason": h.reason, "message": h.message}
+            for key, h in sorted(healths.items())
+        ]
+    }
+
+
 class Progress:
     """A one-line progress bar on a terminal; silent otherwise."""
 
@@ -92,6 +116,17 @@ class Progress:
                 file=self.out,
                 flush=True,
             )
+
+    def waiting(self, healths: Mapping[ObjectKey, Health]) -> None:
+        """Health so far, while `sync --wait` waits: how many are Current, and one that is not."""
+        if not self.shown:
+            return
+        current = sum(1 for h in healths.values() if h.healthy)
+        pending = next(((k, h) for k, h in sorted(healths.items()) if not h.healthy), None)
+        example = f"  {pending[0]}: {pending[1]}" if pending else ""
+        line = f"\rwaiting: {current}/{len(healths)} Current{example}"
+        print(line[:100].ljust(100), end="", file=self.out, flush=True)
+        self.done_count = max(self.done_count, 1)  # `done` clears the line
 
     def done(self) -> None:
         if self.shown and self.done_count:

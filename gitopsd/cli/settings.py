@@ -77,6 +77,7 @@ def sync_settings(arguments: argparse.Namespace, spec: SourceSpec) -> SyncSettin
         adopt="adopt",
         dry_run="dry_run",
         crd_timeout_seconds="crd_timeout",
+        health_timeout_seconds="timeout",
         concurrency="concurrency",
     )
     _checked("--inventory-namespace", settings.inventory_namespace, DNS1123_LABEL)

@@ -15,6 +15,8 @@ from gitopsd.names import name_rule, namespace_problem, shown
 from gitopsd.objects import (
     APPLYSET_ID_LABEL,
     APPLYSET_PART_OF_LABEL,
+    SYNC_WAVE,
+    SYNC_WAVE_ANNOTATION,
     GroupKind,
     Manifest,
     ObjectKey,
@@ -80,6 +82,7 @@ def _manifest(origin: Origin, label: str, document: Any) -> Manifest:
         raise _invalid(origin, f"{label}: metadata.namespace must be a string")
     _check_identity(origin, label, GroupKind(group_of(api_version), kind), name, namespace)
     _check_labels(origin, label, metadata)
+    _check_wave(origin, label, metadata)
     if kind == "Secret" and group_of(api_version) == "" and "sops" in body:
         raise _invalid(
             origin, f"{label}: Secret {name} is encrypted with SOPS; gitopsd does not decrypt"
@@ -127,6 +130,17 @@ def _check_labels(origin: Origin, label: str, metadata: dict[Any, Any]) -> None:
                 f"{origin}: {label}: label {owner_label} is set by gitopsd, not by manifests",
                 ManifestReason.OWNER_LABEL,
             )
+
+
+def _check_wave(origin: Origin, label: str, metadata: dict[Any, Any]) -> None:
+    annotations = metadata.get("annotations")
+    wave = annotations.get(SYNC_WAVE_ANNOTATION) if isinstance(annotations, dict) else None
+    if wave is not None and not (isinstance(wave, str) and SYNC_WAVE.match(wave)):
+        raise _invalid(
+            origin,
+            f"{label}: annotation {SYNC_WAVE_ANNOTATION} must be a whole number in quotes, "
+            f'such as "-1" or "2", not {shown(str(wave))}',
+        )
 
 
 def _invalid(origin: Origin, message: str) -> ManifestError:

@@ -19,6 +19,7 @@ from gitopsd.changes import Hooks, Target
 from gitopsd.cluster import Cluster
 from gitopsd.config import SourceSpec, SyncSettings
 from gitopsd.errors import ManifestError, ManifestReason
+from gitopsd.health import Assessments, Health
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.plan import Plan, PruneDecision, decide_prune, plan_changes
 from gitopsd.reconcile.desired import Desired, applyset_of, fetch, read_revision, resolve
@@ -78,6 +79,7 @@ class State:
     """A revision whose manifests are invalid: it stays invalid, so it is not read again."""
     applied_revision: str | None = None
     """The revision last applied whole; None makes the next enforcing reconcile sync."""
+    assessments: Assessments = field(default_factory=Assessments)
 
 
 @dataclass
@@ -87,6 +89,14 @@ class Result:
     drifts: list[diff.Drift] = field(default_factory=list)
     step: Step = Step.NONE
     report: SyncReport | None = None
+    held: str = ""
+    """Why the new revision was not applied (its source's dependencies), or ""."""
+
+    def health(self, memo: Assessments | None = None) -> dict[ObjectKey, Health]:
+        """The health of every desired object, as the live objects read show it (NotFound:
+        absent); `memo` spares objects assessed before at the same resourceVersion. After a
+        sync, those are the objects as they were before it."""
+        return (memo or Assessments()).of(self.live.desired, self.desired.targets)
 
 
 def reconcile_once(
@@ -110,6 +120,9 @@ def reconcile_once(
         stamps = inventory.stamps_of(result.live.parent, result.live.recorded)
         state.memo.adopt(stamps, desired.targets, result.live.desired)
     step = _step(source, state, mode, desired, recheck)
+    if step == Step.SYNC:
+        result.held = hooks.sync_held()
+        step = Step.NONE if result.held else step
     measured = measure(
         cluster, source.settings, desired.targets, result.live, state.memo, step != Step.NONE
     )

@@ -18,9 +18,10 @@ from gitopsd.cluster import Cluster, Resource
 from gitopsd.config import SyncSettings
 from gitopsd.errors import ApplyError, ClusterReason
 from gitopsd.objects import Body, GroupKind, ObjectKey
-from gitopsd.plan import Plan, PruneDecision, Refusal
+from gitopsd.plan import Plan, PruneDecision, Refusal, Wave
 from gitopsd.reconcile.desired import Desired
 from gitopsd.reconcile.live import CONFIG_MAPS, Live
+from gitopsd.waiting import HealthWait, not_healthy
 
 
 @dataclass
@@ -85,6 +86,7 @@ def make_changes(
         lambda key: _served(cluster, targets[key]),
         on_outcome=hooks.on_outcome,
         on_applied=hooks.on_applied,
+        await_wave=WaveGate(HealthWait(cluster, settings.concurrency), settings),
     )
     record = {**live.recorded}
     try:
@@ -95,6 +97,25 @@ def make_changes(
     if plan.prune is not None and hooks.may_prune():
         Pruning(parent).run(live, targets, plan.prune, record, report)
     return report
+
+
+@dataclass(frozen=True)
+class WaveGate:
+    """Lets the next sync wave go once this one is healthy, within the health timeout."""
+
+    wait: HealthWait
+    settings: SyncSettings
+
+    def __call__(self, wave: Wave, targets: list[Target]) -> None:
+        limit = self.settings.health_timeout_seconds
+        failing = not_healthy(self.wait.until_healthy(targets, limit))
+        if failing:
+            first = (
+                f"sync wave {wave.number} is not healthy after up to {limit:g} s, so later "
+                f"waves were not applied and nothing was pruned: {failing[0]}"
+            )
+            rest = [f"sync wave {wave.number}: {line}" for line in failing[1:]]
+            raise ApplyError([first, *rest], ClusterReason.UNHEALTHY)
 
 
 @dataclass(frozen=True)

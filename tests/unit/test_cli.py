@@ -17,6 +17,7 @@ from gitopsd.cli import commands, main, render, settings, stop
 from gitopsd.cli.parser import build_parser
 from gitopsd.config import Limits
 from gitopsd.errors import ConfigError
+from gitopsd.health import Health, Status
 from gitopsd.objects import ObjectKey
 
 KEY = ObjectKey("", "ConfigMap", "ns", "app")
@@ -118,8 +119,9 @@ def test_a_sync_without_flags_takes_the_documented_defaults() -> None:
 
     assert (synced.inventory_namespace, synced.default_namespace) == ("default", "default")
     assert synced.force_conflicts and not synced.adopt and not synced.dry_run
-    assert synced.crd_timeout_seconds == 60
+    assert synced.crd_timeout_seconds == 60 and synced.health_timeout_seconds == 300
     assert not synced.prune.enabled and synced.prune.budget_percent == 25
+    assert not arguments.wait
 
 
 def test_sync_flags_set_what_they_name() -> None:
@@ -215,3 +217,71 @@ def test_fa21_a_command_restores_the_signal_handlers_it_replaced(tmp_path: Path)
     assert main(["validate", str(tmp_path)]) == commands.OK
     assert {number: signal.getsignal(number) for number in stop.STOP_SIGNALS} == before
     assert stop.STOP.running()
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90s", 90), ("5m", 300), ("1h30m", 5400), ("45", 45)]
+)
+def test_the_health_timeout_is_a_duration(text: str, seconds: float) -> None:
+    arguments = build_parser().parse_args(["sync", ".", "--wait", "--timeout", text])
+
+    synced = settings.sync_settings(arguments, settings.source_spec(arguments))
+
+    assert arguments.wait and synced.health_timeout_seconds == seconds
+
+
+@pytest.mark.parametrize("text", ["0", "0s", "soon", "-5m", "5 m", ""])
+def test_a_timeout_that_is_no_duration_is_refused(
+    text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["sync", ".", f"--timeout={text}"])
+
+    assert "argument --timeout: expected a duration such as 90s" in capsys.readouterr().err
+
+
+WEB = ObjectKey("apps", "Deployment", "n", "web")
+CFG = ObjectKey("", "ConfigMap", "n", "cfg")
+JOB = ObjectKey("batch", "Job", "n", "seed")
+HEALTHS = {
+    WEB: Health(Status.IN_PROGRESS, "Rollout", "available replicas 0/1"),
+    CFG: Health(Status.CURRENT),
+    JOB: Health(
+        Status.FAILED, "BackoffLimitExceeded", "Job has reached the specified backoff limit"
+    ),
+}
+
+
+def test_health_names_what_is_not_current_failed_first_then_counts() -> None:
+    out = io.StringIO()
+
+    render.render_health(HEALTHS, out)
+
+    assert out.getvalue().splitlines() == [
+        "  Failed       batch/Job/n/seed  BackoffLimitExceeded: Job has reached the specified "
+        "backoff limit",
+        "  InProgress   apps/Deployment/n/web  Rollout: available replicas 0/1",
+        "health: 1 Current, 1 Failed, 1 InProgress",
+    ]
+
+
+def test_health_as_json_lists_every_object() -> None:
+    found = render.health_json(HEALTHS)["health"]
+
+    assert [entry["object"] for entry in found] == [str(CFG), str(WEB), str(JOB)]
+    assert found[1] == {
+        "object": "apps/Deployment/n/web",
+        "status": "InProgress",
+        "reason": "Rollout",
+        "message": "available replicas 0/1",
+    }
+
+
+def test_waiting_shows_progress_on_a_terminal_only() -> None:
+    shown, hidden = Terminal(), io.StringIO()
+
+    render.Progress(shown).waiting(HEALTHS)
+    render.Progress(hidden).waiting(HEALTHS)
+
+    assert "waiting: 1/3 Current  apps/Deployment/n/web: InProgress" in shown.getvalue()
+    assert hidden.getvalue() == ""

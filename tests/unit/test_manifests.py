@@ -26,6 +26,7 @@ from gitopsd.objects import (
     ObjectKey,
     Origin,
     group_of,
+    wave_of,
 )
 
 CANARY = "CANARY-4f1d2c9e"
@@ -890,6 +891,35 @@ def test_non_core_tags_are_forbidden_and_nothing_runs(
 )
 def test_core_tags_are_allowed(text: str, value: Any) -> None:
     assert parse_documents(text, "x.yaml", LIMITS) == [(1, {"a": value})]
+
+
+# --- sync waves ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wave", ["'soon'", "1", "'1.5'", "'9999999999'", "'-'", "''", "[1]"])
+def test_a_sync_wave_that_is_not_a_quoted_whole_number_is_refused(
+    tmp_path: Path, wave: str
+) -> None:
+    annotations = f"{{gitopsd.io/sync-wave: {wave}}}"
+    doc = f"{{apiVersion: v1, kind: ConfigMap, metadata: {{name: a, annotations: {annotations}}}}}"
+    write(tmp_path, {"x.yaml": doc})
+
+    error = load_error(tmp_path)
+
+    assert str(error).startswith("x.yaml:1: document 1: annotation gitopsd.io/sync-wave must")
+
+
+@pytest.mark.parametrize(("wave", "number"), [("'-3'", -3), ("'+2'", 2), ("'0'", 0), (None, 0)])
+def test_a_sync_wave_is_read(tmp_path: Path, wave: str | None, number: int) -> None:
+    annotations = f", annotations: {{gitopsd.io/sync-wave: {wave}}}" if wave else ""
+    write(
+        tmp_path,
+        {"x.yaml": f"{{apiVersion: v1, kind: ConfigMap, metadata: {{name: a{annotations}}}}}"},
+    )
+
+    [manifest] = load(Directory(tmp_path), ["."], limits=LIMITS)
+
+    assert wave_of(manifest.body) == number
 
 
 # --- BI-19 ownership labels, SOPS ------------------------------------------------------

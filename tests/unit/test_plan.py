@@ -11,7 +11,7 @@ from gitopsd.changes import Action
 from gitopsd.config import PrunePolicy
 from gitopsd.inventory import uid_prefix
 from gitopsd.objects import ObjectKey
-from gitopsd.plan import Refusal, decide_prune, plan_changes, stages
+from gitopsd.plan import Refusal, decide_prune, plan_changes, stages, waves
 
 NAMESPACE = ObjectKey("", "Namespace", "", "team")
 CRD = ObjectKey("apiextensions.k8s.io", "CustomResourceDefinition", "", "widgets.example.com")
@@ -25,6 +25,39 @@ PVC = ObjectKey("", "PersistentVolumeClaim", "team", "data")
 def test_stages_put_definitions_first_then_cluster_scoped_then_namespaced() -> None:
     keys = [WIDGET, DEPLOYMENT, CLUSTER_ROLE, CONFIG_MAP, CRD, NAMESPACE]
     assert stages(keys) == [[NAMESPACE, CRD], [CLUSTER_ROLE], [CONFIG_MAP, DEPLOYMENT, WIDGET]]
+
+
+def test_waves_come_after_the_definitions_lowest_first_each_in_stages() -> None:
+    early, late = ObjectKey("", "ConfigMap", "team", "early"), ObjectKey("", "Secret", "team", "s")
+    numbers = {early: -1, CLUSTER_ROLE: 2, late: 2, CRD: 5, NAMESPACE: 7}
+    keys = [late, DEPLOYMENT, CLUSTER_ROLE, CRD, early, NAMESPACE, CONFIG_MAP]
+
+    ordered = waves(keys, numbers)
+
+    assert [(w.number, w.stages) for w in ordered] == [
+        (None, [[NAMESPACE, CRD]]),  # definitions go first, whatever wave they name
+        (-1, [[early]]),
+        (0, [[CONFIG_MAP, DEPLOYMENT]]),
+        (2, [[CLUSTER_ROLE], [late]]),
+    ]
+    assert ordered[3].keys == [CLUSTER_ROLE, late]
+
+
+def test_one_wave_without_definitions_is_one_wave() -> None:
+    assert [(w.number, w.stages) for w in waves([CONFIG_MAP], {})] == [(0, [[CONFIG_MAP]])]
+    assert waves([], {}) == []
+
+
+def test_prune_deletes_the_highest_wave_first() -> None:
+    late, early = config_maps(2)
+    everything = owned(NAMESPACE, CLUSTER_ROLE, late, early)
+    everything[late]["metadata"]["annotations"] = {"gitopsd.io/sync-wave": "3"}
+    everything[early]["metadata"]["annotations"] = {"gitopsd.io/sync-wave": "-2"}
+    policy = PrunePolicy(prune_protected=True, allow_mass_prune=True, allow_empty=True)
+
+    decision = decide_prune([], everything, record_of(everything), policy)
+
+    assert decision.delete == (late, CLUSTER_ROLE, early, NAMESPACE)
 
 
 def test_empty_stages_are_dropped() -> None:

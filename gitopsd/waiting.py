@@ -1,0 +1,80 @@
+"""Waits until objects are healthy: reads their live status again and again, until every
+one is Current, one Failed, the time is up, or the cluster is fenced (a stop, a lost lease,
+a source past its deadline).
+
+It polls, one GET per object still pending, and never the ones already Current: a wave or
+a `sync --wait` is short-lived, and a poll needs no watch to be opened and torn down.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from gitopsd import health
+from gitopsd.apply import run_concurrently
+from gitopsd.changes import Target
+from gitopsd.cluster import Cluster
+from gitopsd.errors import ClusterError
+from gitopsd.health import Health, Status
+from gitopsd.objects import ObjectKey
+
+POLL_SECONDS = 1.0
+STEP_SECONDS = 0.2
+"""How often a wait between polls looks at the fence, so that a stop ends it at once."""
+
+Healths = dict[ObjectKey, Health]
+
+
+@dataclass
+class HealthWait:
+    cluster: Cluster
+    concurrency: int = 16
+    on_progress: Callable[[Mapping[ObjectKey, Health]], None] = lambda healths: None
+    """Hears the health of every object after each poll (a progress line, a log)."""
+
+    def until_healthy(self, targets: Iterable[Target], timeout_seconds: float) -> Healths:
+        """The health of each target when all are Current, one Failed, `timeout_seconds`
+        passed or the cluster was fenced, whichever comes first."""
+        pending = {target.key: target for target in targets}
+        healths: Healths = {}
+        deadline = time.monotonic() + timeout_seconds
+        while True:
+            healths |= self._read(list(pending.values()))
+            self.on_progress(healths)
+            pending = {k: t for k, t in pending.items() if not healths[k].healthy}
+            failed = any(healths[key].status == Status.FAILED for key in pending)
+            if not pending or failed or not self._pause(deadline):
+                return healths
+
+    def _read(self, targets: list[Target]) -> Healths:
+        answers = run_concurrently(targets, self._health_of, self.concurrency)
+        return {target.key: answer for target, answer in zip(targets, answers, strict=True)}
+
+    def _health_of(self, target: Target) -> Health:
+        if target.resource is None:
+            return Health(Status.UNKNOWN, "NotServed", "its kind is not served")
+        key = target.key
+        try:
+            return health.assess(self.cluster.get(target.resource, key.namespace, key.name))
+        except ClusterError as error:  # the next poll may read it; the verdict says why not
+            return Health(Status.UNKNOWN, "ReadFailed", str(error).splitlines()[0][:300])
+
+    def _pause(self, deadline: float) -> bool:
+        """Waits until the next poll; False when the deadline comes first or the cluster is
+        fenced meanwhile."""
+        next_poll = time.monotonic() + POLL_SECONDS
+        while self.cluster.may_write():
+            now = time.monotonic()
+            if now >= deadline:
+                return False
+            if now >= next_poll:
+                return True
+            time.sleep(min(STEP_SECONDS, next_poll - now, deadline - now))
+        return False
+
+
+def not_healthy(healths: Mapping[ObjectKey, Health]) -> list[str]:
+    """Each object that is not Current as "<object>: <health>", Failed ones first."""
+    return [f"{key}: {h}" for key, h in health.unhealthy(healths)]

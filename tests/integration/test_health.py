@@ -1,0 +1,259 @@
+"""Health and order against the real control plane: `sync --wait`, sync waves, and the
+health `diff` reports. The cluster runs no controllers, so a thread writes status through
+the status subresource as the owning controller would (tests.harness.controllers)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.harness.cli import Gitopsd
+from tests.harness.controllers import (
+    StatusWriter,
+    job_complete,
+    job_failed,
+    meanwhile,
+    past_deadline,
+    ready,
+    rolled_out,
+)
+from tests.harness.gitserver import GitRepo, GitServer
+from tests.integration.test_sync import scope
+
+UNHEALTHY = 6
+
+
+def deployment(name: str, wave: str = "") -> dict[str, str]:
+    annotations = f"\n  annotations: {{gitopsd.io/sync-wave: '{wave}'}}" if wave else ""
+    return {
+        f"{name}.yaml": f"""apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}{annotations}
+spec:
+  replicas: 1
+  progressDeadlineSeconds: 60
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      containers: [{{name: app, image: "registry.k8s.io/pause:3.10"}}]
+"""
+    }
+
+
+def config_map(name: str, wave: str = "") -> dict[str, str]:
+    annotations = f"\n  annotations: {{gitopsd.io/sync-wave: '{wave}'}}" if wave else ""
+    return {
+        f"{name}.yaml": f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}"
+        f"{annotations}\ndata:\n  k: v\n"
+    }
+
+
+def job(name: str) -> dict[str, str]:
+    return {
+        f"{name}.yaml": f"""apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{{name: run, image: "busybox:1.36", command: ["true"]}}]
+"""
+    }
+
+
+WIDGETS = {
+    "crd.yaml": """apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gauges.health.example.com
+spec:
+  group: health.example.com
+  names: {kind: Gauge, plural: gauges, singular: gauge}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      subresources: {status: {}}
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+""",
+    "gauge.yaml": """apiVersion: health.example.com/v1
+kind: Gauge
+metadata:
+  name: pressure
+spec:
+  size: 3
+""",
+}
+
+
+def healths(gitopsd: Gitopsd, url: str, namespace: str) -> dict[str, dict[str, str]]:
+    run = gitopsd("diff", url, *scope(namespace), "-o", "json")
+    assert run.code in (0, 1), run.text
+    return {entry.pop("object"): entry for entry in json.loads(run.out)["health"]}
+
+
+def exists(gitopsd: Gitopsd, namespace: str, resource: str, name: str) -> bool:
+    found = gitopsd.kubectl("get", resource, name, "-n", namespace, "--ignore-not-found")
+    return bool(found.strip())
+
+
+def test_sync_wait_returns_once_the_deployment_rolled_out(
+    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit({**deployment("web"), **config_map("settings")})
+    url = git_server.file_url(git_repo)
+    controller = StatusWriter(gitopsd.kubectl, namespace)
+
+    with meanwhile(lambda: controller.write("deployment", "web", rolled_out)):
+        run = gitopsd("sync", url, *scope(namespace), "--wait", "--timeout", "2m")
+
+    assert run.code == 0, run.text
+    assert "health: 2 Current" in run.out
+    assert healths(gitopsd, url, namespace)[f"apps/Deployment/{namespace}/web"] == {
+        "status": "Current",
+        "reason": "MinimumReplicasAvailable",
+        "message": "Deployment has minimum availability.",
+    }
+
+
+def test_sync_wait_names_a_deployment_stuck_past_its_progress_deadline(
+    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit({**deployment("web"), **config_map("settings")})
+    url = git_server.file_url(git_repo)
+    controller = StatusWriter(gitopsd.kubectl, namespace)
+
+    with meanwhile(lambda: controller.write("deployment", "web", past_deadline)):
+        run = gitopsd("sync", url, *scope(namespace), "--wait", "--timeout", "2m")
+
+    assert run.code == UNHEALTHY, run.text
+    assert (
+        f"apps/Deployment/{namespace}/web: Failed: ProgressDeadlineExceeded: "
+        'ReplicaSet "web-5d9c" has timed out progressing.'
+    ) in run.err
+    assert f"ConfigMap/{namespace}/settings" not in run.err  # healthy: not named
+    assert "health: 1 Current, 1 Failed" in run.out
+
+
+def test_sync_wait_passes_a_job_that_completes_and_names_one_that_failed(
+    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit({**job("migrate"), **job("seed")})
+    url = git_server.file_url(git_repo)
+    controller = StatusWriter(gitopsd.kubectl, namespace)
+
+    def run_jobs() -> None:
+        controller.write("job", "migrate", job_complete)
+        controller.write("job", "seed", job_failed)
+
+    with meanwhile(run_jobs):
+        run = gitopsd("sync", url, *scope(namespace), "--wait", "--timeout", "2m")
+
+    assert run.code == UNHEALTHY, run.text
+    assert f"batch/Job/{namespace}/seed: Failed: BackoffLimitExceeded" in run.err
+    assert f"batch/Job/{namespace}/migrate" not in run.err
+    found = healths(gitopsd, url, namespace)
+    assert found[f"batch/Job/{namespace}/migrate"]["status"] == "Current"
+
+
+def test_a_custom_resource_is_healthy_once_its_ready_condition_is_true(
+    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(WIDGETS)
+    url = git_server.file_url(git_repo)
+    gauge = f"health.example.com/Gauge/{namespace}/pressure"
+    controller = StatusWriter(gitopsd.kubectl, namespace)
+    assert gitopsd("sync", url, *scope(namespace)).code == 0
+    provisioning = ready("False", "Provisioning", "waiting for a volume")
+    controller.write("gauges.health.example.com", "pressure", provisioning)
+
+    waited = gitopsd("sync", url, *scope(namespace), "--wait", "--timeout", "3s")
+
+    assert waited.code == UNHEALTHY, waited.text
+    assert f"{gauge}: InProgress: Provisioning: waiting for a volume" in waited.err
+    assert "within 3 s" in waited.err
+    controller.write("gauges.health.example.com", "pressure", ready("True", "Provisioned", "ok"))
+    assert healths(gitopsd, url, namespace)[gauge]["status"] == "Current"
+    again = gitopsd("sync", url, *scope(namespace), "--wait", "--timeout", "1m")
+    assert again.code == 0, again.text
+
+
+def test_diff_reports_the_health_of_every_object(
+    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit({**deployment("web"), **config_map("settings")})
+    url = git_server.file_url(git_repo)
+    web, settings = f"apps/Deployment/{namespace}/web", f"ConfigMap/{namespace}/settings"
+
+    assert {k: v["status"] for k, v in healths(gitopsd, url, namespace).items()} == {
+        web: "NotFound",
+        settings: "NotFound",
+    }
+    assert gitopsd("sync", url, *scope(namespace)).code == 0
+    after = healths(gitopsd, url, namespace)
+    assert after[settings]["status"] == "Current"
+    assert after[web]["status"] == "InProgress"  # no controller has rolled it out
+    text = gitopsd("diff", url, *scope(namespace))
+    assert f"InProgress   {web}" in text.out and "health: 1 Current, 1 InProgress" in text.out
+
+
+def test_a_sync_wave_waits_until_the_wave_before_is_healthy(
+    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit({**deployment("db", wave="-1"), **config_map("app", wave="1")})
+    url = git_server.file_url(git_repo)
+    controller = StatusWriter(gitopsd.kubectl, namespace)
+    seen: list[bool] = []
+
+    def database_first() -> None:
+        controller.found("deployment", "db")
+        seen.append(exists(gitopsd, namespace, "configmap", "app"))
+        controller.write("deployment", "db", rolled_out)
+
+    with meanwhile(database_first):
+        run = gitopsd("sync", url, *scope(namespace))
+
+    assert run.code == 0, run.text
+    assert seen == [False]  # wave 1 was not applied while wave -1 was not healthy
+    assert exists(gitopsd, namespace, "configmap", "app")
+
+
+def test_a_wave_that_does_not_become_healthy_holds_back_later_waves_and_prune(
+    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(config_map("old"))
+    url = git_server.file_url(git_repo)
+    assert gitopsd("sync", url, *scope(namespace)).code == 0
+    git_repo.commit({"old.yaml": None, **deployment("db"), **config_map("app", wave="1")})
+    controller = StatusWriter(gitopsd.kubectl, namespace)
+
+    with meanwhile(lambda: controller.write("deployment", "db", past_deadline)):
+        run = gitopsd("sync", url, *scope(namespace), "--prune")
+
+    assert run.code == UNHEALTHY, run.text
+    assert "sync wave 0 is not healthy" in run.err
+    assert f"apps/Deployment/{namespace}/db: Failed: ProgressDeadlineExceeded" in run.err
+    assert not exists(gitopsd, namespace, "configmap", "app")
+    assert exists(gitopsd, namespace, "configmap", "old")  # nothing pruned
+
+
+def test_an_invalid_sync_wave_is_refused_before_anything_is_applied(
+    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit({**config_map("first"), **config_map("app", wave="soon")})
+
+    run = gitopsd("sync", git_server.file_url(git_repo), *scope(namespace))
+
+    assert run.code == 2, run.text
+    assert (
+        "app.yaml:1: document 1: annotation gitopsd.io/sync-wave must be a whole number" in run.err
+    )
+    assert not exists(gitopsd, namespace, "configmap", "first")
