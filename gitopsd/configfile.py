@@ -7,6 +7,7 @@ an error naming the field. An invalid source is set aside with its error; the ot
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -53,6 +54,9 @@ class SourceConfig:
     webhook_secret: bytes | None = field(default=None, repr=False)
     """HMAC-SHA256 key for POST /hooks/<name> (GitHub style), read from webhookSecretFile at
     start; None: no webhook."""
+    depends_on: tuple[str, ...] = ()
+    """Sources that must have applied their current revision, and be healthy, before this
+    one applies a revision of its own."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,7 @@ SOURCE_KEYS = {
     "concurrency",
     "webhookSecretFile",
     "limits",
+    "dependsOn",
 }
 LIMIT_KEYS = {setting.key for setting in LIMIT_SETTINGS.values()}
 GUARD_KEYS = {"allowEmpty", "allowMassPrune", "pruneBudgetPercent", "pruneProtected"}
@@ -195,7 +200,35 @@ def _sources(value: Any, where: str) -> tuple[list[SourceConfig], list[tuple[str
     duplicates = {name for name in names if names.count(name) > 1}
     if duplicates:
         raise ConfigError(f"{where}: sources: duplicate names {sorted(duplicates)}")
+    known = {*names, *(label for label, _ in bad)}
+    for config in [c for c in good if set(c.depends_on) - known]:
+        unknown = ", ".join(sorted(set(config.depends_on) - known))
+        bad.append((config.name, f"{where}: source {config.name}: dependsOn: no source {unknown}"))
+        good.remove(config)
+    cycle = cycle_in({c.name: c.depends_on for c in good})
+    if cycle:
+        raise ConfigError(f"{where}: sources: dependsOn forms a cycle: {' -> '.join(cycle)}")
     return good, bad
+
+
+def cycle_in(graph: Mapping[str, Iterable[str]]) -> list[str] | None:
+    """A cycle of dependencies, as the path that closes it (a -> b -> a), or None."""
+    return next((cycle for node in sorted(graph) if (cycle := cycle_through(graph, node))), None)
+
+
+def cycle_through(graph: Mapping[str, Iterable[str]], node: str) -> list[str] | None:
+    """A path of dependencies from `node` back to itself, or None."""
+    seen: set[str] = set()
+    paths = [[node]]
+    while paths:
+        path = paths.pop()
+        for needed in graph.get(path[-1], ()):
+            if needed == node:
+                return [*path, node]
+            if needed not in seen:
+                seen.add(needed)
+                paths.append([*path, needed])
+    return None
 
 
 def source(item: Any, where: str) -> SourceConfig:
@@ -214,16 +247,26 @@ def source(item: Any, where: str) -> SourceConfig:
         credentials=_credentials(raw.get("credentials"), f"{where}: credentials"),
         limits=_limits(raw.get("limits"), f"{where}: limits"),
     )
+    timeout = _seconds(raw, "timeout", where, SourceConfig.timeout_seconds)
     return SourceConfig(
         name=name,
         spec=spec,
-        settings=_settings(raw, name, where),
+        settings=replace(_settings(raw, name, where), health_timeout_seconds=timeout),
         interval_seconds=_seconds(raw, "interval", where, SourceConfig.interval_seconds),
         mode=_mode(raw, where),
         self_heal=_bool(raw, "selfHeal", where, SourceConfig.self_heal),
-        timeout_seconds=_seconds(raw, "timeout", where, SourceConfig.timeout_seconds),
+        timeout_seconds=timeout,
         webhook_secret=_secret(raw, "webhookSecretFile", where),
+        depends_on=_dependencies(raw, name, where),
     )
+
+
+def _dependencies(raw: dict[str, Any], name: str, where: str) -> tuple[str, ...]:
+    names = _strings(raw, "dependsOn", where, ())
+    for needed in names:
+        if needed == name or not SOURCE_NAME.match(needed):
+            raise ConfigError(f"{where}: dependsOn: {shown(needed)} is not another source's name")
+    return names
 
 
 def _settings(raw: dict[str, Any], name: str, where: str) -> SyncSettings:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter as Tally
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
@@ -17,7 +17,11 @@ from prometheus_client.registry import Collector
 from gitopsd.changes import Action, ChangeSet
 from gitopsd.diff import Drift, State
 from gitopsd.errors import ClusterReason, Reason, Stage
+from gitopsd.health import Health, Status, overall
 from gitopsd.objects import ObjectKey
+
+SOURCE_HEALTH = (Status.CURRENT, Status.IN_PROGRESS, Status.FAILED)
+"""The states of a source's health (`health.overall`), one series each."""
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60)
 LAG_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600)
@@ -32,8 +36,10 @@ class Recorder:
         self._lock = threading.Lock()
         self._object_series: dict[str, set[tuple[str, ...]]] = {}
         self._count_series: dict[str, set[tuple[str, str]]] = {}
+        self._health_series: dict[str, set[tuple[str, str]]] = {}
         self._revisions: dict[str, str] = {}
         self._define_drift(registry)
+        self._define_health(registry)
         self._define_reconcile(registry)
         self._define_source(registry)
         self._define_process(registry)
@@ -65,10 +71,26 @@ class Recorder:
             registry=registry,
         )
 
+    def _define_health(self, registry: CollectorRegistry) -> None:
+        self.health_objects = Gauge(
+            "gitopsd_health_objects",
+            "Objects of the source's revision by health status (Current, InProgress, Failed, "
+            "Terminating, NotFound, Unknown) and group/kind.",
+            ["source", "group_kind", "status"],
+            registry=registry,
+        )
+        self.source_health = Gauge(
+            "gitopsd_source_health",
+            "1 for the source's health now (Current when every object is, Failed when one is, "
+            "else InProgress), 0 for the others.",
+            ["source", "status"],
+            registry=registry,
+        )
+
     def _define_reconcile(self, registry: CollectorRegistry) -> None:
         self.reconciles = Counter(
             "gitopsd_reconcile_total",
-            "Reconciles by result (success, failed, skipped).",
+            "Reconciles by result (success, failed, skipped, waiting for dependencies).",
             ["source", "result"],
             registry=registry,
         )
@@ -158,6 +180,21 @@ class Recorder:
 
     def detected(self, source: str, seconds: float) -> None:
         self.detection.labels(source).observe(max(seconds, 0.0))
+
+    # Health
+
+    def health(self, source: str, healths: Mapping[ObjectKey, Health]) -> None:
+        """Replaces the source's health gauges with the health of its objects now."""
+        counts = Tally((str(key.group_kind), str(h.status)) for key, h in healths.items())
+        now = overall(healths.values())
+        with self._lock:
+            for group_kind, status in self._health_series.get(source, set()) - set(counts):
+                self.health_objects.remove(source, group_kind, status)
+            for (group_kind, status), count in counts.items():
+                self.health_objects.labels(source, group_kind, status).set(count)
+            self._health_series[source] = set(counts)
+            for status in SOURCE_HEALTH:
+                self.source_health.labels(source, str(status)).set(1 if status == now else 0)
 
     # Reconcile
 

@@ -13,6 +13,7 @@ import socket
 import sys
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -25,7 +26,7 @@ from gitopsd.cluster.lease import LeaderElector
 from gitopsd.configfile import DaemonConfig, SourceConfig
 from gitopsd.daemon import http, logs
 from gitopsd.daemon.controller import GitSyncController
-from gitopsd.daemon.worker import SourceWorker
+from gitopsd.daemon.worker import SourceWorker, poll_waiting, waiting_for
 from gitopsd.errors import ConfigError
 from gitopsd.metrics import Recorder
 from gitopsd.reconcile import desired
@@ -49,6 +50,7 @@ class Daemon:
         self.elector = self._elector()
         self.cluster.may_write = self._may_write
         self.workers = [self._worker(source) for source in sources]
+        self._order_by_dependencies()
         # One thread per source (each runs at most one poll at a time), so sources that hang
         # never hold the threads another one's schedule needs.
         self.scheduler = BackgroundScheduler(
@@ -133,6 +135,14 @@ class Daemon:
     def _worker(self, source: SourceConfig) -> SourceWorker:
         cache = self.config.cache_dir / "sources"
         return SourceWorker(source, self.cluster, self.recorder, cache, self.leading, self.stopping)
+
+    def _order_by_dependencies(self) -> None:
+        """A source applies a new revision only once those it depends on are ready, and
+        polls again as soon as one of them reports."""
+        by_name = {worker.name: worker for worker in self.workers}
+        for worker in self.workers:
+            worker.sync_held = partial(waiting_for, worker.config.depends_on, by_name)
+            worker.on_report = partial(poll_waiting, self.workers, worker.name)
 
     def ready(self) -> bool:
         """Leadership known, the API server reachable, every source tried and its watch

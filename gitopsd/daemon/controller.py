@@ -27,11 +27,11 @@ from gitopsd import gitsync
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.cluster.cache import Informer
 from gitopsd.config import Credentials
-from gitopsd.configfile import GitSyncSettings, SourceConfig
+from gitopsd.configfile import GitSyncSettings, SourceConfig, cycle_through
 from gitopsd.daemon.queue import WorkQueue
-from gitopsd.daemon.worker import Backoff, SourceWorker
+from gitopsd.daemon.worker import Backoff, SourceWorker, poll_waiting, waiting_for
 from gitopsd.errors import ClusterError, ClusterReason, ConfigError, GitopsdError
-from gitopsd.gitsync.spec import GitSync, read
+from gitopsd.gitsync.spec import GitSync, dependencies, read
 from gitopsd.gitsync.status import (
     Failure,
     SourceReport,
@@ -194,6 +194,7 @@ class GitSyncController:
             source = wanted.source(self._credentials(wanted))
             desired.check_source(source.spec)
             self._check_parent(wanted)
+            self._check_dependencies(wanted)
         except GitopsdError as error:  # its Secret may change: retried with backoff
             self._retire(key)
             self._write_failure(key, body, error)
@@ -221,7 +222,8 @@ class GitSyncController:
             self._home(key.namespace, key.name) / "git",
             self.leading,
             self.stopping,
-            on_report=lambda: self.queue.add(key),
+            on_report=lambda: self._reported(key, wanted.key),
+            sync_held=lambda: waiting_for(source.depends_on, self._by_source()),
         )
         served = Served(wanted, source, worker)
         with self.lock:
@@ -229,6 +231,31 @@ class GitSyncController:
         log.info("serving", extra={"source": wanted.key, "mode": source.mode})
         worker.schedule(self.scheduler, _job(key), worker.poll_soon)
         return served
+
+    def _reported(self, key: ObjectKey, source: str) -> None:
+        self.queue.add(key)  # its status
+        poll_waiting(self.workers(), source)
+
+    def _by_source(self) -> dict[str, SourceWorker]:
+        return {worker.name: worker for worker in self.workers()}
+
+    def _check_dependencies(self, wanted: GitSync) -> None:
+        """A GitSync on a cycle of dependencies would wait for itself forever."""
+        graph = {}
+        for informer in self.informers:
+            with informer.lock:
+                bodies = list(informer.store.values())
+            for body in bodies:
+                metadata = body.get("metadata") or {}
+                namespace = str(metadata.get("namespace", ""))
+                name = f"{namespace}/{metadata.get('name')}"
+                graph[name] = dependencies(body.get("spec") or {}, namespace)
+        graph[wanted.key] = wanted.depends_on
+        cycle = cycle_through(graph, wanted.key)
+        if cycle:
+            raise ConfigError(
+                f"GitSync {wanted.key}: spec.dependsOn forms a cycle: {' -> '.join(cycle)}"
+            )
 
     def _retire(self, key: ObjectKey) -> SourceWorker | None:
         with self.lock:

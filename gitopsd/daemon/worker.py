@@ -13,7 +13,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -36,7 +36,8 @@ from gitopsd.errors import (
     GitopsdError,
     ManifestError,
 )
-from gitopsd.gitsync.status import Failure, SourceReport
+from gitopsd.gitsync.status import Failure, SourceReport, unready
+from gitopsd.health import Health, Status
 from gitopsd.metrics import Recorder
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.reconcile import (
@@ -100,6 +101,8 @@ class SourceWorker:
     """What it saw last (a GitSync's status is made of it)."""
     on_report: Callable[[], None] = lambda: None
     """Hears that `report` changed: after each poll and drift check."""
+    sync_held: Callable[[], str] = lambda: ""
+    """Why a new revision must wait (the sources it depends on are not ready), or ""."""
     halt: threading.Event = field(default_factory=threading.Event)
     """Set when this source stops for good (its GitSync deleted or changed, the daemon
     shutting down): its watches and drift checks end."""
@@ -171,7 +174,7 @@ class SourceWorker:
             self.report.finished += 1
         self.backoff.reset()
         self.report.failure = None
-        return "success"
+        return "waiting" if self.report.waiting else "success"
 
     def _once(self, changed: set[ObjectKey] | None = None) -> None:
         """One reconcile (`changed` None) or drift check after watch events on `changed`;
@@ -191,6 +194,10 @@ class SourceWorker:
                     self.name, error.action, error.reason, len(error.failures)
                 )
             raise
+        if changed is None:  # a poll: the only reconcile that may apply a new revision
+            self._held(result.held)
+        if mode != Mode.READ:
+            self._assessed(result)
         if result.report is not None:
             self._synced(result, result.report)
 
@@ -202,6 +209,7 @@ class SourceWorker:
             on_plan=self._planned,
             on_outcome=self._log_outcome,
             may_prune=lambda: not self.stopping.is_set(),
+            sync_held=self.sync_held,
         )
 
     @contextmanager
@@ -260,6 +268,28 @@ class SourceWorker:
             self._observe_latency(drifts, changed, find)
         if self.config.mode == SourceMode.WARN:
             self._warn(drifts, find)
+
+    def _held(self, reason: str) -> None:
+        if reason and reason != self.report.waiting:
+            self.log.info("revision not applied: %s", reason)
+        self.report.waiting = reason
+
+    def _assessed(self, result: Result) -> None:
+        """Health, exported as metrics and kept for the status. What a sync just wrote is
+        InProgress until its watch event brings its new status; a change of status is
+        logged, but not the first assessment of an object, nor of one just applied."""
+        healths = result.health(self.state.assessments)
+        written = result.report.changes.outcomes if result.report else []
+        healths |= {o.key: APPLIED for o in written if o.action in WRITES}
+        self.recorder.health(self.name, healths)
+        before = self.report.health or {}
+        for key, now in healths.items():
+            previous = before.get(key)
+            if _newsworthy(previous, now):
+                level = logging.WARNING if now.status == Status.FAILED else logging.INFO
+                was = previous.status if previous else "unassessed"
+                self.log.log(level, "health %s -> %s", was, now, extra={"object": str(key)})
+        self.report.health = healths
 
     def _planned(self, count: int) -> None:
         revision = self.state.desired.revision.sha if self.state.desired else ""
@@ -360,6 +390,35 @@ class SourceWorker:
                 changed_at = _last_change(body)
                 if changed_at is not None:
                     self.recorder.detected(self.name, time.time() - changed_at)
+
+
+def waiting_for(needed: Iterable[str], workers: Mapping[str, SourceWorker]) -> str:
+    """Why the sources `needed` are not ready yet, or "" when all are."""
+    reasons = []
+    for name in needed:
+        worker = workers.get(name)
+        why = unready(worker.report) if worker else "it is not running"
+        if why:
+            reasons.append(f"source {name}: {why}")
+    return "; ".join(reasons)
+
+
+def poll_waiting(workers: Iterable[SourceWorker], name: str) -> None:
+    """Source `name` reported: those of `workers` waiting for it look again at once."""
+    for worker in workers:
+        if name in worker.config.depends_on and worker.report.waiting:
+            worker.poll_soon()
+
+
+APPLIED = Health(Status.IN_PROGRESS, "Applied", "applied; its new status is not read yet")
+WRITES = (Action.CREATED, Action.CONFIGURED)
+
+
+def _newsworthy(previous: Health | None, now: Health) -> bool:
+    """A change of status, and a failure however it came."""
+    if now.status == Status.FAILED:
+        return previous is None or previous.status != Status.FAILED
+    return previous not in (None, APPLIED) and previous.status != now.status
 
 
 def _last_change(body: Body) -> float | None:

@@ -150,6 +150,16 @@ GUARDS = _object(
     },
     default={},
 )
+DEPENDENCY = _object(
+    "Another GitSync.",
+    {
+        "name": _string("Its name.", pattern=DNS_LABEL, maxLength=MAX_NAME),
+        "namespace": _string(
+            "Its namespace (default: this GitSync's).", pattern=DNS_LABEL, maxLength=63
+        ),
+    },
+    required=["name"],
+)
 SPEC = _object(
     "What to keep in sync, and how.",
     {
@@ -197,6 +207,14 @@ SPEC = _object(
             pattern=DNS_SUBDOMAIN,
             maxLength=253,
         ),
+        "dependsOn": {
+            "type": "array",
+            "description": "GitSyncs that must have applied their current revision, with "
+            "every object healthy, before this one applies a new revision. A cycle stalls "
+            "the GitSyncs on it.",
+            "maxItems": 32,
+            "items": DEPENDENCY,
+        },
     },
     required=["repository"],
     **{
@@ -250,6 +268,33 @@ DRIFT = _object(
         },
     },
 )
+HEALTH = _object(
+    "The health of the revision's objects, assessed last (kstatus: Current, InProgress, "
+    "Failed, Terminating, NotFound, Unknown).",
+    {
+        "status": _string(
+            "Current when every object is, Failed when one is, else InProgress.",
+            enum=["Current", "InProgress", "Failed"],
+        ),
+        "total": {"type": "integer", "minimum": 0},
+        "current": {"type": "integer", "minimum": 0},
+        "objects": {
+            "type": "array",
+            "description": f"The first {MAX_DRIFTED_SHOWN} objects that are not Current, "
+            "Failed ones first.",
+            "maxItems": MAX_DRIFTED_SHOWN,
+            "items": _object(
+                "An object that is not Current.",
+                {
+                    "object": _string("group/Kind/namespace/name"),
+                    "status": _string("Its health."),
+                    "reason": _string("A CamelCase word."),
+                    "message": _string("Why.", maxLength=1024),
+                },
+            ),
+        },
+    },
+)
 INVENTORY = _object(
     "What the revision applied holds.",
     {
@@ -277,6 +322,7 @@ STATUS = _object(
         "lastAppliedRevision": _string("The revision applied whole last."),
         "lastSyncTime": _string("When a revision was last applied whole.", format="date-time"),
         "drift": DRIFT,
+        "health": HEALTH,
         "inventory": INVENTORY,
     },
 )
@@ -289,6 +335,7 @@ PRINTER_COLUMNS = [
     {"name": "Mode", "type": "string", "jsonPath": ".spec.mode"},
     {"name": "Revision", "type": "string", "jsonPath": ".status.lastAppliedRevision"},
     {"name": "Drift", "type": "integer", "jsonPath": ".status.drift.total"},
+    {"name": "Health", "type": "string", "jsonPath": ".status.health.status"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {
         "name": "Message",

@@ -48,6 +48,8 @@ class GitSync:
     """Whom every request for it impersonates (a ServiceAccount of its namespace); None:
     the daemon itself, confined to the GitSync's namespace."""
     target_namespace: str = ""
+    depends_on: tuple[str, ...] = ()
+    """The GitSyncs it waits for, as namespace/name (their source names)."""
     fields: dict[str, Any] = field(default_factory=dict, repr=False)
     """The spec as a file source's mapping (configfile reads it)."""
 
@@ -72,7 +74,14 @@ class GitSync:
             name=self.key,
             spec=replace(config.spec, credentials=credentials),
             settings=replace(config.settings, confined_to=confined),
+            depends_on=self.depends_on,
         )
+
+
+def dependencies(spec: Body, namespace: str) -> tuple[str, ...]:
+    """The namespace/name of each GitSync `spec` depends on (the CRD checked their shape)."""
+    needed = [d for d in spec.get("dependsOn") or [] if isinstance(d, dict)]
+    return tuple(f"{d.get('namespace') or namespace}/{d.get('name')}" for d in needed)
 
 
 def read(body: Body, settings: GitSyncSettings) -> GitSync:
@@ -109,6 +118,7 @@ def read(body: Body, settings: GitSyncSettings) -> GitSync:
         secret_name=(repository.get("secretRef") or {}).get("name"),
         service_account=account,
         target_namespace=target,
+        depends_on=dependencies(spec, namespace),
         fields=fields,
     )
     gitsync.source(Credentials(password_env=None))  # every field checked now

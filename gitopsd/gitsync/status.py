@@ -24,7 +24,9 @@ from gitopsd.errors import (
     TerminalError,
 )
 from gitopsd.gitsync.schema import MAX_DRIFTED_SHOWN
-from gitopsd.objects import GroupKind
+from gitopsd.health import Health, overall, unhealthy
+from gitopsd.health import Status as Verdict
+from gitopsd.objects import GroupKind, ObjectKey
 
 MAX_MESSAGE = 2000
 RETRIED_TERMINAL = {ClusterReason.FORBIDDEN, SourceReason.AUTH, SourceReason.HOSTKEY}
@@ -69,6 +71,27 @@ class SourceReport:
     """Objects the last sync did not prune, each with the guard that refused it."""
     inventory: Counter[GroupKind] = field(default_factory=Counter)
     """The revision's objects by group/kind."""
+    health: dict[ObjectKey, Health] | None = None
+    """The health of the revision's objects, assessed last; None before the first time."""
+    waiting: str = ""
+    """Why the revision is not applied yet: the dependencies not ready, or ""."""
+
+
+def unready(report: SourceReport) -> str:
+    """Why a source that others depend on is not ready for them, or "": it is once it
+    applied the revision it read last and every object of it is Current."""
+    if report.failure is not None:
+        return f"its last reconcile failed ({report.failure.reason})"
+    if report.health is None:
+        return "it has not reconciled yet"
+    if report.waiting:
+        return "it waits for its own dependencies"
+    if report.applied_revision != report.attempted_revision:
+        return f"its revision {report.attempted_revision} is not applied yet"
+    failing = (
+        _health_message(report.health) if overall(report.health.values()) != Verdict.CURRENT else ""
+    )
+    return failing
 
 
 @dataclass(frozen=True)
@@ -100,6 +123,7 @@ def status_of(
         or previous.get("lastAttemptedRevision", ""),
         "lastAppliedRevision": report.applied_revision or previous.get("lastAppliedRevision", ""),
         "drift": _drift_summary(report.drifts or []),
+        "health": _health_summary(report.health or {}),
         "inventory": _inventory(report.inventory),
     }
     if report.synced_at is not None:
@@ -150,11 +174,41 @@ def _conditions(report: SourceReport, suspended: bool, ready: Status | None) -> 
             "Ready": ("False", "PruneBlocked", message),
             "Stalled": ("True", "PruneBlocked", message),
         }
+    if report.waiting:
+        return {
+            "Ready": ("False", "DependencyNotReady", report.waiting),
+            "Reconciling": ("True", "DependencyNotReady", report.waiting),
+        }
     drifts = report.drifts or []
     if drifts:
         return {"Ready": ("False", "DriftDetected", _drift_message(drifts))}
+    return _health_conditions(report)
+
+
+def _health_conditions(report: SourceReport) -> Conditions:
+    """Ready once every object of the revision is healthy, not only applied."""
+    healths = report.health or {}
+    state = overall(healths.values())
+    if state == Verdict.FAILED:
+        return {"Ready": ("False", "HealthCheckFailed", _health_message(healths))}
+    if state != Verdict.CURRENT:
+        message = _health_message(healths)
+        return {
+            "Ready": ("False", "Progressing", message),
+            "Reconciling": ("True", "Progressing", message),
+        }
     revision = report.applied_revision or report.attempted_revision
-    return {"Ready": ("True", "Succeeded", f"revision {revision or 'local'} is in sync")}
+    return {
+        "Ready": ("True", "Succeeded", f"revision {revision or 'local'} is in sync and healthy")
+    }
+
+
+def _health_message(healths: dict[ObjectKey, Health]) -> str:
+    failing = unhealthy(healths)
+    named = "; ".join(f"{key}: {h}" for key, h in failing[:5])
+    more = f"; and {len(failing) - 5} more" if len(failing) > 5 else ""
+    count = f"{len(failing)} of {len(healths)} objects"
+    return _short(f"{count} not healthy yet: {named}{more}")
 
 
 def _stamped(
@@ -217,6 +271,19 @@ def _drift_summary(drifts: list[Drift]) -> Status:
     }
 
 
+def _health_summary(healths: dict[ObjectKey, Health]) -> Status:
+    failing = unhealthy(healths)
+    return {
+        "status": str(overall(healths.values())),
+        "total": len(healths),
+        "current": len(healths) - len(failing),
+        "objects": [
+            {"object": str(key), "status": str(h.status), "reason": h.reason, "message": h.message}
+            for key, h in failing[:MAX_DRIFTED_SHOWN]
+        ],
+    }
+
+
 def _inventory(kinds: Counter[GroupKind]) -> Status:
     return {
         "total": sum(kinds.values()),
@@ -240,11 +307,16 @@ def events(previous: Status | None, current: Status) -> list[Event]:
         before.get("reason"),
         before.get("message"),
     )
-    if ready.get("status") == "False" and ready.get("reason") != "Suspended" and news:
-        reason = ready["reason"]
-        kind = reason if reason in ("DriftDetected", "PruneBlocked") else "Failed"
+    reason = ready.get("reason")
+    if ready.get("status") == "False" and reason not in QUIET_REASONS and news:
+        kind = reason if reason in OWN_EVENT_REASONS else "Failed"
         found.append(Event("Warning", kind, ready["message"]))
     return found
+
+
+QUIET_REASONS = frozenset({"Suspended", "Progressing", "DependencyNotReady"})
+"""Ready False for these is work under way or asked for: no Warning Event."""
+OWN_EVENT_REASONS = frozenset({"DriftDetected", "PruneBlocked", "HealthCheckFailed"})
 
 
 def _short(text: str) -> str:

@@ -13,6 +13,7 @@ from kubernetes import client
 
 from tests.harness import audit
 from tests.harness.cli import EXAMPLES, Gitopsd, example_files
+from tests.harness.controllers import StatusWriter, rolled_out
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
@@ -148,8 +149,8 @@ def test_a_gitsync_is_created_updated_suspended_resumed_and_deleted(
     assert config_map_value(admin_api, namespace, "a") == "one"
     assert config_map_value(admin_api, namespace, "b") is None
     table = gitopsd.kubectl("get", "gitsyncs", "-n", namespace).splitlines()
-    assert table[0].split() == ["NAME", "READY", "MODE", "REVISION", "DRIFT", "AGE"]
-    assert table[1].split()[:5] == ["web", "True", "enforce", first, "0"]
+    assert table[0].split() == ["NAME", "READY", "MODE", "REVISION", "DRIFT", "HEALTH", "AGE"]
+    assert table[1].split()[:6] == ["web", "True", "enforce", first, "0", "Current"]
     wait_for(lambda: "Synced" in reasons(admin_api, namespace, "web"), "a Synced Event")
     synced_event = events(admin_api, namespace, "web")[0]
     assert synced_event.type == "Normal" and first in synced_event.message
@@ -423,8 +424,10 @@ def test_the_example_gitsync_syncs_the_examples(
     daemons: Daemons,
     git_server: GitServer,
     git_repo: GitRepo,
+    gitopsd: Gitopsd,
 ) -> None:
-    """examples/gitsync.yaml as written, but for its namespace and repository URL."""
+    """examples/gitsync.yaml as written, but for its namespace and repository URL; Ready
+    once its Deployment rolled out, not before."""
     example = yaml.safe_load((EXAMPLES / "gitsync.yaml").read_text())
     example["metadata"]["namespace"] = namespace
     example["spec"]["repository"]["url"] = git_server.file_url(git_repo)
@@ -433,7 +436,45 @@ def test_the_example_gitsync_syncs_the_examples(
     objects: Any = client.CustomObjectsApi(admin_api)
     objects.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, example)
 
+    progressing = wait_ready(admin_api, namespace, "app", "False", "Progressing")
+    web = f"apps/Deployment/{namespace}/web"
+    assert f"{web}: InProgress" in condition(progressing, "Ready")["message"]
+    assert condition(progressing, "Reconciling")["status"] == "True"
+    StatusWriter(gitopsd.kubectl, namespace).write("deployment", "web", rolled_out)
+
     ready = wait_ready(admin_api, namespace, "app", "True", "Succeeded")
     assert ready["status"]["lastAppliedRevision"] == sha
     kinds = {k["groupKind"]: k["count"] for k in ready["status"]["inventory"]["kinds"]}
     assert kinds == {"ConfigMap": 1, "Deployment.apps": 1, "Service": 1}
+
+
+def test_a_gitsync_waits_for_the_gitsyncs_it_depends_on_and_a_cycle_stalls(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    gitopsd: Gitopsd,
+) -> None:
+    deployment = (EXAMPLES / "app" / "deployment.yaml").read_text()
+    git_repo.commit({"db/web.yaml": deployment, "app/cm.yaml": config_map("settings")})
+    url = git_server.file_url(git_repo)
+    operator(daemons, namespace)
+    create(admin_api, namespace, "db", {"repository": {"url": url}, "paths": ["db"]})
+    app = {"repository": {"url": url}, "paths": ["app"], "dependsOn": [{"name": "db"}]}
+    create(admin_api, namespace, "app", app)
+
+    waiting = wait_ready(admin_api, namespace, "app", "False", "DependencyNotReady")
+    assert f"source {namespace}/db: " in condition(waiting, "Ready")["message"]
+    assert config_map_value(admin_api, namespace, "settings") is None
+    StatusWriter(gitopsd.kubectl, namespace).write("deployment", "web", rolled_out)
+    wait_ready(admin_api, namespace, "db", "True", "Succeeded")
+    wait_ready(admin_api, namespace, "app", "True", "Succeeded")
+    assert config_map_value(admin_api, namespace, "settings") == "one"
+
+    patch_spec(admin_api, namespace, "db", {"dependsOn": [{"name": "app"}]})
+
+    stalled = wait_ready(admin_api, namespace, "db", "False", "InvalidSpec")
+    cycle = f"{namespace}/db -> {namespace}/app -> {namespace}/db"
+    assert f"spec.dependsOn forms a cycle: {cycle}" in condition(stalled, "Stalled")["message"]

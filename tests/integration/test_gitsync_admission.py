@@ -15,6 +15,7 @@ from kubernetes import client
 from gitopsd.diff import Drift, FieldChange, State
 from gitopsd.gitsync import GROUP, PLURAL, VERSION, status
 from gitopsd.gitsync.status import SourceReport
+from gitopsd.health import Health, Status
 from gitopsd.objects import GroupKind, ObjectKey
 
 URL = "https://git.example.com/team/apps.git"
@@ -238,6 +239,7 @@ def drifted_report(count: int) -> SourceReport:
         )
         for i in range(count)
     ] + [Drift(ObjectKey("", "ConfigMap", "team", "gone"), State.MISSING)]
+    rolling = Health(Status.IN_PROGRESS, "Rollout", "available replicas 0/3")
     return SourceReport(
         finished=1,
         attempted_revision="0123456789abcdef",
@@ -245,6 +247,7 @@ def drifted_report(count: int) -> SourceReport:
         synced_at=1_700_000_000.0,
         drifts=drifts,
         inventory=Counter({GroupKind("apps", "Deployment"): count, GroupKind("", "ConfigMap"): 1}),
+        health={drift.key: rolling for drift in drifts},
     )
 
 
@@ -256,6 +259,7 @@ def test_the_status_gitopsd_writes_is_kept_whole(
     create(admin_api, namespace, gitsync())
     written = status.status_of(1, drifted_report(30), None, now=1_700_000_000.0)
     assert written["drift"]["total"] == 31
+    assert written["health"]["total"] == 31 and len(written["health"]["objects"]) == 20
 
     stored = status_subresource(admin_api, namespace, "app", written)
 
@@ -310,10 +314,12 @@ def test_printer_columns_show_ready_mode_revision_and_drift(
         ("Mode", 0),
         ("Revision", 0),
         ("Drift", 0),
+        ("Health", 0),
         ("Age", 0),
         ("Message", 1),
     ]
     [row] = found["rows"]
-    name, ready, mode, revision, drift, _age, message = row["cells"]
+    name, ready, mode, revision, drift, health, _age, message = row["cells"]
     assert (name, ready, mode, revision, drift) == ("app", "False", "warn", "0123456789abcdef", 3)
+    assert health == "InProgress"
     assert message.startswith("3 objects differ from git")

@@ -16,7 +16,9 @@ from tests.harness.controllers import (
     ready,
     rolled_out,
 )
+from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.waiting import wait_for
 from tests.integration.test_sync import scope
 
 UNHEALTHY = 6
@@ -257,3 +259,47 @@ def test_an_invalid_sync_wave_is_refused_before_anything_is_applied(
         "app.yaml:1: document 1: annotation gitopsd.io/sync-wave must be a whole number" in run.err
     )
     assert not exists(gitopsd, namespace, "configmap", "first")
+
+
+# The daemon: health as metrics and logs, and sources that wait for others
+
+
+def under(folder: str, files: dict[str, str]) -> dict[str, str | None]:
+    return {f"{folder}/{path}": text for path, text in files.items()}
+
+
+def test_a_source_applies_its_revision_only_once_the_one_it_depends_on_is_healthy(
+    daemons: Daemons, gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit({**under("db", deployment("db")), **under("app", config_map("app"))})
+    url = git_server.file_url(git_repo)
+    sources = [
+        daemons.source(url, name="db", paths=["db"]),
+        daemons.source(url, name="app", paths=["app"], dependsOn=["db"]),
+    ]
+    daemon = daemons.start_with(sources, "daemon").start()
+    daemon.wait_value(
+        "gitopsd_health_objects",
+        lambda v: v == 1,
+        "db rolling out",
+        source="db",
+        group_kind="Deployment.apps",
+        status="InProgress",
+    )
+    daemon.wait_value(
+        "gitopsd_reconcile_total", lambda v: v >= 2, "app waiting", source="app", result="waiting"
+    )
+    assert not exists(gitopsd, namespace, "configmap", "app")
+    assert daemon.value("gitopsd_source_health", source="db", status="InProgress") == 1
+    StatusWriter(gitopsd.kubectl, namespace).write("deployment", "db", rolled_out)
+
+    wait_for(lambda: exists(gitopsd, namespace, "configmap", "app"), "app, once db is healthy")
+    daemon.wait_value(
+        "gitopsd_source_health", lambda v: v == 1, "db healthy", source="db", status="Current"
+    )
+    assert daemon.value("gitopsd_source_health", source="app", status="Current") == 1
+    db = f"apps/Deployment/{namespace}/db"
+    logged = [line["message"] for line in daemon.log_lines() if line.get("object") == db]
+    assert any(m.startswith("health InProgress -> Current: ") for m in logged), logged
+    held = [line for line in daemon.log_lines() if line.get("source") == "app"]
+    assert any("revision not applied: source db: " in line["message"] for line in held)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gitopsd.config import Limits, SyncSettings, format_size, parse_duration, parse_size
-from gitopsd.configfile import DaemonConfig, Mode, load
+from gitopsd.configfile import DaemonConfig, Mode, cycle_in, load
 from gitopsd.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "gitopsd.yaml"
@@ -123,6 +123,10 @@ def test_bi07_limits_are_set_per_source(tmp_path: Path) -> None:
         ({"concurrency": 1.5}, "concurrency: expected a positive whole number, got 1.5"),
         ({"namespace": "Team_A"}, "namespace: 'Team_A' must be a DNS-1123 label"),
         ({"inventoryNamespace": "a/b"}, "inventoryNamespace: 'a/b' must be a DNS-1123 label"),
+        ({"dependsOn": "good"}, "dependsOn: expected a list of non-empty strings"),
+        ({"dependsOn": ["bad"]}, "dependsOn: 'bad' is not another source's name"),
+        ({"dependsOn": ["Good"]}, "dependsOn: 'Good' is not another source's name"),
+        ({"dependsOn": ["nowhere"]}, "dependsOn: no source nowhere"),
     ],
 )
 def test_an_invalid_source_is_set_aside_naming_the_field(
@@ -217,3 +221,60 @@ def test_the_shipped_in_cluster_configuration_loads_with_no_sources(variant: str
 
     assert config.sources == () and config.listen_address == ("0.0.0.0", 9090)  # noqa: S104 - the pod IP
     assert config.leader_election.enabled and config.cache_dir == Path("/var/cache/gitopsd")
+
+
+def test_depends_on_names_other_sources_and_is_read_in_order(tmp_path: Path) -> None:
+    sources = [
+        source(name="db"),
+        source(name="certs"),
+        source(name="app", dependsOn=["db", "certs"]),
+    ]
+
+    config = load(write(tmp_path, {"sources": sources}))
+
+    assert {s.name: s.depends_on for s in config.sources} == {
+        "db": (),
+        "certs": (),
+        "app": ("db", "certs"),
+    }
+
+
+def test_a_dependency_set_aside_still_counts_as_a_source(tmp_path: Path) -> None:
+    """The dependent runs, and waits: the error of the one it needs says why."""
+    sources = [source(name="db", interval="soon"), source(name="app", dependsOn=["db"])]
+
+    config = load(write(tmp_path, {"sources": sources}))
+
+    assert [s.name for s in config.sources] == ["app"]
+    assert [name for name, _ in config.invalid_sources] == ["db"]
+
+
+def test_a_cycle_of_dependencies_is_an_error_naming_the_cycle(tmp_path: Path) -> None:
+    sources = [
+        source(name="a", dependsOn=["b"]),
+        source(name="b", dependsOn=["c"]),
+        source(name="c", dependsOn=["a"]),
+        source(name="d", dependsOn=["a"]),
+    ]
+
+    with pytest.raises(ConfigError, match=r"dependsOn forms a cycle: a -> b -> c -> a$"):
+        load(write(tmp_path, {"sources": sources}))
+
+
+@pytest.mark.parametrize(
+    ("graph", "cycle"),
+    [
+        ({}, None),
+        ({"a": ()}, None),
+        ({"a": ("b",), "b": ()}, None),
+        ({"a": ("b", "c"), "b": ("c",), "c": ()}, None),  # a diamond is no cycle
+        ({"a": ("a",)}, ["a", "a"]),
+        ({"a": ("b",), "b": ("a",)}, ["a", "b", "a"]),
+        ({"x": ("a",), "a": ("b",), "b": ("a",)}, ["a", "b", "a"]),
+        ({"a": ("missing",)}, None),
+    ],
+)
+def test_cycles_are_found_as_the_path_that_closes_them(
+    graph: dict[str, tuple[str, ...]], cycle: list[str] | None
+) -> None:
+    assert cycle_in(graph) == cycle

@@ -9,13 +9,16 @@ import io
 import json
 import logging
 import threading
+from typing import Any
 
 import pytest
 
 from gitopsd.daemon.http import signature_valid
 from gitopsd.daemon.logs import ContextLog, JsonLines
 from gitopsd.daemon.queue import Coalesced, WorkQueue
-from gitopsd.daemon.worker import Backoff
+from gitopsd.daemon.worker import Backoff, poll_waiting, waiting_for
+from gitopsd.gitsync.status import SourceReport
+from gitopsd.health import Health, Status
 from gitopsd.objects import ObjectKey
 from tests.harness.waiting import wait_for
 
@@ -125,3 +128,44 @@ def test_log_lines_are_json_with_the_call_context_merged_into_the_fixed_one() ->
         "abc",
     )
     assert line["time"].endswith("Z")
+
+
+class Source:
+    """What waiting_for and poll_waiting read of a worker: its name, config and report."""
+
+    def __init__(self, report: SourceReport, *depends_on: str) -> None:
+        self.report, self.polls = report, 0
+        self.config = type("Config", (), {"depends_on": depends_on})()
+
+    def poll_soon(self) -> None:
+        self.polls += 1
+
+
+def healthy(revision: str = "abc") -> SourceReport:
+    web = ObjectKey("apps", "Deployment", "n", "web")
+    report = SourceReport(finished=1, attempted_revision=revision, applied_revision=revision)
+    report.health = {web: Health(Status.CURRENT)}
+    return report
+
+
+def test_a_source_waits_for_each_dependency_not_ready_and_says_why() -> None:
+    rolling = healthy()
+    rolling.health = {
+        ObjectKey("apps", "Deployment", "n", "db"): Health(Status.IN_PROGRESS, "Rollout")
+    }
+    workers: Any = {"certs": Source(healthy()), "db": Source(rolling)}
+
+    assert waiting_for(["certs"], workers) == ""
+    assert waiting_for(["certs", "db", "queue"], workers) == (
+        "source db: 1 of 1 objects not healthy yet: apps/Deployment/n/db: InProgress: Rollout; "
+        "source queue: it is not running"
+    )
+
+
+def test_a_report_polls_only_the_sources_that_wait_for_it() -> None:
+    waiting = SourceReport(waiting="source db: not yet")
+    app, other, idle = Source(waiting, "db"), Source(waiting, "certs"), Source(healthy(), "db")
+
+    poll_waiting([app, other, idle], "db")  # type: ignore[list-item]
+
+    assert (app.polls, other.polls, idle.polls) == (1, 0, 0)

@@ -4,6 +4,7 @@ status and Events made of what a source's worker saw."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import time
 from collections import Counter
@@ -27,6 +28,8 @@ from gitopsd.errors import (
 )
 from gitopsd.gitsync import DELETE_POLICY_ANNOTATION, FINALIZER, schema, spec, status
 from gitopsd.gitsync.status import Event, Failure, SourceReport
+from gitopsd.health import Health
+from gitopsd.health import Status as Verdict
 from gitopsd.objects import GroupKind, ObjectKey
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "config" / "crd" / "gitsyncs.yaml"
@@ -113,6 +116,7 @@ def test_printer_columns_short_name_and_status_subresource() -> None:
         ("Mode", 0),
         ("Revision", 0),
         ("Drift", 0),
+        ("Health", 0),
         ("Age", 0),
         ("Message", 1),
     ]
@@ -664,3 +668,106 @@ def test_a_new_problem_is_a_warning(case: str) -> None:
     assert status.events(healthy, current) == [
         Event("Warning", reason, conditions(current)["Ready"]["message"])
     ]
+
+
+# Health, and waiting for dependencies
+
+WEB = ObjectKey("apps", "Deployment", "team", "web")
+SETTINGS = ObjectKey("", "ConfigMap", "team", "settings")
+ROLLING = Health(Verdict.IN_PROGRESS, "Rollout", "available replicas 0/1")
+STUCK = Health(Verdict.FAILED, "ProgressDeadlineExceeded", 'ReplicaSet "web-1" timed out')
+CURRENT = Health(Verdict.CURRENT)
+
+
+def assessed(**healths: Health) -> SourceReport:
+    report = synced()
+    report.health = {WEB: healths.get("web", CURRENT), SETTINGS: healths.get("settings", CURRENT)}
+    return report
+
+
+def test_ready_waits_for_every_object_to_be_healthy_not_only_applied() -> None:
+    rolling = status.status_of(1, assessed(web=ROLLING), None, now=T0)
+    healthy = status.status_of(1, assessed(), rolling, now=T1)
+
+    assert summary(rolling) == {
+        "Ready": ("False", "Progressing"),
+        "Reconciling": ("True", "Progressing"),
+    }
+    message = conditions(rolling)["Ready"]["message"]
+    assert message == (
+        "1 of 2 objects not healthy yet: apps/Deployment/team/web: InProgress: Rollout: "
+        "available replicas 0/1"
+    )
+    assert summary(healthy) == {"Ready": ("True", "Succeeded")}
+    assert rolling["health"] == {
+        "status": "InProgress",
+        "total": 2,
+        "current": 1,
+        "objects": [
+            {
+                "object": "apps/Deployment/team/web",
+                "status": "InProgress",
+                "reason": "Rollout",
+                "message": "available replicas 0/1",
+            }
+        ],
+    }
+    assert healthy["health"] == {"status": "Current", "total": 2, "current": 2, "objects": []}
+    assert status.events(None, rolling) == [
+        Event("Normal", "Synced", "applied revision abc123 (3 objects)")
+    ]  # work under way is no Warning
+
+
+def test_a_failed_object_fails_the_health_check_with_its_reason_and_message() -> None:
+    current = status.status_of(1, assessed(web=STUCK), None, now=T0)
+
+    assert summary(current) == {"Ready": ("False", "HealthCheckFailed")}
+    message = conditions(current)["Ready"]["message"]
+    assert (
+        'apps/Deployment/team/web: Failed: ProgressDeadlineExceeded: ReplicaSet "web-1"' in message
+    )
+    assert Event("Warning", "HealthCheckFailed", message) in status.events(None, current)
+
+
+def test_a_gitsync_waiting_for_its_dependencies_says_which_and_why() -> None:
+    report = synced()
+    report.waiting = "source team/db: its revision abc is not applied yet"
+
+    current = status.status_of(1, report, None, now=T0)
+
+    assert summary(current) == {
+        "Ready": ("False", "DependencyNotReady"),
+        "Reconciling": ("True", "DependencyNotReady"),
+    }
+    assert conditions(current)["Ready"]["message"] == report.waiting
+    assert not [e for e in status.events(None, current) if e.type == "Warning"]
+
+
+UNREADY = {
+    "ready": (assessed(), ""),
+    "failed": (failed(SourceError("down", SourceReason.UNREACHABLE)), "last reconcile failed"),
+    "never reconciled": (SourceReport(), "has not reconciled yet"),
+    "waiting itself": (dataclasses.replace(assessed(), waiting="x"), "waits for its own"),
+    "not applied": (
+        dataclasses.replace(assessed(), applied_revision="old"),
+        "revision abc123 is not applied yet",
+    ),
+    "rolling out": (assessed(web=ROLLING), "apps/Deployment/team/web: InProgress: Rollout"),
+    "failed object": (assessed(web=STUCK), "apps/Deployment/team/web: Failed"),
+}
+
+
+@pytest.mark.parametrize("case", UNREADY)
+def test_a_source_is_ready_for_its_dependents_once_applied_and_healthy(case: str) -> None:
+    report, why = UNREADY[case]
+    found = status.unready(report)
+    assert (why in found) if why else found == ""
+
+
+def test_depends_on_names_default_to_the_gitsyncs_namespace() -> None:
+    body = gitsync(dependsOn=[{"name": "db"}, {"name": "certs", "namespace": "infra"}])
+
+    found = spec.read(body, GitSyncSettings())
+
+    assert found.depends_on == ("team/db", "infra/certs")
+    assert found.source(NO_CREDENTIALS).depends_on == found.depends_on

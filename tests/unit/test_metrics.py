@@ -8,6 +8,7 @@ from prometheus_client import CollectorRegistry
 from gitopsd.changes import Action, ChangeSet, Outcome
 from gitopsd.diff import Drift, FieldChange, State
 from gitopsd.errors import ClusterReason
+from gitopsd.health import Health, Status
 from gitopsd.metrics import Recorder
 from gitopsd.objects import ObjectKey
 
@@ -97,3 +98,32 @@ def test_outcomes_failures_and_revisions() -> None:
     assert value(registry, "gitopsd_source_revision_info", source="app", revision="abc") is None
     assert value(registry, "gitopsd_source_revision_info", source="app", revision="def") == 1
     assert value(registry, "gitopsd_commit_to_applied_seconds_sum", source="app") == 30
+
+
+def test_health_gauges_count_objects_by_status_and_name_the_sources_state() -> None:
+    registry = CollectorRegistry()
+    recorder = Recorder(registry)
+    web, api = (
+        ObjectKey("apps", "Deployment", "n", "web"),
+        ObjectKey("apps", "Deployment", "n", "api"),
+    )
+    cfg = ObjectKey("", "ConfigMap", "n", "cfg")
+    rolling = Health(Status.IN_PROGRESS, "Rollout")
+
+    recorder.health("app", {web: rolling, api: rolling, cfg: Health(Status.CURRENT)})
+
+    deployments = {"source": "app", "group_kind": "Deployment.apps"}
+    assert value(registry, "gitopsd_health_objects", **deployments, status="InProgress") == 2
+    assert value(registry, "gitopsd_health_objects", **deployments, status="Current") is None
+    state = {
+        s: value(registry, "gitopsd_source_health", source="app", status=s)
+        for s in ("Current", "InProgress", "Failed")
+    }
+    assert state == {"Current": 0, "InProgress": 1, "Failed": 0}
+
+    recorder.health("app", {web: Health(Status.CURRENT), cfg: Health(Status.CURRENT)})
+
+    assert value(registry, "gitopsd_health_objects", **deployments, status="InProgress") is None
+    assert value(registry, "gitopsd_health_objects", **deployments, status="Current") == 1
+    assert value(registry, "gitopsd_source_health", source="app", status="Current") == 1
+    assert value(registry, "gitopsd_source_health", source="app", status="InProgress") == 0
