@@ -1,6 +1,7 @@
 """The Grafana dashboard and the Prometheus alerts: the rules checked and unit-tested by
 the real promtool, and every panel's and alert's expression evaluated by a real Prometheus
-scraping a real daemon that drifts, fails its syncs and has a prune blocked."""
+scraping a real daemon that drifts, fails its syncs, has a prune blocked and a rollout that
+never finishes."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import unique_name
 from tests.harness.prometheus import Prometheus, PrometheusBinaries
 from tests.harness.waiting import wait_for
-from tests.integration.test_daemon import config_map_value, config_maps
+from tests.integration.test_daemon import config_map_value, config_maps, deployments
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "config" / "grafana"
@@ -40,6 +41,7 @@ ALERTS = {
     "GitopsdPruneBlocked",
     "GitopsdNoLeader",
     "GitopsdErrorsRising",
+    "GitopsdSourceUnhealthy",
 }
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 UNLABELLED = {"gitopsd_leader", "gitopsd_api_requests_total"}  # no source label (README)
@@ -177,6 +179,8 @@ def test_the_dashboard_shows_every_metric_gitopsd_exports() -> None:
         "gitopsd_reconcile_total",
         "gitopsd_reconcile_duration_seconds",
         "gitopsd_apply_total",
+        "gitopsd_health_objects",
+        "gitopsd_source_health",
         "gitopsd_prune_blocked_total",
         "gitopsd_errors_total",
         "gitopsd_last_success_timestamp_seconds",
@@ -267,6 +271,18 @@ def panel_shapes(
         "Replicas leading": [shape((), ())],
         "Drift by state": [shape(("source", "state"), *((s, t) for s, _, t in drift))],
         "Drift by group/kind": [shape(("source", "group_kind", "state"), *drift)],
+        # No controller rolls out `drifting`'s Deployment: InProgress for good.
+        "Source health": [
+            shape(("source", "status"), ("drifting", "InProgress"), ("pruning", "Current"))
+        ],
+        "Objects by health": [
+            shape(
+                ("source", "group_kind", "status"),
+                ("drifting", "ConfigMap", "Current"),
+                ("drifting", "Deployment.apps", "InProgress"),
+                ("pruning", "ConfigMap", "Current"),
+            )
+        ],
         "Drifted objects and who drifted them": [
             shape(
                 ("source", "group_kind", "namespace", "name", "manager"),
@@ -318,6 +334,7 @@ ALERT_SHAPES = {
     "GitopsdPruneBlocked": shape(("source", "reason"), ("pruning", "threshold")),
     "GitopsdNoLeader": shape(()),  # the daemon leads
     "GitopsdErrorsRising": shape(("source", "stage", "reason"), ("failing", "cluster", "invalid")),
+    "GitopsdSourceUnhealthy": shape(("source", "status"), ("drifting", "InProgress")),
 }
 
 
@@ -405,11 +422,12 @@ def scene(
     namespace: str,
     tmp_path: Path,
 ) -> Iterator[Scene]:
-    """One daemon with three sources, scraped every second: `drifting` (selfHeal off),
-    `failing` (an object the API server refuses) and `pruning` (prune on)."""
+    """One daemon with three sources, scraped every second: `drifting` (selfHeal off, and a
+    Deployment that never rolls out: no controller runs), `failing` (an object the API
+    server refuses) and `pruning` (prune on)."""
     repos = {name: git_server.create_repo(unique_name(name)) for name in SOURCES}
     revisions = {
-        "drifting": repos["drifting"].commit(config_maps("drifting-a")),
+        "drifting": repos["drifting"].commit(config_maps("drifting-a") | deployments("web")),
         "failing": repos["failing"].commit(invalid_config_map("failing-a")),
         "pruning": repos["pruning"].commit(config_maps(*(f"pruning-{n}" for n in range(8)))),
     }

@@ -16,6 +16,7 @@ from kubernetes import client
 
 from gitopsd import configfile
 from tests.harness.cli import Gitopsd
+from tests.harness.controllers import StatusWriter, job_complete, meanwhile, rolled_out
 from tests.harness.controlplane import ControlPlane, free_port
 from tests.harness.daemon import DaemonProcess
 from tests.harness.waiting import wait_for
@@ -41,7 +42,9 @@ def expected_exit(line: str) -> int:
     return int(found.group(1)) if found else 0
 
 
-def test_the_cli_examples_run_as_documented(gitopsd: Gitopsd) -> None:
+def run_block(gitopsd: Gitopsd, name: str) -> list[str]:
+    """Runs the sh block `name` line by line as a user would, in the repository's root:
+    the output of each line, once its exit code is the one its comment says (or 0)."""
     environment = {
         **os.environ,
         "KUBECONFIG": str(gitopsd.plane.kubeconfig),
@@ -49,7 +52,7 @@ def test_the_cli_examples_run_as_documented(gitopsd: Gitopsd) -> None:
         "XDG_CACHE_HOME": str(gitopsd.cache),
     }
     outputs = []
-    for line in readme_block("cli"):
+    for line in readme_block(name):
         done = subprocess.run(
             ["bash", "-c", line],
             cwd=ROOT,
@@ -60,8 +63,35 @@ def test_the_cli_examples_run_as_documented(gitopsd: Gitopsd) -> None:
         )
         assert done.returncode == expected_exit(line), f"{line}\n{done.stdout}{done.stderr}"
         outputs.append(done.stdout)
+    return outputs
+
+
+def test_the_cli_examples_run_as_documented(gitopsd: Gitopsd) -> None:
+    outputs = run_block(gitopsd, "cli")
     assert outputs[0].strip() == "3 objects valid"
     assert "metadata.labels.touched" in outputs[6] and "kubectl-label" in outputs[6]
+
+
+def test_the_waves_example_applies_the_app_once_its_migration_completed(
+    gitopsd: Gitopsd,
+) -> None:
+    """The cluster has no controllers: a thread completes the Job and rolls out the
+    Deployment as theirs would, and checks the app was not there before the Job completed."""
+    controller = StatusWriter(gitopsd.kubectl, "shop")
+    app_before_migration: list[bool] = []
+
+    def controllers() -> None:
+        controller.found("job", "migrate")
+        app = gitopsd.kubectl("get", "deployment", "shop", "-n", "shop", "--ignore-not-found")
+        app_before_migration.append(bool(app.strip()))
+        controller.write("job", "migrate", job_complete)
+        controller.write("deployment", "shop", rolled_out)
+
+    with meanwhile(controllers):
+        [_, synced] = run_block(gitopsd, "waves")
+
+    assert app_before_migration == [False]
+    assert "2 created" in synced and "health: 2 Current" in synced
 
 
 @pytest.mark.parametrize("command", ["make demo", "make test"])
