@@ -8,8 +8,8 @@ resourceVersion (ownership, preconditions), and `metadata.managedFields` whole, 
 attribution reads it and a takeover writes it back entry by entry. So a projection drops
 only what `diff.normalize` drops besides uid, resourceVersion and managedFields, and drift
 measured on it is the drift measured on the whole object. Of status it keeps what
-`health.assess` reads (`health.essentials`), and the generation the status is compared
-with, so health assessed on a projection is the health of the whole object.
+`health.assess` reads (`health.essentials`), and with it the generation the status is
+compared with, so health assessed on a projection is the health of the whole object.
 
 The managedFields tries are most of what is left: objects rendered from one template have
 identical ones. `Projection` shares each distinct trie (compared whole, never assumed
@@ -31,7 +31,7 @@ from typing import Any
 from gitopsd import health
 from gitopsd.objects import Body
 
-DROPPED_METADATA = ("creationTimestamp", "selfLink")
+DROPPED_METADATA = ("generation", "creationTimestamp", "selfLink")
 """Server bookkeeping that `diff.normalize` drops and nothing else reads."""
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 """A copy of a kubectl client-side apply's manifest (as large as the object), which
@@ -65,6 +65,9 @@ class Projection:
         status = health.essentials(body)
         if status is not None and status != {}:  # an empty status assesses as none does
             projected["status"] = _strings_shared(status)
+            generation = (body.get("metadata") or {}).get("generation")
+            if generation is not None and isinstance(projected.get("metadata"), dict):
+                projected["metadata"]["generation"] = generation  # what status is compared with
         return projected
 
     def _metadata(self, metadata: Body) -> Body:

@@ -921,3 +921,14 @@ def test_assessments_are_kept_per_resource_version_for_the_objects_still_wanted(
     edited["metadata"]["resourceVersion"] = "8"
     assert memo.of({web: edited}, [web])[web].status == Status.UNKNOWN
     assert memo.of({}, []) == {} and memo.held == {}
+
+
+def test_assessments_share_one_instance_of_each_health() -> None:
+    keys = [ObjectKey("apps", "Deployment", "n", f"web-{i}") for i in range(3)]
+    found = {
+        key: deployment() | {"metadata": {"resourceVersion": str(i)}} for i, key in enumerate(keys)
+    }
+
+    healths = Assessments().of(found, keys)
+
+    assert len({id(health) for health in healths.values()}) == 1

@@ -123,3 +123,16 @@ def test_an_empty_status_is_not_kept_as_it_assesses_as_none() -> None:
     projected = Projection().of(body)
 
     assert "status" not in projected and health.assess(projected) == health.assess(body)
+
+
+def test_a_status_of_empty_fields_is_not_kept_nor_the_generation_without_a_status() -> None:
+    service = config_map("a", {}, {}) | {
+        "kind": "Service",
+        "spec": {"type": "ClusterIP"},
+        "status": {"loadBalancer": {}, "conditions": []},
+    }
+
+    projected = Projection().of(service)
+
+    assert "status" not in projected and "generation" not in projected["metadata"]
+    assert health.assess(projected) == health.assess(service)
