@@ -154,7 +154,7 @@ EMPTY: dict[str, Any] = {"loadBalancer": {}, "conditions": []}
 """Status fields whose empty value assesses as their absence does: a ClusterIP Service's
 `loadBalancer: {}`, a status with no conditions yet."""
 
-_CONDITION_FIELDS = frozenset({"type", "status", "reason", "message", "observedGeneration"})
+_CONDITION_FIELDS = frozenset({"type", "status", "reason", "message"})
 
 
 def essentials(body: Body) -> Any:

@@ -831,7 +831,8 @@ def test_a_status_that_is_not_an_object_is_unknown_and_kept_as_it_is() -> None:
 
 
 def test_essentials_keep_only_what_the_rules_read() -> None:
-    kept = essentials(deployment(conditions=[AVAILABLE], collisionCount=1, unavailableReplicas=0))
+    available = AVAILABLE | {"observedGeneration": 2}  # no rule reads a condition's
+    kept = essentials(deployment(conditions=[available], collisionCount=1, unavailableReplicas=0))
     assert kept == {
         "observedGeneration": 2,
         "replicas": 3,
