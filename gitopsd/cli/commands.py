@@ -111,13 +111,14 @@ def run_sync(arguments: argparse.Namespace) -> int:
         on_outcome=progress.tick,
         may_prune=STOP.running,
     )
+    settings = sync_settings(arguments, source_spec(arguments))
     cluster = connect(arguments)
     healths: dict[ObjectKey, Health] | None = None
     try:
         result = _reconcile(arguments, cluster, Mode.ENFORCE, hooks)
         report = result.report or SyncReport(result.desired.revision.sha)
         if arguments.wait and not arguments.dry_run:
-            healths = _wait(arguments, cluster, result, progress)
+            healths = _wait(cluster, result, settings, progress)
     except GitopsdError as error:
         if STOP.running() or progress.sha is None:
             raise
@@ -131,14 +132,13 @@ def run_sync(arguments: argparse.Namespace) -> int:
         render_report(report, sys.stdout)
         if healths is not None:
             render_health(healths, sys.stdout)
-    return _sync_code(report, healths, _settings(arguments).health_timeout_seconds)
+    return _sync_code(report, healths, settings.health_timeout_seconds)
 
 
 def _wait(
-    arguments: argparse.Namespace, cluster: Cluster, result: Result, progress: Progress
+    cluster: Cluster, result: Result, settings: SyncSettings, progress: Progress
 ) -> dict[ObjectKey, Health]:
     """Reads every object of the revision until all are Current, one Failed, or time is up."""
-    settings = _settings(arguments)
     waiting = HealthWait(cluster, settings.concurrency, on_progress=progress.waiting)
     targets = result.desired.targets.values()
     return waiting.until_healthy(targets, settings.health_timeout_seconds)
@@ -147,16 +147,12 @@ def _wait(
 def _sync_code(report: SyncReport, healths: dict[ObjectKey, Health] | None, limit: float) -> int:
     """Not healthy (after --wait) says more than a prune refused, so it wins."""
     if healths is not None and overall(healths.values()) != Status.CURRENT:
-        if STOP.running():  # a stop ended the wait: its exit code and message tell
+        if STOP.running():  # unless a stop ended the wait: its own exit code and message tell
             failing = "\n".join(f"  {line}" for line in not_healthy(healths))
             why = f"not healthy (one Failed, or not Current within {limit:g} s)"
             print(f"gitopsd: error: {why}:\n{failing}", file=sys.stderr)
         return UNHEALTHY
     return PRUNE_BLOCKED if report.prune_blocked else OK
-
-
-def _settings(arguments: argparse.Namespace) -> SyncSettings:
-    return sync_settings(arguments, source_spec(arguments))
 
 
 def _reconcile(arguments: argparse.Namespace, cluster: Cluster, mode: Mode, hooks: Hooks) -> Result:
