@@ -439,10 +439,15 @@ def scene(
         daemons.source(git_server.file_url(repos[name]), name=name, **fields.get(name, {}))
         for name in SOURCES
     ]
-    daemon = daemons.start_with(sources, "daemon").start()
+    daemon = daemons.start_with(sources, "daemon")
+    # Prometheus scrapes from the daemon's first moment: a counter is born at its first
+    # increment and increase() counts only what follows the first sample it saw, so the
+    # failing source's quick first retries, made before a late first scrape, would be lost
+    # to GitopsdErrorsRising (its later ones come minutes apart).
     server = Prometheus(prometheus_binaries, tmp_path / "prometheus", [daemon.config["listen"]])
     try:
         server.start()
+        daemon.start()
         wait_seen(server, 'up{job="gitopsd"} == 1', "gitopsd scraped")
         wait_for(lambda: applied(admin_api, namespace, "drifting-a", "pruning-7"), "syncs", 60)
         yield Scene(daemon, server, namespace, repos, revisions)
