@@ -13,11 +13,12 @@ from typing import NamedTuple, TypeVar
 
 from gitopsd import diff
 from gitopsd.changes import Action, ChangeSet, Outcome, Target
-from gitopsd.cluster import Cluster, Resource
+from gitopsd.cluster import ApiError, Cluster, Resource
 from gitopsd.config import SyncSettings
 from gitopsd.errors import ApplyError, ClusterError, ClusterReason
 from gitopsd.inventory import ApplySet, prune_disabled, uid_prefix
 from gitopsd.objects import FIELD_MANAGER, Body, GroupKind, ObjectKey
+from gitopsd.ownership import guarded, refusal, unowned
 from gitopsd.plan import DEFINITIONS, Plan, PruneDecision, Refusal, Wave, waves
 
 T = TypeVar("T")
@@ -29,7 +30,10 @@ class Applier:
     cluster: Cluster
     settings: SyncSettings
     live: dict[ObjectKey, Body | None]
-    """Live objects for every desired key (None: absent), read just before."""
+    """Live objects for every desired key (None: absent), read just before; the objects of
+    a later wave are read again right before it (the applier keeps a copy of its own)."""
+    applyset: ApplySet | None = None
+    """The set whose objects it may write (None: it only dry-runs)."""
     pending_resources: Callable[[ObjectKey], Resource | None] = lambda key: None
     """Finds the resource of a kind whose CRD this sync creates, once it is served."""
     changes: ChangeSet = field(default_factory=ChangeSet)
@@ -41,14 +45,24 @@ class Applier:
     await_wave: Callable[[Wave, list[Target]], None] = lambda wave, targets: None
     """Returns once a wave's objects are healthy; raises ApplyError when they are not."""
 
+    def __post_init__(self) -> None:
+        self.read = self.live
+        """The live objects as read before the plan: --adopt takes over only those."""
+        self.live = dict(self.live)
+
     def run(self, plan: Plan, targets: Mapping[ObjectKey, Target]) -> ChangeSet:
         """Applies what the plan sends, wave by wave and stage by stage; a wave waits until
-        the one before is healthy. Objects that could not be dry-run before (their namespace
-        or CRD comes with this sync) are dry-run at their stage, all of a stage before any
-        of it is applied. Raises ApplyError on failure."""
+        the one before is healthy, then its objects are read again and their ownership
+        checked anew. Objects that could not be dry-run before (their namespace or CRD comes
+        with this sync) are dry-run at their stage, all of a stage before any of it is
+        applied. Every write carries its precondition (`ownership`). Raises ApplyError on
+        failure."""
+        self._check_owned(plan.actions, targets)  # every object of the plan, before any write
         deferred = {k for k in plan.sent() if not ready(targets[k], targets, self.live)}
         ordered = waves(plan.actions, {key: targets[key].wave for key in plan.actions})
         for number, wave in enumerate(ordered, start=1):
+            if number > 1 and not self.settings.dry_run:
+                self._read_again([key for key in wave.keys if key in plan.sent()], targets)
             for stage in wave.stages:
                 self._run_stage(stage, plan, targets, deferred)
             later = number < len(ordered)
@@ -72,6 +86,30 @@ class Applier:
             return answer if wanted else {}
 
         return self._each(targets, dry_run)
+
+    def _check_owned(self, keys: Iterable[ObjectKey], targets: Mapping[ObjectKey, Target]) -> None:
+        """An existing object that this source does not own is taken over only with --adopt,
+        and only as it was when the plan was made."""
+        if self.applyset is None:
+            return
+        adopt = self.settings.adopt
+        foreign = unowned(self.applyset, keys, self.live, self.read, adopt)
+        lines = [f"{key} ({targets[key].origin}): {why}" for key, why in foreign]
+        if lines:
+            raise ApplyError(lines, ClusterReason.CONFLICT)
+
+    def _read_again(self, keys: list[ObjectKey], targets: Mapping[ObjectKey, Target]) -> None:
+        """Reads the objects a later wave writes afresh (it waited for the wave before), and
+        checks their ownership again: what appeared or changed hands meanwhile is refused."""
+        chosen = [target for key in keys if (target := self._target(key, targets))]
+
+        def read(target: Target) -> Body | None:
+            key = target.key
+            return self.cluster.get(target.served, key.namespace, key.name, projected=True)
+
+        found = run_concurrently(chosen, read, self.settings.concurrency)
+        self.live.update({target.key: body for target, body in zip(chosen, found, strict=True)})
+        self._check_owned(keys, targets)
 
     def _run_stage(
         self,
@@ -133,10 +171,15 @@ class Applier:
         force = self.settings.force_conflicts
 
         def apply(target: Target) -> Body:
-            answer = self.cluster.apply(
-                target.served, target.body, dry_run=False, force=force, projected=True
-            )
-            return answer if self.live.get(target.key) else _identity(answer)
+            live = self.live.get(target.key)
+            body = guarded(target.body, live)
+            try:
+                answer = self.cluster.apply(
+                    target.served, body, dry_run=False, force=force, projected=True
+                )
+            except ApiError as error:
+                raise _refused(error, live) from None
+            return answer if live else _identity(answer)
 
         return self._answers(targets, apply)
 
@@ -194,6 +237,13 @@ class Applier:
             not_sent = f"{target.key} ({target.origin}): not sent: writes are fenced"
             return Failure(not_sent, ClusterReason.FENCED)
         return _attempt(target, call)
+
+
+def _refused(error: ApiError, live: Body | None) -> ClusterError:
+    """The API's refusal of a write's precondition said as what it means; other errors as
+    they are."""
+    why = refusal(error.status, str(error), live)
+    return error if why is None else ClusterError(why, ClusterReason.CONFLICT)
 
 
 def _identity(answer: Body) -> Body:

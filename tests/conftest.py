@@ -20,6 +20,7 @@ from tests.harness.controlplane import (
     running_control_plane,
 )
 from tests.harness.daemon import Daemons
+from tests.harness.faultproxy import FaultProxy
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.image import Image, build_image, provide_buildah
 from tests.harness.kube import api_client, create_namespace, unique_name
@@ -111,6 +112,14 @@ def daemons(
     started = Daemons(control_plane, admin_api, namespace, tmp_path)
     yield started
     started.stop_all()
+
+
+@pytest.fixture
+def proxy(control_plane: ControlPlane) -> Iterator[FaultProxy]:
+    """A fault-injecting proxy in front of the API server (tests.harness.faultproxy)."""
+    started = FaultProxy(control_plane).start()
+    yield started
+    started.stop()
 
 
 @pytest.fixture(scope="session")

@@ -142,6 +142,7 @@ def reconcile_once(
         inventory.stored_stamps(result.live.parent),
         restamp=step == Step.SYNC,
         written=reader.written,
+        live=result.live.parent,
     )
     seeded = _seeding(hooks, state.memo)
     result.report = make_changes(desired, plan, result.live, seeded, parent)
@@ -235,7 +236,7 @@ def withdraw(source: Source, cluster: Cluster) -> SyncReport:
     if live.parent is None:
         return SyncReport("")
     plan = plan_changes({}, set(), set(), _prune_decision(cluster, settings, {}, live))
-    parent = ParentWriter(cluster, settings, applyset, dict, b"", False, lambda: None)
+    parent = ParentWriter(cluster, settings, applyset, dict, b"", False, lambda: None, live.parent)
     report = make_changes(nothing, plan, live, Hooks(), parent)
     if not report.refused:
         uid = live.parent["metadata"]["uid"]  # its record was emptied: any version

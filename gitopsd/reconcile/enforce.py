@@ -3,7 +3,8 @@ the ApplySet parent (with the in-sync stamps), then prunes what it allows and re
 too.
 
 A parent another tool wrote, or an existing object this source does not own (without
---adopt), stops the sync before any write.
+--adopt), stops the sync before any write; every write, the parent's included, carries the
+precondition that keeps it to what was read (`gitopsd.ownership`).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from dataclasses import dataclass, field
 from gitopsd import inventory
 from gitopsd.apply import Applier, prune
 from gitopsd.changes import Action, ChangeSet, Hooks, Outcome, Target
-from gitopsd.cluster import Cluster, Resource
+from gitopsd.cluster import ApiError, Cluster, Resource
 from gitopsd.config import SyncSettings
-from gitopsd.errors import ApplyError, ClusterReason
+from gitopsd.errors import ApplyError, ClusterError, ClusterReason
 from gitopsd.objects import Body, GroupKind, ObjectKey
+from gitopsd.ownership import guarded, refusal
 from gitopsd.plan import Plan, PruneDecision, Refusal, Wave
 from gitopsd.reconcile.desired import Desired
 from gitopsd.reconcile.live import CONFIG_MAPS, Live
@@ -50,6 +52,9 @@ class ParentWriter:
     next run measures only what changes; a heal does not, to cost one write, not two."""
     written: Callable[[], None]
     """Hears of each write of the parent."""
+    live: Body | None
+    """The parent as read (None: absent), then as written: each write is preconditioned on
+    it, so a parent deleted and made anew by someone else meanwhile is never overwritten."""
 
     def write(self, before: inventory.Record, record: inventory.Record) -> None:
         """Writes the parent with `record`, unless it holds that already, and the stamps too
@@ -62,12 +67,17 @@ class ParentWriter:
         stamps = inventory.encode_stamps(record, self.stamps())
         if unchanged and stamps == self.held:
             return
-        parent = self.applyset.parent(record, stamps)
+        parent = guarded(self.applyset.parent(record, stamps), self.live)
         try:
-            self.cluster.apply(CONFIG_MAPS, parent, dry_run=False, force=True)
+            answer = self.cluster.apply(CONFIG_MAPS, parent, dry_run=False, force=True)
+        except ApiError as error:
+            why = refusal(error.status, str(error), self.live)
+            if why is None:
+                raise
+            raise ClusterError(f"{self.applyset.key}: {why}", ClusterReason.CONFLICT) from None
         finally:  # even a failed write may have reached the server
             self.written()
-        self.held = stamps
+        self.live, self.held = answer, stamps
 
 
 def make_changes(
@@ -76,13 +86,13 @@ def make_changes(
     """Applies the plan's objects (staged), records them, then prunes, if allowed."""
     cluster, settings, applyset = parent.cluster, parent.settings, parent.applyset
     _refuse_foreign_parent(applyset, live, settings)
-    _refuse_unowned(applyset, live, plan, settings)
     targets = desired.targets
     report = SyncReport(desired.revision.sha)
     applier = Applier(
         cluster,
         settings,
         live.desired,
+        applyset,
         lambda key: _served(cluster, targets[key]),
         on_outcome=hooks.on_outcome,
         on_applied=hooks.on_applied,
@@ -177,27 +187,6 @@ def _refuse_foreign_parent(
             ],
             ClusterReason.CONFLICT,
         )
-
-
-def _refuse_unowned(
-    applyset: inventory.ApplySet, live: Live, plan: Plan, settings: SyncSettings
-) -> None:
-    """An existing object that this source does not own is taken over only with --adopt."""
-    if settings.adopt:
-        return
-    foreign = [
-        (key, body)
-        for key in plan.actions
-        if (body := live.desired.get(key)) is not None and not applyset.owns(body)
-    ]
-    if foreign:
-        raise ApplyError([_foreign(key, body) for key, body in foreign], ClusterReason.CONFLICT)
-
-
-def _foreign(key: ObjectKey, body: Body) -> str:
-    owner = inventory.owner_of(body)
-    by = f"it belongs to ApplySet {owner}" if owner else "no gitopsd source manages it"
-    return f"{key}: exists and {by}; pass --adopt to take it over"
 
 
 def _served(cluster: Cluster, target: Target) -> Resource | None:

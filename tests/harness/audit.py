@@ -58,6 +58,11 @@ def _logged(plane: ControlPlane, since: float) -> list[Write]:
     return found
 
 
+def writes_by_anyone(plane: ControlPlane, since: float = 0.0) -> list[Write]:
+    """Every write request any user made at or after `since`, dry-runs excluded."""
+    return [w for w in _logged(plane, since) if w.verb in WRITE_VERBS and not w.dry_run]
+
+
 def impersonated(plane: ControlPlane, acting_as: str, since: float = 0.0) -> list[Write]:
     """Every logged request made as `acting_as` by whoever impersonated it."""
     return [w for w in _logged(plane, since) if w.acting_as == acting_as]

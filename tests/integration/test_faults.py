@@ -6,7 +6,6 @@ is read from exit codes, /readyz, metrics, the cluster and the audit log."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +21,6 @@ from tests.harness.waiting import wait_for
 from tests.integration.test_daemon import config_map_value, config_maps
 from tests.integration.test_leader_election import ELECTION
 from tests.integration.test_sync import scope
-
-
-@pytest.fixture
-def proxy(control_plane: ControlPlane) -> Iterator[FaultProxy]:
-    started = FaultProxy(control_plane).start()
-    yield started
-    started.stop()
 
 
 def everything(request: Request) -> bool:

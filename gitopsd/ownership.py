@@ -1,0 +1,89 @@
+"""Ownership at the moment of the write (DESIGN.md 8). Pure.
+
+A sync reads the cluster, plans, and writes, sometimes minutes later: a sync wave waits
+for the one before it to be healthy. What was read may have changed by then: an object
+absent when read may have been created by someone else, and an object this source owned
+may have been deleted and made anew. So every write carries a precondition that the API
+server itself checks, and an object is never taken because it appeared at the wrong time:
+
+- an object absent when read is created by server-side apply under resourceVersion "1",
+  which no stored object has (etcd's revisions start at 1 and its first write moves past
+  it): if the object exists by then, the server answers 409 Conflict and changes nothing;
+- an object present when read is written under the uid it had then: if it was deleted
+  since, the server finds none (409), and if it was made anew, it refuses the changed uid
+  (422: metadata.uid is immutable).
+
+Before each later wave the objects it writes are read again and their ownership checked
+once more (`unowned`), so a label taken off meanwhile is seen too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+
+from gitopsd.inventory import ApplySet, owner_of
+from gitopsd.objects import Body, ObjectKey
+
+ABSENT_VERSION = "1"
+"""The resourceVersion that makes a server-side apply create-only (see above)."""
+
+
+def guarded(body: Body, live: Body | None) -> Body:
+    """`body` with the precondition that keeps its write to what was read: create-only
+    when `live` is None, else only the object with `live`'s uid."""
+    metadata = body["metadata"]
+    if live is None:
+        return {**body, "metadata": {**metadata, "resourceVersion": ABSENT_VERSION}}
+    uid = (live.get("metadata") or {}).get("uid")
+    return {**body, "metadata": {**metadata, "uid": uid}} if uid else body
+
+
+CREATED_MEANWHILE = (
+    "not created: it did not exist when this sync read the cluster and exists now, so "
+    "someone else created it meanwhile; gitopsd never takes an object it did not create or "
+    "own (rule: not_owned, checked at the write)"
+)
+
+
+def refusal(status: int, message: str, live: Body | None) -> str | None:
+    """What a refused precondition means, or None when the failure is another one (an API
+    error for the write `guarded(…, live)` made)."""
+    if live is None and status == 409 and "has been modified" in message:
+        return CREATED_MEANWHILE
+    if live is not None and status == 409 and "uid mismatch" in message:
+        return "not written: it was deleted since this sync read it (rule: not_owned)"
+    if live is not None and status == 422 and "metadata.uid" in message:
+        return (
+            "not written: it was deleted and created anew since this sync read it, by "
+            "someone else; gitopsd writes only the object whose ownership it checked "
+            "(rule: not_owned, checked at the write)"
+        )
+    return None
+
+
+def unowned(
+    applyset: ApplySet,
+    keys: Iterable[ObjectKey],
+    live: Mapping[ObjectKey, Body | None],
+    read: Mapping[ObjectKey, Body | None],
+    adopt: bool,
+) -> Iterator[tuple[ObjectKey, str]]:
+    """Each object of `keys` that exists in `live` and is not this source's to write, with
+    why: it carries another set's label or none. With `adopt` an object is taken over as it
+    was `read` when the plan was made (the same uid), never one that appeared since."""
+    for key in keys:
+        body = live.get(key)
+        if body is None or applyset.owns(body):
+            continue
+        before = read.get(key)
+        if before is None:
+            yield key, CREATED_MEANWHILE
+        elif not (adopt and _same_object(body, before)):
+            owner = owner_of(body)
+            by = f"it belongs to ApplySet {owner}" if owner else "no gitopsd source manages it"
+            yield key, f"exists and {by}; pass --adopt to take it over"
+
+
+def _same_object(body: Body, seen: Body | None) -> bool:
+    uid = (body.get("metadata") or {}).get("uid")
+    return seen is not None and uid is not None and (seen.get("metadata") or {}).get("uid") == uid

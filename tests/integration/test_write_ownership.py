@@ -1,0 +1,233 @@
+"""Ownership holds at the moment of the write, not only when a sync starts (RELIABILITY
+SE-16, DESIGN.md 8): an object someone else creates while a sync wave waits, or while a heal
+is on its way, is refused by the API server itself, keeps its content, is never recorded,
+and so is never pruned. The audit log is the oracle for "never deleted"."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kubernetes import client
+
+from tests.harness import audit
+from tests.harness.cli import Gitopsd
+from tests.harness.controllers import StatusWriter, meanwhile, rolled_out
+from tests.harness.controlplane import ControlPlane
+from tests.harness.daemon import Daemons
+from tests.harness.faultproxy import Fault, FaultProxy, Request
+from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.waiting import wait_for
+from tests.integration.test_gitsync import create, operator, wait_ready
+from tests.integration.test_health import deployment
+from tests.integration.test_ownership import PART_OF
+from tests.integration.test_prune import config_map_files
+from tests.integration.test_sync import scope
+
+CLUSTER_FAILED = 4
+QUOTA = "compute-quota"
+MEMBER = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: member\ndata:\n  k: git\n"
+
+
+def quota_file(pods: str, wave: str) -> dict[str, str | None]:
+    return {
+        f"{QUOTA}.yaml": f"""apiVersion: v1
+kind: ResourceQuota
+metadata:
+  name: {QUOTA}
+  annotations: {{gitopsd.io/sync-wave: "{wave}"}}
+spec:
+  hard: {{pods: "{pods}"}}
+"""
+    }
+
+
+def admin_creates_quota(admin_api: Any, namespace: str) -> None:
+    body = {"metadata": {"name": QUOTA}, "spec": {"hard": {"pods": "7"}}}
+    core: Any = client.CoreV1Api(admin_api)
+    core.create_namespaced_resource_quota(namespace, body)
+
+
+def assert_quota_is_the_admins(admin_api: Any, namespace: str) -> None:
+    """Its content, labels and field managers are as the admin left them."""
+    live: Any = client.CoreV1Api(admin_api).read_namespaced_resource_quota(QUOTA, namespace)
+    assert live.spec.hard == {"pods": "7"}
+    assert PART_OF not in (live.metadata.labels or {})
+    assert "gitopsd" not in {entry.manager for entry in live.metadata.managed_fields or []}
+
+
+def deleted_quotas(plane: ControlPlane, since: float) -> list[audit.Write]:
+    """Every DELETE of the quota the server received since `since`, by anyone."""
+    return [
+        w
+        for w in audit.writes_by_anyone(plane, since)
+        if w.verb == "delete" and w.resource == "resourcequotas"
+    ]
+
+
+def test_se16_an_object_created_meanwhile_while_a_wave_waits_is_never_taken_by_a_sync(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit({**deployment("web"), **quota_file("3", wave="1")})
+    url = git_server.file_url(git_repo)
+    controller = StatusWriter(gitopsd.kubectl, namespace)
+
+    def admin_creates_it_while_wave_0_waits() -> None:
+        controller.found("deployment", "web")
+        admin_creates_quota(admin_api, namespace)
+        controller.write("deployment", "web", rolled_out)
+
+    with meanwhile(admin_creates_it_while_wave_0_waits):
+        run = gitopsd("sync", url, *scope(namespace), "--prune")
+
+    assert run.code == CLUSTER_FAILED, run.text
+    refusal = f"ResourceQuota/{namespace}/{QUOTA} ({QUOTA}.yaml:1): not created: it did not"
+    assert refusal in run.err and "rule: not_owned" in run.err
+    assert_quota_is_the_admins(admin_api, namespace)
+
+    git_repo.commit({f"{QUOTA}.yaml": None})
+    started = time.time()
+    again = gitopsd("sync", url, *scope(namespace), "--prune")
+
+    assert again.code == 0, again.text
+    assert deleted_quotas(control_plane, started) == []
+    assert_quota_is_the_admins(admin_api, namespace)
+
+
+def test_se16_a_gitsync_never_takes_an_object_created_while_its_wave_waits(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    gitopsd: Gitopsd,
+) -> None:
+    """The red team's case: a GitSync without a ServiceAccount (the daemon's own rights),
+    prune on, whose wave 1 names an object its tenant may not touch."""
+    git_repo.commit({**deployment("web"), **quota_file("3", wave="1")})
+    operator(daemons, namespace)
+    spec = {"repository": {"url": git_server.file_url(git_repo)}, "prune": True, "timeout": "30m"}
+    create(admin_api, namespace, "tenant", spec)
+    controller = StatusWriter(gitopsd.kubectl, namespace)
+    controller.found("deployment", "web")
+    admin_creates_quota(admin_api, namespace)
+    controller.write("deployment", "web", rolled_out)
+
+    refused = wait_for(
+        lambda: _failing_with(admin_api, namespace, f"ResourceQuota/{namespace}/{QUOTA}"),
+        "the GitSync to refuse the admin's quota",
+        90,
+    )
+    assert "rule: not_owned" in refused
+    assert_quota_is_the_admins(admin_api, namespace)
+
+    git_repo.commit({f"{QUOTA}.yaml": None})
+    started = time.time()
+    wait_ready(admin_api, namespace, "tenant", "True", "Succeeded", 90)
+
+    assert deleted_quotas(control_plane, started) == []
+    assert_quota_is_the_admins(admin_api, namespace)
+
+
+def _failing_with(api: Any, namespace: str, text: str) -> str | None:
+    found: Any = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        "gitopsd.io", "v1alpha1", namespace, "gitsyncs", "tenant"
+    )
+    conditions = (found.get("status") or {}).get("conditions") or []
+    ready: dict[str, Any] = next((c for c in conditions if c["type"] == "Ready"), {})
+    message = str(ready.get("message", ""))
+    return message if ready.get("status") == "False" and text in message else None
+
+
+def test_se16_a_heal_never_takes_an_object_recreated_by_someone_else_on_its_way(
+    daemons: Daemons,
+    proxy: FaultProxy,
+    admin_api: Any,
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    """A member is deleted; the heal that creates it again is held in the proxy while an
+    admin creates an object of the same name; then the heal reaches the server."""
+    git_repo.commit(config_map_files("member"))
+    daemon = daemons.start(git_server.file_url(git_repo), server=proxy.url, prune=True)
+    core: Any = client.CoreV1Api(admin_api)
+    wait_for(lambda: _exists(core, namespace), "the first sync")
+    wait_for(lambda: daemon.get("/readyz")[0] == 200, "the daemon to be ready")
+
+    def the_heal(request: Request) -> bool:
+        write = request.method == "PATCH" and "dryRun" not in request.query
+        return write and request.path.endswith(f"/namespaces/{namespace}/configmaps/member")
+
+    held = proxy.inject(Fault(the_heal, delay_seconds=3.0, times=1))
+    core.delete_namespaced_config_map("member", namespace)
+    wait_for(lambda: held.fired == 1, "the heal to be on its way")
+    body = {"metadata": {"name": "member"}, "data": {"owner": "admin"}}
+    core.create_namespaced_config_map(namespace, body)
+    started = time.time()
+
+    daemon.wait_value("gitopsd_errors_total", lambda v: v >= 1, "the heal refused", stage="cluster")
+    logged = [line["message"] for line in daemon.log_lines() if line.get("stage") == "cluster"]
+    assert any(
+        f"ConfigMap/{namespace}/member (member.yaml:1): not created" in m and "not_owned" in m
+        for m in logged
+    ), logged
+    live: Any = core.read_namespaced_config_map("member", namespace)
+    assert live.data == {"owner": "admin"}
+    assert PART_OF not in (live.metadata.labels or {})
+    assert not [w for w in audit.writes_by_anyone(control_plane, started) if w.verb == "delete"]
+
+
+def _exists(core: Any, namespace: str) -> bool:
+    names = {item.metadata.name for item in core.list_namespaced_config_map(namespace).items}
+    return "member" in names
+
+
+def test_se16_a_heal_never_overwrites_a_member_deleted_and_made_anew_on_its_way(
+    daemons: Daemons,
+    proxy: FaultProxy,
+    admin_api: Any,
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    """A member drifts; the heal that configures it is held in the proxy while an admin
+    deletes it and creates another object of the same name: the uid written under is gone."""
+    git_repo.commit({"member.yaml": MEMBER})
+    daemon = daemons.start(git_server.file_url(git_repo), server=proxy.url, prune=True)
+    core: Any = client.CoreV1Api(admin_api)
+    wait_for(lambda: _exists(core, namespace), "the first sync")
+    wait_for(lambda: daemon.get("/readyz")[0] == 200, "the daemon to be ready")
+
+    def the_heal(request: Request) -> bool:
+        write = request.method == "PATCH" and "dryRun" not in request.query
+        return write and request.path.endswith(f"/namespaces/{namespace}/configmaps/member")
+
+    held = proxy.inject(Fault(the_heal, delay_seconds=3.0, times=1))
+    core.patch_namespaced_config_map("member", namespace, {"data": {"k": "drifted"}})
+    wait_for(lambda: held.fired == 1, "the heal to be on its way")
+    core.delete_namespaced_config_map("member", namespace)
+    body = {"metadata": {"name": "member"}, "data": {"owner": "admin"}}
+    core.create_namespaced_config_map(namespace, body)
+    started = time.time()
+
+    daemon.wait_value("gitopsd_errors_total", lambda v: v >= 1, "the heal refused", stage="cluster")
+    logged = [line["message"] for line in daemon.log_lines() if line.get("stage") == "cluster"]
+    assert any(
+        f"ConfigMap/{namespace}/member (member.yaml:1): not written: it was deleted and "
+        "created anew" in m
+        for m in logged
+    ), logged
+    live: Any = core.read_namespaced_config_map("member", namespace)
+    assert live.data == {"owner": "admin"}
+    assert PART_OF not in (live.metadata.labels or {})
+    assert not [w for w in audit.writes_by_anyone(control_plane, started) if w.verb == "delete"]

@@ -1,0 +1,77 @@
+"""Ownership at the moment of the write: the precondition each write carries, what the API
+server's refusal of it means, and which live objects a sync may not write."""
+
+from __future__ import annotations
+
+import pytest
+
+from gitopsd.inventory import ApplySet
+from gitopsd.objects import APPLYSET_PART_OF_LABEL, Body, ObjectKey
+from gitopsd.ownership import ABSENT_VERSION, CREATED_MEANWHILE, guarded, refusal, unowned
+
+APPLYSET = ApplySet("gitopsd-app", "apps")
+KEY = ObjectKey("", "ConfigMap", "apps", "web")
+MANIFEST: Body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web"}}
+
+
+def live(uid: str, owner: str | None = None) -> Body:
+    labels = {APPLYSET_PART_OF_LABEL: owner} if owner else {}
+    return {"metadata": {"name": "web", "uid": uid, "labels": labels}}
+
+
+def test_an_absent_object_is_created_only_if_it_is_still_absent() -> None:
+    body = guarded(MANIFEST, None)
+    assert body["metadata"] == {"name": "web", "resourceVersion": ABSENT_VERSION}
+    assert "resourceVersion" not in MANIFEST["metadata"]  # the target's body is left alone
+
+
+def test_an_existing_object_is_written_only_while_it_is_the_one_read() -> None:
+    assert guarded(MANIFEST, live("u-1"))["metadata"] == {"name": "web", "uid": "u-1"}
+
+
+REFUSALS = [
+    # (status, message, live, meaning)
+    (409, "Operation cannot be fulfilled: the object has been modified", None, "not created"),
+    (409, "Operation cannot be fulfilled: uid mismatch: …", live("u-1"), "was deleted since"),
+    (422, 'ConfigMap "web" is invalid: metadata.uid: field is immutable', live("u-1"), "anew"),
+    (409, 'Apply failed with 1 conflict: conflict with "kubectl"', live("u-1"), None),
+    (422, "spec.replicas: Invalid value", live("u-1"), None),
+    (409, "the object has been modified", live("u-1"), None),  # not our precondition
+    (403, "forbidden", None, None),
+]
+
+
+@pytest.mark.parametrize(("status", "message", "seen", "meaning"), REFUSALS)
+def test_a_refused_precondition_says_what_it_means(
+    status: int, message: str, seen: Body | None, meaning: str | None
+) -> None:
+    said = refusal(status, message, seen)
+    if meaning is None:
+        assert said is None
+    else:
+        assert said is not None and meaning in said and "not_owned" in said
+
+
+OWNERSHIP = [
+    # (live now, as read for the plan, adopt, refused with)
+    (None, None, False, None),  # absent: created under the create-only precondition
+    (live("u-1", APPLYSET.id), live("u-1", APPLYSET.id), False, None),  # ours
+    (live("u-2", APPLYSET.id), None, False, None),  # ours, whoever made it
+    (live("u-1"), None, False, CREATED_MEANWHILE),  # appeared since the read
+    (live("u-1"), None, True, CREATED_MEANWHILE),  # --adopt takes only what it was shown
+    (live("u-1"), live("u-1"), False, "no gitopsd source manages it"),
+    (live("u-1", "applyset-other-v1"), live("u-1"), False, "belongs to ApplySet applyset-other"),
+    (live("u-1"), live("u-1"), True, None),  # adopted, as read
+    (live("u-2"), live("u-1"), True, "no gitopsd source manages it"),  # made anew meanwhile
+]
+
+
+@pytest.mark.parametrize(("now", "read", "adopt", "refused"), OWNERSHIP)
+def test_only_what_this_source_owns_or_adopts_as_read_is_written(
+    now: Body | None, read: Body | None, adopt: bool, refused: str | None
+) -> None:
+    found = dict(unowned(APPLYSET, [KEY], {KEY: now}, {KEY: read}, adopt))
+    if refused is None:
+        assert found == {}
+    else:
+        assert refused in found[KEY]
