@@ -44,6 +44,13 @@ class Limits:
     max_fetch_bytes: int = 2 * GiB
     """The largest file git may write while fetching: the pack it receives (loose objects
     are never kept). A git server that streams without end is cut off here."""
+    max_entries: int = 100_000
+    """Files and directories of a revision listed under the source's paths (and where its
+    kustomizations reach), counted as git lists them, before any is read: a pack of a few
+    KiB can hold a tree of millions of paths."""
+    max_kustomizations: int = 200
+    """Kustomizations one render may reach (bases, components, resources, recursively):
+    each costs kustomize a read and a build, so a chain of them costs time without end."""
 
 
 class LimitSetting(NamedTuple):
@@ -67,6 +74,12 @@ LIMIT_SETTINGS = {
     ),
     "max_fetch_bytes": LimitSetting(
         "--max-fetch-bytes", "maxFetchBytes", "largest pack git may receive"
+    ),
+    "max_entries": LimitSetting(
+        "--max-entries", "maxEntries", "files and directories listed under the paths"
+    ),
+    "max_kustomizations": LimitSetting(
+        "--max-kustomizations", "maxKustomizations", "kustomizations one render may reach"
     ),
 }
 """The limits a user may change, by Limits field."""

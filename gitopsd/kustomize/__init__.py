@@ -3,14 +3,16 @@
 The repository is hostile (DESIGN.md 8), and kubectl and kustomize read more than the
 kustomization: kubectl reads `$HOME/.kube/kuberc`, whose defaults can switch on exec
 plugins or point `--helm-command` at a program; kustomize runs plugins from
-`$XDG_CONFIG_HOME/kustomize/plugin`, fetches remote bases, and loads any directory it is
-pointed at. So each render first checks every path the kustomizations reach
+`$XDG_CONFIG_HOME/kustomize/plugin`, fetches remote bases and files, and loads any
+directory it is pointed at. So each render first checks every path the kustomizations reach
 (`references.check`) and has the tree write what they reach into a private copy (a
-local directory is its own), then runs kubectl by absolute path on that copy, from a
-fresh private directory outside it: its own empty HOME and XDG directories, kuberc off, a
-PATH that finds no program, proxies that lead nowhere, plugins and helm switched off by
-flag. Its output counts against the revision's byte budget while it is read, and its
-errors are scrubbed of generator values before anyone sees them.
+local directory is its own): the very bytes checked, straight from git's object store.
+Then it runs kubectl by absolute path on that copy, from a fresh private directory outside
+it, with no network at all (`offline`: a seccomp filter under which no socket opens, so
+not even loopback is reached), its own empty HOME and XDG directories, kuberc off, a PATH
+that finds no program, plugins and helm switched off by flag. Its output counts against the
+revision's byte budget while it is read, and its errors are scrubbed of generator values
+before anyone sees them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterable
@@ -27,12 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from gitopsd.config import how_to_raise
+from gitopsd.config import Limits, how_to_raise
 from gitopsd.errors import ManifestError, ManifestReason, SourceError, SourceReason
 from gitopsd.kustomize import references
 from gitopsd.manifests import Render, Tree
 
 RENDER_TIMEOUT_SECONDS = 60
+OFFLINE = Path(__file__).with_name("offline.py")
+"""Starts a program with the network closed (see its docstring)."""
 HARDENING_FLAGS = (
     "--enable-alpha-plugins=false",  # no exec or container plugins, no KRM functions
     "--enable-helm=false",  # no helm binary, wherever --helm-command would point
@@ -55,18 +60,20 @@ def renderer() -> Render | None:
     if kubectl is None:
         return None
     found = str(Path(kubectl).resolve())
-    return lambda tree, rel, max_bytes: render(found, tree, rel, max_bytes)
+    return lambda tree, rel, limits, max_bytes: render(found, tree, rel, limits, max_bytes)
 
 
-def render(kubectl: str, tree: Tree, rel: str, max_bytes: int) -> str:
+def render(kubectl: str, tree: Tree, rel: str, limits: Limits, max_bytes: int) -> str:
     """The rendered YAML of the kustomization in directory `rel` of the revision's `tree`.
 
-    Raises ManifestError when it reaches outside the revision, when kustomize fails, takes
-    too long, or writes more than `max_bytes` (what is left of the revision's byte limit).
+    Raises ManifestError when it reaches outside the revision or past `limits`, when
+    kustomize fails, takes too long, or writes more than `max_bytes` (what is left of the
+    revision's byte limit).
     """
-    reach = references.check(tree, rel)
+    reach = references.check(tree, rel, limits)
     root = tree.materialized(sorted(reach.paths))
-    command = [kubectl, "kustomize", *HARDENING_FLAGS, "--", str(root / rel)]
+    offline = [sys.executable, "-I", "-S", str(OFFLINE)]
+    command = [*offline, kubectl, "kustomize", *HARDENING_FLAGS, "--", str(root / rel)]
     try:
         with tempfile.TemporaryDirectory(prefix="gitopsd-kustomize-") as private:
             finished = _run(command, Path(private), max_bytes)
@@ -104,7 +111,7 @@ def _run(command: list[str], private: Path, max_bytes: int) -> _Finished:
     expired = threading.Event()
     with (
         (private / "stderr").open("w+b") as stderr,
-        subprocess.Popen(  # kubectl by absolute path, list arguments, no shell
+        subprocess.Popen(  # by absolute paths, list arguments, no shell
             command,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -146,7 +153,8 @@ def _read_at_most(stream: IO[bytes] | None, limit: int) -> bytes | None:
 
 
 def _environment(private: Path) -> dict[str, str]:
-    """No inherited variable: only a private home, and ways out that lead nowhere."""
+    """No inherited variable: only a private home, and ways out that lead nowhere (the
+    network is closed anyway: these keep a render that got past it from reaching a host)."""
     home = private / "home"
     for directory in (home / ".config", home / ".cache", home / ".local/share", private / "tmp"):
         directory.mkdir(parents=True)

@@ -4,12 +4,17 @@ Kustomize's own load restrictor confines *files* to a kustomization's directory,
 *directory* it is pointed at becomes a new root, wherever it is (`../../../etc`), and a
 URL is fetched. So before kustomize runs, every kustomization reachable from the one to
 render is read here and each path it names is checked: no remote reference, nothing
-absolute, nothing resolving outside the checkout, no symlink on the way. What was reached
-is what a private copy for kustomize must hold.
+absolute, nothing resolving outside the checkout, no symlink on the way. That holds for
+every file kustomize loads as configuration, not only kustomizations: the generator,
+transformer and validator configs they name, as files or inline, are read too, and every
+field in them that names a file (`files`, `envs`, `path`, `paths`, values files) is checked
+the same way. What was reached is what a private copy for kustomize must hold; the values
+of generator literals and env files are kept, so that kustomize's errors can be scrubbed of
+them. How many kustomizations one render reaches is bounded (`max_kustomizations`).
 
 Keys are matched the way kustomize's JSON decoder matches them, case-insensitively, so
 `Resources:` cannot slip past. Pure path logic: this module reads the revision's tree and
-runs nothing.
+runs nothing. (The network is closed to kustomize anyway: `offline`.)
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gitopsd.config import Limits
+from gitopsd.config import Limits, how_to_raise
 from gitopsd.errors import ManifestError, ManifestReason
 from gitopsd.manifests import KUSTOMIZATION_FILES, Tree, child_path, parse_documents
 
@@ -30,16 +35,22 @@ MAX_KUSTOMIZATION_BYTES = 1024 * 1024
 
 # Fields whose entries kustomize may load as another kustomization (a new root).
 ROOT_FIELDS = ("resources", "components", "bases", "generators", "transformers", "validators")
+# Of those, the fields whose file entries (and inline entries) are plugin configurations.
+CONFIG_FIELDS = ("generators", "transformers", "validators")
 # Fields whose entries kustomize loads as files: URLs are fetched, so they are checked too.
 FILE_FIELDS = ("crds", "configurations", "patchesStrategicMerge")
-PATH_ITEM_FIELDS = ("patches", "patchesJson6902", "replacements")  # items carry `path`
-GENERATOR_FIELDS = ("configMapGenerator", "secretGenerator")
-GENERATOR_FILE_KEYS = ("files", "envs", "env")
+# Keys that name files, wherever they are nested in a kustomization (patches, replacements,
+# openapi, generators, helm charts) or in the config of one of kustomize's builtin
+# generators and transformers (ConfigMapGenerator, SecretGenerator, PatchTransformer,
+# PatchStrategicMergeTransformer, PatchJson6902Transformer, ReplacementTransformer,
+# HelmChartInflationGenerator); `files` entries may be `key=path`.
+FILE_KEYS = frozenset(
+    {"path", "paths", "files", "envs", "env", "valuesfile", "additionalvaluesfiles", "charthome"}
+)
 
 _REMOTE_PREFIXES = ("git::", "git@", "github.com", "gitlab.com", "bitbucket.org")
 _SCP_LIKE = re.compile(r"^[\w.-]+@[\w.-]+:")
 _ENV_LINE = re.compile(r"^\s*(?:export\s+)?[^=#\s][^=]*=(.*)$")
-_LIMITS = Limits()
 _REMOTE = "is remote; gitopsd renders only what the revision holds, and never fetches"
 _SYMLINK = "passes through a symlink; gitopsd never follows symlinks"
 
@@ -57,16 +68,20 @@ class Reach:
 
 @dataclass(frozen=True)
 class _Kustomization:
-    directory: str  # root-relative posix path
-    file: str  # root-relative posix path of its kustomization file, named in errors
-    data: dict[Any, Any]
+    """A kustomization, or a plugin configuration it names (read the same way)."""
+
+    directory: str  # root-relative posix path its paths are relative to
+    file: str  # where it was written, named in errors
+    data: Any
 
 
-def check(tree: Tree, directory: str) -> Reach:
-    """Checks every kustomization reachable from `directory` (root-relative posix path).
+def check(tree: Tree, directory: str, limits: Limits) -> Reach:
+    """Checks every kustomization reachable from `directory` (root-relative posix path), and
+    every plugin configuration they name.
 
-    Raises ManifestError naming the kustomization file and the offending path. Returns
-    what kustomize may read, and the values its errors must never show.
+    Raises ManifestError naming the kustomization file and the offending path, or the limit
+    on kustomizations. Returns what kustomize may read, and the values its errors must
+    never show.
     """
     pending, seen, reach = [directory], set[str](), Reach(set(), [])
     while pending:
@@ -74,8 +89,10 @@ def check(tree: Tree, directory: str) -> Reach:
         if rel in seen:
             continue  # a cycle or a diamond: each kustomization is checked once
         seen.add(rel)
+        if len(seen) > limits.max_kustomizations:
+            raise _too_many(directory, limits.max_kustomizations)
         reach.paths.add(rel)
-        kustomization = _read(tree, rel)
+        kustomization = _read(tree, rel, limits)
         for target in _root_entries(tree, kustomization):
             if stat.S_ISDIR(tree.mode(target) or 0):
                 pending.append(target)
@@ -83,8 +100,68 @@ def check(tree: Tree, directory: str) -> Reach:
                 reach.paths.add(target)
         for name, entry in _file_entries(kustomization):
             reach.paths.add(_local(tree, kustomization, name, entry))
-        reach.secrets.extend(_generator_values(tree, kustomization))
+        for config in (kustomization, *_configs(tree, kustomization, limits)):
+            _check_files(tree, config, reach)
     return reach
+
+
+def _configs(tree: Tree, kustomization: _Kustomization, limits: Limits) -> Iterator[_Kustomization]:
+    """The plugin configurations a kustomization names (its generator, transformer and
+    validator entries that are files of the revision, or inline YAML), one per document:
+    each named as where it was written, its paths relative to the kustomization's
+    directory, as kustomize loads them."""
+    for name in CONFIG_FIELDS:
+        for entry in _strings(_field(kustomization.data, name)):
+            if "\n" in entry:
+                text, where = entry, f"{kustomization.file} ({name}, inline)"
+            else:
+                target = _local(tree, kustomization, name, entry)
+                if not stat.S_ISREG(tree.mode(target) or 0):
+                    continue  # a kustomization directory, checked as one
+                text, where = _text(tree, target), target
+            for _, document in parse_documents(text, where, limits):
+                yield _Kustomization(kustomization.directory, where, document)
+
+
+def _check_files(tree: Tree, config: _Kustomization, reach: Reach) -> None:
+    """Every file a kustomization or plugin configuration names under one of FILE_KEYS is
+    checked and reached; its generator literals and env values are kept as secrets (a bad
+    literal is echoed whole by kustomize)."""
+    for field, value in _walk(config.data):
+        folded = field.rpartition(".")[2].casefold()
+        if folded == "literals":
+            reach.secrets.extend(item.partition("=")[2] or item for item in _strings(value))
+        if folded not in FILE_KEYS:
+            continue
+        for entry in _strings(value):
+            path = (entry.partition("=")[2] or entry) if folded == "files" else entry
+            target = _local(tree, config, field, path)
+            reach.paths.add(target)
+            if folded in ("envs", "env"):
+                reach.secrets.extend(_env_values(tree, target))
+
+
+def _walk(value: Any) -> Iterator[tuple[str, Any]]:
+    """Every value of the mappings nested in `value`, at any depth, with the keys that lead
+    to it (`secretGenerator.envs`)."""
+    pending: list[tuple[str, Any]] = [("", value)]
+    while pending:
+        where, current = pending.pop()
+        if isinstance(current, dict):
+            for key, item in current.items():
+                field = f"{where}.{key}" if where else str(key)
+                yield field, item
+                pending.append((field, item))
+        elif isinstance(current, list):
+            pending.extend((where, item) for item in current)
+
+
+def _too_many(directory: str, limit: int) -> ManifestError:
+    return ManifestError(
+        f"{directory}: reaches more than {limit} kustomizations in one render "
+        f"({how_to_raise('max_kustomizations')})",
+        ManifestReason.SIZE_LIMIT,
+    )
 
 
 def _root_entries(tree: Tree, kustomization: _Kustomization) -> Iterator[str]:
@@ -101,20 +178,8 @@ def _root_entries(tree: Tree, kustomization: _Kustomization) -> Iterator[str]:
 
 
 def _file_entries(kustomization: _Kustomization) -> Iterator[tuple[str, str]]:
-    data = kustomization.data
     for field in FILE_FIELDS:
-        yield from ((field, entry) for entry in _strings(_field(data, field)))
-    for field in PATH_ITEM_FIELDS:
-        for item in _mappings(_field(data, field)):
-            yield from ((field, path) for path in _strings(_field(item, "path")))
-    openapi = _field(data, "openapi")
-    if isinstance(openapi, dict):
-        yield from (("openapi", path) for path in _strings(_field(openapi, "path")))
-    for field in GENERATOR_FIELDS:
-        for item in _mappings(_field(data, field)):
-            for key in GENERATOR_FILE_KEYS:
-                for entry in _strings(_field(item, key)):
-                    yield f"{field}.{key}", entry.partition("=")[2] or entry
+        yield from ((field, entry) for entry in _strings(_field(kustomization.data, field)))
 
 
 def _local(tree: Tree, kustomization: _Kustomization, field: str, entry: str) -> str:
@@ -147,7 +212,7 @@ def is_remote(entry: str) -> bool:
     )
 
 
-def _read(tree: Tree, directory: str) -> _Kustomization:
+def _read(tree: Tree, directory: str, limits: Limits) -> _Kustomization:
     names = [name for name in KUSTOMIZATION_FILES if tree.mode(child_path(directory, name))]
     if not names:
         raise ManifestError(
@@ -158,24 +223,13 @@ def _read(tree: Tree, directory: str) -> _Kustomization:
         raise ManifestError(
             f"{file}: is a symlink; gitopsd never follows symlinks", ManifestReason.SYMLINK
         )
-    documents = parse_documents(_text(tree, file), file, _LIMITS)
+    documents = parse_documents(_text(tree, file), file, limits)
     data = documents[0][1] if len(documents) == 1 else None
     if not isinstance(data, dict):
         raise ManifestError(
             f"{file}: a kustomization must be one YAML mapping", ManifestReason.INVALID
         )
     return _Kustomization(directory, file, data)
-
-
-def _generator_values(tree: Tree, kustomization: _Kustomization) -> Iterator[str]:
-    """Values a ConfigMap or Secret generator gets from literals and env files."""
-    for field in GENERATOR_FIELDS:
-        for item in _mappings(_field(kustomization.data, field)):
-            for literal in _strings(_field(item, "literals")):
-                yield literal.partition("=")[2] or literal  # kustomize echoes a bad literal
-            for key in ("envs", "env"):
-                for entry in _strings(_field(item, key)):
-                    yield from _env_values(tree, _local(tree, kustomization, field, entry))
 
 
 def _env_values(tree: Tree, rel: str) -> Iterator[str]:

@@ -22,9 +22,9 @@ from gitopsd.manifests.selection import DEFAULT_INCLUDE, Globs, Source, child_pa
 from gitopsd.manifests.tree import Directory, Tree
 from gitopsd.objects import Manifest
 
-Render = Callable[[Tree, str, int], str]
-"""Renders a kustomization: (the revision's tree, the kustomization's directory in it,
-bytes left of the revision limit)."""
+Render = Callable[[Tree, str, Limits, int], str]
+"""Renders a kustomization: (the revision's tree, the kustomization's directory in it, the
+revision's limits, bytes left of its byte limit)."""
 
 _DEFAULT_LIMITS = Limits()
 
@@ -119,7 +119,8 @@ class _Reader:
                 f"{path}: {rel} has a kustomization.yaml; rendering it needs kubectl on PATH",
                 ManifestReason.INVALID,
             )
-        text = self.render(self.tree, rel, self.limits.max_revision_bytes - self.total_bytes)
+        left = self.limits.max_revision_bytes - self.total_bytes
+        text = self.render(self.tree, rel, self.limits, left)
         data = text.encode()
         self._admit(path, len(data))
         return self._parsed(_sha256(data), path, lambda: text)

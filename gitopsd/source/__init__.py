@@ -15,8 +15,9 @@ credentials reach it only through GIT_ASKPASS (`credentials`), and every error m
 scrubbed of URLs' userinfo and of the secret.
 """
 
+from gitopsd.source.listing import Entry
 from gitopsd.source.policy import INSECURE_FLAG, URL_USERINFO_ADVICE, check_url, mask_url
-from gitopsd.source.revision import Entry, Revision, fetch, read_directory
+from gitopsd.source.revision import Revision, fetch, read_directory
 from gitopsd.source.snapshots import STALE_SNAPSHOT_SECONDS
 from gitopsd.source.tree import GitTree, snapshot, tree
 

@@ -11,10 +11,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+import subprocess
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 import git
 
@@ -79,12 +82,8 @@ class Runner:
         return self.run_bytes(*args).decode(errors="replace").strip()
 
     def run_bytes(self, *args: str, stdin: BinaryIO | None = None) -> bytes:
-        # prlimit bounds every file git writes: a server that streams without end is cut off.
-        limit = f"--fsize={self.spec.limits.max_fetch_bytes}"
-        command = ["env", *_unset_inherited(self.env), "prlimit", limit, "git", *_GIT_OPTIONS]
-        command += [f"--git-dir={self.repo}", *args]
         status, out, err = git.Git(self.repo.parent).execute(
-            command,
+            self._command(args),
             istream=stdin,
             env=self.env,
             kill_after_timeout=self.spec.timeout_seconds,
@@ -96,6 +95,46 @@ class Runner:
             reason, cause = _classify(err)
             raise self.error(cause, reason)
         return out if isinstance(out, bytes) else out.encode()
+
+    @contextmanager
+    def records(self, *args: str) -> Iterator[Iterator[bytes]]:
+        """The NUL-terminated records git writes for `args`, read as they come: what a
+        listing costs is bounded by its reader, who may stop at any record (git is killed
+        then), never by what git would write. Raises SourceError as `run_bytes` does."""
+        running = git.Git(self.repo.parent).execute(
+            self._command(args), as_process=True, env=self.env
+        )
+        process: subprocess.Popen[bytes] = running.proc  # type: ignore[assignment]
+        out, errors = _pipes(process)
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            process.kill()
+
+        timer = threading.Timer(self.spec.timeout_seconds, expire)
+        timer.start()
+        try:
+            yield _split_records(out)
+            status, err = process.wait(), errors.read().decode(errors="replace")
+        finally:
+            timer.cancel()
+            if process.poll() is None:  # its reader stopped early
+                process.kill()
+            process.wait()
+            out.close()
+            errors.close()
+        if expired.is_set():
+            raise self.error("", SourceReason.TIMEOUT)
+        if status != 0:
+            reason, cause = _classify(err)
+            raise self.error(cause, reason)
+
+    def _command(self, args: tuple[str, ...]) -> list[str]:
+        # prlimit bounds every file git writes: a server that streams without end is cut off.
+        limit = f"--fsize={self.spec.limits.max_fetch_bytes}"
+        command = ["env", *_unset_inherited(self.env), "prlimit", limit, "git", *_GIT_OPTIONS]
+        return [*command, f"--git-dir={self.repo}", *args]
 
     def fetch(self, refspec: str, depth: str = "--depth=1") -> None:
         options = ("--quiet", "--no-tags", "--no-recurse-submodules", "--no-write-fetch-head")
@@ -114,10 +153,6 @@ class Runner:
         for path in partial:
             path.unlink(missing_ok=True)
         return reached
-
-    def with_index(self, index: Path) -> Runner:
-        """The same runner with its own index file, so no two commands share one."""
-        return replace(self, env={**self.env, "GIT_INDEX_FILE": str(index)})
 
     def resolve(self, name: str) -> str:
         """The full sha of the commit `name` points at."""
@@ -151,6 +186,21 @@ def open_runner(spec: SourceSpec, cache_dir: Path) -> Runner:
     key = hashlib.sha256(spec.url.encode()).hexdigest()[:16]
     secrets = secret_forms(spec.credentials.username, password) if password else ()
     return Runner(spec=spec, repo=cache_dir / f"{key}.git", env=env, secrets=secrets)
+
+
+def _pipes(process: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes]]:
+    if process.stdout is None or process.stderr is None:
+        raise TypeError("git was started without its output pipes")
+    return process.stdout, process.stderr
+
+
+def _split_records(stream: IO[bytes]) -> Iterator[bytes]:
+    pending = b""
+    while chunk := os.read(stream.fileno(), 64 * 1024):
+        *records, pending = (pending + chunk).split(b"\0")
+        yield from records
+    if pending:
+        yield pending
 
 
 def _unset_inherited(env: Mapping[str, str]) -> list[str]:

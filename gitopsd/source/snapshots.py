@@ -1,5 +1,5 @@
-"""Private snapshots: files of exactly one commit, written from the object store into a
-directory nobody else writes to, removed after use."""
+"""Private snapshots: files of exactly one commit, their blobs' bytes written as they are
+into a directory nobody else writes to, removed after use."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Mapping
 from pathlib import Path
 
 from gitopsd.source.repository import guard_os
@@ -24,25 +24,21 @@ def new_snapshot(runner: Runner, cache_dir: Path) -> Path:
 
 def remove_snapshot(root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
-    index_of(root).unlink(missing_ok=True)
 
 
-def index_of(root: Path) -> Path:
-    """The snapshot's own index file, beside it so that readers of `root` never see it."""
-    return root.with_name(root.name + ".index")
+def write_files(runner: Runner, root: Path, contents: Mapping[str, bytes]) -> None:
+    """Writes each file (root-relative posix path -> its bytes) under `root`, as regular files
+    only this user may read: never through a link, never over an existing file."""
+    guard_os(runner, lambda r: _write_all(root, contents))
 
 
-def write_files(runner: Runner, sha: str, root: Path, paths: Iterable[str], fresh: bool) -> None:
-    """Writes files `paths` of commit `sha` into `root` from the object store. A `fresh`
-    snapshot's index is read from the commit's tree first; later calls add to it."""
-    indexed = runner.with_index(index_of(root))
-    if fresh:
-        indexed.run("read-tree", sha)
-    with tempfile.TemporaryFile() as listing:
-        listing.write(b"".join(os.fsencode(path) + b"\0" for path in paths))
-        listing.seek(0)
-        work_tree = f"--work-tree={root}"
-        indexed.run_bytes(work_tree, "checkout-index", "--force", "-z", "--stdin", stdin=listing)
+def _write_all(root: Path, contents: Mapping[str, bytes]) -> None:
+    for rel, data in contents.items():
+        path = root / rel
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        with os.fdopen(os.open(path, flags, 0o600), "wb") as file:
+            file.write(data)
 
 
 def _snapshots(cache_dir: Path) -> Path:

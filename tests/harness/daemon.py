@@ -146,6 +146,13 @@ class DaemonProcess:
         assert self.process is not None
         return len(list(Path(f"/proc/{self.process.pid}/task").iterdir()))
 
+    def peak_rss_mib(self) -> float:
+        """The most memory the process has held so far (VmHWM), as the kernel counts it."""
+        assert self.process is not None
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        line = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
+        return int(line.split()[1]) / 1024
+
     def logs(self) -> str:
         return self.log_file.read_text(errors="replace")
 

@@ -27,7 +27,7 @@ TEST_IDENTITY = {
 }
 
 
-def git(*args: str, cwd: Path) -> str:
+def git(*args: str, cwd: Path, input: str | None = None) -> str:
     """Runs git for a test helper, isolated from the user's and the system's git config."""
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -36,7 +36,9 @@ def git(*args: str, cwd: Path) -> str:
         "GIT_CONFIG_GLOBAL": os.devnull,
         **TEST_IDENTITY,
     }
-    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, env=env, input=input, capture_output=True, text=True
+    )
     if done.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
     return done.stdout.strip()
@@ -62,10 +64,12 @@ class GitRepo:
         Files named in `executable` are committed with mode 755."""
         branch = branch or self.branch
         self._checkout(branch)
+        removed = [relative for relative, content in files.items() if content is None]
+        if removed:
+            git("rm", "-r", "-q", "--", *removed, cwd=self.work)
         for relative, content in files.items():
             path = self.work / relative
             if content is None:
-                git("rm", "-r", "-q", "--", relative, cwd=self.work)
                 continue
             path.parent.mkdir(parents=True, exist_ok=True)
             if isinstance(content, bytes):
@@ -73,7 +77,9 @@ class GitRepo:
             else:
                 path.write_text(content)
             path.chmod(0o755 if relative in executable else 0o644)
-            git("add", "--", relative, cwd=self.work)
+        added = [relative for relative, content in files.items() if content is not None]
+        if added:
+            git("add", "--", *added, cwd=self.work)
         git("commit", "-q", "--allow-empty", "-m", message, cwd=self.work)
         git("push", "-q", "origin", f"HEAD:refs/heads/{branch}", cwd=self.work)
         return self.head(branch)
@@ -88,6 +94,26 @@ class GitRepo:
         git("commit", "-q", "-m", message, cwd=self.work)
         git("push", "-q", "origin", f"HEAD:refs/heads/{self.branch}", cwd=self.work)
         return self.head()
+
+    def blob(self, content: str) -> str:
+        """Stores `content` as a blob of the working clone; its id."""
+        return git("hash-object", "-w", "--stdin", cwd=self.work, input=content)
+
+    def tree(self, entries: Mapping[str, tuple[str, str]]) -> str:
+        """Stores a tree of `entries` (name -> (mode, object id)) without a work tree; its id."""
+        kinds = {"040000": "tree", "100644": "blob", "100755": "blob", "120000": "blob"}
+        lines = "".join(
+            f"{mode} {kinds[mode]} {sha}\t{name}\n" for name, (mode, sha) in entries.items()
+        )
+        return git("mktree", cwd=self.work, input=lines)
+
+    def push_tree(self, tree: str, message: str = "a crafted tree") -> str:
+        """Pushes a commit of `tree` on top of the branch, never checked out (it may name
+        more files than a disk holds): later `commit` calls start from the old tip."""
+        parent = self.head()
+        sha = git("commit-tree", tree, "-p", parent, "-m", message, cwd=self.work)
+        git("push", "-q", "origin", f"{sha}:refs/heads/{self.branch}", cwd=self.work)
+        return sha
 
     def head(self, branch: str | None = None) -> str:
         return git("rev-parse", f"refs/heads/{branch or self.branch}", cwd=self.bare)

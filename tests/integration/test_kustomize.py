@@ -7,13 +7,24 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
+import gitopsd.kustomize as kustomize_package
 from tests.harness.cli import Gitopsd
+from tests.harness.controlplane import Binaries
+from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.integration.test_gitsync import create, get, operator, wait_ready
 from tests.integration.test_prune import config_maps
 from tests.integration.test_sync import scope
 
@@ -208,13 +219,15 @@ def test_se02_a_generator_value_never_shows_in_kustomizes_error(
     )
 
 
-def test_bi07_a_huge_generator_input_is_refused_by_the_revision_limit(
+def test_bi07_a_generator_output_over_the_revision_limit_is_cut_off(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
+    """Four generators of one 3 MiB file: what is written fits, what kustomize prints does not."""
+    generators = "".join(f"- name: big-{n}\n  files: [big.txt]\n" for n in range(4))
     git_repo.commit(
         {
-            "app/kustomization.yaml": "configMapGenerator:\n- name: big\n  files: [big.txt]\n",
-            "app/big.txt": "x" * (21 * 1024 * 1024),  # compresses to nothing in git
+            "app/kustomization.yaml": f"configMapGenerator:\n{generators}",
+            "app/big.txt": "x" * (3 * 1024 * 1024),  # compresses to nothing in git
         }
     )
 
@@ -224,7 +237,31 @@ def test_bi07_a_huge_generator_input_is_refused_by_the_revision_limit(
         git_server.file_url(git_repo),
         namespace,
         ["app: kustomize's output is over the", "per-revision limit (--max-revision-bytes"],
-        flags=("--max-revision-bytes", "8Mi"),  # read as it comes: never all 21 MiB at once
+        flags=("--max-revision-bytes", "8Mi"),  # read as it comes: never all 12 MiB at once
+    )
+
+
+def test_bi07_a_huge_generator_input_is_refused_before_it_is_written(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(
+        {
+            "app/kustomization.yaml": "configMapGenerator:\n- name: big\n  files: [big.txt]\n",
+            "app/big.txt": "x" * (21 * 1024 * 1024),
+        }
+    )
+
+    assert_refused(
+        gitopsd,
+        admin_api,
+        git_server.file_url(git_repo),
+        namespace,
+        [
+            "app/big.txt: the 2 files kustomize would read (this one the largest) add up to",
+            "over the per-revision limit of 8388608 (--max-revision-bytes, "
+            "limits.maxRevisionBytes); none was written",
+        ],
+        flags=("--max-revision-bytes", "8Mi"),
     )
 
 
@@ -253,3 +290,207 @@ def test_a_base_inside_the_checkout_still_renders(
         run = gitopsd("sync", url, *scope(namespace), "--path", "overlay")
         assert run.code == 0, run.text
         assert "overlay-good" in config_maps(admin_api, namespace)
+
+
+# What kustomize reads is what was checked, and it reaches no network (DESIGN.md 8)
+
+
+@dataclass
+class LoopbackCanary:
+    """An HTTP server on 127.0.0.1 serving a canary, as the daemon's own /metrics or a
+    `kubectl proxy` would serve another tenant's data; it counts who asked."""
+
+    server: ThreadingHTTPServer
+    requests: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
+
+
+@pytest.fixture
+def loopback_canary() -> Iterator[LoopbackCanary]:
+    canary = LoopbackCanary(ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler))
+
+    class Serve(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            canary.requests.append(self.path)
+            body = f"api_key={CANARY}\n".encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    canary.server.RequestHandlerClass = Serve
+    threading.Thread(target=canary.server.serve_forever, daemon=True).start()
+    yield canary
+    canary.server.shutdown()
+    canary.server.server_close()
+
+
+GENERATOR = "apiVersion: builtin\nkind: ConfigMapGenerator\nmetadata:\n  name: m\n"
+
+
+def test_se12_a_generator_config_cannot_fetch_from_loopback(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    loopback_canary: LoopbackCanary,
+) -> None:
+    git_repo.commit(
+        {
+            "app/kustomization.yaml": "generators: [gen.yaml]\n",
+            "app/gen.yaml": GENERATOR + f"files: [m={loopback_canary.url}]\n",
+        }
+    )
+
+    assert_refused(
+        gitopsd,
+        admin_api,
+        git_server.file_url(git_repo),
+        namespace,
+        [f"app/gen.yaml: files entry '{loopback_canary.url}' is remote"],
+        [CANARY],
+    )
+    assert loopback_canary.requests == []
+
+
+def test_se12_kustomize_runs_with_no_network_at_all_loopback_included(
+    binaries: Binaries, tmp_path: Path, loopback_canary: LoopbackCanary
+) -> None:
+    """The sandbox itself, past every check: kubectl as gitopsd starts it, on a generator
+    that names a loopback URL (kustomize fetches it when it can: shown first)."""
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "kustomization.yaml").write_text(
+        f"configMapGenerator:\n- name: m\n  files: [m={loopback_canary.url}]\n"
+    )
+    kustomize = [str(binaries.kubectl), "kustomize", str(app)]
+    reached = subprocess.run(kustomize, capture_output=True, text=True, check=False)
+    assert CANARY in reached.stdout and len(loopback_canary.requests) == 1  # it would fetch
+
+    offline = [sys.executable, "-I", "-S", str(kustomize_package.OFFLINE), *kustomize]
+    closed = subprocess.run(offline, capture_output=True, text=True, check=False)
+
+    assert closed.returncode != 0
+    assert "socket: permission denied" in closed.stderr
+    assert CANARY not in closed.stdout + closed.stderr
+    assert len(loopback_canary.requests) == 1
+
+
+def attributes_attack(git_repo: GitRepo, victim: Path, folder: str = "app") -> None:
+    """The red team's repository: `¥x2e` is harmless text in the blob (a directory of that
+    name exists, so the check passes), but checked out as SHIFT_JIS `¥` becomes `\\`, and in
+    a double-quoted YAML string `\\x2e` is `.`: the kustomization kustomize would read names
+    `../../…/<victim>`, a directory outside the checkout holding an API key."""
+    victim.mkdir(parents=True)
+    (victim / "kustomization.yaml").write_text(
+        f"configMapGenerator:\n- name: stolen\n  literals: [api-key={CANARY}]\n"
+    )
+    hidden = "¥x2e¥x2e/" * 40 + str(victim).lstrip("/")  # from any checkout, to / and down
+    git_repo.commit(
+        {
+            f"{folder}/kustomization.yaml": f'resources: ["{hidden}"]\n',
+            f"{folder}/{hidden}/kustomization.yaml": "resources: [decoy.yaml]\n",
+            f"{folder}/{hidden}/decoy.yaml": GOOD,
+        }
+    )
+    git_repo.commit({".gitattributes": "*.yaml working-tree-encoding=SHIFT_JIS\n"})
+
+
+def test_se11_gitattributes_cannot_change_the_bytes_kustomize_reads(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    attributes_attack(git_repo, tmp_path / "victim")
+    url = git_server.file_url(git_repo)
+
+    checked = gitopsd("validate", url, "--allow-insecure-source")
+    synced = gitopsd("sync", url, *scope(namespace))
+
+    for run in (checked, synced):
+        assert run.code == 0, run.text  # harmless: the decoy, as the blob says
+        assert CANARY not in run.text
+    assert config_maps(admin_api, namespace) == {"good", "gitopsd-test"}  # and the parent
+
+
+def test_se02_a_literal_of_a_generator_config_never_shows_in_kustomizes_error(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(
+        {
+            "app/kustomization.yaml": "generators: [gen.yaml]\n",
+            "app/gen.yaml": GENERATOR.replace("ConfigMap", "Secret")
+            + f"literals: ['PASSWORD:{CANARY}']\n",
+        }
+    )
+
+    assert_refused(
+        gitopsd,
+        admin_api,
+        git_server.file_url(git_repo),
+        namespace,
+        ["app: kustomize failed: error:"],
+        [CANARY, base64.b64encode(CANARY.encode()).decode()],
+    )
+
+
+def test_se11_se12_hostile_kustomizations_reach_no_gitsync_status_event_log_or_object(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    tmp_path: Path,
+    loopback_canary: LoopbackCanary,
+) -> None:
+    """Each variant as a GitSync of the daemon's own: refused or harmless, and its canary
+    nowhere: not in a status, an Event, the daemon's log, or an object of the namespace."""
+    attributes_attack(git_repo, tmp_path / "victim", folder="attributes")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "kustomization.yaml").write_text(
+        f"configMapGenerator:\n- name: outside\n  literals: [k={CANARY}]\n"
+    )
+    git_repo.commit(
+        {
+            "loopback/kustomization.yaml": "generators: [gen.yaml]\n",
+            "loopback/gen.yaml": GENERATOR + f"files: [m={loopback_canary.url}]\n",
+            "literal/kustomization.yaml": "generators: [gen.yaml]\n",
+            "literal/gen.yaml": GENERATOR + f"literals: ['PASSWORD:{CANARY}']\n",
+            "outside/kustomization.yaml": f"resources: [{'../' * 40}{str(outside)[1:]}]\n",
+        }
+    )
+    daemon = operator(daemons, namespace)
+    repository = {"repository": {"url": git_server.file_url(git_repo)}}
+    for variant in ("attributes", "loopback", "literal", "outside"):
+        create(admin_api, namespace, variant, {**repository, "paths": [variant]})
+
+    wait_ready(admin_api, namespace, "attributes", "True", "Succeeded")  # the decoy
+    wait_ready(admin_api, namespace, "loopback", "False", "Remote")
+    wait_ready(admin_api, namespace, "literal", "False", "Invalid")
+    wait_ready(admin_api, namespace, "outside", "False", "PathEscape")
+
+    statuses = [json.dumps(get(admin_api, namespace, name)) for name in ("loopback", "literal")]
+    core: Any = client.CoreV1Api(admin_api)
+    said = [
+        *statuses,
+        *(event.message or "" for event in core.list_namespaced_event(namespace).items),
+        daemon.logs(),
+        *(json.dumps(cm.data) for cm in core.list_namespaced_config_map(namespace).items),
+        *(json.dumps(s.data) for s in core.list_namespaced_secret(namespace).items),
+    ]
+    assert "kustomize failed" in statuses[1]
+    encoded = base64.b64encode(CANARY.encode()).decode()
+    assert not [text for text in said if CANARY in text or encoded in text]
+    assert loopback_canary.requests == []

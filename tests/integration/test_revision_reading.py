@@ -144,6 +144,8 @@ def test_only_what_kustomize_reaches_is_written_out_and_removed_after(
         assert set(tree(root)) == {"app/kustomization.yaml", "base/kustomization.yaml"} | {
             "base/cm.yaml"
         }
-        assert files.blobs_read == 0
+        assert files.blobs_read == 3  # each file written once, from its blob
+        assert files.materialized(["app", "base"]) == root
+        assert files.blobs_read == 3
     assert not root.exists()
     assert list((cache / "snapshots").iterdir()) == []

@@ -13,6 +13,7 @@ import os
 import shlex
 import shutil
 import socket
+import stat
 import struct
 import threading
 import time
@@ -27,7 +28,8 @@ import pytest
 from gitopsd.config import Credentials, Limits, SourceSpec
 from gitopsd.errors import ConfigError, SourceError
 from gitopsd.reconcile.desired import read_revision
-from gitopsd.source import Revision, check_url, fetch, mask_url, read_directory, snapshot
+from gitopsd.source import GitTree, Revision, check_url, fetch, mask_url, read_directory, snapshot
+from gitopsd.source import tree as source_tree
 from tests.harness.gitserver import GitRepo, GitServer, git
 from tests.harness.waiting import wait_for
 
@@ -89,6 +91,24 @@ def cached_repository(cache: Path) -> Path:
 
 def blob_id(repo: GitRepo, sha: str, path: str) -> str:
     return git("rev-parse", f"{sha}:{path}", cwd=repo.bare)
+
+
+def blob_ids(spec: SourceSpec, cache: Path, revision: Revision) -> dict[str, str | None]:
+    """Each file of the revision, as its tree lists it, with its blob id."""
+    with source_tree(spec, cache, revision) as files:
+        assert isinstance(files, GitTree)
+        found: dict[str, str | None] = {}
+        pending = ["."]
+        while pending:
+            directory = pending.pop()
+            for name in files.names(directory):
+                path = name if directory == "." else f"{directory}/{name}"
+                mode = files.mode(path) or 0
+                if stat.S_ISDIR(mode):
+                    pending.append(path)
+                else:
+                    found[path] = files.content_id(path)
+        return found
 
 
 def secret_spellings(secret: str, username: str) -> list[str]:
@@ -304,7 +324,7 @@ def test_fetch_over_file_url(git_server: GitServer, git_repo: GitRepo, cache: Pa
     revision, files = checked_out(file_spec(git_server, git_repo), cache)
     assert revision.sha == sha
     assert files == {"apps/a.yaml": "a: 1\n", "b.json": "{}"}
-    assert revision.blob_ids == {
+    assert blob_ids(file_spec(git_server, git_repo), cache, revision) == {
         "apps/a.yaml": blob_id(git_repo, sha, "apps/a.yaml"),
         "b.json": blob_id(git_repo, sha, "b.json"),
     }
@@ -447,9 +467,10 @@ def test_fetch_by_branch_tag_and_commit(
         tagged[:10]: (tagged, "v1\n"),  # abbreviated: found in the branches' history
     }
     for ref, (sha, app) in expected.items():
-        revision, files = checked_out(file_spec(git_server, git_repo, ref), cache / "by-ref")
+        spec = file_spec(git_server, git_repo, ref)
+        revision, files = checked_out(spec, cache / "by-ref")
         assert (revision.sha, files["app.yaml"]) == (sha, app), ref
-        assert ("feature.yaml" in revision.blob_ids) == (sha == feature), ref
+        assert ("feature.yaml" in files) == (sha == feature), ref
 
 
 def test_fetch_by_commit_over_http(
@@ -493,7 +514,7 @@ def test_deleted_branch_is_ref_missing(
     git_repo.commit({"a.yaml": "1\n"})
     git_repo.commit({"b.yaml": "2\n"}, branch="doomed")
     spec = dataclasses.replace(http_spec(git_server, git_repo, tmp_path), ref="doomed")
-    assert "b.yaml" in fetch(spec, cache).blob_ids
+    assert "b.yaml" in blob_ids(spec, cache, fetch(spec, cache))
     git_repo.delete_branch("doomed")  # FA-18 (c)
     with pytest.raises(SourceError) as missing:
         fetch(spec, cache)
@@ -529,7 +550,10 @@ def test_submodules_are_not_fetched(git_server: GitServer, git_repo: GitRepo, ca
     git("commit", "-q", "-m", "add submodule", cwd=git_repo.work)
     git("push", "-q", "origin", "HEAD:refs/heads/main", cwd=git_repo.work)
     revision, files = checked_out(file_spec(git_server, git_repo), cache)
-    assert set(revision.blob_ids) == {".gitmodules", "a.yaml"}
+    assert set(blob_ids(file_spec(git_server, git_repo), cache, revision)) == {
+        ".gitmodules",
+        "a.yaml",
+    }
     assert set(files) == {".gitmodules", "a.yaml"}
 
 

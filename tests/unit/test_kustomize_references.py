@@ -6,11 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from gitopsd.config import Limits
 from gitopsd.errors import ManifestError
 from gitopsd.kustomize import references
 from gitopsd.manifests import Directory
 from tests.unit.test_manifests import write
 
+LIMITS = Limits()
+GENERATOR = "apiVersion: builtin\nkind: ConfigMapGenerator\nmetadata:\n  name: m\n"
 BASE = {"base/kustomization.yaml": "resources: [cm.yaml]\n", "base/cm.yaml": "x: 1\n"}
 
 ALLOWED = {
@@ -31,7 +34,7 @@ def test_references_inside_the_revision_are_allowed(
 ) -> None:
     write(tmp_path, {**BASE, "app/kustomization.yaml": kustomization, **extra})
 
-    references.check(Directory(tmp_path), "app")
+    references.check(Directory(tmp_path), "app", LIMITS)
 
 
 REFUSED = {
@@ -71,7 +74,7 @@ REFUSED = {
     "SE-11 patch file escape": (
         "patches:\n- path: ../../p.yaml\n",
         {},
-        "patches entry '../../p.yaml'",
+        "patches.path entry '../../p.yaml'",
     ),
     "SE-11 env file escape": (
         "secretGenerator:\n- name: s\n  envs: [../../../etc/x.env]\n",
@@ -89,6 +92,36 @@ REFUSED = {
     "SE-12 git prefix": ("bases: ['git::https://h/r']\n", {}, "is remote"),
     "SE-12 remote patch": ("patches:\n- path: http://127.0.0.1:8080/p.yaml\n", {}, "is remote"),
     "SE-12 remote crd": ("crds: [https://h/crd.yaml]\n", {}, "crds entry 'https://h/crd.yaml'"),
+    "SE-12 a generator config file fetching loopback": (
+        "generators: [gen.yaml]\n",
+        {"app/gen.yaml": GENERATOR + "files: [m=http://127.0.0.1:9090/metrics]\n"},
+        "app/gen.yaml: files entry 'http://127.0.0.1:9090/metrics' is remote",
+    ),
+    "SE-12 an inline generator config": (
+        "generators:\n- |\n  " + GENERATOR.replace("\n", "\n  ") + "files: [m=https://h/x]\n",
+        {},
+        "app/kustomization.yaml (generators, inline): files entry 'https://h/x' is remote",
+    ),
+    "SE-11 a transformer config escaping": (
+        "transformers: [t.yaml]\n",
+        {"app/t.yaml": "apiVersion: builtin\nkind: PatchTransformer\npath: ../../etc/p.yaml\n"},
+        "app/t.yaml: path entry '../../etc/p.yaml' resolves outside",
+    ),
+    "SE-11 a generator config's env file escaping, in a list of configs": (
+        "generators: [gen.yaml]\n",
+        {"app/gen.yaml": "---\n" + GENERATOR + "---\n" + GENERATOR + "envs: [../../s.env]\n"},
+        "app/gen.yaml: envs entry '../../s.env' resolves outside",
+    ),
+    "SE-11 a validator config's path, in another case": (
+        "validators: [v.yaml]\n",
+        {"app/v.yaml": "kind: X\nspec:\n  Paths: [/etc/passwd]\n"},
+        "app/v.yaml: spec.Paths entry '/etc/passwd' must be a path inside",
+    ),
+    "SE-11 a helm values file": (
+        "helmCharts:\n- name: c\n  valuesFile: ../../v.yaml\n",
+        {},
+        "helmCharts.valuesFile entry '../../v.yaml' resolves outside",
+    ),
 }
 
 
@@ -101,7 +134,7 @@ def test_references_leaving_the_revision_are_refused(
     write(tmp_path, {**BASE, "app/kustomization.yaml": kustomization, **extra})
 
     with pytest.raises(ManifestError) as caught:
-        references.check(Directory(tmp_path), "app")
+        references.check(Directory(tmp_path), "app", LIMITS)
 
     assert expected in str(caught.value)
     assert caught.value.reason in ("path_escape", "remote")
@@ -115,7 +148,7 @@ def test_se11_a_symlink_on_the_way_is_refused(tmp_path: Path, reference: str) ->
     (tmp_path / "via").symlink_to(tmp_path)
 
     with pytest.raises(ManifestError) as caught:
-        references.check(Directory(tmp_path), "app")
+        references.check(Directory(tmp_path), "app", LIMITS)
 
     assert caught.value.reason == "symlink"
     assert f"app/kustomization.yaml: resources entry '{reference}' passes through a symlink" in (
@@ -128,7 +161,7 @@ def test_se11_a_symlinked_kustomization_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "app" / "kustomization.yaml").symlink_to(tmp_path / "real.yaml")
 
     with pytest.raises(ManifestError) as caught:
-        references.check(Directory(tmp_path), "app")
+        references.check(Directory(tmp_path), "app", LIMITS)
 
     assert caught.value.reason == "symlink"
 
@@ -143,7 +176,7 @@ def test_se02_generator_values_are_returned_for_scrubbing(tmp_path: Path) -> Non
         },
     )
 
-    reach = references.check(Directory(tmp_path), "app")
+    reach = references.check(Directory(tmp_path), "app", LIMITS)
 
     assert reach.secrets == ["lit-value", "env-value", "spaced"]
 
@@ -164,8 +197,39 @@ def test_the_reach_is_every_kustomization_and_every_path_they_name(tmp_path: Pat
         },
     )
 
-    reach = references.check(Directory(tmp_path), "app")
+    reach = references.check(Directory(tmp_path), "app", LIMITS)
 
     assert reach.paths == {
         *("app", "app/c.env", "base", "base/cm.yaml", "shared/cm.yaml", "patches/p.yaml")
     }
+
+
+def test_se02_values_of_generator_configs_are_returned_for_scrubbing(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "app/kustomization.yaml": "generators: [gen.yaml]\n",
+            "app/gen.yaml": GENERATOR + "literals: ['PASSWORD:hunter2', B=two]\nenvs: [s.env]\n",
+            "app/s.env": "TOKEN=from-env\n",
+        },
+    )
+
+    reach = references.check(Directory(tmp_path), "app", LIMITS)
+
+    assert sorted(reach.secrets) == ["PASSWORD:hunter2", "from-env", "two"]
+    assert reach.paths == {"app", "app/gen.yaml", "app/s.env"}
+
+
+def test_the_kustomizations_one_render_reaches_are_bounded(tmp_path: Path) -> None:
+    chain = {f"k{n}/kustomization.yaml": f"resources: [../k{n + 1}]\n" for n in range(5)}
+    write(tmp_path, {**chain, "k5/kustomization.yaml": "resources: []\n"})
+
+    references.check(Directory(tmp_path), "k0", Limits(max_kustomizations=6))
+    with pytest.raises(ManifestError) as caught:
+        references.check(Directory(tmp_path), "k0", Limits(max_kustomizations=5))
+
+    assert caught.value.reason == "size_limit"
+    assert str(caught.value) == (
+        "k0: reaches more than 5 kustomizations in one render "
+        "(--max-kustomizations, limits.maxKustomizations)"
+    )

@@ -664,7 +664,7 @@ def test_symlinks_are_refused_and_the_canary_never_leaks(
 ) -> None:
     rel = make(repo)
 
-    error = load_error(repo, render_kustomization=lambda root, path, max_bytes: "")
+    error = load_error(repo, render_kustomization=lambda root, path, limits, max_bytes: "")
 
     assert error.reason == "symlink"
     assert str(error).startswith(f"{rel}: ")
@@ -1146,7 +1146,7 @@ class FakeRenderer:
         self.output = output
         self.calls: list[tuple[str, int]] = []
 
-    def __call__(self, tree: Tree, rel: str, max_bytes: int) -> str:
+    def __call__(self, tree: Tree, rel: str, limits: Limits, max_bytes: int) -> str:
         self.calls.append((rel, max_bytes))
         return self.output
 
@@ -1357,7 +1357,7 @@ def test_a_file_that_vanishes_while_the_tree_is_read_is_an_error_never_a_skip(
     """Half a tree must never become the desired set: prune would act on the other half."""
     write(tmp_path, {"k/kustomization.yaml": "resources: []\n", "z.yaml": cm("z")})
 
-    def render_and_remove_a_later_file(tree: Tree, rel: str, max_bytes: int) -> str:
+    def render_and_remove_a_later_file(tree: Tree, rel: str, limits: Limits, max_bytes: int) -> str:
         (tmp_path / "z.yaml").unlink()  # walked after k/, listed before it was removed
         return cm("a")
 

@@ -1,0 +1,97 @@
+"""Runs a program that can open no network socket: `python -I -S offline.py PROGRAM ARGS...`.
+
+kustomize fetches any file or base named by a URL, and Go's HTTP client never sends a
+loopback address through a proxy, so proxy settings that lead nowhere still let a
+repository read the daemon's own /metrics or a `kubectl proxy` on 127.0.0.1. This wrapper
+closes the network in the kernel instead: it installs a seccomp filter under which
+`socket(2)` (and io_uring, which can open sockets too) fails with EACCES, then executes the
+program, which inherits the filter and can never lift it. Nothing else changes for it.
+
+It runs as a script of its own, started by path with the standard library only (no
+site-packages), so it does no work in the daemon's threads and nothing of gitopsd's is
+imported before the program starts. A machine it cannot protect (another architecture, no
+seccomp) makes it exit 126 with a line saying why: no render then happens at all.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import struct
+import sys
+
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+SECCOMP_RET_KILL_PROCESS = 0x80000000
+SECCOMP_RET_ERRNO = 0x00050000
+SECCOMP_RET_ALLOW = 0x7FFF0000
+X32_SYSCALL_BIT = 0x40000000
+# (audit architecture, socket, io_uring_setup) by machine: from the kernel's syscall tables
+ARCHITECTURES = {
+    "x86_64": (0xC000003E, 41, 425),
+    "aarch64": (0xC00000B7, 198, 425),
+}
+# classic BPF: load a word of struct seccomp_data, jump if equal / greater or equal, return
+LOAD, JUMP_EQUAL, JUMP_AT_LEAST, RETURN = 0x20, 0x15, 0x35, 0x06
+NR, ARCH = 0, 4  # offsets of the syscall number and the architecture in seccomp_data
+
+
+def instruction(code: int, k: int, if_true: int = 0, if_false: int = 0) -> bytes:
+    return struct.pack("HBBI", code, if_true, if_false, k)
+
+
+def no_sockets_filter(machine: str) -> bytes:
+    """The filter program: another architecture is killed, socket and io_uring_setup fail
+    with EACCES (so do the x32 calls of x86_64), everything else is allowed."""
+    arch, socket_nr, io_uring_nr = ARCHITECTURES[machine]
+    denied = SECCOMP_RET_ERRNO | errno.EACCES
+    program = [
+        instruction(LOAD, ARCH),
+        instruction(JUMP_EQUAL, arch, 1, 0),
+        instruction(RETURN, SECCOMP_RET_KILL_PROCESS),
+        instruction(LOAD, NR),
+        instruction(JUMP_AT_LEAST, X32_SYSCALL_BIT, 3, 0),
+        instruction(JUMP_EQUAL, socket_nr, 2, 0),
+        instruction(JUMP_EQUAL, io_uring_nr, 1, 0),
+        instruction(RETURN, SECCOMP_RET_ALLOW),
+        instruction(RETURN, denied),
+    ]
+    return b"".join(program)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+
+def close_the_network() -> None:
+    """Installs the filter on this process (and so on what it executes); raises OSError."""
+    machine = platform.machine()
+    if machine not in ARCHITECTURES:
+        raise OSError(errno.ENOSYS, f"no network sandbox for the {machine} architecture")
+    program = no_sockets_filter(machine)
+    libc = ctypes.CDLL(None, use_errno=True)
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_char_p))
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp filter refused")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        print("usage: offline.py PROGRAM [ARGUMENT...]", file=sys.stderr)
+        return 2
+    try:
+        close_the_network()
+    except OSError as error:
+        print(f"error: the network sandbox could not be set up: {error}", file=sys.stderr)
+        return 126
+    os.execv(argv[1], argv[1:])  # noqa: S606 - the program asked for, by absolute path
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
