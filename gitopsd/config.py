@@ -51,6 +51,10 @@ class Limits:
     max_kustomizations: int = 200
     """Kustomizations one render may reach (bases, components, resources, recursively):
     each costs kustomize a read and a build, so a chain of them costs time without end."""
+    max_watches: int = 500
+    """Kinds times namespaces a source's objects may lie in: each is a LIST (the CLI) or a
+    watch and a thread (the daemon), and a source's ApplySet parent, which its tenant may
+    edit, adds its record's."""
 
 
 class LimitSetting(NamedTuple):
@@ -80,6 +84,9 @@ LIMIT_SETTINGS = {
     ),
     "max_kustomizations": LimitSetting(
         "--max-kustomizations", "maxKustomizations", "kustomizations one render may reach"
+    ),
+    "max_watches": LimitSetting(
+        "--max-watches", "maxWatches", "kinds x namespaces a source lists and watches"
     ),
 }
 """The limits a user may change, by Limits field."""

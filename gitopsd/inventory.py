@@ -32,7 +32,6 @@ from gitopsd.objects import (
     APPLYSET_TOOLING_ANNOTATION,
     PRUNE_ANNOTATION,
     Body,
-    GroupKind,
     ObjectKey,
 )
 
@@ -207,28 +206,6 @@ def stored_stamps(parent: Body | None) -> bytes:
         return base64.b64decode(encoded, validate=True) if isinstance(encoded, str) else b""
     except ValueError:
         return b""
-
-
-def recorded_group_kinds(parent: Body | None) -> set[GroupKind]:
-    """The group-kinds a live parent says its members have (Kind.group, comma-separated)."""
-    annotations = ((parent or {}).get("metadata") or {}).get("annotations") or {}
-    listed = annotations.get(APPLYSET_GROUP_KINDS_ANNOTATION, "")
-    return {_group_kind(text) for text in listed.split(",") if text}
-
-
-def recorded_namespaces(parent: Body | None, own_namespace: str) -> set[str]:
-    """The namespaces a live parent says its members are in: its own and those it lists. A
-    parent that does not exist has no members anywhere."""
-    if parent is None:
-        return set()
-    annotations = (parent.get("metadata") or {}).get("annotations") or {}
-    listed = annotations.get(ADDITIONAL_NAMESPACES_ANNOTATION, "")
-    return {name for name in listed.split(",") if name} | {own_namespace}
-
-
-def _group_kind(text: str) -> GroupKind:
-    kind, _, group = text.partition(".")
-    return GroupKind(group, kind)
 
 
 def prune_disabled(live: Body) -> bool:

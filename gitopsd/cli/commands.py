@@ -34,6 +34,7 @@ from gitopsd.errors import ClusterError, ClusterReason, GitopsdError, SourceErro
 from gitopsd.health import Health, Status, overall
 from gitopsd.objects import ObjectKey
 from gitopsd.reconcile import (
+    Bounds,
     ListReader,
     Mode,
     Result,
@@ -161,7 +162,7 @@ def _reconcile(arguments: argparse.Namespace, cluster: Cluster, mode: Mode, hook
     spec = source_spec(arguments)
     settings = sync_settings(arguments, spec)
     source = Source(spec, settings, arguments.cache_dir, refresh=arguments.refresh)
-    reader = ListReader(cluster, settings.concurrency)
+    reader = ListReader(cluster, settings.concurrency, Bounds.of(settings, spec.limits))
     return reconcile_once(source, cluster, reader, State(), mode, hooks)
 
 

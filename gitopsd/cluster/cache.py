@@ -20,7 +20,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from gitopsd import health
@@ -216,22 +216,14 @@ class LiveCache:
     wanted: frozenset[ObjectKey] = frozenset()
     informers: dict[Scope, Informer] = field(default_factory=dict)
 
-    def ensure(
-        self, resources: Iterable[Resource], namespaces: Iterable[str], wanted: Iterable[ObjectKey]
-    ) -> None:
-        """Watches every resource in every namespace (or cluster-wide) and keeps the objects
+    def ensure(self, needed: Mapping[Scope, Resource], wanted: Iterable[ObjectKey]) -> None:
+        """Watches each resource in its namespace ("": cluster-wide) and keeps the objects
         of `wanted`. An informer that may have dropped a newly wanted object lists again; one
         whose scope nothing needs any more stops."""
         wanted = frozenset(wanted)
         grown = {(key.group_kind, key.namespace) for key in wanted - self.wanted}
         shrunk = bool(self.wanted - wanted)
         self.wanted = wanted
-        everywhere = sorted(set(namespaces))
-        needed = {
-            (GroupKind(resource.group, resource.kind), namespace): resource
-            for resource in resources
-            for namespace in (everywhere if resource.namespaced else [""])
-        }
         for scope in self.informers.keys() - needed.keys():
             self.informers.pop(scope).retired.set()
         for scope, resource in needed.items():

@@ -42,6 +42,7 @@ from gitopsd.metrics import Recorder
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.reconcile import (
     RETRIED_MANIFEST_REASONS,
+    Bounds,
     CacheReader,
     KnownInvalid,
     Mode,
@@ -114,7 +115,8 @@ class SourceWorker:
         config = self.config
         applyset = desired.applyset_of(config.settings)
         self.cache = LiveCache(self.cluster, applyset.id, self._changed, self.halt)
-        self.reader = CacheReader(self.cluster, self.cache)
+        bounds = Bounds.of(config.settings, config.spec.limits)
+        self.reader = CacheReader(self.cluster, self.cache, bounds)
         self.source = Source(config.spec, config.settings, self.cache_dir, config.self_heal)
         self.state = State(memo=DriftMemo(self.cache.content_version))
         self.queue = WorkQueue()

@@ -24,7 +24,7 @@ from gitopsd.objects import Body, ObjectKey
 from gitopsd.plan import Plan, PruneDecision, decide_prune, plan_changes
 from gitopsd.reconcile.desired import Desired, applyset_of, fetch, read_revision, resolve
 from gitopsd.reconcile.enforce import ParentWriter, SyncReport, make_changes, unserved_kinds
-from gitopsd.reconcile.live import CONFIG_MAPS, CacheReader, ListReader, Live, Reader
+from gitopsd.reconcile.live import CONFIG_MAPS, Bounds, CacheReader, ListReader, Live, Reader
 from gitopsd.reconcile.measure import IN_SYNC, DriftMemo, Measurement, measure
 from gitopsd.source import Revision
 
@@ -231,7 +231,8 @@ def withdraw(source: Source, cluster: Cluster) -> SyncReport:
     policy = replace(source.settings.prune, enabled=True, allow_empty=True, allow_mass_prune=True)
     settings = replace(source.settings, prune=policy)
     applyset = applyset_of(settings)
-    live = ListReader(cluster, settings.concurrency).read(applyset, {})
+    bounds = Bounds.of(settings, source.spec.limits)
+    live = ListReader(cluster, settings.concurrency, bounds).read(applyset, {})
     nothing = Desired(Revision("", None, source.spec.url), {})
     if live.parent is None:
         return SyncReport("")
@@ -258,6 +259,7 @@ def _seeding(hooks: Hooks, memo: DriftMemo) -> Hooks:
 
 __all__ = [
     "RETRIED_MANIFEST_REASONS",
+    "Bounds",
     "CacheReader",
     "Desired",
     "Hooks",

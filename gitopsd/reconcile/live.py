@@ -3,6 +3,13 @@
 Two readers: `ListReader` reads the cluster afresh (the CLI: a LIST per kind and
 namespace, a GET only for a lone object), `CacheReader` reads the daemon's watch cache
 (memory only, once synced). Both answer with the same `Live`.
+
+What they read is `watched`: each kind in each namespace where git or the source's own
+record puts an object, within the source's `Bounds` (its confinement, for a GitSync acting
+with the daemon's rights, and a limit). Never what the parent's annotations claim: whoever
+may edit the parent (a GitSync's tenant) could make the daemon list and watch anything.
+The record is in the parent too, so it is bounded and confined as well: an entry outside
+the confinement is neither read nor pruned (and is dropped when the record is next written).
 """
 
 from __future__ import annotations
@@ -16,8 +23,9 @@ from gitopsd import inventory
 from gitopsd.apply import run_concurrently
 from gitopsd.changes import Target
 from gitopsd.cluster import Cluster, Resource
-from gitopsd.cluster.cache import LiveCache
-from gitopsd.errors import ClusterError, ClusterReason
+from gitopsd.cluster.cache import LiveCache, Scope
+from gitopsd.config import Limits, SyncSettings, how_to_raise
+from gitopsd.errors import ClusterError, ClusterReason, ManifestError, ManifestReason
 from gitopsd.objects import Body, GroupKind, ObjectKey, key_of
 
 CONFIG_MAPS = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
@@ -47,6 +55,32 @@ class Live:
         return body is not None and self.recorded.get(key) == inventory.uid_prefix(body)
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """Where a source's reader may look."""
+
+    confined_to: str | None = None
+    """The one namespace its objects may lie in (SyncSettings.confined_to), or None."""
+    max_watches: int = Limits.max_watches
+
+    @classmethod
+    def of(cls, settings: SyncSettings, limits: Limits) -> Bounds:
+        return cls(settings.confined_to, limits.max_watches)
+
+    def admits(self, key: ObjectKey) -> bool:
+        return self.confined_to is None or key.namespace == self.confined_to
+
+    def record(self, parent: Body | None) -> inventory.Record:
+        """The parent's record, decoded once per read of the parent, without what lies
+        outside the confinement; empty when it cannot be read (a sync then refuses the
+        parent)."""
+        try:
+            recorded = inventory.recorded(parent)
+        except ValueError:
+            return {}
+        return {key: uid for key, uid in recorded.items() if self.admits(key)}
+
+
 class Reader(Protocol):
     def read(self, applyset: inventory.ApplySet, targets: Targets) -> Live:
         """The parent, the objects it owns and every desired object that exists."""
@@ -63,27 +97,21 @@ class ListReader:
 
     cluster: Cluster
     concurrency: int = 16
+    bounds: Bounds = Bounds()
 
     def read(self, applyset: inventory.ApplySet, targets: Targets) -> Live:
         """Cluster-scoped kinds first: a Namespace git declares and the cluster lacks holds
         nothing yet, so its kinds are not listed (on a cold sync, most LISTs)."""
         parent = self.cluster.get(CONFIG_MAPS, applyset.namespace, applyset.name)
-        record = record_of(parent)
-        group_kinds, namespaces = scope(applyset, parent, record, targets)
-        preferred = self.cluster.discovery.preferred
-        resources = [r for gk in sorted(group_kinds) if (r := preferred(gk))]
+        record = self.bounds.record(parent)
+        lists = sorted(watched(self.bounds, self.cluster, record, targets).items())
         wanted = _by_scope(targets)
         # without a parent nothing is owned: no labelled LIST
         selector = applyset.selector if parent is not None else None
-        cluster_scoped = [(r, "") for r in resources if not r.namespaced]
+        cluster_scoped = [(r, "") for _, r in lists if not r.namespaced]
         objects = self._list_all(selector, cluster_scoped, wanted)
         absent = {k.name for k in targets if k.group_kind == NAMESPACES and k not in objects}
-        namespaced = [
-            (resource, namespace)
-            for resource in resources
-            if resource.namespaced
-            for namespace in sorted(namespaces - absent)
-        ]
+        namespaced = [(r, ns) for (_, ns), r in lists if r.namespaced and ns not in absent]
         objects |= self._list_all(selector, namespaced, wanted)
         return live_from(applyset, parent, record, objects, targets)
 
@@ -135,6 +163,7 @@ class CacheReader:
 
     cluster: Cluster
     cache: LiveCache
+    bounds: Bounds = Bounds()
     parent: Body | None = None
     recorded: inventory.Record = field(default_factory=dict)
     stale: bool = True
@@ -142,12 +171,9 @@ class CacheReader:
     def read(self, applyset: inventory.ApplySet, targets: Targets) -> Live:
         if self.stale:
             self.parent = self.cluster.get(CONFIG_MAPS, applyset.namespace, applyset.name)
-            self.recorded = record_of(self.parent)
+            self.recorded = self.bounds.record(self.parent)
             self.stale = False
-        group_kinds, namespaces = scope(applyset, self.parent, self.recorded, targets)
-        preferred = self.cluster.discovery.preferred
-        resources = [r for gk in sorted(group_kinds) if (r := preferred(gk))]
-        self.cache.ensure(resources, namespaces, targets)
+        self.cache.ensure(watched(self.bounds, self.cluster, self.recorded, targets), targets)
         if not self.cache.wait_synced(CACHE_SYNC_SECONDS):
             raise ClusterError("the watch cache did not sync in time", ClusterReason.TIMEOUT)
         objects = self.cache.objects()
@@ -169,25 +195,23 @@ def live_from(
     return Live(parent, owned, {key: objects.get(key) for key in targets}, record)
 
 
-def record_of(parent: Body | None) -> inventory.Record:
-    """The parent's record, decoded once per read of the parent; empty when it cannot be
-    read (a sync then refuses the parent)."""
-    try:
-        return inventory.recorded(parent)
-    except ValueError:
-        return {}
-
-
-def scope(
-    applyset: inventory.ApplySet,
-    parent: Body | None,
-    record: inventory.Record,
-    targets: Targets,
-) -> tuple[set[GroupKind], set[str]]:
-    """The group-kinds and namespaces this source's objects may live in: as recorded (the
-    record itself, so an edited annotation cannot hide a member from prune; the annotations
-    for parents written before there was a record) and where git puts them now."""
-    keys = [*record, *targets]
-    group_kinds = inventory.recorded_group_kinds(parent) | {key.group_kind for key in keys}
-    namespaces = inventory.recorded_namespaces(parent, applyset.namespace)
-    return group_kinds, namespaces | {key.namespace for key in keys if key.namespace}
+def watched(
+    bounds: Bounds, cluster: Cluster, record: inventory.Record, targets: Targets
+) -> dict[Scope, Resource]:
+    """Each kind in each namespace ("" for a cluster-scoped kind) where git or this
+    source's own record puts an object, within its bounds: what is listed and watched.
+    Raises ManifestError past the limit."""
+    found: dict[Scope, Resource] = {}
+    for key in (*record, *targets):
+        resource = cluster.discovery.preferred(key.group_kind) if bounds.admits(key) else None
+        if resource is None or (resource.namespaced and not key.namespace):
+            continue  # not served now (nothing to list), or outside the confinement
+        found[(key.group_kind, key.namespace if resource.namespaced else "")] = resource
+    if len(found) > bounds.max_watches:
+        raise ManifestError(
+            f"this source's objects lie in {len(found)} kinds x namespaces (as git and its "
+            f"ApplySet parent's record say), over the limit of {bounds.max_watches}: each is "
+            f"a list and a watch ({how_to_raise('max_watches')})",
+            ManifestReason.SIZE_LIMIT,
+        )
+    return found

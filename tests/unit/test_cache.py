@@ -158,7 +158,7 @@ def test_an_informer_whose_scope_nothing_needs_any_more_is_retired() -> None:
     stale, _ = informer()
     live.informers[(WEB.group_kind, "n")] = stale
 
-    live.ensure(resources=[], namespaces=["n"], wanted=[])
+    live.ensure({}, wanted=[])
 
     assert live.informers == {} and stale.retired.is_set()
 

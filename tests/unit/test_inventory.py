@@ -15,11 +15,8 @@ from gitopsd.inventory import (
     ApplySet,
     decode_record,
     recorded,
-    recorded_group_kinds,
-    recorded_namespaces,
 )
-from gitopsd.objects import APPLYSET_PART_OF_LABEL, GroupKind, ObjectKey
-from gitopsd.reconcile.live import scope
+from gitopsd.objects import APPLYSET_PART_OF_LABEL, ObjectKey
 
 APPLYSET = ApplySet("web", "gitops")
 
@@ -50,22 +47,14 @@ def test_the_parent_records_its_members_and_where_they_live() -> None:
     }
     parent = APPLYSET.parent(record)
     annotations = parent["metadata"]["annotations"]
-    kinds = {
-        GroupKind("apps", "Deployment"),
-        GroupKind("", "ConfigMap"),
-        GroupKind("", "Namespace"),
-    }
     assert annotations["applyset.kubernetes.io/contains-group-kinds"] == (
         "ConfigMap,Deployment.apps,Namespace"
     )
     assert annotations["applyset.kubernetes.io/additional-namespaces"] == "team"
     assert annotations["applyset.kubernetes.io/tooling"] == "gitopsd/v1"
     assert parent["metadata"]["labels"] == {"applyset.kubernetes.io/id": APPLYSET.id}
-    assert recorded_group_kinds(parent) == kinds
-    assert recorded_namespaces(parent, "gitops") == {"gitops", "team"}
     assert recorded(parent) == record
     assert APPLYSET.foreign(parent) is None
-    assert recorded_group_kinds(None) == set()
     assert recorded(None) == {}
 
 
@@ -138,18 +127,3 @@ def test_a_parent_that_is_not_this_sources_is_named_as_such(case: str) -> None:
             parent["metadata"][rest[0]][rest[1]] = value
     found = APPLYSET.foreign(parent)
     assert found is not None and reason in found
-
-
-def test_the_record_decides_where_members_are_listed_not_the_editable_annotations() -> None:
-    """An annotation edited to drop a kind or a namespace cannot hide a recorded member from
-    the LISTs that prune works from."""
-    member = ObjectKey("apps", "Deployment", "team", "web")
-    parent = APPLYSET.parent({member: "0a1b2c3d"})
-    annotations = parent["metadata"]["annotations"]
-    annotations["applyset.kubernetes.io/contains-group-kinds"] = ""
-    annotations["applyset.kubernetes.io/additional-namespaces"] = ""
-
-    group_kinds, namespaces = scope(APPLYSET, parent, recorded(parent), {})
-
-    assert group_kinds == {GroupKind("apps", "Deployment")}
-    assert namespaces == {"gitops", "team"}
