@@ -31,7 +31,7 @@ from gitopsd.configfile import GitSyncSettings, SourceConfig, cycle_through
 from gitopsd.daemon.queue import WorkQueue
 from gitopsd.daemon.worker import Backoff, SourceWorker, poll_waiting, waiting_for
 from gitopsd.errors import ClusterError, ClusterReason, ConfigError, GitopsdError
-from gitopsd.gitsync.spec import GitSync, dependencies, read
+from gitopsd.gitsync.spec import GitSync, credentials_allowed, dependencies, read
 from gitopsd.gitsync.status import (
     Failure,
     SourceReport,
@@ -276,14 +276,7 @@ class GitSyncController:
         is used from the next poll on); never the daemon's own credentials."""
         if wanted.secret_name is None:
             return Credentials(password_env=None)
-        secret = self.cluster.get(SECRETS, wanted.namespace, wanted.secret_name)
-        if secret is None:
-            raise ClusterError(
-                f"GitSync {wanted.key}: Secret {wanted.namespace}/{wanted.secret_name} "
-                "(spec.repository.secretRef) not found",
-                ClusterReason.NOT_FOUND,
-            )
-        data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+        data = {k: base64.b64decode(v) for k, v in (self._secret(wanted).get("data") or {}).items()}
         folder = self._home(wanted.namespace, wanted.name) / "credentials"
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         paths = {name: _write_private(folder / name, data.get(name)) for name in SECRET_FILES}
@@ -295,6 +288,30 @@ class GitSyncController:
             ssh_key_file=paths["identity"],
             known_hosts_file=paths["known_hosts"],
         )
+
+    def _secret(self, wanted: GitSync) -> Body:
+        """Its secretRef, read as its ServiceAccount where it has one (the API server decides
+        whether that account may read it); otherwise with the daemon's rights, and used only
+        if the Secret opts in to the GitSync's URL: whoever may create a GitSync must never
+        have the daemon send a Secret they could not read to a server of their choosing."""
+        name = f"{wanted.namespace}/{wanted.secret_name}"
+        where = f"GitSync {wanted.key}: Secret {name} (spec.repository.secretRef)"
+        reader = self.cluster.impersonating(wanted.user) if wanted.user else self.cluster
+        try:
+            secret = reader.get(SECRETS, wanted.namespace, str(wanted.secret_name))
+        except ClusterError as error:
+            raise ClusterError(f"{where}: {error}", error.reason) from None
+        if secret is None:
+            raise ClusterError(f"{where} not found", ClusterReason.NOT_FOUND)
+        if wanted.user is None and not credentials_allowed(secret, wanted.url):
+            raise ClusterError(
+                f"{where} does not allow its use for this repository URL: a GitSync without "
+                "a ServiceAccount may use only a Secret annotated "
+                f"{gitsync.CREDENTIALS_FOR_ANNOTATION} with its URL (or a prefix of it "
+                "ending in /); none of its values was used",
+                ClusterReason.FORBIDDEN,
+            )
+        return secret
 
     def _write_status(
         self, key: ObjectKey, body: Body, report: SourceReport, suspended: bool = False

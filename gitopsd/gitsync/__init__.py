@@ -15,3 +15,7 @@ FINALIZER = "gitopsd.io/finalizer"
 """Held while the GitSync exists, so that its deletion can prune what it applied."""
 DELETE_POLICY_ANNOTATION = "gitopsd.io/delete-policy"
 """`prune` on a GitSync: deleting it deletes what it applied (behind the prune guards)."""
+CREDENTIALS_FOR_ANNOTATION = "gitopsd.io/git-credentials-for"
+"""On a Secret: the repository URLs (comma-separated; one ending in `/` is a prefix) that a
+GitSync acting with the daemon's own rights may use it for. A Secret without it is never
+read for such a GitSync: its creator may have no right to the Secret."""

@@ -14,7 +14,7 @@ from gitopsd import configfile
 from gitopsd.config import Credentials
 from gitopsd.configfile import GitSyncSettings, SourceConfig
 from gitopsd.errors import ConfigError
-from gitopsd.gitsync import DELETE_POLICY_ANNOTATION, FINALIZER
+from gitopsd.gitsync import CREDENTIALS_FOR_ANNOTATION, DELETE_POLICY_ANNOTATION, FINALIZER
 from gitopsd.objects import Body
 
 SHARED_KEYS = (
@@ -57,6 +57,10 @@ class GitSync:
     def key(self) -> str:
         """namespace/name: its work queue key, and its `source` label on every metric."""
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def url(self) -> str:
+        return str(self.fields["repository"])
 
     @property
     def user(self) -> str | None:
@@ -123,3 +127,12 @@ def read(body: Body, settings: GitSyncSettings) -> GitSync:
     )
     gitsync.source(Credentials(password_env=None))  # every field checked now
     return gitsync
+
+
+def credentials_allowed(secret: Body, url: str) -> bool:
+    """Whether `secret` opts in to being sent to `url` by a GitSync acting with the daemon's
+    rights: its CREDENTIALS_FOR_ANNOTATION names the URL, or a prefix of it ending in `/`."""
+    annotations = (secret.get("metadata") or {}).get("annotations") or {}
+    listed = str(annotations.get(CREDENTIALS_FOR_ANNOTATION, ""))
+    allowed = [entry.strip() for entry in listed.split(",") if entry.strip()]
+    return any(url == entry or (entry.endswith("/") and url.startswith(entry)) for entry in allowed)

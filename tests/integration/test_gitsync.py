@@ -112,12 +112,14 @@ def config_map_value(api: Any, namespace: str, name: str) -> str | None:
     return value
 
 
-def credentials_secret(api: Any, namespace: str, git_server: GitServer) -> str:
+def credentials_secret(api: Any, namespace: str, git_server: GitServer, for_url: str) -> str:
+    """The git server's credentials, opted in (by its owner, an admin) for `for_url`."""
     core: Any = client.CoreV1Api(api)
+    annotations = {"gitopsd.io/git-credentials-for": for_url}
     core.create_namespaced_secret(
         namespace,
         {
-            "metadata": {"name": "git-credentials"},
+            "metadata": {"name": "git-credentials", "annotations": annotations},
             "stringData": {"username": git_server.username, "password": git_server.password},
         },
     )
@@ -134,7 +136,7 @@ def test_a_gitsync_is_created_updated_suspended_resumed_and_deleted(
     gitopsd: Gitopsd,
 ) -> None:
     first = git_repo.commit({"app/a.yaml": config_map("a"), "other/b.yaml": config_map("b")})
-    secret = credentials_secret(admin_api, namespace, git_server)
+    secret = credentials_secret(admin_api, namespace, git_server, git_server.http_url(git_repo))
     daemon = operator(daemons, namespace)
     repository = {"url": git_server.http_url(git_repo), "secretRef": {"name": secret}}
     create(admin_api, namespace, "web", {"repository": repository, "paths": ["app"]})

@@ -6,9 +6,15 @@ so the API server's audit log holds every request it makes."""
 from __future__ import annotations
 
 import base64
+import json
+import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from gitopsd.inventory import RECORD_KEY, ApplySet, decode_record, encode_record
@@ -19,7 +25,15 @@ from tests.harness.controlplane import AUDITED_USER, ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import create_namespace
-from tests.integration.test_gitsync import config_map, create, patch_spec, wait_ready
+from tests.integration.test_gitsync import (
+    condition,
+    config_map,
+    create,
+    get,
+    operator,
+    patch_spec,
+    wait_ready,
+)
 from tests.integration.test_sync import scope
 
 KINDS = ",".join(
@@ -128,3 +142,113 @@ def test_what_a_source_lists_is_bounded_whatever_its_parent_records(
     assert "over the limit of 500" in run.err and "(--max-watches, limits.maxWatches)" in run.err
     raised = gitopsd("diff", url, *scope(namespace), "--max-watches", "601")
     assert raised.code == 0, raised.text  # the limit is the user's to raise
+
+
+# secretRef: a GitSync's creator never has the daemon disclose a Secret they could not read
+
+
+@dataclass
+class Collector:
+    """A git host of the tenant's choosing: it asks for credentials and keeps what it gets."""
+
+    server: ThreadingHTTPServer
+    authorizations: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/loot.git"
+
+
+@pytest.fixture
+def collector() -> Iterator[Collector]:
+    found = Collector(ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler))
+
+    class AskForCredentials(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            found.authorizations.append(self.headers.get("Authorization", ""))
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="loot"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    found.server.RequestHandlerClass = AskForCredentials
+    threading.Thread(target=found.server.serve_forever, daemon=True).start()
+    yield found
+    found.server.shutdown()
+    found.server.server_close()
+
+
+def team_secret(api: Any, namespace: str, **annotations: str) -> str:
+    """A Secret the platform team keeps in the tenant's namespace, which the tenant may not
+    read: a git password worth stealing."""
+    core: Any = client.CoreV1Api(api)
+    body = {
+        "metadata": {"name": "team-git", "annotations": annotations},
+        "stringData": {"username": "team", "password": PASSWORD},
+    }
+    core.create_namespaced_secret(namespace, body)
+    return "team-git"
+
+
+PASSWORD = "s3cret-canary-5b1f0e"
+
+
+def assert_nothing_disclosed(
+    collector: Collector, daemon: DaemonProcess, api: Any, ns: str
+) -> None:
+    encoded = base64.b64encode(f"team:{PASSWORD}".encode()).decode()
+    assert collector.authorizations == []  # not even asked: nothing was fetched
+    assert encoded not in "".join(collector.authorizations)
+    status = json.dumps(get(api, ns, "loot"))
+    assert PASSWORD not in status + daemon.logs() and encoded not in daemon.logs()
+
+
+def test_se05_a_gitsync_cannot_send_a_secret_of_its_namespace_to_a_host_of_its_choosing(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    collector: Collector,
+) -> None:
+    """Without a ServiceAccount the daemon's rights read the Secret, so it is used only if
+    it opts in to the URL: this one does not, and a second opts in to another host."""
+    secret = team_secret(admin_api, namespace)
+    daemon = operator(daemons, namespace)
+    repository = {"url": collector.url, "secretRef": {"name": secret}}
+
+    create(admin_api, namespace, "loot", {"repository": repository})
+    refused = wait_ready(admin_api, namespace, "loot", "False", "Forbidden")
+
+    message = condition(refused, "Ready")["message"]
+    assert f"Secret {namespace}/{secret} (spec.repository.secretRef) does not allow" in message
+    assert "gitopsd.io/git-credentials-for" in message
+    assert condition(refused, "Stalled")["status"] == "True"
+    assert_nothing_disclosed(collector, daemon, admin_api, namespace)
+
+
+def test_se05_a_gitsync_with_a_serviceaccount_reads_its_secret_with_that_accounts_rights(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    collector: Collector,
+) -> None:
+    """Opted in or not, the Secret is read as the account, which may not read it."""
+    secret = team_secret(admin_api, namespace, **{"gitopsd.io/git-credentials-for": "http://"})
+    core: Any = client.CoreV1Api(admin_api)
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "tenant"}})
+    daemon = operator(daemons, namespace)
+    spec = {"repository": {"url": collector.url, "secretRef": {"name": secret}}}
+
+    create(admin_api, namespace, "loot", {**spec, "serviceAccountName": "tenant"})
+    refused = wait_ready(admin_api, namespace, "loot", "False", "Forbidden")
+
+    message = condition(refused, "Ready")["message"]
+    assert f"Secret {namespace}/{secret} (spec.repository.secretRef): " in message
+    assert f'User "system:serviceaccount:{namespace}:tenant" cannot get resource "secrets"' in (
+        message
+    )
+    assert_nothing_disclosed(collector, daemon, admin_api, namespace)

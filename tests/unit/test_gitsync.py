@@ -771,3 +771,26 @@ def test_depends_on_names_default_to_the_gitsyncs_namespace() -> None:
 
     assert found.depends_on == ("team/db", "infra/certs")
     assert found.source(NO_CREDENTIALS).depends_on == found.depends_on
+
+
+OPT_IN = [
+    # (annotation, url, allowed)
+    (None, "https://git.example.com/team-a/app.git", False),
+    ("", "https://git.example.com/team-a/app.git", False),
+    ("https://git.example.com/team-a/app.git", "https://git.example.com/team-a/app.git", True),
+    ("https://git.example.com/team-a/", "https://git.example.com/team-a/app.git", True),
+    ("https://git.example.com/team-a", "https://git.example.com/team-ab/app.git", False),
+    ("https://git.example.com/team-a/", "https://git.example.com.evil.io/team-a/x", False),
+    ("https://git.example.com/team-a/", "https://evil.io/team-a/", False),
+    ("https://a.io/x.git, https://git.example.com/", "https://git.example.com/b.git", True),
+    ("HTTPS://GIT.EXAMPLE.COM/", "https://git.example.com/b.git", False),  # exact, or nothing
+]
+
+
+@pytest.mark.parametrize(("annotation", "url", "allowed"), OPT_IN)
+def test_a_secret_opts_in_to_exactly_the_urls_its_annotation_names(
+    annotation: str | None, url: str, allowed: bool
+) -> None:
+    annotations = {} if annotation is None else {"gitopsd.io/git-credentials-for": annotation}
+    secret = {"metadata": {"name": "git", "annotations": annotations}}
+    assert spec.credentials_allowed(secret, url) is allowed
