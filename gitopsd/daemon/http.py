@@ -1,8 +1,13 @@
 """The daemon's only HTTP surface: /metrics, /healthz, /readyz and POST /hooks/<source>.
 
-Bounded so no client can exhaust it: at most MAX_HANDLER_THREADS requests at once (the
-others are answered 503 at once), each cut off at REQUEST_DEADLINE_SECONDS however slowly
-it trickles in.
+One thread serves every connection from an event loop, so a client costs a socket, never a
+thread or a slot that another client waits for: however many connections send half a
+request line and wait (a webhook caller, or anyone who reaches the port), a probe or a
+scrape whose request arrives whole is answered at once. What a client may hold is bounded
+too: at most MAX_CONNECTIONS open (MAX_PER_CLIENT from one address; the others are answered
+503 at once), a request head of MAX_HEAD_BYTES, a body of MAX_PAYLOAD_BYTES, and
+REQUEST_DEADLINE_SECONDS from accept to the last byte of the answer, however slowly it
+trickles in. Every answer closes its connection (HTTP/1.0).
 """
 
 from __future__ import annotations
@@ -11,36 +16,51 @@ import contextlib
 import hashlib
 import hmac
 import logging
+import selectors
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from dataclasses import dataclass, field
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 log = logging.getLogger("gitopsd.http")
 MAX_PAYLOAD_BYTES = 1024 * 1024
 MAX_DISCARDED_BYTES = 4 * MAX_PAYLOAD_BYTES
-"""A refused body up to this size is read and dropped after the 413, so a client that is
+"""A refused body up to this size is read and dropped after the answer, so a client that is
 still sending it gets the answer instead of a reset connection."""
 LINGER_SECONDS = 1.0
-MAX_HANDLER_THREADS = 8
-"""Callers are few (a scraper, the kubelet's probes, a git host's webhooks) and every answer
-is cheap, so 8 is plenty; a fixed cap keeps a flood of connections from costing a thread
-(and its memory) each."""
+"""How long a refused body's rest is waited for between reads."""
+MAX_HEAD_BYTES = 16 * 1024
+"""The request line and headers: a URL or header longer than this gets 431."""
+MAX_CONNECTIONS = 256
+MAX_PER_CLIENT = 32
+"""Callers are few (a scraper, the kubelet's probes, a git host's webhooks), so one address
+holding 32 connections is misbehaving; the cap keeps it from taking all MAX_CONNECTIONS."""
 REQUEST_DEADLINE_SECONDS = 10.0
-"""From accept to the last byte of the answer. A socket timeout bounds each read, not a
-client that sends one byte just often enough to hold its thread for ever."""
-HANDLER_THREAD = "http-request"
-BUSY = b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 5\r\n\r\nbusy\n"
+"""From accept to the last byte of the answer: a client that sends one byte just often
+enough is cut off all the same."""
+TICK_SECONDS = 0.25
+BUSY = b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 5\r\nConnection: close\r\n\r\nbusy\n"
+REASONS = {
+    200: "OK",
+    202: "Accepted",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    413: "Payload Too Large",
+    431: "Request Header Fields Too Large",
+    501: "Not Implemented",
+    503: "Service Unavailable",
+}
 
 
 @dataclass(frozen=True)
 class Hook:
     """A webhook: the HMAC-SHA256 key and what a correctly signed call triggers (it must
-    return at once: the request's thread waits for it)."""
+    return at once: the server's one thread waits for it)."""
 
     secret: bytes
     trigger: Callable[[], None]
@@ -53,11 +73,10 @@ class Endpoints:
     hooks: Mapping[str, Hook]
 
 
-def serve(address: tuple[str, int], endpoints: Endpoints) -> HTTPServer:
+def serve(address: tuple[str, int], endpoints: Endpoints) -> Server:
     """Starts serving in a background thread; `shutdown()` on the result stops it."""
-    handler = type("Handler", (_Handler,), {"endpoints": endpoints})
-    server = _BoundedServer(address, handler)
-    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+    server = Server(address, endpoints)
+    threading.Thread(target=server.run, name="http", daemon=True).start()
     return server
 
 
@@ -77,116 +96,250 @@ def _declared_length(header: str) -> int | None:
     return int(header)
 
 
-class _BoundedServer(HTTPServer):
-    """A thread per request, up to MAX_HANDLER_THREADS; the accept loop cuts off requests
-    that outlive their deadline (it runs `service_actions` every half second)."""
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    """By lower-case name."""
 
-    def __init__(self, address: tuple[str, int], handler: type[_Handler]) -> None:
-        super().__init__(address, handler)
-        self._slots = threading.BoundedSemaphore(MAX_HANDLER_THREADS)
-        self._deadlines: dict[socket.socket, float] = {}
-        self._lock = threading.Lock()
+    @classmethod
+    def parse(cls, head: bytes) -> Request | None:
+        """The request line and headers; None when they are not HTTP."""
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+            return None
+        headers = {}
+        for line in lines[1:]:
+            name, colon, value = line.partition(":")
+            if not colon:
+                return None
+            headers[name.strip().lower()] = value.strip()
+        return cls(parts[0], parts[1], headers)
 
-    def process_request(  # type: ignore[override]  # a TCP server: never a datagram pair
-        self, request: socket.socket, client_address: object
-    ) -> None:
-        if not self._slots.acquire(blocking=False):
-            _refuse(request)
-            self.shutdown_request(request)
-            return
-        with self._lock:
-            self._deadlines[request] = time.monotonic() + REQUEST_DEADLINE_SECONDS
-        args = (request, client_address)
-        threading.Thread(target=self._handle, args=args, name=HANDLER_THREAD, daemon=True).start()
 
-    def _handle(self, request: socket.socket, client_address: object) -> None:
+@dataclass
+class Connection:
+    """One client's exchange: its request read, then its answer written, then (after a
+    refused body) what it still sends of the body read and dropped."""
+
+    sock: socket.socket
+    client: str
+    deadline: float
+    received: bytearray = field(default_factory=bytearray)
+    request: Request | None = None
+    body_length: int = 0
+    answer: bytes = b""
+    sent: int = 0
+    discard: int = 0
+    """Bytes of a refused body still to be read and dropped."""
+    last_read: float = 0.0
+
+    @property
+    def answered(self) -> bool:
+        return bool(self.answer)
+
+
+class Server:
+    """The event loop (see the module's docstring)."""
+
+    def __init__(self, address: tuple[str, int], endpoints: Endpoints) -> None:
+        self.endpoints = endpoints
+        self.listener = socket.create_server(address, backlog=128)
+        self.listener.setblocking(False)
+        self.server_address: tuple[str, int] = self.listener.getsockname()[:2]
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.listener, selectors.EVENT_READ)
+        self.connections: dict[socket.socket, Connection] = {}
+        self.per_client: Counter[str] = Counter()
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
         try:
-            self.finish_request(request, client_address)
-        except OSError as error:  # the client went away, or its deadline passed
-            log.debug("request from %s ended: %s", client_address, error)
-        except Exception:
-            log.exception("request from %s failed", client_address)
+            while not self._stopping.is_set():
+                for key, _ in self.selector.select(TICK_SECONDS):
+                    if key.fileobj is self.listener:
+                        self._accept()
+                    else:
+                        self._step(self.connections[key.fileobj])  # type: ignore[index]
+                self._expire()
         finally:
-            with self._lock:
-                del self._deadlines[request]
-            self.shutdown_request(request)
-            self._slots.release()
+            for connection in list(self.connections.values()):
+                self._close(connection)
+            self._stopped.set()
 
-    def service_actions(self) -> None:
-        now = time.monotonic()
-        with self._lock:
-            expired = [request for request, deadline in self._deadlines.items() if deadline < now]
-        for request in expired:
-            _cut(request)
+    def shutdown(self) -> None:
+        self._stopping.set()
+        self._stopped.wait(5.0)
 
+    def server_close(self) -> None:
+        self.selector.close()
+        self.listener.close()
 
-def _refuse(request: socket.socket) -> None:
-    """Answers 503 without waiting: a fresh socket's send buffer takes these few bytes."""
-    try:
-        request.setblocking(False)
-        request.send(BUSY)
-    except OSError:
-        pass  # a client that is gone or not reading gets no answer
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, peer = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as error:  # out of file descriptors, a client gone: next round
+                log.warning("accept failed: %s", error)
+                return
+            self._admit(sock, str(peer[0]))
 
-
-def _cut(request: socket.socket) -> None:
-    """Ends the reads and writes its handler is blocked in, which then frees its thread."""
-    with contextlib.suppress(OSError):  # it ended meanwhile
-        request.shutdown(socket.SHUT_RDWR)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    endpoints: Endpoints
-    server_version = "gitopsd"
-    sys_version = ""
-
-    def do_GET(self) -> None:
-        if self.path == "/metrics":
-            self._answer(200, generate_latest(self.endpoints.registry), CONTENT_TYPE_LATEST)
-        elif self.path == "/healthz":
-            self._answer(200, b"ok\n")
-        elif self.path == "/readyz":
-            ready = self.endpoints.ready()
-            self._answer(200 if ready else 503, b"ready\n" if ready else b"not ready\n")
-        else:
-            self._answer(404, b"not found\n")
-
-    def do_POST(self) -> None:
-        name = self.path.removeprefix("/hooks/")
-        hook = self.endpoints.hooks.get(name) if self.path.startswith("/hooks/") else None
-        if hook is None:
-            self._answer(404, b"not found\n")
+    def _admit(self, sock: socket.socket, client: str) -> None:
+        sock.setblocking(False)
+        full = len(self.connections) >= MAX_CONNECTIONS
+        if full or self.per_client[client] >= MAX_PER_CLIENT:
+            with contextlib.suppress(OSError):  # a fresh socket's buffer takes these bytes
+                sock.send(BUSY)
+            sock.close()
             return
-        length = _declared_length(self.headers.get("Content-Length", ""))
+        connection = Connection(sock, client, time.monotonic() + REQUEST_DEADLINE_SECONDS)
+        self.connections[sock] = connection
+        self.per_client[client] += 1
+        self.selector.register(sock, selectors.EVENT_READ)
+
+    def _step(self, connection: Connection) -> None:
+        try:
+            if connection.answered and connection.sent < len(connection.answer):
+                self._write(connection)
+            else:
+                self._read(connection)
+        except OSError as error:  # the client went away
+            log.debug("connection from %s ended: %s", connection.client, error)
+            self._close(connection)
+        except Exception:  # a bug must not end the server, nor leave the client waiting
+            log.exception("request from %s failed", connection.client)
+            self._close(connection)
+
+    def _read(self, connection: Connection) -> None:
+        chunk = connection.sock.recv(64 * 1024)
+        if not chunk:
+            self._close(connection)
+            return
+        connection.last_read = time.monotonic()
+        if connection.answered:  # a refused body's rest: dropped
+            connection.discard -= len(chunk)
+            if connection.discard <= 0:
+                self._close(connection)
+            return
+        connection.received += chunk
+        self._progress(connection)
+
+    def _progress(self, connection: Connection) -> None:
+        """Parses the head once it is whole, then waits for the body, then answers."""
+        if connection.request is None:
+            head, found, rest = bytes(connection.received).partition(b"\r\n\r\n")
+            if not found:
+                if len(connection.received) > MAX_HEAD_BYTES:
+                    self._answer(connection, 431, b"request head too large\n")
+                return
+            request = Request.parse(head)
+            if request is None:
+                self._answer(connection, 400, b"bad request\n")
+                return
+            connection.request, connection.received = request, bytearray(rest)
+            if not self._expects_body(connection, request):
+                return
+        if len(connection.received) >= connection.body_length:
+            body = bytes(connection.received[: connection.body_length])
+            self._answer(connection, *self._route(connection.request, body))
+
+    def _expects_body(self, connection: Connection, request: Request) -> bool:
+        """Answers at once what needs no body, and a body that may not be sent."""
+        if request.method != "POST":
+            self._answer(connection, *self._route(request, b""))
+            return False
+        length = _declared_length(request.headers.get("content-length", ""))
+        if not self._hook_of(request):
+            self._refuse_body(connection, 404, b"not found\n", length or 0)
+            return False
         if length is None or length > MAX_PAYLOAD_BYTES:
-            self._answer(413, b"payload missing or over 1 MiB\n")
-            self._linger(length or 0)
-            return
-        body = self.rfile.read(length)
-        if not signature_valid(hook.secret, body, self.headers.get("X-Hub-Signature-256")):
+            self._refuse_body(connection, 413, b"payload missing or over 1 MiB\n", length or 0)
+            return False
+        connection.body_length = length
+        return True
+
+    def _refuse_body(self, connection: Connection, status: int, text: bytes, length: int) -> None:
+        """Answers before the body is read, then reads and drops what the client still
+        sends of it (up to MAX_DISCARDED_BYTES), so that a client that is still sending
+        reads the answer instead of a reset connection."""
+        connection.discard = min(length, MAX_DISCARDED_BYTES) - len(connection.received)
+        self._answer(connection, status, text)
+
+    def _route(self, request: Request, body: bytes) -> tuple[int, bytes, str]:
+        if request.method == "GET":
+            return self._get(request.path)
+        if request.method == "POST":
+            return self._post(request, body)
+        return 501, b"not implemented\n", "text/plain"
+
+    def _post(self, request: Request, body: bytes) -> tuple[int, bytes, str]:
+        name, hook = request.path.removeprefix("/hooks/"), self._hook_of(request)
+        if hook is None:
+            return 404, b"not found\n", "text/plain"
+        if not signature_valid(hook.secret, body, request.headers.get("x-hub-signature-256")):
             log.warning("webhook rejected: bad signature", extra={"source": name})
-            self._answer(401, b"bad signature\n")
-            return
+            return 401, b"bad signature\n", "text/plain"
         hook.trigger()
-        self._answer(202, b"accepted\n")  # the payload only triggers a fetch; it is not trusted
+        return 202, b"accepted\n", "text/plain"  # the payload only triggers a fetch
 
-    def _linger(self, length: int) -> None:
-        """After refusing a body, reads and drops what the client still sends of it (up to
-        MAX_DISCARDED_BYTES, for at most LINGER_SECONDS between reads), so that a client that
-        is still sending reads the answer instead of a reset connection."""
-        self.wfile.flush()
-        self.connection.settimeout(LINGER_SECONDS)
-        remaining = min(length, MAX_DISCARDED_BYTES)
-        with contextlib.suppress(OSError):  # a timeout or a client that went away: done
-            while remaining > 0 and (chunk := self.rfile.read1(min(remaining, 64 * 1024))):
-                remaining -= len(chunk)
+    def _get(self, path: str) -> tuple[int, bytes, str]:
+        if path == "/metrics":
+            return 200, generate_latest(self.endpoints.registry), CONTENT_TYPE_LATEST
+        if path == "/healthz":
+            return 200, b"ok\n", "text/plain"
+        if path == "/readyz":
+            if self.endpoints.ready():
+                return 200, b"ready\n", "text/plain"
+            return 503, b"not ready\n", "text/plain"
+        return 404, b"not found\n", "text/plain"
 
-    def _answer(self, status: int, body: bytes, content_type: str = "text/plain") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+    def _hook_of(self, request: Request) -> Hook | None:
+        if not request.path.startswith("/hooks/"):
+            return None
+        return self.endpoints.hooks.get(request.path.removeprefix("/hooks/"))
 
-    def log_message(self, format: str, *args: object) -> None:
-        log.debug(format, *args)
+    def _answer(
+        self, connection: Connection, status: int, body: bytes, kind: str = "text/plain"
+    ) -> None:
+        head = (
+            f"HTTP/1.0 {status} {REASONS[status]}\r\nServer: gitopsd\r\nContent-Type: {kind}\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        )
+        connection.answer = head.encode() + body
+        self.selector.modify(connection.sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
+        self._write(connection)
+
+    def _write(self, connection: Connection) -> None:
+        connection.sent += connection.sock.send(connection.answer[connection.sent :])
+        if connection.sent < len(connection.answer):
+            return
+        if connection.discard > 0:
+            connection.last_read = time.monotonic()
+            self.selector.modify(connection.sock, selectors.EVENT_READ)
+        else:
+            self._close(connection)
+
+    def _expire(self) -> None:
+        """Cuts off every connection past its deadline, and a refused body's rest that has
+        not come for LINGER_SECONDS."""
+        now = time.monotonic()
+        for connection in list(self.connections.values()):
+            draining = connection.discard > 0 and connection.sent == len(connection.answer)
+            idle = draining and now > connection.last_read + LINGER_SECONDS
+            if idle or now > connection.deadline:
+                self._close(connection)
+
+    def _close(self, connection: Connection) -> None:
+        if self.connections.pop(connection.sock, None) is None:
+            return
+        self.per_client[connection.client] -= 1
+        if not self.per_client[connection.client]:
+            del self.per_client[connection.client]
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(connection.sock)
+        connection.sock.close()

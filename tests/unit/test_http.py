@@ -9,8 +9,10 @@ import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
+import yaml
 from prometheus_client import CollectorRegistry
 
 from gitopsd.daemon import http
@@ -98,52 +100,115 @@ def test_se20_a_client_still_sending_an_oversized_body_reads_the_413(server: Ser
     assert server.triggered == []
 
 
-def handler_threads() -> int:
-    return sum(thread.name == http.HANDLER_THREAD for thread in threading.enumerate())
+def server_threads() -> int:
+    return sum(thread.name == "http" for thread in threading.enumerate())
 
 
-class Slowloris:
-    """Clients that each send one more byte of an endless header every 0.2 s, noting the
-    most handler threads the server ever ran and whether it answered them 503."""
+class HalfRequests:
+    """The red team's attack on the probes: connections that each send half a request line
+    and wait, each opened again as soon as the server cuts it off."""
 
-    def __init__(self, address: tuple[str, int], count: int) -> None:
-        self.connections = [socket.create_connection(address, timeout=10) for _ in range(count)]
-        self.peak_threads = 0
-        self.answers: list[bytes] = []
+    def __init__(self, address: tuple[str, int], count: int, source: str = "127.0.0.1") -> None:
+        self.address, self.source = address, source
+        self.connections = [self._open() for _ in range(count)]
+        self.reopened = 0
         self.stop = threading.Event()
-        for connection in self.connections:
-            connection.sendall(b"GET /healthz HTTP/1.1\r\nX-Slow: ")
-        threading.Thread(target=self._drip, daemon=True).start()
+        threading.Thread(target=self._hold, daemon=True).start()
 
-    def _drip(self) -> None:
-        while not self.stop.wait(0.2):
-            self.peak_threads = max(self.peak_threads, handler_threads())
-            for connection in list(self.connections):
+    def _open(self) -> socket.socket:
+        connection = socket.create_connection(
+            self.address, timeout=10, source_address=(self.source, 0)
+        )
+        connection.sendall(b"GET /heal")
+        return connection
+
+    def _hold(self) -> None:
+        while not self.stop.wait(0.05):
+            for at, connection in enumerate(self.connections):
+                connection.setblocking(False)
                 try:
-                    connection.sendall(b"a")
-                except OSError:  # the server ended it
-                    self._collect(connection)
+                    ended = connection.recv(1) == b""
+                except BlockingIOError:
+                    ended = False
+                except OSError:
+                    ended = True
+                if ended:
+                    connection.close()
+                    self.connections[at] = self._open()
+                    self.reopened += 1
 
-    def _collect(self, connection: socket.socket) -> None:
-        self.connections.remove(connection)
-        try:
-            self.answers.append(connection.recv(65536))
-        except OSError:
-            self.answers.append(b"")
-        connection.close()
+    def close(self) -> None:
+        self.stop.set()
+        for connection in self.connections:
+            connection.close()
 
 
-def test_se19_slow_clients_are_cut_off_at_the_deadline_and_threads_stay_capped(
-    server: Server,
+def probe_timeout_seconds() -> float:
+    """The liveness probe's timeoutSeconds, as the shipped Deployment says."""
+    deployment = yaml.safe_load(DEPLOYMENT.read_text())
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    return float(container["livenessProbe"]["timeoutSeconds"])
+
+
+DEPLOYMENT = Path(__file__).resolve().parents[2] / "config" / "manager" / "deployment.yaml"
+
+
+def test_se19_probes_are_answered_at_once_while_half_requests_hold_connections(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    slow = Slowloris(server.address, http.MAX_HANDLER_THREADS + 4)
+    """Eight connections sending half a request line, reopened at every cut-off, starved 54
+    of 57 probes of a thread-per-request server; here every probe, timed as the kubelet
+    times it, is answered 200, through several cut-offs."""
+    monkeypatch.setattr(http, "REQUEST_DEADLINE_SECONDS", 1.0)
+    running = http.serve(("127.0.0.1", 0), http.Endpoints(CollectorRegistry(), lambda: True, {}))
+    address = ("127.0.0.1", running.server_address[1])
+    attack = HalfRequests(address, 8)
+    timeout = probe_timeout_seconds()
+    answers: list[int] = []
     try:
-        # Cut off by the total deadline although each read gets a byte within 0.2 s.
-        wait_for(lambda: not slow.connections, "the slow clients to be cut off", 20)
-        assert server.status(HEALTHZ) == 200
+        while attack.reopened < 24:  # each connection cut off and opened again, three times
+            with socket.create_connection(address, timeout=timeout) as probe:
+                probe.sendall(HEALTHZ)
+                answers.append(int(probe.recv(65536).split()[1]))
     finally:
-        slow.stop.set()
+        attack.close()
+        running.shutdown()
+        running.server_close()
 
-    assert slow.peak_threads == http.MAX_HANDLER_THREADS
-    assert any(answer.startswith(b"HTTP/1.0 503") for answer in slow.answers)
-    wait_for(lambda: handler_threads() == 0, "the handler threads to end")
+    assert set(answers) == {200}, answers
+    assert server_threads() == 0
+
+
+def test_se19_one_address_cannot_take_every_connection(server: Server) -> None:
+    """Past MAX_PER_CLIENT from one address the rest is answered 503 at once; another
+    address (the kubelet's) is still served, and the server keeps one thread however many
+    connections it holds."""
+    greedy = HalfRequests(server.address, http.MAX_PER_CLIENT, source="127.0.0.2")
+    try:
+        with socket.create_connection(
+            server.address, timeout=5, source_address=("127.0.0.2", 0)
+        ) as one_more:
+            one_more.sendall(HEALTHZ)
+            assert one_more.recv(65536).startswith(b"HTTP/1.0 503")
+        assert server.status(HEALTHZ) == 200  # from 127.0.0.1
+        assert server_threads() == 1
+    finally:
+        greedy.close()
+
+
+def test_se19_slow_clients_are_cut_off_at_the_deadline(server: Server) -> None:
+    """A client that sends one more byte every 0.2 s, for ever, is cut off all the same."""
+    with socket.create_connection(server.address, timeout=10) as slow:
+        slow.sendall(b"GET /healthz HTTP/1.1\r\nX-Slow: ")
+
+        def cut_off() -> bool:
+            try:
+                slow.sendall(b"a")
+                return slow.recv(1, socket.MSG_DONTWAIT) == b""
+            except BlockingIOError:
+                return False
+            except OSError:
+                return True
+
+        wait_for(cut_off, "the slow client to be cut off", 20)
+    assert server.status(HEALTHZ) == 200
