@@ -83,6 +83,10 @@ class GitSyncSettings:
     allow_insecure: bool = False
     """Permit GitSyncs to read file:// and plain http:// repositories (local use and tests:
     file:// reads the daemon's own file system)."""
+    cross_namespace_refs: bool = False
+    """Permit a GitSync's dependsOn to name a GitSync of another namespace (Flux's
+    --no-cross-namespace-refs, inverted): its status would tell one tenant the state of
+    another's GitSync, so it is off."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +151,13 @@ SOURCE_KEYS = {
 LIMIT_KEYS = {setting.key for setting in LIMIT_SETTINGS.values()}
 GUARD_KEYS = {"allowEmpty", "allowMassPrune", "pruneBudgetPercent", "pruneProtected"}
 CREDENTIAL_KEYS = {"username", "passwordFile", "passwordEnv", "sshKeyFile", "knownHostsFile"}
-GITSYNC_KEYS = {"enabled", "namespaces", "defaultServiceAccount", "allowInsecure"}
+GITSYNC_KEYS = {
+    "enabled",
+    "namespaces",
+    "defaultServiceAccount",
+    "allowInsecure",
+    "crossNamespaceRefs",
+}
 LEADER_KEYS = {"enabled", "namespace", "name", "leaseDuration", "renewDeadline", "retryPeriod"}
 
 
@@ -322,6 +332,9 @@ def _git_syncs(value: Any, where: str) -> GitSyncSettings:
         namespaces=namespaces,
         default_service_account=None if account is None else _account(raw, where),
         allow_insecure=_bool(raw, "allowInsecure", where, GitSyncSettings.allow_insecure),
+        cross_namespace_refs=_bool(
+            raw, "crossNamespaceRefs", where, GitSyncSettings.cross_namespace_refs
+        ),
     )
 
 

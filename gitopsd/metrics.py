@@ -6,12 +6,15 @@ except on `gitopsd_object_drift`, whose series are held within a configurable bu
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 from gitopsd.changes import Action, ChangeSet
@@ -34,10 +37,13 @@ class Recorder:
         self.registry = registry
         self.budget = object_series_budget
         self._lock = threading.Lock()
+        self._series_lock = threading.Lock()
         self._object_series: dict[str, set[tuple[str, ...]]] = {}
         self._count_series: dict[str, set[tuple[str, str]]] = {}
         self._health_series: dict[str, set[tuple[str, str]]] = {}
         self._revisions: dict[str, str] = {}
+        self._series: dict[str, set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
+        """Every labelled series made for each source, so `forget` can remove them all."""
         self._define_drift(registry)
         self._define_health(registry)
         self._define_reconcile(registry)
@@ -154,6 +160,29 @@ class Recorder:
             "gitopsd_leader", "1 while this process holds the leader lease.", registry=registry
         )
 
+    def _of(self, metric: MetricWrapperBase, source: str, *labels: str) -> Any:
+        """The series of `metric` for `source` and `labels`, remembered for `forget`."""
+        with self._series_lock:
+            self._series.setdefault(source, set()).add((metric, (source, *labels)))
+        return metric.labels(source, *labels)
+
+    def _drop(self, metric: MetricWrapperBase, source: str, *labels: str) -> None:
+        """Removes a series `_of` made (series that come and go, as drifted objects do, are
+        not remembered after)."""
+        metric.remove(source, *labels)
+        with self._series_lock:
+            self._series.get(source, set()).discard((metric, (source, *labels)))
+
+    def forget(self, source: str) -> None:
+        """Removes every series of `source` (a deleted GitSync), whatever the metric."""
+        with self._lock, self._series_lock:
+            for metric, labels in self._series.pop(source, set()):
+                with contextlib.suppress(KeyError):  # removed already, as drift replaces
+                    metric.remove(*labels)
+            for series in (self._object_series, self._count_series, self._health_series):
+                series.pop(source, None)
+            self._revisions.pop(source, None)
+
     # Drift
 
     def drift(self, source: str, drifts: Iterable[Drift]) -> None:
@@ -162,9 +191,9 @@ class Recorder:
         counts = Tally((str(d.key.group_kind), str(d.state)) for d in drifts)
         with self._lock:
             for group_kind, state in self._count_series.get(source, set()) - set(counts):
-                self.drift_objects.remove(source, group_kind, state)
+                self._drop(self.drift_objects, source, group_kind, state)
             for (group_kind, state), count in counts.items():
-                self.drift_objects.labels(source, group_kind, state).set(count)
+                self._of(self.drift_objects, source, group_kind, state).set(count)
             self._count_series[source] = set(counts)
             self._set_object_series(source, drifts)
 
@@ -172,14 +201,14 @@ class Recorder:
         wanted = {_object_labels(source, d) for d in drifts}
         kept = set(sorted(wanted)[: self.budget])
         for labels in self._object_series.get(source, set()) - kept:
-            self.object_drift.remove(*labels)
+            self._drop(self.object_drift, *labels)
         for labels in kept:
-            self.object_drift.labels(*labels).set(1)
+            self._of(self.object_drift, *labels).set(1)
         self._object_series[source] = kept
-        self.object_drift_over_budget.labels(source).set(len(wanted) - len(kept))
+        self._of(self.object_drift_over_budget, source).set(len(wanted) - len(kept))
 
     def detected(self, source: str, seconds: float) -> None:
-        self.detection.labels(source).observe(max(seconds, 0.0))
+        self._of(self.detection, source).observe(max(seconds, 0.0))
 
     # Health
 
@@ -189,36 +218,36 @@ class Recorder:
         now = overall(healths.values())
         with self._lock:
             for group_kind, status in self._health_series.get(source, set()) - set(counts):
-                self.health_objects.remove(source, group_kind, status)
+                self._drop(self.health_objects, source, group_kind, status)
             for (group_kind, status), count in counts.items():
-                self.health_objects.labels(source, group_kind, status).set(count)
+                self._of(self.health_objects, source, group_kind, status).set(count)
             self._health_series[source] = set(counts)
             for status in SOURCE_HEALTH:
-                self.source_health.labels(source, str(status)).set(1 if status == now else 0)
+                self._of(self.source_health, source, str(status)).set(1 if status == now else 0)
 
     # Reconcile
 
     def reconciled(self, source: str, result: str, seconds: float, now: float) -> None:
-        self.reconciles.labels(source, result).inc()
-        self.reconcile_seconds.labels(source, result).observe(seconds)
+        self._of(self.reconciles, source, result).inc()
+        self._of(self.reconcile_seconds, source, result).observe(seconds)
         if result == "success":
-            self.last_success.labels(source).set(now)
+            self._of(self.last_success, source).set(now)
 
     def changes(self, source: str, changes: ChangeSet) -> None:
         for action in Action:
             count = changes.count(action)
             if count:
-                self.applies.labels(source, str(action), "success").inc(count)
+                self._of(self.applies, source, str(action), "success").inc(count)
 
     def apply_failed(self, source: str, action: str, reason: ClusterReason, count: int) -> None:
-        self.applies.labels(source, action, reason).inc(count)
+        self._of(self.applies, source, action, reason).inc(count)
 
     def error(self, source: str, stage: Stage, reason: Reason) -> None:
-        self.errors.labels(source, stage, reason).inc()
+        self._of(self.errors, source, stage, reason).inc()
 
     def refused(self, source: str, reasons: Iterable[str]) -> None:
         for reason, count in Tally(reasons).items():
-            self.prune_blocked.labels(source, reason).inc(count)
+            self._of(self.prune_blocked, source, reason).inc(count)
 
     # Source
 
@@ -228,17 +257,17 @@ class Recorder:
         with self._lock:
             previous = self._revisions.get(source)
             if previous not in (None, revision):
-                self.revision_info.remove(source, previous)
-            self.revision_info.labels(source, revision).set(1)
+                self._drop(self.revision_info, source, previous)
+            self._of(self.revision_info, source, revision).set(1)
             self._revisions[source] = revision
 
     def applied(self, source: str, commit_time: float | None, now: float) -> None:
         """A revision applied in full, `now - commit_time` after it was committed."""
         if commit_time is not None:
-            self.commit_to_applied.labels(source).observe(max(now - commit_time, 0.0))
+            self._of(self.commit_to_applied, source).observe(max(now - commit_time, 0.0))
 
     def fetched(self, source: str, seconds: float) -> None:
-        self.fetch_seconds.labels(source).observe(seconds)
+        self._of(self.fetch_seconds, source).observe(seconds)
 
     # Process
 

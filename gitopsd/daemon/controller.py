@@ -153,10 +153,11 @@ class GitSyncController:
 
     def _sync(self, key: ObjectKey) -> None:
         body = self._body(key)
-        if body is None:
+        if body is None:  # deleted: its source, files and metric series go with it
             self._retire(key)
             self.written.pop(key, None)
             shutil.rmtree(self._home(key.namespace, key.name), ignore_errors=True)
+            self.recorder.forget(f"{key.namespace}/{key.name}")
             return
         try:
             wanted = read(body, self.settings)

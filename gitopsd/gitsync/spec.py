@@ -15,6 +15,7 @@ from gitopsd.config import Credentials
 from gitopsd.configfile import GitSyncSettings, SourceConfig
 from gitopsd.errors import ConfigError
 from gitopsd.gitsync import CREDENTIALS_FOR_ANNOTATION, DELETE_POLICY_ANNOTATION, FINALIZER
+from gitopsd.names import DNS1123_SUBDOMAIN, shown
 from gitopsd.objects import Body
 
 SHARED_KEYS = (
@@ -97,6 +98,10 @@ def read(body: Body, settings: GitSyncSettings) -> GitSync:
     repository = spec.get("repository") or {}
     fields = {key: spec[key] for key in SHARED_KEYS if key in spec}
     account = spec.get("serviceAccountName") or settings.default_service_account
+    if account is not None and DNS1123_SUBDOMAIN.problem(str(account)):
+        raise ConfigError(f"{where}: serviceAccountName: {shown(str(account))} is not a name")
+    depends_on = dependencies(spec, namespace)
+    _check_cross_namespace(depends_on, namespace, settings, where)
     target = spec.get("targetNamespace") or namespace
     if account is None and target != namespace:
         raise ConfigError(
@@ -122,11 +127,25 @@ def read(body: Body, settings: GitSyncSettings) -> GitSync:
         secret_name=(repository.get("secretRef") or {}).get("name"),
         service_account=account,
         target_namespace=target,
-        depends_on=dependencies(spec, namespace),
+        depends_on=depends_on,
         fields=fields,
     )
     gitsync.source(Credentials(password_env=None))  # every field checked now
     return gitsync
+
+
+def _check_cross_namespace(
+    depends_on: tuple[str, ...], namespace: str, settings: GitSyncSettings, where: str
+) -> None:
+    """A dependency in another namespace would tell this GitSync's tenant the state of
+    another's, so it is refused unless the daemon's configuration allows it."""
+    others = [name for name in depends_on if not name.startswith(f"{namespace}/")]
+    if others and not settings.cross_namespace_refs:
+        raise ConfigError(
+            f"{where}: dependsOn: {', '.join(others)} is in another namespace; a GitSync may "
+            "depend only on GitSyncs of its own namespace unless the daemon's configuration "
+            "sets gitSyncs.crossNamespaceRefs: true"
+        )
 
 
 def credentials_allowed(secret: Body, url: str) -> bool:

@@ -53,7 +53,7 @@ def test_the_install_applies_with_a_server_dry_run_and_then_for_real(
 
     assert len(dry.splitlines()) == len(rendered), dry
     assert all(line.endswith("(server dry run)") for line in dry.splitlines()), dry
-    role = only(rendered, "ClusterRole")["metadata"]["name"]
+    role = next(o for o in rendered if o["kind"] == "ClusterRole")["metadata"]["name"]
     with pytest.raises(AssertionError, match="NotFound"):
         gitopsd.kubectl("get", "clusterrole", role)
 
@@ -198,11 +198,10 @@ def test_the_shipped_account_syncs_and_is_refused_what_the_cluster_rbac_does_not
     )
     token = token_of(admin_api, namespace, install.account)
     assert can_i(install, token, "create", "deployments", "-n", "kube-system") == "yes"
-    # GitSyncs' ServiceAccounts, in any namespace: anyone else, never
-    assert can_i(install, token, "impersonate", "serviceaccounts", "-n", "kube-system") == "yes"
     for question in (
         ("bind", "clusterroles"),
         ("escalate", "clusterroles"),
+        ("impersonate", "serviceaccounts", "-n", "kube-system"),  # bound per namespace only
         ("impersonate", "users"),
         ("impersonate", "groups"),
         ("impersonate", "uids"),
@@ -211,15 +210,67 @@ def test_the_shipped_account_syncs_and_is_refused_what_the_cluster_rbac_does_not
         ("get", "/metrics"),
     ):
         assert can_i(install, token, *question) == "no", question
+    rbac: Any = client.RbacAuthorizationV1Api(admin_api)
+    assert not rbac.list_cluster_role_binding(field_selector=f"metadata.name={escalation}").items
+
+
+def impersonation_grants(name: str, namespace: str) -> dict[str, str]:
+    """A repository's try to pass the impersonate right on: cluster-wide, and in a namespace."""
+    rule = (
+        'rules:\n  - apiGroups: [""]\n    resources: [serviceaccounts]\n    verbs: [impersonate]\n'
+    )
+    return {
+        f"{name}-cluster.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n"
+        f"metadata:\n  name: {name}\n{rule}",
+        f"{name}-role.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\n"
+        f"metadata:\n  name: {name}\n  namespace: {namespace}\n{rule}",
+    }
+
+
+def test_impersonation_is_granted_per_namespace_and_no_repository_can_pass_it_on(
+    gitopsd: Gitopsd,
+    daemons: Daemons,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    """The impersonator ClusterRole, bound by a RoleBinding in one namespace, as README
+    says: the daemon may act as that namespace's ServiceAccounts and no other's, and a
+    Role or ClusterRole in git that grants impersonation elsewhere is Forbidden."""
+    url = git_server.file_url(git_repo)
+    install, daemon = app_synced_by("default", gitopsd, daemons, admin_api, git_repo, url)
+    impersonator = next(
+        o["metadata"]["name"]
+        for o in install.objects()
+        if o["kind"] == "ClusterRole" and o["metadata"]["name"].startswith("gitopsd-impersonator")
+    )
+    gitopsd.kubectl(
+        "create", "rolebinding", "gitopsd-impersonator", "-n", namespace,
+        f"--clusterrole={impersonator}", f"--serviceaccount={namespace}:{install.account}",
+    )  # fmt: skip
+    token = token_of(admin_api, namespace, install.account)
+
+    assert can_i(install, token, "impersonate", "serviceaccounts", "-n", namespace) == "yes"
+    assert can_i(install, token, "impersonate", "serviceaccounts", "-n", "default") == "no"
     account = f"--as=system:serviceaccount:{namespace}:tenant"
     as_account = acting_as(install, token, account)  # answered for the account: it may not
     assert (as_account.stdout.strip(), as_account.stderr) == ("no", ""), as_account
+    elsewhere = acting_as(install, token, "--as=system:serviceaccount:kube-system:default")
+    assert 'cannot impersonate resource "serviceaccounts"' in elsewhere.stderr, elsewhere
     as_user = acting_as(install, token, "--as=jane")
     assert 'cannot impersonate resource "users"' in as_user.stderr, as_user
     as_group = acting_as(install, token, account, "--as-group=system:masters")
     assert 'cannot impersonate resource "groups"' in as_group.stderr, as_group
-    rbac: Any = client.RbacAuthorizationV1Api(admin_api)
-    assert not rbac.list_cluster_role_binding(field_selector=f"metadata.name={escalation}").items
+
+    grants = unique_name("pass-on")
+    git_repo.commit(impersonation_grants(grants, "default"))
+    for kind in ("ClusterRole", "Role"):
+        where = "" if kind == "ClusterRole" else "default/"
+        wait_for(
+            forbidden_in_logs(daemon, f"rbac.authorization.k8s.io/{kind}/{where}{grants}"),
+            f"git's {kind} granting impersonation, refused as Forbidden",
+        )
 
 
 def test_the_namespaced_account_syncs_its_namespace_and_nothing_else(

@@ -25,7 +25,11 @@ from tests.harness.controlplane import AUDITED_USER, ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import create_namespace
+from tests.harness.waiting import wait_for
 from tests.integration.test_gitsync import (
+    GROUP,
+    PLURAL,
+    VERSION,
     condition,
     config_map,
     create,
@@ -252,3 +256,59 @@ def test_se05_a_gitsync_with_a_serviceaccount_reads_its_secret_with_that_account
         message
     )
     assert_nothing_disclosed(collector, daemon, admin_api, namespace)
+
+
+# Smaller holes
+
+
+def test_a_deleted_gitsyncs_metric_series_go_with_it(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+) -> None:
+    """GitSyncs created and deleted again and again leave the exposition as it was."""
+    git_repo.commit({"app/a.yaml": config_map("a")})
+    daemon = operator(daemons, namespace)
+    spec = {"repository": {"url": git_server.file_url(git_repo)}, "paths": ["app"]}
+    objects: Any = client.CustomObjectsApi(admin_api)
+    sizes = []
+    for cycle in range(6):
+        name = f"cycle-{cycle}"
+        pruned = {"annotations": {"gitopsd.io/delete-policy": "prune"}}  # the next owns "a"
+        create(admin_api, namespace, name, spec, **pruned)
+        wait_ready(admin_api, namespace, name, "True", "Succeeded")
+        source = f'source="{namespace}/{name}"'
+        wait_for(lambda: source in daemon.metrics(), f"{name}'s series")  # noqa: B023
+        objects.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+        wait_for(lambda: source not in daemon.metrics(), f"{name}'s series gone")  # noqa: B023
+        sizes.append(len(daemon.metrics()))
+
+    assert max(sizes[1:]) - min(sizes[1:]) < 200  # the request tally and timings only
+
+
+def test_a_dependency_in_another_namespace_is_refused_without_the_daemons_consent(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+) -> None:
+    git_repo.commit({"app/a.yaml": config_map("a")})
+    operator(daemons, namespace)
+    spec = {
+        "repository": {"url": git_server.file_url(git_repo)},
+        "dependsOn": [{"name": "db", "namespace": "kube-system"}],
+    }
+
+    create(admin_api, namespace, "curious", spec)
+    refused = wait_ready(admin_api, namespace, "curious", "False", "InvalidSpec")
+
+    assert (
+        "dependsOn: kube-system/db is in another namespace"
+        in condition(refused, "Ready")["message"]
+    )
+    assert "gitSyncs.crossNamespaceRefs: true" in condition(refused, "Ready")["message"]

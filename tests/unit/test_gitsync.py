@@ -767,10 +767,33 @@ def test_a_source_is_ready_for_its_dependents_once_applied_and_healthy(case: str
 def test_depends_on_names_default_to_the_gitsyncs_namespace() -> None:
     body = gitsync(dependsOn=[{"name": "db"}, {"name": "certs", "namespace": "infra"}])
 
-    found = spec.read(body, GitSyncSettings())
+    found = spec.read(body, GitSyncSettings(cross_namespace_refs=True))
 
     assert found.depends_on == ("team/db", "infra/certs")
     assert found.source(NO_CREDENTIALS).depends_on == found.depends_on
+
+
+def test_a_dependency_in_another_namespace_needs_the_daemons_consent() -> None:
+    """Its status would tell this GitSync's tenant about another's GitSync."""
+    body = gitsync(dependsOn=[{"name": "db"}, {"name": "certs", "namespace": "infra"}])
+
+    with pytest.raises(ConfigError) as refused:
+        spec.read(body, GitSyncSettings())
+
+    assert str(refused.value) == (
+        "GitSync team/app: spec: dependsOn: infra/certs is in another namespace; a GitSync may "
+        "depend only on GitSyncs of its own namespace unless the daemon's configuration sets "
+        "gitSyncs.crossNamespaceRefs: true"
+    )
+    own = gitsync(dependsOn=[{"name": "db", "namespace": "team"}])
+    assert spec.read(own, GitSyncSettings()).depends_on == ("team/db",)
+
+
+@pytest.mark.parametrize("account", ["x:y", "a\r\nImpersonate-Group: system:masters", "UP"])
+def test_a_service_account_name_that_is_no_name_is_never_impersonated(account: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        spec.read(gitsync(serviceAccountName=account), GitSyncSettings())
+    assert "serviceAccountName" in str(refused.value)
 
 
 OPT_IN = [

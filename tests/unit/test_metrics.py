@@ -127,3 +127,36 @@ def test_health_gauges_count_objects_by_status_and_name_the_sources_state() -> N
     assert value(registry, "gitopsd_health_objects", **deployments, status="Current") == 1
     assert value(registry, "gitopsd_source_health", source="app", status="Current") == 1
     assert value(registry, "gitopsd_source_health", source="app", status="InProgress") == 0
+
+
+def every_series(registry: CollectorRegistry) -> list[dict[str, str]]:
+    return [sample.labels for family in registry.collect() for sample in family.samples]
+
+
+def test_a_forgotten_source_leaves_no_series_behind() -> None:
+    """A deleted GitSync's series go, whichever metric made them; another source's stay."""
+    registry = CollectorRegistry()
+    recorder = Recorder(registry, object_series_budget=2)
+    for source in ("team/gone", "team/kept"):
+        recorder.revision(source, "abc")
+        recorder.fetched(source, 0.1)
+        recorder.drift(source, [modified("a"), modified("b"), modified("c")])
+        recorder.health(source, {ObjectKey("", "ConfigMap", "n", "a"): Health(Status.CURRENT)})
+        recorder.reconciled(source, "success", 0.5, 1.0)
+        recorder.changes(
+            source, ChangeSet([Outcome(ObjectKey("", "ConfigMap", "n", "a"), Action.CREATED)])
+        )
+        recorder.apply_failed(source, "apply", ClusterReason.CONFLICT, 1)
+        recorder.refused(source, ["not_owned"])
+        recorder.applied(source, 0.0, 1.0)
+        recorder.detected(source, 0.2)
+    recorder.drift("team/gone", [modified("d")])  # series replaced before the deletion
+
+    recorder.forget("team/gone")
+
+    sources = {labels.get("source") for labels in every_series(registry)}
+    assert "team/gone" not in sources
+    assert "team/kept" in sources
+    before = len(every_series(registry))
+    recorder.forget("team/gone")  # twice is harmless
+    assert len(every_series(registry)) == before
