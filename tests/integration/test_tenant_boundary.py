@@ -69,7 +69,7 @@ def parent_patch(record: dict[ObjectKey, str], namespaces: str, kinds: str) -> d
     }
 
 
-def test_a_tenant_cannot_steer_what_the_daemon_lists_watches_or_prunes_through_its_parent(
+def test_se09_a_tenant_cannot_steer_what_the_daemon_lists_watches_or_prunes_through_its_parent(
     admin_api: Any,
     namespace: str,
     gitsync_crd: str,
@@ -261,7 +261,7 @@ def test_se05_a_gitsync_with_a_serviceaccount_reads_its_secret_with_that_account
 # Smaller holes
 
 
-def test_a_deleted_gitsyncs_metric_series_go_with_it(
+def test_se03_a_deleted_gitsyncs_metric_series_go_with_it(
     admin_api: Any,
     namespace: str,
     gitsync_crd: str,
@@ -289,7 +289,7 @@ def test_a_deleted_gitsyncs_metric_series_go_with_it(
     assert max(sizes[1:]) - min(sizes[1:]) < 200  # the request tally and timings only
 
 
-def test_a_dependency_in_another_namespace_is_refused_without_the_daemons_consent(
+def test_se09_a_dependency_in_another_namespace_is_refused_without_the_daemons_consent(
     admin_api: Any,
     namespace: str,
     gitsync_crd: str,
