@@ -201,12 +201,14 @@ def watched(
     """Each kind in each namespace ("" for a cluster-scoped kind) where git or this
     source's own record puts an object, within its bounds: what is listed and watched.
     Raises ManifestError past the limit."""
+    pairs = {(key.group_kind, key.namespace) for key in (*record, *targets) if bounds.admits(key)}
+    served = {gk: cluster.discovery.preferred(gk) for gk in {gk for gk, _ in pairs}}
     found: dict[Scope, Resource] = {}
-    for key in (*record, *targets):
-        resource = cluster.discovery.preferred(key.group_kind) if bounds.admits(key) else None
-        if resource is None or (resource.namespaced and not key.namespace):
-            continue  # not served now (nothing to list), or outside the confinement
-        found[(key.group_kind, key.namespace if resource.namespaced else "")] = resource
+    for group_kind, namespace in pairs:
+        resource = served[group_kind]
+        if resource is None or (resource.namespaced and not namespace):
+            continue  # not served now: nothing to list
+        found[(group_kind, namespace if resource.namespaced else "")] = resource
     if len(found) > bounds.max_watches:
         raise ManifestError(
             f"this source's objects lie in {len(found)} kinds x namespaces (as git and its "
