@@ -9,10 +9,7 @@ import base64
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +21,7 @@ from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import Binaries
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.loopback import Loopback, serving
 from tests.integration.test_gitsync import create, get, operator, wait_ready
 from tests.integration.test_prune import config_maps
 from tests.integration.test_sync import scope
@@ -295,40 +293,11 @@ def test_a_base_inside_the_checkout_still_renders(
 # What kustomize reads is what was checked, and it reaches no network (DESIGN.md 8)
 
 
-@dataclass
-class LoopbackCanary:
-    """An HTTP server on 127.0.0.1 serving a canary, as the daemon's own /metrics or a
-    `kubectl proxy` would serve another tenant's data; it counts who asked."""
-
-    server: ThreadingHTTPServer
-    requests: list[str] = field(default_factory=list)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
-
-
 @pytest.fixture
-def loopback_canary() -> Iterator[LoopbackCanary]:
-    canary = LoopbackCanary(ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler))
-
-    class Serve(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            canary.requests.append(self.path)
-            body = f"api_key={CANARY}\n".encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    canary.server.RequestHandlerClass = Serve
-    threading.Thread(target=canary.server.serve_forever, daemon=True).start()
-    yield canary
-    canary.server.shutdown()
-    canary.server.server_close()
+def loopback_canary() -> Iterator[Loopback]:
+    """What the daemon's own /metrics or a `kubectl proxy` would serve: another tenant's data."""
+    with serving(Loopback(200, "/metrics", f"api_key={CANARY}\n".encode())) as canary:
+        yield canary
 
 
 GENERATOR = "apiVersion: builtin\nkind: ConfigMapGenerator\nmetadata:\n  name: m\n"
@@ -340,7 +309,7 @@ def test_se12_a_generator_config_cannot_fetch_from_loopback(
     git_server: GitServer,
     git_repo: GitRepo,
     namespace: str,
-    loopback_canary: LoopbackCanary,
+    loopback_canary: Loopback,
 ) -> None:
     git_repo.commit(
         {
@@ -361,7 +330,7 @@ def test_se12_a_generator_config_cannot_fetch_from_loopback(
 
 
 def test_se12_kustomize_runs_with_no_network_at_all_loopback_included(
-    binaries: Binaries, tmp_path: Path, loopback_canary: LoopbackCanary
+    binaries: Binaries, tmp_path: Path, loopback_canary: Loopback
 ) -> None:
     """The sandbox itself, past every check: kubectl as gitopsd starts it, on a generator
     that names a loopback URL (kustomize fetches it when it can: shown first)."""
@@ -452,7 +421,7 @@ def test_se11_se12_hostile_kustomizations_reach_no_gitsync_status_event_log_or_o
     git_server: GitServer,
     git_repo: GitRepo,
     tmp_path: Path,
-    loopback_canary: LoopbackCanary,
+    loopback_canary: Loopback,
 ) -> None:
     """Each variant as a GitSync of the daemon's own: refused or harmless, and its canary
     nowhere: not in a status, an Event, the daemon's log, or an object of the namespace."""

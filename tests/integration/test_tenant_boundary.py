@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -25,6 +22,7 @@ from tests.harness.controlplane import AUDITED_USER, ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import create_namespace
+from tests.harness.loopback import Loopback, serving
 from tests.harness.waiting import wait_for
 from tests.integration.test_gitsync import (
     GROUP,
@@ -151,38 +149,12 @@ def test_what_a_source_lists_is_bounded_whatever_its_parent_records(
 # secretRef: a GitSync's creator never has the daemon disclose a Secret they could not read
 
 
-@dataclass
-class Collector:
-    """A git host of the tenant's choosing: it asks for credentials and keeps what it gets."""
-
-    server: ThreadingHTTPServer
-    authorizations: list[str] = field(default_factory=list)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/loot.git"
-
-
 @pytest.fixture
-def collector() -> Iterator[Collector]:
-    found = Collector(ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler))
-
-    class AskForCredentials(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            found.authorizations.append(self.headers.get("Authorization", ""))
-            self.send_response(401)
-            self.send_header("WWW-Authenticate", 'Basic realm="loot"')
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    found.server.RequestHandlerClass = AskForCredentials
-    threading.Thread(target=found.server.serve_forever, daemon=True).start()
-    yield found
-    found.server.shutdown()
-    found.server.server_close()
+def collector() -> Iterator[Loopback]:
+    """A git host of the tenant's choosing: it asks for credentials and keeps what it gets."""
+    asking = (("WWW-Authenticate", 'Basic realm="loot"'),)
+    with serving(Loopback(401, "/loot.git", headers=asking)) as found:
+        yield found
 
 
 def team_secret(api: Any, namespace: str, **annotations: str) -> str:
@@ -200,12 +172,10 @@ def team_secret(api: Any, namespace: str, **annotations: str) -> str:
 PASSWORD = "s3cret-canary-5b1f0e"
 
 
-def assert_nothing_disclosed(
-    collector: Collector, daemon: DaemonProcess, api: Any, ns: str
-) -> None:
+def assert_nothing_disclosed(collector: Loopback, daemon: DaemonProcess, api: Any, ns: str) -> None:
     encoded = base64.b64encode(f"team:{PASSWORD}".encode()).decode()
-    assert collector.authorizations == []  # not even asked: nothing was fetched
-    assert encoded not in "".join(collector.authorizations)
+    assert collector.requests == []  # not even asked: nothing was fetched
+    assert encoded not in str(collector.requests)
     status = json.dumps(get(api, ns, "loot"))
     assert PASSWORD not in status + daemon.logs() and encoded not in daemon.logs()
 
@@ -215,7 +185,7 @@ def test_se05_a_gitsync_cannot_send_a_secret_of_its_namespace_to_a_host_of_its_c
     namespace: str,
     gitsync_crd: str,
     daemons: Daemons,
-    collector: Collector,
+    collector: Loopback,
 ) -> None:
     """Without a ServiceAccount the daemon's rights read the Secret, so it is used only if
     it opts in to the URL: this one does not, and a second opts in to another host."""
@@ -238,7 +208,7 @@ def test_se05_a_gitsync_with_a_serviceaccount_reads_its_secret_with_that_account
     namespace: str,
     gitsync_crd: str,
     daemons: Daemons,
-    collector: Collector,
+    collector: Loopback,
 ) -> None:
     """Opted in or not, the Secret is read as the account, which may not read it."""
     secret = team_secret(admin_api, namespace, **{"gitopsd.io/git-credentials-for": "http://"})

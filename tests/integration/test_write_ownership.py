@@ -6,8 +6,10 @@ and so is never pruned. The audit log is the oracle for "never deleted"."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from tests.harness import audit
@@ -21,7 +23,6 @@ from tests.harness.waiting import wait_for
 from tests.integration.test_gitsync import create, operator, wait_ready
 from tests.integration.test_health import deployment
 from tests.integration.test_ownership import PART_OF
-from tests.integration.test_prune import config_map_files
 from tests.integration.test_sync import scope
 
 CLUSTER_FAILED = 4
@@ -146,52 +147,22 @@ def _failing_with(api: Any, namespace: str, text: str) -> str | None:
     return message if ready.get("status") == "False" and text in message else None
 
 
-def test_se16_a_heal_never_takes_an_object_recreated_by_someone_else_on_its_way(
-    daemons: Daemons,
-    proxy: FaultProxy,
-    admin_api: Any,
-    control_plane: ControlPlane,
-    git_server: GitServer,
-    git_repo: GitRepo,
-    namespace: str,
-) -> None:
-    """A member is deleted; the heal that creates it again is held in the proxy while an
-    admin creates an object of the same name; then the heal reaches the server."""
-    git_repo.commit(config_map_files("member"))
-    daemon = daemons.start(git_server.file_url(git_repo), server=proxy.url, prune=True)
-    core: Any = client.CoreV1Api(admin_api)
-    wait_for(lambda: _exists(core, namespace), "the first sync")
-    wait_for(lambda: daemon.get("/readyz")[0] == 200, "the daemon to be ready")
-
-    def the_heal(request: Request) -> bool:
-        write = request.method == "PATCH" and "dryRun" not in request.query
-        return write and request.path.endswith(f"/namespaces/{namespace}/configmaps/member")
-
-    held = proxy.inject(Fault(the_heal, delay_seconds=3.0, times=1))
+def deleted(core: Any, namespace: str) -> None:
     core.delete_namespaced_config_map("member", namespace)
-    wait_for(lambda: held.fired == 1, "the heal to be on its way")
-    body = {"metadata": {"name": "member"}, "data": {"owner": "admin"}}
-    core.create_namespaced_config_map(namespace, body)
-    started = time.time()
-
-    daemon.wait_value("gitopsd_errors_total", lambda v: v >= 1, "the heal refused", stage="cluster")
-    logged = [line["message"] for line in daemon.log_lines() if line.get("stage") == "cluster"]
-    assert any(
-        f"ConfigMap/{namespace}/member (member.yaml:1): not created" in m and "not_owned" in m
-        for m in logged
-    ), logged
-    live: Any = core.read_namespaced_config_map("member", namespace)
-    assert live.data == {"owner": "admin"}
-    assert PART_OF not in (live.metadata.labels or {})
-    assert not [w for w in audit.writes_by_anyone(control_plane, started) if w.verb == "delete"]
 
 
-def _exists(core: Any, namespace: str) -> bool:
-    names = {item.metadata.name for item in core.list_namespaced_config_map(namespace).items}
-    return "member" in names
+def drifted(core: Any, namespace: str) -> None:
+    core.patch_namespaced_config_map("member", namespace, {"data": {"k": "drifted"}})
 
 
-def test_se16_a_heal_never_overwrites_a_member_deleted_and_made_anew_on_its_way(
+HEALS = {
+    "a deleted member created again": (deleted, "not created: it did not exist when"),
+    "a drifted member configured": (drifted, "not written: it was deleted and created anew"),
+}
+
+
+@pytest.mark.parametrize(("provoke", "refusal"), HEALS.values(), ids=HEALS)
+def test_se16_a_heal_on_its_way_never_takes_an_object_made_anew_by_someone_else(
     daemons: Daemons,
     proxy: FaultProxy,
     admin_api: Any,
@@ -199,9 +170,11 @@ def test_se16_a_heal_never_overwrites_a_member_deleted_and_made_anew_on_its_way(
     git_server: GitServer,
     git_repo: GitRepo,
     namespace: str,
+    provoke: Callable[[Any, str], None],
+    refusal: str,
 ) -> None:
-    """A member drifts; the heal that configures it is held in the proxy while an admin
-    deletes it and creates another object of the same name: the uid written under is gone."""
+    """The heal is held in the proxy while an admin deletes the member (if it is still
+    there) and creates another object of its name; then the heal reaches the server."""
     git_repo.commit({"member.yaml": MEMBER})
     daemon = daemons.start(git_server.file_url(git_repo), server=proxy.url, prune=True)
     core: Any = client.CoreV1Api(admin_api)
@@ -213,21 +186,24 @@ def test_se16_a_heal_never_overwrites_a_member_deleted_and_made_anew_on_its_way(
         return write and request.path.endswith(f"/namespaces/{namespace}/configmaps/member")
 
     held = proxy.inject(Fault(the_heal, delay_seconds=3.0, times=1))
-    core.patch_namespaced_config_map("member", namespace, {"data": {"k": "drifted"}})
+    provoke(core, namespace)
     wait_for(lambda: held.fired == 1, "the heal to be on its way")
-    core.delete_namespaced_config_map("member", namespace)
+    if _exists(core, namespace):
+        deleted(core, namespace)
     body = {"metadata": {"name": "member"}, "data": {"owner": "admin"}}
     core.create_namespaced_config_map(namespace, body)
     started = time.time()
 
     daemon.wait_value("gitopsd_errors_total", lambda v: v >= 1, "the heal refused", stage="cluster")
     logged = [line["message"] for line in daemon.log_lines() if line.get("stage") == "cluster"]
-    assert any(
-        f"ConfigMap/{namespace}/member (member.yaml:1): not written: it was deleted and "
-        "created anew" in m
-        for m in logged
-    ), logged
+    member = f"ConfigMap/{namespace}/member (member.yaml:1): "
+    assert any(member + refusal in m and "not_owned" in m for m in logged), logged
     live: Any = core.read_namespaced_config_map("member", namespace)
     assert live.data == {"owner": "admin"}
     assert PART_OF not in (live.metadata.labels or {})
     assert not [w for w in audit.writes_by_anyone(control_plane, started) if w.verb == "delete"]
+
+
+def _exists(core: Any, namespace: str) -> bool:
+    names = {item.metadata.name for item in core.list_namespaced_config_map(namespace).items}
+    return "member" in names
