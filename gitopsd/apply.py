@@ -172,13 +172,7 @@ class Applier:
 
         def apply(target: Target) -> Body:
             live = self.live.get(target.key)
-            body = guarded(target.body, live)
-            try:
-                answer = self.cluster.apply(
-                    target.served, body, dry_run=False, force=force, projected=True
-                )
-            except ApiError as error:
-                raise _refused(error, live) from None
+            answer = write(self.cluster, target.served, target.body, live, force, projected=True)
             return answer if live else _identity(answer)
 
         return self._answers(targets, apply)
@@ -239,11 +233,29 @@ class Applier:
         return _attempt(target, call)
 
 
-def _refused(error: ApiError, live: Body | None) -> ClusterError:
-    """The API's refusal of a write's precondition said as what it means; other errors as
-    they are."""
-    why = refusal(error.status, str(error), live)
-    return error if why is None else ClusterError(why, ClusterReason.CONFLICT)
+def write(
+    cluster: Cluster,
+    resource: Resource,
+    body: Body,
+    live: Body | None,
+    force: bool,
+    projected: bool = False,
+    subject: str = "",
+) -> Body:
+    """Server-side apply of `body` under the precondition `live` asks for (`ownership`): the
+    API's answer. A refused precondition is said as what it means (after `subject`, if
+    given); other errors are raised as they are."""
+    try:
+        return cluster.apply(
+            resource, guarded(body, live), dry_run=False, force=force, projected=projected
+        )
+    except ApiError as error:
+        why = refusal(error.status, str(error), live)
+        if why is None:
+            raise
+        raise ClusterError(
+            f"{subject}: {why}" if subject else why, ClusterReason.CONFLICT
+        ) from None
 
 
 def _identity(answer: Body) -> Body:

@@ -13,13 +13,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from gitopsd import inventory
-from gitopsd.apply import Applier, prune
+from gitopsd.apply import Applier, prune, write
 from gitopsd.changes import Action, ChangeSet, Hooks, Outcome, Target
-from gitopsd.cluster import ApiError, Cluster, Resource
+from gitopsd.cluster import Cluster, Resource
 from gitopsd.config import SyncSettings
-from gitopsd.errors import ApplyError, ClusterError, ClusterReason
+from gitopsd.errors import ApplyError, ClusterReason
 from gitopsd.objects import Body, GroupKind, ObjectKey
-from gitopsd.ownership import guarded, refusal
 from gitopsd.plan import Plan, PruneDecision, Refusal, Wave
 from gitopsd.reconcile.desired import Desired
 from gitopsd.reconcile.live import CONFIG_MAPS, Live
@@ -67,14 +66,10 @@ class ParentWriter:
         stamps = inventory.encode_stamps(record, self.stamps())
         if unchanged and stamps == self.held:
             return
-        parent = guarded(self.applyset.parent(record, stamps), self.live)
+        parent = self.applyset.parent(record, stamps)
         try:
-            answer = self.cluster.apply(CONFIG_MAPS, parent, dry_run=False, force=True)
-        except ApiError as error:
-            why = refusal(error.status, str(error), self.live)
-            if why is None:
-                raise
-            raise ClusterError(f"{self.applyset.key}: {why}", ClusterReason.CONFLICT) from None
+            subject = str(self.applyset.key)
+            answer = write(self.cluster, CONFIG_MAPS, parent, self.live, True, subject=subject)
         finally:  # even a failed write may have reached the server
             self.written()
         self.live, self.held = answer, stamps
