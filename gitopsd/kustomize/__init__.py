@@ -153,8 +153,8 @@ def _read_at_most(stream: IO[bytes] | None, limit: int) -> bytes | None:
 
 
 def _environment(private: Path) -> dict[str, str]:
-    """No inherited variable: only a private home, and ways out that lead nowhere (the
-    network is closed anyway: these keep a render that got past it from reaching a host)."""
+    """No inherited variable: only a private home, and proxies that lead nowhere (the
+    network is closed to kustomize anyway, by `offline`: these are a second wall)."""
     home = private / "home"
     for directory in (home / ".config", home / ".cache", home / ".local/share", private / "tmp"):
         directory.mkdir(parents=True)
