@@ -303,29 +303,48 @@ def loopback_canary() -> Iterator[Loopback]:
 GENERATOR = "apiVersion: builtin\nkind: ConfigMapGenerator\nmetadata:\n  name: m\n"
 
 
-def test_se12_a_generator_config_cannot_fetch_from_loopback(
+def loopback_configs(url: str, app: str = "app") -> dict[str, tuple[dict[str, str | None], str]]:
+    """Each way a kustomization in folder `app` can hand kustomize a config naming `url`,
+    with the refusal it gets."""
+    inline = "generators:\n- |\n  " + (GENERATOR + f"files: [m={url}]\n").replace("\n", "\n  ")
+    patch = "apiVersion: builtin\nkind: PatchTransformer\nmetadata:\n  name: p\n"
+    return {
+        "a generator config file": (
+            {
+                f"{app}/kustomization.yaml": "generators: [gen.yaml]\n",
+                f"{app}/gen.yaml": GENERATOR + f"files: [m={url}]\n",
+            },
+            f"{app}/gen.yaml: files entry '{url}' is remote",
+        ),
+        "an inline generator config": (
+            {f"{app}/kustomization.yaml": inline},
+            f"{app}/kustomization.yaml (generators, inline): files entry '{url}' is remote",
+        ),
+        "a transformer config file": (
+            {
+                f"{app}/kustomization.yaml": "transformers: [t.yaml]\n",
+                f"{app}/t.yaml": patch + f"path: {url}\n",
+            },
+            f"{app}/t.yaml: path entry '{url}' is remote",
+        ),
+    }
+
+
+@pytest.mark.parametrize("variant", loopback_configs("http://127.0.0.1"))
+def test_se12_a_plugin_config_cannot_fetch_from_loopback(
     gitopsd: Gitopsd,
     admin_api: Any,
     git_server: GitServer,
     git_repo: GitRepo,
     namespace: str,
     loopback_canary: Loopback,
+    variant: str,
 ) -> None:
-    git_repo.commit(
-        {
-            "app/kustomization.yaml": "generators: [gen.yaml]\n",
-            "app/gen.yaml": GENERATOR + f"files: [m={loopback_canary.url}]\n",
-        }
-    )
+    files, refusal = loopback_configs(loopback_canary.url)[variant]
+    git_repo.commit(files)
 
-    assert_refused(
-        gitopsd,
-        admin_api,
-        git_server.file_url(git_repo),
-        namespace,
-        [f"app/gen.yaml: files entry '{loopback_canary.url}' is remote"],
-        [CANARY],
-    )
+    url = git_server.file_url(git_repo)
+    assert_refused(gitopsd, admin_api, url, namespace, [refusal], [CANARY])
     assert loopback_canary.requests == []
 
 
@@ -431,26 +450,27 @@ def test_se11_se12_hostile_kustomizations_reach_no_gitsync_status_event_log_or_o
     (outside / "kustomization.yaml").write_text(
         f"configMapGenerator:\n- name: outside\n  literals: [k={CANARY}]\n"
     )
-    git_repo.commit(
-        {
-            "loopback/kustomization.yaml": "generators: [gen.yaml]\n",
-            "loopback/gen.yaml": GENERATOR + f"files: [m={loopback_canary.url}]\n",
-            "literal/kustomization.yaml": "generators: [gen.yaml]\n",
-            "literal/gen.yaml": GENERATOR + f"literals: ['PASSWORD:{CANARY}']\n",
-            "outside/kustomization.yaml": f"resources: [{'../' * 40}{str(outside)[1:]}]\n",
-        }
-    )
+    loopbacks = {f"loopback-{n}": variant for n, variant in enumerate(loopback_configs(""))}
+    files: dict[str, str | None] = {
+        "literal/kustomization.yaml": "generators: [gen.yaml]\n",
+        "literal/gen.yaml": GENERATOR + f"literals: ['PASSWORD:{CANARY}']\n",
+        "outside/kustomization.yaml": f"resources: [{'../' * 40}{str(outside)[1:]}]\n",
+    }
+    for folder, variant in loopbacks.items():
+        files |= loopback_configs(loopback_canary.url, folder)[variant][0]
+    git_repo.commit(files)
     daemon = operator(daemons, namespace)
     repository = {"repository": {"url": git_server.file_url(git_repo)}}
-    for variant in ("attributes", "loopback", "literal", "outside"):
+    for variant in ("attributes", *loopbacks, "literal", "outside"):
         create(admin_api, namespace, variant, {**repository, "paths": [variant]})
 
     wait_ready(admin_api, namespace, "attributes", "True", "Succeeded")  # the decoy
-    wait_ready(admin_api, namespace, "loopback", "False", "Remote")
+    for folder in loopbacks:
+        wait_ready(admin_api, namespace, folder, "False", "Remote")
     wait_ready(admin_api, namespace, "literal", "False", "Invalid")
     wait_ready(admin_api, namespace, "outside", "False", "PathEscape")
 
-    statuses = [json.dumps(get(admin_api, namespace, name)) for name in ("loopback", "literal")]
+    statuses = [json.dumps(get(admin_api, namespace, name)) for name in (*loopbacks, "literal")]
     core: Any = client.CoreV1Api(admin_api)
     said = [
         *statuses,
@@ -459,7 +479,7 @@ def test_se11_se12_hostile_kustomizations_reach_no_gitsync_status_event_log_or_o
         *(json.dumps(cm.data) for cm in core.list_namespaced_config_map(namespace).items),
         *(json.dumps(s.data) for s in core.list_namespaced_secret(namespace).items),
     ]
-    assert "kustomize failed" in statuses[1]
+    assert "kustomize failed" in statuses[-1]
     encoded = base64.b64encode(CANARY.encode()).decode()
     assert not [text for text in said if CANARY in text or encoded in text]
     assert loopback_canary.requests == []
