@@ -53,20 +53,23 @@ class Applier:
     def run(self, plan: Plan, targets: Mapping[ObjectKey, Target]) -> ChangeSet:
         """Applies what the plan sends, wave by wave and stage by stage; a wave waits until
         the one before is healthy, then its objects are read again and their ownership
-        checked anew. Objects that could not be dry-run before (their namespace or CRD comes
-        with this sync) are dry-run at their stage, all of a stage before any of it is
-        applied. Every write carries its precondition (`ownership`). Raises ApplyError on
-        failure."""
+        checked anew (the Namespaces and CRDs, which go first, are waited for only until
+        they are served, so what follows them is not read again). Objects that could not be
+        dry-run before (their namespace or CRD comes with this sync) are dry-run at their
+        stage, all of a stage before any of it is applied. Every write carries its
+        precondition (`ownership`). Raises ApplyError on failure."""
         self._check_owned(plan.actions, targets)  # every object of the plan, before any write
         deferred = {k for k in plan.sent() if not ready(targets[k], targets, self.live)}
         ordered = waves(plan.actions, {key: targets[key].wave for key in plan.actions})
+        waited = False
         for number, wave in enumerate(ordered, start=1):
-            if number > 1 and not self.settings.dry_run:
+            if waited:  # time passed since the read: what this wave writes is read again
                 self._read_again([key for key in wave.keys if key in plan.sent()], targets)
             for stage in wave.stages:
                 self._run_stage(stage, plan, targets, deferred)
             later = number < len(ordered)
-            if later and wave.number is not None and not self.settings.dry_run:
+            waited = later and wave.number is not None and not self.settings.dry_run
+            if waited:
                 self.await_wave(wave, [targets[key] for key in wave.keys])
         return self.changes
 

@@ -128,6 +128,9 @@ def test_a_namespace_git_creates_is_not_listed_before_it_exists(
         assert [r.uri for r in requests if r.verb == "list" and r.namespace == new] == []
         patched = {(r.resource, r.name) for r in requests if r.verb == "patch"}
         assert {("configmaps", name) for name in "abc"} <= patched
+        # what follows the Namespace is not read again: only a sync wave waits long enough
+        got = [r.name for r in requests if r.verb == "get" and r.resource == "configmaps"]
+        assert got == ["gitopsd-test"]  # the parent, once
         since = time.time()
         sync(gitopsd, control_plane, url, namespace)  # now it exists, and is listed
         lists = [r for r in audit.requests(control_plane, AUDITED_USER, since) if r.verb == "list"]
