@@ -135,6 +135,11 @@ class SourceSpec:
     limits: Limits = field(default_factory=Limits)
 
 
+def is_local(url: str) -> bool:
+    """A directory read in place, without git: no scheme, and not git's user@host:path."""
+    return "://" not in url and not re.match(r"^[\w.-]+@[\w.-]+:", url)
+
+
 SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 
 

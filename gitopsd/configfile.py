@@ -13,8 +13,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gitopsd.config import (
     LIMIT_SETTINGS,
     SOURCE_NAME,
@@ -24,10 +22,12 @@ from gitopsd.config import (
     PrunePolicy,
     SourceSpec,
     SyncSettings,
+    is_local,
     parse_duration,
     parse_size,
 )
-from gitopsd.errors import ConfigError
+from gitopsd.errors import ConfigError, ManifestError
+from gitopsd.manifests import parse_file
 from gitopsd.names import DNS1123_SUBDOMAIN, namespace_problem, shown
 
 MAX_DURATION_SECONDS = 7 * 24 * 3600.0
@@ -162,10 +162,7 @@ LEADER_KEYS = {"enabled", "namespace", "name", "leaseDuration", "renewDeadline",
 
 
 def load(path: Path) -> DaemonConfig:
-    try:
-        document = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as error:
-        raise ConfigError(f"{path}: {error}") from None
+    document = _document(path)
     top = _mapping(document, str(path), TOP_KEYS)
     sources, invalid = _sources(top.get("sources"), str(path))
     listen = _string(top, "listen", str(path), DaemonConfig.listen)
@@ -190,6 +187,22 @@ def load(path: Path) -> DaemonConfig:
         git_syncs=_git_syncs(top.get("gitSyncs"), f"{path}: gitSyncs"),
         invalid_sources=tuple(invalid),
     )
+
+
+def _document(path: Path) -> Any:
+    """Read as strictly as manifests are: file:line in every error, duplicate keys and
+    tags refused (PyYAML would keep the last of two `mode:` keys silently)."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror}") from None
+    try:
+        documents = parse_file(data, str(path), Limits())
+    except ManifestError as error:
+        raise ConfigError(str(error)) from None
+    if len(documents) > 1:
+        raise ConfigError(f"{path}:{documents[1][0]}: expected one YAML document, found more")
+    return documents[0][1] if documents else None
 
 
 def _sources(value: Any, where: str) -> tuple[list[SourceConfig], list[tuple[str, str]]]:
@@ -257,6 +270,12 @@ def source(item: Any, where: str) -> SourceConfig:
         credentials=_credentials(raw.get("credentials"), f"{where}: credentials"),
         limits=_limits(raw.get("limits"), f"{where}: limits"),
     )
+    if is_local(spec.url) and "ref" in raw:
+        raise ConfigError(
+            f"{where}: ref: repository {spec.url} is a local directory, read as its files "
+            "are now: it has no ref to choose (give it as file://PATH with allowInsecure: "
+            "true to read a commit)"
+        )
     timeout = _seconds(raw, "timeout", where, SourceConfig.timeout_seconds)
     return SourceConfig(
         name=name,

@@ -10,6 +10,7 @@ sync wave that held the later ones back), 130 interrupted (SIGINT), 143 terminat
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -20,6 +21,8 @@ from gitopsd.changes import ChangeSet, Hooks
 from gitopsd.cli.render import (
     Progress,
     drift_json,
+    emit,
+    error_json,
     health_json,
     render_drift,
     render_health,
@@ -53,21 +56,24 @@ def run(arguments: argparse.Namespace) -> int:
     """Runs the command the arguments name: its exit code, or the code of its error."""
     try:
         code: int = arguments.command(arguments)
-    except TerminalError as error:
-        return _fail(error, INVALID)
-    except SourceError as error:
-        return _fail(error, SOURCE_FAILED)
-    except ClusterError as error:  # the server refusing a manifest as invalid is bad input
-        return _fail(error, CLUSTER_CODES.get(error.reason, CLUSTER_FAILED))
+    except GitopsdError as error:
+        _explain(error)
+        return exit_code(error)
     return code
 
 
 CLUSTER_CODES = {ClusterReason.INVALID: INVALID, ClusterReason.UNHEALTHY: UNHEALTHY}
 
 
-def _fail(error: GitopsdError, code: int) -> int:
-    _explain(error)
-    return code
+def exit_code(error: GitopsdError) -> int:
+    """The documented code of a failure; the server refusing a manifest is bad input."""
+    if isinstance(error, TerminalError):
+        return INVALID
+    if isinstance(error, SourceError):
+        return SOURCE_FAILED
+    if isinstance(error, ClusterError):
+        return CLUSTER_CODES.get(error.reason, CLUSTER_FAILED)
+    return CLUSTER_FAILED
 
 
 def _explain(error: GitopsdError) -> None:
@@ -87,24 +93,35 @@ def run_validate(arguments: argparse.Namespace) -> int:
         desired.fetch(spec, arguments.cache_dir), spec, arguments.cache_dir
     )
     manifests.index(found)
-    print(f"{len(found)} objects valid")
+    emit(f"{len(found)} objects valid\n")
     return OK
 
 
 def run_diff(arguments: argparse.Namespace) -> int:
-    result = _reconcile(arguments, connect(arguments), Mode.OBSERVE, Hooks())
+    try:
+        result = _reconcile(arguments, connect(arguments), Mode.OBSERVE, Hooks())
+    except GitopsdError as error:
+        if arguments.output != "json":
+            raise
+        _explain(error)
+        emit(json.dumps(drift_json(None, [], {}) | health_json({}) | error_json(error), indent=2))
+        return exit_code(error)
     origins = {key: str(target.origin) for key, target in result.desired.targets.items()}
     drifts, sha, healths = result.drifts, result.desired.revision.sha, result.health()
+    out = io.StringIO()
     if arguments.output == "json":
-        document = drift_json(sha, drifts, origins) | health_json(healths)
-        print(json.dumps(document, indent=2, default=str))
+        document = drift_json(sha, drifts, origins) | health_json(healths) | error_json(None)
+        print(json.dumps(document, indent=2, default=str), file=out)
     else:
-        render_drift(drifts, origins, sys.stdout, _colored(sys.stdout))
-        render_health(healths, sys.stdout)
+        render_drift(drifts, origins, out, _colored(sys.stdout))
+        render_health(healths, out)
+    emit(out.getvalue())
     return DRIFT if drifts else OK
 
 
 def run_sync(arguments: argparse.Namespace) -> int:
+    """Reports what was done whatever happened: a sync that fails part-way may have
+    written objects already, and says which, beside its error."""
     progress = Progress(sys.stderr)
     hooks = Hooks(
         on_revision=progress.read,
@@ -112,28 +129,51 @@ def run_sync(arguments: argparse.Namespace) -> int:
         on_outcome=progress.tick,
         may_prune=STOP.running,
     )
-    settings = sync_settings(arguments, source_spec(arguments))
-    cluster = connect(arguments)
     healths: dict[ObjectKey, Health] | None = None
+    error: GitopsdError | None = None
     try:
+        settings = sync_settings(arguments, source_spec(arguments))
+        cluster = connect(arguments)
         result = _reconcile(arguments, cluster, Mode.ENFORCE, hooks)
         report = result.report or SyncReport(result.desired.revision.sha)
         if arguments.wait and not arguments.dry_run:
             healths = _wait(cluster, result, settings, progress)
-    except GitopsdError as error:
-        if STOP.running() or progress.sha is None:
-            raise
-        _explain(error)
-        report = SyncReport(progress.sha, ChangeSet(progress.outcomes))
+    except GitopsdError as caught:
+        error = caught
+        report = SyncReport(progress.sha or "", ChangeSet(progress.outcomes))
     finally:
         progress.done()
-    if arguments.output == "json":
-        print(json.dumps(report_json(report) | health_json(healths or {}), indent=2))
+    if error is not None:
+        _explain(error)
+        if arguments.output == "text" and progress.sha is None:
+            return exit_code(error)  # nothing was read, so nothing was done
+    _print_report(arguments.output, report, healths, error, progress.sha is not None)
+    return exit_code(error) if error else _sync_code(report, healths, _health_limit(arguments))
+
+
+def _print_report(
+    output: str,
+    report: SyncReport,
+    healths: dict[ObjectKey, Health] | None,
+    error: GitopsdError | None,
+    read: bool,
+) -> None:
+    out = io.StringIO()
+    if output == "json":
+        document = report_json(report) | health_json(healths or {}) | error_json(error)
+        if not read:
+            document["revision"] = None
+        print(json.dumps(document, indent=2), file=out)
     else:
-        render_report(report, sys.stdout)
+        render_report(report, out)
         if healths is not None:
-            render_health(healths, sys.stdout)
-    return _sync_code(report, healths, settings.health_timeout_seconds)
+            render_health(healths, out)
+    emit(out.getvalue())
+
+
+def _health_limit(arguments: argparse.Namespace) -> float:
+    limit: float | None = arguments.timeout
+    return limit or SyncSettings.health_timeout_seconds
 
 
 def _wait(

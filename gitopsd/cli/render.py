@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
+import sys
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any, TextIO
@@ -13,6 +15,7 @@ import yaml
 
 from gitopsd import diff
 from gitopsd.changes import Action, Outcome
+from gitopsd.errors import GitopsdError
 from gitopsd.health import Health, unhealthy
 from gitopsd.objects import ObjectKey
 from gitopsd.reconcile import SyncReport
@@ -47,7 +50,9 @@ def unified(drift: diff.Drift) -> list[str]:
     )
 
 
-def drift_json(revision: str, drifts: list[diff.Drift], origins: dict[Any, str]) -> dict[str, Any]:
+def drift_json(
+    revision: str | None, drifts: list[diff.Drift], origins: dict[Any, str]
+) -> dict[str, Any]:
     return {
         "revision": revision,
         "drift": [
@@ -159,6 +164,26 @@ def report_json(report: SyncReport) -> dict[str, Any]:
         "prune_refused": [{"object": str(k), "reason": str(r)} for k, r in report.refused],
         "takeovers": report.changes.takeovers,
     }
+
+
+def error_json(error: GitopsdError | None) -> dict[str, Any]:
+    """Why the command failed; a message never carries a Secret value (gitopsd.errors)."""
+    if error is None:
+        return {"error": None}
+    described = {"stage": str(error.stage), "reason": str(error.reason), "message": str(error)}
+    return {"error": described}
+
+
+def emit(text: str) -> None:
+    """Writes a command's output. A reader that stopped reading (`| head -1`) ends the
+    output, not the command: the rest is dropped quietly, as other command lines do, and
+    the exit code still says what happened."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: let that write go nowhere, silently.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _yaml(body: Any) -> str:

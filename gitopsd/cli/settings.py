@@ -20,6 +20,7 @@ from gitopsd.config import (
     PrunePolicy,
     SourceSpec,
     SyncSettings,
+    is_local,
 )
 from gitopsd.errors import ConfigError
 from gitopsd.names import DNS1123_LABEL, NameRule, shown
@@ -33,8 +34,10 @@ Settings = TypeVar("Settings", bound="DataclassInstance")
 
 def source_spec(arguments: argparse.Namespace) -> SourceSpec:
     url = arguments.source
-    if desired.is_local(url):
+    if is_local(url):
         url = str(Path(url).resolve())
+        if arguments.ref is not None:
+            raise ConfigError(LOCAL_REF.format(path=url))
     credentials = _given(
         Credentials(),
         arguments,
@@ -52,6 +55,13 @@ def source_spec(arguments: argparse.Namespace) -> SourceSpec:
         exclude="exclude",
         allow_insecure="allow_insecure_source",
     )
+
+
+LOCAL_REF = (
+    "--ref: {path} is a local directory, read as its files are now (uncommitted changes "
+    "included), so it has no ref to choose; to sync a commit of it, give it as a git URL: "
+    "file://{path} --allow-insecure-source --ref REF"
+)
 
 
 def limits(arguments: argparse.Namespace) -> Limits:

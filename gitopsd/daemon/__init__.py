@@ -87,7 +87,7 @@ class Daemon:
         usable = []
         for source in sources:
             try:
-                desired.check_source(source.spec)
+                desired.check_source(source.spec, SOURCE_ALLOWS_INSECURE)
             except ConfigError as error:
                 self.set_aside.append((source.name, f"source {source.name}: {error}"))
             else:
@@ -204,6 +204,9 @@ class Daemon:
         if self.elector:
             self.elector.release()
         log.info("stopped")
+
+
+SOURCE_ALLOWS_INSECURE = "the source says allowInsecure: true"
 
 
 def run(config_path: Path) -> int:

@@ -49,6 +49,7 @@ GITSYNCS = Resource(gitsync.GROUP, gitsync.VERSION, gitsync.KIND, gitsync.PLURAL
 SECRETS = Resource("", "v1", "Secret", "secrets", namespaced=True)
 NAMESPACES = Resource("", "v1", "Namespace", "namespaces", namespaced=False)
 RETIRE_GRACE_SECONDS = 30.0
+GITSYNCS_ALLOW_INSECURE = "the daemon's configuration says gitSyncs.allowInsecure: true"
 """How long a retired source's reconcile in flight may take to end (its writes are fenced
 at once): a deletion's prune waits for it."""
 SECRET_FILES = ("password", "identity", "known_hosts")
@@ -193,7 +194,7 @@ class GitSyncController:
     def _serve(self, key: ObjectKey, body: Body, wanted: GitSync) -> None:
         try:
             source = wanted.source(self._credentials(wanted))
-            desired.check_source(source.spec)
+            desired.check_source(source.spec, GITSYNCS_ALLOW_INSECURE)
             self._check_parent(wanted)
             self._check_dependencies(wanted)
         except GitopsdError as error:  # its Secret may change: retried with backoff

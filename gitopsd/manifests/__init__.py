@@ -20,7 +20,7 @@ Kustomizations are rendered through a function the caller passes in.
 
 from gitopsd.manifests.cache import ParseCache
 from gitopsd.manifests.identity import index
-from gitopsd.manifests.parsing import parse_documents
+from gitopsd.manifests.parsing import parse_documents, parse_file
 from gitopsd.manifests.reading import Render, load
 from gitopsd.manifests.selection import DEFAULT_INCLUDE, KUSTOMIZATION_FILES, child_path
 from gitopsd.manifests.tree import Directory, Tree
@@ -38,4 +38,5 @@ __all__ = [
     "index",
     "load",
     "parse_documents",
+    "parse_file",
 ]

@@ -42,6 +42,11 @@ def _encoding_error(data: bytes, rel: str, offset: int, what: str) -> ManifestEr
     )
 
 
+def parse_file(data: bytes, path: str, limits: Limits) -> Documents:
+    """A whole file's documents, as `decode` and `parse_documents` read them."""
+    return parse_documents(decode(data, path), path, limits)
+
+
 def parse_documents(text: str, path: str, limits: Limits) -> Documents:
     """(1-based start line, data) of each non-empty document; `path` names it in errors."""
     if path.endswith(".json"):

@@ -11,7 +11,7 @@ from pathlib import Path
 from gitopsd import inventory, manifests, source
 from gitopsd.changes import Target
 from gitopsd.cluster import Cluster, Resource
-from gitopsd.config import SourceSpec, SyncSettings
+from gitopsd.config import SourceSpec, SyncSettings, is_local
 from gitopsd.errors import ManifestError, ManifestReason
 from gitopsd.kustomize import renderer
 from gitopsd.objects import GroupKind, Manifest, ObjectKey
@@ -43,14 +43,11 @@ def fetch(spec: SourceSpec, cache_dir: Path) -> source.Revision:
     return source.fetch(spec, cache_dir)
 
 
-def check_source(spec: SourceSpec) -> None:
-    """Raises ConfigError for a source gitopsd would refuse to fetch, before any fetch."""
+def check_source(spec: SourceSpec, allowed_by: str = source.INSECURE_FLAG) -> None:
+    """Raises ConfigError for a source gitopsd would refuse to fetch, before any fetch;
+    `allowed_by` names the setting that permits file:// and http:// where it is checked."""
     if not is_local(spec.url):
-        source.check_url(spec)
-
-
-def is_local(url: str) -> bool:
-    return "://" not in url and not re.match(r"^[\w.-]+@[\w.-]+:", url)
+        source.check_url(spec, allowed_by)
 
 
 def read_revision(

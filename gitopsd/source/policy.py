@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from gitopsd.config import SourceSpec
 from gitopsd.errors import ConfigError
 
-INSECURE_FLAG = "--allow-insecure-source"
+INSECURE_FLAG = "--allow-insecure-source is given"
 URL_USERINFO_ADVICE = "put the token in $GITOPSD_GIT_PASSWORD or --password-file, not in the URL"
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -33,15 +33,16 @@ def mask_url(url: str) -> str:
     return _SCP_USER.sub("***@", masked)
 
 
-def check_url(spec: SourceSpec) -> None:
-    """Raises ConfigError unless the URL and ref are ones gitopsd lets git touch."""
+def check_url(spec: SourceSpec, allowed_by: str = INSECURE_FLAG) -> None:
+    """Raises ConfigError unless the URL and ref are ones gitopsd lets git touch;
+    `allowed_by` is the setting that permits file:// and http:// (the CLI's flag)."""
     _check_text(spec.url, "source URL")
     _check_ref(spec.ref)
     scheme = url_scheme(spec.url)
     if scheme in ("file", "http") and not spec.allow_insecure:
         raise ConfigError(
-            f"source URL {mask_url(spec.url)}: {scheme}:// is refused unless {INSECURE_FLAG} "
-            "is given (for local use and tests)"
+            f"source URL {mask_url(spec.url)}: {scheme}:// is refused unless {allowed_by} "
+            "(for local use and tests)"
         )
     if _URL_PASSWORD.search(spec.url) or _has_password(spec.url):
         raise ConfigError(f"source URL {mask_url(spec.url)}: {URL_USERINFO_ADVICE}")

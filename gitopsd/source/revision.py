@@ -29,6 +29,12 @@ class Revision:
 def read_directory(path: Path) -> Revision:
     """A local directory as a source: no git, no cache, read in place."""
     root = path.resolve()
+    if root.is_file():
+        raise SourceError(
+            f"source {path} is a file: give the directory that holds it, and --path to read "
+            "only this file",
+            SourceReason.REF_MISSING,
+        )
     if not root.is_dir():
         raise SourceError(f"source directory {path} does not exist", SourceReason.REF_MISSING)
     return Revision(sha="", commit_time=None, url=str(root), directory=root)

@@ -247,6 +247,28 @@ def test_a_wave_that_does_not_become_healthy_holds_back_later_waves_and_prune(
     assert exists(gitopsd, namespace, "configmap", "old")  # nothing pruned
 
 
+def test_sync_as_json_says_what_it_applied_before_a_wave_timed_out(
+    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    # No node matches: whatever controllers run, db stays InProgress past the timeout.
+    db = deployment("db")["db.yaml"].replace(
+        "    spec:\n", "    spec:\n      nodeSelector: {gitopsd.io/test: nowhere}\n"
+    )
+    git_repo.commit({"db.yaml": db, **config_map("app", wave="1")})
+
+    url = git_server.file_url(git_repo)
+    run = gitopsd("sync", url, *scope(namespace), "--timeout", "3s", "-o", "json")
+
+    assert run.code == UNHEALTHY, run.text
+    document = json.loads(run.out)
+    assert document["revision"] == git_repo.head()
+    created = {(o["object"], o["action"]) for o in document["outcomes"]}
+    assert created == {(f"apps/Deployment/{namespace}/db", "created")}
+    assert document["error"]["reason"] == "unhealthy"
+    assert "sync wave 0 is not healthy" in document["error"]["message"]
+    assert not exists(gitopsd, namespace, "configmap", "app")
+
+
 def test_an_invalid_sync_wave_is_refused_before_anything_is_applied(
     gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:

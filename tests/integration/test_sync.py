@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -194,3 +197,44 @@ def test_an_existing_object_is_adopted_only_when_asked(
     adopted = gitopsd("sync", url, *scope(namespace), "--adopt")
     assert adopted.code == 0, adopted.text
     assert config_map(admin_api, namespace, "web-config").data["GREETING"] == "hello"
+
+
+def test_a_diff_piped_into_head_ends_quietly_with_its_own_exit_code(
+    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    """More output than a pipe holds (64 KiB), so the reader is gone before it is written."""
+    value = "x" * 2048
+    git_repo.commit(
+        {
+            f"cm-{n}.yaml": f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cm-{n}}}\n"
+            f"data: {{k: {value}}}\n"
+            for n in range(60)
+        }
+    )
+    diff_command = [
+        sys.executable, "-m", "gitopsd", "diff", git_server.file_url(git_repo), *scope(namespace),
+        "--kubeconfig", str(gitopsd.plane.kubeconfig), "--cache-dir", str(gitopsd.cache),
+    ]  # fmt: skip
+    piped = f"set -o pipefail; {shlex.join(diff_command)} | head -1"
+
+    run = subprocess.run(
+        ["bash", "-c", piped], capture_output=True, text=True, timeout=120, check=False
+    )
+
+    assert run.returncode == 1, run.stderr  # drift: gitopsd's code, not a broken pipe's
+    assert run.stdout == f"missing ConfigMap/{namespace}/cm-0 (cm-0.yaml:1)\n"
+    assert run.stderr == ""
+
+
+def test_sync_as_json_describes_a_failure_before_anything_was_read(
+    gitopsd: Gitopsd, git_server: GitServer, namespace: str
+) -> None:
+    missing = (git_server.root / "missing.git").as_uri()
+
+    run = gitopsd("sync", missing, *scope(namespace), "-o", "json")
+
+    assert run.code == 3, run.text
+    document = json.loads(run.out)
+    assert document["revision"] is None and document["outcomes"] == []
+    assert document["error"]["stage"] == "source"
+    assert "missing.git" in document["error"]["message"]

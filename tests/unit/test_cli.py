@@ -6,6 +6,8 @@ import io
 import re
 import shlex
 import signal
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -96,7 +98,8 @@ def test_bi07_a_limit_flag_must_be_a_positive_size(
 
 def test_source_flags_set_what_they_name_and_leave_the_rest() -> None:
     flags = "--path a --path b --exclude '*.md' --ref main --username deploy"
-    arguments = build_parser().parse_args(["validate", ".", *shlex.split(flags)])
+    url = "https://git.example.com/app.git"
+    arguments = build_parser().parse_args(["validate", url, *shlex.split(flags)])
 
     spec = settings.source_spec(arguments)
 
@@ -285,3 +288,56 @@ def test_waiting_shows_progress_on_a_terminal_only() -> None:
 
     assert "waiting: 1/3 Current  apps/Deployment/n/web: InProgress" in shown.getvalue()
     assert hidden.getvalue() == ""
+
+
+def test_the_daemon_refuses_a_configuration_that_says_one_thing_twice(tmp_path: Path) -> None:
+    config = tmp_path / "gitopsd.yaml"
+    config.write_text(
+        "sources:\n- name: app\n  repository: https://example.com/app.git\n"
+        "  mode: observe\n  mode: enforce\n"
+    )
+
+    daemon = [sys.executable, "-m", "gitopsd", "run", "--config", str(config)]
+    run = subprocess.run(daemon, capture_output=True, text=True, timeout=60, check=False)
+
+    assert run.returncode == commands.INVALID
+    assert f"{config}:5:3: duplicate key 'mode' at lines 4 and 5" in run.stderr, run.stderr
+
+
+def test_a_ref_for_a_local_directory_is_refused_with_the_way_to_read_a_commit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "app.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n")
+
+    code = main(["validate", str(tmp_path), "--ref", "main"])
+
+    assert code == commands.INVALID
+    error = capsys.readouterr().err
+    assert f"--ref: {tmp_path} is a local directory" in error
+    assert f"file://{tmp_path} --allow-insecure-source --ref REF" in error
+
+
+def test_a_file_given_as_source_is_called_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = tmp_path / "app.yaml"
+    manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n")
+
+    code = main(["validate", str(manifest)])
+
+    assert code == commands.SOURCE_FAILED
+    error = capsys.readouterr().err
+    assert f"source {manifest} is a file: give the directory that holds it" in error
+    assert "does not exist" not in error
+
+
+def test_the_daemon_names_its_own_setting_for_an_insecure_repository(tmp_path: Path) -> None:
+    config = tmp_path / "gitopsd.yaml"
+    config.write_text("sources:\n- name: app\n  repository: file:///srv/git/app.git\n")
+
+    daemon = [sys.executable, "-m", "gitopsd", "run", "--config", str(config)]
+    run = subprocess.run(daemon, capture_output=True, text=True, timeout=60, check=False)
+
+    assert run.returncode == commands.INVALID
+    assert "file:// is refused unless the source says allowInsecure: true" in run.stderr
+    assert "--allow-insecure-source" not in run.stderr

@@ -184,9 +184,29 @@ def test_unreadable_or_malformed_files_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"missing\.yaml"):
         load(tmp_path / "missing.yaml")
     broken = tmp_path / "broken.yaml"
-    broken.write_text("sources: [unclosed\n")
-    with pytest.raises(ConfigError, match=r"broken\.yaml: "):
+    broken.write_text("listen: 127.0.0.1:9090\nsources: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"broken\.yaml:3:1: "):
         load(broken)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "sources: []\nlisten: a:1\nlisten: b:2\n",
+            "gitopsd.yaml:3:1: duplicate key 'listen' at lines 2 and 3",
+        ),
+        ("sources: !!python/object:os.system []\n", "gitopsd.yaml:1:10: tag"),
+        ("sources: []\n---\nsources: []\n", "gitopsd.yaml:3: expected one YAML document"),
+        ("sources: []\nlisten: \xff\n", "gitopsd.yaml:2: invalid UTF-8"),
+    ],
+)
+def test_the_file_is_read_as_strictly_as_manifests(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "gitopsd.yaml"
+    path.write_bytes(text.encode("latin-1"))
+    with pytest.raises(ConfigError) as raised:
+        load(path)
+    assert message in str(raised.value)
 
 
 @pytest.mark.parametrize(
