@@ -264,8 +264,6 @@ class GitSyncController:
             served = self.served.pop(key, None)
         if served is None:
             return None
-        if self.scheduler.get_job(_job(key)) is not None:
-            self.scheduler.remove_job(_job(key))
         served.worker.retire(RETIRE_GRACE_SECONDS)
         return served.worker
 

@@ -14,11 +14,12 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.base import BaseScheduler
 
 from gitopsd import diff
@@ -82,6 +83,26 @@ class Backoff:
         self.failures, self.not_before = 0, 0.0
 
 
+@dataclass(frozen=True)
+class Jobs:
+    """A source's jobs in the scheduler: its interval's polls, and the retry of a failed
+    one after its backoff (at most one pending; a new failure moves it)."""
+
+    scheduler: BaseScheduler
+    job_id: str
+
+    def retry(self, poll: Callable[[], None], delay_seconds: float) -> None:
+        when = datetime.now(UTC) + timedelta(seconds=delay_seconds)
+        self.scheduler.add_job(
+            poll, "date", run_date=when, id=f"{self.job_id}/retry", replace_existing=True
+        )
+
+    def remove(self) -> None:
+        for job_id in (self.job_id, f"{self.job_id}/retry"):
+            with suppress(JobLookupError):
+                self.scheduler.remove_job(job_id)
+
+
 @dataclass
 class SourceWorker:
     config: SourceConfig
@@ -107,6 +128,8 @@ class SourceWorker:
     halt: threading.Event = field(default_factory=threading.Event)
     """Set when this source stops for good (its GitSync deleted or changed, the daemon
     shutting down): its watches and drift checks end."""
+    jobs: Jobs | None = None
+    """Its polls in the scheduler, once scheduled."""
 
     def __post_init__(self) -> None:
         fence = self.cluster.may_write
@@ -138,12 +161,15 @@ class SourceWorker:
         interval = self.config.interval_seconds
         jitter = max(interval * 0.1, 0.1)
         scheduler.add_job(run, "interval", seconds=interval, jitter=jitter, id=job_id)
+        self.jobs = Jobs(scheduler, job_id)
         self.poll_soon()
 
     def retire(self, grace_seconds: float = 0.0) -> None:
         """Stops its watches, polls and drift checks, and fences its writes; waits up to
         `grace_seconds` for the one in flight to end."""
         self.halt.set()
+        if self.jobs:
+            self.jobs.remove()
         if self.busy.acquire(timeout=grace_seconds):
             self.busy.release()
 
@@ -170,7 +196,9 @@ class SourceWorker:
         except KnownInvalid:
             return "skipped"  # a bad revision stays bad: wait for the next one
         except GitopsdError as error:
-            self._failed(error, self.backoff)
+            delay = self._failed(error, self.backoff)
+            if delay is not None and self.jobs:
+                self.jobs.retry(self.poll_soon, delay)
             return "failed"
         finally:
             self.report.finished += 1
@@ -231,9 +259,9 @@ class SourceWorker:
         deadline = self.deadline
         return deadline is not None and time.monotonic() > deadline
 
-    def _failed(self, error: GitopsdError, backoff: Backoff) -> None:
-        """Counts and logs a failure; what may cure itself is retried after `backoff`, a bad
-        revision waits for the next one."""
+    def _failed(self, error: GitopsdError, backoff: Backoff) -> float | None:
+        """Counts and logs a failure; what may cure itself is retried after `backoff` (its
+        delay is returned), a bad revision waits for the next one (None)."""
         if self._late():
             limit = self.config.timeout_seconds
             cause = str(error).splitlines()[0][:300]
@@ -242,13 +270,16 @@ class SourceWorker:
             )
         self.report.failure = Failure.of(error)
         reason = error.reason
+        delay = None
         if isinstance(error, ManifestError) and reason not in RETRIED_MANIFEST_REASONS:
             retry = "waiting for a new revision"
         else:
-            retry = f"retrying in {backoff.failed():.1f} s"
+            delay = backoff.failed()
+            retry = f"retrying in {delay:.1f} s"
         stage = error.stage
         self.recorder.error(self.name, stage, reason)
         self.log.error("%s; %s", error, retry, extra={"stage": stage, "reason": reason})
+        return delay
 
     def _read(self, sha: str) -> None:
         self.recorder.revision(self.name, sha)

@@ -225,3 +225,26 @@ def test_fa04_a_reconcile_that_crawls_stops_at_its_timeout_and_tries_again(
         lambda: all(config_map_value(admin_api, namespace, n) for n in names), "all applied", 60
     )
     no_thread_died(daemon)
+
+
+def test_a_failed_reconcile_is_retried_after_its_backoff_not_at_the_next_interval(
+    daemons: Daemons,
+    proxy: FaultProxy,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit(config_maps("a"))
+    proxy.inject(Fault(everything, SERVER_ERROR))  # the API server fails from the start
+    daemon = daemons.start(git_server.file_url(git_repo), server=proxy.url, interval="10m")
+    daemon.wait_value(
+        "gitopsd_errors_total", lambda v: v > 0, "the first reconcile to fail", 60, stage="cluster"
+    )
+
+    proxy.clear()
+
+    # Backoff starts at 1 s and doubles: the retry comes within seconds, not in ten minutes.
+    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the retry to sync", 10)
+    assert "retrying in" in daemon.logs()
+    no_thread_died(daemon)
