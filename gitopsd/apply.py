@@ -16,9 +16,9 @@ from gitopsd.changes import Action, ChangeSet, Outcome, Target
 from gitopsd.cluster import ApiError, Cluster, Resource
 from gitopsd.config import SyncSettings
 from gitopsd.errors import ApplyError, ClusterError, ClusterReason
-from gitopsd.inventory import ApplySet, prune_disabled, uid_prefix
-from gitopsd.objects import FIELD_MANAGER, Body, GroupKind, ObjectKey
-from gitopsd.ownership import guarded, refusal, unowned
+from gitopsd.inventory import ApplySet, gitopsd_parent, prune_disabled, uid_prefix
+from gitopsd.objects import APPLYSET_ID_LABEL, FIELD_MANAGER, Body, GroupKind, ObjectKey
+from gitopsd.ownership import Foreign, guarded, refusal, unowned, why
 from gitopsd.plan import DEFINITIONS, Plan, PruneDecision, Refusal, Wave, waves
 
 T = TypeVar("T")
@@ -95,9 +95,9 @@ class Applier:
         and only as it was when the plan was made."""
         if self.applyset is None:
             return
-        adopt = self.settings.adopt
-        foreign = unowned(self.applyset, keys, self.live, self.read, adopt)
-        lines = [f"{key} ({targets[key].origin}): {why}" for key, why in foreign]
+        foreign = list(unowned(self.applyset, keys, self.live, self.read, self.settings.adopt))
+        owners = find_owners(self.cluster, foreign)
+        lines = [f"{f.key} ({targets[f.key].origin}): {why(f, owners)}" for f in foreign]
         if lines:
             raise ApplyError(lines, ClusterReason.CONFLICT)
 
@@ -362,6 +362,24 @@ def _gitopsd_fields(body: Body) -> set[diff.Path]:
         e for e in managed if e.get("manager") == FIELD_MANAGER and e.get("operation") == "Apply"
     ]
     return set().union(*(diff.fields_of(e) for e in entries)) if entries else set()
+
+
+PARENTS = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
+
+
+def find_owners(cluster: Cluster, foreign: Iterable[Foreign]) -> dict[str, ApplySet]:
+    """The gitopsd parents of the ApplySets that `foreign` objects belong to, as far as this
+    identity may list ConfigMaps (one LIST per set, only when an object is refused)."""
+    found = {}
+    for applyset_id in {f.owner for f in foreign if f.owner and not f.appeared}:
+        try:
+            bodies = cluster.list_objects(PARENTS, "", f"{APPLYSET_ID_LABEL}={applyset_id}")
+        except ClusterError:
+            continue  # not allowed, or not answered: the message gives the id alone
+        parents = [p for body in bodies if (p := gitopsd_parent(body, applyset_id))]
+        if parents:
+            found[applyset_id] = parents[0]
+    return found
 
 
 def same_ownership(expected: Body, live: Body) -> bool:

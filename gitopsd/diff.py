@@ -54,6 +54,8 @@ class State(StrEnum):
     MISSING = "missing"
     MODIFIED = "modified"
     EXTRANEOUS = "extraneous"
+    UNOWNED = "unowned"
+    """It exists, but is not this source's to write (`reason` says whose it is)."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,8 @@ class Drift:
     live: Body | None = None  # normalized and masked, for rendering
     desired: Body | None = None
     conflicts: tuple[str, ...] = field(default=())
+    reason: str = ""
+    """Why an unowned object is not written."""
 
 
 def normalize(body: Body) -> Body:

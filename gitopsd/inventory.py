@@ -134,6 +134,10 @@ class ApplySet:
         return labels.get(APPLYSET_PART_OF_LABEL) == self.id
 
     @property
+    def source_name(self) -> str:
+        return self.name.removeprefix(PARENT_PREFIX)
+
+    @property
     def selector(self) -> str:
         return f"{APPLYSET_PART_OF_LABEL}={self.id}"
 
@@ -211,6 +215,17 @@ def stored_stamps(parent: Body | None) -> bytes:
 def prune_disabled(live: Body) -> bool:
     annotations = (live.get("metadata") or {}).get("annotations") or {}
     return annotations.get(PRUNE_ANNOTATION) == "disabled"
+
+
+def gitopsd_parent(body: Body, applyset_id: str) -> ApplySet | None:
+    """The gitopsd ApplySet whose parent `body` is, if it is the parent of `applyset_id`:
+    the id is a hash of the parent's name and namespace, so no other object can pass."""
+    metadata = body.get("metadata") or {}
+    name, namespace = str(metadata.get("name", "")), str(metadata.get("namespace", ""))
+    tooling = str((metadata.get("annotations") or {}).get(APPLYSET_TOOLING_ANNOTATION, ""))
+    applyset = ApplySet(name, namespace)
+    gitopsd = tooling.startswith("gitopsd/") and name.startswith(PARENT_PREFIX)
+    return applyset if gitopsd and applyset.id == applyset_id else None
 
 
 def owner_of(live: Body) -> str | None:

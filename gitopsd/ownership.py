@@ -20,7 +20,9 @@ once more (`unowned`), so a label taken off meanwhile is seen too.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
 
+from gitopsd.diff import Drift, State
 from gitopsd.inventory import ApplySet, owner_of
 from gitopsd.objects import Body, ObjectKey
 
@@ -61,27 +63,76 @@ def refusal(status: int, message: str, live: Body | None) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Foreign:
+    """An object of the revision that is not this source's to write."""
+
+    key: ObjectKey
+    owner: str | None
+    """The ApplySet id its label names; None when it names none."""
+    appeared: bool = False
+    """It did not exist when the plan was made."""
+
+
 def unowned(
     applyset: ApplySet,
     keys: Iterable[ObjectKey],
     live: Mapping[ObjectKey, Body | None],
     read: Mapping[ObjectKey, Body | None],
     adopt: bool,
-) -> Iterator[tuple[ObjectKey, str]]:
-    """Each object of `keys` that exists in `live` and is not this source's to write, with
-    why: it carries another set's label or none. With `adopt` an object is taken over as it
-    was `read` when the plan was made (the same uid), never one that appeared since."""
+) -> Iterator[Foreign]:
+    """Each object of `keys` that exists in `live` and is not this source's to write: it
+    carries another set's label or none. With `adopt` an object is taken over as it was
+    `read` when the plan was made (the same uid), never one that appeared since."""
     for key in keys:
         body = live.get(key)
         if body is None or applyset.owns(body):
             continue
         before = read.get(key)
         if before is None:
-            yield key, CREATED_MEANWHILE
+            yield Foreign(key, owner_of(body), appeared=True)
         elif not (adopt and _same_object(body, before)):
-            owner = owner_of(body)
-            by = f"it belongs to ApplySet {owner}" if owner else "no gitopsd source manages it"
-            yield key, f"exists and {by}; pass --adopt to take it over"
+            yield Foreign(key, owner_of(body))
+
+
+def why(foreign: Foreign, owners: Mapping[str, ApplySet]) -> str:
+    """Why `foreign` is not written, in the same words for `diff` and `sync`; `owners` are
+    the gitopsd parents found for ApplySet ids. Never advice to take an object over from
+    another gitopsd source: that would be a fight between two sources."""
+    if foreign.appeared:
+        return CREATED_MEANWHILE
+    if foreign.owner is None:
+        return (
+            "exists and no gitopsd source manages it; sync --adopt takes it over (rule: not_owned)"
+        )
+    parent = owners.get(foreign.owner)
+    if parent is None:
+        return (
+            f"exists and belongs to ApplySet {foreign.owner}, whose parent is no gitopsd "
+            "source this identity can read (rule: not_owned)"
+        )
+    name = parent.source_name
+    return (
+        f"exists and belongs to gitopsd source {name} (its parent: ConfigMap "
+        f"{parent.namespace}/{parent.name}); if that is this source under another name, sync "
+        f"with --name {name}, else remove the object from that source first (rule: not_owned)"
+    )
+
+
+def as_unowned(
+    drifts: Iterable[Drift], foreign: Iterable[Foreign], owners: Mapping[str, ApplySet]
+) -> list[Drift]:
+    """`drifts` with each foreign object reported as unowned, and why, as a sync would
+    refuse it (whether or not its fields differ)."""
+    reasons = {f.key: why(f, owners) for f in foreign}
+    kept = [d for d in drifts if d.key not in reasons]
+    marked = [
+        replace(d, state=State.UNOWNED, reason=reasons.pop(d.key))
+        for d in drifts
+        if d.key in reasons
+    ]
+    marked += [Drift(key, State.UNOWNED, reason=reason) for key, reason in reasons.items()]
+    return sorted(kept + marked, key=lambda d: d.key)
 
 
 def _same_object(body: Body, seen: Body | None) -> bool:

@@ -217,7 +217,8 @@ def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
     add(
         "--name",
         help="the source's name, as in the daemon's config: its ApplySet parent is the "
-        "ConfigMap gitopsd-NAME (default: derived from SOURCE and --path)",
+        "ConfigMap gitopsd-NAME (default: derived from SOURCE and --path; a checkout by its "
+        "remote URL and its path in the repository)",
     )
     add(
         "--inventory-namespace",

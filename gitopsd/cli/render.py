@@ -30,6 +30,8 @@ def render_drift(
     for drift in drifts:
         where = f" ({origins[drift.key]})" if drift.key in origins else ""
         print(f"{drift.state} {drift.key}{where}", file=out)
+        if drift.reason:
+            print(f"  {drift.reason}", file=out)
         for change in drift.changes:
             print(
                 f"  {change.path}: {_short(change.live)} -> {_short(change.desired)}"
@@ -65,6 +67,7 @@ def drift_json(
                 "state": str(d.state),
                 "origin": origins.get(d.key),
                 "changes": [vars(change) for change in d.changes],
+                "reason": d.reason or None,
             }
             for d in drifts
         ],

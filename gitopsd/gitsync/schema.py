@@ -253,6 +253,7 @@ DRIFT = _object(
         "missing": {"type": "integer", "minimum": 0},
         "modified": {"type": "integer", "minimum": 0},
         "extraneous": {"type": "integer", "minimum": 0},
+        "unowned": {"type": "integer", "minimum": 0},
         "objects": {
             "type": "array",
             "description": f"The first {MAX_DRIFTED_SHOWN} drifted objects.",
@@ -261,8 +262,9 @@ DRIFT = _object(
                 "A drifted object.",
                 {
                     "object": _string("group/Kind/namespace/name"),
-                    "state": _string("missing, modified or extraneous."),
+                    "state": _string("missing, modified, extraneous or unowned."),
                     "fields": {"type": "array", "items": FIELD},
+                    "reason": _string("Why an unowned object is not written."),
                 },
             ),
         },

@@ -251,7 +251,8 @@ def _drift_message(drifts: list[Drift]) -> str:
 
 def _described(drift: Drift) -> str:
     fields = ", ".join(f"{c.path} (by {c.manager})" for c in drift.changes[:5])
-    return f"{drift.key} {drift.state}" + (f": {fields}" if fields else "")
+    detail = drift.reason or fields
+    return f"{drift.key} {drift.state}" + (f": {detail}" if detail else "")
 
 
 def _drift_summary(drifts: list[Drift]) -> Status:
@@ -265,6 +266,7 @@ def _drift_summary(drifts: list[Drift]) -> Status:
                 "object": str(d.key),
                 "state": str(d.state),
                 "fields": [{"path": c.path, "manager": c.manager} for c in d.changes],
+                **({"reason": d.reason} if d.reason else {}),
             }
             for d in shown
         ],

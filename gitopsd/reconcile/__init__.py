@@ -25,7 +25,7 @@ from gitopsd.plan import Plan, PruneDecision, decide_prune, plan_changes
 from gitopsd.reconcile.desired import Desired, applyset_of, fetch, read_revision, resolve
 from gitopsd.reconcile.enforce import ParentWriter, SyncReport, make_changes, unserved_kinds
 from gitopsd.reconcile.live import CONFIG_MAPS, Bounds, CacheReader, ListReader, Live, Reader
-from gitopsd.reconcile.measure import IN_SYNC, DriftMemo, Measurement, measure
+from gitopsd.reconcile.measure import IN_SYNC, DriftMemo, Measurement, measure, with_owners
 from gitopsd.source import Revision
 
 RETRIED_MANIFEST_REASONS = frozenset({ManifestReason.UNKNOWN_KIND})
@@ -126,6 +126,7 @@ def reconcile_once(
     measured = measure(
         cluster, source.settings, desired.targets, result.live, state.memo, step != Step.NONE
     )
+    measured = with_owners(cluster, source.settings, applyset, result.live, measured)
     result.drifts, result.step = measured.drifts, step
     hooks.on_measured(measured.drifts, result.live.find)
     if step == Step.NONE:
@@ -205,7 +206,8 @@ def plan_for(
     targets = desired.targets
     present = {key for key, body in live.desired.items() if body is not None}
     if step == Step.HEAL:
-        drifted = {d.key for d in measured.drifts if d.key in targets}
+        # an unowned object is not this source's to heal: a sync refuses it likewise
+        drifted = {d.key for d in measured.drifts if d.key in targets and d.reason == ""}
         return plan_changes(drifted, present, measured.differing)
     prune = _prune_decision(cluster, settings, targets, live) if settings.prune.enabled else None
     return plan_changes(targets, present, measured.differing, prune)

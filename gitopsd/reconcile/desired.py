@@ -202,7 +202,12 @@ def _with_namespace(manifest: Manifest, namespaced: bool, default: str) -> Manif
 
 
 def default_name(spec: SourceSpec) -> str:
-    """A stable source name: its base name plus a hash of where it points."""
+    """A stable source name: its base name plus a hash of what it is. A local checkout is
+    known by its repository's remote URL and its path there, so two checkouts of it (two
+    CI workspaces) are one source; a directory outside git by its absolute path."""
+    where = spec.url
+    if is_local(spec.url):
+        where = source.checkout_identity(Path(spec.url)) or spec.url
     base = re.sub(r"[^a-z0-9-]+", "-", Path(spec.url.rstrip("/")).name.lower().removesuffix(".git"))
-    digest = hashlib.sha256(f"{spec.url}\n{sorted(spec.paths)}".encode()).hexdigest()[:8]
+    digest = hashlib.sha256(f"{where}\n{sorted(spec.paths)}".encode()).hexdigest()[:8]
     return f"{base.strip('-')[:30] or 'source'}-{digest}"

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gitopsd import diff, inventory
-from gitopsd.apply import Applier, ready, same_ownership
+from gitopsd.apply import Applier, find_owners, ready, same_ownership
 from gitopsd.changes import Target
 from gitopsd.cluster import Cluster
 from gitopsd.config import SyncSettings
 from gitopsd.objects import Body, ObjectKey
+from gitopsd.ownership import as_unowned, unowned
 from gitopsd.reconcile.live import Live
 
 
@@ -141,6 +142,22 @@ def measure(
     ]
     differing = {key for key, m in measured.items() if not m.in_sync}
     return Measurement(sorted(drifts, key=lambda d: d.key), differing)
+
+
+def with_owners(
+    cluster: Cluster,
+    settings: SyncSettings,
+    applyset: inventory.ApplySet,
+    live: Live,
+    measurement: Measurement,
+) -> Measurement:
+    """`measurement` with every present object that is not this source's to write reported
+    as unowned, with the reason a sync would give for refusing it."""
+    foreign = list(unowned(applyset, live.desired, live.desired, live.desired, settings.adopt))
+    if not foreign:
+        return measurement
+    drifts = as_unowned(measurement.drifts, foreign, find_owners(cluster, foreign))
+    return replace(measurement, drifts=drifts)
 
 
 def _ready_absent(targets: Mapping[ObjectKey, Target], live: Live) -> list[Target]:

@@ -15,6 +15,7 @@ credentials reach it only through GIT_ASKPASS (`credentials`), and every error m
 scrubbed of URLs' userinfo and of the secret.
 """
 
+from gitopsd.source.identity import checkout_identity
 from gitopsd.source.listing import Entry
 from gitopsd.source.policy import INSECURE_FLAG, URL_USERINFO_ADVICE, check_url, mask_url
 from gitopsd.source.revision import Revision, fetch, read_directory
@@ -29,6 +30,7 @@ __all__ = [
     "GitTree",
     "Revision",
     "check_url",
+    "checkout_identity",
     "fetch",
     "mask_url",
     "read_directory",

@@ -6,6 +6,7 @@ Every check of "deleted nothing" reads the API server's audit log, not gitopsd's
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -189,3 +190,44 @@ def test_kubectl_lists_the_members_but_cannot_prune_them(
         gitopsd.kubectl(*prune, "-f", str(tmp_path / "a.yaml"))
     assert 'managed by tooling "gitopsd" instead of "kubectl"' in str(refused.value)
     assert "b" in config_maps(admin_api, namespace)
+
+
+def test_two_checkouts_of_one_repository_are_one_source_by_default(
+    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str, tmp_path: Path
+) -> None:
+    """Two CI workspaces: the default name comes from the remote URL and the path in it."""
+    git_repo.commit({f"deploy/{n}": text for n, text in config_map_files("a", "b").items()})
+    workspaces = [tmp_path / "ci-1", tmp_path / "ci-2"]
+    for workspace in workspaces:
+        subprocess.run(["git", "clone", "-q", git_repo.bare.as_uri(), str(workspace)], check=True)
+    where = ["--namespace", namespace, "--inventory-namespace", namespace]
+
+    first = gitopsd("sync", str(workspaces[0] / "deploy"), *where)
+    second = gitopsd("sync", str(workspaces[1] / "deploy"), *where, "--prune")
+
+    assert first.code == 0 and "2 created" in first.out, first.text
+    assert second.code == 0, second.text
+    assert "0 created, 0 configured" in second.out and "0 pruned" in second.out
+
+
+def test_an_object_of_another_source_is_refused_naming_that_source(
+    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(config_map_files("a"))
+    url = git_server.file_url(git_repo)
+    where = ["--allow-insecure-source", "-n", namespace, "--inventory-namespace", namespace]
+    assert gitopsd("sync", url, *where, "--name", "first").code == 0
+    reason = (
+        f"exists and belongs to gitopsd source first (its parent: ConfigMap "
+        f"{namespace}/gitopsd-first); if that is this source under another name, sync with "
+        "--name first, else remove the object from that source first (rule: not_owned)"
+    )
+
+    diff_run = gitopsd("diff", url, *where, "--name", "second")
+    refused = gitopsd("sync", url, *where, "--name", "second")
+
+    assert diff_run.code == 1, diff_run.text
+    assert f"unowned ConfigMap/{namespace}/a (a.yaml:1)\n  {reason}\n" in diff_run.out
+    assert refused.code == CLUSTER_FAILED, refused.text
+    assert f"ConfigMap/{namespace}/a (a.yaml:1): {reason}" in refused.err
+    assert "--adopt" not in diff_run.out + refused.err

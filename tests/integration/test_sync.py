@@ -188,9 +188,14 @@ def test_an_existing_object_is_adopted_only_when_asked(
     git_repo.commit(example_files("app"))
     url = git_server.file_url(git_repo)
 
+    reason = "exists and no gitopsd source manages it; sync --adopt takes it over"
+    [unowned] = [d for d in drift_of(gitopsd, url, namespace) if d["state"] == "unowned"]
+    assert unowned["object"] == f"ConfigMap/{namespace}/web-config"
+    assert unowned["reason"].startswith(reason)
+
     refused = gitopsd("sync", url, *scope(namespace))
     assert refused.code == 4
-    assert f"ConfigMap/{namespace}/web-config" in refused.err and "--adopt" in refused.err
+    assert f"ConfigMap/{namespace}/web-config (configmap.yaml:1): {reason}" in refused.err
     apps: Any = client.AppsV1Api(admin_api)
     assert apps.list_namespaced_deployment(namespace).items == []  # nothing applied
 

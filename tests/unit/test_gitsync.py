@@ -419,6 +419,7 @@ def test_a_sync_without_drift_is_ready_only() -> None:
         "missing": 0,
         "modified": 0,
         "extraneous": 0,
+        "unowned": 0,
         "objects": [],
     }
     assert current["inventory"] == {

@@ -5,9 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from gitopsd.inventory import ApplySet
-from gitopsd.objects import APPLYSET_PART_OF_LABEL, Body, ObjectKey
-from gitopsd.ownership import ABSENT_VERSION, CREATED_MEANWHILE, guarded, refusal, unowned
+from gitopsd.diff import Drift, FieldChange, State
+from gitopsd.inventory import ApplySet, gitopsd_parent
+from gitopsd.objects import APPLYSET_PART_OF_LABEL, APPLYSET_TOOLING_ANNOTATION, Body, ObjectKey
+from gitopsd.ownership import (
+    ABSENT_VERSION,
+    CREATED_MEANWHILE,
+    Foreign,
+    as_unowned,
+    guarded,
+    refusal,
+    unowned,
+    why,
+)
 
 APPLYSET = ApplySet("gitopsd-app", "apps")
 KEY = ObjectKey("", "ConfigMap", "apps", "web")
@@ -70,8 +80,55 @@ OWNERSHIP = [
 def test_only_what_this_source_owns_or_adopts_as_read_is_written(
     now: Body | None, read: Body | None, adopt: bool, refused: str | None
 ) -> None:
-    found = dict(unowned(APPLYSET, [KEY], {KEY: now}, {KEY: read}, adopt))
+    found = {f.key: why(f, {}) for f in unowned(APPLYSET, [KEY], {KEY: now}, {KEY: read}, adopt)}
     if refused is None:
         assert found == {}
     else:
         assert refused in found[KEY]
+
+
+OTHER = ApplySet.of_source("app-1a2b3c4d", "ci")
+
+
+def test_an_object_of_another_gitopsd_source_is_named_by_that_source_never_adopt() -> None:
+    said = why(Foreign(KEY, OTHER.id), {OTHER.id: OTHER})
+    assert (
+        "belongs to gitopsd source app-1a2b3c4d (its parent: ConfigMap ci/gitopsd-app-1a2b3c4d)"
+        in said
+    )
+    assert "sync with --name app-1a2b3c4d" in said
+    assert "--adopt" not in said
+
+
+def test_an_object_no_source_manages_may_be_adopted() -> None:
+    assert "sync --adopt takes it over" in why(Foreign(KEY, None), {})
+
+
+def parent(name: str, namespace: str, tooling: str = "gitopsd/v1") -> Body:
+    annotations = {APPLYSET_TOOLING_ANNOTATION: tooling}
+    return {"metadata": {"name": name, "namespace": namespace, "annotations": annotations}}
+
+
+@pytest.mark.parametrize(
+    ("body", "found"),
+    [
+        (parent("gitopsd-app-1a2b3c4d", "ci"), OTHER),
+        (parent("gitopsd-app-1a2b3c4d", "ci", tooling="kubectl/v1.34"), None),  # not ours
+        (parent("gitopsd-app", "ci"), None),  # labelled with another set's id: forged
+        (parent("gitopsd-app-1a2b3c4d", "tenant"), None),
+    ],
+)
+def test_a_parent_is_known_by_the_hash_of_its_name_not_by_its_label(
+    body: Body, found: ApplySet | None
+) -> None:
+    assert gitopsd_parent(body, OTHER.id) == found
+
+
+def test_diff_reports_an_unowned_object_as_sync_would_refuse_it() -> None:
+    modified = Drift(KEY, State.MODIFIED, (FieldChange("data.k", "a", "b", "kubectl-edit"),))
+    same = ObjectKey("", "ConfigMap", "apps", "same")
+    drifts = as_unowned([modified], [Foreign(KEY, None), Foreign(same, OTHER.id)], {})
+    assert [(d.key, d.state) for d in drifts] == [(same, State.UNOWNED), (KEY, State.UNOWNED)]
+    assert drifts[1].changes == modified.changes  # what differs is still shown
+    assert "no gitopsd source manages it" in drifts[1].reason
+    assert f"belongs to ApplySet {OTHER.id}" in drifts[0].reason
