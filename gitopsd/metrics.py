@@ -71,7 +71,8 @@ class Recorder:
         )
         self.detection = Histogram(
             "gitopsd_drift_detection_seconds",
-            "From a live change (its managedFields time) to gitopsd detecting the drift.",
+            "From a live change (its managedFields time, or its watch event's arrival when the "
+            "change stamped none) to gitopsd detecting the drift.",
             ["source"],
             buckets=LATENCY_BUCKETS,
             registry=registry,

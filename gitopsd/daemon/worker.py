@@ -130,6 +130,8 @@ class SourceWorker:
     shutting down): its watches and drift checks end."""
     jobs: Jobs | None = None
     """Its polls in the scheduler, once scheduled."""
+    seen: dict[ObjectKey, float] = field(default_factory=dict)
+    """When the first watch event of each key not measured since arrived (wall clock)."""
 
     def __post_init__(self) -> None:
         fence = self.cluster.may_write
@@ -382,6 +384,7 @@ class SourceWorker:
     # Watch events: re-check soon after a live change, heal it in enforce mode.
 
     def _changed(self, key: ObjectKey, body: Body | None) -> None:
+        self.seen.setdefault(key, time.time())  # the first event since it was measured
         self.queue.add(key)
 
     def _drain(self) -> None:
@@ -417,12 +420,12 @@ class SourceWorker:
         keys: set[ObjectKey],
         find: Callable[[ObjectKey], Body | None],
     ) -> None:
+        seen = {key: self.seen.pop(key) for key in keys if key in self.seen}
         for drift in drifts:
             body = find(drift.key)
-            if drift.key in keys and body is not None:
-                changed_at = _last_change(body)
-                if changed_at is not None:
-                    self.recorder.detected(self.name, time.time() - changed_at)
+            if drift.key in seen and body is not None:
+                changed_at = changed_since(body, seen[drift.key])
+                self.recorder.detected(self.name, time.time() - changed_at)
 
 
 def waiting_for(needed: Iterable[str], workers: Mapping[str, SourceWorker]) -> str:
@@ -454,8 +457,12 @@ def _newsworthy(previous: Health | None, now: Health) -> bool:
     return previous not in (None, APPLIED) and previous.status != now.status
 
 
-def _last_change(body: Body) -> float | None:
-    """When the object was last written, from its managedFields (second resolution)."""
+def changed_since(body: Body, seen_at: float) -> float:
+    """When the change the daemon saw at `seen_at` was made: its managedFields entry's time
+    when the newest entry is that change's (second resolution, so up to a second before
+    the event), else the moment its watch event arrived. Not every write stamps a time (a
+    `kubectl scale` of the scale subresource does not): the other entries' are older."""
     times = [e.get("time") for e in (body.get("metadata") or {}).get("managedFields") or []]
     stamps = [datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() for t in times if t]
-    return max(stamps, default=None)
+    newest = max(stamps, default=0.0)
+    return newest if seen_at - 1.0 <= newest <= seen_at else seen_at

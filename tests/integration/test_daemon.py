@@ -198,6 +198,40 @@ def test_drift_is_measured_with_the_manager_that_caused_it(
     assert daemon.value("gitopsd_object_drift", source="app") == 0
 
 
+def test_detection_latency_of_a_scale_is_measured_from_the_change_not_an_older_write(
+    daemons: Daemons,
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    """`kubectl scale` writes the scale subresource, whose managedFields entry has no time:
+    the apply's entry, seconds older, must not be taken for the change's."""
+    git_repo.commit(example_files("app"))
+    daemon = daemons.start(git_server.file_url(git_repo), selfHeal=False, interval="1h")
+    wait_for(lambda: replicas(admin_api, namespace) == 2, "the app to be applied")
+    applied_at = time.time()
+    wait_for(lambda: time.time() - applied_at >= 5, "the apply's managedFields time to age")
+    count = daemon.value("gitopsd_drift_detection_seconds_count", source="app")
+    total = daemon.value("gitopsd_drift_detection_seconds_sum", source="app")
+
+    scaled_at = time.time()
+    gitopsd.kubectl("scale", "deployment/web", "--replicas=5", "-n", namespace)
+    daemon.wait_value(
+        "gitopsd_drift_detection_seconds_count",
+        lambda v: v > count,
+        "the drift detected",
+        30,
+        source="app",
+    )
+    elapsed = time.time() - scaled_at
+
+    new = daemon.value("gitopsd_drift_detection_seconds_count", source="app") - count
+    latency = (daemon.value("gitopsd_drift_detection_seconds_sum", source="app") - total) / new
+    assert 0 <= latency <= elapsed + 1.0, (latency, elapsed)  # +1: managedFields has seconds
+
+
 def test_self_heal_undoes_out_of_band_edits_at_once(
     daemons: Daemons,
     gitopsd: Gitopsd,

@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import threading
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ import pytest
 from gitopsd.daemon.http import signature_valid
 from gitopsd.daemon.logs import ContextLog, JsonLines
 from gitopsd.daemon.queue import Coalesced, WorkQueue
-from gitopsd.daemon.worker import Backoff, poll_waiting, waiting_for
+from gitopsd.daemon.worker import Backoff, changed_since, poll_waiting, waiting_for
 from gitopsd.gitsync.status import SourceReport
 from gitopsd.health import Health, Status
 from gitopsd.objects import ObjectKey
@@ -169,3 +170,27 @@ def test_a_report_polls_only_the_sources_that_wait_for_it() -> None:
     poll_waiting([app, other, idle], "db")  # type: ignore[list-item]
 
     assert (app.polls, other.polls, idle.polls) == (1, 0, 0)
+
+
+def _entries(*times: str | None) -> dict[str, Any]:
+    fields = [{"manager": "m", **({"time": t} if t else {})} for t in times]
+    return {"metadata": {"managedFields": fields}}
+
+
+SEEN = datetime.fromisoformat("2026-11-25T10:00:00.600+00:00").timestamp()
+
+
+@pytest.mark.parametrize(
+    ("body", "changed_at"),
+    [
+        (_entries("2026-11-25T09:59:50Z", "2026-11-25T10:00:00Z"), SEEN - 0.6),  # this change
+        (_entries("2026-11-25T09:59:50Z", None), SEEN),  # a scale: no time of its own
+        (_entries("2026-11-25T09:59:50Z"), SEEN),  # older than this event: not its time
+        (_entries(), SEEN),
+        (_entries("2026-11-25T10:00:05Z"), SEEN),  # a clock ahead of ours
+    ],
+)
+def test_a_change_is_dated_by_its_own_entry_or_else_by_its_event(
+    body: dict[str, Any], changed_at: float
+) -> None:
+    assert changed_since(body, SEEN) == pytest.approx(changed_at)
