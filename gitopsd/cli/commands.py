@@ -132,8 +132,8 @@ def run_sync(arguments: argparse.Namespace) -> int:
     healths: dict[ObjectKey, Health] | None = None
     error: GitopsdError | None = None
     try:
-        settings = sync_settings(arguments, source_spec(arguments))
         cluster = connect(arguments)
+        settings = sync_settings(arguments, source_spec(arguments), cluster.namespace)
         result = _reconcile(arguments, cluster, Mode.ENFORCE, hooks)
         report = result.report or SyncReport(result.desired.revision.sha)
         if arguments.wait and not arguments.dry_run:
@@ -200,7 +200,7 @@ def _reconcile(arguments: argparse.Namespace, cluster: Cluster, mode: Mode, hook
     """One reconcile from a fresh state: what the parent's stamps vouch for is taken as in
     sync (unless --refresh), everything else is measured."""
     spec = source_spec(arguments)
-    settings = sync_settings(arguments, spec)
+    settings = sync_settings(arguments, spec, cluster.namespace)
     source = Source(spec, settings, arguments.cache_dir, refresh=arguments.refresh)
     reader = ListReader(cluster, settings.concurrency, Bounds.of(settings, spec.limits))
     return reconcile_once(source, cluster, reader, State(), mode, hooks)

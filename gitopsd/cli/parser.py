@@ -228,8 +228,8 @@ def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
         "--namespace",
         "-n",
         dest="default_namespace",
-        help="namespace for namespaced objects that name none "
-        f"(default {SyncSettings.default_namespace!r})",
+        help="namespace for namespaced objects that name none (default: the kubeconfig "
+        f"context's namespace, else {SyncSettings.default_namespace!r})",
     )
     add(
         "--concurrency",

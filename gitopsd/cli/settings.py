@@ -68,7 +68,11 @@ def limits(arguments: argparse.Namespace) -> Limits:
     return _given(Limits(), arguments, **{limit: limit for limit in LIMIT_SETTINGS})
 
 
-def sync_settings(arguments: argparse.Namespace, spec: SourceSpec) -> SyncSettings:
+def sync_settings(
+    arguments: argparse.Namespace, spec: SourceSpec, context_namespace: str | None = None
+) -> SyncSettings:
+    """`context_namespace`, the kubeconfig context's, is the default namespace for objects
+    that name none, as for kubectl and Flux."""
     prune = _given(
         PrunePolicy(),
         arguments,
@@ -79,7 +83,11 @@ def sync_settings(arguments: argparse.Namespace, spec: SourceSpec) -> SyncSettin
         prune_protected="prune_protected",
     )
     settings = _given(
-        SyncSettings(name=_source_name(arguments, spec), prune=prune),
+        SyncSettings(
+            name=_source_name(arguments, spec),
+            prune=prune,
+            default_namespace=context_namespace or SyncSettings.default_namespace,
+        ),
         arguments,
         inventory_namespace="inventory_namespace",
         default_namespace="default_namespace",

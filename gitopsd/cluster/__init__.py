@@ -40,6 +40,8 @@ class Cluster:
     projection: Projection = field(default_factory=Projection)
     """Projects what lists for reading and the watch cache keep, sharing what objects have
     in common."""
+    namespace: str | None = None
+    """The namespace the kubeconfig's context names: the CLI's default, as kubectl's."""
 
     @classmethod
     def connect(
@@ -50,8 +52,9 @@ class Cluster:
         connections: int = POOL_CONNECTIONS,
     ) -> Cluster:
         """A cluster client that keeps `connections` open: at least the requests in flight."""
-        api = Api(PooledTransport.of(api_client(kubeconfig, context, allow_exec, connections)))
-        return cls(api, Discovery(api))
+        connection = api_client(kubeconfig, context, allow_exec, connections)
+        api = Api(PooledTransport.of(connection.client), server=connection.server)
+        return cls(api, Discovery(api), namespace=connection.namespace)
 
     def get(
         self, resource: Resource, namespace: str, name: str, projected: bool = False

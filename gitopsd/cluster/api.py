@@ -16,6 +16,7 @@ import gc
 import http.client
 import json
 import random
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -125,6 +126,8 @@ class Api:
     counters: Counters = field(default_factory=Counters)
     reachable: bool = True
     """False since a request failed in transport, until the next answer arrives."""
+    server: str = "the API server"
+    """Whom errors name: its address, and the kubeconfig's context and user where known."""
 
     def request(
         self,
@@ -146,7 +149,7 @@ class Api:
             self.counters.count(method, answer.status)
             if answer.status < 300:
                 return _decoded(f"{method} {path}", answer.data or b"null", answer)
-            error = ApiError(_status_of(answer), _status_message(answer))
+            error = self._error(answer)
             if error.status not in RETRYABLE_STATUSES or attempt == self.max_attempts:
                 raise error
             time.sleep(_retry_delay(attempt, answer.headers.get("Retry-After")))
@@ -164,7 +167,7 @@ class Api:
                 raise self._unreachable("WATCH", path, error) from None
             finally:
                 response.release_conn()
-            raise ApiError(response.status, _status_message(answer))
+            raise self._error(answer)
         kind = response.headers.get("Content-Type") or "no content type"
         if not kind.startswith("application/json"):  # a proxy's page, not a watch
             response.release_conn()
@@ -192,9 +195,22 @@ class Api:
                 f"WATCH {path}: the stream ended inside an event", ClusterReason.UNREACHABLE
             )
 
+    def _error(self, answer: Answer) -> ApiError:
+        status = _status_of(answer)
+        if status == 401:  # the server's own message is a bare "Unauthorized"
+            return ApiError(
+                401,
+                f"{self.server} refused the credentials (401 Unauthorized): the token or "
+                "client certificate is wrong or has expired; log in again or fix the kubeconfig",
+            )
+        return ApiError(status, _status_message(answer))
+
     def _unreachable(self, method: str, path: str, error: BaseException) -> ClusterError:
         self.reachable = False
-        return ClusterError(f"{method} {path}: {_first_line(error)}", ClusterReason.UNREACHABLE)
+        return ClusterError(
+            f"{method} {path}: cannot reach {self.server}: {_cause(error)}",
+            ClusterReason.UNREACHABLE,
+        )
 
     def _exchange(
         self,
@@ -299,6 +315,20 @@ def _status_message(answer: Answer) -> str:
         return f"HTTP {answer.status}"
     message = status.get("message") if isinstance(status, dict) else None
     return str(message or f"HTTP {answer.status}")
+
+
+def _cause(error: BaseException) -> str:
+    """The innermost cause of a transport failure (urllib3 wraps `[Errno 111] Connection
+    refused` in two exceptions and a pool's repr)."""
+    for _ in range(8):
+        inner = getattr(error, "reason", None)
+        inner = inner if isinstance(inner, BaseException) else error.__cause__ or error.__context__
+        if inner is None:
+            break
+        error = inner
+    if isinstance(error, OSError) and error.strerror and not isinstance(error, ssl.SSLError):
+        return error.strerror
+    return _first_line(error)
 
 
 def _first_line(error: BaseException) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -23,24 +24,35 @@ closes again, a TLS connection for most requests."""
 log = logging.getLogger("gitopsd.cluster")
 
 
+@dataclass(frozen=True)
+class Connection:
+    """An authenticated ApiClient, and who it speaks to as whom, for errors and defaults."""
+
+    client: Any
+    server: str
+    """Whom errors name: the server's address and, where known, the context and user."""
+    namespace: str | None = None
+    """The namespace the kubeconfig's context names, as kubectl and Flux default to."""
+
+
 def api_client(
     kubeconfig: str | None = None,
     context: str | None = None,
     allow_exec: bool = False,
     connections: int = POOL_CONNECTIONS,
-) -> Any:
+) -> Connection:
     """An authenticated ApiClient that keeps `connections` open for reuse; kubeconfig `exec`
     and auth-provider plugins need allow_exec."""
     path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
     default = Path.home() / ".kube" / "config"
     configuration = client.Configuration()
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, connections)
-    if path is None and not default.exists() and IN_CLUSTER_TOKEN.exists():
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return client.ApiClient(configuration)
+    if path is None and not default.exists():
+        return _in_cluster(configuration, default)
     path = path or str(default)
+    chosen = _context(Path(path), context)
     if not allow_exec:
-        _refuse_plugins(Path(path), context)
+        _refuse_plugins(Path(path), chosen)
     try:
         config.load_kube_config(  # type: ignore[no-untyped-call]
             path, context=context, client_configuration=configuration
@@ -48,7 +60,61 @@ def api_client(
     except (config.ConfigException, OSError, yaml.YAMLError) as error:
         raise ConfigError(f"kubeconfig {path}: {error}") from None
     _warn_if_unverified(configuration)
-    return client.ApiClient(configuration)
+    user = chosen.context.get("user")
+    who = f"context {chosen.name}" + (f", user {user}" if user else "")
+    server = f"the API server at {_shown(configuration.host)} ({who})"
+    return Connection(client.ApiClient(configuration), server, chosen.context.get("namespace"))
+
+
+def _in_cluster(configuration: Any, default: Path) -> Connection:
+    if not IN_CLUSTER_TOKEN.exists():
+        raise ConfigError(
+            f"no kubeconfig: $KUBECONFIG is unset, {default} does not exist and this is not "
+            "a pod with a service account; pass --kubeconfig FILE or set KUBECONFIG"
+        )
+    config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    server = f"the API server at {_shown(configuration.host)} (in-cluster service account)"
+    namespace_file = IN_CLUSTER_TOKEN.with_name("namespace")
+    namespace = namespace_file.read_text().strip() if namespace_file.exists() else None
+    return Connection(client.ApiClient(configuration), server, namespace or None)
+
+
+@dataclass(frozen=True)
+class _Chosen:
+    name: str
+    context: dict[str, Any]
+    kubeconfig: dict[str, Any]
+
+
+def _context(path: Path, wanted: str | None) -> _Chosen:
+    """The context `wanted` (else the current one) of the kubeconfig at `path`."""
+    try:
+        kubeconfig = yaml.safe_load(path.read_text()) or {}
+    except FileNotFoundError:
+        raise ConfigError(
+            f"kubeconfig {path} does not exist; pass --kubeconfig FILE or set KUBECONFIG"
+        ) from None
+    except (OSError, yaml.YAMLError) as error:
+        raise ConfigError(f"kubeconfig {path}: {error}") from None
+    if not isinstance(kubeconfig, dict):
+        raise ConfigError(f"kubeconfig {path}: not a kubeconfig (expected a mapping)")
+    contexts = {
+        c.get("name"): c.get("context") or {}
+        for c in kubeconfig.get("contexts") or []
+        if isinstance(c, dict)
+    }
+    name = wanted or kubeconfig.get("current-context")
+    if name not in contexts:
+        known = ", ".join(sorted(str(n) for n in contexts)) or "none"
+        which = f"no context {name!r}" if name else "no current-context"
+        flag = "--context NAME" if name else "--context NAME, or `kubectl config use-context`"
+        raise ConfigError(f"kubeconfig {path} has {which} (it has: {known}); pass {flag}")
+    return _Chosen(str(name), contexts[name], kubeconfig)
+
+
+def _shown(host: str) -> str:
+    address = urlsplit(host)
+    return f"{address.scheme}://{address.netloc.rpartition('@')[2]}{address.path}"
 
 
 def _warn_if_unverified(configuration: Any) -> None:
@@ -56,23 +122,17 @@ def _warn_if_unverified(configuration: Any) -> None:
     plain-text lines on every request (it warns about each one)."""
     if configuration.verify_ssl:
         return
-    address = urlsplit(configuration.host)
-    server = f"{address.scheme}://{address.netloc.rpartition('@')[2]}{address.path}"
     log.warning(
         "TLS verification is off for the cluster at %s (insecure-skip-tls-verify): "
         "its identity is not checked",
-        server,
+        _shown(configuration.host),
     )
     warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
 
 
-def _refuse_plugins(path: Path, context: str | None) -> None:
+def _refuse_plugins(path: Path, chosen: _Chosen) -> None:
     """A kubeconfig can name a program to run for credentials; run none unless asked to."""
-    try:
-        kubeconfig = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as error:
-        raise ConfigError(f"kubeconfig {path}: {error}") from None
-    user = _user_of(kubeconfig, context or kubeconfig.get("current-context"))
+    user = _user_of(chosen.kubeconfig, chosen.context.get("user"))
     for plugin in ("exec", "auth-provider"):
         if plugin in user:
             raise ConfigError(
@@ -81,9 +141,11 @@ def _refuse_plugins(path: Path, context: str | None) -> None:
             )
 
 
-def _user_of(kubeconfig: dict[str, Any], context_name: str | None) -> dict[str, Any]:
-    contexts = {c.get("name"): c.get("context", {}) for c in kubeconfig.get("contexts") or []}
-    user_name = contexts.get(context_name, {}).get("user")
-    users = {u.get("name"): u.get("user") or {} for u in kubeconfig.get("users") or []}
+def _user_of(kubeconfig: dict[str, Any], user_name: str | None) -> dict[str, Any]:
+    users = {
+        u.get("name"): u.get("user") or {}
+        for u in kubeconfig.get("users") or []
+        if isinstance(u, dict)
+    }
     user: dict[str, Any] = users.get(user_name, {})
     return user

@@ -1,0 +1,172 @@
+"""What the CLI says when it cannot talk to the cluster, and the kubeconfig's context
+namespace as the default namespace: each through the real CLI, against the real API
+server (or a port where none listens)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.harness.cli import Gitopsd
+from tests.harness.controlplane import ControlPlane, write_kubeconfig
+from tests.harness.gitserver import GitRepo, GitServer
+
+INVALID, CLUSTER_FAILED = 2, 4
+MANIFEST = {"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {k: v}\n"}
+
+
+def with_namespace(path: Path, namespace: str) -> Path:
+    """The kubeconfig at `path` with a namespace in its context, as `kubectl config
+    set-context --current --namespace` writes it."""
+    config = json.loads(path.read_text())
+    config["contexts"][0]["context"]["namespace"] = namespace
+    path.write_text(json.dumps(config))
+    return path
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def one_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gitopsd: error: "), text
+    return lines[0]
+
+
+def test_objects_without_a_namespace_go_to_the_context_namespace(
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    git_repo.commit(MANIFEST)
+    kubeconfig = tmp_path / "kubeconfig"
+    write_kubeconfig(
+        kubeconfig, control_plane.url, control_plane.ca_file, "admin", control_plane.admin_token
+    )
+    with_namespace(kubeconfig, namespace)
+    url = git_server.file_url(git_repo)
+    flags = [
+        "--allow-insecure-source",
+        "--inventory-namespace",
+        namespace,
+        "--kubeconfig",
+        str(kubeconfig),
+    ]
+
+    run = gitopsd("sync", url, *flags)
+
+    assert run.code == 0, run.text
+    assert f"created    ConfigMap/{namespace}/cm" in run.out
+    core: Any = client.CoreV1Api(admin_api)
+    assert core.read_namespaced_config_map("cm", namespace).data == {"k": "v"}
+    # --namespace still wins over the context
+    again = gitopsd("diff", url, *flags, "--namespace", "default", "-o", "json")
+    assert again.code == 1 and json.loads(again.out)["drift"][0]["object"] == "ConfigMap/default/cm"
+
+
+def test_no_kubeconfig_says_where_it_looked(
+    gitopsd: Gitopsd,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    git_repo.commit(MANIFEST)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    url = git_server.file_url(git_repo)
+
+    run = gitopsd("diff", url, "--allow-insecure-source", "--kubeconfig", "")
+
+    assert run.code == INVALID
+    assert one_line(run.err) == (
+        f"gitopsd: error: no kubeconfig: $KUBECONFIG is unset, {tmp_path}/.kube/config does "
+        "not exist and this is not a pod with a service account; pass --kubeconfig FILE or "
+        "set KUBECONFIG"
+    )
+
+
+def test_an_unknown_context_is_named_with_those_there_are(
+    gitopsd: Gitopsd, control_plane: ControlPlane, git_server: GitServer, git_repo: GitRepo
+) -> None:
+    git_repo.commit(MANIFEST)
+    url = git_server.file_url(git_repo)
+
+    run = gitopsd("diff", url, "--allow-insecure-source", "--context", "prod")
+
+    assert run.code == INVALID
+    assert one_line(run.err) == (
+        f"gitopsd: error: kubeconfig {control_plane.kubeconfig} has no context 'prod' "
+        "(it has: test); pass --context NAME"
+    )
+
+
+def test_an_unreachable_server_is_named_with_the_context_and_user(
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    tmp_path: Path,
+) -> None:
+    git_repo.commit(MANIFEST)
+    kubeconfig = tmp_path / "kubeconfig"
+    server = f"https://127.0.0.1:{closed_port()}"
+    write_kubeconfig(kubeconfig, server, control_plane.ca_file, "alice", "t0ken")
+
+    run = gitopsd(
+        "diff",
+        git_server.file_url(git_repo),
+        "--allow-insecure-source",
+        "--kubeconfig",
+        str(kubeconfig),
+    )
+
+    assert run.code == CLUSTER_FAILED
+    line = one_line(run.err)
+    assert (
+        f": cannot reach the API server at {server} (context test, user alice): Connection refused"
+        in line
+    )
+    assert "HTTPSConnectionPool" not in line and "t0ken" not in line
+
+
+def test_a_bad_token_is_called_so_with_what_to_do(
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    tmp_path: Path,
+) -> None:
+    git_repo.commit(MANIFEST)
+    kubeconfig = tmp_path / "kubeconfig"
+    write_kubeconfig(kubeconfig, control_plane.url, control_plane.ca_file, "alice", "not-a-token")
+
+    run = gitopsd(
+        "diff",
+        git_server.file_url(git_repo),
+        "--allow-insecure-source",
+        "--kubeconfig",
+        str(kubeconfig),
+    )
+
+    assert run.code == CLUSTER_FAILED
+    line = one_line(run.err)
+    assert (
+        f"the API server at {control_plane.url} (context test, user alice) refused the "
+        "credentials (401 Unauthorized): the token or client certificate is wrong or has "
+        "expired; log in again or fix the kubeconfig"
+    ) in line
+    assert "not-a-token" not in line
