@@ -275,8 +275,9 @@ HEALTH = _object(
     "Failed, Terminating, NotFound, Unknown).",
     {
         "status": _string(
-            "Current when every object is, Failed when one is, else InProgress.",
-            enum=["Current", "InProgress", "Failed"],
+            "Current when every object is, Failed when one is, else InProgress; Unknown "
+            "until a revision was read and its objects assessed.",
+            enum=["Current", "InProgress", "Failed", "Unknown"],
         ),
         "total": {"type": "integer", "minimum": 0},
         "current": {"type": "integer", "minimum": 0},

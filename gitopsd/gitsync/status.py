@@ -123,7 +123,7 @@ def status_of(
         or previous.get("lastAttemptedRevision", ""),
         "lastAppliedRevision": report.applied_revision or previous.get("lastAppliedRevision", ""),
         "drift": _drift_summary(report.drifts or []),
-        "health": _health_summary(report.health or {}),
+        "health": _health_summary(report.health),
         "inventory": _inventory(report.inventory),
     }
     if report.synced_at is not None:
@@ -273,10 +273,14 @@ def _drift_summary(drifts: list[Drift]) -> Status:
     }
 
 
-def _health_summary(healths: dict[ObjectKey, Health]) -> Status:
-    failing = unhealthy(healths)
+def _health_summary(healths: dict[ObjectKey, Health] | None) -> Status:
+    """Unknown until a revision was read and its objects assessed: no objects assessed is
+    not the same as all of them Current."""
+    failing = unhealthy(healths or {})
+    status = overall(healths.values()) if healths is not None else Verdict.UNKNOWN
+    healths = healths or {}
     return {
-        "status": str(overall(healths.values())),
+        "status": str(status),
         "total": len(healths),
         "current": len(healths) - len(failing),
         "objects": [

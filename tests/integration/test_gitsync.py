@@ -327,6 +327,13 @@ def test_a_gitsync_acts_only_with_its_service_accounts_rights(
     user = f"system:serviceaccount:{namespace}:tenant"
     assert f'User "{user}" cannot list resource "services"' in message
     assert config_map_value(admin_api, namespace, "a") is None  # nothing applied: all or none
+    # nothing was assessed: its health is not known, which is not Current
+    assert stalled["status"]["health"] == {
+        "status": "Unknown",
+        "total": 0,
+        "current": 0,
+        "objects": [],
+    }
 
     # Within its rights it syncs, and every write for it is made as the tenant.
     git_repo.commit({"service.yaml": None})

@@ -818,3 +818,8 @@ def test_a_secret_opts_in_to_exactly_the_urls_its_annotation_names(
     annotations = {} if annotation is None else {"gitopsd.io/git-credentials-for": annotation}
     secret = {"metadata": {"name": "git", "annotations": annotations}}
     assert spec.credentials_allowed(secret, url) is allowed
+
+
+def test_health_is_unknown_until_objects_were_assessed() -> None:
+    assert status.status_of(1, SourceReport(), None)["health"]["status"] == "Unknown"
+    assert status.status_of(1, SourceReport(health={}), None)["health"]["status"] == "Current"
