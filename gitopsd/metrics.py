@@ -10,21 +10,54 @@ import contextlib
 import threading
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from enum import StrEnum
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 from gitopsd.changes import Action, ChangeSet
 from gitopsd.diff import Drift, State
-from gitopsd.errors import ClusterReason, Reason, Stage
+from gitopsd.errors import (
+    ClusterReason,
+    ConfigReason,
+    ManifestReason,
+    Reason,
+    SourceReason,
+    Stage,
+)
 from gitopsd.health import Health, Status, overall
 from gitopsd.objects import ObjectKey
+from gitopsd.plan import Refusal
 
 SOURCE_HEALTH = (Status.CURRENT, Status.IN_PROGRESS, Status.FAILED)
 """The states of a source's health (`health.overall`), one series each."""
+
+RECONCILE_RESULTS = ("success", "failed", "skipped", "waiting", "standby")
+"""gitopsd_reconcile_total's results: applied or found in sync; failed; a known-bad revision
+skipped; waiting for the sources it depends on; a standby's read-only pass."""
+STAGE_REASONS: dict[Stage, type[StrEnum]] = {
+    Stage.CONFIG: ConfigReason,
+    Stage.MANIFESTS: ManifestReason,
+    Stage.SOURCE: SourceReason,
+    Stage.CLUSTER: ClusterReason,
+}
+CLOSED_LABELS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "gitopsd_reconcile": tuple((result,) for result in RECONCILE_RESULTS),
+    "gitopsd_apply": tuple(
+        [(str(action), "success") for action in Action]
+        + [(action, str(reason)) for action in ("apply", "prune") for reason in ClusterReason]
+    ),
+    "gitopsd_errors": tuple(
+        (str(stage), str(reason)) for stage, reasons in STAGE_REASONS.items() for reason in reasons
+    ),
+    "gitopsd_prune_blocked": tuple((str(refusal),) for refusal in Refusal),
+}
+"""Every value each counter's labels (after `source`) can take: each is exported at 0 from
+a source's start, so that rate() and increase() see its first event (a series born at its
+first increment has no earlier sample to rise from)."""
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60)
 LAG_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600)
@@ -44,6 +77,8 @@ class Recorder:
         self._revisions: dict[str, str] = {}
         self._series: dict[str, set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
         """Every labelled series made for each source, so `forget` can remove them all."""
+        self._sources: set[str] = set()
+        """The sources served now: their counters' closed label sets are exported at 0."""
         self._define_drift(registry)
         self._define_health(registry)
         self._define_reconcile(registry)
@@ -95,11 +130,12 @@ class Recorder:
         )
 
     def _define_reconcile(self, registry: CollectorRegistry) -> None:
-        self.reconciles = Counter(
+        self.reconciles = self._counter(
+            registry,
             "gitopsd_reconcile_total",
-            "Reconciles by result (success, failed, skipped, waiting for dependencies).",
+            "Reconciles by result (success, failed, skipped, waiting for dependencies, "
+            "standby: a replica without the lease only read).",
             ["source", "result"],
-            registry=registry,
         )
         self.reconcile_seconds = Histogram(
             "gitopsd_reconcile_duration_seconds",
@@ -108,24 +144,24 @@ class Recorder:
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
-        self.applies = Counter(
+        self.applies = self._counter(
+            registry,
             "gitopsd_apply_total",
             "Objects acted on: action created, configured, unchanged or pruned with result "
             "success; action apply or prune with the failure reason as result.",
             ["source", "action", "result"],
-            registry=registry,
         )
-        self.errors = Counter(
+        self.errors = self._counter(
+            registry,
             "gitopsd_errors_total",
             "Failures by stage (source, manifests, cluster) and reason.",
             ["source", "stage", "reason"],
-            registry=registry,
         )
-        self.prune_blocked = Counter(
+        self.prune_blocked = self._counter(
+            registry,
             "gitopsd_prune_blocked_total",
             "Objects a prune guard kept, by rule.",
             ["source", "reason"],
-            registry=registry,
         )
         self.last_success = Gauge(
             "gitopsd_last_success_timestamp_seconds",
@@ -161,6 +197,23 @@ class Recorder:
             "gitopsd_leader", "1 while this process holds the leader lease.", registry=registry
         )
 
+    def _counter(
+        self, registry: CollectorRegistry, name: str, help_text: str, labels: list[str]
+    ) -> Counter:
+        """A counter by source and closed labels, exported at 0 where it has not counted."""
+        counter = Counter(name, help_text, labels, registry=None)
+        registry.register(_ZeroFilled(counter, labels, self._served))
+        return counter
+
+    def _served(self) -> list[str]:
+        with self._lock:
+            return sorted(self._sources)
+
+    def serving(self, source: str) -> None:
+        """`source` runs from now: its counters are exported at 0 until they count."""
+        with self._lock:
+            self._sources.add(source)
+
     def _of(self, metric: MetricWrapperBase, source: str, *labels: str) -> Any:
         """The series of `metric` for `source` and `labels`, remembered for `forget`."""
         with self._series_lock:
@@ -183,6 +236,7 @@ class Recorder:
             for series in (self._object_series, self._count_series, self._health_series):
                 series.pop(source, None)
             self._revisions.pop(source, None)
+            self._sources.discard(source)
 
     # Drift
 
@@ -288,6 +342,36 @@ def _object_labels(source: str, drift: Drift) -> tuple[str, ...]:
 
 def _default_manager(state: State) -> str:
     return "deleted" if state == State.MISSING else "unknown"
+
+
+class _ZeroFilled(Collector):
+    """A counter as it is, plus 0 for each closed label set (CLOSED_LABELS) of each source
+    served that has not counted yet: no series object is kept for those, so a thousand
+    sources cost their scrape lines, not their memory."""
+
+    def __init__(
+        self, counter: Counter, labels: list[str], sources: Callable[[], list[str]]
+    ) -> None:
+        self.counter = counter
+        self.labels = labels
+        self.sources = sources
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.counter.collect():
+            total = family.name + "_total"
+            names = self.labels
+            counted = {
+                tuple(sample.labels[n] for n in names)
+                for sample in family.samples
+                if sample.name == total
+            }
+            for source in self.sources():
+                for labels in CLOSED_LABELS[family.name]:
+                    if (source, *labels) not in counted:
+                        family.add_sample(
+                            total, dict(zip(names, (source, *labels), strict=True)), 0.0
+                        )
+            yield family
 
 
 class _ApiRequests(Collector):

@@ -149,6 +149,7 @@ class SourceWorker:
         """Polls in the background (start-up, a new leader, a webhook): a burst of calls
         costs at most one poll after the one in flight, and one thread."""
         self.log = ContextLog(log, {"source": config.name})
+        self.recorder.serving(config.name)
         threading.Thread(target=self._drain, name=f"drift-{config.name}", daemon=True).start()
 
     @property
@@ -194,7 +195,7 @@ class SourceWorker:
 
     def _reconcile(self) -> str:
         try:
-            self._once()
+            mode = self._once()
         except KnownInvalid:
             return "skipped"  # a bad revision stays bad: wait for the next one
         except GitopsdError as error:
@@ -206,11 +207,13 @@ class SourceWorker:
             self.report.finished += 1
         self.backoff.reset()
         self.report.failure = None
+        if mode == Mode.READ:
+            return "standby"  # it only read: no success of a sync to count, nor a time
         return "waiting" if self.report.waiting else "success"
 
-    def _once(self, changed: set[ObjectKey] | None = None) -> None:
+    def _once(self, changed: set[ObjectKey] | None = None) -> Mode:
         """One reconcile (`changed` None) or drift check after watch events on `changed`;
-        a standby only reads, to keep its caches warm."""
+        a standby only reads, to keep its caches warm. Returns the mode it ran in."""
         if not self.leading.is_set():
             mode = Mode.READ
         else:
@@ -232,6 +235,7 @@ class SourceWorker:
             self._assessed(result)
         if result.report is not None:
             self._synced(result, result.report)
+        return mode
 
     def _hooks(self, changed: set[ObjectKey]) -> Hooks:
         return Hooks(

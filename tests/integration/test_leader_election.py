@@ -47,7 +47,10 @@ def test_only_the_leader_writes_and_a_standby_takes_over_when_it_dies(
 
     git_repo.commit(config_maps("a", value="w"))
     wait_for(lambda: config_map_value(admin_api, namespace, "a") == "w", "the second commit")
-    standby.wait_value("gitopsd_reconcile_total", lambda v: v >= 3, "the standby to poll too")
+    standby.wait_value(
+        "gitopsd_reconcile_total", lambda v: v >= 3, "the standby to poll too", result="standby"
+    )
+    assert standby.value("gitopsd_reconcile_total", result="success") == 0  # it only read
 
     assert {w.name for w in audit.changes(control_plane, leader.user)} >= {"a", "gitopsd-app"}
     assert audit.changes(control_plane, standby.user) == []

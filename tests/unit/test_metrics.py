@@ -7,7 +7,7 @@ from prometheus_client import CollectorRegistry
 
 from gitopsd.changes import Action, ChangeSet, Outcome
 from gitopsd.diff import Drift, FieldChange, State
-from gitopsd.errors import ClusterReason
+from gitopsd.errors import ClusterReason, Stage
 from gitopsd.health import Health, Status
 from gitopsd.metrics import Recorder
 from gitopsd.objects import ObjectKey
@@ -160,3 +160,35 @@ def test_a_forgotten_source_leaves_no_series_behind() -> None:
     before = len(every_series(registry))
     recorder.forget("team/gone")  # twice is harmless
     assert len(every_series(registry)) == before
+
+
+def test_counters_are_exported_at_zero_for_each_closed_label_set_until_they_count() -> None:
+    registry = CollectorRegistry()
+    recorder = Recorder(registry)
+    recorder.serving("app")
+    recorder.error("app", Stage.CLUSTER, ClusterReason.CONFLICT)
+
+    assert (
+        value(registry, "gitopsd_errors_total", source="app", stage="cluster", reason="conflict")
+        == 1
+    )
+    assert value(registry, "gitopsd_errors_total", source="app", stage="source", reason="auth") == 0
+    assert (
+        value(registry, "gitopsd_apply_total", source="app", action="pruned", result="success") == 0
+    )
+    assert (
+        value(registry, "gitopsd_apply_total", source="app", action="prune", result="forbidden")
+        == 0
+    )
+    assert value(registry, "gitopsd_prune_blocked_total", source="app", reason="threshold") == 0
+    assert value(registry, "gitopsd_reconcile_total", source="app", result="standby") == 0
+    # reasons of another stage are no label set of this one
+    assert (
+        value(registry, "gitopsd_errors_total", source="app", stage="source", reason="conflict")
+        is None
+    )
+
+    recorder.forget("app")
+    assert (
+        value(registry, "gitopsd_errors_total", source="app", stage="source", reason="auth") is None
+    )
