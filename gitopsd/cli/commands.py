@@ -84,7 +84,7 @@ def _explain(error: GitopsdError) -> None:
 
 
 def run_daemon(arguments: argparse.Namespace) -> int:
-    return daemon.run(arguments.config)
+    return daemon.run(arguments.config, arguments.log_level, arguments.log_format)
 
 
 def run_validate(arguments: argparse.Namespace) -> int:

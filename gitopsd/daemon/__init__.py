@@ -25,6 +25,7 @@ from gitopsd.cluster import Cluster
 from gitopsd.cluster.lease import LeaderElector
 from gitopsd.configfile import DaemonConfig, SourceConfig
 from gitopsd.daemon import http, logs
+from gitopsd.daemon.control import Control
 from gitopsd.daemon.controller import GitSyncController
 from gitopsd.daemon.worker import SourceWorker, poll_waiting, waiting_for
 from gitopsd.errors import ConfigError
@@ -157,10 +158,10 @@ class Daemon:
         for name, error in self.set_aside:
             self.recorder.error(name, ConfigError.stage, ConfigError.reason)
             log.error("set aside: %s", error, extra={"source": name})
-        server = http.serve(
-            self.config.listen_address, http.Endpoints(self.registry, self.ready, self._hooks())
-        )
-        log.info("serving /metrics, /healthz, /readyz and /hooks on %s", self.config.listen)
+        control = Control(self._all_workers)
+        endpoints = http.Endpoints(self.registry, self.ready, self._hooks(), control)
+        server = http.serve(self.config.listen_address, endpoints)
+        log.info("serving /metrics, /healthz, /readyz, /hooks and /api on %s", self.config.listen)
         if self.elector:
             self.elector.start()
         self._schedule()
@@ -209,8 +210,10 @@ class Daemon:
 SOURCE_ALLOWS_INSECURE = "the source says allowInsecure: true"
 
 
-def run(config_path: Path) -> int:
-    logs.configure(sys.stderr)
+def run(config_path: Path, level: str = "info", form: str | None = None) -> int:
+    """The daemon, logging lines of `level` and above as `form` (json, text; None: text on
+    a terminal, else json)."""
+    logs.configure(sys.stderr, logging.getLevelNamesMapping()[level.upper()], form)
     signal.signal(signal.SIGUSR1, logs.log_every_threads_stack)
     daemon = Daemon(configfile.load(config_path))
     signal.signal(signal.SIGTERM, daemon.stop)

@@ -206,6 +206,8 @@ class GitSyncController:
         if served is None or (served.source, served.gitsync.user) != (source, wanted.user):
             self._retire(key)
             served = self._start(key, wanted, source)
+        if wanted.requested != served.worker.requested:
+            served.worker.request(wanted.requested)
         self._write_status(key, body, served.worker.report)
 
     def _check_parent(self, wanted: GitSync) -> None:

@@ -1,4 +1,6 @@
-"""The daemon's only HTTP surface: /metrics, /healthz, /readyz and POST /hooks/<source>.
+"""The daemon's only HTTP surface: /metrics, /healthz, /readyz, POST /hooks/<source>, and
+for loopback clients the control API of `gitopsd get` and `gitopsd reconcile`:
+GET /api/v1/sources and POST /api/v1/sources/<name>/reconcile.
 
 One thread serves every connection from an event loop, so a client costs a socket, never a
 thread or a slot that another client waits for: however many connections send half a
@@ -15,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import ipaddress
+import json
 import logging
 import selectors
 import socket
@@ -23,6 +27,8 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import unquote
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -49,6 +55,7 @@ REASONS = {
     202: "Accepted",
     400: "Bad Request",
     401: "Unauthorized",
+    403: "Forbidden",
     404: "Not Found",
     413: "Payload Too Large",
     431: "Request Header Fields Too Large",
@@ -66,11 +73,25 @@ class Hook:
     trigger: Callable[[], None]
 
 
+class Control(Protocol):
+    """The control API (gitopsd.daemon.control)."""
+
+    def sources(self) -> list[dict[str, Any]]: ...
+
+    def reconcile(self, name: str) -> str | None: ...
+
+
 @dataclass(frozen=True)
 class Endpoints:
     registry: CollectorRegistry
     ready: Callable[[], bool]
     hooks: Mapping[str, Hook]
+    control: Control | None = None
+
+
+SOURCES = "/api/v1/sources"
+RECONCILE = "/reconcile"
+LOOPBACK_ONLY = b"the control API answers loopback clients only (use kubectl port-forward)\n"
 
 
 def serve(address: tuple[str, int], endpoints: Endpoints) -> Server:
@@ -86,6 +107,10 @@ def signature_valid(secret: bytes, body: bytes, header: str | None) -> bool:
         return False
     expected = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
     return hmac.compare_digest(expected, header)
+
+
+def _is_control(path: str) -> bool:
+    return path == SOURCES or path.startswith(SOURCES + "/")
 
 
 def _declared_length(header: str) -> int | None:
@@ -250,10 +275,14 @@ class Server:
 
     def _expects_body(self, connection: Connection, request: Request) -> bool:
         """Answers at once what needs no body, and a body that may not be sent."""
+        length = _declared_length(request.headers.get("content-length", ""))
+        if _is_control(request.path):  # it takes no body: answered now, any body dropped
+            status, text, kind = self._control(connection, request)
+            self._refuse_body(connection, status, text, length or 0, kind)
+            return False
         if request.method != "POST":
             self._answer(connection, *self._route(request, b""))
             return False
-        length = _declared_length(request.headers.get("content-length", ""))
         if not self._hook_of(request):
             self._refuse_body(connection, 404, b"not found\n", length or 0)
             return False
@@ -263,12 +292,35 @@ class Server:
         connection.body_length = length
         return True
 
-    def _refuse_body(self, connection: Connection, status: int, text: bytes, length: int) -> None:
+    def _refuse_body(
+        self,
+        connection: Connection,
+        status: int,
+        text: bytes,
+        length: int,
+        kind: str = "text/plain",
+    ) -> None:
         """Answers before the body is read, then reads and drops what the client still
         sends of it (up to MAX_DISCARDED_BYTES), so that a client that is still sending
         reads the answer instead of a reset connection."""
         connection.discard = min(length, MAX_DISCARDED_BYTES) - len(connection.received)
-        self._answer(connection, status, text)
+        self._answer(connection, status, text, kind)
+
+    def _control(self, connection: Connection, request: Request) -> tuple[int, bytes, str]:
+        control = self.endpoints.control
+        if control is None:
+            return 404, b"not found\n", "text/plain"
+        if not ipaddress.ip_address(connection.client).is_loopback:
+            return 403, LOOPBACK_ONLY, "text/plain"
+        if request.method == "GET" and request.path == SOURCES:
+            return 200, json.dumps(control.sources()).encode() + b"\n", "application/json"
+        name = unquote(request.path.removeprefix(SOURCES + "/").removesuffix(RECONCILE))
+        if request.method != "POST" or not request.path.endswith(RECONCILE):
+            return 404, b"not found\n", "text/plain"
+        token = control.reconcile(name)
+        if token is None:
+            return 404, b"no such source\n", "text/plain"
+        return 202, json.dumps({"token": token}).encode() + b"\n", "application/json"
 
     def _route(self, request: Request, body: bytes) -> tuple[int, bytes, str]:
         if request.method == "GET":

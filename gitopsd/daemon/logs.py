@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import threading
 import time
@@ -49,15 +50,32 @@ class JsonLines(logging.Formatter):
 
 
 class Readable(logging.Formatter):
+    """One line a person reads; the level in colour when `color` (a terminal, no NO_COLOR)."""
+
+    def __init__(self, color: bool = False) -> None:
+        super().__init__()
+        self.color = color
+
     def format(self, record: logging.LogRecord) -> str:
         context = " ".join(f"{n}={getattr(record, n)}" for n in CONTEXT if hasattr(record, n))
         stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
-        return f"{stamp} {record.levelname:<7} {record.getMessage()}  {context}".rstrip()
+        level = f"{record.levelname:<7}"
+        if self.color and record.levelno in LEVEL_COLORS:
+            level = f"{LEVEL_COLORS[record.levelno]}{level}{RESET}"
+        return f"{stamp} {level} {record.getMessage()}  {context}".rstrip()
 
 
-def configure(stream: TextIO, level: int = logging.INFO) -> None:
+LEVEL_COLORS = {logging.WARNING: "\033[33m", logging.ERROR: "\033[31m", logging.DEBUG: "\033[2m"}
+RESET = "\033[0m"
+
+
+def configure(stream: TextIO, level: int = logging.INFO, form: str | None = None) -> None:
+    """Logs to `stream`: `form` json or text; None: text on a terminal, else JSON lines."""
+    terminal = stream.isatty()
+    text = form == "text" or (form is None and terminal)
+    color = terminal and "NO_COLOR" not in os.environ
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(Readable() if stream.isatty() else JsonLines())
+    handler.setFormatter(Readable(color) if text else JsonLines())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

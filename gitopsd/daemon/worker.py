@@ -130,6 +130,8 @@ class SourceWorker:
     shutting down): its watches and drift checks end."""
     jobs: Jobs | None = None
     """Its polls in the scheduler, once scheduled."""
+    requested: str = ""
+    """The latest request to reconcile now; the report's handled_request once handled."""
     seen: dict[ObjectKey, float] = field(default_factory=dict)
     """When the first watch event of each key not measured since arrived (wall clock)."""
 
@@ -180,9 +182,16 @@ class SourceWorker:
         """A new leader applies the revision again at its next poll."""
         self.state.applied_revision = None
 
+    def request(self, token: str) -> None:
+        """Reconcile now, whatever the interval and backoff say (`gitopsd reconcile`, a
+        GitSync's reconcile-requested-at); the report names `token` once it is done."""
+        self.requested = token
+        self.poll_soon()
+
     def poll(self) -> None:
         """One reconcile of the whole source (scheduler, start-up and webhook call this)."""
-        if not self.backoff.ready():
+        token = self.requested
+        if not self.backoff.ready() and token == self.report.handled_request:
             return
         with self.busy, self._deadline():
             if self.stopping.is_set() or self.halt.is_set():  # under the lock: no new work
@@ -190,6 +199,7 @@ class SourceWorker:
             started = time.monotonic()
             result = self._reconcile()
             self.recorder.reconciled(self.name, result, time.monotonic() - started, time.time())
+            self.report.handled_request = token
             self.attempted.set()
         self.on_report()
 

@@ -19,3 +19,7 @@ CREDENTIALS_FOR_ANNOTATION = "gitopsd.io/git-credentials-for"
 """On a Secret: the repository URLs (comma-separated; one ending in `/` is a prefix) that a
 GitSync acting with the daemon's own rights may use it for. A Secret without it is never
 read for such a GitSync: its creator may have no right to the Secret."""
+RECONCILE_REQUESTED_ANNOTATION = "gitopsd.io/reconcile-requested-at"
+"""On a GitSync: set to anything new (a time, as `kubectl annotate --overwrite` or
+`gitopsd reconcile --gitsync` write it) to have it polled at once; its status then echoes
+the value in lastHandledReconcileAt (Flux's requestedAt convention)."""

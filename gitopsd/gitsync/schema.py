@@ -323,6 +323,11 @@ STATUS = _object(
         },
         "lastAttemptedRevision": _string("The revision read last."),
         "lastAppliedRevision": _string("The revision applied whole last."),
+        "lastHandledReconcileAt": _string(
+            "The value of the gitopsd.io/reconcile-requested-at annotation that the last "
+            "reconcile answered (Flux's convention: set the annotation to anything new, "
+            "then wait for this to equal it)."
+        ),
         "lastSyncTime": _string("When a revision was last applied whole.", format="date-time"),
         "drift": DRIFT,
         "health": HEALTH,
@@ -339,6 +344,7 @@ PRINTER_COLUMNS = [
     {"name": "Revision", "type": "string", "jsonPath": ".status.lastAppliedRevision"},
     {"name": "Drift", "type": "integer", "jsonPath": ".status.drift.total"},
     {"name": "Health", "type": "string", "jsonPath": ".status.health.status"},
+    {"name": "Suspended", "type": "boolean", "jsonPath": ".spec.suspend"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {
         "name": "Message",

@@ -14,10 +14,17 @@ from gitopsd import configfile
 from gitopsd.config import Credentials
 from gitopsd.configfile import GitSyncSettings, SourceConfig
 from gitopsd.errors import ConfigError
-from gitopsd.gitsync import CREDENTIALS_FOR_ANNOTATION, DELETE_POLICY_ANNOTATION, FINALIZER
+from gitopsd.gitsync import (
+    CREDENTIALS_FOR_ANNOTATION,
+    DELETE_POLICY_ANNOTATION,
+    FINALIZER,
+    RECONCILE_REQUESTED_ANNOTATION,
+)
 from gitopsd.names import DNS1123_SUBDOMAIN, shown
 from gitopsd.objects import Body
 
+MAX_REQUEST = 256
+"""The most of a reconcile request's value that its status echoes."""
 SHARED_KEYS = (
     "paths",
     "include",
@@ -51,6 +58,8 @@ class GitSync:
     target_namespace: str = ""
     depends_on: tuple[str, ...] = ()
     """The GitSyncs it waits for, as namespace/name (their source names)."""
+    requested: str = ""
+    """Its reconcile-requested-at annotation: a request to reconcile now, or ""."""
     fields: dict[str, Any] = field(default_factory=dict, repr=False)
     """The spec as a file source's mapping (configfile reads it)."""
 
@@ -94,6 +103,7 @@ def read(body: Body, settings: GitSyncSettings) -> GitSync:
     metadata = body.get("metadata") or {}
     namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
     spec = body.get("spec") or {}
+    annotations = metadata.get("annotations") or {}
     where = f"GitSync {namespace}/{name}: spec"
     repository = spec.get("repository") or {}
     fields = {key: spec[key] for key in SHARED_KEYS if key in spec}
@@ -121,13 +131,13 @@ def read(body: Body, settings: GitSyncSettings) -> GitSync:
         generation=int(metadata.get("generation") or 0),
         deleting=bool(metadata.get("deletionTimestamp")),
         finalized=FINALIZER in (metadata.get("finalizers") or []),
-        prune_on_delete=(metadata.get("annotations") or {}).get(DELETE_POLICY_ANNOTATION)
-        == "prune",
+        prune_on_delete=annotations.get(DELETE_POLICY_ANNOTATION) == "prune",
         suspend=spec.get("suspend") is True,
         secret_name=(repository.get("secretRef") or {}).get("name"),
         service_account=account,
         target_namespace=target,
         depends_on=depends_on,
+        requested=str(annotations.get(RECONCILE_REQUESTED_ANNOTATION, ""))[:MAX_REQUEST],
         fields=fields,
     )
     gitsync.source(Credentials(password_env=None))  # every field checked now

@@ -41,6 +41,8 @@ class Failure:
     message: str
     stalled: bool
     """Only a person can cure it: a new revision or spec, rights, keys."""
+    stage: str = ""
+    """Where it failed (gitopsd.errors.Stage): what the CLI's exit code says."""
 
     @classmethod
     def of(cls, error: GitopsdError) -> Failure:
@@ -50,7 +52,7 @@ class Failure:
         stalled = isinstance(error, TerminalError) or error.reason in RETRIED_TERMINAL
         if isinstance(error, ManifestError) and error.reason == "unknown_kind":
             stalled = False  # a CRD installed later cures it
-        return cls(reason, _short(str(error)), stalled)
+        return cls(reason, _short(str(error)), stalled, str(error.stage))
 
 
 @dataclass
@@ -75,6 +77,8 @@ class SourceReport:
     """The health of the revision's objects, assessed last; None before the first time."""
     waiting: str = ""
     """Why the revision is not applied yet: the dependencies not ready, or ""."""
+    handled_request: str = ""
+    """The request to reconcile now that the last reconcile answered (see `request`)."""
 
 
 def unready(report: SourceReport) -> str:
@@ -122,6 +126,8 @@ def status_of(
         "lastAttemptedRevision": report.attempted_revision
         or previous.get("lastAttemptedRevision", ""),
         "lastAppliedRevision": report.applied_revision or previous.get("lastAppliedRevision", ""),
+        "lastHandledReconcileAt": report.handled_request
+        or previous.get("lastHandledReconcileAt", ""),
         "drift": _drift_summary(report.drifts or []),
         "health": _health_summary(report.health),
         "inventory": _inventory(report.inventory),
@@ -139,6 +145,26 @@ def failed_status(generation: int, failure: Failure, previous: Status | None) ->
     status = status_of(generation, SourceReport(failure=failure), previous)
     status.pop("lastSyncTime", None)
     return status
+
+
+def summary(name: str, status: Status, suspended: bool) -> Status:
+    """One line of `gitopsd get`, for a GitSync (its status) or a daemon's source (the
+    status its report would make): the same words either way."""
+    ready = _condition(status, "Ready") or {}
+    stalled = (_condition(status, "Stalled") or {}).get("status") == "True"
+    retrying = (_condition(status, "Reconciling") or {}).get("reason") == "ProgressingWithRetry"
+    return {
+        "name": name,
+        "ready": ready.get("status", "Unknown"),
+        "reason": ready.get("reason", ""),
+        "revision": status.get("lastAppliedRevision", ""),
+        "drift": (status.get("drift") or {}).get("total", 0),
+        "health": (status.get("health") or {}).get("status", "Unknown"),
+        "suspended": suspended,
+        "failed": stalled or retrying,
+        "message": ready.get("message", ""),
+        "lastHandledReconcileAt": status.get("lastHandledReconcileAt", ""),
+    }
 
 
 Conditions = dict[str, tuple[str, str, str]]

@@ -35,7 +35,9 @@ class Gitopsd:
         command, *rest = arguments
         own = command == "validate" or "--kubeconfig" in rest
         cluster = [] if own else ["--kubeconfig", str(self.plane.kubeconfig)]
-        argv = [command, *rest, "--cache-dir", str(self.cache), *cluster]
+        reads_git = command in ("validate", "diff", "sync")
+        cache = ["--cache-dir", str(self.cache)] if reads_git else []
+        argv = [command, *rest, *cache, *cluster]
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(argv)

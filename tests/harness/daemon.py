@@ -32,6 +32,8 @@ class DaemonProcess:
     user: str
     name: str = "daemon"
     process: subprocess.Popen[bytes] | None = None
+    flags: tuple[str, ...] = ()
+    """More flags for `gitopsd run` (--log-level, --log-format)."""
 
     @classmethod
     def configured(
@@ -66,7 +68,7 @@ class DaemonProcess:
     def start(self, wait: bool = True) -> DaemonProcess:
         config_file = self.workdir / "gitopsd.yaml"
         config_file.write_text(json.dumps(self.config))  # JSON is YAML
-        argv = [sys.executable, "-m", "gitopsd", "run", "--config", str(config_file)]
+        argv = [sys.executable, "-m", "gitopsd", "run", "--config", str(config_file), *self.flags]
         self.process = spawn(argv, self.log_file)
         if wait:
             wait_for(self._serving, f"{self.name} to serve /healthz")

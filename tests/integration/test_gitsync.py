@@ -151,7 +151,16 @@ def test_a_gitsync_is_created_updated_suspended_resumed_and_deleted(
     assert config_map_value(admin_api, namespace, "a") == "one"
     assert config_map_value(admin_api, namespace, "b") is None
     table = gitopsd.kubectl("get", "gitsyncs", "-n", namespace).splitlines()
-    assert table[0].split() == ["NAME", "READY", "MODE", "REVISION", "DRIFT", "HEALTH", "AGE"]
+    assert table[0].split() == [
+        "NAME",
+        "READY",
+        "MODE",
+        "REVISION",
+        "DRIFT",
+        "HEALTH",
+        "SUSPENDED",
+        "AGE",
+    ]
     assert table[1].split()[:6] == ["web", "True", "enforce", first, "0", "Current"]
     wait_for(lambda: "Synced" in reasons(admin_api, namespace, "web"), "a Synced Event")
     synced_event = events(admin_api, namespace, "web")[0]

@@ -154,8 +154,28 @@ def test_the_daemon_example_runs_as_documented(
             line.startswith('gitopsd_reconcile_total{result="success",source="app"}')
             for line in metrics
         )
+        listed, reconciled = control_block(daemon.url)
+        assert listed.splitlines()[1].startswith("app ")
+        assert reconciled.startswith("app: reconciled: ")
     finally:
         assert daemon.stop() == 0
+
+
+def control_block(daemon_url: str) -> list[str]:
+    """The README's control commands, pointed at `daemon_url` (the one thing adapted)."""
+    outputs = []
+    for line in readme_block("control"):
+        command = line.split("#")[0].strip() + f" --daemon {daemon_url}"
+        environment = {
+            **os.environ,
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+        }
+        done = subprocess.run(
+            ["bash", "-c", command], env=environment, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, f"{command}\n{done.stdout}{done.stderr}"
+        outputs.append(done.stdout)
+    return outputs
 
 
 def test_the_install_overlay_renders_the_daemon_with_its_image_and_configuration(

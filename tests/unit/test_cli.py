@@ -341,3 +341,29 @@ def test_the_daemon_names_its_own_setting_for_an_insecure_repository(tmp_path: P
     assert run.returncode == commands.INVALID
     assert "file:// is refused unless the source says allowInsecure: true" in run.stderr
     assert "--allow-insecure-source" not in run.stderr
+
+
+def test_help_is_grouped_with_examples_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["sync", "--help"])
+    sync_help = capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    top_help = capsys.readouterr().out
+
+    groups = re.findall(r"^([a-z][a-z ]+):$", sync_help, re.MULTILINE)
+    assert groups == [
+        "positional arguments",
+        "options",
+        "source",
+        "limits of one revision",
+        "cluster",
+        "sync",
+        "output",
+        "examples",
+        "exit codes",
+    ]
+    assert "gitopsd sync ./deploy --namespace shop" in sync_help
+    assert "6  not healthy (--wait, a sync wave)" in sync_help
+    for command in ("validate", "diff", "sync", "run", "get", "reconcile", "suspend", "resume"):
+        assert re.search(rf"^    {command}\b", top_help, re.MULTILINE), command

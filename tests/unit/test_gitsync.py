@@ -117,6 +117,7 @@ def test_printer_columns_short_name_and_status_subresource() -> None:
         ("Revision", 0),
         ("Drift", 0),
         ("Health", 0),
+        ("Suspended", 0),
         ("Age", 0),
         ("Message", 1),
     ]

@@ -212,3 +212,67 @@ def test_se19_slow_clients_are_cut_off_at_the_deadline(server: Server) -> None:
 
         wait_for(cut_off, "the slow client to be cut off", 20)
     assert server.status(HEALTHZ) == 200
+
+
+@dataclass
+class FakeControl:
+    """The control API's two calls, recorded (gitopsd.daemon.control runs real workers)."""
+
+    asked: list[str] = field(default_factory=list)
+
+    def sources(self) -> list[dict[str, object]]:
+        return [{"name": "app", "ready": "True"}]
+
+    def reconcile(self, name: str) -> str | None:
+        self.asked.append(name)
+        return "t-1" if name in ("app", "team/web") else None
+
+
+def control_server(listen: str) -> tuple[http.Server, FakeControl]:
+    control = FakeControl()
+    endpoints = http.Endpoints(CollectorRegistry(), lambda: True, {}, control)
+    return http.serve((listen, 0), endpoints), control
+
+
+def test_the_control_api_lists_sources_and_asks_for_a_reconcile() -> None:
+    running, control = control_server("127.0.0.1")
+    served = Server(("127.0.0.1", running.server_address[1]))
+    try:
+        listed = served.exchange(b"GET /api/v1/sources HTTP/1.1\r\nHost: x\r\n\r\n")
+        asked = served.exchange(b"POST /api/v1/sources/team%2Fweb/reconcile HTTP/1.1\r\n\r\n")
+        unknown = served.status(b"POST /api/v1/sources/nope/reconcile HTTP/1.1\r\n\r\n")
+    finally:
+        running.shutdown()
+        running.server_close()
+    assert listed.split(b"\r\n\r\n", 1)[1] == b'[{"name": "app", "ready": "True"}]\n'
+    assert asked.startswith(b"HTTP/1.0 202 ") and asked.endswith(b'{"token": "t-1"}\n')
+    assert unknown == 404 and control.asked == ["team/web", "nope"]
+
+
+def non_loopback_address() -> str | None:
+    """This machine's address on its default route, if it has one (no packet is sent)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.254", 9))
+        except OSError:
+            return None
+        address: str = probe.getsockname()[0]
+    return None if address.startswith("127.") else address
+
+
+def test_the_control_api_answers_loopback_clients_only() -> None:
+    address = non_loopback_address()
+    if address is None:
+        pytest.skip("this machine has no address but loopback")
+    running, control = control_server("0.0.0.0")  # noqa: S104 - to be reached from outside
+    try:
+        outside = Server((address, running.server_address[1]))
+        refused = outside.exchange(b"POST /api/v1/sources/app/reconcile HTTP/1.1\r\n\r\n")
+        listed = outside.status(b"GET /api/v1/sources HTTP/1.1\r\n\r\n")
+        probe = outside.status(HEALTHZ)
+    finally:
+        running.shutdown()
+        running.server_close()
+    assert refused.startswith(b"HTTP/1.0 403 ") and b"loopback clients only" in refused
+    assert listed == 403 and probe == 200
+    assert control.asked == []

@@ -1,0 +1,196 @@
+"""The control commands, as Flux and Argo CD users reach for them: what a running daemon
+serves (`get`, `reconcile NAME`, over its loopback control API) and the GitSyncs of the
+cluster (`get --gitsyncs`, `reconcile --gitsync`, `suspend`, `resume`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+from gitopsd import gitsync
+from gitopsd.cli.commands import (
+    CLUSTER_FAILED,
+    INVALID,
+    OK,
+    SOURCE_FAILED,
+    connect,
+)
+from gitopsd.cli.render import emit
+from gitopsd.cluster import Cluster, Resource
+from gitopsd.errors import ClusterError, ClusterReason, ConfigError, Stage
+from gitopsd.gitsync.status import Status, summary
+
+GITSYNCS = Resource(gitsync.GROUP, gitsync.VERSION, gitsync.KIND, gitsync.PLURAL, True)
+SOURCES = "/api/v1/sources"
+DAEMON = "http://127.0.0.1:9090"
+CODE_BY_STAGE = {
+    str(Stage.CONFIG): INVALID,
+    str(Stage.MANIFESTS): INVALID,
+    str(Stage.SOURCE): SOURCE_FAILED,
+    str(Stage.CLUSTER): CLUSTER_FAILED,
+}
+COLUMNS = ("NAME", "READY", "REVISION", "DRIFT", "HEALTH", "SUSPENDED", "MESSAGE")
+
+
+def run_get(arguments: argparse.Namespace) -> int:
+    if arguments.gitsyncs:
+        cluster = connect(arguments)
+        namespace = "" if arguments.all_namespaces else _namespace(arguments, cluster)
+        lines = [_gitsync_line(body) for body in cluster.list_objects(GITSYNCS, namespace)]
+    else:
+        lines = _ask(arguments.daemon, "GET", SOURCES)
+    if arguments.output == "json":
+        emit(json.dumps(lines, indent=2) + "\n")
+    else:
+        emit(_table(lines))
+    return OK
+
+
+def run_reconcile(arguments: argparse.Namespace) -> int:
+    """Asks for a reconcile now and waits until it is done: 0 when it succeeded, else the
+    exit code of where it failed (a GitSync's: 4)."""
+    line = _reconcile_gitsync(arguments) if arguments.gitsync else _reconcile_source(arguments)
+    verdict = "failed" if line["failed"] else "reconciled"
+    emit(f"{line['name']}: {verdict}: {line['reason']}: {line['message']}\n")
+    if not line["failed"]:
+        return OK
+    return CODE_BY_STAGE.get(line.get("stage", ""), CLUSTER_FAILED)
+
+
+def run_suspend(arguments: argparse.Namespace) -> int:
+    return _set_suspend(arguments, True)
+
+
+def run_resume(arguments: argparse.Namespace) -> int:
+    return _set_suspend(arguments, False)
+
+
+def _set_suspend(arguments: argparse.Namespace, suspend: bool) -> int:
+    cluster = connect(arguments)
+    namespace = _namespace(arguments, cluster)
+    _gitsync(cluster, namespace, arguments.name)
+    operation = {"op": "add", "path": "/spec/suspend", "value": suspend}
+    cluster.patch(GITSYNCS, namespace, arguments.name, [operation])
+    emit(f"GitSync {namespace}/{arguments.name} {'suspended' if suspend else 'resumed'}\n")
+    return OK
+
+
+def _reconcile_source(arguments: argparse.Namespace) -> Status:
+    name = arguments.name
+    path = f"{SOURCES}/{quote(name, safe='')}/reconcile"
+    token = _ask(arguments.daemon, "POST", path)["token"]
+
+    def done() -> Status | None:
+        lines = _ask(arguments.daemon, "GET", SOURCES)
+        line = next((found for found in lines if found["name"] == name), None)
+        return line if line and line["lastHandledReconcileAt"] == token else None
+
+    return _wait(done, f"source {name} to reconcile", arguments.timeout)
+
+
+def _reconcile_gitsync(arguments: argparse.Namespace) -> Status:
+    """Flux's convention: a new value in the reconcile-requested-at annotation, then the
+    status echoing it in lastHandledReconcileAt."""
+    cluster = connect(arguments)
+    namespace, name = _namespace(arguments, cluster), arguments.name
+    body = _gitsync(cluster, namespace, name)
+    if (body.get("spec") or {}).get("suspend") is True:
+        raise ConfigError(f"GitSync {namespace}/{name} is suspended: gitopsd resume {name} first")
+    token = datetime.now(UTC).isoformat()
+    cluster.patch(GITSYNCS, namespace, name, _annotate(body, token))
+
+    def done() -> Status | None:
+        found = cluster.get(GITSYNCS, namespace, name) or {}
+        line = _gitsync_line(found)
+        return line if line["lastHandledReconcileAt"] == token else None
+
+    return _wait(done, f"GitSync {namespace}/{name} to reconcile", arguments.timeout)
+
+
+def _annotate(body: Status, token: str) -> list[dict[str, Any]]:
+    key = gitsync.RECONCILE_REQUESTED_ANNOTATION
+    version = {"op": "test", "path": "/metadata/resourceVersion"}
+    version["value"] = body["metadata"]["resourceVersion"]
+    if body["metadata"].get("annotations"):
+        escaped = key.replace("~", "~0").replace("/", "~1")
+        return [version, {"op": "add", "path": f"/metadata/annotations/{escaped}", "value": token}]
+    return [version, {"op": "add", "path": "/metadata/annotations", "value": {key: token}}]
+
+
+def _gitsync(cluster: Cluster, namespace: str, name: str) -> Status:
+    body = cluster.get(GITSYNCS, namespace, name)
+    if body is None:
+        raise ClusterError(f"GitSync {namespace}/{name} not found", ClusterReason.NOT_FOUND)
+    return body
+
+
+def _gitsync_line(body: Status) -> Status:
+    metadata = body.get("metadata") or {}
+    name = f"{metadata.get('namespace')}/{metadata.get('name')}"
+    suspended = (body.get("spec") or {}).get("suspend") is True
+    return summary(name, body.get("status") or {}, suspended)
+
+
+def _namespace(arguments: argparse.Namespace, cluster: Cluster) -> str:
+    namespace: str = arguments.namespace or cluster.namespace or "default"
+    return namespace
+
+
+def _wait(done: Callable[[], Status | None], what: str, timeout: float) -> Status:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = done()
+        if found is not None:
+            return found
+        time.sleep(0.5)
+    raise ClusterError(f"timed out after {timeout:g} s waiting for {what}", ClusterReason.TIMEOUT)
+
+
+def _ask(daemon: str, method: str, path: str) -> Any:
+    """One request to the daemon's control API (loopback: kubectl port-forward in a pod)."""
+    request = urllib.request.Request(daemon.rstrip("/") + path, method=method, data=None)  # noqa: S310
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - the daemon's
+            return json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        said = error.read().decode(errors="replace").strip()
+        reason = ClusterReason.NOT_FOUND if error.code == 404 else ClusterReason.SERVER
+        raise ClusterError(
+            f"the gitopsd daemon at {daemon}: {said} ({error.code})", reason
+        ) from None
+    except (urllib.error.URLError, OSError) as error:
+        cause = getattr(error, "reason", error)
+        raise ClusterError(
+            f"cannot reach the gitopsd daemon at {daemon}: {cause}; is it running, and is "
+            "--daemon its listen address? (in a cluster: kubectl port-forward "
+            "-n gitopsd-system deploy/gitopsd 9090)",
+            ClusterReason.UNREACHABLE,
+        ) from None
+
+
+def _table(lines: list[Status]) -> str:
+    rows = [COLUMNS] + [
+        (
+            line["name"],
+            line["ready"],
+            line["revision"][:12] or "-",
+            str(line["drift"]),
+            line["health"],
+            str(line["suspended"]).lower(),
+            line["message"] if line["ready"] != "True" else "",
+        )
+        for line in lines
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    return "".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        + "\n"
+        for row in rows
+    )

@@ -1,0 +1,173 @@
+"""The control commands Flux and Argo CD users reach for, through the real CLI: `get` and
+`reconcile` against a running daemon's loopback API, and for GitSyncs the
+reconcile-requested-at annotation, `suspend` and `resume` against the real API server.
+The sources poll hourly, so whatever is applied within a test was asked for."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.harness.cli import Gitopsd
+from tests.harness.daemon import Daemons
+from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.waiting import wait_for
+from tests.integration.test_daemon import config_map_value, config_maps
+from tests.integration.test_gitsync import condition, create, get, operator, wait_ready
+
+INVALID, CLUSTER_FAILED = 2, 4
+
+
+def test_get_lists_a_daemons_sources_and_reconcile_applies_a_commit_now(
+    daemons: Daemons,
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit(config_maps("a"))
+    daemon = daemons.start(git_server.file_url(git_repo), interval="1h")
+    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first sync")
+    at = ["--daemon", daemon.url]
+    wait_for(lambda: " True " in gitopsd("get", *at).out, "the source Ready (its health read)")
+
+    listed = gitopsd("get", *at)
+    assert listed.code == 0, listed.text
+    header, row = listed.out.splitlines()
+    assert header.split() == [
+        "NAME",
+        "READY",
+        "REVISION",
+        "DRIFT",
+        "HEALTH",
+        "SUSPENDED",
+        "MESSAGE",
+    ]
+    assert row.split() == ["app", "True", git_repo.head()[:12], "0", "Current", "false"]
+
+    second = git_repo.commit(config_maps("a", value="w"))
+    reconciled = gitopsd("reconcile", "app", *at)
+
+    assert reconciled.code == 0, reconciled.text
+    assert reconciled.out.startswith("app: reconciled: Succeeded: ")
+    assert config_map_value(admin_api, namespace, "a") == "w"  # applied before it returned
+    [line] = json.loads(gitopsd("get", *at, "-o", "json").out)
+    assert (line["name"], line["revision"], line["ready"]) == ("app", second, "True")
+
+    unknown = gitopsd("reconcile", "nope", *at)
+    assert unknown.code == CLUSTER_FAILED and "no such source" in unknown.err
+    daemon.stop()
+    gone = gitopsd("get", *at)
+    assert gone.code == CLUSTER_FAILED
+    assert f"cannot reach the gitopsd daemon at {daemon.url}" in gone.err
+
+
+def test_a_reconcile_that_fails_says_why_with_the_exit_code_of_its_stage(
+    daemons: Daemons,
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit(config_maps("a"))
+    daemon = daemons.start(git_server.file_url(git_repo), interval="1h")
+    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first sync")
+    git_repo.commit({"a.yaml": "kind: [unclosed\n"})
+
+    run = gitopsd("reconcile", "app", "--daemon", daemon.url)
+
+    assert run.code == INVALID, run.text
+    assert run.out.startswith("app: failed: Syntax: a.yaml:2:1: did not find expected")
+
+
+def test_a_gitsync_is_reconciled_on_request_and_suspended_and_resumed_from_the_cli(
+    daemons: Daemons,
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    gitsync_crd: str,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit(config_maps("a"))
+    operator(daemons, namespace)
+    create(
+        admin_api,
+        namespace,
+        "web",
+        {"repository": {"url": git_server.file_url(git_repo)}, "interval": "1h"},
+    )
+    wait_ready(admin_api, namespace, "web", "True", "Succeeded")
+
+    # Flux's convention, as `kubectl annotate --overwrite` writes it
+    git_repo.commit(config_maps("a", value="w"))
+    gitopsd.kubectl(
+        "annotate",
+        "--overwrite",
+        "-n",
+        namespace,
+        "gitsync/web",
+        "gitopsd.io/reconcile-requested-at=first",
+    )
+    wait_for(
+        lambda: (
+            (get(admin_api, namespace, "web") or {}).get("status", {}).get("lastHandledReconcileAt")
+            == "first"
+        ),
+        "the request echoed in status",
+    )
+    assert config_map_value(admin_api, namespace, "a") == "w"
+
+    third = git_repo.commit(config_maps("a", value="x"))
+    reconciled = gitopsd("reconcile", "web", "--gitsync", "-n", namespace)
+    assert reconciled.code == 0, reconciled.text
+    assert reconciled.out.startswith(f"{namespace}/web: reconciled: Succeeded: revision {third}")
+    assert config_map_value(admin_api, namespace, "a") == "x"
+
+    suspended = gitopsd("suspend", "web", "-n", namespace)
+    assert suspended.code == 0 and suspended.out == f"GitSync {namespace}/web suspended\n"
+    wait_ready(admin_api, namespace, "web", "True", "Suspended")
+    table = gitopsd.kubectl("get", "gitsyncs", "-n", namespace).splitlines()
+    assert table[0].split() == [
+        "NAME",
+        "READY",
+        "MODE",
+        "REVISION",
+        "DRIFT",
+        "HEALTH",
+        "SUSPENDED",
+        "AGE",
+    ]
+    assert table[1].split()[6] == "true"
+    [line] = json.loads(gitopsd("get", "--gitsyncs", "-n", namespace, "-o", "json").out)
+    assert (line["name"], line["suspended"], line["reason"]) == (
+        f"{namespace}/web",
+        True,
+        "Suspended",
+    )
+    refused = gitopsd("reconcile", "web", "--gitsync", "-n", namespace)
+    assert refused.code == INVALID and "gitopsd resume web first" in refused.err
+
+    resumed = gitopsd("resume", "web", "-n", namespace)
+    assert resumed.code == 0, resumed.text
+    ready = wait_ready(admin_api, namespace, "web", "True", "Succeeded")
+    assert condition(ready, "Ready")["status"] == "True"
+    assert ready["spec"]["suspend"] is False
+
+
+def test_the_daemon_logs_text_at_the_level_asked(
+    daemons: Daemons, git_server: GitServer, namespace: str
+) -> None:
+    missing = (git_server.root / "missing.git").as_uri()
+    daemon = daemons.start_with([daemons.source(missing)], "texts")
+    daemon.flags = ("--log-format", "text", "--log-level", "warning")
+    daemon.start()
+
+    wait_for(lambda: "does not appear to be a git repository" in daemon.logs(), "the error line")
+    lines = daemon.logs().splitlines()
+    errors = [line for line in lines if " ERROR   git source " in line]
+    assert errors and "source=app" in errors[0]
+    assert not [line for line in lines if line.startswith("{")]  # no JSON
+    assert not [line for line in lines if " INFO    " in line]  # below the level asked
