@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.harness.cli import Gitopsd
+from tests.harness.cli import Gitopsd, Run
 from tests.harness.controlplane import ControlPlane, write_kubeconfig
 from tests.harness.gitserver import GitRepo, GitServer
 
@@ -34,6 +34,22 @@ def closed_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
     return port
+
+
+def diff_as_alice(
+    gitopsd: Gitopsd,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    tmp_path: Path,
+    server: str,
+    token: str,
+) -> Run:
+    """`gitopsd diff` with a kubeconfig whose user alice sends `token` to `server`."""
+    git_repo.commit(MANIFEST)
+    kubeconfig = tmp_path / "kubeconfig"
+    write_kubeconfig(kubeconfig, server, gitopsd.plane.ca_file, "alice", token)
+    url = git_server.file_url(git_repo)
+    return gitopsd("diff", url, "--allow-insecure-source", "--kubeconfig", str(kubeconfig))
 
 
 def one_line(text: str) -> str:
@@ -116,23 +132,12 @@ def test_an_unknown_context_is_named_with_those_there_are(
 
 def test_an_unreachable_server_is_named_with_the_context_and_user(
     gitopsd: Gitopsd,
-    control_plane: ControlPlane,
     git_server: GitServer,
     git_repo: GitRepo,
     tmp_path: Path,
 ) -> None:
-    git_repo.commit(MANIFEST)
-    kubeconfig = tmp_path / "kubeconfig"
     server = f"https://127.0.0.1:{closed_port()}"
-    write_kubeconfig(kubeconfig, server, control_plane.ca_file, "alice", "t0ken")
-
-    run = gitopsd(
-        "diff",
-        git_server.file_url(git_repo),
-        "--allow-insecure-source",
-        "--kubeconfig",
-        str(kubeconfig),
-    )
+    run = diff_as_alice(gitopsd, git_server, git_repo, tmp_path, server, "t0ken")
 
     assert run.code == CLUSTER_FAILED
     line = one_line(run.err)
@@ -150,17 +155,7 @@ def test_a_bad_token_is_called_so_with_what_to_do(
     git_repo: GitRepo,
     tmp_path: Path,
 ) -> None:
-    git_repo.commit(MANIFEST)
-    kubeconfig = tmp_path / "kubeconfig"
-    write_kubeconfig(kubeconfig, control_plane.url, control_plane.ca_file, "alice", "not-a-token")
-
-    run = gitopsd(
-        "diff",
-        git_server.file_url(git_repo),
-        "--allow-insecure-source",
-        "--kubeconfig",
-        str(kubeconfig),
-    )
+    run = diff_as_alice(gitopsd, git_server, git_repo, tmp_path, control_plane.url, "not-a-token")
 
     assert run.code == CLUSTER_FAILED
     line = one_line(run.err)
