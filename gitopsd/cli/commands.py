@@ -104,7 +104,8 @@ def run_diff(arguments: argparse.Namespace) -> int:
         if arguments.output != "json":
             raise
         _explain(error)
-        emit(json.dumps(drift_json(None, [], {}) | health_json({}) | error_json(error), indent=2))
+        document = drift_json(None, [], {}) | health_json({}) | error_json(error)
+        emit(json.dumps(document, indent=2) + "\n")
         return exit_code(error)
     origins = {key: str(target.origin) for key, target in result.desired.targets.items()}
     drifts, sha, healths = result.drifts, result.desired.revision.sha, result.health()
