@@ -96,7 +96,7 @@ class Applier:
         if self.applyset is None:
             return
         foreign = list(unowned(self.applyset, keys, self.live, self.read, self.settings.adopt))
-        owners = find_owners(self.cluster, foreign)
+        owners = find_owners(self.cluster, foreign, self.settings.confined_to or "")
         lines = [f"{f.key} ({targets[f.key].origin}): {why(f, owners)}" for f in foreign]
         if lines:
             raise ApplyError(lines, ClusterReason.CONFLICT)
@@ -367,19 +367,28 @@ def _gitopsd_fields(body: Body) -> set[diff.Path]:
 PARENTS = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
 
 
-def find_owners(cluster: Cluster, foreign: Iterable[Foreign]) -> dict[str, ApplySet]:
+def find_owners(
+    cluster: Cluster,
+    foreign: Iterable[Foreign],
+    namespace: str = "",
+    known: dict[str, ApplySet | None] | None = None,
+) -> dict[str, ApplySet]:
     """The gitopsd parents of the ApplySets that `foreign` objects belong to, as far as this
-    identity may list ConfigMaps (one LIST per set, only when an object is refused)."""
-    found = {}
-    for applyset_id in {f.owner for f in foreign if f.owner and not f.appeared}:
-        try:
-            bodies = cluster.list_objects(PARENTS, "", f"{APPLYSET_ID_LABEL}={applyset_id}")
-        except ClusterError:
-            continue  # not allowed, or not answered: the message gives the id alone
-        parents = [p for body in bodies if (p := gitopsd_parent(body, applyset_id))]
-        if parents:
-            found[applyset_id] = parents[0]
-    return found
+    identity may list ConfigMaps in `namespace` ("" for all): one LIST per set, only for an
+    object refused, and none for a set in `known` (what earlier calls found, kept there)."""
+    known = {} if known is None else known
+    wanted = {f.owner for f in foreign if f.owner and not f.appeared}
+    for applyset_id in wanted - known.keys():
+        known[applyset_id] = _parent(cluster, applyset_id, namespace)
+    return {i: parent for i in wanted if (parent := known[i]) is not None}
+
+
+def _parent(cluster: Cluster, applyset_id: str, namespace: str) -> ApplySet | None:
+    try:
+        bodies = cluster.list_objects(PARENTS, namespace, f"{APPLYSET_ID_LABEL}={applyset_id}")
+    except ClusterError:
+        return None  # not allowed, or not answered: the message gives the id alone
+    return next((p for body in bodies if (p := gitopsd_parent(body, applyset_id))), None)
 
 
 def same_ownership(expected: Body, live: Body) -> bool:

@@ -93,6 +93,8 @@ class GitSyncSettings:
 class DaemonConfig:
     listen: str = "127.0.0.1:9090"
     """host:port of /metrics, /healthz, /readyz and /hooks/<source>."""
+    control_listen: str = "127.0.0.1:9091"
+    """host:port of the control API (`gitopsd get`, `gitopsd reconcile`): loopback only."""
     cache_dir: Path = Path("/var/cache/gitopsd")
     kubeconfig: str | None = None
     context: str | None = None
@@ -108,12 +110,24 @@ class DaemonConfig:
 
     @property
     def listen_address(self) -> tuple[str, int]:
-        host, _, port = self.listen.rpartition(":")
-        return host or "127.0.0.1", int(port)
+        return _address(self.listen)
+
+    @property
+    def control_address(self) -> tuple[str, int]:
+        return _address(self.control_listen)
+
+
+def _address(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "[::1]", "localhost")
 
 
 TOP_KEYS = {
     "listen",
+    "controlListen",
     "cacheDir",
     "kubeconfig",
     "context",
@@ -165,11 +179,16 @@ def load(path: Path) -> DaemonConfig:
     document = _document(path)
     top = _mapping(document, str(path), TOP_KEYS)
     sources, invalid = _sources(top.get("sources"), str(path))
-    listen = _string(top, "listen", str(path), DaemonConfig.listen)
-    if not re.match(r"^[\w.\-\[\]:]*:\d{1,5}$", listen):
-        raise ConfigError(f"{path}: listen: expected host:port, got {listen!r}")
+    listen = _listen(top, "listen", str(path), DaemonConfig.listen)
+    control_listen = _listen(top, "controlListen", str(path), DaemonConfig.control_listen)
+    if control_listen.rpartition(":")[0] not in LOOPBACK_HOSTS:
+        raise ConfigError(
+            f"{path}: controlListen: {control_listen!r} is not on loopback; the control API "
+            "answers local clients only (in a pod: kubectl port-forward)"
+        )
     return DaemonConfig(
         listen=listen,
+        control_listen=control_listen,
         cache_dir=Path(_string(top, "cacheDir", str(path), str(DaemonConfig.cache_dir))),
         kubeconfig=top.get("kubeconfig"),
         context=top.get("context"),
@@ -187,6 +206,13 @@ def load(path: Path) -> DaemonConfig:
         git_syncs=_git_syncs(top.get("gitSyncs"), f"{path}: gitSyncs"),
         invalid_sources=tuple(invalid),
     )
+
+
+def _listen(top: dict[str, Any], key: str, where: str, default: str) -> str:
+    listen = _string(top, key, where, default)
+    if not re.match(r"^[\w.\-\[\]:]*:\d{1,5}$", listen):
+        raise ConfigError(f"{where}: {key}: expected host:port, got {listen!r}")
+    return listen
 
 
 def _document(path: Path) -> Any:

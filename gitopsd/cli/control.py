@@ -29,7 +29,7 @@ from gitopsd.gitsync.status import Status, summary
 
 GITSYNCS = Resource(gitsync.GROUP, gitsync.VERSION, gitsync.KIND, gitsync.PLURAL, True)
 SOURCES = "/api/v1/sources"
-DAEMON = "http://127.0.0.1:9090"
+DAEMON = "http://127.0.0.1:9091"
 CODE_BY_STAGE = {
     str(Stage.CONFIG): INVALID,
     str(Stage.MANIFESTS): INVALID,
@@ -89,8 +89,8 @@ def _reconcile_source(arguments: argparse.Namespace) -> Status:
 
     def done() -> Status | None:
         lines = _ask(arguments.daemon, "GET", SOURCES)
-        line = next((found for found in lines if found["name"] == name), None)
-        return line if line and line["lastHandledReconcileAt"] == token else None
+        line = next((found for found in lines if found.get("name") == name), None)
+        return line if line and _answered(line.get("lastHandledReconcileAt"), token) else None
 
     return _wait(done, f"source {name} to reconcile", arguments.timeout)
 
@@ -153,26 +153,69 @@ def _wait(done: Callable[[], Status | None], what: str, timeout: float) -> Statu
     raise ClusterError(f"timed out after {timeout:g} s waiting for {what}", ClusterReason.TIMEOUT)
 
 
+def _answered(handled: Any, token: str) -> bool:
+    """The daemon's tokens grow: a later request's reconcile answers an earlier one too."""
+    return str(handled).isdigit() and int(handled) >= int(token)
+
+
+NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""The daemon is reached on loopback: never through $HTTP_PROXY."""
+
+
 def _ask(daemon: str, method: str, path: str) -> Any:
-    """One request to the daemon's control API (loopback: kubectl port-forward in a pod)."""
-    request = urllib.request.Request(daemon.rstrip("/") + path, method=method, data=None)  # noqa: S310
+    """One request to the daemon's control API; its answer, checked to be the API's."""
+    request = urllib.request.Request(  # noqa: S310 - the scheme is the user's --daemon
+        daemon.rstrip("/") + path, method=method, headers={"X-Gitopsd-Control": "1"}
+    )
     try:
-        with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - the daemon's
-            return json.loads(answer.read())
+        with NO_PROXY.open(request, timeout=10) as answer:
+            return _checked(daemon, json.loads(answer.read()))
     except urllib.error.HTTPError as error:
-        said = error.read().decode(errors="replace").strip()
-        reason = ClusterReason.NOT_FOUND if error.code == 404 else ClusterReason.SERVER
-        raise ClusterError(
-            f"the gitopsd daemon at {daemon}: {said} ({error.code})", reason
-        ) from None
+        raise _refused(daemon, error) from None
     except (urllib.error.URLError, OSError) as error:
         cause = getattr(error, "reason", error)
         raise ClusterError(
             f"cannot reach the gitopsd daemon at {daemon}: {cause}; is it running, and is "
-            "--daemon its listen address? (in a cluster: kubectl port-forward "
-            "-n gitopsd-system deploy/gitopsd 9090)",
+            "--daemon its controlListen address? (in a cluster: kubectl port-forward "
+            "-n gitopsd-system deploy/gitopsd 9091)",
             ClusterReason.UNREACHABLE,
         ) from None
+    except ValueError:
+        raise _not_gitopsd(daemon) from None
+
+
+def _checked(daemon: str, answer: Any) -> Any:
+    lines = answer if isinstance(answer, list) else [answer]
+    if not all(isinstance(line, dict) for line in lines):
+        raise _not_gitopsd(daemon)
+    if isinstance(answer, list) and not all(set(COLUMN_KEYS) <= line.keys() for line in lines):
+        raise _not_gitopsd(daemon)
+    if isinstance(answer, dict) and not isinstance(answer.get("token"), str):
+        raise _not_gitopsd(daemon)
+    return answer
+
+
+def _refused(daemon: str, error: urllib.error.HTTPError) -> ClusterError:
+    """The control API's refusal, in its words; any other answer is not the API's."""
+    try:
+        said = str(json.loads(error.read(4096)).get("error", ""))
+    except (ValueError, AttributeError, OSError):
+        said = ""
+    if not said:
+        return _not_gitopsd(daemon, f" (HTTP {error.code})")
+    reason = ClusterReason.NOT_FOUND if error.code == 404 else ClusterReason.CONFLICT
+    return ClusterError(f"the gitopsd daemon at {daemon}: {said}", reason)
+
+
+def _not_gitopsd(daemon: str, detail: str = "") -> ClusterError:
+    return ClusterError(
+        f"{daemon} did not answer as a gitopsd daemon's control API{detail}; --daemon is "
+        "its controlListen address",
+        ClusterReason.SERVER,
+    )
+
+
+COLUMN_KEYS = ("name", "ready", "revision", "drift", "health", "suspended", "message")
 
 
 def _table(lines: list[Status]) -> str:

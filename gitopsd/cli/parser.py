@@ -180,8 +180,8 @@ def _add_get(commands: Any) -> None:
         commands,
         "get",
         "list a running daemon's sources, or the cluster's GitSyncs",
-        "  gitopsd get                      # the daemon on 127.0.0.1:9090\n"
-        "  kubectl -n gitopsd-system port-forward deploy/gitopsd 9090 &  gitopsd get\n"
+        "  gitopsd get                      # the daemon's control API on 127.0.0.1:9091\n"
+        "  kubectl -n gitopsd-system port-forward deploy/gitopsd 9091 &  gitopsd get\n"
         "  gitopsd get --gitsyncs -A -o json",
     )
     get.add_argument("--gitsyncs", action="store_true", help="the GitSyncs of the cluster")
@@ -227,7 +227,7 @@ def _control_arguments(parser: argparse.ArgumentParser) -> None:
         "--daemon",
         default=DAEMON,
         metavar="URL",
-        help=f"the daemon's listen address, reached from loopback (default {DAEMON})",
+        help=f"the daemon's controlListen address, on loopback (default {DAEMON})",
     )
     group.add_argument(
         "--namespace",

@@ -58,7 +58,7 @@ def api_client(
             path, context=context, client_configuration=configuration
         )
     except (config.ConfigException, OSError, yaml.YAMLError) as error:
-        raise ConfigError(f"kubeconfig {path}: {error}") from None
+        raise ConfigError(f"kubeconfig {path}: {_why(error)}") from None
     _warn_if_unverified(configuration)
     user = chosen.context.get("user")
     who = f"context {chosen.name}" + (f", user {user}" if user else "")
@@ -95,7 +95,7 @@ def _context(path: Path, wanted: str | None) -> _Chosen:
             f"kubeconfig {path} does not exist; pass --kubeconfig FILE or set KUBECONFIG"
         ) from None
     except (OSError, yaml.YAMLError) as error:
-        raise ConfigError(f"kubeconfig {path}: {error}") from None
+        raise ConfigError(f"kubeconfig {path}: {_why(error)}") from None
     if not isinstance(kubeconfig, dict):
         raise ConfigError(f"kubeconfig {path}: not a kubeconfig (expected a mapping)")
     contexts = {
@@ -110,6 +110,19 @@ def _context(path: Path, wanted: str | None) -> _Chosen:
         flag = "--context NAME" if name else "--context NAME, or `kubectl config use-context`"
         raise ConfigError(f"kubeconfig {path} has {which} (it has: {known}); pass {flag}")
     return _Chosen(str(name), contexts[name], kubeconfig)
+
+
+def _why(error: Exception) -> str:
+    """Why a kubeconfig could not be read, never quoting it: PyYAML's message shows the
+    lines around the error, which may hold a token."""
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+        mark = error.problem_mark
+        return f"line {mark.line + 1}, column {mark.column + 1}: {error.problem or 'invalid YAML'}"
+    if isinstance(error, yaml.YAMLError):
+        return "invalid YAML"
+    if isinstance(error, OSError):
+        return error.strerror or type(error).__name__
+    return str(error)
 
 
 def _shown(host: str) -> str:

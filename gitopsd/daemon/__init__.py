@@ -33,6 +33,8 @@ from gitopsd.metrics import Recorder
 from gitopsd.reconcile import desired
 
 log = logging.getLogger("gitopsd.daemon")
+SOURCE_ALLOWS_INSECURE = "the source says allowInsecure: true"
+"""What permits a source's file:// or http:// repository, as its refusal says."""
 
 
 class Daemon:
@@ -158,10 +160,12 @@ class Daemon:
         for name, error in self.set_aside:
             self.recorder.error(name, ConfigError.stage, ConfigError.reason)
             log.error("set aside: %s", error, extra={"source": name})
-        control = Control(self._all_workers)
-        endpoints = http.Endpoints(self.registry, self.ready, self._hooks(), control)
+        endpoints = http.Endpoints(self.registry, self.ready, self._hooks())
         server = http.serve(self.config.listen_address, endpoints)
-        log.info("serving /metrics, /healthz, /readyz, /hooks and /api on %s", self.config.listen)
+        control = Control(self._all_workers, self.leading.is_set, lambda: list(self.set_aside))
+        control_server = http.serve_control(self.config.control_address, control)
+        log.info("serving /metrics, /healthz, /readyz and /hooks on %s", self.config.listen)
+        log.info("serving the control API on %s", self.config.control_listen)
         if self.elector:
             self.elector.start()
         self._schedule()
@@ -170,6 +174,7 @@ class Daemon:
         self._wait_for_a_signal()
         self._shut_down()
         server.shutdown()
+        control_server.shutdown()
         return 0
 
     def _schedule(self) -> None:
@@ -205,9 +210,6 @@ class Daemon:
         if self.elector:
             self.elector.release()
         log.info("stopped")
-
-
-SOURCE_ALLOWS_INSECURE = "the source says allowInsecure: true"
 
 
 def run(config_path: Path, level: str = "info", form: str | None = None) -> int:

@@ -1,35 +1,52 @@
 """What `gitopsd get` and `gitopsd reconcile` ask of a running daemon: the state of its
-sources, and a reconcile now. Served by http.py to loopback clients only: on a laptop that
-is the user, in a pod `kubectl port-forward`, whose connections arrive from loopback."""
+sources, and a reconcile now. Served by http.py on a listener of its own, bound to
+loopback (`controlListen`): on a laptop the user reaches it, in a pod `kubectl
+port-forward`, whose connections arrive from loopback."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from gitopsd.daemon.worker import SourceWorker
-from gitopsd.gitsync.status import Status, status_of, summary
+from gitopsd.gitsync.status import Failure, Status, failed_status, status_of, summary
+
+NOT_LEADING = (
+    "this replica is a standby: it only reads, so a reconcile here would apply nothing; "
+    "port-forward to the leader's pod (the holder of the Lease gitopsd in gitopsd-system)"
+)
 
 
 @dataclass(frozen=True)
 class Control:
     workers: Callable[[], list[SourceWorker]]
     """Every source running now: the configuration's, and the GitSyncs served."""
+    leading: Callable[[], bool]
+    set_aside: Callable[[], list[tuple[str, str]]] = list
+    """(name, error) of the configuration's sources that cannot run."""
 
     def sources(self) -> list[Status]:
         """A `gitopsd get` line per source, in the words of a GitSync's status."""
-        return [_line(worker) for worker in sorted(self.workers(), key=lambda w: w.name)]
+        running = [_line(worker) for worker in self.workers()]
+        return sorted(running + [_refused(*pair) for pair in self.set_aside()], key=_name)
 
-    def reconcile(self, name: str) -> str | None:
-        """Asks source `name` to reconcile now; the token its line will show as
-        lastHandledReconcileAt once that reconcile is done (None: no such source)."""
+    def reconcile(self, name: str) -> tuple[int, dict[str, Any]]:
+        """Asks source `name` to reconcile now: 202 with the token its line shows as
+        lastHandledReconcileAt once that reconcile (or a later one) is done."""
         worker = next((w for w in self.workers() if w.name == name), None)
         if worker is None:
-            return None
-        token = str(time.time_ns())
+            return 404, {"error": f"no source {name} runs here"}
+        if "/" in name:  # namespace/name: the GitSync's own annotation is its request
+            namespace, _, gitsync = name.partition("/")
+            hint = f"gitopsd reconcile {gitsync} --gitsync -n {namespace}"
+            return 409, {"error": f"{name} is a GitSync: {hint}"}
+        if not self.leading():
+            return 409, {"error": NOT_LEADING}
+        token = str(time.time_ns())  # grows: a caller waits for its own, or a later one
         worker.request(token)
-        return token
+        return 202, {"token": token}
 
 
 def _line(worker: SourceWorker) -> Status:
@@ -37,3 +54,12 @@ def _line(worker: SourceWorker) -> Status:
     failure = report.failure
     line = summary(worker.name, status_of(0, report, None), suspended=False)
     return line | {"stage": failure.stage if failure else "", "finished": report.finished}
+
+
+def _refused(name: str, error: str) -> Status:
+    failure = Failure("InvalidSpec", error, stalled=True, stage="config")
+    return summary(name, failed_status(0, failure, None), suspended=False) | {"stage": "config"}
+
+
+def _name(line: Status) -> str:
+    return str(line["name"])

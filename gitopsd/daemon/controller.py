@@ -31,7 +31,7 @@ from gitopsd.configfile import GitSyncSettings, SourceConfig, cycle_through
 from gitopsd.daemon.queue import WorkQueue
 from gitopsd.daemon.worker import Backoff, SourceWorker, poll_waiting, waiting_for
 from gitopsd.errors import ClusterError, ClusterReason, ConfigError, GitopsdError
-from gitopsd.gitsync.spec import GitSync, credentials_allowed, dependencies, read
+from gitopsd.gitsync.spec import GitSync, credentials_allowed, dependencies, read, requested_of
 from gitopsd.gitsync.status import (
     Failure,
     SourceReport,
@@ -49,9 +49,10 @@ GITSYNCS = Resource(gitsync.GROUP, gitsync.VERSION, gitsync.KIND, gitsync.PLURAL
 SECRETS = Resource("", "v1", "Secret", "secrets", namespaced=True)
 NAMESPACES = Resource("", "v1", "Namespace", "namespaces", namespaced=False)
 RETIRE_GRACE_SECONDS = 30.0
-GITSYNCS_ALLOW_INSECURE = "the daemon's configuration says gitSyncs.allowInsecure: true"
 """How long a retired source's reconcile in flight may take to end (its writes are fenced
 at once): a deletion's prune waits for it."""
+GITSYNCS_ALLOW_INSECURE = "the daemon's configuration says gitSyncs.allowInsecure: true"
+"""What permits a GitSync's file:// or http:// repository, as its refusal says."""
 SECRET_FILES = ("password", "identity", "known_hosts")
 """The keys of a secretRef's Secret that become files of the same names (Flux's keys)."""
 
@@ -229,6 +230,7 @@ class GitSyncController:
             on_report=lambda: self._reported(key, wanted.key),
             sync_held=lambda: waiting_for(source.depends_on, self._by_source()),
         )
+        worker.requested = wanted.requested  # its first poll answers a request made before
         served = Served(wanted, source, worker)
         with self.lock:
             self.served[key] = served
@@ -321,7 +323,8 @@ class GitSyncController:
         self._publish(key, body, lambda gen, was: status_of(gen, report, was, suspended))
 
     def _write_failure(self, key: ObjectKey, body: Body, error: GitopsdError) -> None:
-        self._publish(key, body, lambda gen, was: failed_status(gen, Failure.of(error), was))
+        failure, handled = Failure.of(error), requested_of(body)
+        self._publish(key, body, lambda gen, was: failed_status(gen, failure, was, handled))
 
     def _publish(
         self, key: ObjectKey, body: Body, status_for: Callable[[int, Status | None], Status]

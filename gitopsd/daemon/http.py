@@ -1,6 +1,6 @@
-"""The daemon's only HTTP surface: /metrics, /healthz, /readyz, POST /hooks/<source>, and
-for loopback clients the control API of `gitopsd get` and `gitopsd reconcile`:
-GET /api/v1/sources and POST /api/v1/sources/<name>/reconcile.
+"""The daemon's only HTTP surface: /metrics, /healthz, /readyz and POST /hooks/<source>;
+and on a listener of its own, bound to loopback, the control API of `gitopsd get` and
+`gitopsd reconcile`: GET /api/v1/sources and POST /api/v1/sources/<name>/reconcile.
 
 One thread serves every connection from an event loop, so a client costs a socket, never a
 thread or a slot that another client waits for: however many connections send half a
@@ -56,6 +56,7 @@ REASONS = {
     400: "Bad Request",
     401: "Unauthorized",
     403: "Forbidden",
+    409: "Conflict",
     404: "Not Found",
     413: "Payload Too Large",
     431: "Request Header Fields Too Large",
@@ -73,12 +74,12 @@ class Hook:
     trigger: Callable[[], None]
 
 
-class Control(Protocol):
-    """The control API (gitopsd.daemon.control)."""
+class ControlApi(Protocol):
+    """What the control API serves (gitopsd.daemon.control)."""
 
     def sources(self) -> list[dict[str, Any]]: ...
 
-    def reconcile(self, name: str) -> str | None: ...
+    def reconcile(self, name: str) -> tuple[int, dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -86,12 +87,25 @@ class Endpoints:
     registry: CollectorRegistry
     ready: Callable[[], bool]
     hooks: Mapping[str, Hook]
-    control: Control | None = None
+    control: ControlApi | None = None
+    """Set on the control listener, which serves the control API and nothing else."""
 
 
 SOURCES = "/api/v1/sources"
 RECONCILE = "/reconcile"
-LOOPBACK_ONLY = b"the control API answers loopback clients only (use kubectl port-forward)\n"
+CONTROL_HEADER = "x-gitopsd-control"
+"""Required on every control request: a web page cannot send it without asking first (a
+CORS preflight nothing here answers), so a browser cannot be made to call the API."""
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+REFUSED = (
+    b"the control API answers loopback clients only, addressed by a loopback name and "
+    b"with the X-Gitopsd-Control header (gitopsd get/reconcile; kubectl port-forward)\n"
+)
+
+
+def serve_control(address: tuple[str, int], control: ControlApi) -> Server:
+    """The control listener (bind it to loopback; each request is checked again)."""
+    return serve(address, Endpoints(CollectorRegistry(), lambda: True, {}, control))
 
 
 def serve(address: tuple[str, int], endpoints: Endpoints) -> Server:
@@ -109,8 +123,17 @@ def signature_valid(secret: bytes, body: bytes, header: str | None) -> bool:
     return hmac.compare_digest(expected, header)
 
 
-def _is_control(path: str) -> bool:
-    return path == SOURCES or path.startswith(SOURCES + "/")
+def _local(connection_client: str, request: Request) -> bool:
+    """From loopback, to a loopback name (not a DNS name rebound to 127.0.0.1 by a web
+    page), and with the control header (not a form a web page posted)."""
+    host = request.headers.get("host", "").rpartition(":")[0] or request.headers.get("host", "")
+    named = host.strip("[]") in LOOPBACK_NAMES or host.startswith("127.")
+    peer = ipaddress.ip_address(connection_client).is_loopback
+    return peer and named and CONTROL_HEADER in request.headers
+
+
+def _json(document: Any) -> bytes:
+    return json.dumps(document).encode() + b"\n"
 
 
 def _declared_length(header: str) -> int | None:
@@ -276,8 +299,8 @@ class Server:
     def _expects_body(self, connection: Connection, request: Request) -> bool:
         """Answers at once what needs no body, and a body that may not be sent."""
         length = _declared_length(request.headers.get("content-length", ""))
-        if _is_control(request.path):  # it takes no body: answered now, any body dropped
-            status, text, kind = self._control(connection, request)
+        if self.endpoints.control is not None:  # no request takes a body: answered now
+            status, text, kind = self._control(self.endpoints.control, connection, request)
             self._refuse_body(connection, status, text, length or 0, kind)
             return False
         if request.method != "POST":
@@ -306,21 +329,21 @@ class Server:
         connection.discard = min(length, MAX_DISCARDED_BYTES) - len(connection.received)
         self._answer(connection, status, text, kind)
 
-    def _control(self, connection: Connection, request: Request) -> tuple[int, bytes, str]:
-        control = self.endpoints.control
-        if control is None:
-            return 404, b"not found\n", "text/plain"
-        if not ipaddress.ip_address(connection.client).is_loopback:
-            return 403, LOOPBACK_ONLY, "text/plain"
+    def _control(
+        self, control: ControlApi, connection: Connection, request: Request
+    ) -> tuple[int, bytes, str]:
+        if not _local(connection.client, request):
+            return 403, REFUSED, "text/plain"
         if request.method == "GET" and request.path == SOURCES:
-            return 200, json.dumps(control.sources()).encode() + b"\n", "application/json"
-        name = unquote(request.path.removeprefix(SOURCES + "/").removesuffix(RECONCILE))
-        if request.method != "POST" or not request.path.endswith(RECONCILE):
-            return 404, b"not found\n", "text/plain"
-        token = control.reconcile(name)
-        if token is None:
-            return 404, b"no such source\n", "text/plain"
-        return 202, json.dumps({"token": token}).encode() + b"\n", "application/json"
+            return 200, _json(control.sources()), "application/json"
+        prefix = SOURCES + "/"
+        if not (request.method == "POST" and request.path.startswith(prefix)):
+            return 404, _json({"error": "not found"}), "application/json"
+        if not request.path.endswith(RECONCILE):
+            return 404, _json({"error": "not found"}), "application/json"
+        name = unquote(request.path.removeprefix(prefix).removesuffix(RECONCILE))
+        status, answer = control.reconcile(name)
+        return status, _json(answer), "application/json"
 
     def _route(self, request: Request, body: bytes) -> tuple[int, bytes, str]:
         if request.method == "GET":

@@ -92,13 +92,25 @@ class Jobs:
     job_id: str
 
     def retry(self, poll: Callable[[], None], delay_seconds: float) -> None:
+        """Runs `poll` once, `delay_seconds` from now, however late the scheduler gets to
+        it (a busy pool must not drop it: the next try would wait a whole interval)."""
         when = datetime.now(UTC) + timedelta(seconds=delay_seconds)
         self.scheduler.add_job(
-            poll, "date", run_date=when, id=f"{self.job_id}/retry", replace_existing=True
+            poll,
+            "date",
+            run_date=when,
+            id=self.retry_id,
+            replace_existing=True,
+            misfire_grace_time=None,
         )
 
+    @property
+    def retry_id(self) -> str:
+        """Its own: a source's successor under the same job id has retries of its own."""
+        return f"{self.job_id}/retry/{id(self)}"
+
     def remove(self) -> None:
-        for job_id in (self.job_id, f"{self.job_id}/retry"):
+        for job_id in (self.job_id, self.retry_id):
             with suppress(JobLookupError):
                 self.scheduler.remove_job(job_id)
 
@@ -171,16 +183,19 @@ class SourceWorker:
 
     def retire(self, grace_seconds: float = 0.0) -> None:
         """Stops its watches, polls and drift checks, and fences its writes; waits up to
-        `grace_seconds` for the one in flight to end."""
+        `grace_seconds` for the one in flight to end, then removes its jobs (a reconcile
+        that ended meanwhile scheduled no retry: it saw the halt)."""
         self.halt.set()
-        if self.jobs:
-            self.jobs.remove()
         if self.busy.acquire(timeout=grace_seconds):
             self.busy.release()
+        if self.jobs:
+            self.jobs.remove()
 
     def forget_applied(self) -> None:
-        """A new leader applies the revision again at its next poll."""
+        """A new leader applies the revision again at its next poll, and dates no drift by
+        an event it saw as a standby."""
         self.state.applied_revision = None
+        self.seen.clear()
 
     def request(self, token: str) -> None:
         """Reconcile now, whatever the interval and backoff say (`gitopsd reconcile`, a
@@ -190,18 +205,23 @@ class SourceWorker:
 
     def poll(self) -> None:
         """One reconcile of the whole source (scheduler, start-up and webhook call this)."""
-        token = self.requested
-        if not self.backoff.ready() and token == self.report.handled_request:
+        if not self.backoff.ready() and self.requested == self.report.handled_request:
             return
         with self.busy, self._deadline():
             if self.stopping.is_set() or self.halt.is_set():  # under the lock: no new work
                 return
+            token = self.requested  # read under the lock: a later poll answers a later one
             started = time.monotonic()
             result = self._reconcile()
             self.recorder.reconciled(self.name, result, time.monotonic() - started, time.time())
             self.report.handled_request = token
             self.attempted.set()
         self.on_report()
+
+    def _retry(self) -> None:
+        """The end of a failed poll's backoff: poll now, whatever the clocks say of it."""
+        self.backoff.not_before = 0.0
+        self.poll_soon()
 
     def _reconcile(self) -> str:
         try:
@@ -210,8 +230,8 @@ class SourceWorker:
             return "skipped"  # a bad revision stays bad: wait for the next one
         except GitopsdError as error:
             delay = self._failed(error, self.backoff)
-            if delay is not None and self.jobs:
-                self.jobs.retry(self.poll_soon, delay)
+            if delay is not None and self.jobs and not self.halt.is_set():
+                self.jobs.retry(self._retry, delay)
             return "failed"
         finally:
             self.report.finished += 1
@@ -405,7 +425,9 @@ class SourceWorker:
         while not (self.stopping.is_set() or self.halt.is_set()):
             keys = self.queue.take(timeout_seconds=0.5)
             if not keys or not self.leading.is_set():
-                continue  # a new leader measures everything in its first poll
+                for key in keys:  # a new leader measures everything in its first poll
+                    self.seen.pop(key, None)
+                continue
             waiting = not self.recheck_backoff.ready()
             if self.state.desired is None or not self.attempted.is_set() or waiting:
                 # The first poll may have measured before this change, or a failed check

@@ -137,11 +137,17 @@ def read(body: Body, settings: GitSyncSettings) -> GitSync:
         service_account=account,
         target_namespace=target,
         depends_on=depends_on,
-        requested=str(annotations.get(RECONCILE_REQUESTED_ANNOTATION, ""))[:MAX_REQUEST],
+        requested=requested_of(body),
         fields=fields,
     )
     gitsync.source(Credentials(password_env=None))  # every field checked now
     return gitsync
+
+
+def requested_of(body: Body) -> str:
+    """The GitSync's reconcile-requested-at annotation: a request to reconcile now, or ""."""
+    annotations = (body.get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(RECONCILE_REQUESTED_ANNOTATION, ""))[:MAX_REQUEST]
 
 
 def _check_cross_namespace(

@@ -139,10 +139,14 @@ def status_of(
     return status
 
 
-def failed_status(generation: int, failure: Failure, previous: Status | None) -> Status:
+def failed_status(
+    generation: int, failure: Failure, previous: Status | None, handled: str = ""
+) -> Status:
     """The status of a GitSync that cannot run at all (its spec or its secret): no sync
-    time, as no source of it runs."""
-    status = status_of(generation, SourceReport(failure=failure), previous)
+    time, as no source of it runs. A request to reconcile now (`handled`) is answered by
+    this failure."""
+    report = SourceReport(failure=failure, handled_request=handled)
+    status = status_of(generation, report, previous)
     status.pop("lastSyncTime", None)
     return status
 

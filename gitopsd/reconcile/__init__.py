@@ -80,6 +80,9 @@ class State:
     applied_revision: str | None = None
     """The revision last applied whole; None makes the next enforcing reconcile sync."""
     assessments: Assessments = field(default_factory=Assessments)
+    owners: dict[str, inventory.ApplySet | None] = field(default_factory=dict)
+    """The gitopsd parent found for each ApplySet id that objects of others carry (None:
+    none found): looked up once, not at every drift check."""
 
 
 @dataclass
@@ -126,7 +129,7 @@ def reconcile_once(
     measured = measure(
         cluster, source.settings, desired.targets, result.live, state.memo, step != Step.NONE
     )
-    measured = with_owners(cluster, source.settings, applyset, result.live, measured)
+    measured = with_owners(cluster, source.settings, applyset, result.live, measured, state.owners)
     result.drifts, result.step = measured.drifts, step
     hooks.on_measured(measured.drifts, result.live.find)
     if step == Step.NONE:
@@ -207,7 +210,8 @@ def plan_for(
     present = {key for key, body in live.desired.items() if body is not None}
     if step == Step.HEAL:
         # an unowned object is not this source's to heal: a sync refuses it likewise
-        drifted = {d.key for d in measured.drifts if d.key in targets and d.reason == ""}
+        unowned = diff.State.UNOWNED
+        drifted = {d.key for d in measured.drifts if d.key in targets and d.state != unowned}
         return plan_changes(drifted, present, measured.differing)
     prune = _prune_decision(cluster, settings, targets, live) if settings.prune.enabled else None
     return plan_changes(targets, present, measured.differing, prune)

@@ -43,7 +43,7 @@ def fetch(spec: SourceSpec, cache_dir: Path) -> source.Revision:
     return source.fetch(spec, cache_dir)
 
 
-def check_source(spec: SourceSpec, allowed_by: str = source.INSECURE_FLAG) -> None:
+def check_source(spec: SourceSpec, allowed_by: str = source.FLAG_ALLOWS_INSECURE) -> None:
     """Raises ConfigError for a source gitopsd would refuse to fetch, before any fetch;
     `allowed_by` names the setting that permits file:// and http:// where it is checked."""
     if not is_local(spec.url):

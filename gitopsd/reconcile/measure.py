@@ -150,14 +150,16 @@ def with_owners(
     applyset: inventory.ApplySet,
     live: Live,
     measurement: Measurement,
+    known: dict[str, inventory.ApplySet | None],
 ) -> Measurement:
     """`measurement` with every present object that is not this source's to write reported
-    as unowned, with the reason a sync would give for refusing it."""
+    as unowned, with the reason a sync would give for refusing it; owners are looked up
+    once (`known`), and only where the source may look (a confined one: its namespace)."""
     foreign = list(unowned(applyset, live.desired, live.desired, live.desired, settings.adopt))
     if not foreign:
         return measurement
-    drifts = as_unowned(measurement.drifts, foreign, find_owners(cluster, foreign))
-    return replace(measurement, drifts=drifts)
+    owners = find_owners(cluster, foreign, settings.confined_to or "", known)
+    return replace(measurement, drifts=as_unowned(measurement.drifts, foreign, owners))
 
 
 def _ready_absent(targets: Mapping[ObjectKey, Target], live: Live) -> list[Target]:

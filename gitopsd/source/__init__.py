@@ -17,13 +17,13 @@ scrubbed of URLs' userinfo and of the secret.
 
 from gitopsd.source.identity import checkout_identity
 from gitopsd.source.listing import Entry
-from gitopsd.source.policy import INSECURE_FLAG, URL_USERINFO_ADVICE, check_url, mask_url
+from gitopsd.source.policy import FLAG_ALLOWS_INSECURE, URL_USERINFO_ADVICE, check_url, mask_url
 from gitopsd.source.revision import Revision, fetch, read_directory
 from gitopsd.source.snapshots import STALE_SNAPSHOT_SECONDS
 from gitopsd.source.tree import GitTree, snapshot, tree
 
 __all__ = [
-    "INSECURE_FLAG",
+    "FLAG_ALLOWS_INSECURE",
     "STALE_SNAPSHOT_SECONDS",
     "URL_USERINFO_ADVICE",
     "Entry",

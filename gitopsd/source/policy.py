@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from gitopsd.config import SourceSpec
 from gitopsd.errors import ConfigError
 
-INSECURE_FLAG = "--allow-insecure-source is given"
+FLAG_ALLOWS_INSECURE = "--allow-insecure-source is given"
 URL_USERINFO_ADVICE = "put the token in $GITOPSD_GIT_PASSWORD or --password-file, not in the URL"
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -33,7 +33,7 @@ def mask_url(url: str) -> str:
     return _SCP_USER.sub("***@", masked)
 
 
-def check_url(spec: SourceSpec, allowed_by: str = INSECURE_FLAG) -> None:
+def check_url(spec: SourceSpec, allowed_by: str = FLAG_ALLOWS_INSECURE) -> None:
     """Raises ConfigError unless the URL and ref are ones gitopsd lets git touch;
     `allowed_by` is the setting that permits file:// and http:// (the CLI's flag)."""
     _check_text(spec.url, "source URL")

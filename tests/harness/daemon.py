@@ -49,6 +49,7 @@ class DaemonProcess:
         home.mkdir(parents=True, exist_ok=True)
         config = {
             "listen": f"127.0.0.1:{free_port()}",
+            "controlListen": f"127.0.0.1:{free_port()}",
             "cacheDir": str(home / "cache"),  # each replica has its own, as in a pod
             "kubeconfig": str(kubeconfig),
             "shutdownGraceSeconds": 20,
@@ -60,6 +61,11 @@ class DaemonProcess:
     @property
     def url(self) -> str:
         return f"http://{self.config['listen']}"
+
+    @property
+    def control_url(self) -> str:
+        """Where `gitopsd get` and `gitopsd reconcile` reach it (`--daemon`)."""
+        return f"http://{self.config['controlListen']}"
 
     @property
     def log_file(self) -> Path:

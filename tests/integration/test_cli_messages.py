@@ -165,3 +165,18 @@ def test_a_bad_token_is_called_so_with_what_to_do(
         "expired; log in again or fix the kubeconfig"
     ) in line
     assert "not-a-token" not in line
+
+
+def test_a_kubeconfig_that_is_no_yaml_is_named_without_quoting_its_token(
+    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, tmp_path: Path
+) -> None:
+    git_repo.commit(MANIFEST)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text('users:\n- name: alice\n  user:\n    token: "sha256~CANARYTOKEN\n')
+
+    run = gitopsd("diff", git_server.file_url(git_repo), "--kubeconfig", str(kubeconfig))
+
+    assert run.code == INVALID
+    line = one_line(run.err)
+    assert line.startswith(f"gitopsd: error: kubeconfig {kubeconfig}: line ")
+    assert "CANARYTOKEN" not in run.text

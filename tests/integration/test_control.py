@@ -29,7 +29,7 @@ def test_get_lists_a_daemons_sources_and_reconcile_applies_a_commit_now(
     git_repo.commit(config_maps("a"))
     daemon = daemons.start(git_server.file_url(git_repo), interval="1h")
     wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first sync")
-    at = ["--daemon", daemon.url]
+    at = ["--daemon", daemon.control_url]
     wait_for(lambda: " True " in gitopsd("get", *at).out, "the source Ready (its health read)")
 
     listed = gitopsd("get", *at)
@@ -56,11 +56,13 @@ def test_get_lists_a_daemons_sources_and_reconcile_applies_a_commit_now(
     assert (line["name"], line["revision"], line["ready"]) == ("app", second, "True")
 
     unknown = gitopsd("reconcile", "nope", *at)
-    assert unknown.code == CLUSTER_FAILED and "no such source" in unknown.err
+    assert unknown.code == CLUSTER_FAILED and "no source nope runs here" in unknown.err
+    not_control = gitopsd("get", "--daemon", daemon.url)  # the metrics port: no control API
+    assert not_control.code == CLUSTER_FAILED and "control API" in not_control.err
     daemon.stop()
     gone = gitopsd("get", *at)
     assert gone.code == CLUSTER_FAILED
-    assert f"cannot reach the gitopsd daemon at {daemon.url}" in gone.err
+    assert f"cannot reach the gitopsd daemon at {daemon.control_url}" in gone.err
 
 
 def test_a_reconcile_that_fails_says_why_with_the_exit_code_of_its_stage(
@@ -76,7 +78,7 @@ def test_a_reconcile_that_fails_says_why_with_the_exit_code_of_its_stage(
     wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first sync")
     git_repo.commit({"a.yaml": "kind: [unclosed\n"})
 
-    run = gitopsd("reconcile", "app", "--daemon", daemon.url)
+    run = gitopsd("reconcile", "app", "--daemon", daemon.control_url)
 
     assert run.code == INVALID, run.text
     assert run.out.startswith("app: failed: Syntax: a.yaml:2:1: did not find expected")

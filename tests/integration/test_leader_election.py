@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from tests.harness import audit
+from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
@@ -37,6 +38,7 @@ def replicas(
 
 def test_only_the_leader_writes_and_a_standby_takes_over_when_it_dies(
     daemons: Daemons,
+    gitopsd: Gitopsd,
     control_plane: ControlPlane,
     admin_api: Any,
     git_server: GitServer,
@@ -51,6 +53,8 @@ def test_only_the_leader_writes_and_a_standby_takes_over_when_it_dies(
         "gitopsd_reconcile_total", lambda v: v >= 3, "the standby to poll too", result="standby"
     )
     assert standby.value("gitopsd_reconcile_total", result="success") == 0  # it only read
+    refused = gitopsd("reconcile", "app", "--daemon", standby.control_url)
+    assert refused.code == 4 and "this replica is a standby" in refused.err
 
     assert {w.name for w in audit.changes(control_plane, leader.user)} >= {"a", "gitopsd-app"}
     assert audit.changes(control_plane, standby.user) == []

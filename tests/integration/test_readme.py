@@ -135,6 +135,7 @@ def test_the_daemon_example_runs_as_documented(
     [source] = config["sources"]
     config |= {
         "listen": f"127.0.0.1:{free_port()}",
+        "controlListen": f"127.0.0.1:{free_port()}",
         "cacheDir": str(tmp_path / "cache"),
         "kubeconfig": str(control_plane.kubeconfig),
     }
@@ -154,7 +155,7 @@ def test_the_daemon_example_runs_as_documented(
             line.startswith('gitopsd_reconcile_total{result="success",source="app"}')
             for line in metrics
         )
-        listed, reconciled = control_block(daemon.url)
+        listed, reconciled = control_block(f"http://{config['controlListen']}")
         assert listed.splitlines()[1].startswith("app ")
         assert reconciled.startswith("app: reconciled: ")
     finally:

@@ -298,3 +298,13 @@ def test_cycles_are_found_as_the_path_that_closes_them(
     graph: dict[str, tuple[str, ...]], cycle: list[str] | None
 ) -> None:
     assert cycle_in(graph) == cycle
+
+
+def test_the_control_api_listens_on_loopback_only(tmp_path: Path) -> None:
+    assert load(write(tmp_path, {"sources": []})).control_address == ("127.0.0.1", 9091)
+    assert load(write(tmp_path, {"sources": [], "controlListen": "[::1]:7"})).control_address == (
+        "::1",
+        7,
+    )
+    with pytest.raises(ConfigError, match=r"controlListen: '0\.0\.0\.0:9091' is not on loopback"):
+        load(write(tmp_path, {"sources": [], "controlListen": "0.0.0.0:9091"}))

@@ -9,15 +9,18 @@ import io
 import json
 import logging
 import threading
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import pytest
+from apscheduler.schedulers.background import BackgroundScheduler
 
+from gitopsd.daemon.control import Control
 from gitopsd.daemon.http import signature_valid
 from gitopsd.daemon.logs import ContextLog, JsonLines
 from gitopsd.daemon.queue import Coalesced, WorkQueue
-from gitopsd.daemon.worker import Backoff, changed_since, poll_waiting, waiting_for
+from gitopsd.daemon.worker import Backoff, Jobs, changed_since, poll_waiting, waiting_for
 from gitopsd.gitsync.status import SourceReport
 from gitopsd.health import Health, Status
 from gitopsd.objects import ObjectKey
@@ -194,3 +197,61 @@ def test_a_change_is_dated_by_its_own_entry_or_else_by_its_event(
     body: dict[str, Any], changed_at: float
 ) -> None:
     assert changed_since(body, SEEN) == pytest.approx(changed_at)
+
+
+@dataclass
+class StubWorker:
+    """What Control reads of a worker, and the requests it makes."""
+
+    name: str
+    report: SourceReport = field(default_factory=SourceReport)
+    asked: list[str] = field(default_factory=list)
+
+    def request(self, token: str) -> None:
+        self.asked.append(token)
+
+
+def control_of(*workers: StubWorker, leading: bool = True) -> Control:
+    return Control(lambda: list(workers), lambda: leading, lambda: [("broken", "bad spec")])  # type: ignore[arg-type]
+
+
+def test_control_asks_the_leaders_file_source_and_names_what_it_refuses() -> None:
+    app, web = StubWorker("app"), StubWorker("team/web")
+
+    status, answer = control_of(app, web).reconcile("app")
+    assert status == 202 and app.asked == [answer["token"]]
+    assert control_of(app).reconcile("nope") == (404, {"error": "no source nope runs here"})
+    status, answer = control_of(web).reconcile("team/web")
+    assert status == 409 and "gitopsd reconcile web --gitsync -n team" in answer["error"]
+    status, answer = control_of(app, leading=False).reconcile("app")
+    assert status == 409 and "standby" in answer["error"] and app.asked == [app.asked[0]]
+
+
+def test_control_lists_running_sources_and_those_set_aside() -> None:
+    lines = control_of(StubWorker("app")).sources()
+
+    assert [(line["name"], line["ready"], line["reason"]) for line in lines] == [
+        ("app", "Unknown", "Progressing"),
+        ("broken", "False", "InvalidSpec"),
+    ]
+    assert lines[1]["message"] == "bad spec" and lines[1]["failed"] is True
+
+
+def test_a_retry_runs_however_late_and_goes_with_its_source() -> None:
+    scheduler = BackgroundScheduler()
+    scheduler.start()
+    try:
+        ran = threading.Event()
+        jobs = Jobs(scheduler, "app")
+        jobs.retry(ran.set, 0.0)
+        [job] = scheduler.get_jobs()
+        assert job.misfire_grace_time is None  # a busy pool must not drop it
+        wait_for(ran.is_set, "the retry to run")
+
+        jobs.retry(ran.set, 3600.0)
+        successor = Jobs(scheduler, "app")
+        successor.retry(ran.set, 3600.0)
+        jobs.remove()
+        assert [j.id for j in scheduler.get_jobs()] == [successor.retry_id]  # its own stays
+    finally:
+        scheduler.shutdown(wait=False)

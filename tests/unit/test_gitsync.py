@@ -824,3 +824,10 @@ def test_a_secret_opts_in_to_exactly_the_urls_its_annotation_names(
 def test_health_is_unknown_until_objects_were_assessed() -> None:
     assert status.status_of(1, SourceReport(), None)["health"]["status"] == "Unknown"
     assert status.status_of(1, SourceReport(health={}), None)["health"]["status"] == "Current"
+
+
+def test_a_gitsync_that_cannot_run_answers_a_reconcile_request_with_its_failure() -> None:
+    failure = Failure("NotFound", "Secret team/creds not found", stalled=False, stage="cluster")
+    failed = status.failed_status(3, failure, None, handled="2026-11-25T20:00:00Z")
+    assert failed["lastHandledReconcileAt"] == "2026-11-25T20:00:00Z"
+    assert status.summary("team/web", failed, suspended=False)["failed"] is True

@@ -223,30 +223,67 @@ class FakeControl:
     def sources(self) -> list[dict[str, object]]:
         return [{"name": "app", "ready": "True"}]
 
-    def reconcile(self, name: str) -> str | None:
+    def reconcile(self, name: str) -> tuple[int, dict[str, object]]:
         self.asked.append(name)
-        return "t-1" if name in ("app", "team/web") else None
+        if name in ("app", "team/web"):
+            return 202, {"token": "1"}
+        return 404, {"error": f"no source {name} runs here"}
 
 
 def control_server(listen: str) -> tuple[http.Server, FakeControl]:
     control = FakeControl()
-    endpoints = http.Endpoints(CollectorRegistry(), lambda: True, {}, control)
-    return http.serve((listen, 0), endpoints), control
+    return http.serve_control((listen, 0), control), control
+
+
+def control_request(method: str, path: str, host: str = "127.0.0.1:9091", **headers: str) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}", "X-Gitopsd-Control: 1"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
 def test_the_control_api_lists_sources_and_asks_for_a_reconcile() -> None:
     running, control = control_server("127.0.0.1")
     served = Server(("127.0.0.1", running.server_address[1]))
     try:
-        listed = served.exchange(b"GET /api/v1/sources HTTP/1.1\r\nHost: x\r\n\r\n")
-        asked = served.exchange(b"POST /api/v1/sources/team%2Fweb/reconcile HTTP/1.1\r\n\r\n")
-        unknown = served.status(b"POST /api/v1/sources/nope/reconcile HTTP/1.1\r\n\r\n")
+        listed = served.exchange(control_request("GET", "/api/v1/sources"))
+        asked = served.exchange(control_request("POST", "/api/v1/sources/team%2Fweb/reconcile"))
+        unknown = served.exchange(control_request("POST", "/api/v1/sources/nope/reconcile"))
+        metrics = served.status(control_request("GET", "/metrics"))
     finally:
         running.shutdown()
         running.server_close()
     assert listed.split(b"\r\n\r\n", 1)[1] == b'[{"name": "app", "ready": "True"}]\n'
-    assert asked.startswith(b"HTTP/1.0 202 ") and asked.endswith(b'{"token": "t-1"}\n')
-    assert unknown == 404 and control.asked == ["team/web", "nope"]
+    assert asked.startswith(b"HTTP/1.0 202 ") and asked.endswith(b'{"token": "1"}\n')
+    assert unknown.startswith(b"HTTP/1.0 404 ") and b"no source nope runs here" in unknown
+    assert metrics == 404  # the control listener serves the control API only
+    assert control.asked == ["team/web", "nope"]
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        # a form a web page posted: no control header
+        b"POST /api/v1/sources/app/reconcile HTTP/1.1\r\nHost: 127.0.0.1:9091\r\n\r\n",
+        # a page on a DNS name rebound to 127.0.0.1: its own name as Host
+        control_request("POST", "/api/v1/sources/app/reconcile", host="evil.example:9091"),
+        control_request("GET", "/api/v1/sources", host="evil.example:9091"),
+    ],
+    ids=["no-header", "rebound-name-post", "rebound-name-get"],
+)
+def test_the_control_api_refuses_what_a_web_page_could_send(request_bytes: bytes) -> None:
+    running, control = control_server("127.0.0.1")
+    try:
+        answer = Server(("127.0.0.1", running.server_address[1])).exchange(request_bytes)
+    finally:
+        running.shutdown()
+        running.server_close()
+    assert answer.startswith(b"HTTP/1.0 403 ") and b"loopback clients only" in answer
+    assert control.asked == []
+
+
+def test_the_main_listener_serves_no_control_api(server: Server) -> None:
+    assert server.status(control_request("GET", "/api/v1/sources")) == 404
+    assert server.status(control_request("POST", "/api/v1/sources/app/reconcile")) == 404
 
 
 def non_loopback_address() -> str | None:
@@ -267,12 +304,11 @@ def test_the_control_api_answers_loopback_clients_only() -> None:
     running, control = control_server("0.0.0.0")  # noqa: S104 - to be reached from outside
     try:
         outside = Server((address, running.server_address[1]))
-        refused = outside.exchange(b"POST /api/v1/sources/app/reconcile HTTP/1.1\r\n\r\n")
-        listed = outside.status(b"GET /api/v1/sources HTTP/1.1\r\n\r\n")
-        probe = outside.status(HEALTHZ)
+        refused = outside.exchange(control_request("POST", "/api/v1/sources/app/reconcile"))
+        listed = outside.status(control_request("GET", "/api/v1/sources"))
     finally:
         running.shutdown()
         running.server_close()
     assert refused.startswith(b"HTTP/1.0 403 ") and b"loopback clients only" in refused
-    assert listed == 403 and probe == 200
+    assert listed == 403
     assert control.asked == []
