@@ -315,11 +315,12 @@ def test_printer_columns_show_ready_mode_revision_and_drift(
         ("Revision", 0),
         ("Drift", 0),
         ("Health", 0),
+        ("Suspended", 0),
         ("Age", 0),
         ("Message", 1),
     ]
     [row] = found["rows"]
-    name, ready, mode, revision, drift, health, _age, message = row["cells"]
+    name, ready, mode, revision, drift, health, suspended, _age, message = row["cells"]
     assert (name, ready, mode, revision, drift) == ("app", "False", "warn", "0123456789abcdef", 3)
-    assert health == "InProgress"
+    assert (health, suspended) == ("InProgress", False)
     assert message.startswith("3 objects differ from git")
