@@ -401,6 +401,15 @@ def block_a_prune(scene: Scene) -> None:
     wait_seen(scene.server, blocked, "the blocked prune")
 
 
+def fail_again(scene: Scene, gitopsd: Gitopsd, times: int) -> None:
+    """Failing reconciles asked for now, each waited for: the errors GitopsdErrorsRising
+    counts within its 10 minutes, however long the test took to get here (the backoff
+    alone spaces them minutes apart after the first few)."""
+    for _ in range(times):
+        run = gitopsd("reconcile", "failing", "--daemon", scene.daemon.control_url)
+        assert run.code == 4 and run.out.startswith("failing: failed: "), run.text
+
+
 def invalid_config_map(name: str) -> dict[str, str]:
     """A ConfigMap the API server refuses (a data key may not hold a space)."""
     return {
@@ -468,6 +477,7 @@ def test_prometheus_answers_every_panel_and_alert_as_the_daemon_behaved(
         for target, wanted in zip(panel["targets"], expected[panel["title"]], strict=True):
             wait_for_shape(scene.server, panel["title"], instantiate(target["expr"]), wanted)
             assert_filtered_to(scene.server, panel["title"], target["expr"], "failing")
+    fail_again(scene, gitopsd, 6)
     for rule in rules(prometheus_rule()):
         wait_for_shape(scene.server, rule["alert"], rule["expr"], ALERT_SHAPES[rule["alert"]])
 
