@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Provides the test control plane: kube-apiserver, etcd and kubectl.
+# Provides the test control plane: etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kwok (the nodes and their kubelets, simulated) and kubectl.
 #
-# Prints three lines, TEST_ASSET_KUBE_APISERVER=…, TEST_ASSET_ETCD=…, TEST_ASSET_KUBECTL=…
-# (the envtest names), each the absolute path of a binary that exists.
+# Prints one NAME=path line per binary, in envtest's naming (TEST_ASSET_ETCD,
+# TEST_ASSET_KUBE_APISERVER, TEST_ASSET_KUBE_CONTROLLER_MANAGER, TEST_ASSET_KUBE_SCHEDULER,
+# TEST_ASSET_KWOK, TEST_ASSET_KUBECTL), each the absolute path of a binary that exists, and
+# TEST_ASSET_KWOK_STAGES, the pod and node lifecycle kwok plays (its own published stages).
 #
-# Where they come from, first match wins:
-#   1. TEST_ASSET_KUBE_APISERVER / TEST_ASSET_ETCD / TEST_ASSET_KUBECTL, one binary each;
-#   2. $KUBEBUILDER_ASSETS, a directory holding envtest's binaries;
+# Where the binaries come from, first match wins:
+#   1. TEST_ASSET_<NAME>, one binary each;
+#   2. $KUBEBUILDER_ASSETS, a directory holding envtest's binaries (envtest ships etcd,
+#      kube-apiserver and kubectl; whatever it lacks is built);
 #   3. a build from the Go modules pinned beside this script, cached in
 #      ${GITOPSD_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/gitopsd}/control-plane/<version>/.
 # A cached build is reused: a second call builds nothing.
@@ -23,11 +27,12 @@ module_version() { # module_version GO_MOD_DIR MODULE
 
 kube_version=$(module_version "$here/kube" k8s.io/kubernetes)
 etcd_version=$(module_version "$here/etcd" go.etcd.io/etcd/server/v3)
+kwok_version=$(module_version "$here/kwok" sigs.k8s.io/kwok)
 
 # build DIR OUT PACKAGE [LDFLAGS]: go build PACKAGE from the wrapper module in DIR into OUT.
 build() {
   local dir=$1 out=$2 package=$3 ldflags=${4:-}
-  log "building $(basename "$out") from $package (first run only; kube-apiserver takes ~5 min)"
+  log "building $(basename "$out") from $package (first run only; all of them take ~25 min)"
   local started=$SECONDS
   (cd "$dir" && CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local \
     go build -trimpath -ldflags "-s -w $ldflags" -o "$out.partial" "$package")
@@ -37,10 +42,29 @@ build() {
 
 kube_dir=$cache_root/kube-$kube_version
 etcd_dir=$cache_root/etcd-$etcd_version
+kwok_dir=$cache_root/kwok-$kwok_version
+
+# Stages kwok plays, from its module: nodes become Ready; a scheduled pod runs and is
+# Ready; a Job's pod succeeds, or fails when labelled
+# pod-container-running-failed.stage.kwok.x-k8s.io=true; a deleted pod goes away; a claim
+# of StorageClass kwok-volume gets a volume, released and deleted with it.
+KWOK_STAGES="node/fast/node-initialize pod/fast/pod-ready pod/fast/pod-complete
+  pod/fast/pod-delete pod/chaos/pod-container-running-failed volume/fast/pvc-provision
+  volume/fast/pv-bind volume/fast/pvc-delete volume/fast/pv-delete"
+
+write_kwok_stages() { # write_kwok_stages OUT
+  local module stage
+  module=$(cd "$here/kwok" && GOFLAGS=-mod=mod GOTOOLCHAIN=local go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  for stage in $KWOK_STAGES; do
+    printf -- '---\n'
+    cat "$module/kustomize/stage/$stage.yaml"
+  done >"$1.partial"
+  mv -f "$1.partial" "$1"
+}
 
 # ensure NAME: prints the path of the cached binary NAME, building it first when missing.
 ensure() {
-  mkdir -p "$kube_dir" "$etcd_dir"
+  mkdir -p "$kube_dir" "$etcd_dir" "$kwok_dir"
   exec 9>"$cache_root/.lock"
   flock 9 # two test runs at once build only once
   local minor=${kube_version#v1.}
@@ -48,12 +72,20 @@ ensure() {
   ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor%%.*}"
   ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$kube_version"
   case $1 in
-  kube-apiserver | kubectl)
+  kube-apiserver | kube-controller-manager | kube-scheduler | kubectl)
     [ -x "$kube_dir/$1" ] || build "$here/kube" "$kube_dir/$1" "k8s.io/kubernetes/cmd/$1" "$ldflags" >&2
     echo "$kube_dir/$1" ;;
   etcd)
     [ -x "$etcd_dir/etcd" ] || build "$here/etcd" "$etcd_dir/etcd" go.etcd.io/etcd/server/v3 >&2
     echo "$etcd_dir/etcd" ;;
+  kwok)
+    [ -x "$kwok_dir/kwok" ] || build "$here/kwok" "$kwok_dir/kwok" sigs.k8s.io/kwok/cmd/kwok >&2
+    echo "$kwok_dir/kwok" ;;
+  kwok-stages.yaml) # named by the list, so that changing it writes a new file
+    local stages
+    stages=$kwok_dir/stages-$(echo $KWOK_STAGES | sha256sum | cut -c1-12).yaml
+    [ -s "$stages" ] || write_kwok_stages "$stages"
+    echo "$stages" ;;
   esac
   exec 9>&-
 }
@@ -64,8 +96,10 @@ from_environment() {
   [ -n "$path" ] || path=${KUBEBUILDER_ASSETS:+$KUBEBUILDER_ASSETS/$1}
   [ -n "$path" ] || return 0
   if [ -x "$path" ]; then echo "$path"; return 0; fi
-  # envtest asset sets may lack kubectl; only that one is built instead.
-  [ "$1" = kubectl ] || { log "$2/KUBEBUILDER_ASSETS names $path, which is not an executable"; exit 1; }
+  # envtest asset sets hold etcd and kube-apiserver only for sure; the rest is built instead.
+  case $1 in etcd | kube-apiserver) ;; *) [ -n "${!2:-}" ] || return 0 ;; esac
+  log "$2/KUBEBUILDER_ASSETS names $path, which is not an executable"
+  exit 1
 }
 
 provide() { # provide NAME VARIABLE
@@ -77,4 +111,8 @@ provide() { # provide NAME VARIABLE
 
 provide etcd TEST_ASSET_ETCD
 provide kube-apiserver TEST_ASSET_KUBE_APISERVER
+provide kube-controller-manager TEST_ASSET_KUBE_CONTROLLER_MANAGER
+provide kube-scheduler TEST_ASSET_KUBE_SCHEDULER
+provide kwok TEST_ASSET_KWOK
 provide kubectl TEST_ASSET_KUBECTL
+printf 'TEST_ASSET_KWOK_STAGES=%s\n' "$(ensure kwok-stages.yaml)"
