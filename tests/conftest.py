@@ -12,6 +12,7 @@ import yaml
 from kubernetes import client
 
 from tests.harness.cli import Gitopsd
+from tests.harness.controllers import NODES
 from tests.harness.controlplane import (
     Binaries,
     ControlPlane,
@@ -23,7 +24,7 @@ from tests.harness.daemon import Daemons
 from tests.harness.faultproxy import FaultProxy
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.image import Image, build_image, provide_buildah
-from tests.harness.kube import api_client, create_namespace, unique_name
+from tests.harness.kube import Gate, api_client, create_namespace, unique_name
 from tests.harness.prometheus import PrometheusBinaries, provide_prometheus
 from tests.harness.waiting import wait_for
 
@@ -58,10 +59,18 @@ def admin_api(control_plane: ControlPlane) -> Iterator[Any]:
 
 @pytest.fixture
 def namespace(admin_api: Any) -> Iterator[str]:
-    """A fresh namespace per test (with no controller manager it stays Terminating)."""
+    """A fresh namespace per test, deleted (and emptied by the namespace controller) after."""
     name = create_namespace(admin_api)
     yield name
     client.CoreV1Api(admin_api).delete_namespace(name)
+
+
+@pytest.fixture
+def gate(admin_api: Any, namespace: str) -> Iterator[Gate]:
+    """Holds the test's rollouts until `gate.open()` (tests.harness.kube.Gate)."""
+    held = Gate(admin_api, namespace, NODES[0])
+    yield held
+    held.close()
 
 
 @pytest.fixture(scope="session")

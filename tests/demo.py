@@ -1,7 +1,9 @@
 """`make demo`: a real sync of examples/ from a git repository into a local control plane.
 
-Starts kube-apiserver + etcd, commits examples/ to a local git repository, runs
-`gitopsd sync`, shows that `gitopsd diff` then finds nothing, makes an out-of-band edit
+Starts a control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+kwok's simulated nodes), commits examples/ to a local git repository, runs
+`gitopsd sync --wait` (the migration Job completes, then the Deployments roll out), shows
+that `gitopsd diff` then finds nothing, makes an out-of-band edit
 that `gitopsd diff` names (field, values and the manager that did it), and syncs it back.
 Then the daemon: `gitopsd run` keeps the same source, heals an out-of-band edit at once
 and exports it on /metrics, applies a new commit, and stops cleanly on SIGTERM.
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.harness.cli import EXAMPLES, example_files
+from tests.harness.controllers import NODES
 from tests.harness.controlplane import (
     Binaries,
     ControlPlane,
@@ -34,9 +37,6 @@ from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.waiting import wait_for
 
 NAMESPACE = "gitopsd-demo"
-NEEDS_CONTROLLERS = {"waves"}
-"""Examples that never finish here: a later wave waits for a Job to complete, and this
-control plane runs no controllers (tests/integration/test_readme.py stands in for them)."""
 
 SHOWN_METRICS = re.compile(
     r"^gitopsd_(drift_objects|drift_detection_seconds_count|apply_total\{action=\"configured\""
@@ -73,7 +73,8 @@ class Demo:
         }
 
     def run(self) -> None:
-        step(f"A local kube-apiserver + etcd serve at {self.plane.url}.")
+        nodes = ", ".join(NODES)
+        step(f"A local control plane serves at {self.plane.url}, with kwok's nodes {nodes}.")
         repo = self.commit_examples()
         self.one_shot(self.server.file_url(repo))
         self.daemon(repo)
@@ -81,8 +82,12 @@ class Demo:
 
     def one_shot(self, url: str) -> None:
         flags = ["--allow-insecure-source", "--namespace", NAMESPACE, "--name", "demo"]
-        step("gitopsd sync applies every object with server-side apply, CRDs first:")
-        self.gitopsd("sync", url, *flags, expect=0)
+        step(
+            "gitopsd sync --wait applies every object with server-side apply, CRDs first, "
+            "wave by wave, and waits until all are healthy:"
+        )
+        self.gitopsd("sync", url, *flags, "--wait", "--timeout", "3m", expect=0)
+        self.command(str(self.binaries.kubectl), "get", "deployments,jobs", "-n", NAMESPACE)
         step("gitopsd diff compares the server's dry-run of git with the live objects: no drift.")
         self.gitopsd("diff", url, *flags, expect=0)
         step("Someone scales the Deployment by hand:")
@@ -153,7 +158,7 @@ class Demo:
         files: dict[str, str | None] = {
             f"{folder.name}/{name}": text
             for folder in sorted(EXAMPLES.iterdir())
-            if folder.is_dir() and folder.name not in NEEDS_CONTROLLERS
+            if folder.is_dir()
             for name, text in example_files(folder.name).items()
         }
         files["namespace.yaml"] = (

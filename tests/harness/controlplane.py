@@ -1,7 +1,6 @@
-"""A real kube-apiserver + etcd on free loopback ports, with TLS, RBAC and service-account keys.
-
-There is no kubelet and no controller manager: nothing runs Pods, namespaces stay
-Terminating after delete, and no garbage collector follows ownerReferences.
+"""A real control plane on free loopback ports: etcd and kube-apiserver with TLS, RBAC,
+service-account keys and an audit log, and (unless asked not to) kube-controller-manager,
+kube-scheduler and kwok's simulated nodes (tests.harness.controllers).
 """
 
 from __future__ import annotations
@@ -9,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import os
 import secrets
 import signal
 import socket
@@ -20,11 +20,16 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from tests.harness import controllers
+from tests.harness.controllers import ControllerBinaries, as_arguments
 
 PROVIDE_SCRIPT = Path(__file__).resolve().parent.parent / "controlplane" / "provide.sh"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/16"  # a /24 runs out of Service IPs at 254
 START_DEADLINE_SECONDS = 120.0
 STOP_GRACE_SECONDS = 15.0
+STORAGE_CLASSES = "/apis/storage.k8s.io/v1/storageclasses"
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 AUDITED_USER, AUDITED_GROUP = "audited", "gitopsd:audited"
 """An admin whose every request is logged, reads included: "nothing reached the server"."""
@@ -33,8 +38,14 @@ AUDIT_POLICY = {
     "kind": "Policy",
     "omitStages": ["RequestReceived"],
     # Who wrote what, and when: write requests only, without bodies (they may hold Secrets);
-    # every request of the audited user.
+    # every request of the audited user. Not the namespace controller's sweep of each
+    # deleted namespace (a DELETE of every collection, most of the log otherwise).
     "rules": [
+        {
+            "level": "None",
+            "users": [controllers.USERS["kube-controller-manager"]],
+            "verbs": ["deletecollection"],
+        },
         {"level": "Metadata", "userGroups": [AUDITED_GROUP]},
         {"level": "Metadata", "verbs": list(WRITE_VERBS)},
         {"level": "None"},
@@ -47,6 +58,7 @@ class Binaries:
     kube_apiserver: Path
     etcd: Path
     kubectl: Path
+    controllers: ControllerBinaries
 
 
 def provided(script: Path) -> dict[str, Path]:
@@ -56,11 +68,15 @@ def provided(script: Path) -> dict[str, Path]:
     return {name: Path(path) for name, path in pairs}
 
 
-def spawn(argv: list[str], log_file: Path) -> subprocess.Popen[bytes]:
-    """A child writing stdout and stderr to `log_file`, which dies with the test process."""
+def spawn(
+    argv: list[str], log_file: Path, environment: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """A child writing stdout and stderr to `log_file`, which dies with the test process;
+    `environment` is added to this process's."""
     with log_file.open("wb") as log:
         return subprocess.Popen(
             argv,
+            env={**os.environ, **(environment or {})},
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -75,6 +91,12 @@ def provide_binaries() -> Binaries:
         kube_apiserver=paths["TEST_ASSET_KUBE_APISERVER"],
         etcd=paths["TEST_ASSET_ETCD"],
         kubectl=paths["TEST_ASSET_KUBECTL"],
+        controllers=ControllerBinaries(
+            kube_controller_manager=paths["TEST_ASSET_KUBE_CONTROLLER_MANAGER"],
+            kube_scheduler=paths["TEST_ASSET_KUBE_SCHEDULER"],
+            kwok=paths["TEST_ASSET_KWOK"],
+            kwok_stages=paths["TEST_ASSET_KWOK_STAGES"],
+        ),
     )
 
 
@@ -111,14 +133,17 @@ def make_certificates(pki: Path) -> None:
 
 
 class ControlPlane:
-    """etcd and kube-apiserver as child processes; `start()` returns once /readyz answers ok."""
+    """The control plane's processes as children; `start()` returns once the API server is
+    ready and, with `with_controllers`, the controllers are healthy and the nodes Ready."""
 
-    def __init__(self, binaries: Binaries, workdir: Path) -> None:
+    def __init__(self, binaries: Binaries, workdir: Path, with_controllers: bool = True) -> None:
         self.binaries = binaries
         self.workdir = workdir
+        self.with_controllers = with_controllers
         self.pki = workdir / "pki"
         self.admin_token = secrets.token_hex(16)
         self.audited_token = secrets.token_hex(16)
+        self.component_tokens = {name: secrets.token_hex(16) for name in controllers.USERS}
         self.port = 0
         self.etcd_url = ""
         self.processes: list[subprocess.Popen[bytes]] = []
@@ -156,9 +181,12 @@ class ControlPlane:
         write_kubeconfig(
             self.audited_kubeconfig, self.url, self.ca_file, AUDITED_USER, self.audited_token
         )
+        if self.with_controllers:
+            self._start_controllers()
 
     def stop(self) -> None:
-        """Stops the apiserver, then etcd: SIGTERM, then SIGKILL after a grace period."""
+        """Stops every process, the last started first: SIGTERM, then SIGKILL after a grace
+        period."""
         for process in reversed(self.processes):
             _stop(process)
         self.processes.clear()
@@ -176,8 +204,10 @@ class ControlPlane:
         finally:
             self._start_apiserver()
 
-    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        process = spawn(argv, self.workdir / f"{name}.log")
+    def _spawn(
+        self, name: str, argv: list[str], environment: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        process = spawn(argv, self.workdir / f"{name}.log", environment)
         self.processes.append(process)
         return process
 
@@ -194,16 +224,20 @@ class ControlPlane:
             "--unsafe-no-fsync": "true",
             "--log-level": "warn",
         }
-        process = self._spawn("etcd", [str(self.binaries.etcd), *_as_arguments(flags)])
+        process = self._spawn("etcd", [str(self.binaries.etcd), *as_arguments(flags)])
         self._wait_until_ready("etcd", process, lambda: _etcd_healthy(client_url))
         return client_url
 
     def _start_apiserver(self) -> None:
         tokens = self.workdir / "tokens.csv"
+        components = "".join(
+            f'{self.component_tokens[name]},{user},{user},"system:masters"\n'
+            for name, user in controllers.USERS.items()
+        )
         tokens.write_text(
             f'{self.admin_token},admin,admin,"system:masters"\n'
             f"{self.audited_token},{AUDITED_USER},{AUDITED_USER},"
-            f'"system:masters,{AUDITED_GROUP}"\n'
+            f'"system:masters,{AUDITED_GROUP}"\n' + components
         )
         tokens.chmod(0o600)
         policy = self.workdir / "audit-policy.json"
@@ -224,14 +258,69 @@ class ControlPlane:
             "--service-account-signing-key-file": str(self.pki / "sa.key"),
             "--service-cluster-ip-range": SERVICE_CLUSTER_IP_RANGE,
             "--allow-privileged": "true",
+            # kwok's nodes have no node-lifecycle controller to lift the not-ready taint
+            "--disable-admission-plugins": "TaintNodesByCondition",
             "--profiling": "false",
             "--audit-policy-file": str(policy),
             "--audit-log-path": str(self.audit_log),
             "--audit-log-mode": "blocking",  # written before the answer: tests read it at once
         }
         binary = str(self.binaries.kube_apiserver)
-        self.apiserver = self._spawn("kube-apiserver", [binary, *_as_arguments(flags)])
+        self.apiserver = self._spawn("kube-apiserver", [binary, *as_arguments(flags)])
         self._wait_until_ready("kube-apiserver", self.apiserver, self._apiserver_ready)
+
+    def _start_controllers(self) -> None:
+        """Starts the controllers and kwok, each once healthy; then registers kwok's nodes
+        and StorageClass, and returns once every node is Ready and the `default` namespace
+        has its ServiceAccount (the controllers are at work)."""
+        running = {}
+        for component in self._components():
+            process = self._spawn(component.name, component.argv, component.environment)
+            self._wait_until_ready(component.name, process, component.healthy)
+            running[component.name] = process
+        for name in controllers.NODES:
+            self.request("POST", "/api/v1/nodes", controllers.node(name))
+        self.request("POST", STORAGE_CLASSES, controllers.STORAGE_CLASS)
+        self._wait_until_ready("kwok", running["kwok"], self._nodes_ready)
+        manager = running["kube-controller-manager"]
+        self._wait_until_ready("kube-controller-manager", manager, self._default_account)
+
+    def _components(self) -> list[controllers.Component]:
+        """The controllers' processes, each with a kubeconfig of its own user."""
+        for name, user in controllers.USERS.items():
+            kubeconfig = controllers.kubeconfig_of(self.workdir, name)
+            write_kubeconfig(kubeconfig, self.url, self.ca_file, user, self.component_tokens[name])
+        ports = {name: free_port() for name in controllers.USERS}
+        return controllers.components(self.binaries.controllers, self.workdir, self.pki, ports)
+
+    def _nodes_ready(self) -> bool:
+        nodes = self.request("GET", "/api/v1/nodes")["items"]
+        return len(nodes) == len(controllers.NODES) and all(map(controllers.node_ready, nodes))
+
+    def _default_account(self) -> bool:
+        path = "/api/v1/namespaces/default/serviceaccounts/default"
+        try:
+            self.request("GET", path)
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return False
+            raise
+        return True
+
+    def request(self, method: str, path: str, body: object = None) -> Any:
+        """One request to the API server as admin; the answer's JSON."""
+        request = urllib.request.Request(  # noqa: S310 - our own https URL
+            f"{self.url}{path}",
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={
+                "Authorization": f"Bearer {self.admin_token}",
+                "Content-Type": "application/json",
+            },
+        )
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        with urllib.request.urlopen(request, context=context, timeout=10) as answer:  # noqa: S310 - our own https URL
+            return json.load(answer)
 
     def _wait_until_ready(
         self, name: str, process: subprocess.Popen[bytes], ready: Callable[[], bool]
@@ -265,10 +354,6 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-
-
-def _as_arguments(flags: dict[str, str]) -> list[str]:
-    return [f"{flag}={value}" for flag, value in flags.items()]
 
 
 def _etcd_healthy(client_url: str) -> bool:
@@ -305,9 +390,11 @@ def process_alive(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def running_control_plane(binaries: Binaries, workdir: Path) -> Iterator[ControlPlane]:
+def running_control_plane(
+    binaries: Binaries, workdir: Path, with_controllers: bool = True
+) -> Iterator[ControlPlane]:
     """Starts a control plane and stops it on exit, even when the body raises."""
-    plane = ControlPlane(binaries, workdir)
+    plane = ControlPlane(binaries, workdir, with_controllers)
     try:
         plane.start()
         yield plane

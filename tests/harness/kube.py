@@ -10,6 +10,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes import client
 
 from tests.harness.controlplane import ControlPlane, write_kubeconfig
@@ -77,3 +78,34 @@ def admin_service_account(api: Any, namespace: str, name: str) -> tuple[str, str
         }
     )
     return f"system:serviceaccount:{namespace}:{name}", token
+
+
+class Gate:
+    """Holds a rollout until the test lets it finish: pods whose template selects
+    `node_selector` stay Pending (the scheduler finds no node) until `open()` labels a
+    node to match, as a cluster gaining capacity would."""
+
+    def __init__(self, api: Any, namespace: str, node: str) -> None:
+        self.api = api
+        self.label = f"gate.gitopsd.io/{namespace}"
+        self.node = node
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        return {self.label: "open"}
+
+    def hold(self, manifest: str) -> str:
+        """The Deployment (or other pod template owner) `manifest`, its pods held back."""
+        owner = yaml.safe_load(manifest)
+        owner["spec"]["template"]["spec"]["nodeSelector"] = self.node_selector
+        return str(yaml.safe_dump(owner))
+
+    def open(self) -> None:
+        self._label_node("open")
+
+    def close(self) -> None:
+        self._label_node(None)
+
+    def _label_node(self, value: str | None) -> None:
+        core: Any = client.CoreV1Api(self.api)
+        core.patch_node(self.node, {"metadata": {"labels": {self.label: value}}})

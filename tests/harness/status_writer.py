@@ -1,8 +1,7 @@
-"""Stand-ins for the controllers the test cluster lacks (it runs no controller manager):
-each writes an object's status through the status subresource with kubectl, as the owning
-controller would, once the object exists. The bodies are what kube-controller-manager
-writes; the API server checks them (a finished Job needs its start and completion times
-and the SuccessCriteriaMet or FailureTarget condition first)."""
+"""A stand-in for the controller of a custom resource no real controller serves: it writes
+the object's status through the status subresource with kubectl, as that controller would.
+Everything built in has its real controller in the test cluster (tests.harness.controllers);
+this is only for kinds a test invents."""
 
 from __future__ import annotations
 
@@ -19,107 +18,19 @@ NOW = "2026-11-25T08:00:00Z"
 Status = dict[str, Any]
 
 
-def condition(kind: str, status: str, reason: str, message: str) -> Status:
-    return {
-        "type": kind,
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": NOW,
-    }
-
-
-AVAILABLE = "Deployment has minimum availability."
-UNAVAILABLE = "Deployment does not have minimum availability."
-PROGRESSED = 'ReplicaSet "web-5d9c" has successfully progressed.'
-TIMED_OUT = 'ReplicaSet "web-5d9c" has timed out progressing.'
-
-
-def generation(found: Status) -> int:
-    return int(found["metadata"]["generation"])
-
-
-def rolled_out(found: Status) -> Status:
-    """A Deployment rolled out: every replica it wants updated, ready and available."""
-    replicas = found["spec"].get("replicas", 1)
-    return {
-        "observedGeneration": generation(found),
-        "replicas": replicas,
-        "updatedReplicas": replicas,
-        "readyReplicas": replicas,
-        "availableReplicas": replicas,
-        "conditions": [
-            condition(
-                "Available",
-                "True",
-                "MinimumReplicasAvailable",
-                "Deployment has minimum availability.",
-            ),
-            condition(
-                "Progressing",
-                "True",
-                "NewReplicaSetAvailable",
-                'ReplicaSet "web-5d9c" has successfully progressed.',
-            ),
-        ],
-    }
-
-
-def past_deadline(found: Status) -> Status:
-    """A Deployment whose new pods never became ready within its progress deadline."""
-    replicas = found["spec"].get("replicas", 1)
-    return {
-        "observedGeneration": generation(found),
-        "replicas": replicas,
-        "updatedReplicas": replicas,
-        "unavailableReplicas": replicas,
-        "conditions": [
-            condition(
-                "Available",
-                "False",
-                "MinimumReplicasUnavailable",
-                "Deployment does not have minimum availability.",
-            ),
-            condition(
-                "Progressing",
-                "False",
-                "ProgressDeadlineExceeded",
-                'ReplicaSet "web-5d9c" has timed out progressing.',
-            ),
-        ],
-    }
-
-
-def job_complete(found: Status) -> Status:
-    done = "Reached expected number of succeeded pods"
-    return {
-        "startTime": NOW,
-        "completionTime": NOW,
-        "succeeded": 1,
-        "conditions": [
-            condition("SuccessCriteriaMet", "True", "CompletionsReached", done),
-            condition("Complete", "True", "CompletionsReached", done),
-        ],
-    }
-
-
-def job_failed(found: Status) -> Status:
-    limit = "Job has reached the specified backoff limit"
-    return {
-        "startTime": NOW,
-        "failed": 1,
-        "conditions": [
-            condition("FailureTarget", "True", "BackoffLimitExceeded", limit),
-            condition("Failed", "True", "BackoffLimitExceeded", limit),
-        ],
-    }
-
-
 def ready(state: str, reason: str, message: str) -> Callable[[Status], Status]:
     """A custom resource's controller reporting its Ready condition."""
     return lambda found: {
-        "observedGeneration": generation(found),
-        "conditions": [condition("Ready", state, reason, message)],
+        "observedGeneration": int(found["metadata"]["generation"]),
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": state,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": NOW,
+            }
+        ],
     }
 
 

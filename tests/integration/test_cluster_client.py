@@ -21,6 +21,8 @@ from gitopsd.objects import PRUNE_ANNOTATION, Body, ObjectKey, key_of
 from tests.harness.controlplane import ControlPlane
 from tests.harness.faultproxy import Answer, Fault, FaultProxy, Request
 from tests.harness.kube import unique_name
+from tests.harness.waiting import wait_for
+from tests.integration.test_health import NOWHERE
 
 CONFIG_MAPS = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
 DEPLOYMENTS = Resource("apps", "v1", "Deployment", "deployments", namespaced=True)
@@ -143,7 +145,8 @@ def test_a_list_that_keeps_expiring_fails_with_410_after_a_few_restarts(
 
 Edit = tuple[Body, str]
 """A merge patch and the field manager that makes it: kubectl or a controller."""
-STATUS = {"status": {"observedGeneration": 1, "replicas": 2, "readyReplicas": 1}}
+STATUS = {"status": {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True"}]}}
+"""What a custom resource's controller would write (the test's kind has none)."""
 
 
 @dataclass
@@ -152,8 +155,9 @@ class Case:
     declared: Body
     """What git declares, applied by gitopsd before the edits."""
     edits: list[Edit]
-    status: bool = False
-    """Whether a controller writes its status, through the status subresource."""
+    status: str = ""
+    """Who writes its status: "controller" (the cluster's), "test" (its kind has no
+    controller: the test writes STATUS as one would), or nobody."""
 
     @property
     def key(self) -> ObjectKey:
@@ -179,6 +183,7 @@ def client_side_applied(kind: str) -> Edit:
 def deployment(namespace: str) -> Case:
     labels = {"app": "web"}
     container = {"name": "app", "image": "nginx:1.27", "ports": [{"containerPort": 80}]}
+    pods = {"containers": [container], "nodeSelector": NOWHERE}  # a status that stays put
     body = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -186,11 +191,11 @@ def deployment(namespace: str) -> Case:
         "spec": {
             "replicas": 2,
             "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+            "template": {"metadata": {"labels": labels}, "spec": pods},
         },
     }
     edit = {"spec": {"replicas": 5}, "metadata": {"labels": {"team": "ops"}}}
-    return Case(DEPLOYMENTS, APPLYSET.member(body), [(edit, "kubectl-edit")], status=True)
+    return Case(DEPLOYMENTS, APPLYSET.member(body), [(edit, "kubectl-edit")], "controller")
 
 
 def service(namespace: str) -> Case:
@@ -253,22 +258,33 @@ def gadget(admin: Cluster, namespace: str) -> Case:
         "spec": {"size": 3, "parts": [{"name": "a", "count": 1}]},
     }
     resource = Resource(group, "v1", "Gadget", "gadgets", namespaced=True)
-    return Case(resource, APPLYSET.member(body), [({"spec": {"size": 4}}, "kubectl-edit")], True)
+    return Case(resource, APPLYSET.member(body), [({"spec": {"size": 4}}, "kubectl-edit")], "test")
 
 
 def drifted(admin: Cluster, namespace: str) -> list[Case]:
     """Each kind applied by gitopsd, annotated by kubectl's client-side apply, its status
-    written by a controller where it has one, then edited out of band."""
+    written by a controller where it has one, then edited out of band; returned once the
+    controllers have caught up with the edits."""
     cases = [deployment(namespace), service(namespace), secret(namespace), gadget(admin, namespace)]
     for case in cases:
         admin.apply(case.resource, case.declared, dry_run=False, force=True)
-        status = [(STATUS, "kube-controller-manager")] if case.status else []
         write(admin, case.path, client_side_applied(case.key.kind))
-        for edit in status:
-            write(admin, case.path + "/status", edit)
+        if case.status == "test":
+            write(admin, case.path + "/status", (STATUS, "gadget-controller"))
         for edit in case.edits:
             write(admin, case.path, edit)
+    for case in cases:
+        if case.status == "controller":
+            wait_for(lambda: caught_up(admin, case), f"{case.key}'s status")  # noqa: B023
     return cases
+
+
+def caught_up(admin: Cluster, case: Case) -> bool:
+    """The Deployment controller has seen the last edit and scaled: a status that stays."""
+    live = case.live(admin)
+    status = live.get("status") or {}
+    generation = live["metadata"]["generation"]
+    return bool(status.get("observedGeneration") == generation and status.get("replicas") == 5)
 
 
 def write(cluster: Cluster, path: str, edit: Edit) -> None:
@@ -290,7 +306,7 @@ def test_drift_measured_on_projections_is_the_drift_of_the_whole_objects(
         assert diff.LAST_APPLIED not in (projected["metadata"].get("annotations") or {})
         assert projected.get("status") == (health.essentials(whole) or None)  # what health reads
         assert health.assess(projected) == health.assess(whole), case.key
-        assert not case.status or whole["status"]["readyReplicas"] == 1
+        assert not case.status or whole["status"]["observedGeneration"] >= 1
         drift = diff.compare(case.key, expected, whole, case.declared)
         assert drift is not None and drift.changes, case.key  # real drift, with its managers
         assert diff.compare(case.key, expected, projected, case.declared) == drift, case.key

@@ -24,9 +24,10 @@ from tests.harness.cli import Gitopsd, example_files
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
-from tests.harness.kube import unique_name
+from tests.harness.kube import Gate, unique_name
 from tests.harness.prometheus import Prometheus, PrometheusBinaries
 from tests.harness.waiting import wait_for
+from tests.integration.test_health import deployment
 
 CANARY = "CANARY-5e1f0c2ab9d84c7e"
 
@@ -36,24 +37,6 @@ def config_maps(*names: str, value: str = "v") -> dict[str, str]:
     return {
         f"{name}.yaml": f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n"
         f"data:\n  k: {value}\n"
-        for name in names
-    }
-
-
-def deployments(*names: str) -> dict[str, str]:
-    return {
-        f"{name}.yaml": f"""apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: {name}
-spec:
-  replicas: 1
-  selector: {{matchLabels: {{app: {name}}}}}
-  template:
-    metadata: {{labels: {{app: {name}}}}}
-    spec:
-      containers: [{{name: app, image: "registry.k8s.io/pause:3.10"}}]
-"""
         for name in names
     }
 
@@ -488,7 +471,7 @@ def test_observe_mode_never_writes(
     namespace: str,
 ) -> None:
     url = git_server.file_url(git_repo)
-    git_repo.commit({**config_maps("a", "b"), **deployments("web")})
+    git_repo.commit({**config_maps("a", "b"), **deployment("web")})
     sync_as_the_daemon_would(gitopsd, url, namespace)
     git_repo.commit({**config_maps("a", value="w"), "b.yaml": None, **config_maps("c")})
     gitopsd.kubectl("scale", "deployment/web", "--replicas=3", "-n", namespace)
@@ -766,29 +749,31 @@ def test_a_no_op_reconcile_makes_no_api_request(
 
 
 def test_status_only_updates_are_ignored(
-    daemons: Daemons, gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
+    daemons: Daemons,
+    gitopsd: Gitopsd,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    gate: Gate,
 ) -> None:
-    git_repo.commit(deployments("web", "api"))
+    web = deployment("web", pods_on=gate.node_selector)
+    git_repo.commit({**web, **deployment("api", pods_on=gate.node_selector)})
     daemon = daemons.start(git_server.file_url(git_repo), selfHeal=False)
     before = quiet_window(daemon, reconciles=2)
 
-    status = '{"status": {"observedGeneration": 1, "replicas": 1}}'
-    gitopsd.kubectl(
-        "patch",
-        "deployment/web",
-        "-n",
-        namespace,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        status,
-    )
+    gate.open()  # the Deployment controller writes web's and api's status as they roll out
+    wait_for(lambda: ready_replicas(gitopsd, namespace, "web") == "1", "web rolled out", 60)
     gitopsd.kubectl("label", "deployment/api", "-n", namespace, "touched=yes")
 
     daemon.wait_value("gitopsd_object_drift", lambda v: v == 1, "the label on api", 10, name="api")
     assert daemon.value("gitopsd_object_drift", name="web") == 0
-    # One dry-run, for api: web's status change, seen first on the same watch, cost nothing.
+    # One dry-run, for api: the status the controller wrote, seen on the same watch, cost nothing.
     assert daemon.requests().get("PATCH", 0) - before.get("PATCH", 0) == 1
+
+
+def ready_replicas(gitopsd: Gitopsd, namespace: str, name: str) -> str:
+    jsonpath = "jsonpath={.status.readyReplicas}"
+    return gitopsd.kubectl("get", "deployment", name, "-n", namespace, "-o", jsonpath)
 
 
 def test_an_invalid_config_is_a_clear_error_at_start(tmp_path: Path) -> None:

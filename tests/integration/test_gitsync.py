@@ -13,11 +13,10 @@ from kubernetes import client
 
 from tests.harness import audit
 from tests.harness.cli import EXAMPLES, Gitopsd, example_files
-from tests.harness.controllers import StatusWriter, rolled_out
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
-from tests.harness.kube import create_namespace
+from tests.harness.kube import Gate, create_namespace
 from tests.harness.waiting import wait_for
 
 GROUP, VERSION, PLURAL = "gitopsd.io", "v1alpha1", "gitsyncs"
@@ -442,14 +441,16 @@ def test_the_example_gitsync_syncs_the_examples(
     daemons: Daemons,
     git_server: GitServer,
     git_repo: GitRepo,
-    gitopsd: Gitopsd,
+    gate: Gate,
 ) -> None:
-    """examples/gitsync.yaml as written, but for its namespace and repository URL; Ready
-    once its Deployment rolled out, not before."""
+    """examples/gitsync.yaml as written, but for its namespace and repository URL: Ready once
+    the Deployment controller rolled its Deployment out (the gate holds it back first)."""
     example = yaml.safe_load((EXAMPLES / "gitsync.yaml").read_text())
     example["metadata"]["namespace"] = namespace
     example["spec"]["repository"]["url"] = git_server.file_url(git_repo)
-    sha = git_repo.commit({f"app/{name}": text for name, text in example_files("app").items()})
+    files = {f"app/{name}": text for name, text in example_files("app").items()}
+    files["app/deployment.yaml"] = gate.hold(files["app/deployment.yaml"])
+    sha = git_repo.commit(files)
     operator(daemons, namespace)
     objects: Any = client.CustomObjectsApi(admin_api)
     objects.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, example)
@@ -458,7 +459,7 @@ def test_the_example_gitsync_syncs_the_examples(
     web = f"apps/Deployment/{namespace}/web"
     assert f"{web}: InProgress" in condition(progressing, "Ready")["message"]
     assert condition(progressing, "Reconciling")["status"] == "True"
-    StatusWriter(gitopsd.kubectl, namespace).write("deployment", "web", rolled_out)
+    gate.open()
 
     ready = wait_ready(admin_api, namespace, "app", "True", "Succeeded")
     assert ready["status"]["lastAppliedRevision"] == sha
@@ -473,9 +474,9 @@ def test_a_gitsync_waits_for_the_gitsyncs_it_depends_on_and_a_cycle_stalls(
     daemons: Daemons,
     git_server: GitServer,
     git_repo: GitRepo,
-    gitopsd: Gitopsd,
+    gate: Gate,
 ) -> None:
-    deployment = (EXAMPLES / "app" / "deployment.yaml").read_text()
+    deployment = gate.hold((EXAMPLES / "app" / "deployment.yaml").read_text())
     git_repo.commit({"db/web.yaml": deployment, "app/cm.yaml": config_map("settings")})
     url = git_server.file_url(git_repo)
     operator(daemons, namespace)
@@ -486,7 +487,7 @@ def test_a_gitsync_waits_for_the_gitsyncs_it_depends_on_and_a_cycle_stalls(
     waiting = wait_ready(admin_api, namespace, "app", "False", "DependencyNotReady")
     assert f"source {namespace}/db: " in condition(waiting, "Ready")["message"]
     assert config_map_value(admin_api, namespace, "settings") is None
-    StatusWriter(gitopsd.kubectl, namespace).write("deployment", "web", rolled_out)
+    gate.open()
     wait_ready(admin_api, namespace, "db", "True", "Succeeded")
     wait_ready(admin_api, namespace, "app", "True", "Succeeded")
     assert config_map_value(admin_api, namespace, "settings") == "one"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from kubernetes import client, watch
@@ -239,6 +239,9 @@ def test_git_server_helpers_rewrite_history(
 def test_a_stopped_control_plane_leaves_no_process(binaries: Binaries, tmp_path: Path) -> None:
     with running_control_plane(binaries, tmp_path) as plane:
         pids = [process.pid for process in plane.processes]
-        assert len(pids) == 2
+        names = [Path(cast(list[str], process.args)[0]).name for process in plane.processes]
+        assert names == [
+            "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"
+        ]  # fmt: skip
         assert all(process_alive(pid) for pid in pids)
     assert not any(process_alive(pid) for pid in pids)

@@ -1,31 +1,36 @@
 """Health and order against the real control plane: `sync --wait`, sync waves, and the
-health `diff` reports. The cluster runs no controllers, so a thread writes status through
-the status subresource as the owning controller would (tests.harness.controllers)."""
+health `diff` reports. The Deployment, ReplicaSet and Job controllers, the scheduler and
+kwok's nodes produce every status; a test holds a rollout back with a Gate (no node
+matches its pods until it opens) or makes it fail for real (a node selector nothing
+matches, past a short progress deadline; a pod that exits 1). Only the custom resource's
+Ready condition is written by the test, as its controller would: it has none."""
 
 from __future__ import annotations
 
 import json
+import re
 
 from tests.harness.cli import Gitopsd
-from tests.harness.controllers import (
-    StatusWriter,
-    job_complete,
-    job_failed,
-    meanwhile,
-    past_deadline,
-    ready,
-    rolled_out,
-)
+from tests.harness.controllers import FAILING_POD_LABEL
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.kube import Gate
+from tests.harness.status_writer import StatusWriter, meanwhile, ready
 from tests.harness.waiting import wait_for
 from tests.integration.test_sync import scope
 
 UNHEALTHY = 6
+NOWHERE = {"gitopsd.io/test": "nowhere"}
+"""A node selector no node matches: the pods stay Pending for good."""
 
 
-def deployment(name: str, wave: str = "") -> dict[str, str]:
+def deployment(
+    name: str, wave: str = "", pods_on: dict[str, str] | None = None, deadline: int = 60
+) -> dict[str, str]:
+    """A Deployment of one replica; `pods_on` a node selector for its pods, `deadline` its
+    progressDeadlineSeconds."""
     annotations = f"\n  annotations: {{gitopsd.io/sync-wave: '{wave}'}}" if wave else ""
+    selector = f"\n      nodeSelector: {json.dumps(pods_on)}" if pods_on else ""
     return {
         f"{name}.yaml": f"""apiVersion: apps/v1
 kind: Deployment
@@ -33,14 +38,19 @@ metadata:
   name: {name}{annotations}
 spec:
   replicas: 1
-  progressDeadlineSeconds: 60
+  progressDeadlineSeconds: {deadline}
   selector: {{matchLabels: {{app: {name}}}}}
   template:
     metadata: {{labels: {{app: {name}}}}}
-    spec:
+    spec:{selector}
       containers: [{{name: app, image: "registry.k8s.io/pause:3.10"}}]
 """
     }
+
+
+def stuck(name: str, wave: str = "") -> dict[str, str]:
+    """A Deployment whose pods no node takes: Failed 3 s after it is applied."""
+    return deployment(name, wave, pods_on=NOWHERE, deadline=3)
 
 
 def config_map(name: str, wave: str = "") -> dict[str, str]:
@@ -51,7 +61,9 @@ def config_map(name: str, wave: str = "") -> dict[str, str]:
     }
 
 
-def job(name: str) -> dict[str, str]:
+def job(name: str, fails: bool = False) -> dict[str, str]:
+    """A Job of one pod, which succeeds, or exits 1 when `fails` (kwok's chaos stage)."""
+    labels = f"\n    metadata: {{labels: {{{FAILING_POD_LABEL}: 'true'}}}}" if fails else ""
     return {
         f"{name}.yaml": f"""apiVersion: batch/v1
 kind: Job
@@ -59,7 +71,7 @@ metadata:
   name: {name}
 spec:
   backoffLimit: 0
-  template:
+  template:{labels}
     spec:
       restartPolicy: Never
       containers: [{{name: run, image: "busybox:1.36", command: ["true"]}}]
@@ -112,10 +124,8 @@ def test_sync_wait_returns_once_the_deployment_rolled_out(
 ) -> None:
     git_repo.commit({**deployment("web"), **config_map("settings")})
     url = git_server.file_url(git_repo)
-    controller = StatusWriter(gitopsd.kubectl, namespace)
 
-    with meanwhile(lambda: controller.write("deployment", "web", rolled_out)):
-        run = gitopsd("sync", url, *scope(namespace), "--wait", "--timeout", "2m")
+    run = gitopsd("sync", url, *scope(namespace), "--wait", "--timeout", "2m")
 
     assert run.code == 0, run.text
     assert "health: 2 Current" in run.out
@@ -129,18 +139,14 @@ def test_sync_wait_returns_once_the_deployment_rolled_out(
 def test_sync_wait_names_a_deployment_stuck_past_its_progress_deadline(
     gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
-    git_repo.commit({**deployment("web"), **config_map("settings")})
+    git_repo.commit({**stuck("web"), **config_map("settings")})
     url = git_server.file_url(git_repo)
-    controller = StatusWriter(gitopsd.kubectl, namespace)
 
-    with meanwhile(lambda: controller.write("deployment", "web", past_deadline)):
-        run = gitopsd("sync", url, *scope(namespace), "--wait", "--timeout", "2m")
+    run = gitopsd("sync", url, *scope(namespace), "--wait", "--timeout", "2m")
 
     assert run.code == UNHEALTHY, run.text
-    assert (
-        f"apps/Deployment/{namespace}/web: Failed: ProgressDeadlineExceeded: "
-        'ReplicaSet "web-5d9c" has timed out progressing.'
-    ) in run.err
+    failed = f"apps/Deployment/{namespace}/web: Failed: ProgressDeadlineExceeded: "
+    assert re.search(re.escape(failed) + 'ReplicaSet "web-[a-z0-9]+" has timed out', run.err)
     assert f"ConfigMap/{namespace}/settings" not in run.err  # healthy: not named
     assert "health: 1 Current, 1 Failed" in run.out
 
@@ -148,16 +154,10 @@ def test_sync_wait_names_a_deployment_stuck_past_its_progress_deadline(
 def test_sync_wait_passes_a_job_that_completes_and_names_one_that_failed(
     gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
-    git_repo.commit({**job("migrate"), **job("seed")})
+    git_repo.commit({**job("migrate"), **job("seed", fails=True)})
     url = git_server.file_url(git_repo)
-    controller = StatusWriter(gitopsd.kubectl, namespace)
 
-    def run_jobs() -> None:
-        controller.write("job", "migrate", job_complete)
-        controller.write("job", "seed", job_failed)
-
-    with meanwhile(run_jobs):
-        run = gitopsd("sync", url, *scope(namespace), "--wait", "--timeout", "2m")
+    run = gitopsd("sync", url, *scope(namespace), "--wait", "--timeout", "2m")
 
     assert run.code == UNHEALTHY, run.text
     assert f"batch/Job/{namespace}/seed: Failed: BackoffLimitExceeded" in run.err
@@ -172,7 +172,7 @@ def test_a_custom_resource_is_healthy_once_its_ready_condition_is_true(
     git_repo.commit(WIDGETS)
     url = git_server.file_url(git_repo)
     gauge = f"health.example.com/Gauge/{namespace}/pressure"
-    controller = StatusWriter(gitopsd.kubectl, namespace)
+    controller = StatusWriter(gitopsd.kubectl, namespace)  # Gauges have no controller
     assert gitopsd("sync", url, *scope(namespace)).code == 0
     provisioning = ready("False", "Provisioning", "waiting for a volume")
     controller.write("gauges.health.example.com", "pressure", provisioning)
@@ -189,9 +189,9 @@ def test_a_custom_resource_is_healthy_once_its_ready_condition_is_true(
 
 
 def test_diff_reports_the_health_of_every_object(
-    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
+    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str, gate: Gate
 ) -> None:
-    git_repo.commit({**deployment("web"), **config_map("settings")})
+    git_repo.commit({**deployment("web", pods_on=gate.node_selector), **config_map("settings")})
     url = git_server.file_url(git_repo)
     web, settings = f"apps/Deployment/{namespace}/web", f"ConfigMap/{namespace}/settings"
 
@@ -202,23 +202,25 @@ def test_diff_reports_the_health_of_every_object(
     assert gitopsd("sync", url, *scope(namespace)).code == 0
     after = healths(gitopsd, url, namespace)
     assert after[settings]["status"] == "Current"
-    assert after[web]["status"] == "InProgress"  # no controller has rolled it out
+    assert after[web]["status"] == "InProgress"  # its pod waits for the gate
     text = gitopsd("diff", url, *scope(namespace))
     assert f"InProgress   {web}" in text.out and "health: 1 Current, 1 InProgress" in text.out
+    gate.open()
+    wait_for(lambda: healths(gitopsd, url, namespace)[web]["status"] == "Current", "rollout")
 
 
 def test_a_sync_wave_waits_until_the_wave_before_is_healthy(
-    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
+    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str, gate: Gate
 ) -> None:
-    git_repo.commit({**deployment("db", wave="-1"), **config_map("app", wave="1")})
+    db = deployment("db", wave="-1", pods_on=gate.node_selector)
+    git_repo.commit({**db, **config_map("app", wave="1")})
     url = git_server.file_url(git_repo)
-    controller = StatusWriter(gitopsd.kubectl, namespace)
     seen: list[bool] = []
 
     def database_first() -> None:
-        controller.found("deployment", "db")
+        wait_for(lambda: exists(gitopsd, namespace, "deployment", "db"), "db", 120)
         seen.append(exists(gitopsd, namespace, "configmap", "app"))
-        controller.write("deployment", "db", rolled_out)
+        gate.open()
 
     with meanwhile(database_first):
         run = gitopsd("sync", url, *scope(namespace))
@@ -234,11 +236,9 @@ def test_a_wave_that_does_not_become_healthy_holds_back_later_waves_and_prune(
     git_repo.commit(config_map("old"))
     url = git_server.file_url(git_repo)
     assert gitopsd("sync", url, *scope(namespace)).code == 0
-    git_repo.commit({"old.yaml": None, **deployment("db"), **config_map("app", wave="1")})
-    controller = StatusWriter(gitopsd.kubectl, namespace)
+    git_repo.commit({"old.yaml": None, **stuck("db"), **config_map("app", wave="1")})
 
-    with meanwhile(lambda: controller.write("deployment", "db", past_deadline)):
-        run = gitopsd("sync", url, *scope(namespace), "--prune")
+    run = gitopsd("sync", url, *scope(namespace), "--prune")
 
     assert run.code == UNHEALTHY, run.text
     assert "sync wave 0 is not healthy" in run.err
@@ -250,11 +250,8 @@ def test_a_wave_that_does_not_become_healthy_holds_back_later_waves_and_prune(
 def test_sync_as_json_says_what_it_applied_before_a_wave_timed_out(
     gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
-    # No node matches: whatever controllers run, db stays InProgress past the timeout.
-    db = deployment("db")["db.yaml"].replace(
-        "    spec:\n", "    spec:\n      nodeSelector: {gitopsd.io/test: nowhere}\n"
-    )
-    git_repo.commit({"db.yaml": db, **config_map("app", wave="1")})
+    # No node matches: db stays InProgress past the timeout.
+    git_repo.commit({**deployment("db", pods_on=NOWHERE), **config_map("app", wave="1")})
 
     url = git_server.file_url(git_repo)
     run = gitopsd("sync", url, *scope(namespace), "--timeout", "3s", "-o", "json")
@@ -291,9 +288,15 @@ def under(folder: str, files: dict[str, str]) -> dict[str, str | None]:
 
 
 def test_a_source_applies_its_revision_only_once_the_one_it_depends_on_is_healthy(
-    daemons: Daemons, gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
+    daemons: Daemons,
+    gitopsd: Gitopsd,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    gate: Gate,
 ) -> None:
-    git_repo.commit({**under("db", deployment("db")), **under("app", config_map("app"))})
+    gated_db = deployment("db", pods_on=gate.node_selector)
+    git_repo.commit({**under("db", gated_db), **under("app", config_map("app"))})
     url = git_server.file_url(git_repo)
     sources = [
         daemons.source(url, name="db", paths=["db"]),
@@ -313,13 +316,15 @@ def test_a_source_applies_its_revision_only_once_the_one_it_depends_on_is_health
     )
     assert not exists(gitopsd, namespace, "configmap", "app")
     assert daemon.value("gitopsd_source_health", source="db", status="InProgress") == 1
-    StatusWriter(gitopsd.kubectl, namespace).write("deployment", "db", rolled_out)
+    gate.open()
 
     wait_for(lambda: exists(gitopsd, namespace, "configmap", "app"), "app, once db is healthy")
     daemon.wait_value(
         "gitopsd_source_health", lambda v: v == 1, "db healthy", source="db", status="Current"
     )
-    assert daemon.value("gitopsd_source_health", source="app", status="Current") == 1
+    daemon.wait_value(  # app's health is read after its apply: it may lag db's
+        "gitopsd_source_health", lambda v: v == 1, "app healthy", source="app", status="Current"
+    )
     db = f"apps/Deployment/{namespace}/db"
     logged = [line["message"] for line in daemon.log_lines() if line.get("object") == db]
     assert any(m.startswith("health InProgress -> Current: ") for m in logged), logged

@@ -25,7 +25,8 @@ from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import unique_name
 from tests.harness.prometheus import Prometheus, PrometheusBinaries
 from tests.harness.waiting import wait_for
-from tests.integration.test_daemon import config_map_value, config_maps, deployments
+from tests.integration.test_daemon import config_map_value, config_maps
+from tests.integration.test_health import NOWHERE, deployment
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "config" / "grafana"
@@ -271,7 +272,7 @@ def panel_shapes(
         "Replicas leading": [shape((), ())],
         "Drift by state": [shape(("source", "state"), *((s, t) for s, _, t in drift))],
         "Drift by group/kind": [shape(("source", "group_kind", "state"), *drift)],
-        # No controller rolls out `drifting`'s Deployment: InProgress for good.
+        # No node takes the pods of `drifting`'s Deployment: InProgress for good.
         "Source health": [
             shape(("source", "status"), ("drifting", "InProgress"), ("pruning", "Current"))
         ],
@@ -432,11 +433,12 @@ def scene(
     tmp_path: Path,
 ) -> Iterator[Scene]:
     """One daemon with three sources, scraped every second: `drifting` (selfHeal off, and a
-    Deployment that never rolls out: no controller runs), `failing` (an object the API
+    Deployment whose pods no node takes), `failing` (an object the API
     server refuses) and `pruning` (prune on)."""
     repos = {name: git_server.create_repo(unique_name(name)) for name in SOURCES}
+    never_rolled_out = deployment("web", pods_on=NOWHERE, deadline=3600)
     revisions = {
-        "drifting": repos["drifting"].commit(config_maps("drifting-a") | deployments("web")),
+        "drifting": repos["drifting"].commit(config_maps("drifting-a") | never_rolled_out),
         "failing": repos["failing"].commit(invalid_config_map("failing-a")),
         "pruning": repos["pruning"].commit(config_maps(*(f"pruning-{n}" for n in range(8)))),
     }

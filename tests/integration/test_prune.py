@@ -7,6 +7,7 @@ from typing import Any
 from kubernetes import client
 
 from tests.harness.cli import Gitopsd
+from tests.harness.controllers import ROOT_CA_CONFIG_MAP
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.integration.test_sync import drift_of, scope
 
@@ -14,8 +15,10 @@ PRUNE_BLOCKED = 5
 
 
 def config_maps(admin_api: Any, namespace: str) -> set[str]:
+    """The ConfigMaps of `namespace` but the one the cluster publishes in each (the CA)."""
     core: Any = client.CoreV1Api(admin_api)
-    return {item.metadata.name for item in core.list_namespaced_config_map(namespace).items}
+    items = core.list_namespaced_config_map(namespace).items
+    return {item.metadata.name for item in items} - {ROOT_CA_CONFIG_MAP}
 
 
 def config_map_files(*names: str) -> dict[str, str | None]:

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,17 @@ import yaml
 from kubernetes import client
 
 from gitopsd import configfile
+from tests.harness import audit
 from tests.harness.cli import Gitopsd
-from tests.harness.controllers import StatusWriter, job_complete, meanwhile, rolled_out
+from tests.harness.controllers import USERS
 from tests.harness.controlplane import ControlPlane, free_port
 from tests.harness.daemon import DaemonProcess
 from tests.harness.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
+CONTROLLER_MANAGER = USERS["kube-controller-manager"]
+JOB_STATUS = "/apis/batch/v1/namespaces/shop/jobs/migrate/status"
+APP = "/apis/apps/v1/namespaces/shop/deployments/shop?"  # server-side apply: a PATCH
 
 
 def readme_text(name: str, language: str) -> str:
@@ -73,25 +78,21 @@ def test_the_cli_examples_run_as_documented(gitopsd: Gitopsd) -> None:
 
 
 def test_the_waves_example_applies_the_app_once_its_migration_completed(
-    gitopsd: Gitopsd,
+    gitopsd: Gitopsd, control_plane: ControlPlane
 ) -> None:
-    """The cluster has no controllers: a thread completes the Job and rolls out the
-    Deployment as theirs would, and checks the app was not there before the Job completed."""
-    controller = StatusWriter(gitopsd.kubectl, "shop")
-    app_before_migration: list[bool] = []
+    """The Job controller completes the migration (kwok runs its pod); the app is applied
+    only after the controller's last write of the Job's status, the one that completed it."""
+    started = time.time()
 
-    def controllers() -> None:
-        controller.found("job", "migrate")
-        app = gitopsd.kubectl("get", "deployment", "shop", "-n", "shop", "--ignore-not-found")
-        app_before_migration.append(bool(app.strip()))
-        controller.write("job", "migrate", job_complete)
-        controller.write("deployment", "shop", rolled_out)
+    [_, synced] = run_block(gitopsd, "waves")
 
-    with meanwhile(controllers):
-        [_, synced] = run_block(gitopsd, "waves")
-
-    assert app_before_migration == [False]
     assert "2 created" in synced and "health: 2 Current" in synced
+    written = audit.writes_by_anyone(control_plane, started)
+    completed = max(
+        w.received for w in written if w.user == CONTROLLER_MANAGER and w.uri.startswith(JOB_STATUS)
+    )
+    applied = min(w.received for w in written if w.uri.startswith(APP) and not w.dry_run)
+    assert applied > completed
 
 
 @pytest.mark.parametrize("command", ["make demo", "make test"])
@@ -121,8 +122,12 @@ def test_the_demo_walks_through_the_command_line_and_the_daemon(
         out.splitlines().count("no drift") == 2
         and "spec.replicas: 5 -> 2  (manager: kubectl)" in out
     )
+    assert re.search(r"^health: \d+ Current$", out, re.MULTILINE), (
+        out
+    )  # sync --wait: all rolled out
     assert "healed: replicas 2" in out and "applied: replicas 3" in out
-    assert re.search(r'^gitopsd_apply_total\{action="configured".*\} 2\.0$', out, re.MULTILINE)
+    configured = r'^gitopsd_apply_total\{action="configured".*\} 2\.0$'
+    assert re.search(configured, out, re.MULTILINE), out
     assert "gitopsd run exited 0" in out
 
 

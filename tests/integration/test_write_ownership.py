@@ -14,11 +14,12 @@ from kubernetes import client
 
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
-from tests.harness.controllers import StatusWriter, meanwhile, rolled_out
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.faultproxy import Fault, FaultProxy, Request
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.kube import Gate
+from tests.harness.status_writer import meanwhile
 from tests.harness.waiting import wait_for
 from tests.integration.test_gitsync import create, operator, wait_ready
 from tests.integration.test_health import deployment
@@ -57,13 +58,18 @@ def assert_quota_is_the_admins(admin_api: Any, namespace: str) -> None:
     assert "gitopsd" not in {entry.manager for entry in live.metadata.managed_fields or []}
 
 
-def deleted_quotas(plane: ControlPlane, since: float) -> list[audit.Write]:
-    """Every DELETE of the quota the server received since `since`, by anyone."""
+def deleted_quotas(plane: ControlPlane, namespace: str, since: float) -> list[audit.Write]:
+    """Every DELETE of a quota in `namespace` the server received since `since`, by anyone."""
     return [
         w
         for w in audit.writes_by_anyone(plane, since)
-        if w.verb == "delete" and w.resource == "resourcequotas"
+        if w.verb == "delete" and w.resource == "resourcequotas" and w.namespace == namespace
     ]
+
+
+def web_exists(api: Any, namespace: str) -> bool:
+    found: Any = client.AppsV1Api(api).list_namespaced_deployment(namespace)
+    return any(item.metadata.name == "web" for item in found.items)
 
 
 def test_se16_an_object_created_meanwhile_while_a_wave_waits_is_never_taken_by_a_sync(
@@ -73,15 +79,15 @@ def test_se16_an_object_created_meanwhile_while_a_wave_waits_is_never_taken_by_a
     git_server: GitServer,
     git_repo: GitRepo,
     namespace: str,
+    gate: Gate,
 ) -> None:
-    git_repo.commit({**deployment("web"), **quota_file("3", wave="1")})
+    git_repo.commit({**deployment("web", pods_on=gate.node_selector), **quota_file("3", wave="1")})
     url = git_server.file_url(git_repo)
-    controller = StatusWriter(gitopsd.kubectl, namespace)
 
     def admin_creates_it_while_wave_0_waits() -> None:
-        controller.found("deployment", "web")
+        wait_for(lambda: web_exists(admin_api, namespace), "web", 120)
         admin_creates_quota(admin_api, namespace)
-        controller.write("deployment", "web", rolled_out)
+        gate.open()
 
     with meanwhile(admin_creates_it_while_wave_0_waits):
         run = gitopsd("sync", url, *scope(namespace), "--prune")
@@ -96,7 +102,7 @@ def test_se16_an_object_created_meanwhile_while_a_wave_waits_is_never_taken_by_a
     again = gitopsd("sync", url, *scope(namespace), "--prune")
 
     assert again.code == 0, again.text
-    assert deleted_quotas(control_plane, started) == []
+    assert deleted_quotas(control_plane, namespace, started) == []
     assert_quota_is_the_admins(admin_api, namespace)
 
 
@@ -108,18 +114,17 @@ def test_se16_a_gitsync_never_takes_an_object_created_while_its_wave_waits(
     control_plane: ControlPlane,
     git_server: GitServer,
     git_repo: GitRepo,
-    gitopsd: Gitopsd,
+    gate: Gate,
 ) -> None:
     """The red team's case: a GitSync without a ServiceAccount (the daemon's own rights),
     prune on, whose wave 1 names an object its tenant may not touch."""
-    git_repo.commit({**deployment("web"), **quota_file("3", wave="1")})
+    git_repo.commit({**deployment("web", pods_on=gate.node_selector), **quota_file("3", wave="1")})
     operator(daemons, namespace)
     spec = {"repository": {"url": git_server.file_url(git_repo)}, "prune": True, "timeout": "30m"}
     create(admin_api, namespace, "tenant", spec)
-    controller = StatusWriter(gitopsd.kubectl, namespace)
-    controller.found("deployment", "web")
+    wait_for(lambda: web_exists(admin_api, namespace), "web", 120)
     admin_creates_quota(admin_api, namespace)
-    controller.write("deployment", "web", rolled_out)
+    gate.open()
 
     refused = wait_for(
         lambda: _failing_with(admin_api, namespace, f"ResourceQuota/{namespace}/{QUOTA}"),
@@ -133,7 +138,7 @@ def test_se16_a_gitsync_never_takes_an_object_created_while_its_wave_waits(
     started = time.time()
     wait_ready(admin_api, namespace, "tenant", "True", "Succeeded", 90)
 
-    assert deleted_quotas(control_plane, started) == []
+    assert deleted_quotas(control_plane, namespace, started) == []
     assert_quota_is_the_admins(admin_api, namespace)
 
 
@@ -201,7 +206,8 @@ def test_se16_a_heal_on_its_way_never_takes_an_object_made_anew_by_someone_else(
     live: Any = core.read_namespaced_config_map("member", namespace)
     assert live.data == {"owner": "admin"}
     assert PART_OF not in (live.metadata.labels or {})
-    assert not [w for w in audit.writes_by_anyone(control_plane, started) if w.verb == "delete"]
+    deletes = [w for w in audit.writes_by_anyone(control_plane, started) if w.verb == "delete"]
+    assert not [w for w in deletes if w.namespace == namespace]  # others' namespaces go away
 
 
 def _exists(core: Any, namespace: str) -> bool:
