@@ -1,9 +1,10 @@
 """`make bench`: gitopsd against kubectl and its own targets, on a real control plane.
 
-Starts kube-apiserver + etcd, generates repositories of each size, and measures side by
-side: cold sync, no-op sync and no-op diff (gitopsd against kubectl), then the daemon's cold
-start, idle cost, edit -> detection and heal latencies, one-file commit -> applied, and
-memory. Prints the tables and writes them to BENCHMARKS.md.
+Starts a control plane, bare (kube-apiserver + etcd) and then with its controllers
+(kube-controller-manager, kube-scheduler, kwok's nodes), generates repositories of each size,
+and measures on each, side by side: cold sync, no-op sync and no-op diff (gitopsd against
+kubectl), then the daemon's cold start, idle cost, edit -> detection and heal latencies,
+one-file commit -> applied, and memory. Prints the tables and writes them to BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from tests.bench.daemon import measure_daemon
 from tests.bench.lab import Lab
 from tests.bench.measure import BenchError
 from tests.bench.oneshot import side_by_side
-from tests.bench.report import Circumstances, SizeResults
-from tests.harness.controlplane import provide_binaries, running_control_plane
+from tests.bench.report import CLUSTERS, Circumstances, SizeResults
+from tests.harness.controlplane import Binaries, provide_binaries, running_control_plane
 from tests.harness.gitserver import GitServer
 
 
@@ -56,7 +57,13 @@ def parser() -> argparse.ArgumentParser:
     add("--commits", type=int, default=5, help="one-file commits timed per run (5)")
     add("--idle-seconds", type=float, default=30.0, help="the daemon's idle window (30)")
     add("--output", type=Path, default=machine.REPOSITORY / "BENCHMARKS.md")
-    add("--workdir", type=Path, help="keep the cluster's data, repositories and logs here")
+    add(
+        "--clusters",
+        type=_clusters,
+        default=list(CLUSTERS),
+        help="control planes to measure on: bare, controllers, or both (bare,controllers)",
+    )
+    add("--workdir", type=Path, help="keep the clusters' data, repositories and logs here")
     return parser
 
 
@@ -64,15 +71,10 @@ def benchmark(options: argparse.Namespace) -> tuple[list[SizeResults], Circumsta
     started, load = time.monotonic(), os.getloadavg()[0]
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     binaries = provide_binaries()
-    with (
-        _workdir(options.workdir) as workdir,
-        running_control_plane(binaries, workdir / "cluster") as plane,
-    ):
-        (workdir / "git").mkdir()
-        lab = Lab(plane, binaries, GitServer(root=workdir / "git"), workdir)
-        lab.logs.mkdir()
-        print(f"bench: control plane at {plane.url}, work in {workdir}", flush=True)
-        results = [measure_size(lab, size, options) for size in options.sizes]
+    results = []
+    with _workdir(options.workdir) as workdir:
+        for cluster in options.clusters:
+            results += measure_cluster(binaries, cluster, workdir / cluster, options)
     circumstances = Circumstances(
         date=date,
         machine=machine.describe(binaries),
@@ -85,11 +87,26 @@ def benchmark(options: argparse.Namespace) -> tuple[list[SizeResults], Circumsta
     return results, circumstances
 
 
-def measure_size(lab: Lab, size: int, options: argparse.Namespace) -> SizeResults:
-    results = SizeResults(size)
+def measure_cluster(
+    binaries: Binaries, cluster: str, workdir: Path, options: argparse.Namespace
+) -> list[SizeResults]:
+    """Every size on a control plane of its own, `cluster` (a key of CLUSTERS)."""
+    workdir.mkdir()
+    with running_control_plane(
+        binaries, workdir / "cluster", with_controllers=cluster == "controllers"
+    ) as plane:
+        (workdir / "git").mkdir()
+        lab = Lab(plane, binaries, GitServer(root=workdir / "git"), workdir)
+        lab.logs.mkdir()
+        print(f"bench: {CLUSTERS[cluster]}: at {plane.url}, work in {workdir}", flush=True)
+        return [measure_size(lab, size, cluster, options) for size in options.sizes]
+
+
+def measure_size(lab: Lab, size: int, cluster: str, options: argparse.Namespace) -> SizeResults:
+    results = SizeResults(size, cluster)
     for number in range(1, options.runs + 1):
-        print(f"bench: {size:,} objects, run {number} of {options.runs}", flush=True)
-        tag = f"s{size}-r{number}"
+        print(f"bench: {size:,} objects, {cluster}, run {number} of {options.runs}", flush=True)
+        tag = f"s{size}-r{number}"  # each cluster has its own control plane
         results.oneshot.append(side_by_side(lab, size, tag))
         daemon = measure_daemon(
             lab, size, tag, options.edits, options.commits, options.idle_seconds
@@ -113,6 +130,14 @@ def _sizes(text: str) -> list[int]:
     if sizes[0] < 15:
         raise argparse.ArgumentTypeError("each size must be at least 15 objects")
     return sizes
+
+
+def _clusters(text: str) -> list[str]:
+    clusters = [part for part in text.split(",") if part]
+    unknown = set(clusters) - set(CLUSTERS)
+    if unknown or not clusters:
+        raise argparse.ArgumentTypeError(f"choose from {', '.join(CLUSTERS)}")
+    return [cluster for cluster in CLUSTERS if cluster in clusters]
 
 
 def _interrupt(number: int, frame: object) -> None:

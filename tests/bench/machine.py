@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 from pathlib import Path
 
@@ -19,7 +20,8 @@ def describe(binaries: Binaries) -> str:
         f"Python {platform.python_version()}, "
         f"kube-apiserver {_version(binaries.kube_apiserver, '--version')}, "
         f"etcd {_version(binaries.etcd, '--version')}, "
-        f"kubectl {_version(binaries.kubectl, 'version', '--client')}"
+        f"kubectl {_version(binaries.kubectl, 'version', '--client')}, "
+        f"kwok {_version(binaries.controllers.kwok, '--version')}"
     )
 
 
@@ -46,9 +48,9 @@ def _memory_gib() -> float:
 
 
 def _version(binary: Path, *arguments: str) -> str:
-    """The version a binary reports: its first line's last word (v1.34.4, 3.6.16)."""
-    first = _output(str(binary), *arguments).splitlines()[0]
-    return first.split()[-1]
+    """The first word of what a binary reports that reads as a version (v1.34.4, 3.6.16)."""
+    words = _output(str(binary), *arguments).split()
+    return next(word for word in words if re.fullmatch(r"v?\d+\.\d+\.\d+", word))
 
 
 def _output(*argv: str) -> str:

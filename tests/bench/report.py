@@ -47,16 +47,29 @@ def commit_target(size: int) -> Target:
     return Target(0.5, "< 0.5 s", strict=True) if size <= 1000 else Target(1.0, "< 1 s", True)
 
 
+CLUSTERS = {
+    "bare": "etcd and kube-apiserver only",
+    "controllers": "with kube-controller-manager, kube-scheduler and kwok's nodes",
+}
+"""The control planes measured, by name: what runs beside the API server."""
+
+
 @dataclass
 class SizeResults:
     size: int
+    cluster: str
+    """A key of CLUSTERS."""
     oneshot: list[OneShot] = field(default_factory=list)
     daemon: list[DaemonFigures] = field(default_factory=list)
 
 
 def markdown(results: Sequence[SizeResults]) -> str:
-    sections = [section for result in results for section in size_section(result)]
-    return "\n".join([*sections, *cost_section(results)])
+    sections = []
+    for cluster in CLUSTERS:
+        measured = [result for result in results if result.cluster == cluster]
+        sections += [section for result in measured for section in size_section(result)]
+        sections += cost_section(measured)
+    return "\n".join(sections)
 
 
 def cost_section(results: Sequence[SizeResults]) -> list[str]:
@@ -77,7 +90,7 @@ def cost_section(results: Sequence[SizeResults]) -> list[str]:
             verdict = (COLD_REQUESTS_PER_OBJECT.shown, COLD_REQUESTS_PER_OBJECT.verdict(judged))
         rows.append((tool, f"{each:.3f}", f"{fixed:.0f}", *verdict))
     return [
-        "## Cold sync: requests per object\n",
+        f"## Cold sync: requests per object, {CLUSTERS[small.cluster]}\n",
         f"From {small.size:,} to {large.size:,} objects: what each further object costs, and "
         "what is left whatever the size (discovery, the parent, a LIST per kind).\n",
         table(("tool", "per object", "fixed", "target", ""), rows),
@@ -86,7 +99,7 @@ def cost_section(results: Sequence[SizeResults]) -> list[str]:
 
 def size_section(result: SizeResults) -> list[str]:
     return [
-        f"## {result.size:,} objects\n",
+        f"## {result.size:,} objects, {CLUSTERS[result.cluster]}\n",
         "### gitopsd against kubectl, side by side\n",
         table(
             ("figure", "gitopsd", "kubectl", "ratio", "target", ""),
@@ -241,7 +254,11 @@ at the end.
 
 METHOD = """## How it is measured
 
-- One real kube-apiserver + etcd for the whole run. Each tool, each run and each size syncs
+- One real control plane per kind for the whole run: etcd and kube-apiserver alone, then
+  the same with kube-controller-manager, kube-scheduler and kwok's three simulated nodes
+  (tests/harness/controllers.py), where every Deployment synced rolls out for real: a
+  ReplicaSet and its Pods created, scheduled and made Ready while gitopsd and kubectl
+  work, on the same 2 cores. Each tool, each run and each size syncs
   a set of its own: its own 10 Namespaces and its own CRD, so a cold sync is really cold.
   A set of N objects is N/4 apps (Deployment, Service, ConfigMap, a custom resource), the
   Namespaces and the CRD, in one YAML file per app, committed to a git repository that
