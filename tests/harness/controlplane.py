@@ -198,11 +198,15 @@ class ControlPlane:
         and returns once it is ready: later tests find the control plane as it was."""
         assert self.apiserver is not None
         _stop(self.apiserver)
+        place = self.processes.index(self.apiserver)
         self.processes.remove(self.apiserver)
         try:
             yield
         finally:
             self._start_apiserver()
+            # back in its place: stopped after the controllers and kwok, whose own shutdown
+            # waits for an API server to talk to
+            self.processes.insert(place, self.processes.pop())
 
     def _spawn(
         self, name: str, argv: list[str], environment: dict[str, str] | None = None

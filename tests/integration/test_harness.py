@@ -238,6 +238,8 @@ def test_git_server_helpers_rewrite_history(
 
 def test_a_stopped_control_plane_leaves_no_process(binaries: Binaries, tmp_path: Path) -> None:
     with running_control_plane(binaries, tmp_path) as plane:
+        with plane.apiserver_stopped():  # restarted: still stopped after the controllers
+            pass
         pids = [process.pid for process in plane.processes]
         names = [Path(cast(list[str], process.args)[0]).name for process in plane.processes]
         assert names == [

@@ -230,7 +230,13 @@ def _check_the_running_daemon(
 ) -> None:
     wait_for(alive(process, daemon, labelled_deployment(admin_api, namespace)), "the examples", 120)
     daemon.wait_value("gitopsd_leader", lambda v: v == 1, "the shipped Role to grant the Lease")
-    assert daemon.value("gitopsd_reconcile_total", source="examples", result="success") >= 1
+    daemon.wait_value(  # the Deployment is applied before the reconcile ends
+        "gitopsd_reconcile_total",
+        lambda v: v >= 1,
+        "a success",
+        source="examples",
+        result="success",
+    )
     assert any(cache.iterdir()), "no checkout in the cacheDir volume"
 
     pid = main_pid(process)
