@@ -33,6 +33,9 @@ log = logging.getLogger("gitopsd.cache")
 FIRST_BACKOFF_SECONDS = 0.2
 MAX_BACKOFF_SECONDS = 10.0
 REFUSAL_CHECK_SECONDS = 0.1
+STOPPED = "the watch cache stopped: this source is stopping"
+"""What a read gets from a cache that stops meanwhile (the process shutting down, the source
+retired), as a fenced ClusterError: the reconcile ends there, as at its next write."""
 
 OnChange = Callable[[ObjectKey, Body | None], None]
 """Called with the object's key and its new body (None when deleted or no longer kept)."""
@@ -254,12 +257,15 @@ class LiveCache:
 
     def wait_synced(self, timeout_seconds: float) -> bool:
         """Whether every informer synced within the timeout; raises at once the refusal of
-        one the API server forbids to list or watch (it would not sync in time either)."""
+        one the API server forbids to list or watch (it would not sync in time either), and
+        STOPPED once the cache is stopping (its informers never will sync)."""
         deadline = time.monotonic() + timeout_seconds
         for informer in list(self.informers.values()):
             while not informer.synced.wait(min(REFUSAL_CHECK_SECONDS, deadline - time.monotonic())):
                 if informer.refusal is not None:
                     raise informer.refusal
+                if self.stopping.is_set():
+                    raise ClusterError(STOPPED, ClusterReason.FENCED)
                 if time.monotonic() >= deadline:
                     return False
         return True

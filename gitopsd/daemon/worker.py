@@ -297,7 +297,8 @@ class SourceWorker:
 
     def _failed(self, error: GitopsdError, backoff: Backoff) -> float | None:
         """Counts and logs a failure; what may cure itself is retried after `backoff` (its
-        delay is returned), a bad revision waits for the next one (None)."""
+        delay is returned), a bad revision waits for the next one, and nothing is retried
+        once the source is stopping (None)."""
         if self._late():
             limit = self.config.timeout_seconds
             cause = str(error).splitlines()[0][:300]
@@ -307,7 +308,9 @@ class SourceWorker:
         self.report.failure = Failure.of(error)
         reason = error.reason
         delay = None
-        if isinstance(error, ManifestError) and reason not in RETRIED_MANIFEST_REASONS:
+        if self.halt.is_set():
+            retry = "not retried: the source is stopping"
+        elif isinstance(error, ManifestError) and reason not in RETRIED_MANIFEST_REASONS:
             retry = "waiting for a new revision"
         else:
             delay = backoff.failed()

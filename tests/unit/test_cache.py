@@ -280,6 +280,21 @@ def test_a_forbidden_list_fails_the_wait_for_sync_at_once_naming_what_and_where(
         fed.stopping.set()
 
 
+def test_a_wait_for_sync_ends_at_once_when_the_cache_stops() -> None:
+    """SIGTERM during a first reconcile: the informers stop and will never sync."""
+    down = ClusterError("WATCH deployments: Connection refused", ClusterReason.UNREACHABLE)
+    fed, cluster = run_informer([down] * 100)
+    live = LiveCache(cast(Cluster, cluster), "applyset-ours-v1", lambda key, body: None)
+    live.informers[(WEB.group_kind, "n")] = fed
+    threading.Timer(0.2, live.stop).start()
+    try:
+        with pytest.raises(ClusterError) as stopped:
+            live.wait_synced(timeout_seconds=5)  # not waited out: the stop ends it
+        assert stopped.value.reason == ClusterReason.FENCED
+    finally:
+        fed.stopping.set()
+
+
 def test_the_informer_keeps_projections_of_what_it_lists_and_watches() -> None:
     managed = [{"manager": "gitopsd", "operation": "Apply", "fieldsV1": {"f:spec": {}}}]
     watched = deployment("11", ready=1)
