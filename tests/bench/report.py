@@ -267,8 +267,10 @@ METHOD = """## How it is measured
   --server-side -R -f DIR` run as child processes, one at a time. kubectl's cold sync is
   three commands, since kubectl cannot apply a CRD with its custom resources at once:
   apply the Namespaces and the CRD, `kubectl wait` for it to be Established, apply the
-  rest. Wall time is the child's; peak RSS is its `ru_maxrss` (children included); API
-  requests are those the API server's audit log recorded for the tool's user in the
+  rest. Wall time is the child's; peak RSS is its VmHWM, sampled every 20 ms until it
+  exits (not `ru_maxrss`, which on Linux includes what the child shared with the
+  benchmark's own process before exec: earlier versions of this file carry that floor);
+  API requests are those the API server's audit log recorded for the tool's user in the
   window (discovery included; watches count when they end). A cold sync's requests per
   object are their growth from the smallest size to the largest over the growth in
   objects; what is left is the fixed part.

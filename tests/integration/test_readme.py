@@ -122,9 +122,8 @@ def test_the_demo_walks_through_the_command_line_and_the_daemon(
         out.splitlines().count("no drift") == 2
         and "spec.replicas: 5 -> 2  (manager: kubectl)" in out
     )
-    assert re.search(r"^health: \d+ Current$", out, re.MULTILINE), (
-        out
-    )  # sync --wait: all rolled out
+    rolled_out = re.search(r"^health: \d+ Current$", out, re.MULTILINE)  # after sync --wait
+    assert rolled_out, out
     assert "healed: replicas 2" in out and "applied: replicas 3" in out
     configured = r'^gitopsd_apply_total\{action="configured".*\} 2\.0$'
     assert re.search(configured, out, re.MULTILINE), out
