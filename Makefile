@@ -2,8 +2,9 @@
 #   make demo   a real sync of examples/ from git into a local control plane
 #   make test   lint, type-check, import contracts and the whole test suite
 # Both create the virtualenv and build (once) or find the control plane themselves.
-# `make bench` measures gitopsd against kubectl and its targets and writes BENCHMARKS.md
-# (about half an hour; not part of `make test`).
+# `make bench` measures gitopsd against kubectl and its targets, on a bare control plane
+# and on one with controllers, and writes BENCHMARKS.md (about 40 minutes; not part of
+# `make test`).
 # `make crd` writes config/crd/gitsyncs.yaml from gitopsd/gitsync/schema.py (a test fails
 # when the two disagree).
 
