@@ -1,5 +1,6 @@
-"""The vocabulary of a reconcile: what is to be sent, and what came of it. Pure data, shared
-by the plan (which decides) and the execution (which carries the plan out)."""
+"""The vocabulary of a reconcile: what is to be sent, what is live, what was measured, and
+what came of it. Pure data, shared by the readers and the measure (which find), the plan
+(which decides) and the execution (which carries the plan out)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from gitopsd import diff
-from gitopsd.objects import Body, Manifest, ObjectKey, Origin, Resource, pack, unpack, wave_of
+from gitopsd import diff, inventory
+from gitopsd.objects import (
+    Body,
+    GroupKind,
+    Manifest,
+    ObjectKey,
+    Origin,
+    Resource,
+    pack,
+    unpack,
+    wave_of,
+)
 
 
 @dataclass(init=False, slots=True)
@@ -51,6 +62,39 @@ class Target:
         if self.resource is None:
             raise AssertionError(f"{self.key}: sent before its kind is served")
         return self.resource
+
+
+@dataclass
+class Live:
+    """What a reader found in the cluster for one source."""
+
+    parent: Body | None
+    owned: dict[ObjectKey, Body]
+    """Live objects that carry this source's ApplySet label (a claim anyone can copy)."""
+    desired: dict[ObjectKey, Body | None]
+    """The live object for every desired key (None: absent)."""
+    recorded: inventory.Record = field(default_factory=dict)
+    """What the parent records this source applied; empty when it cannot be read (a sync
+    then refuses the parent)."""
+    unserved: frozenset[GroupKind] = frozenset()
+    """The recorded group-kinds discovery could not resolve: nothing proves them gone."""
+
+    def find(self, key: ObjectKey) -> Body | None:
+        """The live object of a desired or an owned key, if it exists."""
+        return self.desired.get(key) or self.owned.get(key)
+
+    def proven(self, key: ObjectKey) -> bool:
+        """Labelled, and recorded as applied by this source with the uid it has now."""
+        body = self.owned.get(key)
+        return body is not None and self.recorded.get(key) == inventory.uid_prefix(body)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    drifts: list[diff.Drift]
+    """Missing, modified and extraneous objects, sorted by key."""
+    differing: set[ObjectKey]
+    """Present targets an apply would change: a field, or which fields gitopsd owns."""
 
 
 class Action(StrEnum):
@@ -99,7 +143,7 @@ class Hooks:
     and resourceVersion)."""
     may_prune: Callable[[], bool] = lambda: True
     """Asked right before pruning starts: a process shutting down says no."""
-    sync_held: Callable[[], str] = lambda: ""
+    dependencies_waiting: Callable[[], str] = lambda: ""
     """Asked before a new revision is applied: why it must wait (the sources it depends on
     are not ready), or "" to go ahead."""
     on_fetched: Callable[[float], None] = lambda seconds: None

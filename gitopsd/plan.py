@@ -1,7 +1,9 @@
 """The plan: what one reconcile will do, decided before any write, and in which order. Pure.
 
-Each target is created, configured or left unchanged, as the drift measured says; owned
-objects that left git are pruned or refused by the guards. Apply order: Namespaces and
+What a pass does follows from what it was asked (its `Intent`) and the revision applied
+last (`step_for`); what it writes follows from what was measured (`plan_for`). Each target
+is created, configured or left unchanged, as the drift measured says; owned objects that
+left git are pruned or refused by the guards. Apply order: Namespaces and
 CRDs, then (after the CRDs are Established) the sync waves, lowest first (each once the one
 before is healthy), each with its cluster-scoped objects before its namespaced ones.
 Deletes come last, in the reverse order.
@@ -14,8 +16,9 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 
-from gitopsd.changes import Action
-from gitopsd.config import PrunePolicy
+from gitopsd.changes import Action, Live, Measurement, Target
+from gitopsd.config import PrunePolicy, SyncSettings
+from gitopsd.diff import State as DriftState
 from gitopsd.inventory import prune_disabled, uid_prefix
 from gitopsd.objects import Body, GroupKind, ObjectKey, wave_of
 
@@ -26,6 +29,49 @@ PROTECTED = DEFINITIONS | {
     GroupKind("", "PersistentVolume"),
     GroupKind("", "PersistentVolumeClaim"),
 }
+
+
+class Intent(StrEnum):
+    """What one reconcile is asked to do. A poll fetches the revision; a recheck, after
+    watch events, measures the revision read last again."""
+
+    OBSERVE = "observe"
+    """A poll that changes nothing: `gitopsd diff`, a source in observe or warn mode."""
+    ENFORCE = "enforce"
+    """A poll that applies a new revision whole (and prunes), and heals the applied one."""
+    RECHECK = "recheck"
+    """A recheck that changes nothing."""
+    HEAL = "heal"
+    """A recheck that heals the applied revision's drift; it never applies a new one."""
+
+    @classmethod
+    def of(cls, enforce: bool, poll: bool) -> Intent:
+        if poll:
+            return cls.ENFORCE if enforce else cls.OBSERVE
+        return cls.HEAL if enforce else cls.RECHECK
+
+    @property
+    def polls(self) -> bool:
+        return self in (Intent.OBSERVE, Intent.ENFORCE)
+
+
+class Step(StrEnum):
+    """What a reconcile does after measuring."""
+
+    NONE = "none"
+    HEAL = "heal"
+    SYNC = "sync"
+
+
+def step_for(intent: Intent, applied: bool, self_heal: bool) -> Step:
+    """A revision not applied yet is synced by a poll, one applied is healed (with
+    selfHeal); a recheck never syncs, that is the poll's work. `applied`: the revision read
+    is the one applied last."""
+    if intent in (Intent.OBSERVE, Intent.RECHECK):
+        return Step.NONE
+    if not applied:
+        return Step.SYNC if intent.polls else Step.NONE
+    return Step.HEAL if self_heal else Step.NONE
 
 
 class Stage(IntEnum):
@@ -195,3 +241,37 @@ def plan_changes(
         for key in scope
     }
     return Plan(actions, prune)
+
+
+def plan_for(
+    settings: SyncSettings,
+    step: Step,
+    targets: Mapping[ObjectKey, Target],
+    live: Live,
+    measured: Measurement,
+) -> Plan | None:
+    """A sync sends every target that is absent or differs, and prunes (if enabled); a heal
+    sends the ones that drifted, and prunes nothing. None: nothing to write (no step, or a
+    heal that finds nothing to send; a sync always writes, if only the parent's stamps)."""
+    if step == Step.NONE:
+        return None
+    present = {key for key, body in live.desired.items() if body is not None}
+    if step == Step.HEAL:
+        # an unowned object is not this source's to heal: a sync refuses it likewise
+        unowned = DriftState.UNOWNED
+        drifted = {d.key for d in measured.drifts if d.key in targets and d.state != unowned}
+        plan = plan_changes(drifted, present, measured.differing)
+        return plan if plan.sent() else None
+    prune = _prune_decision(settings, targets, live) if settings.prune.enabled else None
+    return plan_changes(targets, present, measured.differing, prune)
+
+
+def _prune_decision(
+    settings: SyncSettings, targets: Mapping[ObjectKey, Target], live: Live
+) -> PruneDecision:
+    """The guards' verdict, against the record as it will be once every target is applied
+    (applying never changes an existing object's uid)."""
+    record = dict(live.recorded)
+    if not settings.dry_run:
+        record |= {k: uid_prefix(b) for k, b in live.desired.items() if b is not None}
+    return decide_prune(targets, live.owned, record, settings.prune, live.unserved)

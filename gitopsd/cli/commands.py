@@ -38,8 +38,8 @@ from gitopsd.health import Health, Status, overall
 from gitopsd.objects import ObjectKey
 from gitopsd.reconcile import (
     Bounds,
+    Intent,
     ListReader,
-    Mode,
     Result,
     Source,
     State,
@@ -99,7 +99,7 @@ def run_validate(arguments: argparse.Namespace) -> int:
 
 def run_diff(arguments: argparse.Namespace) -> int:
     try:
-        result = _reconcile(arguments, connect(arguments), Mode.OBSERVE, Hooks())
+        result = _reconcile(arguments, connect(arguments), Intent.OBSERVE, Hooks())
     except GitopsdError as error:
         if arguments.output != "json":
             raise
@@ -135,7 +135,7 @@ def run_sync(arguments: argparse.Namespace) -> int:
     try:
         cluster = connect(arguments)
         settings = sync_settings(arguments, source_spec(arguments), cluster.namespace)
-        result = _reconcile(arguments, cluster, Mode.ENFORCE, hooks)
+        result = _reconcile(arguments, cluster, Intent.ENFORCE, hooks)
         report = result.report or SyncReport(result.desired.revision.sha)
         if arguments.wait and not arguments.dry_run:
             healths = _wait(cluster, result, settings, progress)
@@ -197,14 +197,16 @@ def _sync_code(report: SyncReport, healths: dict[ObjectKey, Health] | None, limi
     return PRUNE_BLOCKED if report.prune_blocked else OK
 
 
-def _reconcile(arguments: argparse.Namespace, cluster: Cluster, mode: Mode, hooks: Hooks) -> Result:
+def _reconcile(
+    arguments: argparse.Namespace, cluster: Cluster, intent: Intent, hooks: Hooks
+) -> Result:
     """One reconcile from a fresh state: what the parent's stamps vouch for is taken as in
     sync (unless --refresh), everything else is measured."""
     spec = source_spec(arguments)
     settings = sync_settings(arguments, spec, cluster.namespace)
     source = Source(spec, settings, arguments.cache_dir, refresh=arguments.refresh)
     reader = ListReader(cluster, settings.concurrency, Bounds.of(settings, spec.limits))
-    return reconcile_once(source, cluster, reader, State(), mode, hooks)
+    return reconcile_once(source, cluster, reader, State(), intent, hooks)
 
 
 def connect(arguments: argparse.Namespace) -> Cluster:

@@ -144,7 +144,7 @@ class Daemon:
         polls again as soon as one of them reports."""
         by_name = {worker.name: worker for worker in self.workers}
         for worker in self.workers:
-            worker.sync_held = partial(waiting_for, worker.config.depends_on, by_name)
+            worker.dependencies_waiting = partial(waiting_for, worker.config.depends_on, by_name)
             worker.on_report = partial(poll_waiting, self.workers, worker.name)
 
     def ready(self) -> bool:

@@ -228,7 +228,7 @@ class GitSyncController:
             self.leading,
             self.stopping,
             on_report=lambda: self._reported(key, wanted.key),
-            sync_held=lambda: waiting_for(source.depends_on, self._by_source()),
+            dependencies_waiting=lambda: waiting_for(source.depends_on, self._by_source()),
         )
         worker.requested = wanted.requested  # its first poll answers a request made before
         served = Served(wanted, source, worker)

@@ -45,14 +45,15 @@ from gitopsd.reconcile import (
     RETRIED_MANIFEST_REASONS,
     Bounds,
     CacheReader,
+    Intent,
     KnownInvalid,
-    Mode,
     Result,
     Source,
     State,
     Step,
     SyncReport,
     desired,
+    read_only,
     reconcile_once,
 )
 from gitopsd.reconcile.measure import DriftMemo
@@ -135,7 +136,7 @@ class SourceWorker:
     """What it saw last (a GitSync's status is made of it)."""
     on_report: Callable[[], None] = lambda: None
     """Hears that `report` changed: after each poll and drift check."""
-    sync_held: Callable[[], str] = lambda: ""
+    dependencies_waiting: Callable[[], str] = lambda: ""
     """Why a new revision must wait (the sources it depends on are not ready), or ""."""
     halt: threading.Event = field(default_factory=threading.Event)
     """Set when this source stops for good (its GitSync deleted or changed, the daemon
@@ -225,7 +226,7 @@ class SourceWorker:
 
     def _reconcile(self) -> str:
         try:
-            mode = self._once()
+            leading = self._once()
         except KnownInvalid:
             return "skipped"  # a bad revision stays bad: wait for the next one
         except GitopsdError as error:
@@ -237,35 +238,35 @@ class SourceWorker:
             self.report.finished += 1
         self.backoff.reset()
         self.report.failure = None
-        if mode == Mode.READ:
+        if not leading:
             return "standby"  # it only read: no success of a sync to count, nor a time
         return "waiting" if self.report.waiting else "success"
 
-    def _once(self, changed: set[ObjectKey] | None = None) -> Mode:
+    def _once(self, changed: set[ObjectKey] | None = None) -> bool:
         """One reconcile (`changed` None) or drift check after watch events on `changed`;
-        a standby only reads, to keep its caches warm. Returns the mode it ran in."""
-        if not self.leading.is_set():
-            mode = Mode.READ
-        else:
-            mode = Mode.ENFORCE if self.config.mode == SourceMode.ENFORCE else Mode.OBSERVE
+        a standby only reads, to keep its caches warm. Says whether it was the leader's."""
         hooks = self._hooks(changed or set())
+        enforce = self.config.mode == SourceMode.ENFORCE
+        intent = Intent.of(enforce, poll=changed is None)
+        if not self.leading.is_set():
+            read_only(self.source, self.cluster, self.reader, self.state, hooks, intent.polls)
+            return False
         try:
             result = reconcile_once(
-                self.source, self.cluster, self.reader, self.state, mode, hooks, changed is not None
+                self.source, self.cluster, self.reader, self.state, intent, hooks
             )
         except ApplyError as error:
-            if mode == Mode.ENFORCE:
+            if enforce:
                 self.recorder.apply_failed(
                     self.name, error.action, error.reason, len(error.failures)
                 )
             raise
-        if changed is None:  # a poll: the only reconcile that may apply a new revision
-            self._held(result.held)
-        if mode != Mode.READ:
-            self._assessed(result)
+        if intent.polls:  # the only reconcile that may apply a new revision
+            self._waiting(result.waiting)
+        self._assessed(result)
         if result.report is not None:
             self._synced(result, result.report)
-        return mode
+        return True
 
     def _hooks(self, changed: set[ObjectKey]) -> Hooks:
         return Hooks(
@@ -275,7 +276,7 @@ class SourceWorker:
             on_plan=self._planned,
             on_outcome=self._log_outcome,
             may_prune=lambda: not self.stopping.is_set(),
-            sync_held=self.sync_held,
+            dependencies_waiting=self.dependencies_waiting,
         )
 
     @contextmanager
@@ -341,7 +342,7 @@ class SourceWorker:
         if self.config.mode == SourceMode.WARN:
             self._warn(drifts, find)
 
-    def _held(self, reason: str) -> None:
+    def _waiting(self, reason: str) -> None:
         if reason and reason != self.report.waiting:
             self.log.info("revision not applied: %s", reason)
         self.report.waiting = reason

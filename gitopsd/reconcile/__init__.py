@@ -1,31 +1,32 @@
 """The reconcile, told once: getDesired, getCurrent, diff, plan, makeChanges.
 
-`gitopsd diff` observes, `gitopsd sync` enforces, the daemon's worker does either, again and
-again, keeping its `State` between runs: a revision already read costs no fetch of its
-files, an object measured in the same state costs no dry-run, and its own writes seed the
-memo. A fresh `State` (the CLI, a daemon starting) takes what the parent's stamps vouch for as in
-sync and measures the rest.
+Each pass is asked for an `Intent` (observe or enforce; a poll, or a recheck after watch
+events), and the plan decides from it what to do. `gitopsd diff` observes, `gitopsd sync`
+enforces, the daemon's worker does either, again and again, keeping its `State` between
+runs: a revision already read costs no fetch of its files, an object measured in the same
+state costs no dry-run, and its own writes seed the memo. A fresh `State` (the CLI, a daemon
+starting) takes what the parent's stamps vouch for as in sync and measures the rest.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from pathlib import Path
 
 from gitopsd import diff, inventory, manifests
-from gitopsd.changes import Hooks, Target
+from gitopsd.changes import Hooks, Live, Measurement, Target
 from gitopsd.cluster import Cluster
 from gitopsd.config import SourceSpec, SyncSettings
 from gitopsd.errors import ManifestError, ManifestReason
 from gitopsd.health import Assessments, Health
 from gitopsd.objects import Body, ObjectKey
-from gitopsd.plan import Plan, PruneDecision, decide_prune, plan_changes
+from gitopsd.plan import Intent, Step, plan_for, step_for
 from gitopsd.reconcile.desired import Desired, applyset_of, fetch, read_revision, resolve
-from gitopsd.reconcile.enforce import ParentWriter, SyncReport, make_changes, unserved_kinds
-from gitopsd.reconcile.live import CONFIG_MAPS, Bounds, CacheReader, ListReader, Live, Reader
-from gitopsd.reconcile.measure import IN_SYNC, DriftMemo, Measurement, measure, with_owners
+from gitopsd.reconcile.enforce import ParentWriter, SyncReport, make_changes
+from gitopsd.reconcile.live import CONFIG_MAPS, Bounds, CacheReader, ListReader, Reader
+from gitopsd.reconcile.measure import IN_SYNC, DriftMemo, measure, with_owners
 from gitopsd.source import Revision
 
 RETRIED_MANIFEST_REASONS = frozenset({ManifestReason.UNKNOWN_KIND})
@@ -36,23 +37,6 @@ manifest errors wait for a new revision."""
 class KnownInvalid(Exception):
     """The revision is one whose manifests were found invalid before: it stays invalid,
     so it is neither read nor reported again until the next revision."""
-
-
-class Mode(StrEnum):
-    READ = "read"
-    """getDesired and getCurrent only: a standby keeps its caches warm."""
-    OBSERVE = "observe"
-    """Measure drift; change nothing."""
-    ENFORCE = "enforce"
-    """Apply a new revision whole (and prune); heal drift of the applied one, if asked."""
-
-
-class Step(StrEnum):
-    """What a reconcile did after measuring."""
-
-    NONE = "none"
-    HEAL = "heal"
-    SYNC = "sync"
 
 
 @dataclass(frozen=True)
@@ -75,6 +59,7 @@ class State:
     memo: DriftMemo = field(default_factory=DriftMemo)
     parse_cache: manifests.ParseCache = field(default_factory=manifests.ParseCache)
     desired: Desired | None = None
+    """The revision read last, resolved."""
     failed_revision: str | None = None
     """A revision whose manifests are invalid: it stays invalid, so it is not read again."""
     applied_revision: str | None = None
@@ -84,6 +69,40 @@ class State:
     """The gitopsd parent found for each ApplySet id that objects of others carry (None:
     none found): looked up once, not at every drift check."""
 
+    def known(self, revision: Revision) -> Desired | None:
+        """The revision as read before, if it is the one read last; raises KnownInvalid if
+        it is one found invalid."""
+        if self.desired and revision.sha and revision.sha == self.desired.revision.sha:
+            return self.desired
+        if revision.sha and revision.sha == self.failed_revision:
+            raise KnownInvalid(revision.sha)
+        return None
+
+    def read(self, desired: Desired) -> Desired:
+        self.desired = desired
+        return desired
+
+    def invalid(self, revision: Revision, error: ManifestError) -> None:
+        """A revision's manifests failed to read: unless the cluster can cure it, it is not
+        read again."""
+        if error.reason not in RETRIED_MANIFEST_REASONS:
+            self.failed_revision = revision.sha
+
+    def trust_stamps(self, desired: Desired, live: Live, refresh: bool) -> None:
+        """A fresh state takes what the parent's stamps vouch for as in sync (unless asked
+        to refresh); the first measure dry-runs the rest."""
+        if not self.memo.seen and not refresh:
+            stamps = inventory.stamps_of(live.parent, live.recorded)
+            self.memo.adopt(stamps, desired.targets, live.desired)
+
+    def is_applied(self, desired: Desired) -> bool:
+        return self.applied_revision is not None and desired.revision.sha == self.applied_revision
+
+    def done(self, desired: Desired, step: Step) -> None:
+        """Changes were made: a sync's revision is the one applied now."""
+        if step == Step.SYNC:
+            self.applied_revision = desired.revision.sha
+
 
 @dataclass
 class Result:
@@ -92,7 +111,7 @@ class Result:
     drifts: list[diff.Drift] = field(default_factory=list)
     step: Step = Step.NONE
     report: SyncReport | None = None
-    held: str = ""
+    waiting: str = ""
     """Why the new revision was not applied (its source's dependencies), or ""."""
 
     def health(self, memo: Assessments | None = None) -> dict[ObjectKey, Health]:
@@ -107,126 +126,107 @@ def reconcile_once(
     cluster: Cluster,
     reader: Reader,
     state: State,
-    mode: Mode,
+    intent: Intent,
     hooks: Hooks | None = None,
-    recheck: bool = False,
 ) -> Result:
-    """One pass of the story. `recheck` measures the revision held again (after watch
-    events): it heals, never syncs. Raises KnownInvalid for a revision that failed before."""
+    """One pass of the story. Raises KnownInvalid for a revision that failed before."""
     hooks = hooks or Hooks()
-    desired = get_desired(source, cluster, state, hooks, refetch=not recheck)
-    applyset = applyset_of(source.settings)
-    result = Result(desired, reader.read(applyset, desired.targets))
-    if mode == Mode.READ:
-        return result
-    if not state.memo.seen and not source.refresh:
-        stamps = inventory.stamps_of(result.live.parent, result.live.recorded)
-        state.memo.adopt(stamps, desired.targets, result.live.desired)
-    step = _step(source, state, mode, desired, recheck)
-    if step == Step.SYNC:
-        result.held = hooks.sync_held()
-        step = Step.NONE if result.held else step
-    measured = measure(
-        cluster, source.settings, desired.targets, result.live, state.memo, step != Step.NONE
-    )
-    measured = with_owners(cluster, source.settings, applyset, result.live, measured, state.owners)
-    result.drifts, result.step = measured.drifts, step
-    hooks.on_measured(measured.drifts, result.live.find)
-    if step == Step.NONE:
-        return result
-    plan = plan_for(cluster, source.settings, step, desired, result.live, measured)
-    if step == Step.HEAL and not plan.sent():
-        return result
-    hooks.on_plan(len(plan.actions))
-    parent = ParentWriter(
-        cluster,
-        source.settings,
-        applyset,
-        state.memo.stamps,
-        inventory.stored_stamps(result.live.parent),
-        restamp=step == Step.SYNC,
-        written=reader.written,
-        live=result.live.parent,
-    )
-    seeded = _seeding(hooks, state.memo)
-    result.report = make_changes(desired, plan, result.live, seeded, parent)
-    if step == Step.SYNC:
-        state.applied_revision = desired.revision.sha
+    desired = get_desired(source, cluster, state, hooks, fetch=intent.polls)
+    live = reader.read(applyset_of(source.settings), desired.targets)
+    state.trust_stamps(desired, live, source.refresh)
+    step, waiting = _step(intent, state.is_applied(desired), source.self_heal, hooks)
+    measured = _measure(cluster, source.settings, desired, live, state, step)
+    hooks.on_measured(measured.drifts, live.find)
+    result = Result(desired, live, measured.drifts, step, waiting=waiting)
+    plan = plan_for(source.settings, step, desired.targets, live, measured)
+    if plan is not None:
+        hooks.on_plan(len(plan.actions))
+        parent = _parent(cluster, source.settings, live, state, reader.written, step == Step.SYNC)
+        result.report = make_changes(desired, plan, live, _seeding(hooks, state.memo), parent)
+        state.done(desired, step)
     return result
 
 
+def read_only(
+    source: Source, cluster: Cluster, reader: Reader, state: State, hooks: Hooks, fetch: bool
+) -> None:
+    """getDesired and getCurrent only: a standby keeps its caches warm."""
+    desired = get_desired(source, cluster, state, hooks, fetch)
+    reader.read(applyset_of(source.settings), desired.targets)
+
+
 def get_desired(
-    source: Source, cluster: Cluster, state: State, hooks: Hooks, refetch: bool = True
+    source: Source, cluster: Cluster, state: State, hooks: Hooks, fetch: bool = True
 ) -> Desired:
-    """The revision to reconcile: only a new revision is read and resolved again (and
-    reported to `hooks.on_revision`)."""
-    if not refetch and state.desired is not None:
+    """The revision to reconcile (without `fetch`, the one read last): only a new revision
+    is read and resolved again (and reported to `hooks.on_revision`)."""
+    if not fetch and state.desired is not None:
         return state.desired
-    started = time.monotonic()
-    try:
-        revision = fetch(source.spec, source.cache_dir)
-    finally:
-        hooks.on_fetched(time.monotonic() - started)
-    held = state.desired
-    if held and revision.sha and revision.sha == held.revision.sha:
-        return held
-    if revision.sha and revision.sha == state.failed_revision:
-        raise KnownInvalid(revision.sha)
+    revision = _fetch(source, hooks)
+    known = state.known(revision)
+    if known is not None:
+        return known
     try:
         found = read_revision(revision, source.spec, source.cache_dir, state.parse_cache)
-        previous = held.targets if held else None
+        previous = state.desired.targets if state.desired else None
         targets = resolve(found, cluster, source.settings, previous)
     except ManifestError as error:
-        if error.reason not in RETRIED_MANIFEST_REASONS:
-            state.failed_revision = revision.sha
+        state.invalid(revision, error)
         raise
-    state.desired = Desired(revision, targets)
+    desired = state.read(Desired(revision, targets))
     hooks.on_revision(revision.sha)
-    return state.desired
+    return desired
 
 
-def _step(source: Source, state: State, mode: Mode, desired: Desired, recheck: bool) -> Step:
-    """A revision not applied yet is synced, one applied is healed (with selfHeal). A
-    recheck never syncs: that is the poll's work."""
-    if mode != Mode.ENFORCE:
-        return Step.NONE
-    applied = state.applied_revision is not None and desired.revision.sha == state.applied_revision
-    if not applied:
-        return Step.NONE if recheck else Step.SYNC
-    return Step.HEAL if source.self_heal else Step.NONE
+def _fetch(source: Source, hooks: Hooks) -> Revision:
+    started = time.monotonic()
+    try:
+        return fetch(source.spec, source.cache_dir)
+    finally:
+        hooks.on_fetched(time.monotonic() - started)
 
 
-def plan_for(
+def _step(intent: Intent, applied: bool, self_heal: bool, hooks: Hooks) -> tuple[Step, str]:
+    """The step, and why a sync must wait (its source's dependencies), or ""."""
+    step = step_for(intent, applied, self_heal)
+    waiting = hooks.dependencies_waiting() if step == Step.SYNC else ""
+    return (Step.NONE if waiting else step), waiting
+
+
+def _measure(
     cluster: Cluster,
     settings: SyncSettings,
-    step: Step,
     desired: Desired,
     live: Live,
-    measured: Measurement,
-) -> Plan:
-    """A sync sends every target that is absent or differs, and prunes; a heal sends the
-    ones that drifted, and prunes nothing."""
-    targets = desired.targets
-    present = {key for key, body in live.desired.items() if body is not None}
-    if step == Step.HEAL:
-        # an unowned object is not this source's to heal: a sync refuses it likewise
-        unowned = diff.State.UNOWNED
-        drifted = {d.key for d in measured.drifts if d.key in targets and d.state != unowned}
-        return plan_changes(drifted, present, measured.differing)
-    prune = _prune_decision(cluster, settings, targets, live) if settings.prune.enabled else None
-    return plan_changes(targets, present, measured.differing, prune)
+    state: State,
+    step: Step,
+) -> Measurement:
+    """Drift, with what is not this source's to write reported as unowned. A pass that may
+    write checks the absent targets by dry-run too: a sync sends nothing unless all pass."""
+    measured = measure(cluster, settings, desired.targets, live, state.memo, step != Step.NONE)
+    applyset = applyset_of(settings)
+    return with_owners(cluster, settings, applyset, live, measured, state.owners)
 
 
-def _prune_decision(
-    cluster: Cluster, settings: SyncSettings, targets: dict[ObjectKey, Target], live: Live
-) -> PruneDecision:
-    """The guards' verdict, against the record as it will be once every target is applied
-    (applying never changes an existing object's uid)."""
-    record = dict(live.recorded)
-    if not settings.dry_run:
-        record |= {k: inventory.uid_prefix(b) for k, b in live.desired.items() if b is not None}
-    unserved = unserved_kinds(cluster, record)
-    return decide_prune(targets, live.owned, record, settings.prune, unserved)
+def _parent(
+    cluster: Cluster,
+    settings: SyncSettings,
+    live: Live,
+    state: State,
+    written: Callable[[], None],
+    restamp: bool,
+) -> ParentWriter:
+    """The writer of the parent as read, with the stamps of what the memo holds in sync."""
+    return ParentWriter(
+        cluster=cluster,
+        settings=settings,
+        applyset=applyset_of(settings),
+        stamps=state.memo.stamps,
+        stored_stamps=inventory.stored_stamps(live.parent),
+        restamp=restamp,
+        written=written,
+        live=live.parent,
+    )
 
 
 def withdraw(source: Source, cluster: Cluster) -> SyncReport:
@@ -239,16 +239,21 @@ def withdraw(source: Source, cluster: Cluster) -> SyncReport:
     applyset = applyset_of(settings)
     bounds = Bounds.of(settings, source.spec.limits)
     live = ListReader(cluster, settings.concurrency, bounds).read(applyset, {})
-    nothing = Desired(Revision("", None, source.spec.url), {})
     if live.parent is None:
         return SyncReport("")
-    plan = plan_changes({}, set(), set(), _prune_decision(cluster, settings, {}, live))
-    parent = ParentWriter(cluster, settings, applyset, dict, b"", False, lambda: None, live.parent)
+    nothing = Desired(Revision("", None, source.spec.url), {})
+    plan = plan_for(settings, Step.SYNC, {}, live, Measurement([], set()))
+    assert plan is not None  # noqa: S101 - a sync always plans
+    parent = _parent(cluster, settings, live, State(), _nothing, restamp=False)
     report = make_changes(nothing, plan, live, Hooks(), parent)
     if not report.refused:
         uid = live.parent["metadata"]["uid"]  # its record was emptied: any version
         cluster.delete(CONFIG_MAPS, applyset.namespace, applyset.name, uid)
     return report
+
+
+def _nothing() -> None:
+    """No cache to tell of the parent's writes: a withdrawal reads afresh."""
 
 
 def _seeding(hooks: Hooks, memo: DriftMemo) -> Hooks:
@@ -269,10 +274,10 @@ __all__ = [
     "CacheReader",
     "Desired",
     "Hooks",
+    "Intent",
     "KnownInvalid",
     "ListReader",
     "Live",
-    "Mode",
     "Reader",
     "Result",
     "Source",
@@ -280,6 +285,7 @@ __all__ = [
     "Step",
     "SyncReport",
     "get_desired",
+    "read_only",
     "reconcile_once",
     "withdraw",
 ]

@@ -23,19 +23,6 @@ class Desired:
     targets: dict[ObjectKey, Target]
 
 
-def get_desired(
-    spec: SourceSpec,
-    cache_dir: Path,
-    cluster: Cluster,
-    settings: SyncSettings,
-    cache: manifests.ParseCache | None = None,
-) -> Desired:
-    """The revision, read and resolved against the cluster's API: nothing is half-read."""
-    revision = fetch(spec, cache_dir)
-    found = read_revision(revision, spec, cache_dir, cache)
-    return Desired(revision, resolve(found, cluster, settings))
-
-
 def fetch(spec: SourceSpec, cache_dir: Path) -> source.Revision:
     """A git revision, or a local directory when the source is a path."""
     if is_local(spec.url):

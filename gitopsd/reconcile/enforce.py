@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 
 from gitopsd import inventory
 from gitopsd.apply import Applier, prune, write
-from gitopsd.changes import Action, ChangeSet, Hooks, Outcome, Target
+from gitopsd.changes import Action, ChangeSet, Hooks, Live, Outcome, Target
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.config import SyncSettings
 from gitopsd.errors import ApplyError, ClusterReason
-from gitopsd.objects import Body, GroupKind, ObjectKey
+from gitopsd.objects import Body, ObjectKey
 from gitopsd.plan import Plan, PruneDecision, Refusal, Wave
 from gitopsd.reconcile.desired import Desired
-from gitopsd.reconcile.live import CONFIG_MAPS, Live
+from gitopsd.reconcile.live import CONFIG_MAPS, unserved_kinds
 from gitopsd.waiting import HealthWait, not_healthy
 
 
@@ -36,7 +36,7 @@ class SyncReport:
         return bool(self.refused)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ParentWriter:
     """Writes the ApplySet parent: the record, and the stamps of what is in sync now."""
 
@@ -44,7 +44,7 @@ class ParentWriter:
     settings: SyncSettings
     applyset: inventory.ApplySet
     stamps: Callable[[], Mapping[ObjectKey, bytes]]
-    held: bytes
+    stored_stamps: bytes
     """The stamps the parent holds."""
     restamp: bool
     """Write a parent whose record is current but whose stamps are not: a sync does, so the
@@ -64,7 +64,7 @@ class ParentWriter:
         if self.settings.dry_run or (unchanged and not self.restamp):
             return  # a heal hashes no stamps
         stamps = inventory.encode_stamps(record, self.stamps())
-        if unchanged and stamps == self.held:
+        if unchanged and stamps == self.stored_stamps:
             return
         parent = self.applyset.parent(record, stamps)
         try:
@@ -72,7 +72,7 @@ class ParentWriter:
             answer = write(self.cluster, CONFIG_MAPS, parent, self.live, True, subject=subject)
         finally:  # even a failed write may have reached the server
             self.written()
-        self.live, self.held = answer, stamps
+        self.live, self.stored_stamps = answer, stamps
 
 
 def make_changes(
@@ -161,12 +161,6 @@ class Pruning:
         self.parent.write(record, remaining)
         if result.error is not None:
             raise result.error
-
-
-def unserved_kinds(cluster: Cluster, record: inventory.Record) -> set[GroupKind]:
-    """The recorded group-kinds discovery cannot resolve now."""
-    group_kinds = {key.group_kind for key in record}
-    return {gk for gk in group_kinds if cluster.discovery.preferred(gk) is None}
 
 
 def _refuse_foreign_parent(

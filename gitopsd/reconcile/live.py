@@ -21,7 +21,7 @@ from typing import Protocol
 
 from gitopsd import inventory
 from gitopsd.apply import run_concurrently
-from gitopsd.changes import Target
+from gitopsd.changes import Live, Target
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.cluster.cache import LiveCache, Scope
 from gitopsd.config import Limits, SyncSettings, how_to_raise
@@ -32,27 +32,6 @@ CONFIG_MAPS = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
 NAMESPACES = GroupKind("", "Namespace")
 CACHE_SYNC_SECONDS = 30.0
 Targets = Mapping[ObjectKey, Target]
-
-
-@dataclass
-class Live:
-    parent: Body | None
-    owned: dict[ObjectKey, Body]
-    """Live objects that carry this source's ApplySet label (a claim anyone can copy)."""
-    desired: dict[ObjectKey, Body | None]
-    """The live object for every desired key (None: absent)."""
-    recorded: inventory.Record = field(default_factory=dict)
-    """What the parent records this source applied; empty when it cannot be read (a sync
-    then refuses the parent)."""
-
-    def find(self, key: ObjectKey) -> Body | None:
-        """The live object of a desired or an owned key, if it exists."""
-        return self.desired.get(key) or self.owned.get(key)
-
-    def proven(self, key: ObjectKey) -> bool:
-        """Labelled, and recorded as applied by this source with the uid it has now."""
-        body = self.owned.get(key)
-        return body is not None and self.recorded.get(key) == inventory.uid_prefix(body)
 
 
 @dataclass(frozen=True)
@@ -113,7 +92,7 @@ class ListReader:
         absent = {k.name for k in targets if k.group_kind == NAMESPACES and k not in objects}
         namespaced = [(r, ns) for (_, ns), r in lists if r.namespaced and ns not in absent]
         objects |= self._list_all(selector, namespaced, wanted)
-        return live_from(applyset, parent, record, objects, targets)
+        return live_from(applyset, parent, record, objects, targets, self.cluster)
 
     def written(self) -> None:
         """Every read is fresh."""
@@ -177,7 +156,7 @@ class CacheReader:
         if not self.cache.wait_synced(CACHE_SYNC_SECONDS):
             raise ClusterError("the watch cache did not sync in time", ClusterReason.TIMEOUT)
         objects = self.cache.objects()
-        return live_from(applyset, self.parent, self.recorded, objects, targets)
+        return live_from(applyset, self.parent, self.recorded, objects, targets, self.cluster)
 
     def written(self) -> None:
         self.stale = True
@@ -189,10 +168,18 @@ def live_from(
     record: inventory.Record,
     objects: Mapping[ObjectKey, Body],
     targets: Targets,
+    cluster: Cluster,
 ) -> Live:
     """Live state from the objects seen: every owned one, and every desired one that exists."""
     owned = {key: body for key, body in objects.items() if applyset.owns(body)}
-    return Live(parent, owned, {key: objects.get(key) for key in targets}, record)
+    desired = {key: objects.get(key) for key in targets}
+    return Live(parent, owned, desired, record, unserved_kinds(cluster, record))
+
+
+def unserved_kinds(cluster: Cluster, record: inventory.Record) -> frozenset[GroupKind]:
+    """The recorded group-kinds discovery cannot resolve now."""
+    group_kinds = {key.group_kind for key in record}
+    return frozenset(gk for gk in group_kinds if cluster.discovery.preferred(gk) is None)
 
 
 def watched(

@@ -14,12 +14,11 @@ from dataclasses import dataclass, field, replace
 
 from gitopsd import diff, inventory
 from gitopsd.apply import Applier, find_owners, ready, same_ownership
-from gitopsd.changes import Target
+from gitopsd.changes import Live, Measurement, Target
 from gitopsd.cluster import Cluster
 from gitopsd.config import SyncSettings
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.ownership import as_unowned, unowned
-from gitopsd.reconcile.live import Live
 
 
 def resource_version(key: ObjectKey, live: Body) -> str:
@@ -100,14 +99,6 @@ class DriftMemo:
         """Forgets objects that left git."""
         for key in self.seen.keys() - keys:
             del self.seen[key]
-
-
-@dataclass(frozen=True)
-class Measurement:
-    drifts: list[diff.Drift]
-    """Missing, modified and extraneous objects, sorted by key."""
-    differing: set[ObjectKey]
-    """Present targets an apply would change: a field, or which fields gitopsd owns."""
 
 
 def measure(

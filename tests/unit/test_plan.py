@@ -1,17 +1,29 @@
-"""Apply order and prune guards, as tables."""
+"""What a pass does, what it writes, apply order and prune guards, as tables."""
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from gitopsd.changes import Action
-from gitopsd.config import PrunePolicy
+from gitopsd.changes import Action, Live, Measurement, Target
+from gitopsd.config import PrunePolicy, SyncSettings
+from gitopsd.diff import Drift, State
 from gitopsd.inventory import uid_prefix
-from gitopsd.objects import ObjectKey
-from gitopsd.plan import Refusal, decide_prune, plan_changes, stages, waves
+from gitopsd.objects import ObjectKey, Origin
+from gitopsd.plan import (
+    Intent,
+    Refusal,
+    Step,
+    decide_prune,
+    plan_changes,
+    plan_for,
+    stages,
+    step_for,
+    waves,
+)
 
 NAMESPACE = ObjectKey("", "Namespace", "", "team")
 CRD = ObjectKey("apiextensions.k8s.io", "CustomResourceDefinition", "", "widgets.example.com")
@@ -273,3 +285,183 @@ def test_a_plan_carries_the_prune_decision() -> None:
     )
     plan = plan_changes([DEPLOYMENT], {DEPLOYMENT}, set(), decision)
     assert plan.prune is not None and plan.prune.delete == (CONFIG_MAP,)
+
+
+STEP_CASES = {
+    # intent, the revision read is the one applied last, selfHeal -> step
+    "a poll of a new revision syncs": (Intent.ENFORCE, False, True, Step.SYNC),
+    "a poll of a new revision syncs without selfHeal": (Intent.ENFORCE, False, False, Step.SYNC),
+    "a poll of the applied revision heals": (Intent.ENFORCE, True, True, Step.HEAL),
+    "a poll of the applied revision without selfHeal does nothing": (
+        Intent.ENFORCE,
+        True,
+        False,
+        Step.NONE,
+    ),
+    "a recheck heals the applied revision": (Intent.HEAL, True, True, Step.HEAL),
+    "a recheck never syncs a new revision": (Intent.HEAL, False, True, Step.NONE),
+    "a recheck without selfHeal does nothing": (Intent.HEAL, True, False, Step.NONE),
+    "an observing poll changes nothing": (Intent.OBSERVE, False, True, Step.NONE),
+    "an observing poll of the applied revision changes nothing": (
+        Intent.OBSERVE,
+        True,
+        True,
+        Step.NONE,
+    ),
+    "an observing recheck changes nothing": (Intent.RECHECK, True, True, Step.NONE),
+}
+
+
+@pytest.mark.parametrize("case", STEP_CASES, ids=list(STEP_CASES))
+def test_what_a_pass_does(case: str) -> None:
+    intent, applied, self_heal, step = STEP_CASES[case]
+    assert step_for(intent, applied, self_heal) == step
+
+
+@pytest.mark.parametrize(
+    ("enforce", "poll", "intent", "polls"),
+    [
+        (True, True, Intent.ENFORCE, True),
+        (False, True, Intent.OBSERVE, True),
+        (True, False, Intent.HEAL, False),
+        (False, False, Intent.RECHECK, False),
+    ],
+)
+def test_the_intent_of_a_mode_and_a_trigger(
+    enforce: bool, poll: bool, intent: Intent, polls: bool
+) -> None:
+    assert Intent.of(enforce, poll) == intent
+    assert intent.polls == polls
+
+
+def target(key: ObjectKey) -> Target:
+    return Target(key, {"metadata": {"name": key.name}}, Origin("app.yaml", 1), None)
+
+
+GONE = ObjectKey("", "ConfigMap", "team", "gone")
+OTHERS = ObjectKey("", "ConfigMap", "team", "others")
+TARGETS = {key: target(key) for key in (CONFIG_MAP, DEPLOYMENT, WIDGET, OTHERS)}
+LIVE_OBJECTS = owned(CONFIG_MAP, DEPLOYMENT, OTHERS, GONE)
+LIVE = Live(
+    parent={},
+    owned={key: LIVE_OBJECTS[key] for key in (CONFIG_MAP, DEPLOYMENT, GONE)},
+    desired={
+        CONFIG_MAP: LIVE_OBJECTS[CONFIG_MAP],
+        DEPLOYMENT: LIVE_OBJECTS[DEPLOYMENT],
+        OTHERS: LIVE_OBJECTS[OTHERS],
+        WIDGET: None,
+    },
+    recorded=record_of({key: LIVE_OBJECTS[key] for key in (CONFIG_MAP, DEPLOYMENT, GONE)}),
+)
+"""The config map is in sync, the deployment drifted, the widget is missing, a config map
+of another tool's is in git, and one this source applied left git."""
+MEASURED = Measurement(
+    drifts=[
+        Drift(DEPLOYMENT, State.MODIFIED),
+        Drift(GONE, State.EXTRANEOUS),
+        Drift(OTHERS, State.UNOWNED),
+        Drift(WIDGET, State.MISSING),
+    ],
+    differing={DEPLOYMENT, OTHERS},
+)
+SENT_ON_SYNC = {
+    CONFIG_MAP: Action.UNCHANGED,
+    DEPLOYMENT: Action.CONFIGURED,
+    WIDGET: Action.CREATED,
+    OTHERS: Action.CONFIGURED,  # a sync refuses it, with the reason measured
+}
+
+
+def pruning(budget_percent: int) -> SyncSettings:
+    return SyncSettings("app", prune=PrunePolicy(enabled=True, budget_percent=budget_percent))
+
+
+NOTHING = Measurement([], set())
+GONE_TOO = ObjectKey("", "ConfigMap", "team", "gone-too")
+LABELLED = owned(CONFIG_MAP, DEPLOYMENT, GONE, GONE_TOO)
+UNRECORDED = Live({}, LABELLED, LIVE.desired, record_of(owned(GONE, GONE_TOO)))
+"""A parent that lost the record of the objects still in git (applied by a sync whose
+record write failed): two gone."""
+IN_SYNC = Live({}, {}, {CONFIG_MAP: LIVE_OBJECTS[CONFIG_MAP]}, {})
+LOST = Live(LIVE.parent, LIVE.owned, LIVE.desired, LIVE.recorded, frozenset({GONE.group_kind}))
+Actions = dict[ObjectKey, Action]
+Prune = tuple[tuple[ObjectKey, ...], tuple[tuple[ObjectKey, Refusal], ...]]
+PLAN_CASES: dict[str, tuple[Step, SyncSettings, Live, Measurement, Actions | None, Prune | None]]
+PLAN_CASES = {
+    # step, settings, live, measured -> the actions planned (None: no plan), the prune
+    "no step writes nothing": (Step.NONE, pruning(50), LIVE, MEASURED, None, None),
+    "a sync sends what differs or is absent, and prunes nothing unless asked": (
+        Step.SYNC,
+        SyncSettings("app"),
+        LIVE,
+        MEASURED,
+        SENT_ON_SYNC,
+        None,
+    ),
+    "a sync with prune deletes what left git": (
+        Step.SYNC,
+        pruning(50),
+        LIVE,
+        MEASURED,
+        SENT_ON_SYNC,
+        ((GONE,), ()),
+    ),
+    "a sync counts what it applies towards the prune budget": (
+        Step.SYNC,
+        pruning(50),  # half of the four it will have applied: two
+        UNRECORDED,
+        MEASURED,
+        SENT_ON_SYNC,
+        ((GONE, GONE_TOO), ()),
+    ),
+    "a dry-run sync counts only what the record holds": (
+        Step.SYNC,
+        replace(pruning(50), dry_run=True),  # half of the two recorded: one
+        UNRECORDED,
+        MEASURED,
+        SENT_ON_SYNC,
+        ((), ((GONE, Refusal.THRESHOLD), (GONE_TOO, Refusal.THRESHOLD))),
+    ),
+    "a sync of nothing is an empty source": (
+        Step.SYNC,
+        pruning(100),
+        Live({}, LIVE.owned, {}, LIVE.recorded),
+        NOTHING,
+        {},
+        ((), tuple((key, Refusal.EMPTY_SOURCE) for key in (CONFIG_MAP, GONE, DEPLOYMENT))),
+    ),
+    "a sync refuses to prune a kind discovery lost": (
+        Step.SYNC,
+        pruning(50),
+        LOST,
+        MEASURED,
+        SENT_ON_SYNC,
+        ((), ((GONE, Refusal.DISCOVERY_INCOMPLETE),)),
+    ),
+    "a heal sends what drifted, never another tool's object, and prunes nothing": (
+        Step.HEAL,
+        pruning(50),
+        LIVE,
+        MEASURED,
+        {DEPLOYMENT: Action.CONFIGURED, WIDGET: Action.CREATED},
+        None,
+    ),
+    "a heal with nothing drifted writes nothing": (
+        Step.HEAL,
+        SyncSettings("app"),
+        IN_SYNC,
+        NOTHING,
+        None,
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", PLAN_CASES, ids=list(PLAN_CASES))
+def test_what_a_pass_writes(case: str) -> None:
+    step, settings, live, measured, actions, prune = PLAN_CASES[case]
+    targets = {key: TARGETS[key] for key in live.desired}
+    plan = plan_for(settings, step, targets, live, measured)
+    assert (None if plan is None else plan.actions) == actions
+    decision = plan.prune if plan else None
+    assert (None if decision is None else (decision.delete, decision.refused)) == prune

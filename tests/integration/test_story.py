@@ -1,0 +1,152 @@
+"""The reconcile's story against the real API server, seen through a Reader that counts
+its reads and the parent's writes: a poll syncs a new revision and then heals it, a recheck
+after watch events fetches nothing and heals only when enforcing, a revision whose
+dependencies are not ready writes nothing, and a standby only reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from gitopsd import inventory
+from gitopsd.changes import Action, Hooks
+from gitopsd.cluster import Cluster
+from gitopsd.config import SourceSpec, SyncSettings
+from gitopsd.reconcile import Intent, ListReader, Live, Source, State, Step, read_only
+from gitopsd.reconcile import reconcile_once as reconcile
+from gitopsd.reconcile.live import Targets
+from tests.harness.controlplane import ControlPlane
+from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.kube import unique_name
+
+
+@dataclass
+class CountingReader:
+    """The CLI's reader, counting what the story asks of it."""
+
+    inner: ListReader
+    reads: int = 0
+    parent_writes: int = 0
+
+    def read(self, applyset: inventory.ApplySet, targets: Targets) -> Live:
+        self.reads += 1
+        return self.inner.read(applyset, targets)
+
+    def written(self) -> None:
+        self.parent_writes += 1
+
+
+@dataclass
+class Heard:
+    """What the story told its caller."""
+
+    fetches: int = 0
+    revisions: list[str] = field(default_factory=list)
+    waiting: str = ""
+
+    def hooks(self) -> Hooks:
+        return Hooks(
+            on_fetched=lambda seconds: self._fetched(),
+            on_revision=self.revisions.append,
+            dependencies_waiting=lambda: self.waiting,
+        )
+
+    def _fetched(self) -> None:
+        self.fetches += 1
+
+
+@dataclass
+class Story:
+    source: Source
+    cluster: Cluster
+    reader: CountingReader
+    state: State = field(default_factory=State)
+    heard: Heard = field(default_factory=Heard)
+
+    def run(self, intent: Intent) -> Any:
+        hooks = self.heard.hooks()
+        return reconcile(self.source, self.cluster, self.reader, self.state, intent, hooks)
+
+
+def story(
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    cache_dir: Path,
+) -> Story:
+    manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {}\ndata:\n  k: v\n"
+    git_repo.commit({f"{name}.yaml": manifest.format(name) for name in ("one", "two")})
+    settings = SyncSettings(
+        unique_name("story"), inventory_namespace=namespace, default_namespace=namespace
+    )
+    spec = SourceSpec(git_server.file_url(git_repo), allow_insecure=True)
+    source = Source(spec, settings, cache_dir)
+    cluster = Cluster.connect(str(control_plane.kubeconfig))
+    return Story(source, cluster, CountingReader(ListReader(cluster)))
+
+
+def data_of(admin_api: Any, namespace: str, name: str) -> Any:
+    return client.CoreV1Api(admin_api).read_namespaced_config_map(name, namespace).data
+
+
+def test_a_poll_syncs_a_new_revision_then_heals_it_and_a_recheck_fetches_nothing(
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    admin_api: Any,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    told = story(control_plane, git_server, git_repo, namespace, tmp_path)
+
+    synced = told.run(Intent.ENFORCE)
+    assert synced.step == Step.SYNC
+    assert [o.action for o in synced.report.changes.outcomes] == [Action.CREATED] * 2
+    assert told.state.applied_revision == synced.desired.revision.sha
+    assert told.reader.parent_writes == 1  # the record and the stamps, in one write
+
+    again = told.run(Intent.ENFORCE)
+    assert (again.step, again.report, again.drifts) == (Step.HEAL, None, [])
+    assert told.heard.fetches == 2 and len(told.heard.revisions) == 1  # its files read once
+    assert told.reader.parent_writes == 1
+
+    edit = {"data": {"k": "edited by a person"}}
+    client.CoreV1Api(admin_api).patch_namespaced_config_map("one", namespace, edit)
+    observed = told.run(Intent.RECHECK)
+    assert [(str(d.key.name), d.state) for d in observed.drifts] == [("one", "modified")]
+    assert observed.report is None
+    assert data_of(admin_api, namespace, "one") == {"k": "edited by a person"}
+
+    healed = told.run(Intent.HEAL)
+    assert healed.step == Step.HEAL
+    changed = [(o.key.name, o.action) for o in healed.report.changes.outcomes]
+    assert changed == [("one", Action.CONFIGURED)]
+    assert data_of(admin_api, namespace, "one") == {"k": "v"}
+    assert told.heard.fetches == 2  # rechecks measure the revision held
+    assert told.reader.reads == 4
+
+
+def test_a_revision_waiting_for_its_dependencies_and_a_standby_write_nothing(
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    admin_api: Any,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    told = story(control_plane, git_server, git_repo, namespace, tmp_path)
+    told.heard.waiting = "source base: its last reconcile failed (Unreachable)"
+
+    held = told.run(Intent.ENFORCE)
+    assert (held.step, held.report, held.waiting) == (Step.NONE, None, told.heard.waiting)
+    assert {d.state for d in held.drifts} == {"missing"}
+    read_only(told.source, told.cluster, told.reader, told.state, told.heard.hooks(), True)
+
+    found: Any = client.CoreV1Api(admin_api).list_namespaced_config_map(namespace).items
+    assert {cm.metadata.name for cm in found} <= {"kube-root-ca.crt"}  # the CA publisher's
+    assert told.state.applied_revision is None
+    assert (told.reader.reads, told.reader.parent_writes) == (2, 0)
