@@ -10,14 +10,18 @@
             └── ApplyError     one or more objects failed to dry-run, apply or delete
 
 Each class carries its `stage` and a `reason` from a closed enum of its own: the labels of
-gitopsd_errors_total, never parsed back out of a message.
+gitopsd_errors_total, never parsed back out of a message. Each reason decides the error's
+`remedy` (what the daemon does about it, and whether a GitSync is Stalled) and its
+`exit_code` (what a command exits with): the tables below each class, asked by the worker,
+the GitSync status and the command line alike.
 
 A message never carries a Secret value or a credential: callers mask before raising.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
+from collections.abc import Mapping
+from enum import IntEnum, StrEnum
 from typing import ClassVar, Literal
 
 
@@ -28,6 +32,30 @@ class Stage(StrEnum):
     MANIFESTS = "manifests"
     SOURCE = "source"
     CLUSTER = "cluster"
+
+
+class Remedy(StrEnum):
+    """What cures a failure."""
+
+    NEW_REVISION = "new_revision"
+    """Bad input: the same revision fails again, so it is not retried; a new one is read."""
+    BACK_OFF = "back_off"
+    """The world misbehaved: the same revision is retried after a backoff."""
+    PERSON = "person"
+    """Retried after a backoff, but only a person can cure it (rights, keys, a spec): a
+    GitSync says Stalled."""
+
+
+class ExitCode(IntEnum):
+    """The documented exit codes of the commands (README: Exit codes)."""
+
+    OK = 0
+    DRIFT = 1
+    INVALID = 2
+    SOURCE_FAILED = 3
+    CLUSTER_FAILED = 4
+    PRUNE_BLOCKED = 5
+    UNHEALTHY = 6
 
 
 class ConfigReason(StrEnum):
@@ -92,10 +120,27 @@ class GitopsdError(Exception):
 
     stage: ClassVar[Stage]
     reason: Reason
+    usual_remedy: ClassVar[Remedy] = Remedy.BACK_OFF
+    remedies: ClassVar[Mapping[Reason, Remedy]] = {}
+    """The reasons of this class whose remedy is not the usual one."""
+    usual_exit_code: ClassVar[ExitCode] = ExitCode.CLUSTER_FAILED
+    exit_codes: ClassVar[Mapping[Reason, ExitCode]] = {}
+    """The reasons of this class whose exit code is not the usual one."""
+
+    @property
+    def remedy(self) -> Remedy:
+        return self.remedies.get(self.reason, self.usual_remedy)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return self.exit_codes.get(self.reason, self.usual_exit_code)
 
 
 class TerminalError(GitopsdError):
     """Input is invalid; the same revision will fail again, so do not retry it."""
+
+    usual_remedy = Remedy.NEW_REVISION
+    usual_exit_code = ExitCode.INVALID
 
 
 class ConfigError(TerminalError):
@@ -103,12 +148,16 @@ class ConfigError(TerminalError):
 
     stage = Stage.CONFIG
     reason = ConfigReason.INVALID
+    usual_remedy = Remedy.PERSON  # a new spec is a new source; a flag, a new command
 
 
 class ManifestError(TerminalError):
     """A manifest is invalid."""
 
     stage = Stage.MANIFESTS
+    remedies: ClassVar[Mapping[Reason, Remedy]] = {
+        ManifestReason.UNKNOWN_KIND: Remedy.BACK_OFF
+    }  # a CRD installed later
 
     def __init__(self, message: str, reason: ManifestReason = ManifestReason.INVALID) -> None:
         super().__init__(message)
@@ -123,6 +172,11 @@ class SourceError(TransientError):
     """Fetching or reading the revision failed."""
 
     stage = Stage.SOURCE
+    remedies: ClassVar[Mapping[Reason, Remedy]] = {
+        SourceReason.AUTH: Remedy.PERSON,
+        SourceReason.HOSTKEY: Remedy.PERSON,
+    }
+    usual_exit_code = ExitCode.SOURCE_FAILED
 
     def __init__(self, message: str, reason: SourceReason = SourceReason.UNREACHABLE) -> None:
         super().__init__(message)
@@ -133,6 +187,11 @@ class ClusterError(TransientError):
     """The API server failed or refused a request."""
 
     stage = Stage.CLUSTER
+    remedies: ClassVar[Mapping[Reason, Remedy]] = {ClusterReason.FORBIDDEN: Remedy.PERSON}
+    exit_codes: ClassVar[Mapping[Reason, ExitCode]] = {
+        ClusterReason.INVALID: ExitCode.INVALID,  # the server refusing a manifest is bad input
+        ClusterReason.UNHEALTHY: ExitCode.UNHEALTHY,
+    }
 
     def __init__(self, message: str, reason: ClusterReason = ClusterReason.SERVER) -> None:
         super().__init__(message)

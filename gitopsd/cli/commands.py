@@ -33,7 +33,7 @@ from gitopsd.cli.settings import source_spec, sync_settings
 from gitopsd.cli.stop import STOP
 from gitopsd.cluster import Cluster
 from gitopsd.config import SyncSettings
-from gitopsd.errors import ClusterError, ClusterReason, GitopsdError, SourceError, TerminalError
+from gitopsd.errors import ClusterError, ClusterReason, ExitCode, GitopsdError
 from gitopsd.health import Health, Status, overall
 from gitopsd.objects import ObjectKey
 from gitopsd.reconcile import (
@@ -49,8 +49,6 @@ from gitopsd.reconcile import (
 )
 from gitopsd.waiting import HealthWait, not_healthy
 
-OK, DRIFT, INVALID, SOURCE_FAILED, CLUSTER_FAILED, PRUNE_BLOCKED, UNHEALTHY = 0, 1, 2, 3, 4, 5, 6
-
 
 def run(arguments: argparse.Namespace) -> int:
     """Runs the command the arguments name: its exit code, or the code of its error."""
@@ -58,22 +56,8 @@ def run(arguments: argparse.Namespace) -> int:
         code: int = arguments.command(arguments)
     except GitopsdError as error:
         _explain(error)
-        return exit_code(error)
+        return error.exit_code
     return code
-
-
-CLUSTER_CODES = {ClusterReason.INVALID: INVALID, ClusterReason.UNHEALTHY: UNHEALTHY}
-
-
-def exit_code(error: GitopsdError) -> int:
-    """The documented code of a failure; the server refusing a manifest is bad input."""
-    if isinstance(error, TerminalError):
-        return INVALID
-    if isinstance(error, SourceError):
-        return SOURCE_FAILED
-    if isinstance(error, ClusterError):
-        return CLUSTER_CODES.get(error.reason, CLUSTER_FAILED)
-    return CLUSTER_FAILED
 
 
 def _explain(error: GitopsdError) -> None:
@@ -94,7 +78,7 @@ def run_validate(arguments: argparse.Namespace) -> int:
     )
     manifests.index(found)
     emit(f"{len(found)} objects valid\n")
-    return OK
+    return ExitCode.OK
 
 
 def run_diff(arguments: argparse.Namespace) -> int:
@@ -106,7 +90,7 @@ def run_diff(arguments: argparse.Namespace) -> int:
         _explain(error)
         document = drift_json(None, [], {}) | health_json({}) | error_json(error)
         emit(json.dumps(document, indent=2) + "\n")
-        return exit_code(error)
+        return error.exit_code
     origins = {key: str(target.origin) for key, target in result.desired.targets.items()}
     drifts, sha, healths = result.drifts, result.desired.revision.sha, result.health()
     out = io.StringIO()
@@ -117,7 +101,7 @@ def run_diff(arguments: argparse.Namespace) -> int:
         render_drift(drifts, origins, out, _colored(sys.stdout))
         render_health(healths, out)
     emit(out.getvalue())
-    return DRIFT if drifts else OK
+    return ExitCode.DRIFT if drifts else ExitCode.OK
 
 
 def run_sync(arguments: argparse.Namespace) -> int:
@@ -147,9 +131,9 @@ def run_sync(arguments: argparse.Namespace) -> int:
     if error is not None:
         _explain(error)
         if arguments.output == "text" and progress.sha is None:
-            return exit_code(error)  # nothing was read, so nothing was done
+            return error.exit_code  # nothing was read, so nothing was done
     _print_report(arguments.output, report, healths, error, progress.sha is not None)
-    return exit_code(error) if error else _sync_code(report, healths, _health_limit(arguments))
+    return error.exit_code if error else _sync_code(report, healths, _health_limit(arguments))
 
 
 def _print_report(
@@ -193,8 +177,8 @@ def _sync_code(report: SyncReport, healths: dict[ObjectKey, Health] | None, limi
             failing = "\n".join(f"  {line}" for line in not_healthy(healths))
             why = f"not healthy (one Failed, or not Current within {limit:g} s)"
             print(f"gitopsd: error: {why}:\n{failing}", file=sys.stderr)
-        return UNHEALTHY
-    return PRUNE_BLOCKED if report.prune_blocked else OK
+        return ExitCode.UNHEALTHY
+    return ExitCode.PRUNE_BLOCKED if report.prune_blocked else ExitCode.OK
 
 
 def _reconcile(

@@ -15,27 +15,15 @@ from typing import Any
 from urllib.parse import quote
 
 from gitopsd import gitsync
-from gitopsd.cli.commands import (
-    CLUSTER_FAILED,
-    INVALID,
-    OK,
-    SOURCE_FAILED,
-    connect,
-)
+from gitopsd.cli.commands import connect
 from gitopsd.cli.render import emit
 from gitopsd.cluster import Cluster, Resource
-from gitopsd.errors import ClusterError, ClusterReason, ConfigError, Stage
+from gitopsd.errors import ClusterError, ClusterReason, ConfigError, ExitCode
 from gitopsd.gitsync.status import Status, summary
 
 GITSYNCS = Resource(gitsync.GROUP, gitsync.VERSION, gitsync.KIND, gitsync.PLURAL, True)
 SOURCES = "/api/v1/sources"
 DAEMON = "http://127.0.0.1:9091"
-CODE_BY_STAGE = {
-    str(Stage.CONFIG): INVALID,
-    str(Stage.MANIFESTS): INVALID,
-    str(Stage.SOURCE): SOURCE_FAILED,
-    str(Stage.CLUSTER): CLUSTER_FAILED,
-}
 COLUMNS = ("NAME", "READY", "REVISION", "DRIFT", "HEALTH", "SUSPENDED", "MESSAGE")
 
 
@@ -50,18 +38,19 @@ def run_get(arguments: argparse.Namespace) -> int:
         emit(json.dumps(lines, indent=2) + "\n")
     else:
         emit(_table(lines))
-    return OK
+    return ExitCode.OK
 
 
 def run_reconcile(arguments: argparse.Namespace) -> int:
     """Asks for a reconcile now and waits until it is done: 0 when it succeeded, else the
-    exit code of where it failed (a GitSync's: 4)."""
+    exit code of its failure (a GitSync's status names none: 4)."""
     line = _reconcile_gitsync(arguments) if arguments.gitsync else _reconcile_source(arguments)
     verdict = "failed" if line["failed"] else "reconciled"
     emit(f"{line['name']}: {verdict}: {line['reason']}: {line['message']}\n")
     if not line["failed"]:
-        return OK
-    return CODE_BY_STAGE.get(line.get("stage", ""), CLUSTER_FAILED)
+        return ExitCode.OK
+    code: int = line.get("exitCode", ExitCode.CLUSTER_FAILED)
+    return code
 
 
 def run_suspend(arguments: argparse.Namespace) -> int:
@@ -79,7 +68,7 @@ def _set_suspend(arguments: argparse.Namespace, suspend: bool) -> int:
     operation = {"op": "add", "path": "/spec/suspend", "value": suspend}
     cluster.patch(GITSYNCS, namespace, arguments.name, [operation])
     emit(f"GitSync {namespace}/{arguments.name} {'suspended' if suspend else 'resumed'}\n")
-    return OK
+    return ExitCode.OK
 
 
 def _reconcile_source(arguments: argparse.Namespace) -> Status:

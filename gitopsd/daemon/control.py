@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitopsd.daemon.worker import SourceWorker
+from gitopsd.errors import ExitCode
 from gitopsd.gitsync.status import Failure, Status, failed_status, status_of, summary
 
 NOT_LEADING = (
@@ -53,12 +54,14 @@ def _line(worker: SourceWorker) -> Status:
     report = worker.report
     failure = report.failure
     line = summary(worker.name, status_of(0, report, None), suspended=False)
-    return line | {"stage": failure.stage if failure else "", "finished": report.finished}
+    exit_code = failure.exit_code if failure else ExitCode.OK
+    return line | {"exitCode": exit_code, "finished": report.finished}
 
 
 def _refused(name: str, error: str) -> Status:
-    failure = Failure("InvalidSpec", error, stalled=True, stage="config")
-    return summary(name, failed_status(0, failure, None), suspended=False) | {"stage": "config"}
+    failure = Failure("InvalidSpec", error, stalled=True, exit_code=ExitCode.INVALID)
+    line = summary(name, failed_status(0, failure, None), suspended=False)
+    return line | {"exitCode": failure.exit_code}
 
 
 def _name(line: Status) -> str:

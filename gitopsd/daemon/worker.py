@@ -30,19 +30,12 @@ from gitopsd.configfile import Mode as SourceMode
 from gitopsd.configfile import SourceConfig
 from gitopsd.daemon.logs import ContextLog
 from gitopsd.daemon.queue import Coalesced, WorkQueue
-from gitopsd.errors import (
-    ApplyError,
-    ClusterError,
-    ClusterReason,
-    GitopsdError,
-    ManifestError,
-)
+from gitopsd.errors import ApplyError, ClusterError, ClusterReason, GitopsdError, Remedy
 from gitopsd.gitsync.status import Failure, SourceReport, unready
 from gitopsd.health import Health, Status
 from gitopsd.metrics import Recorder
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.reconcile import (
-    RETRIED_MANIFEST_REASONS,
     Bounds,
     CacheReader,
     Intent,
@@ -311,7 +304,7 @@ class SourceWorker:
         delay = None
         if self.halt.is_set():
             retry = "not retried: the source is stopping"
-        elif isinstance(error, ManifestError) and reason not in RETRIED_MANIFEST_REASONS:
+        elif error.remedy == Remedy.NEW_REVISION:
             retry = "waiting for a new revision"
         else:
             delay = backoff.failed()

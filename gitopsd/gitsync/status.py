@@ -15,22 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitopsd.diff import Drift, State
-from gitopsd.errors import (
-    ClusterReason,
-    ConfigError,
-    GitopsdError,
-    ManifestError,
-    SourceReason,
-    TerminalError,
-)
+from gitopsd.errors import ConfigError, ExitCode, GitopsdError, Remedy
 from gitopsd.gitsync.schema import MAX_DRIFTED_SHOWN
 from gitopsd.health import Health, overall, unhealthy
 from gitopsd.health import Status as Verdict
 from gitopsd.objects import GroupKind, ObjectKey
 
 MAX_MESSAGE = 2000
-RETRIED_TERMINAL = {ClusterReason.FORBIDDEN, SourceReason.AUTH, SourceReason.HOSTKEY}
-"""Failures retried (rights or keys may be granted meanwhile) that still need a person."""
 Status = dict[str, Any]
 
 
@@ -41,18 +32,16 @@ class Failure:
     message: str
     stalled: bool
     """Only a person can cure it: a new revision or spec, rights, keys."""
-    stage: str = ""
-    """Where it failed (gitopsd.errors.Stage): what the CLI's exit code says."""
+    exit_code: int = ExitCode.CLUSTER_FAILED
+    """What `gitopsd reconcile` exits with for it."""
 
     @classmethod
     def of(cls, error: GitopsdError) -> Failure:
         reason = "".join(word.capitalize() for word in str(error.reason).split("_"))
         if isinstance(error, ConfigError):
             reason = "InvalidSpec"
-        stalled = isinstance(error, TerminalError) or error.reason in RETRIED_TERMINAL
-        if isinstance(error, ManifestError) and error.reason == "unknown_kind":
-            stalled = False  # a CRD installed later cures it
-        return cls(reason, _short(str(error)), stalled, str(error.stage))
+        stalled = error.remedy != Remedy.BACK_OFF
+        return cls(reason, _short(str(error)), stalled, error.exit_code)
 
 
 @dataclass

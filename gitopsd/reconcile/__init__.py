@@ -19,7 +19,7 @@ from gitopsd import diff, inventory, manifests
 from gitopsd.changes import Hooks, Live, Measurement, Target
 from gitopsd.cluster import Cluster
 from gitopsd.config import SourceSpec, SyncSettings
-from gitopsd.errors import ManifestError, ManifestReason
+from gitopsd.errors import ManifestError, Remedy
 from gitopsd.health import Assessments, Health
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.plan import Intent, Step, plan_for, step_for
@@ -28,10 +28,6 @@ from gitopsd.reconcile.enforce import ParentWriter, SyncReport, make_changes
 from gitopsd.reconcile.live import CONFIG_MAPS, Bounds, CacheReader, ListReader, Reader
 from gitopsd.reconcile.measure import IN_SYNC, DriftMemo, measure, with_owners
 from gitopsd.source import Revision
-
-RETRIED_MANIFEST_REASONS = frozenset({ManifestReason.UNKNOWN_KIND})
-"""Manifest errors the cluster can cure (a CRD installed later): retried, where other
-manifest errors wait for a new revision."""
 
 
 class KnownInvalid(Exception):
@@ -83,9 +79,9 @@ class State:
         return desired
 
     def invalid(self, revision: Revision, error: ManifestError) -> None:
-        """A revision's manifests failed to read: unless the cluster can cure it, it is not
-        read again."""
-        if error.reason not in RETRIED_MANIFEST_REASONS:
+        """A revision's manifests failed to read: unless the cluster can cure it (a CRD
+        installed later), it is not read again."""
+        if error.remedy == Remedy.NEW_REVISION:
             self.failed_revision = revision.sha
 
     def trust_stamps(self, desired: Desired, live: Live, refresh: bool) -> None:
@@ -269,7 +265,6 @@ def _seeding(hooks: Hooks, memo: DriftMemo) -> Hooks:
 
 
 __all__ = [
-    "RETRIED_MANIFEST_REASONS",
     "Bounds",
     "CacheReader",
     "Desired",

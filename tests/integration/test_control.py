@@ -65,7 +65,7 @@ def test_get_lists_a_daemons_sources_and_reconcile_applies_a_commit_now(
     assert f"cannot reach the gitopsd daemon at {daemon.control_url}" in gone.err
 
 
-def test_a_reconcile_that_fails_says_why_with_the_exit_code_of_its_stage(
+def test_a_reconcile_that_fails_says_why_with_the_exit_code_sync_would_give(
     daemons: Daemons,
     gitopsd: Gitopsd,
     admin_api: Any,
@@ -82,6 +82,19 @@ def test_a_reconcile_that_fails_says_why_with_the_exit_code_of_its_stage(
 
     assert run.code == INVALID, run.text
     assert run.out.startswith("app: failed: Syntax: a.yaml:2:1: did not find expected")
+
+    # a manifest the API server refuses is bad input too, though the cluster said so
+    port = (
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  ports:\n  - port: 70000\n"
+    )
+    git_repo.commit({"a.yaml": config_maps("a")["a.yaml"], "web.yaml": port})
+
+    refused = gitopsd("reconcile", "app", "--daemon", daemon.control_url)
+
+    assert refused.code == INVALID, refused.text
+    assert refused.out.startswith("app: failed: Invalid: "), refused.out
+    assert f"Service/{namespace}/web (web.yaml:1)" in refused.out
+    assert "spec.ports[0].port" in refused.out
 
 
 def test_a_gitsync_is_reconciled_on_request_and_suspended_and_resumed_from_the_cli(

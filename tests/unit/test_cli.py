@@ -15,10 +15,10 @@ import pytest
 
 from gitopsd import diff
 from gitopsd.changes import Action, Outcome
-from gitopsd.cli import commands, main, render, settings, stop
+from gitopsd.cli import main, render, settings, stop
 from gitopsd.cli.parser import build_parser
 from gitopsd.config import Limits
-from gitopsd.errors import ConfigError
+from gitopsd.errors import ConfigError, ExitCode
 from gitopsd.health import Health, Status
 from gitopsd.objects import ObjectKey
 
@@ -217,7 +217,7 @@ def test_se11_names_given_on_the_command_line_are_checked(flag: str, value: str,
 def test_fa21_a_command_restores_the_signal_handlers_it_replaced(tmp_path: Path) -> None:
     """In-process callers (tests, an embedding program) keep their own Ctrl-C."""
     before = {number: signal.getsignal(number) for number in stop.STOP_SIGNALS}
-    assert main(["validate", str(tmp_path)]) == commands.OK
+    assert main(["validate", str(tmp_path)]) == ExitCode.OK
     assert {number: signal.getsignal(number) for number in stop.STOP_SIGNALS} == before
     assert stop.STOP.running()
 
@@ -300,7 +300,7 @@ def test_the_daemon_refuses_a_configuration_that_says_one_thing_twice(tmp_path: 
     daemon = [sys.executable, "-m", "gitopsd", "run", "--config", str(config)]
     run = subprocess.run(daemon, capture_output=True, text=True, timeout=60, check=False)
 
-    assert run.returncode == commands.INVALID
+    assert run.returncode == ExitCode.INVALID
     assert f"{config}:5:3: duplicate key 'mode' at lines 4 and 5" in run.stderr, run.stderr
 
 
@@ -311,7 +311,7 @@ def test_a_ref_for_a_local_directory_is_refused_with_the_way_to_read_a_commit(
 
     code = main(["validate", str(tmp_path), "--ref", "main"])
 
-    assert code == commands.INVALID
+    assert code == ExitCode.INVALID
     error = capsys.readouterr().err
     assert f"--ref: {tmp_path} is a local directory" in error
     assert f"file://{tmp_path} --allow-insecure-source --ref REF" in error
@@ -325,7 +325,7 @@ def test_a_file_given_as_source_is_called_a_file(
 
     code = main(["validate", str(manifest)])
 
-    assert code == commands.SOURCE_FAILED
+    assert code == ExitCode.SOURCE_FAILED
     error = capsys.readouterr().err
     assert f"source {manifest} is a file: give the directory that holds it" in error
     assert "does not exist" not in error
@@ -338,7 +338,7 @@ def test_the_daemon_names_its_own_setting_for_an_insecure_repository(tmp_path: P
     daemon = [sys.executable, "-m", "gitopsd", "run", "--config", str(config)]
     run = subprocess.run(daemon, capture_output=True, text=True, timeout=60, check=False)
 
-    assert run.returncode == commands.INVALID
+    assert run.returncode == ExitCode.INVALID
     assert "file:// is refused unless the source says allowInsecure: true" in run.stderr
     assert "--allow-insecure-source" not in run.stderr
 

@@ -827,7 +827,7 @@ def test_health_is_unknown_until_objects_were_assessed() -> None:
 
 
 def test_a_gitsync_that_cannot_run_answers_a_reconcile_request_with_its_failure() -> None:
-    failure = Failure("NotFound", "Secret team/creds not found", stalled=False, stage="cluster")
+    failure = Failure("NotFound", "Secret team/creds not found", stalled=False)
     failed = status.failed_status(3, failure, None, handled="2026-11-25T20:00:00Z")
     assert failed["lastHandledReconcileAt"] == "2026-11-25T20:00:00Z"
     assert status.summary("team/web", failed, suspended=False)["failed"] is True
