@@ -1,28 +1,25 @@
-"""Carries a plan out: applies stage by stage what it sends, then prunes what it allows.
+"""Carries a plan's applies out: stage by stage, wave by wave, what it sends.
 
-Every object sent has passed its dry-run first; nothing is pruned unless every apply
-succeeded; each delete re-checks ownership on the live object first.
+Every object sent has passed its dry-run first; each write carries the precondition that
+keeps it to what was read (`gitopsd.ownership`). Deletes are `gitopsd.prune`'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
-from gitopsd import diff
 from gitopsd.changes import Action, ChangeSet, Outcome, Target
-from gitopsd.cluster import ApiError, Cluster, Resource
+from gitopsd.cluster import ApiError, Cluster, Resource, run_concurrently
 from gitopsd.config import SyncSettings
 from gitopsd.errors import ApplyError, ClusterError, ClusterReason
-from gitopsd.inventory import ApplySet, gitopsd_parent, prune_disabled, uid_prefix
-from gitopsd.objects import APPLYSET_ID_LABEL, FIELD_MANAGER, Body, GroupKind, ObjectKey
+from gitopsd.inventory import ApplySet, gitopsd_parent, uid_prefix
+from gitopsd.managed_fields import lost_fields, takeover_patch
+from gitopsd.masking import redact, secret_values
+from gitopsd.objects import APPLYSET_ID_LABEL, Body, ObjectKey
 from gitopsd.ownership import Foreign, guarded, refusal, unowned, why
-from gitopsd.plan import DEFINITIONS, Plan, PruneDecision, Refusal, Wave, waves
-
-T = TypeVar("T")
-R = TypeVar("R")
+from gitopsd.plan import DEFINITIONS, Plan, Wave, waves
 
 
 @dataclass
@@ -161,7 +158,7 @@ class Applier:
         """Moves fields that kubectl-style edits own to gitopsd, so the apply can remove them."""
         for target in targets:
             live = self.live.get(target.key)
-            operations = _takeover_patch(live) if live else None
+            operations = takeover_patch(live) if live else None
             if operations:
                 key = target.key
                 self.cluster.patch(target.served, key.namespace, key.name, operations)
@@ -184,7 +181,7 @@ class Applier:
         """Notes the outcome; `result` is the apply's answer (None: not sent)."""
         live = self.live.get(target.key)
         if live and result and action == Action.CONFIGURED:
-            lost = _lost_fields(live, result)
+            lost = lost_fields(live, result)
             self.changes.takeovers.extend(f"{target.key}: {loss}" for loss in lost)
         now = result or live
         if not self.settings.dry_run and now is not None:
@@ -266,62 +263,6 @@ def _identity(answer: Body) -> Body:
     return {"metadata": {k: metadata[k] for k in ("uid", "resourceVersion") if k in metadata}}
 
 
-@dataclass
-class PruneResult:
-    pruned: list[Outcome]
-    refused: list[tuple[ObjectKey, Refusal]]
-    error: ApplyError | None
-    """The deletes that failed, if any; the others were carried out."""
-
-
-def prune(
-    cluster: Cluster,
-    applyset: ApplySet,
-    decision: PruneDecision,
-    recorded: Mapping[ObjectKey, str],
-    resource_of: Callable[[GroupKind], Resource | None],
-) -> PruneResult:
-    """Deletes what the decision allows, re-checking ownership right before each delete."""
-    result = PruneResult([], [], None)
-    failures: list[ClusterError] = []
-    for key in decision.delete:
-        resource = resource_of(key.group_kind)
-        if resource is None:  # no longer served since the decision: it cannot be seen
-            result.refused.append((key, Refusal.DISCOVERY_INCOMPLETE))
-            continue
-        try:
-            done = _prune_one(cluster, applyset, key, recorded, resource)
-        except ClusterError as error:
-            failures.append(ClusterError(f"{key}: delete failed: {error}", error.reason))
-            continue
-        if isinstance(done, Refusal):
-            result.refused.append((key, done))
-        else:  # deleted, or already gone
-            result.pruned.append(Outcome(key, Action.PRUNED))
-    if failures:
-        result.error = ApplyError([str(f) for f in failures], failures[0].reason, action="prune")
-    return result
-
-
-def _prune_one(
-    cluster: Cluster,
-    applyset: ApplySet,
-    key: ObjectKey,
-    recorded: Mapping[ObjectKey, str],
-    resource: Resource,
-) -> Refusal | None:
-    live = cluster.get(resource, key.namespace, key.name)
-    if live is None:
-        return None  # already gone
-    if not applyset.owns(live) or recorded.get(key) != uid_prefix(live):
-        return Refusal.NOT_OWNED
-    if prune_disabled(live):
-        return Refusal.DISABLED
-    metadata = live["metadata"]
-    cluster.delete(resource, key.namespace, key.name, metadata["uid"], metadata["resourceVersion"])
-    return None
-
-
 def ready(
     target: Target, targets: Mapping[ObjectKey, Target], live: Mapping[ObjectKey, Body | None]
 ) -> bool:
@@ -331,13 +272,6 @@ def ready(
     namespace_key = ObjectKey("", "Namespace", "", key.namespace)
     new_namespace = key.namespace and namespace_key in targets and live.get(namespace_key) is None
     return not new_namespace and target.resource is not None
-
-
-def run_concurrently(items: list[T], call: Callable[[T], R], workers: int) -> list[R]:
-    if len(items) <= 1:
-        return [call(item) for item in items]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(call, items))
 
 
 class Failure(NamedTuple):
@@ -352,16 +286,8 @@ def _attempt(target: Target, call: Callable[[Target], Body]) -> Body | Failure:
     try:
         return call(target)
     except ClusterError as error:
-        message = diff.redact(str(error), diff.secret_values([target.body]))
+        message = redact(str(error), secret_values([target.body]))
         return Failure(f"{target.key} ({target.origin}): {message}", error.reason)
-
-
-def _gitopsd_fields(body: Body) -> set[diff.Path]:
-    managed = (body.get("metadata") or {}).get("managedFields") or []
-    entries = [
-        e for e in managed if e.get("manager") == FIELD_MANAGER and e.get("operation") == "Apply"
-    ]
-    return set().union(*(diff.fields_of(e) for e in entries)) if entries else set()
 
 
 PARENTS = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
@@ -389,52 +315,3 @@ def _parent(cluster: Cluster, applyset_id: str, namespace: str) -> ApplySet | No
     except ClusterError:
         return None  # not allowed, or not answered: the message gives the id alone
     return next((p for body in bodies if (p := gitopsd_parent(body, applyset_id))), None)
-
-
-def same_ownership(expected: Body, live: Body) -> bool:
-    """Unchanged means gitopsd already owns exactly the fields the apply would give it."""
-    return _gitopsd_fields(expected) == _gitopsd_fields(live)
-
-
-def _lost_fields(live: Body, result: Body) -> list[str]:
-    """'<manager> lost <field>' for each field another manager owned and gitopsd now owns."""
-    ours = _gitopsd_fields(result)
-    lost: list[str] = []
-    for entry in (live.get("metadata") or {}).get("managedFields") or []:
-        if entry.get("manager") == FIELD_MANAGER:
-            continue
-        for path in sorted(diff.fields_of(entry) & ours):
-            lost.append(f"{entry.get('manager')} lost {diff.render_raw(path)}")
-    return lost
-
-
-def _takeover_patch(live: Body) -> list[Body] | None:
-    """A JSON patch merging takeover managers' entries into gitopsd's Apply entry, if any."""
-    metadata = live.get("metadata") or {}
-    managed: list[Body] = metadata.get("managedFields") or []
-    ours = next(
-        (e for e in managed if e.get("manager") == FIELD_MANAGER and e.get("operation") == "Apply"),
-        None,
-    )
-    theirs = [e for e in managed if e.get("manager") in diff.TAKEOVER_MANAGERS]
-    if ours is None or not theirs:
-        return None
-    merged = dict(ours)
-    for entry in theirs:
-        merged["fieldsV1"] = _merge_fields(
-            merged.get("fieldsV1") or {}, entry.get("fieldsV1") or {}
-        )
-    kept = [merged if e is ours else e for e in managed if e not in theirs]
-    return [
-        {"op": "test", "path": "/metadata/resourceVersion", "value": metadata["resourceVersion"]},
-        {"op": "replace", "path": "/metadata/managedFields", "value": kept},
-    ]
-
-
-def _merge_fields(ours: Body, theirs: Body) -> Body:
-    merged = dict(ours)
-    for key, child in theirs.items():
-        merged[key] = (
-            _merge_fields(merged.get(key) or {}, child) if isinstance(child, dict) else child
-        )
-    return merged

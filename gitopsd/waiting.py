@@ -13,9 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from gitopsd import health
-from gitopsd.apply import run_concurrently
 from gitopsd.changes import Target
-from gitopsd.cluster import Cluster
+from gitopsd.cluster import Cluster, run_concurrently
 from gitopsd.errors import ClusterError
 from gitopsd.health import Health, Status
 from gitopsd.objects import ObjectKey

@@ -14,12 +14,13 @@ from typing import Any
 from gitopsd.cluster.api import Api, ApiError, Counters
 from gitopsd.cluster.connect import POOL_CONNECTIONS, api_client
 from gitopsd.cluster.discovery import Discovery
+from gitopsd.cluster.fanout import run_concurrently
 from gitopsd.cluster.projection import Projection
 from gitopsd.cluster.transport import Impersonating, PooledTransport
 from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.objects import FIELD_MANAGER, Body, Resource
 
-__all__ = ["ApiError", "Cluster", "Counters", "Resource"]
+__all__ = ["ApiError", "Cluster", "Counters", "Resource", "run_concurrently"]
 
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML, so the body is sent as JSON
 JSON_PATCH = "application/json-patch+json"

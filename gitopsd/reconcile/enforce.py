@@ -13,13 +13,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from gitopsd import inventory
-from gitopsd.apply import Applier, prune, write
+from gitopsd.apply import Applier, write
 from gitopsd.changes import Action, ChangeSet, Hooks, Live, Outcome, Target
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.config import SyncSettings
 from gitopsd.errors import ApplyError, ClusterReason
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.plan import Plan, PruneDecision, Refusal, Wave
+from gitopsd.prune import prune
 from gitopsd.reconcile.desired import Desired
 from gitopsd.reconcile.live import CONFIG_MAPS, unserved_kinds
 from gitopsd.waiting import HealthWait, not_healthy

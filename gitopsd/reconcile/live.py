@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gitopsd import inventory
-from gitopsd.apply import run_concurrently
 from gitopsd.changes import Live, Target
-from gitopsd.cluster import Cluster, Resource
+from gitopsd.cluster import Cluster, Resource, run_concurrently
 from gitopsd.cluster.cache import LiveCache, Scope
 from gitopsd.config import Limits, SyncSettings, how_to_raise
 from gitopsd.errors import ClusterError, ClusterReason, ManifestError, ManifestReason

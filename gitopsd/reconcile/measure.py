@@ -13,10 +13,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from gitopsd import diff, inventory
-from gitopsd.apply import Applier, find_owners, ready, same_ownership
+from gitopsd.apply import Applier, find_owners, ready
 from gitopsd.changes import Live, Measurement, Target
 from gitopsd.cluster import Cluster
 from gitopsd.config import SyncSettings
+from gitopsd.managed_fields import same_ownership
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.ownership import as_unowned, unowned
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from gitopsd import diff, health, inventory
-from gitopsd.apply import _takeover_patch
 from gitopsd.cluster import ApiError, Cluster, Resource
 from gitopsd.config import SyncSettings
+from gitopsd.managed_fields import takeover_patch
 from gitopsd.objects import PRUNE_ANNOTATION, Body, ObjectKey, key_of
 from tests.harness.controlplane import ControlPlane
 from tests.harness.faultproxy import Answer, Fault, FaultProxy, Request
@@ -325,8 +325,8 @@ def test_the_projection_keeps_what_takeover_and_ownership_read(
         projected = admin.get(case.resource, namespace, case.key.name, projected=True)
         assert projected is not None and health.assess(projected) == health.assess(whole)
 
-        assert _takeover_patch(whole) is not None, case.key  # kubectl's fields to take over
-        assert _takeover_patch(projected) == _takeover_patch(whole), case.key
+        assert takeover_patch(whole) is not None, case.key  # kubectl's fields to take over
+        assert takeover_patch(projected) == takeover_patch(whole), case.key
         assert projected["metadata"]["managedFields"] == whole["metadata"]["managedFields"]
         assert projected["metadata"]["resourceVersion"] == whole["metadata"]["resourceVersion"]
         assert inventory.uid_prefix(projected) == inventory.uid_prefix(whole)

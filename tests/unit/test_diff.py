@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gitopsd import diff
+from gitopsd import diff, managed_fields, masking
 from gitopsd.objects import ObjectKey
 
 KEY = ObjectKey("apps", "Deployment", "ns", "web")
@@ -210,7 +210,7 @@ def test_secret_values_are_masked_and_only_changed_keys_marked() -> None:
     )
     assert drift is not None
     assert [(c.path, c.live, c.desired) for c in drift.changes] == [
-        ("data.a", diff.MASK, diff.MASK_CHANGED)
+        ("data.a", masking.MASK, masking.MASK_CHANGED)
     ]
     assert "CANARY" not in repr(drift)
 
@@ -232,19 +232,19 @@ def test_missing_and_extraneous_secrets_are_masked() -> None:
 
 def test_redact_removes_every_form_of_a_secret_value() -> None:
     body = {"kind": "Secret", "stringData": {"token": "CANARY/0123 x"}}
-    forms = diff.secret_values([body])
+    forms = masking.secret_values([body])
     message = 'bad value "CANARY/0123 x", encoded Q0FOQVJZLzAxMjMgeA== or CANARY%2F0123%20x'
-    assert "CANARY" not in diff.redact(message, forms)
-    assert "Q0FOQVJZ" not in diff.redact(message, forms)
+    assert "CANARY" not in masking.redact(message, forms)
+    assert "Q0FOQVJZ" not in masking.redact(message, forms)
 
 
 def test_fields_of_lists_leaves_and_owned_items() -> None:
-    assert diff.fields_of(OURS) == {
+    assert managed_fields.fields_of(OURS) == {
         ("f:spec", "f:replicas"),
         ("f:spec", "f:template", "f:spec", "f:containers", 'k:{"name":"web"}'),
         ("f:spec", "f:template", "f:spec", "f:containers", 'k:{"name":"web"}', "f:image"),
         ("f:spec", "f:template", "f:spec", "f:containers", 'k:{"name":"web"}', "f:name"),
     }
-    assert diff.render_raw(("f:spec", "f:containers", 'k:{"name":"web"}', "f:image")) == (
+    assert managed_fields.render_raw(("f:spec", "f:containers", 'k:{"name":"web"}', "f:image")) == (
         '.spec.containers[{"name":"web"}].image'
     )
