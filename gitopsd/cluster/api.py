@@ -15,7 +15,6 @@ import email.utils
 import gc
 import http.client
 import json
-import random
 import ssl
 import threading
 import time
@@ -26,6 +25,7 @@ from urllib.parse import urlencode
 
 import urllib3
 
+from gitopsd.backoff import jittered
 from gitopsd.cluster.transport import Transport
 from gitopsd.errors import ClusterError, ClusterReason
 
@@ -258,8 +258,7 @@ def _retry_delay(attempt: int, retry_after: str | None) -> float:
     asked = _seconds_asked(retry_after or "")
     if asked is not None:
         return min(asked, MAX_RETRY_AFTER_SECONDS)
-    backoff: float = min(0.2 * 2 ** (attempt - 1), 5.0)
-    return backoff * random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not crypto
+    return jittered(0.2, 5.0, attempt - 1)
 
 
 def _seconds_asked(retry_after: str) -> float | None:

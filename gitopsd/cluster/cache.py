@@ -17,13 +17,13 @@ reconcile reads only memory.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from gitopsd import health
+from gitopsd.backoff import Backoff
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.cluster.api import ApiError
 from gitopsd.errors import ClusterError, ClusterReason
@@ -78,8 +78,10 @@ class Informer:
     retired: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    failures: int = 0
-    """Failures since a watch last delivered an event: the exponent of the backoff."""
+    backoff: Backoff = field(
+        default_factory=lambda: Backoff(FIRST_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS)
+    )
+    """Counts the failures since a watch last delivered an event."""
     version: str = ""
     """The resourceVersion seen last, from which the next watch starts ("": list first)."""
     refusal: ClusterError | None = None
@@ -140,7 +142,8 @@ class Informer:
         for event in events:
             if self.retired.is_set():
                 break
-            delivered, self.failures = True, 0
+            delivered = True
+            self.backoff.reset()
             kind, body = event.get("type"), event.get("object") or {}
             if kind == "ERROR":
                 raise ApiError(int(body.get("code", 500)), str(body.get("message", "watch error")))
@@ -199,9 +202,7 @@ class Informer:
             self._record(key, None)
 
     def _back_off(self, cause: object) -> None:
-        delay = min(FIRST_BACKOFF_SECONDS * 2**self.failures, MAX_BACKOFF_SECONDS)
-        delay *= random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not crypto
-        self.failures += 1
+        delay = self.backoff.failed()
         plural = self.resource.plural
         log.warning("watch of %s failed, retrying in %.1f s: %s", plural, delay, cause)
         self.stopping.wait(delay)

@@ -24,12 +24,13 @@ from typing import Any
 from apscheduler.schedulers.base import BaseScheduler
 
 from gitopsd import gitsync
+from gitopsd.backoff import Backoff
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.cluster.cache import Informer
 from gitopsd.config import Credentials
 from gitopsd.configfile import GitSyncSettings, SourceConfig, cycle_through
 from gitopsd.daemon.queue import WorkQueue
-from gitopsd.daemon.worker import Backoff, SourceWorker, poll_waiting, waiting_for
+from gitopsd.daemon.worker import SourceWorker, poll_waiting, waiting_for
 from gitopsd.errors import ClusterError, ClusterReason, ConfigError, GitopsdError
 from gitopsd.gitsync.spec import GitSync, credentials_allowed, dependencies, read, requested_of
 from gitopsd.gitsync.status import (

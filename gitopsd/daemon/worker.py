@@ -9,7 +9,6 @@ enforce mode with selfHeal, corrects the drift at once.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections import Counter
@@ -23,6 +22,7 @@ from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.base import BaseScheduler
 
 from gitopsd import diff
+from gitopsd.backoff import Backoff
 from gitopsd.changes import Action, ChangeSet, Hooks, Outcome
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.cache import LiveCache
@@ -52,29 +52,6 @@ from gitopsd.reconcile import (
 from gitopsd.reconcile.measure import DriftMemo
 
 log = logging.getLogger("gitopsd.source")
-
-
-@dataclass
-class Backoff:
-    """Exponential backoff with jitter for transient failures of one source."""
-
-    base_seconds: float = 1.0
-    max_seconds: float = 300.0
-    failures: int = 0
-    not_before: float = 0.0
-
-    def ready(self) -> bool:
-        return time.monotonic() >= self.not_before
-
-    def failed(self) -> float:
-        delay: float = min(self.base_seconds * 2**self.failures, self.max_seconds)
-        delay *= random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not crypto
-        self.failures += 1
-        self.not_before = time.monotonic() + delay
-        return delay
-
-    def reset(self) -> None:
-        self.failures, self.not_before = 0, 0.0
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from gitopsd.backoff import Backoff
 from gitopsd.daemon.control import Control
 from gitopsd.daemon.http import signature_valid
 from gitopsd.daemon.logs import ContextLog, JsonLines
 from gitopsd.daemon.queue import Coalesced, WorkQueue
-from gitopsd.daemon.worker import Backoff, Jobs, changed_since, poll_waiting, waiting_for
+from gitopsd.daemon.worker import Jobs, changed_since, poll_waiting, waiting_for
 from gitopsd.gitsync.status import SourceReport
 from gitopsd.health import Health, Status
 from gitopsd.objects import ObjectKey
@@ -28,7 +29,7 @@ from tests.harness.waiting import wait_for
 
 
 def test_backoff_doubles_with_jitter_up_to_its_cap_and_resets() -> None:
-    backoff = Backoff(base_seconds=1.0, max_seconds=8.0)
+    backoff = Backoff(first_seconds=1.0, max_seconds=8.0)
 
     delays = [backoff.failed() for _ in range(6)]
 
