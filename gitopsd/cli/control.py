@@ -17,11 +17,10 @@ from urllib.parse import quote
 from gitopsd import gitsync
 from gitopsd.cli.commands import connect
 from gitopsd.cli.render import emit
-from gitopsd.cluster import Cluster, Resource
+from gitopsd.cluster import Cluster
 from gitopsd.errors import ClusterError, ClusterReason, ConfigError, ExitCode
 from gitopsd.gitsync.status import Status, summary
 
-GITSYNCS = Resource(gitsync.GROUP, gitsync.VERSION, gitsync.KIND, gitsync.PLURAL, True)
 SOURCES = "/api/v1/sources"
 DAEMON = "http://127.0.0.1:9091"
 COLUMNS = ("NAME", "READY", "REVISION", "DRIFT", "HEALTH", "SUSPENDED", "MESSAGE")
@@ -31,7 +30,7 @@ def run_get(arguments: argparse.Namespace) -> int:
     if arguments.gitsyncs:
         cluster = connect(arguments)
         namespace = "" if arguments.all_namespaces else _namespace(arguments, cluster)
-        lines = [_gitsync_line(body) for body in cluster.list_objects(GITSYNCS, namespace)]
+        lines = [_gitsync_line(body) for body in cluster.list_objects(gitsync.RESOURCE, namespace)]
     else:
         lines = _ask(arguments.daemon, "GET", SOURCES)
     if arguments.output == "json":
@@ -66,7 +65,7 @@ def _set_suspend(arguments: argparse.Namespace, suspend: bool) -> int:
     namespace = _namespace(arguments, cluster)
     _gitsync(cluster, namespace, arguments.name)
     operation = {"op": "add", "path": "/spec/suspend", "value": suspend}
-    cluster.patch(GITSYNCS, namespace, arguments.name, [operation])
+    cluster.patch(gitsync.RESOURCE, namespace, arguments.name, [operation])
     emit(f"GitSync {namespace}/{arguments.name} {'suspended' if suspend else 'resumed'}\n")
     return ExitCode.OK
 
@@ -93,10 +92,10 @@ def _reconcile_gitsync(arguments: argparse.Namespace) -> Status:
     if (body.get("spec") or {}).get("suspend") is True:
         raise ConfigError(f"GitSync {namespace}/{name} is suspended: gitopsd resume {name} first")
     token = datetime.now(UTC).isoformat()
-    cluster.patch(GITSYNCS, namespace, name, _annotate(body, token))
+    cluster.patch(gitsync.RESOURCE, namespace, name, _annotate(body, token))
 
     def done() -> Status | None:
-        found = cluster.get(GITSYNCS, namespace, name) or {}
+        found = cluster.get(gitsync.RESOURCE, namespace, name) or {}
         line = _gitsync_line(found)
         return line if line["lastHandledReconcileAt"] == token else None
 
@@ -114,7 +113,7 @@ def _annotate(body: Status, token: str) -> list[dict[str, Any]]:
 
 
 def _gitsync(cluster: Cluster, namespace: str, name: str) -> Status:
-    body = cluster.get(GITSYNCS, namespace, name)
+    body = cluster.get(gitsync.RESOURCE, namespace, name)
     if body is None:
         raise ClusterError(f"GitSync {namespace}/{name} not found", ClusterReason.NOT_FOUND)
     return body

@@ -13,7 +13,6 @@ import socket
 import sys
 import threading
 import time
-from functools import partial
 from pathlib import Path
 
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -27,7 +26,8 @@ from gitopsd.configfile import DaemonConfig, SourceConfig
 from gitopsd.daemon import http, logs
 from gitopsd.daemon.control import Control
 from gitopsd.daemon.controller import GitSyncController
-from gitopsd.daemon.worker import SourceWorker, poll_waiting, waiting_for
+from gitopsd.daemon.registry import Registry
+from gitopsd.daemon.worker import SourceWorker
 from gitopsd.errors import ConfigError
 from gitopsd.metrics import Recorder
 from gitopsd.reconcile import desired
@@ -53,7 +53,9 @@ class Daemon:
         self.elector = self._elector()
         self.cluster.may_write = self._may_write
         self.workers = [self._worker(source) for source in sources]
-        self._order_by_dependencies()
+        self.sources = Registry()
+        for worker in self.workers:
+            self.sources.add(worker)
         # One thread per source (each runs at most one poll at a time), so sources that hang
         # never hold the threads another one's schedule needs.
         self.scheduler = BackgroundScheduler(
@@ -76,12 +78,9 @@ class Daemon:
             self.leading,
             self.stopping,
             self.scheduler,
+            self.sources,
             parents,
         )
-
-    def _all_workers(self) -> list[SourceWorker]:
-        served = self.controller.workers() if self.controller else []
-        return [*self.workers, *served]
 
     def _usable(self, sources: tuple[SourceConfig, ...]) -> list[SourceConfig]:
         """The sources whose repository gitopsd may fetch; the others are set aside. With
@@ -127,7 +126,7 @@ class Daemon:
         self.recorder.set_leader(leading)
         if leading:
             self.leading.set()
-            for worker in self._all_workers():
+            for worker in self.sources.workers():
                 worker.forget_applied()
                 worker.poll_soon()
             if self.controller:
@@ -138,14 +137,6 @@ class Daemon:
     def _worker(self, source: SourceConfig) -> SourceWorker:
         cache = self.config.cache_dir / "sources"
         return SourceWorker(source, self.cluster, self.recorder, cache, self.leading, self.stopping)
-
-    def _order_by_dependencies(self) -> None:
-        """A source applies a new revision only once those it depends on are ready, and
-        polls again as soon as one of them reports."""
-        by_name = {worker.name: worker for worker in self.workers}
-        for worker in self.workers:
-            worker.dependencies_waiting = partial(waiting_for, worker.config.depends_on, by_name)
-            worker.on_report = partial(poll_waiting, self.workers, worker.name)
 
     def ready(self) -> bool:
         """Leadership known, the API server reachable, every source tried and its watch
@@ -162,7 +153,7 @@ class Daemon:
             log.error("set aside: %s", error, extra={"source": name})
         endpoints = http.Endpoints(self.registry, self.ready, self._hooks())
         server = http.serve(self.config.listen_address, endpoints)
-        control = Control(self._all_workers, self.leading.is_set, lambda: list(self.set_aside))
+        control = Control(self.sources.workers, self.leading.is_set, lambda: list(self.set_aside))
         control_server = http.serve_control(self.config.control_address, control)
         log.info("serving /metrics, /healthz, /readyz and /hooks on %s", self.config.listen)
         log.info("serving the control API on %s", self.config.control_listen)
@@ -205,7 +196,7 @@ class Daemon:
         log.info("shutting down")
         self.scheduler.shutdown(wait=False)
         deadline = time.monotonic() + self.config.shutdown_grace_seconds
-        for worker in self._all_workers():
+        for worker in self.sources.workers():
             worker.retire(grace_seconds=max(deadline - time.monotonic(), 0))
         if self.elector:
             self.elector.release()

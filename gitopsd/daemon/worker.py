@@ -11,8 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -21,18 +20,15 @@ from pathlib import Path
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.base import BaseScheduler
 
-from gitopsd import diff
 from gitopsd.backoff import Backoff
-from gitopsd.changes import Action, ChangeSet, Hooks, Outcome
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.cache import LiveCache
 from gitopsd.configfile import Mode as SourceMode
 from gitopsd.configfile import SourceConfig
-from gitopsd.daemon.logs import ContextLog
 from gitopsd.daemon.queue import Coalesced, WorkQueue
+from gitopsd.daemon.reporter import Reporter
 from gitopsd.errors import ApplyError, ClusterError, ClusterReason, GitopsdError, Remedy
-from gitopsd.gitsync.status import Failure, SourceReport, unready
-from gitopsd.health import Health, Status
+from gitopsd.gitsync.status import SourceReport
 from gitopsd.metrics import Recorder
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.reconcile import (
@@ -40,11 +36,8 @@ from gitopsd.reconcile import (
     CacheReader,
     Intent,
     KnownInvalid,
-    Result,
     Source,
     State,
-    Step,
-    SyncReport,
     desired,
     read_only,
     reconcile_once,
@@ -100,10 +93,7 @@ class SourceWorker:
     """Paces drift checks after a failed one; its own, so a git outage never pauses healing."""
     deadline: float | None = None
     """When the reconcile or drift check in flight must stop writing (monotonic seconds)."""
-    warned: set[ObjectKey] = field(default_factory=set)
     attempted: threading.Event = field(default_factory=threading.Event)
-    report: SourceReport = field(default_factory=SourceReport)
-    """What it saw last (a GitSync's status is made of it)."""
     on_report: Callable[[], None] = lambda: None
     """Hears that `report` changed: after each poll and drift check."""
     dependencies_waiting: Callable[[], str] = lambda: ""
@@ -115,8 +105,6 @@ class SourceWorker:
     """Its polls in the scheduler, once scheduled."""
     requested: str = ""
     """The latest request to reconcile now; the report's handled_request once handled."""
-    seen: dict[ObjectKey, float] = field(default_factory=dict)
-    """When the first watch event of each key not measured since arrived (wall clock)."""
 
     def __post_init__(self) -> None:
         fence = self.cluster.may_write
@@ -133,13 +121,17 @@ class SourceWorker:
         self.poll_soon = Coalesced(self.poll, f"poll-{config.name}").request
         """Polls in the background (start-up, a new leader, a webhook): a burst of calls
         costs at most one poll after the one in flight, and one thread."""
-        self.log = ContextLog(log, {"source": config.name})
-        self.recorder.serving(config.name)
+        self.reporter = Reporter(config, self.recorder, self.cluster, self.state)
         threading.Thread(target=self._drain, name=f"drift-{config.name}", daemon=True).start()
 
     @property
     def name(self) -> str:
         return self.config.name
+
+    @property
+    def report(self) -> SourceReport:
+        """What it saw last (a GitSync's status is made of it)."""
+        return self.reporter.report
 
     def ready(self) -> bool:
         return self.attempted.is_set() and self.cache.synced()
@@ -166,7 +158,7 @@ class SourceWorker:
         """A new leader applies the revision again at its next poll, and dates no drift by
         an event it saw as a standby."""
         self.state.applied_revision = None
-        self.seen.clear()
+        self.reporter.seen.clear()
 
     def request(self, token: str) -> None:
         """Reconcile now, whatever the interval and backoff say (`gitopsd reconcile`, a
@@ -207,7 +199,7 @@ class SourceWorker:
         finally:
             self.report.finished += 1
         self.backoff.reset()
-        self.report.failure = None
+        self.reporter.succeeded()
         if not leading:
             return "standby"  # it only read: no success of a sync to count, nor a time
         return "waiting" if self.report.waiting else "success"
@@ -215,7 +207,8 @@ class SourceWorker:
     def _once(self, changed: set[ObjectKey] | None = None) -> bool:
         """One reconcile (`changed` None) or drift check after watch events on `changed`;
         a standby only reads, to keep its caches warm. Says whether it was the leader's."""
-        hooks = self._hooks(changed or set())
+        waiting_for_dependencies = self.dependencies_waiting
+        hooks = self.reporter.hooks(changed or set(), self._may_prune, waiting_for_dependencies)
         enforce = self.config.mode == SourceMode.ENFORCE
         intent = Intent.of(enforce, poll=changed is None)
         if not self.leading.is_set():
@@ -232,22 +225,11 @@ class SourceWorker:
                 )
             raise
         if intent.polls:  # the only reconcile that may apply a new revision
-            self._waiting(result.waiting)
-        self._assessed(result)
+            self.reporter.waiting(result.waiting)
+        self.reporter.assessed(result)
         if result.report is not None:
-            self._synced(result, result.report)
+            self.reporter.synced(result, result.report)
         return True
-
-    def _hooks(self, changed: set[ObjectKey]) -> Hooks:
-        return Hooks(
-            on_fetched=lambda seconds: self.recorder.fetched(self.name, seconds),
-            on_revision=self._read,
-            on_measured=lambda drifts, find: self._measured(drifts, find, changed),
-            on_plan=self._planned,
-            on_outcome=self._log_outcome,
-            may_prune=lambda: not self.stopping.is_set(),
-            dependencies_waiting=self.dependencies_waiting,
-        )
 
     @contextmanager
     def _deadline(self) -> Iterator[None]:
@@ -267,17 +249,15 @@ class SourceWorker:
         return deadline is not None and time.monotonic() > deadline
 
     def _failed(self, error: GitopsdError, backoff: Backoff) -> float | None:
-        """Counts and logs a failure; what may cure itself is retried after `backoff` (its
-        delay is returned), a bad revision waits for the next one, and nothing is retried
-        once the source is stopping (None)."""
+        """Reports a failure; what may cure itself is retried after `backoff` (its delay is
+        returned), a bad revision waits for the next one, and nothing is retried once the
+        source is stopping (None)."""
         if self._late():
             limit = self.config.timeout_seconds
             cause = str(error).splitlines()[0][:300]
             error = ClusterError(
                 f"did not finish within its timeout of {limit:g} s: {cause}", ClusterReason.TIMEOUT
             )
-        self.report.failure = Failure.of(error)
-        reason = error.reason
         delay = None
         if self.halt.is_set():
             retry = "not retried: the source is stopping"
@@ -286,113 +266,16 @@ class SourceWorker:
         else:
             delay = backoff.failed()
             retry = f"retrying in {delay:.1f} s"
-        stage = error.stage
-        self.recorder.error(self.name, stage, reason)
-        self.log.error("%s; %s", error, retry, extra={"stage": stage, "reason": reason})
+        self.reporter.failed(error, retry)
         return delay
 
-    def _read(self, sha: str) -> None:
-        self.recorder.revision(self.name, sha)
-        self.report.attempted_revision = sha
-        targets = self.state.desired.targets if self.state.desired else {}
-        self.report.inventory = Counter(key.group_kind for key in targets)
-        self.log.info("read revision", extra={"revision": sha, "mode": self.config.mode})
-
-    def _measured(
-        self,
-        drifts: list[diff.Drift],
-        find: Callable[[ObjectKey], Body | None],
-        changed: set[ObjectKey],
-    ) -> None:
-        """Drift, exported as metrics (and Events in warn mode)."""
-        self.recorder.drift(self.name, drifts)
-        self.report.drifts = drifts
-        if changed:
-            self._observe_latency(drifts, changed, find)
-        if self.config.mode == SourceMode.WARN:
-            self._warn(drifts, find)
-
-    def _waiting(self, reason: str) -> None:
-        if reason and reason != self.report.waiting:
-            self.log.info("revision not applied: %s", reason)
-        self.report.waiting = reason
-
-    def _assessed(self, result: Result) -> None:
-        """Health, exported as metrics and kept for the status. What a sync just wrote is
-        InProgress until its watch event brings its new status; a change of status is
-        logged, but not the first assessment of an object, nor of one just applied."""
-        healths = result.health(self.state.assessments)
-        written = result.report.changes.outcomes if result.report else []
-        healths |= {o.key: APPLIED for o in written if o.action in WRITES}
-        self.recorder.health(self.name, healths)
-        before = self.report.health or {}
-        for key, now in healths.items():
-            previous = before.get(key)
-            if _newsworthy(previous, now):
-                level = logging.WARNING if now.status == Status.FAILED else logging.INFO
-                was = previous.status if previous else "unassessed"
-                self.log.log(level, "health %s -> %s", was, now, extra={"object": str(key)})
-        self.report.health = healths
-
-    def _planned(self, count: int) -> None:
-        revision = self.state.desired.revision.sha if self.state.desired else ""
-        self.log.info("sync started", extra={"revision": revision, "objects": count})
-
-    def _synced(self, result: Result, report: SyncReport) -> None:
-        """Reports what a sync or heal did."""
-        revision = {"revision": result.desired.revision.sha}
-        if result.step == Step.SYNC:
-            commit_time = result.desired.revision.commit_time
-            self.recorder.applied(self.name, commit_time, time.time())
-            self.report.applied_revision = result.desired.revision.sha
-            self.report.synced_at = time.time()
-            self.report.refused = [f"{key} ({reason})" for key, reason in report.refused]
-        self._forget_drift_undone(result.drifts, report.changes)
-        self.recorder.changes(self.name, report.changes)
-        self.recorder.refused(self.name, [str(reason) for _, reason in report.refused])
-        for outcome in report.changes.outcomes:
-            if outcome.action == Action.PRUNED:
-                self._log_outcome(outcome)
-        for key, reason in report.refused:
-            self.log.warning("prune refused (%s)", reason, extra={**revision, "object": str(key)})
-        for takeover in report.changes.takeovers:
-            self.log.info("took over %s", takeover, extra=revision)
-        changed = [o for o in report.changes.outcomes if o.action != Action.UNCHANGED]
-        self.log.info("sync finished: %d changed", len(changed), extra=revision)
-
-    def _forget_drift_undone(self, drifts: list[diff.Drift], changes: ChangeSet) -> None:
-        """Objects the sync created or pruned leave the drift gauges now: until the watch
-        measures them again (after the poll), a scrape would count existing objects as
-        missing. Their ADDED and DELETED events measure them again. A configured object
-        stays until then: its write may not have undone its drift."""
-        undone = {o.key for o in changes.outcomes if o.action in (Action.CREATED, Action.PRUNED)}
-        if undone:
-            self.recorder.drift(self.name, [d for d in drifts if d.key not in undone])
-        # The report takes each write to have undone its object's drift (configured ones too,
-        # so that a status does not say "drift" after every sync); the watch measures again.
-        written = undone | {o.key for o in changes.outcomes if o.action == Action.CONFIGURED}
-        self.report.drifts = [d for d in drifts if d.key not in written]
-
-    def _log_outcome(self, outcome: Outcome) -> None:
-        if outcome.action != Action.UNCHANGED:
-            detail = f" ({outcome.detail})" if outcome.detail else ""
-            self.log.info("%s%s", outcome.action, detail, extra={"object": str(outcome.key)})
-
-    def _warn(self, drifts: list[diff.Drift], find: Callable[[ObjectKey], Body | None]) -> None:
-        """An Event on each object that newly drifted (names fields and managers, no values)."""
-        current = {d.key for d in drifts}
-        for drift in drifts:
-            body = find(drift.key)
-            if drift.key in self.warned or body is None:
-                continue
-            fields = ", ".join(f"{c.path} (by {c.manager})" for c in drift.changes) or drift.state
-            self.cluster.event(body, "Drift", f"differs from git: {fields}")
-        self.warned = current
+    def _may_prune(self) -> bool:
+        return not self.stopping.is_set()
 
     # Watch events: re-check soon after a live change, heal it in enforce mode.
 
     def _changed(self, key: ObjectKey, body: Body | None) -> None:
-        self.seen.setdefault(key, time.time())  # the first event since it was measured
+        self.reporter.changed(key)
         self.queue.add(key)
 
     def _drain(self) -> None:
@@ -400,7 +283,7 @@ class SourceWorker:
             keys = self.queue.take(timeout_seconds=0.5)
             if not keys or not self.leading.is_set():
                 for key in keys:  # a new leader measures everything in its first poll
-                    self.seen.pop(key, None)
+                    self.reporter.seen.pop(key, None)
                 continue
             waiting = not self.recheck_backoff.ready()
             if self.state.desired is None or not self.attempted.is_set() or waiting:
@@ -423,56 +306,3 @@ class SourceWorker:
             self._failed(error, self.recheck_backoff)
             self.queue.add_all(keys)
         self.on_report()
-
-    def _observe_latency(
-        self,
-        drifts: list[diff.Drift],
-        keys: set[ObjectKey],
-        find: Callable[[ObjectKey], Body | None],
-    ) -> None:
-        seen = {key: self.seen.pop(key) for key in keys if key in self.seen}
-        for drift in drifts:
-            body = find(drift.key)
-            if drift.key in seen and body is not None:
-                changed_at = changed_since(body, seen[drift.key])
-                self.recorder.detected(self.name, time.time() - changed_at)
-
-
-def waiting_for(needed: Iterable[str], workers: Mapping[str, SourceWorker]) -> str:
-    """Why the sources `needed` are not ready yet, or "" when all are."""
-    reasons = []
-    for name in needed:
-        worker = workers.get(name)
-        why = unready(worker.report) if worker else "it is not running"
-        if why:
-            reasons.append(f"source {name}: {why}")
-    return "; ".join(reasons)
-
-
-def poll_waiting(workers: Iterable[SourceWorker], name: str) -> None:
-    """Source `name` reported: those of `workers` waiting for it look again at once."""
-    for worker in workers:
-        if name in worker.config.depends_on and worker.report.waiting:
-            worker.poll_soon()
-
-
-APPLIED = Health(Status.IN_PROGRESS, "Applied", "applied; its new status is not read yet")
-WRITES = (Action.CREATED, Action.CONFIGURED)
-
-
-def _newsworthy(previous: Health | None, now: Health) -> bool:
-    """A change of status, and a failure however it came."""
-    if now.status == Status.FAILED:
-        return previous is None or previous.status != Status.FAILED
-    return previous not in (None, APPLIED) and previous.status != now.status
-
-
-def changed_since(body: Body, seen_at: float) -> float:
-    """When the change the daemon saw at `seen_at` was made: its managedFields entry's time
-    when the newest entry is that change's (second resolution, so up to a second before
-    the event), else the moment its watch event arrived. Not every write stamps a time (a
-    `kubectl scale` of the scale subresource does not): the other entries' are older."""
-    times = [e.get("time") for e in (body.get("metadata") or {}).get("managedFields") or []]
-    stamps = [datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() for t in times if t]
-    newest = max(stamps, default=0.0)
-    return newest if seen_at - 1.0 <= newest <= seen_at else seen_at

@@ -7,10 +7,13 @@ and `status` says what its status and Events are, from what the source's worker 
 
 from __future__ import annotations
 
+from gitopsd.objects import Resource
+
 GROUP = "gitopsd.io"
 VERSION = "v1alpha1"
 KIND = "GitSync"
 PLURAL = "gitsyncs"
+RESOURCE = Resource(GROUP, VERSION, KIND, PLURAL, namespaced=True)
 FINALIZER = "gitopsd.io/finalizer"
 """Held while the GitSync exists, so that its deletion can prune what it applied."""
 DELETE_POLICY_ANNOTATION = "gitopsd.io/delete-policy"

@@ -21,7 +21,9 @@ from gitopsd.daemon.control import Control
 from gitopsd.daemon.http import signature_valid
 from gitopsd.daemon.logs import ContextLog, JsonLines
 from gitopsd.daemon.queue import Coalesced, WorkQueue
-from gitopsd.daemon.worker import Jobs, changed_since, poll_waiting, waiting_for
+from gitopsd.daemon.registry import Registry
+from gitopsd.daemon.reporter import changed_since
+from gitopsd.daemon.worker import Jobs
 from gitopsd.gitsync.status import SourceReport
 from gitopsd.health import Health, Status
 from gitopsd.objects import ObjectKey
@@ -136,10 +138,10 @@ def test_log_lines_are_json_with_the_call_context_merged_into_the_fixed_one() ->
 
 
 class Source:
-    """What waiting_for and poll_waiting read of a worker: its name, config and report."""
+    """What the registry reads of a worker: its name, config and report."""
 
-    def __init__(self, report: SourceReport, *depends_on: str) -> None:
-        self.report, self.polls = report, 0
+    def __init__(self, name: str, report: SourceReport, *depends_on: str) -> None:
+        self.name, self.report, self.polls = name, report, 0
         self.config = type("Config", (), {"depends_on": depends_on})()
 
     def poll_soon(self) -> None:
@@ -158,10 +160,12 @@ def test_a_source_waits_for_each_dependency_not_ready_and_says_why() -> None:
     rolling.health = {
         ObjectKey("apps", "Deployment", "n", "db"): Health(Status.IN_PROGRESS, "Rollout")
     }
-    workers: Any = {"certs": Source(healthy()), "db": Source(rolling)}
+    sources = Registry()
+    for worker in (Source("certs", healthy()), Source("db", rolling)):
+        sources.add(worker)  # type: ignore[arg-type]
 
-    assert waiting_for(["certs"], workers) == ""
-    assert waiting_for(["certs", "db", "queue"], workers) == (
+    assert sources.waiting_for(["certs"]) == ""
+    assert sources.waiting_for(["certs", "db", "queue"]) == (
         "source db: 1 of 1 objects not healthy yet: apps/Deployment/n/db: InProgress: Rollout; "
         "source queue: it is not running"
     )
@@ -169,10 +173,17 @@ def test_a_source_waits_for_each_dependency_not_ready_and_says_why() -> None:
 
 def test_a_report_polls_only_the_sources_that_wait_for_it() -> None:
     waiting = SourceReport(waiting="source db: not yet")
-    app, other, idle = Source(waiting, "db"), Source(waiting, "certs"), Source(healthy(), "db")
+    app, other = Source("app", waiting, "db"), Source("other", waiting, "certs")
+    idle, db = Source("idle", healthy(), "db"), Source("db", healthy())
+    heard: list[str] = []
+    sources = Registry()
+    for worker in (app, other, idle):
+        sources.add(worker)  # type: ignore[arg-type]
+    sources.add(db, on_report=lambda: heard.append("db"))  # type: ignore[arg-type]
 
-    poll_waiting([app, other, idle], "db")  # type: ignore[list-item]
+    db.on_report()  # type: ignore[attr-defined]
 
+    assert heard == ["db"]
     assert (app.polls, other.polls, idle.polls) == (1, 0, 0)
 
 

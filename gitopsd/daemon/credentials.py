@@ -1,0 +1,77 @@
+"""A GitSync's git credentials: its secretRef's Secret, read with the GitSync's own rights
+where it has a ServiceAccount, written as private files that the git runner reads at each
+fetch (so a rotated Secret is used from the next poll on). Never the daemon's own."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+from gitopsd import gitsync
+from gitopsd.cluster import Cluster, Resource
+from gitopsd.config import Credentials
+from gitopsd.errors import ClusterError, ClusterReason
+from gitopsd.gitsync.spec import GitSync, credentials_allowed
+from gitopsd.objects import Body
+
+SECRETS = Resource("", "v1", "Secret", "secrets", namespaced=True)
+SECRET_FILES = ("password", "identity", "known_hosts")
+"""The keys of a secretRef's Secret that become files of the same names (Flux's keys)."""
+
+
+def credentials_of(cluster: Cluster, wanted: GitSync, folder: Path) -> Credentials:
+    """Its secretRef as files in `folder`; no credentials without one."""
+    if wanted.secret_name is None:
+        return Credentials(password_env=None)
+    secret = _secret(cluster, wanted)
+    data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    paths = {name: _write_private(folder / name, data.get(name)) for name in SECRET_FILES}
+    username = data.get("username", b"").decode(errors="replace").strip()
+    return Credentials(
+        username=username or Credentials.username,
+        password_env=None,
+        password_file=paths["password"],
+        ssh_key_file=paths["identity"],
+        known_hosts_file=paths["known_hosts"],
+    )
+
+
+def _secret(cluster: Cluster, wanted: GitSync) -> Body:
+    """Its secretRef, read as its ServiceAccount where it has one (the API server decides
+    whether that account may read it); otherwise with the daemon's rights, and used only
+    if the Secret opts in to the GitSync's URL: whoever may create a GitSync must never
+    have the daemon send a Secret they could not read to a server of their choosing."""
+    name = f"{wanted.namespace}/{wanted.secret_name}"
+    where = f"GitSync {wanted.key}: Secret {name} (spec.repository.secretRef)"
+    reader = cluster.impersonating(wanted.user) if wanted.user else cluster
+    try:
+        secret = reader.get(SECRETS, wanted.namespace, str(wanted.secret_name))
+    except ClusterError as error:
+        raise ClusterError(f"{where}: {error}", error.reason) from None
+    if secret is None:
+        raise ClusterError(f"{where} not found", ClusterReason.NOT_FOUND)
+    if wanted.user is None and not credentials_allowed(secret, wanted.url):
+        raise ClusterError(
+            f"{where} does not allow its use for this repository URL: a GitSync without "
+            "a ServiceAccount may use only a Secret annotated "
+            f"{gitsync.CREDENTIALS_FOR_ANNOTATION} with its URL (or a prefix of it "
+            "ending in /); none of its values was used",
+            ClusterReason.FORBIDDEN,
+        )
+    return secret
+
+
+def _write_private(path: Path, content: bytes | None) -> Path | None:
+    """`content` in a file only this process's user may read; None (and no file) without."""
+    if content is None:
+        path.unlink(missing_ok=True)
+        return None
+    if path.exists() and path.read_bytes() == content:
+        return path
+    partial = path.with_suffix(".partial")
+    partial.unlink(missing_ok=True)
+    partial.touch(mode=0o600)
+    partial.write_bytes(content)
+    partial.replace(path)
+    return path

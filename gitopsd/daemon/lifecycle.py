@@ -1,0 +1,93 @@
+"""A GitSync's life at its ends: the finalizer added while it exists, and, once it is being
+deleted, what it applied withdrawn (with delete-policy prune) before the finalizer goes and
+the API server deletes it. Only the leader writes."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gitopsd import gitsync
+from gitopsd.cluster import Cluster, Resource
+from gitopsd.config import Credentials
+from gitopsd.gitsync.spec import GitSync
+from gitopsd.objects import Body
+from gitopsd.reconcile import Source, withdraw
+
+log = logging.getLogger("gitopsd.gitsync")
+NAMESPACES = Resource("", "v1", "Namespace", "namespaces", namespaced=False)
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    cluster: Cluster
+    leading: threading.Event
+
+    def hold(self, body: Body) -> None:
+        """Adds the finalizer (leader only)."""
+        if not self.leading.is_set():
+            return
+        held = body["metadata"].get("finalizers")
+        operation: dict[str, Any] = (
+            {"op": "add", "path": "/metadata/finalizers/-", "value": gitsync.FINALIZER}
+            if held
+            else {"op": "add", "path": "/metadata/finalizers", "value": [gitsync.FINALIZER]}
+        )
+        self._patch(body, [operation])
+
+    def finalize(self, body: Body, wanted: GitSync, checkout: Path) -> None:
+        """With delete-policy prune, what it applied is withdrawn first (its source already
+        stopped); then the finalizer goes, and the API server deletes the GitSync."""
+        if not wanted.finalized or not self.leading.is_set():
+            return
+        if wanted.prune_on_delete:
+            self._withdraw(body, wanted, checkout)
+        self.release(body)
+        log.info("deleted", extra={"source": wanted.key})
+
+    def release(self, body: Body, warning: str = "") -> None:
+        """Removes the finalizer (the API server then deletes the GitSync), if it holds it;
+        `warning` says what was left undone."""
+        finalizers = body["metadata"].get("finalizers") or []
+        if gitsync.FINALIZER not in finalizers or not self.leading.is_set():
+            return
+        if warning:
+            self.cluster.event(body, "PruneSkipped", warning)
+        index = finalizers.index(gitsync.FINALIZER)
+        self._patch(body, [{"op": "remove", "path": f"/metadata/finalizers/{index}"}])
+
+    def _withdraw(self, body: Body, wanted: GitSync, checkout: Path) -> None:
+        namespace = self.cluster.get(NAMESPACES, "", wanted.namespace) or {}
+        if (namespace.get("metadata") or {}).get("deletionTimestamp"):
+            message = f"namespace {wanted.namespace} is being deleted: nothing pruned"
+            self.cluster.event(body, "PruneSkipped", message)
+            return
+        cluster = self.cluster.impersonating(wanted.user) if wanted.user else self.cluster
+        source = wanted.source(Credentials(password_env=None))
+        report = withdraw(Source(source.spec, source.settings, checkout), cluster)
+        pruned = [o.key for o in report.changes.outcomes]
+        self.cluster.event(
+            body,
+            "Pruned",
+            f"deleted with delete-policy prune: pruned {len(pruned)} objects",
+            "Normal",
+        )
+        if report.refused:
+            kept = "; ".join(f"{key} ({reason})" for key, reason in report.refused)
+            self.cluster.event(body, "PruneBlocked", f"kept by the prune guards: {kept}")
+
+    def _patch(self, body: Body, operations: list[dict[str, Any]]) -> None:
+        """A JSON patch of the GitSync as seen: a newer version fails the test, and is
+        handled when its own watch event arrives."""
+        metadata = body["metadata"]
+        version = {
+            "op": "test",
+            "path": "/metadata/resourceVersion",
+            "value": metadata["resourceVersion"],
+        }
+        self.cluster.patch(
+            gitsync.RESOURCE, metadata["namespace"], metadata["name"], [version, *operations]
+        )

@@ -1,0 +1,57 @@
+"""A GitSync's status, written through the status subresource only when it changed (and
+only by the leader), with the Events a change of status is worth."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gitopsd import gitsync
+from gitopsd.cluster import Cluster
+from gitopsd.errors import GitopsdError
+from gitopsd.gitsync.spec import requested_of
+from gitopsd.gitsync.status import Failure, SourceReport, Status, events, failed_status, status_of
+from gitopsd.objects import Body, ObjectKey
+
+
+@dataclass
+class StatusPublisher:
+    cluster: Cluster
+    leading: threading.Event
+    written: dict[ObjectKey, Status] = field(default_factory=dict)
+    """The status written last per GitSync (the watch may not have brought it back yet)."""
+
+    def report(self, key: ObjectKey, body: Body, report: SourceReport, suspended: bool) -> None:
+        """The status its source's report makes."""
+        self._publish(key, body, lambda gen, was: status_of(gen, report, was, suspended))
+
+    def failure(self, key: ObjectKey, body: Body, error: GitopsdError) -> None:
+        """The status of a GitSync whose source cannot run."""
+        failure, handled = Failure.of(error), requested_of(body)
+        self._publish(key, body, lambda gen, was: failed_status(gen, failure, was, handled))
+
+    def forget(self, key: ObjectKey) -> None:
+        self.written.pop(key, None)
+
+    def forget_all(self) -> None:
+        """A new leader writes every status afresh."""
+        self.written.clear()
+
+    def _publish(
+        self, key: ObjectKey, body: Body, status_for: Callable[[int, Status | None], Status]
+    ) -> None:
+        """Writes the status `status_for(generation, previous status)` if it changed (leader
+        only), with the Events the change is worth."""
+        if not self.leading.is_set():
+            return
+        live = body.get("status") or None
+        previous = self.written.get(key, live)
+        status = status_for(int(body["metadata"].get("generation") or 0), previous)
+        if status == live:
+            self.written[key] = status
+            return
+        self.cluster.apply_status(gitsync.RESOURCE, key.namespace, key.name, status)
+        self.written[key] = status
+        for event in events(previous, status):
+            self.cluster.event(body, event.reason, event.message, event.type)

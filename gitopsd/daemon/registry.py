@@ -1,0 +1,60 @@
+"""Every source a daemon runs, file sources and GitSyncs alike, by name: who waits for
+whom. A source applies a new revision only once those it depends on are ready, and polls
+again as soon as one of them reports. (A file source's dependencies are file sources; a
+GitSync's are GitSyncs, named namespace/name.)"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from gitopsd.daemon.worker import SourceWorker
+from gitopsd.gitsync.status import unready
+
+
+@dataclass
+class Registry:
+    running: dict[str, SourceWorker] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, worker: SourceWorker, on_report: Callable[[], None] = lambda: None) -> None:
+        """Runs `worker` in the registry: it waits for its dependencies, and those waiting
+        for it hear of its reports (after `on_report`)."""
+        needed = worker.config.depends_on
+
+        def reported() -> None:
+            on_report()
+            self.reported(worker.name)
+
+        worker.dependencies_waiting = lambda: self.waiting_for(needed)
+        worker.on_report = reported
+        with self.lock:
+            self.running[worker.name] = worker
+
+    def remove(self, worker: SourceWorker) -> None:
+        with self.lock:
+            if self.running.get(worker.name) is worker:
+                del self.running[worker.name]
+
+    def workers(self) -> list[SourceWorker]:
+        with self.lock:
+            return list(self.running.values())
+
+    def waiting_for(self, needed: Iterable[str]) -> str:
+        """Why the sources `needed` are not ready yet, or "" when all are."""
+        with self.lock:
+            workers = dict(self.running)
+        reasons = []
+        for name in needed:
+            worker = workers.get(name)
+            why = unready(worker.report) if worker else "it is not running"
+            if why:
+                reasons.append(f"source {name}: {why}")
+        return "; ".join(reasons)
+
+    def reported(self, name: str) -> None:
+        """Source `name` reported: those waiting for it look again at once."""
+        for worker in self.workers():
+            if name in worker.config.depends_on and worker.report.waiting:
+                worker.poll_soon()

@@ -1,0 +1,216 @@
+"""What a source's worker tells, as the reconcile's hooks: metrics, log lines, Events (in
+warn mode) and the `SourceReport` its GitSync status and `gitopsd get` are made of. The
+worker decides; the reporter says what happened.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from gitopsd import diff
+from gitopsd.changes import Action, ChangeSet, Hooks, Outcome
+from gitopsd.cluster import Cluster
+from gitopsd.configfile import Mode as SourceMode
+from gitopsd.configfile import SourceConfig
+from gitopsd.daemon.logs import ContextLog
+from gitopsd.errors import GitopsdError
+from gitopsd.gitsync.status import Failure, SourceReport
+from gitopsd.health import Health, Status
+from gitopsd.metrics import Recorder
+from gitopsd.objects import Body, ObjectKey
+from gitopsd.reconcile import Result, State, Step, SyncReport
+
+log = logging.getLogger("gitopsd.source")
+
+
+@dataclass
+class Reporter:
+    config: SourceConfig
+    recorder: Recorder
+    cluster: Cluster
+    """Writes the Events of warn mode."""
+    state: State
+    """The worker's reconcile state: the revision read, the health assessed."""
+    report: SourceReport = field(default_factory=SourceReport)
+    """What it saw last (a GitSync's status is made of it)."""
+    warned: set[ObjectKey] = field(default_factory=set)
+    """The objects an Event said drifted, until they no longer do."""
+    seen: dict[ObjectKey, float] = field(default_factory=dict)
+    """When the first watch event of each key not measured since arrived (wall clock)."""
+
+    def __post_init__(self) -> None:
+        self.log = ContextLog(log, {"source": self.config.name})
+        self.recorder.serving(self.config.name)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def hooks(
+        self,
+        changed: set[ObjectKey],
+        may_prune: Callable[[], bool],
+        dependencies_waiting: Callable[[], str],
+    ) -> Hooks:
+        """The hooks of one reconcile (`changed`: the keys a drift check was asked for)."""
+        return Hooks(
+            on_fetched=lambda seconds: self.recorder.fetched(self.name, seconds),
+            on_revision=self._read,
+            on_measured=lambda drifts, find: self._measured(drifts, find, changed),
+            on_plan=self._planned,
+            on_outcome=self._log_outcome,
+            may_prune=may_prune,
+            dependencies_waiting=dependencies_waiting,
+        )
+
+    def changed(self, key: ObjectKey) -> None:
+        """A watch event of `key`: the first since it was measured dates its drift."""
+        self.seen.setdefault(key, time.time())
+
+    def failed(self, error: GitopsdError, retry: str) -> None:
+        """Counts and logs a failure, with what becomes of it (`retry`)."""
+        self.report.failure = Failure.of(error)
+        stage, reason = error.stage, error.reason
+        self.recorder.error(self.name, stage, reason)
+        self.log.error("%s; %s", error, retry, extra={"stage": stage, "reason": reason})
+
+    def succeeded(self) -> None:
+        self.report.failure = None
+
+    def _read(self, sha: str) -> None:
+        self.recorder.revision(self.name, sha)
+        self.report.attempted_revision = sha
+        targets = self.state.desired.targets if self.state.desired else {}
+        self.report.inventory = Counter(key.group_kind for key in targets)
+        self.log.info("read revision", extra={"revision": sha, "mode": self.config.mode})
+
+    def _measured(
+        self,
+        drifts: list[diff.Drift],
+        find: Callable[[ObjectKey], Body | None],
+        changed: set[ObjectKey],
+    ) -> None:
+        """Drift, exported as metrics (and Events in warn mode)."""
+        self.recorder.drift(self.name, drifts)
+        self.report.drifts = drifts
+        if changed:
+            self._observe_latency(drifts, changed, find)
+        if self.config.mode == SourceMode.WARN:
+            self._warn(drifts, find)
+
+    def waiting(self, reason: str) -> None:
+        if reason and reason != self.report.waiting:
+            self.log.info("revision not applied: %s", reason)
+        self.report.waiting = reason
+
+    def assessed(self, result: Result) -> None:
+        """Health, exported as metrics and kept for the status. What a sync just wrote is
+        InProgress until its watch event brings its new status; a change of status is
+        logged, but not the first assessment of an object, nor of one just applied."""
+        healths = result.health(self.state.assessments)
+        written = result.report.changes.outcomes if result.report else []
+        healths |= {o.key: APPLIED for o in written if o.action in WRITES}
+        self.recorder.health(self.name, healths)
+        before = self.report.health or {}
+        for key, now in healths.items():
+            previous = before.get(key)
+            if _newsworthy(previous, now):
+                level = logging.WARNING if now.status == Status.FAILED else logging.INFO
+                was = previous.status if previous else "unassessed"
+                self.log.log(level, "health %s -> %s", was, now, extra={"object": str(key)})
+        self.report.health = healths
+
+    def _planned(self, count: int) -> None:
+        revision = self.state.desired.revision.sha if self.state.desired else ""
+        self.log.info("sync started", extra={"revision": revision, "objects": count})
+
+    def synced(self, result: Result, report: SyncReport) -> None:
+        """Reports what a sync or heal did."""
+        revision = {"revision": result.desired.revision.sha}
+        if result.step == Step.SYNC:
+            commit_time = result.desired.revision.commit_time
+            self.recorder.applied(self.name, commit_time, time.time())
+            self.report.applied_revision = result.desired.revision.sha
+            self.report.synced_at = time.time()
+            self.report.refused = [f"{key} ({reason})" for key, reason in report.refused]
+        self._forget_drift_undone(result.drifts, report.changes)
+        self.recorder.changes(self.name, report.changes)
+        self.recorder.refused(self.name, [str(reason) for _, reason in report.refused])
+        for outcome in report.changes.outcomes:
+            if outcome.action == Action.PRUNED:
+                self._log_outcome(outcome)
+        for key, reason in report.refused:
+            self.log.warning("prune refused (%s)", reason, extra={**revision, "object": str(key)})
+        for takeover in report.changes.takeovers:
+            self.log.info("took over %s", takeover, extra=revision)
+        changed = [o for o in report.changes.outcomes if o.action != Action.UNCHANGED]
+        self.log.info("sync finished: %d changed", len(changed), extra=revision)
+
+    def _forget_drift_undone(self, drifts: list[diff.Drift], changes: ChangeSet) -> None:
+        """Objects the sync created or pruned leave the drift gauges now: until the watch
+        measures them again (after the poll), a scrape would count existing objects as
+        missing. Their ADDED and DELETED events measure them again. A configured object
+        stays until then: its write may not have undone its drift."""
+        undone = {o.key for o in changes.outcomes if o.action in (Action.CREATED, Action.PRUNED)}
+        if undone:
+            self.recorder.drift(self.name, [d for d in drifts if d.key not in undone])
+        # The report takes each write to have undone its object's drift (configured ones too,
+        # so that a status does not say "drift" after every sync); the watch measures again.
+        written = undone | {o.key for o in changes.outcomes if o.action == Action.CONFIGURED}
+        self.report.drifts = [d for d in drifts if d.key not in written]
+
+    def _log_outcome(self, outcome: Outcome) -> None:
+        if outcome.action != Action.UNCHANGED:
+            detail = f" ({outcome.detail})" if outcome.detail else ""
+            self.log.info("%s%s", outcome.action, detail, extra={"object": str(outcome.key)})
+
+    def _warn(self, drifts: list[diff.Drift], find: Callable[[ObjectKey], Body | None]) -> None:
+        """An Event on each object that newly drifted (names fields and managers, no values)."""
+        current = {d.key for d in drifts}
+        for drift in drifts:
+            body = find(drift.key)
+            if drift.key in self.warned or body is None:
+                continue
+            fields = ", ".join(f"{c.path} (by {c.manager})" for c in drift.changes) or drift.state
+            self.cluster.event(body, "Drift", f"differs from git: {fields}")
+        self.warned = current
+
+    def _observe_latency(
+        self,
+        drifts: list[diff.Drift],
+        keys: set[ObjectKey],
+        find: Callable[[ObjectKey], Body | None],
+    ) -> None:
+        seen = {key: self.seen.pop(key) for key in keys if key in self.seen}
+        for drift in drifts:
+            body = find(drift.key)
+            if drift.key in seen and body is not None:
+                changed_at = changed_since(body, seen[drift.key])
+                self.recorder.detected(self.name, time.time() - changed_at)
+
+
+APPLIED = Health(Status.IN_PROGRESS, "Applied", "applied; its new status is not read yet")
+WRITES = (Action.CREATED, Action.CONFIGURED)
+
+
+def _newsworthy(previous: Health | None, now: Health) -> bool:
+    """A change of status, and a failure however it came."""
+    if now.status == Status.FAILED:
+        return previous is None or previous.status != Status.FAILED
+    return previous not in (None, APPLIED) and previous.status != now.status
+
+
+def changed_since(body: Body, seen_at: float) -> float:
+    """When the change the daemon saw at `seen_at` was made: its managedFields entry's time
+    when the newest entry is that change's (second resolution, so up to a second before
+    the event), else the moment its watch event arrived. Not every write stamps a time (a
+    `kubectl scale` of the scale subresource does not): the other entries' are older."""
+    times = [e.get("time") for e in (body.get("metadata") or {}).get("managedFields") or []]
+    stamps = [datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() for t in times if t]
+    newest = max(stamps, default=0.0)
+    return newest if seen_at - 1.0 <= newest <= seen_at else seen_at
