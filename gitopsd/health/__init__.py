@@ -1,0 +1,164 @@
+"""Health of one live object, in kstatus's vocabulary: is it what its spec asks for yet?
+
+The rules follow kstatus (sigs.k8s.io/cli-utils pkg/kstatus/status), which Flux and
+`kubectl wait` follow too; where they part from it, a comment says why. The vocabulary, and
+the word Argo CD uses for each:
+
+    Current      Healthy       the object is what its spec asks for
+    InProgress   Progressing   a controller is still working on it; it may get there
+    Failed       Degraded      it will not get there without a change
+    Terminating  Progressing   it is being deleted
+    NotFound     Missing       it does not exist
+    Unknown      Unknown       its status is malformed: a field holds a value of the wrong type
+
+Argo CD's Suspended is Current here, with reason "Suspended" (or "Paused" for a Deployment).
+
+The rules, first match wins: a deletion requested is Terminating; a status written for an
+older generation is InProgress; then the rule of the object's kind; kinds without one
+(custom resources above all) go by the standard conditions Stalled, Reconciling, Ready and
+Available, and are Current with none, as an object with no status is done once it exists.
+
+The words are in `vocabulary`, the typed field readers the rules share in `fields`, the kind
+rules by family in `workloads`, `jobs`, `core` and `definitions`, the conditions rule in
+`generic`, and what of a status the rules read in `status_fields`. To add a kind rule, write
+it in its family's module (a new family, a new module) and name it in `_KIND_RULES` below,
+the one table of kind rules; a status field it reads that `STATUS_FIELDS` lacks goes there
+too, or the watch cache drops it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from gitopsd.health import core, definitions, jobs, workloads
+from gitopsd.health.fields import MalformedError, list_, maybe_int, str_, text
+from gitopsd.health.generic import by_conditions
+from gitopsd.health.status_fields import EMPTY, STATUS_FIELDS, essentials
+from gitopsd.health.vocabulary import MAX_MESSAGE_CHARS, Health, Status
+from gitopsd.objects import Body, GroupKind, ObjectKey
+
+__all__ = [
+    "EMPTY",
+    "MAX_MESSAGE_CHARS",
+    "MAX_SHARED",
+    "STATUS_FIELDS",
+    "Assessments",
+    "Health",
+    "Status",
+    "assess",
+    "essentials",
+    "overall",
+    "unhealthy",
+]
+
+MAX_SHARED = 4096
+"""Distinct healths `Assessments` keeps one instance of."""
+
+
+def assess(body: Body | None) -> Health:
+    """The health of `body` as the API server returns it; None is an object that does not exist."""
+    if body is None:
+        return Health(Status.NOT_FOUND)
+    try:
+        return _terminating(body) or _generation_behind(body) or _rule_for(body)(body)
+    except MalformedError as error:
+        return Health(Status.UNKNOWN, "Malformed", str(error))
+
+
+def overall(healths: Iterable[Health]) -> Status:
+    """One status for many objects: Current when all are (or there are none), Failed when
+    any is, InProgress otherwise (an Unknown, missing or terminating one is not done yet)."""
+    statuses = {health.status for health in healths}
+    if statuses <= {Status.CURRENT}:
+        return Status.CURRENT
+    return Status.FAILED if Status.FAILED in statuses else Status.IN_PROGRESS
+
+
+@dataclass
+class Assessments:
+    """The health assessed last, by object and resourceVersion: a reconcile that finds an
+    object unchanged since costs a lookup, not a new assessment."""
+
+    held: dict[ObjectKey, tuple[str, Health]] = field(default_factory=dict)
+    shared: dict[Health, Health] = field(default_factory=dict)
+    """One instance of each health seen: most objects share a few (10,000 objects, about a
+    megabyte less)."""
+
+    def of(
+        self, found: Mapping[ObjectKey, Body | None], keys: Iterable[ObjectKey]
+    ) -> dict[ObjectKey, Health]:
+        """The health of each of `keys`, from its live object in `found` (absent: NotFound);
+        only the objects of `keys` are held for the next time."""
+        healths, held = {}, {}
+        for key in keys:
+            body = found.get(key)
+            version = str((body or {}).get("metadata", {}).get("resourceVersion") or "")
+            before = self.held.get(key)
+            if before and version and before[0] == version:
+                now = before[1]
+            else:
+                now = self._shared(assess(body))
+            healths[key] = now
+            if version:
+                held[key] = (version, now)
+        self.held = held
+        return healths
+
+    def _shared(self, health: Health) -> Health:
+        if len(self.shared) >= MAX_SHARED:  # messages with counts vary: start afresh
+            self.shared.clear()
+        return self.shared.setdefault(health, health)
+
+
+def unhealthy(healths: Mapping[ObjectKey, Health]) -> list[tuple[ObjectKey, Health]]:
+    """The objects that are not Current, Failed ones first, each group by key."""
+    failing = [(key, health) for key, health in healths.items() if not health.healthy]
+    return sorted(failing, key=lambda item: (item[1].status != Status.FAILED, item[0]))
+
+
+# The rules every object goes through first.
+
+
+def _terminating(body: Body) -> Health | None:
+    requested = str_(body, "metadata.deletionTimestamp")
+    if not requested:
+        return None
+    finalizers = ", ".join(str(name) for name in list_(body, "metadata.finalizers"))
+    waiting = f", waiting for finalizers {finalizers}" if finalizers else ""
+    return Health(Status.TERMINATING, "Deleting", f"deletion requested at {requested}{waiting}")
+
+
+def _generation_behind(body: Body) -> Health | None:
+    observed = maybe_int(body, "status.observedGeneration")
+    generation = maybe_int(body, "metadata.generation")
+    if observed is None or generation is None or observed == generation:
+        return None
+    message = f"status reflects generation {observed}, spec is at generation {generation}"
+    return Health(Status.IN_PROGRESS, "ObservedGeneration", message)
+
+
+def _rule_for(body: Body) -> Callable[[Body], Health]:
+    api_version = text(body.get("apiVersion"), "apiVersion")
+    group = api_version.rpartition("/")[0]  # "" for the core group's "v1"
+    kind = text(body.get("kind"), "kind")
+    return _KIND_RULES.get(GroupKind(group, kind), by_conditions)
+
+
+_KIND_RULES: dict[GroupKind, Callable[[Body], Health]] = {
+    GroupKind("apps", "Deployment"): workloads.deployment,
+    GroupKind("apps", "StatefulSet"): workloads.statefulset,
+    GroupKind("apps", "DaemonSet"): workloads.daemonset,
+    GroupKind("apps", "ReplicaSet"): workloads.replicaset,
+    GroupKind("batch", "Job"): jobs.job,
+    GroupKind("batch", "CronJob"): jobs.cronjob,
+    GroupKind("", "PersistentVolumeClaim"): core.persistent_volume_claim,
+    GroupKind("", "Service"): core.service,
+    GroupKind("", "Namespace"): core.namespace,
+    GroupKind("", "Pod"): core.pod,
+    GroupKind("apiextensions.k8s.io", "CustomResourceDefinition"): (
+        definitions.custom_resource_definition
+    ),
+    GroupKind("apiregistration.k8s.io", "APIService"): definitions.api_service,
+}
+"""The rule of each kind that has one; any other kind goes `by_conditions`."""
