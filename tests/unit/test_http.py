@@ -16,6 +16,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from gitopsd.daemon import http
+from gitopsd.daemon.http import transport
 from tests.harness.waiting import wait_for
 
 SECRET = b"s3cret"
@@ -45,7 +46,7 @@ class Server:
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
-    monkeypatch.setattr(http, "REQUEST_DEADLINE_SECONDS", 3.0)
+    monkeypatch.setattr(transport, "REQUEST_DEADLINE_SECONDS", 3.0)
     started = Server(("127.0.0.1", 0))
     hooks = {"app": http.Hook(SECRET, lambda: started.triggered.append("app"))}
     endpoints = http.Endpoints(CollectorRegistry(), lambda: True, hooks)
@@ -159,7 +160,7 @@ def test_se19_probes_are_answered_at_once_while_half_requests_hold_connections(
     """Eight connections sending half a request line, reopened at every cut-off, starved 54
     of 57 probes of a thread-per-request server; here every probe, timed as the kubelet
     times it, is answered 200, through several cut-offs."""
-    monkeypatch.setattr(http, "REQUEST_DEADLINE_SECONDS", 1.0)
+    monkeypatch.setattr(transport, "REQUEST_DEADLINE_SECONDS", 1.0)
     running = http.serve(("127.0.0.1", 0), http.Endpoints(CollectorRegistry(), lambda: True, {}))
     address = ("127.0.0.1", running.server_address[1])
     attack = HalfRequests(address, 8)

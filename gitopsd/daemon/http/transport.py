@@ -1,6 +1,4 @@
-"""The daemon's only HTTP surface: /metrics, /healthz, /readyz and POST /hooks/<source>;
-and on a listener of its own, bound to loopback, the control API of `gitopsd get` and
-`gitopsd reconcile`: GET /api/v1/sources and POST /api/v1/sources/<name>/reconcile.
+"""A small HTTP/1.0 server: what it answers, its Routes say (gitopsd.daemon.http.endpoints).
 
 One thread serves every connection from an event loop, so a client costs a socket, never a
 thread or a slot that another client waits for: however many connections send half a
@@ -15,22 +13,15 @@ trickles in. Every answer closes its connection (HTTP/1.0).
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
-import ipaddress
-import json
 import logging
 import selectors
 import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-from urllib.parse import unquote
-
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from typing import Protocol
 
 log = logging.getLogger("gitopsd.http")
 MAX_PAYLOAD_BYTES = 1024 * 1024
@@ -65,75 +56,33 @@ REASONS = {
 }
 
 
-@dataclass(frozen=True)
-class Hook:
-    """A webhook: the HMAC-SHA256 key and what a correctly signed call triggers (it must
-    return at once: the server's one thread waits for it)."""
-
-    secret: bytes
-    trigger: Callable[[], None]
-
-
-class ControlApi(Protocol):
-    """What the control API serves (gitopsd.daemon.control)."""
-
-    def sources(self) -> list[dict[str, Any]]: ...
-
-    def reconcile(self, name: str) -> tuple[int, dict[str, Any]]: ...
+Reply = tuple[int, bytes, str]
+"""An answer's status, body and Content-Type."""
 
 
 @dataclass(frozen=True)
-class Endpoints:
-    registry: CollectorRegistry
-    ready: Callable[[], bool]
-    hooks: Mapping[str, Hook]
-    control: ControlApi | None = None
-    """Set on the control listener, which serves the control API and nothing else."""
+class Early:
+    """An answer given before the request's body is read."""
+
+    reply: Reply
+    drop_body: bool = True
+    """Read and drop what the client still sends of its body after the answer (see
+    Server._refuse_body); False: close the connection once the answer is written."""
 
 
-SOURCES = "/api/v1/sources"
-RECONCILE = "/reconcile"
-CONTROL_HEADER = "x-gitopsd-control"
-"""Required on every control request: a web page cannot send it without asking first (a
-CORS preflight nothing here answers), so a browser cannot be made to call the API."""
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
-REFUSED = (
-    b"the control API answers loopback clients only, addressed by a loopback name and "
-    b"with the X-Gitopsd-Control header (gitopsd get/reconcile; kubectl port-forward)\n"
-)
+class Routes(Protocol):
+    """What a server serves: it asks at each request's head, and again once its body is in."""
+
+    def at_head(self, client: str, request: Request) -> Early | None: ...
+
+    def answer(self, request: Request, body: bytes) -> Reply: ...
 
 
-def serve_control(address: tuple[str, int], control: ControlApi) -> Server:
-    """The control listener (bind it to loopback; each request is checked again)."""
-    return serve(address, Endpoints(CollectorRegistry(), lambda: True, {}, control))
-
-
-def serve(address: tuple[str, int], endpoints: Endpoints) -> Server:
+def serve(address: tuple[str, int], routes: Routes) -> Server:
     """Starts serving in a background thread; `shutdown()` on the result stops it."""
-    server = Server(address, endpoints)
+    server = Server(address, routes)
     threading.Thread(target=server.run, name="http", daemon=True).start()
     return server
-
-
-def signature_valid(secret: bytes, body: bytes, header: str | None) -> bool:
-    """GitHub's scheme: X-Hub-Signature-256: sha256=<hex HMAC of the raw body>."""
-    if header is None or not header.isascii():  # compare_digest refuses non-ASCII text
-        return False
-    expected = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected, header)
-
-
-def _local(connection_client: str, request: Request) -> bool:
-    """From loopback, to a loopback name (not a DNS name rebound to 127.0.0.1 by a web
-    page), and with the control header (not a form a web page posted)."""
-    host = request.headers.get("host", "").rpartition(":")[0] or request.headers.get("host", "")
-    named = host.strip("[]") in LOOPBACK_NAMES or host.startswith("127.")
-    peer = ipaddress.ip_address(connection_client).is_loopback
-    return peer and named and CONTROL_HEADER in request.headers
-
-
-def _json(document: Any) -> bytes:
-    return json.dumps(document).encode() + b"\n"
 
 
 def _declared_length(header: str) -> int | None:
@@ -192,8 +141,8 @@ class Connection:
 class Server:
     """The event loop (see the module's docstring)."""
 
-    def __init__(self, address: tuple[str, int], endpoints: Endpoints) -> None:
-        self.endpoints = endpoints
+    def __init__(self, address: tuple[str, int], routes: Routes) -> None:
+        self.routes = routes
         self.listener = socket.create_server(address, backlog=128)
         self.listener.setblocking(False)
         self.server_address: tuple[str, int] = self.listener.getsockname()[:2]
@@ -294,89 +243,29 @@ class Server:
                 return
         if len(connection.received) >= connection.body_length:
             body = bytes(connection.received[: connection.body_length])
-            self._answer(connection, *self._route(connection.request, body))
+            self._answer(connection, *self.routes.answer(connection.request, body))
 
     def _expects_body(self, connection: Connection, request: Request) -> bool:
-        """Answers at once what needs no body, and a body that may not be sent."""
+        """Answers at once what the routes answer at the head, and a body past
+        MAX_PAYLOAD_BYTES or of no stated length."""
         length = _declared_length(request.headers.get("content-length", ""))
-        if self.endpoints.control is not None:  # no request takes a body: answered now
-            status, text, kind = self._control(self.endpoints.control, connection, request)
-            self._refuse_body(connection, status, text, length or 0, kind)
-            return False
-        if request.method != "POST":
-            self._answer(connection, *self._route(request, b""))
-            return False
-        if not self._hook_of(request):
-            self._refuse_body(connection, 404, b"not found\n", length or 0)
+        early = self.routes.at_head(connection.client, request)
+        if early is not None:
+            self._refuse_body(connection, early.reply, (length or 0) if early.drop_body else 0)
             return False
         if length is None or length > MAX_PAYLOAD_BYTES:
-            self._refuse_body(connection, 413, b"payload missing or over 1 MiB\n", length or 0)
+            too_large = (413, b"payload missing or over 1 MiB\n", "text/plain")
+            self._refuse_body(connection, too_large, length or 0)
             return False
         connection.body_length = length
         return True
 
-    def _refuse_body(
-        self,
-        connection: Connection,
-        status: int,
-        text: bytes,
-        length: int,
-        kind: str = "text/plain",
-    ) -> None:
+    def _refuse_body(self, connection: Connection, reply: Reply, length: int) -> None:
         """Answers before the body is read, then reads and drops what the client still
         sends of it (up to MAX_DISCARDED_BYTES), so that a client that is still sending
         reads the answer instead of a reset connection."""
         connection.discard = min(length, MAX_DISCARDED_BYTES) - len(connection.received)
-        self._answer(connection, status, text, kind)
-
-    def _control(
-        self, control: ControlApi, connection: Connection, request: Request
-    ) -> tuple[int, bytes, str]:
-        if not _local(connection.client, request):
-            return 403, REFUSED, "text/plain"
-        if request.method == "GET" and request.path == SOURCES:
-            return 200, _json(control.sources()), "application/json"
-        prefix = SOURCES + "/"
-        if not (request.method == "POST" and request.path.startswith(prefix)):
-            return 404, _json({"error": "not found"}), "application/json"
-        if not request.path.endswith(RECONCILE):
-            return 404, _json({"error": "not found"}), "application/json"
-        name = unquote(request.path.removeprefix(prefix).removesuffix(RECONCILE))
-        status, answer = control.reconcile(name)
-        return status, _json(answer), "application/json"
-
-    def _route(self, request: Request, body: bytes) -> tuple[int, bytes, str]:
-        if request.method == "GET":
-            return self._get(request.path)
-        if request.method == "POST":
-            return self._post(request, body)
-        return 501, b"not implemented\n", "text/plain"
-
-    def _post(self, request: Request, body: bytes) -> tuple[int, bytes, str]:
-        name, hook = request.path.removeprefix("/hooks/"), self._hook_of(request)
-        if hook is None:
-            return 404, b"not found\n", "text/plain"
-        if not signature_valid(hook.secret, body, request.headers.get("x-hub-signature-256")):
-            log.warning("webhook rejected: bad signature", extra={"source": name})
-            return 401, b"bad signature\n", "text/plain"
-        hook.trigger()
-        return 202, b"accepted\n", "text/plain"  # the payload only triggers a fetch
-
-    def _get(self, path: str) -> tuple[int, bytes, str]:
-        if path == "/metrics":
-            return 200, generate_latest(self.endpoints.registry), CONTENT_TYPE_LATEST
-        if path == "/healthz":
-            return 200, b"ok\n", "text/plain"
-        if path == "/readyz":
-            if self.endpoints.ready():
-                return 200, b"ready\n", "text/plain"
-            return 503, b"not ready\n", "text/plain"
-        return 404, b"not found\n", "text/plain"
-
-    def _hook_of(self, request: Request) -> Hook | None:
-        if not request.path.startswith("/hooks/"):
-            return None
-        return self.endpoints.hooks.get(request.path.removeprefix("/hooks/"))
+        self._answer(connection, *reply)
 
     def _answer(
         self, connection: Connection, status: int, body: bytes, kind: str = "text/plain"

@@ -1,0 +1,230 @@
+"""The daemon's YAML configuration file (annotated example: config/gitopsd.yaml).
+
+A file that cannot be read, or whose top level is invalid, stops the daemon at start with
+an error naming the field. An invalid source is set aside with its error; the others run.
+
+`load` reads the top level here; `sources` reads each source and the `sources:` list,
+`fields` each field as its type.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gitopsd.config import Limits
+from gitopsd.configfile.fields import boolean, count, mapping, seconds, string, strings
+from gitopsd.configfile.sources import (
+    Mode,
+    SourceConfig,
+    cycle_in,
+    cycle_through,
+    source,
+    source_list,
+)
+from gitopsd.errors import ConfigError, ManifestError
+from gitopsd.manifests import parse_file
+from gitopsd.names import DNS1123_SUBDOMAIN, namespace_problem, shown
+
+__all__ = [
+    "DaemonConfig",
+    "GitSyncSettings",
+    "LeaderElection",
+    "Mode",
+    "SourceConfig",
+    "cycle_in",
+    "cycle_through",
+    "load",
+    "source",
+]
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    enabled: bool = False
+    namespace: str = "default"
+    name: str = "gitopsd"
+    lease_seconds: float = 15.0
+    renew_deadline_seconds: float = 10.0
+    retry_seconds: float = 2.0
+
+
+@dataclass(frozen=True)
+class GitSyncSettings:
+    """Operator mode: which GitSync objects the daemon serves, and with whose rights."""
+
+    enabled: bool = False
+    namespaces: tuple[str, ...] = ()
+    """The namespaces whose GitSyncs are served; none listed: all."""
+    default_service_account: str | None = None
+    """The ServiceAccount (of its own namespace) a GitSync without serviceAccountName
+    impersonates; None: such a GitSync acts with the daemon's rights, confined to its own
+    namespace (Flux's --default-service-account)."""
+    allow_insecure: bool = False
+    """Permit GitSyncs to read file:// and plain http:// repositories (local use and tests:
+    file:// reads the daemon's own file system)."""
+    cross_namespace_refs: bool = False
+    """Permit a GitSync's dependsOn to name a GitSync of another namespace (Flux's
+    --no-cross-namespace-refs, inverted): its status would tell one tenant the state of
+    another's GitSync, so it is off."""
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    listen: str = "127.0.0.1:9090"
+    """host:port of /metrics, /healthz, /readyz and /hooks/<source>."""
+    control_listen: str = "127.0.0.1:9091"
+    """host:port of the control API (`gitopsd get`, `gitopsd reconcile`): loopback only."""
+    cache_dir: Path = Path("/var/cache/gitopsd")
+    kubeconfig: str | None = None
+    context: str | None = None
+    allow_exec_credentials: bool = False
+    leader_election: LeaderElection = field(default_factory=LeaderElection)
+    object_series_budget: int = 500
+    """Most gitopsd_object_drift series; further drifted objects are only counted."""
+    shutdown_grace_seconds: float = 25.0
+    sources: tuple[SourceConfig, ...] = ()
+    git_syncs: GitSyncSettings = field(default_factory=GitSyncSettings)
+    invalid_sources: tuple[tuple[str, str], ...] = ()
+    """(name, error) of sources set aside at load."""
+
+    @property
+    def listen_address(self) -> tuple[str, int]:
+        return _address(self.listen)
+
+    @property
+    def control_address(self) -> tuple[str, int]:
+        return _address(self.control_listen)
+
+
+def _address(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "[::1]", "localhost")
+
+
+TOP_KEYS = {
+    "listen",
+    "controlListen",
+    "cacheDir",
+    "kubeconfig",
+    "context",
+    "allowExecCredentials",
+    "leaderElection",
+    "objectSeriesBudget",
+    "shutdownGraceSeconds",
+    "sources",
+    "gitSyncs",
+}
+GITSYNC_KEYS = {
+    "enabled",
+    "namespaces",
+    "defaultServiceAccount",
+    "allowInsecure",
+    "crossNamespaceRefs",
+}
+LEADER_KEYS = {"enabled", "namespace", "name", "leaseDuration", "renewDeadline", "retryPeriod"}
+
+
+def load(path: Path) -> DaemonConfig:
+    document = _document(path)
+    top = mapping(document, str(path), TOP_KEYS)
+    sources, invalid = source_list(top.get("sources"), str(path))
+    listen = _listen(top, "listen", str(path), DaemonConfig.listen)
+    control_listen = _listen(top, "controlListen", str(path), DaemonConfig.control_listen)
+    if control_listen.rpartition(":")[0] not in LOOPBACK_HOSTS:
+        raise ConfigError(
+            f"{path}: controlListen: {control_listen!r} is not on loopback; the control API "
+            "answers local clients only (in a pod: kubectl port-forward)"
+        )
+    return DaemonConfig(
+        listen=listen,
+        control_listen=control_listen,
+        cache_dir=Path(string(top, "cacheDir", str(path), str(DaemonConfig.cache_dir))),
+        kubeconfig=top.get("kubeconfig"),
+        context=top.get("context"),
+        allow_exec_credentials=boolean(
+            top, "allowExecCredentials", str(path), DaemonConfig.allow_exec_credentials
+        ),
+        leader_election=_leader(top.get("leaderElection"), f"{path}: leaderElection"),
+        object_series_budget=count(
+            top, "objectSeriesBudget", str(path), DaemonConfig.object_series_budget
+        ),
+        shutdown_grace_seconds=seconds(
+            top, "shutdownGraceSeconds", str(path), DaemonConfig.shutdown_grace_seconds
+        ),
+        sources=tuple(sources),
+        git_syncs=_git_syncs(top.get("gitSyncs"), f"{path}: gitSyncs"),
+        invalid_sources=tuple(invalid),
+    )
+
+
+def _listen(top: dict[str, Any], key: str, where: str, default: str) -> str:
+    listen = string(top, key, where, default)
+    if not re.match(r"^[\w.\-\[\]:]*:\d{1,5}$", listen):
+        raise ConfigError(f"{where}: {key}: expected host:port, got {listen!r}")
+    return listen
+
+
+def _document(path: Path) -> Any:
+    """Read as strictly as manifests are: file:line in every error, duplicate keys and
+    tags refused (PyYAML would keep the last of two `mode:` keys silently)."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror}") from None
+    try:
+        documents = parse_file(data, str(path), Limits())
+    except ManifestError as error:
+        raise ConfigError(str(error)) from None
+    if len(documents) > 1:
+        raise ConfigError(f"{path}:{documents[1][0]}: expected one YAML document, found more")
+    return documents[0][1] if documents else None
+
+
+def _git_syncs(value: Any, where: str) -> GitSyncSettings:
+    raw = mapping(value or {}, where, GITSYNC_KEYS)
+    namespaces = strings(raw, "namespaces", where, GitSyncSettings.namespaces)
+    for namespace in namespaces:
+        problem = namespace_problem(namespace)
+        if problem:
+            raise ConfigError(f"{where}: namespaces: {shown(namespace)} {problem}")
+    account = raw.get("defaultServiceAccount")
+    return GitSyncSettings(
+        enabled=boolean(raw, "enabled", where, GitSyncSettings.enabled),
+        namespaces=namespaces,
+        default_service_account=None if account is None else _account(raw, where),
+        allow_insecure=boolean(raw, "allowInsecure", where, GitSyncSettings.allow_insecure),
+        cross_namespace_refs=boolean(
+            raw, "crossNamespaceRefs", where, GitSyncSettings.cross_namespace_refs
+        ),
+    )
+
+
+def _account(raw: dict[str, Any], where: str) -> str:
+    name = string(raw, "defaultServiceAccount", where, None)
+    problem = DNS1123_SUBDOMAIN.problem(name)
+    if problem:
+        raise ConfigError(f"{where}: defaultServiceAccount: {shown(name)} {problem}")
+    return name
+
+
+def _leader(value: Any, where: str) -> LeaderElection:
+    raw = mapping(value or {}, where, LEADER_KEYS)
+    election = LeaderElection(
+        enabled=boolean(raw, "enabled", where, LeaderElection.enabled),
+        namespace=string(raw, "namespace", where, LeaderElection.namespace),
+        name=string(raw, "name", where, LeaderElection.name),
+        lease_seconds=seconds(raw, "leaseDuration", where, LeaderElection.lease_seconds),
+        renew_deadline_seconds=seconds(
+            raw, "renewDeadline", where, LeaderElection.renew_deadline_seconds
+        ),
+        retry_seconds=seconds(raw, "retryPeriod", where, LeaderElection.retry_seconds),
+    )
+    if not election.retry_seconds < election.renew_deadline_seconds < election.lease_seconds:
+        raise ConfigError(f"{where}: need retryPeriod < renewDeadline < leaseDuration")
+    return election

@@ -1,0 +1,147 @@
+"""The daemon's only HTTP surface: /metrics, /healthz, /readyz and POST /hooks/<source>;
+and on a listener of its own, bound to loopback, the control API of `gitopsd get` and
+`gitopsd reconcile`: GET /api/v1/sources and POST /api/v1/sources/<name>/reconcile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import unquote
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from gitopsd.daemon.http.transport import Early, Reply, Request, Server, serve
+
+log = logging.getLogger("gitopsd.http")
+
+
+@dataclass(frozen=True)
+class Hook:
+    """A webhook: the HMAC-SHA256 key and what a correctly signed call triggers (it must
+    return at once: the server's one thread waits for it)."""
+
+    secret: bytes
+    trigger: Callable[[], None]
+
+
+class ControlApi(Protocol):
+    """What the control API serves (gitopsd.daemon.control)."""
+
+    def sources(self) -> list[dict[str, Any]]: ...
+
+    def reconcile(self, name: str) -> tuple[int, dict[str, Any]]: ...
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """What one listener serves: the Routes its Server asks."""
+
+    registry: CollectorRegistry
+    ready: Callable[[], bool]
+    hooks: Mapping[str, Hook]
+    control: ControlApi | None = None
+    """Set on the control listener, which serves the control API and nothing else."""
+
+    def at_head(self, client: str, request: Request) -> Early | None:
+        """Answers at once what needs no body, and a body that may not be sent; None: a
+        webhook's body is read, then `answer` answers."""
+        if self.control is not None:  # no request takes a body: answered now
+            return Early(_control(self.control, client, request))
+        if request.method != "POST":
+            return Early(self.answer(request, b""), drop_body=False)
+        if not self._hook_of(request):
+            return Early((404, b"not found\n", "text/plain"))
+        return None
+
+    def answer(self, request: Request, body: bytes) -> Reply:
+        if request.method == "GET":
+            return self._get(request.path)
+        if request.method == "POST":
+            return self._post(request, body)
+        return 501, b"not implemented\n", "text/plain"
+
+    def _post(self, request: Request, body: bytes) -> Reply:
+        name, hook = request.path.removeprefix("/hooks/"), self._hook_of(request)
+        if hook is None:
+            return 404, b"not found\n", "text/plain"
+        if not signature_valid(hook.secret, body, request.headers.get("x-hub-signature-256")):
+            log.warning("webhook rejected: bad signature", extra={"source": name})
+            return 401, b"bad signature\n", "text/plain"
+        hook.trigger()
+        return 202, b"accepted\n", "text/plain"  # the payload only triggers a fetch
+
+    def _get(self, path: str) -> Reply:
+        if path == "/metrics":
+            return 200, generate_latest(self.registry), CONTENT_TYPE_LATEST
+        if path == "/healthz":
+            return 200, b"ok\n", "text/plain"
+        if path == "/readyz":
+            if self.ready():
+                return 200, b"ready\n", "text/plain"
+            return 503, b"not ready\n", "text/plain"
+        return 404, b"not found\n", "text/plain"
+
+    def _hook_of(self, request: Request) -> Hook | None:
+        if not request.path.startswith("/hooks/"):
+            return None
+        return self.hooks.get(request.path.removeprefix("/hooks/"))
+
+
+SOURCES = "/api/v1/sources"
+RECONCILE = "/reconcile"
+CONTROL_HEADER = "x-gitopsd-control"
+"""Required on every control request: a web page cannot send it without asking first (a
+CORS preflight nothing here answers), so a browser cannot be made to call the API."""
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+REFUSED = (
+    b"the control API answers loopback clients only, addressed by a loopback name and "
+    b"with the X-Gitopsd-Control header (gitopsd get/reconcile; kubectl port-forward)\n"
+)
+
+
+def serve_control(address: tuple[str, int], control: ControlApi) -> Server:
+    """The control listener (bind it to loopback; each request is checked again)."""
+    return serve(address, Endpoints(CollectorRegistry(), lambda: True, {}, control))
+
+
+def signature_valid(secret: bytes, body: bytes, header: str | None) -> bool:
+    """GitHub's scheme: X-Hub-Signature-256: sha256=<hex HMAC of the raw body>."""
+    if header is None or not header.isascii():  # compare_digest refuses non-ASCII text
+        return False
+    expected = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, header)
+
+
+def _control(control: ControlApi, client: str, request: Request) -> Reply:
+    if not _local(client, request):
+        return 403, REFUSED, "text/plain"
+    if request.method == "GET" and request.path == SOURCES:
+        return 200, _json(control.sources()), "application/json"
+    prefix = SOURCES + "/"
+    if not (request.method == "POST" and request.path.startswith(prefix)):
+        return 404, _json({"error": "not found"}), "application/json"
+    if not request.path.endswith(RECONCILE):
+        return 404, _json({"error": "not found"}), "application/json"
+    name = unquote(request.path.removeprefix(prefix).removesuffix(RECONCILE))
+    status, answer = control.reconcile(name)
+    return status, _json(answer), "application/json"
+
+
+def _local(connection_client: str, request: Request) -> bool:
+    """From loopback, to a loopback name (not a DNS name rebound to 127.0.0.1 by a web
+    page), and with the control header (not a form a web page posted)."""
+    host = request.headers.get("host", "").rpartition(":")[0] or request.headers.get("host", "")
+    named = host.strip("[]") in LOOPBACK_NAMES or host.startswith("127.")
+    peer = ipaddress.ip_address(connection_client).is_loopback
+    return peer and named and CONTROL_HEADER in request.headers
+
+
+def _json(document: Any) -> bytes:
+    return json.dumps(document).encode() + b"\n"

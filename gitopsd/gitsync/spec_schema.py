@@ -1,0 +1,177 @@
+"""The schema of a GitSync's spec: what to keep in sync, and how."""
+
+from __future__ import annotations
+
+from gitopsd.config import PrunePolicy, SourceSpec
+from gitopsd.configfile import Mode, SourceConfig
+from gitopsd.gitsync.openapi import (
+    DNS_LABEL,
+    DNS_SUBDOMAIN,
+    boolean,
+    duration,
+    object_,
+    string,
+    strings,
+)
+
+REPOSITORY_URL = "^(https://|http://|ssh://|file://|[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:)"
+MAX_NAME = 50
+"""A GitSync's name names its ApplySet parent gitopsd-<name> and labels metrics, as a file
+source's name does (config.SOURCE_NAME)."""
+
+REPOSITORY = object_(
+    "The git repository to read.",
+    {
+        "url": string(
+            "https://, ssh:// or user@host:path. http:// and file:// only where the daemon's "
+            "configuration allows them (gitSyncs.allowInsecure).",
+            pattern=REPOSITORY_URL,
+            maxLength=2048,
+        ),
+        "ref": string(
+            "Branch, tag or commit sha; HEAD is the remote's default branch.",
+            default=SourceSpec.ref,
+            minLength=1,
+            maxLength=255,
+            pattern="^[^\\s]+$",
+        ),
+        "secretRef": object_(
+            "A Secret in the GitSync's namespace: `username` and `password` (https), or "
+            "`identity` (an SSH private key) and `known_hosts` (ssh).",
+            {"name": string("The Secret's name.", pattern=DNS_SUBDOMAIN, maxLength=253)},
+            required=["name"],
+        ),
+    },
+    required=["url"],
+    **{
+        "x-kubernetes-validations": [
+            {
+                "rule": "!self.url.startsWith('file://') || !has(self.secretRef)",
+                "message": "a file:// repository takes no secretRef",
+            },
+            {
+                "rule": "!(self.url.startsWith('ssh://') || self.url.matches("
+                "'^[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:')) || has(self.secretRef)",
+                "message": "an ssh repository needs a secretRef with identity and known_hosts",
+            },
+        ]
+    },
+)
+RELATIVE_PATH = string(
+    "A directory or file inside the repository, relative to its root.",
+    minLength=1,
+    maxLength=1024,
+    **{
+        "x-kubernetes-validations": [
+            {
+                "rule": "!self.startsWith('/') && !self.matches('(^|/)\\\\.\\\\.(/|$)')",
+                "message": "must be relative to the repository's root, without '..'",
+            }
+        ]
+    },
+)
+GLOB = string("A glob pattern.", minLength=1, maxLength=256)
+GUARDS = object_(
+    "What every prune must pass (each refusal names its rule).",
+    {
+        "allowEmpty": boolean(
+            "Prune even when the revision holds no object at all (usually a broken source).",
+            PrunePolicy.allow_empty,
+        ),
+        "pruneBudgetPercent": {
+            "type": "number",
+            "description": "Most objects one sync may prune, as a share of the owned objects "
+            "(one is always allowed).",
+            "default": PrunePolicy.budget_percent,
+            "minimum": 0,
+            "exclusiveMinimum": True,
+            "maximum": 100,
+        },
+        "allowMassPrune": boolean("Prune past the budget.", PrunePolicy.allow_mass_prune),
+        "pruneProtected": boolean(
+            "Also prune Namespaces, CRDs, PersistentVolumes and PersistentVolumeClaims.",
+            PrunePolicy.prune_protected,
+        ),
+    },
+    default={},
+)
+DEPENDENCY = object_(
+    "Another GitSync.",
+    {
+        "name": string("Its name.", pattern=DNS_LABEL, maxLength=MAX_NAME),
+        "namespace": string(
+            "Its namespace (default: this GitSync's).", pattern=DNS_LABEL, maxLength=63
+        ),
+    },
+    required=["name"],
+)
+SPEC = object_(
+    "What to keep in sync, and how.",
+    {
+        "repository": REPOSITORY,
+        "paths": strings(
+            "Directories or files inside the repository, read recursively.",
+            SourceSpec.paths,
+            RELATIVE_PATH,
+        ),
+        "include": strings(
+            "Glob patterns a file name must match to be read.", SourceSpec.include, GLOB
+        ),
+        "exclude": strings(
+            "Glob patterns (against the path from the root) that skip a file.",
+            SourceSpec.exclude,
+            GLOB,
+        ),
+        "interval": duration("How often git is polled.", SourceConfig.interval_seconds),
+        "timeout": duration(
+            "Deadline of one reconcile: past it nothing more is written.",
+            SourceConfig.timeout_seconds,
+        ),
+        "mode": string(
+            "observe: measure drift only; warn: also an Event on each drifted object; "
+            "enforce: apply each new revision (and prune, if enabled).",
+            enum=[str(mode) for mode in Mode],
+            default=str(SourceConfig.mode),
+        ),
+        "prune": boolean("Delete what this GitSync applied once it left git.", False),
+        "selfHeal": boolean(
+            "In enforce mode, correct drift as soon as a watch reports it.",
+            SourceConfig.self_heal,
+        ),
+        "guards": GUARDS,
+        "suspend": boolean("Stop reconciling until set back to false.", False),
+        "targetNamespace": string(
+            "Namespace of namespaced objects whose manifest names none (default: the "
+            "GitSync's namespace).",
+            pattern=DNS_LABEL,
+            maxLength=63,
+        ),
+        "serviceAccountName": string(
+            "Every read and write of this GitSync impersonates this ServiceAccount of its "
+            "namespace; without it, the daemon's default applies (README: operator mode).",
+            pattern=DNS_SUBDOMAIN,
+            maxLength=253,
+        ),
+        "dependsOn": {
+            "type": "array",
+            "description": "GitSyncs that must have applied their current revision, with "
+            "every object healthy, before this one applies a new revision. A cycle stalls "
+            "the GitSyncs on it.",
+            "maxItems": 32,
+            "items": DEPENDENCY,
+        },
+    },
+    required=["repository"],
+    **{
+        "x-kubernetes-validations": [
+            {
+                "rule": "self.mode == 'enforce' || !self.prune",
+                "message": "prune needs mode enforce: observe and warn never write",
+            },
+            {
+                "rule": "self.prune || !self.guards.allowMassPrune",
+                "message": "guards.allowMassPrune needs prune",
+            },
+        ]
+    },
+)
