@@ -1,4 +1,4 @@
-"""Carries a plan's applies out: stage by stage, wave by wave, what it sends.
+"""Carries a plan's applies out: tier by tier, wave by wave, what it sends.
 
 Every object sent has passed its dry-run first; each write carries the precondition that
 keeps it to what was read (`gitopsd.ownership`). Deletes are `gitopsd.prune`'s.
@@ -20,6 +20,7 @@ from gitopsd.masking import redact, secret_values
 from gitopsd.objects import APPLYSET_ID_LABEL, Body, ObjectKey
 from gitopsd.ownership import Foreign, guarded, refusal, unowned, why
 from gitopsd.plan import DEFINITIONS, Plan, Wave, waves
+from gitopsd.resources import CONFIG_MAPS
 
 
 @dataclass
@@ -48,12 +49,12 @@ class Applier:
         self.live = dict(self.live)
 
     def run(self, plan: Plan, targets: Mapping[ObjectKey, Target]) -> ChangeSet:
-        """Applies what the plan sends, wave by wave and stage by stage; a wave waits until
+        """Applies what the plan sends, wave by wave and tier by tier; a wave waits until
         the one before is healthy, then its objects are read again and their ownership
         checked anew (the Namespaces and CRDs, which go first, are waited for only until
         they are served, so what follows them is not read again). Objects that could not be
         dry-run before (their namespace or CRD comes with this sync) are dry-run at their
-        stage, all of a stage before any of it is applied. Every write carries its
+        tier, all of a tier before any of it is applied. Every write carries its
         precondition (`ownership`). Raises ApplyError on failure."""
         self._check_owned(plan.actions, targets)  # every object of the plan, before any write
         deferred = {k for k in plan.sent() if not ready(targets[k], targets, self.live)}
@@ -62,8 +63,8 @@ class Applier:
         for number, wave in enumerate(ordered, start=1):
             if waited:  # time passed since the read: what this wave writes is read again
                 self._read_again([key for key in wave.keys if key in plan.sent()], targets)
-            for stage in wave.stages:
-                self._run_stage(stage, plan, targets, deferred)
+            for tier in wave.tiers:
+                self._run_tier(tier, plan, targets, deferred)
             later = number < len(ordered)
             waited = later and wave.number is not None and not self.settings.dry_run
             if waited:
@@ -111,18 +112,18 @@ class Applier:
         self.live.update({target.key: body for target, body in zip(chosen, found, strict=True)})
         self._check_owned(keys, targets)
 
-    def _run_stage(
+    def _run_tier(
         self,
-        stage: list[ObjectKey],
+        tier: list[ObjectKey],
         plan: Plan,
         targets: Mapping[ObjectKey, Target],
         deferred: set[ObjectKey],
     ) -> None:
-        stage_targets = [self._target(key, targets) for key in stage]
-        if self.settings.dry_run and any(t is None for t in stage_targets):
-            self._skip_unserved(stage, stage_targets)
+        tier_targets = [self._target(key, targets) for key in tier]
+        if self.settings.dry_run and any(t is None for t in tier_targets):
+            self._skip_unserved(tier, tier_targets)
             return
-        ready_now = [t for t in stage_targets if t is not None]
+        ready_now = [t for t in tier_targets if t is not None]
         self.dry_run((t for t in ready_now if t.key in deferred), kept=())
         changed = [t for t in ready_now if plan.actions[t.key] != Action.UNCHANGED]
         failure = None
@@ -143,12 +144,12 @@ class Applier:
 
     def _target(self, key: ObjectKey, targets: Mapping[ObjectKey, Target]) -> Target | None:
         target = targets[key]
-        if target.resource is None:  # a kind whose CRD an earlier stage created
+        if target.resource is None:  # a kind whose CRD an earlier tier created
             target.resource = self.pending_resources(key)
         return target if target.resource else None
 
-    def _skip_unserved(self, stage: list[ObjectKey], targets: Sequence[Target | None]) -> None:
-        for key, target in zip(stage, targets, strict=True):
+    def _skip_unserved(self, tier: list[ObjectKey], targets: Sequence[Target | None]) -> None:
+        for key, target in zip(tier, targets, strict=True):
             if target is None:
                 self.changes.outcomes.append(
                     Outcome(key, Action.CREATED, "would be created after its CRD (not dry-run)")
@@ -164,7 +165,7 @@ class Applier:
                 self.cluster.patch(target.served, key.namespace, key.name, operations)
 
     def _apply(self, targets: list[Target]) -> tuple[dict[ObjectKey, Body], ApplyError | None]:
-        """The objects applied, and the failure of the others, if any. A stage's answers are
+        """The objects applied, and the failure of the others, if any. A tier's answers are
         held until it ends, so each is kept as small as what reads it: projected, as live
         objects are, and for an object created only its identity (the record and the drift
         memo read its uid and resourceVersion; only a configured one has fields to lose)."""
@@ -290,9 +291,6 @@ def _attempt(target: Target, call: Callable[[Target], Body]) -> Body | Failure:
         return Failure(f"{target.key} ({target.origin}): {message}", error.reason)
 
 
-PARENTS = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
-
-
 def find_owners(
     cluster: Cluster,
     foreign: Iterable[Foreign],
@@ -311,7 +309,7 @@ def find_owners(
 
 def _parent(cluster: Cluster, applyset_id: str, namespace: str) -> ApplySet | None:
     try:
-        bodies = cluster.list_objects(PARENTS, namespace, f"{APPLYSET_ID_LABEL}={applyset_id}")
+        bodies = cluster.list_objects(CONFIG_MAPS, namespace, f"{APPLYSET_ID_LABEL}={applyset_id}")
     except ClusterError:
         return None  # not allowed, or not answered: the message gives the id alone
     return next((p for body in bodies if (p := gitopsd_parent(body, applyset_id))), None)

@@ -5,7 +5,7 @@ last (`step_for`); what it writes follows from what was measured (`plan_for`). E
 is created, configured or left unchanged, as the drift measured says; owned objects that
 left git are pruned or refused by the guards. Apply order: Namespaces and
 CRDs, then (after the CRDs are Established) the sync waves, lowest first (each once the one
-before is healthy), each with its cluster-scoped objects before its namespaced ones.
+before is healthy), each in tiers: its cluster-scoped objects before its namespaced ones.
 Deletes come last, in the reverse order.
 """
 
@@ -21,10 +21,9 @@ from gitopsd.config import PrunePolicy, SyncSettings
 from gitopsd.diff import State as DriftState
 from gitopsd.inventory import prune_disabled, uid_prefix
 from gitopsd.objects import Body, GroupKind, ObjectKey, wave_of
+from gitopsd.resources import CUSTOM_RESOURCE_DEFINITION, NAMESPACE
 
-DEFINITIONS = frozenset(
-    {GroupKind("", "Namespace"), GroupKind("apiextensions.k8s.io", "CustomResourceDefinition")}
-)
+DEFINITIONS = frozenset({NAMESPACE, CUSTOM_RESOURCE_DEFINITION})
 PROTECTED = DEFINITIONS | {
     GroupKind("", "PersistentVolume"),
     GroupKind("", "PersistentVolumeClaim"),
@@ -74,37 +73,39 @@ def step_for(intent: Intent, applied: bool, self_heal: bool) -> Step:
     return Step.HEAL if self_heal else Step.NONE
 
 
-class Stage(IntEnum):
+class Tier(IntEnum):
+    """Where an object comes in a wave's apply order."""
+
     DEFINITIONS = 0  # Namespaces and CRDs: everything else may need them
     CLUSTER = 1
     NAMESPACED = 2
 
 
-def stage_of(key: ObjectKey) -> Stage:
+def tier_of(key: ObjectKey) -> Tier:
     if key.group_kind in DEFINITIONS:
-        return Stage.DEFINITIONS
-    return Stage.NAMESPACED if key.namespace else Stage.CLUSTER
+        return Tier.DEFINITIONS
+    return Tier.NAMESPACED if key.namespace else Tier.CLUSTER
 
 
-def stages(keys: Iterable[ObjectKey]) -> list[list[ObjectKey]]:
-    """Keys grouped by stage in apply order, sorted within a stage; empty stages dropped."""
-    grouped: dict[Stage, list[ObjectKey]] = {}
+def tiers(keys: Iterable[ObjectKey]) -> list[list[ObjectKey]]:
+    """Keys grouped by tier in apply order, sorted within a tier; empty tiers dropped."""
+    grouped: dict[Tier, list[ObjectKey]] = {}
     for key in sorted(keys):
-        grouped.setdefault(stage_of(key), []).append(key)
-    return [grouped[stage] for stage in sorted(grouped)]
+        grouped.setdefault(tier_of(key), []).append(key)
+    return [grouped[tier] for tier in sorted(grouped)]
 
 
 @dataclass(frozen=True)
 class Wave:
-    """Objects applied together, stage by stage; the next wave waits until they are healthy.
+    """Objects applied together, tier by tier; the next wave waits until they are healthy.
     `number` None: the Namespaces and CRDs, which go first whatever wave they name."""
 
     number: int | None
-    stages: list[list[ObjectKey]]
+    tiers: list[list[ObjectKey]]
 
     @property
     def keys(self) -> list[ObjectKey]:
-        return [key for stage in self.stages for key in stage]
+        return [key for tier in self.tiers for key in tier]
 
 
 def waves(keys: Iterable[ObjectKey], wave_of_key: Mapping[ObjectKey, int]) -> list[Wave]:
@@ -115,7 +116,7 @@ def waves(keys: Iterable[ObjectKey], wave_of_key: Mapping[ObjectKey, int]) -> li
         number = None if key.group_kind in DEFINITIONS else wave_of_key.get(key, 0)
         grouped.setdefault(number, []).append(key)
     order = sorted(grouped, key=lambda number: (number is not None, number or 0))
-    return [Wave(number, stages(grouped[number])) for number in order]
+    return [Wave(number, tiers(grouped[number])) for number in order]
 
 
 class Refusal(StrEnum):
@@ -190,9 +191,7 @@ def _kept(key: ObjectKey, live: Body, owned: set[ObjectKey], policy: PrunePolicy
         return Refusal.NOT_OWNED
     if prune_disabled(live):
         return Refusal.DISABLED
-    system = (
-        key.group_kind == GroupKind("", "Namespace") and key.name in policy.protected_namespaces
-    )
+    system = key.group_kind == NAMESPACE and key.name in policy.protected_namespaces
     if system or (key.group_kind in PROTECTED and not policy.prune_protected):
         return Refusal.PROTECTED
     return None
@@ -206,7 +205,7 @@ def _delete_order(key: ObjectKey, live: Body | None = None) -> tuple[int, int, i
     """Apply order reversed: the highest wave first, the definitions last."""
     definition = key.group_kind in DEFINITIONS
     wave = 0 if definition or live is None else wave_of(live)
-    return (definition, -wave, -stage_of(key), key)
+    return (definition, -wave, -tier_of(key), key)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from gitopsd.cli.commands import connect
 from gitopsd.cli.render import emit
 from gitopsd.cluster import Cluster
 from gitopsd.errors import ClusterError, ClusterReason, ConfigError, ExitCode
-from gitopsd.gitsync.status import Status, summary
+from gitopsd.gitsync.status import Document, summary
 
 SOURCES = "/api/v1/sources"
 DAEMON = "http://127.0.0.1:9091"
@@ -70,12 +70,12 @@ def _set_suspend(arguments: argparse.Namespace, suspend: bool) -> int:
     return ExitCode.OK
 
 
-def _reconcile_source(arguments: argparse.Namespace) -> Status:
+def _reconcile_source(arguments: argparse.Namespace) -> Document:
     name = arguments.name
     path = f"{SOURCES}/{quote(name, safe='')}/reconcile"
     token = _ask(arguments.daemon, "POST", path)["token"]
 
-    def done() -> Status | None:
+    def done() -> Document | None:
         lines = _ask(arguments.daemon, "GET", SOURCES)
         line = next((found for found in lines if found.get("name") == name), None)
         return line if line and _answered(line.get("lastHandledReconcileAt"), token) else None
@@ -83,7 +83,7 @@ def _reconcile_source(arguments: argparse.Namespace) -> Status:
     return _wait(done, f"source {name} to reconcile", arguments.timeout)
 
 
-def _reconcile_gitsync(arguments: argparse.Namespace) -> Status:
+def _reconcile_gitsync(arguments: argparse.Namespace) -> Document:
     """Flux's convention: a new value in the reconcile-requested-at annotation, then the
     status echoing it in lastHandledReconcileAt."""
     cluster = connect(arguments)
@@ -94,7 +94,7 @@ def _reconcile_gitsync(arguments: argparse.Namespace) -> Status:
     token = datetime.now(UTC).isoformat()
     cluster.patch(gitsync.RESOURCE, namespace, name, _annotate(body, token))
 
-    def done() -> Status | None:
+    def done() -> Document | None:
         found = cluster.get(gitsync.RESOURCE, namespace, name) or {}
         line = _gitsync_line(found)
         return line if line["lastHandledReconcileAt"] == token else None
@@ -102,7 +102,7 @@ def _reconcile_gitsync(arguments: argparse.Namespace) -> Status:
     return _wait(done, f"GitSync {namespace}/{name} to reconcile", arguments.timeout)
 
 
-def _annotate(body: Status, token: str) -> list[dict[str, Any]]:
+def _annotate(body: Document, token: str) -> list[dict[str, Any]]:
     key = gitsync.RECONCILE_REQUESTED_ANNOTATION
     version = {"op": "test", "path": "/metadata/resourceVersion"}
     version["value"] = body["metadata"]["resourceVersion"]
@@ -112,14 +112,14 @@ def _annotate(body: Status, token: str) -> list[dict[str, Any]]:
     return [version, {"op": "add", "path": "/metadata/annotations", "value": {key: token}}]
 
 
-def _gitsync(cluster: Cluster, namespace: str, name: str) -> Status:
+def _gitsync(cluster: Cluster, namespace: str, name: str) -> Document:
     body = cluster.get(gitsync.RESOURCE, namespace, name)
     if body is None:
         raise ClusterError(f"GitSync {namespace}/{name} not found", ClusterReason.NOT_FOUND)
     return body
 
 
-def _gitsync_line(body: Status) -> Status:
+def _gitsync_line(body: Document) -> Document:
     metadata = body.get("metadata") or {}
     name = f"{metadata.get('namespace')}/{metadata.get('name')}"
     suspended = (body.get("spec") or {}).get("suspend") is True
@@ -131,7 +131,7 @@ def _namespace(arguments: argparse.Namespace, cluster: Cluster) -> str:
     return namespace
 
 
-def _wait(done: Callable[[], Status | None], what: str, timeout: float) -> Status:
+def _wait(done: Callable[[], Document | None], what: str, timeout: float) -> Document:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = done()
@@ -206,7 +206,7 @@ def _not_gitopsd(daemon: str, detail: str = "") -> ClusterError:
 COLUMN_KEYS = ("name", "ready", "revision", "drift", "health", "suspended", "message")
 
 
-def _table(lines: list[Status]) -> str:
+def _table(lines: list[Document]) -> str:
     rows = [COLUMNS] + [
         (
             line["name"],

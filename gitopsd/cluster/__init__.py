@@ -19,6 +19,7 @@ from gitopsd.cluster.projection import Projection
 from gitopsd.cluster.transport import Impersonating, PooledTransport
 from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.objects import FIELD_MANAGER, Body, Resource
+from gitopsd.resources import CUSTOM_RESOURCE_DEFINITIONS, EVENTS
 
 __all__ = ["ApiError", "Cluster", "Counters", "Resource", "run_concurrently"]
 
@@ -26,7 +27,6 @@ APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML, so the body is sen
 JSON_PATCH = "application/json-patch+json"
 LIST_RESTARTS = 3
 """How often a list whose snapshot expired while it was read starts over before failing."""
-EVENTS = Resource("", "v1", "Event", "events", namespaced=True)
 
 
 @dataclass
@@ -230,13 +230,7 @@ class Cluster:
 
     def wait_established(self, crd_names: list[str], timeout_seconds: float) -> None:
         """Waits until every named CRD is Established, then refreshes discovery."""
-        crds = Resource(
-            "apiextensions.k8s.io",
-            "v1",
-            "CustomResourceDefinition",
-            "customresourcedefinitions",
-            namespaced=False,
-        )
+        crds = CUSTOM_RESOURCE_DEFINITIONS
         deadline = time.monotonic() + timeout_seconds
         pending: list[str] = list(crd_names)
         while pending:

@@ -189,8 +189,8 @@ class Informer:
         """The content version of `body` if it is the newest body held; None for an older
         one, which must not borrow the version of content it does not have."""
         with self.lock:
-            held = self.store.get(key)
-            if held is None or _version(held) != _version(body):
+            newest = self.store.get(key)
+            if newest is None or _version(newest) != _version(body):
                 return None
             return self.content_versions.get(key)
 

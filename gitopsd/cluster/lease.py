@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from gitopsd.cluster import Cluster, Resource
+from gitopsd.cluster import Cluster
 from gitopsd.cluster.api import ApiError
 from gitopsd.errors import ClusterError
 from gitopsd.objects import Body
+from gitopsd.resources import LEASES
 
 log = logging.getLogger("gitopsd.lease")
-LEASES = Resource("coordination.k8s.io", "v1", "Lease", "leases", namespaced=True)
 MICRO = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 

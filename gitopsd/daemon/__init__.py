@@ -71,15 +71,15 @@ class Daemon:
             return None
         parents = frozenset((s.settings.name, s.settings.inventory_namespace) for s in sources)
         return GitSyncController(
-            self.config.git_syncs,
-            self.cluster,
-            self.recorder,
-            self.config.cache_dir,
-            self.leading,
-            self.stopping,
-            self.scheduler,
-            self.sources,
-            parents,
+            settings=self.config.git_syncs,
+            cluster=self.cluster,
+            recorder=self.recorder,
+            cache_dir=self.config.cache_dir,
+            leading=self.leading,
+            stopping=self.stopping,
+            scheduler=self.scheduler,
+            sources=self.sources,
+            taken_parents=parents,
         )
 
     def _usable(self, sources: tuple[SourceConfig, ...]) -> list[SourceConfig]:
@@ -135,8 +135,14 @@ class Daemon:
             self.leading.clear()
 
     def _worker(self, source: SourceConfig) -> SourceWorker:
-        cache = self.config.cache_dir / "sources"
-        return SourceWorker(source, self.cluster, self.recorder, cache, self.leading, self.stopping)
+        return SourceWorker(
+            config=source,
+            cluster=self.cluster,
+            recorder=self.recorder,
+            cache_dir=self.config.cache_dir / "sources",
+            leading=self.leading,
+            stopping=self.stopping,
+        )
 
     def ready(self) -> bool:
         """Leadership known, the API server reachable, every source tried and its watch

@@ -12,7 +12,7 @@ from typing import Any
 
 from gitopsd.daemon.worker import SourceWorker
 from gitopsd.errors import ExitCode
-from gitopsd.gitsync.status import Failure, Status, failed_status, status_of, summary
+from gitopsd.gitsync.status import Document, Failure, failed_status, status_of, summary
 
 NOT_LEADING = (
     "this replica is a standby: it only reads, so a reconcile here would apply nothing; "
@@ -28,7 +28,7 @@ class Control:
     set_aside: Callable[[], list[tuple[str, str]]] = list
     """(name, error) of the configuration's sources that cannot run."""
 
-    def sources(self) -> list[Status]:
+    def sources(self) -> list[Document]:
         """A `gitopsd get` line per source, in the words of a GitSync's status."""
         running = [_line(worker) for worker in self.workers()]
         return sorted(running + [_refused(*pair) for pair in self.set_aside()], key=_name)
@@ -50,7 +50,7 @@ class Control:
         return 202, {"token": token}
 
 
-def _line(worker: SourceWorker) -> Status:
+def _line(worker: SourceWorker) -> Document:
     report = worker.report
     failure = report.failure
     line = summary(worker.name, status_of(0, report, None), suspended=False)
@@ -58,11 +58,11 @@ def _line(worker: SourceWorker) -> Status:
     return line | {"exitCode": exit_code, "finished": report.finished}
 
 
-def _refused(name: str, error: str) -> Status:
+def _refused(name: str, error: str) -> Document:
     failure = Failure("InvalidSpec", error, stalled=True, exit_code=ExitCode.INVALID)
     line = summary(name, failed_status(0, failure, None), suspended=False)
     return line | {"exitCode": failure.exit_code}
 
 
-def _name(line: Status) -> str:
+def _name(line: Document) -> str:
     return str(line["name"])

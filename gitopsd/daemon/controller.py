@@ -78,12 +78,12 @@ class GitSyncController:
         self.lifecycle = Lifecycle(self.cluster, self.leading)
         self.informers = [
             Informer(
-                self.cluster,
-                gitsync.RESOURCE,
-                namespace,
-                _everything,
-                self._changed,
-                self.stopping,
+                cluster=self.cluster,
+                resource=gitsync.RESOURCE,
+                namespace=namespace,
+                keep=_everything,
+                on_change=self._changed,
+                stopping=self.stopping,
                 whole=True,
             )
             for namespace in self.settings.namespaces or ("",)
@@ -211,12 +211,12 @@ class GitSyncController:
     def _start(self, key: ObjectKey, wanted: GitSync, source: SourceConfig) -> Served:
         cluster = self.cluster.impersonating(wanted.user) if wanted.user else self.cluster
         worker = SourceWorker(
-            source,
-            cluster,
-            self.recorder,
-            self._home(key.namespace, key.name) / "git",
-            self.leading,
-            self.stopping,
+            config=source,
+            cluster=cluster,
+            recorder=self.recorder,
+            cache_dir=self._home(key.namespace, key.name) / "git",
+            leading=self.leading,
+            stopping=self.stopping,
         )
         worker.requested = wanted.requested  # its first poll answers a request made before
         served = Served(wanted, source, worker)

@@ -8,13 +8,13 @@ import base64
 from pathlib import Path
 
 from gitopsd import gitsync
-from gitopsd.cluster import Cluster, Resource
+from gitopsd.cluster import Cluster
 from gitopsd.config import Credentials
 from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.gitsync.spec import GitSync, credentials_allowed
 from gitopsd.objects import Body
+from gitopsd.resources import SECRETS
 
-SECRETS = Resource("", "v1", "Secret", "secrets", namespaced=True)
 SECRET_FILES = ("password", "identity", "known_hosts")
 """The keys of a secretRef's Secret that become files of the same names (Flux's keys)."""
 

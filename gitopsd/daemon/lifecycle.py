@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from gitopsd import gitsync
-from gitopsd.cluster import Cluster, Resource
+from gitopsd.cluster import Cluster
 from gitopsd.config import Credentials
 from gitopsd.gitsync.spec import GitSync
 from gitopsd.objects import Body
 from gitopsd.reconcile import Source, withdraw
+from gitopsd.resources import NAMESPACES
 
 log = logging.getLogger("gitopsd.gitsync")
-NAMESPACES = Resource("", "v1", "Namespace", "namespaces", namespaced=False)
 
 
 @dataclass(frozen=True)
@@ -30,10 +30,10 @@ class Lifecycle:
         """Adds the finalizer (leader only)."""
         if not self.leading.is_set():
             return
-        held = body["metadata"].get("finalizers")
+        finalizers = body["metadata"].get("finalizers")
         operation: dict[str, Any] = (
             {"op": "add", "path": "/metadata/finalizers/-", "value": gitsync.FINALIZER}
-            if held
+            if finalizers
             else {"op": "add", "path": "/metadata/finalizers", "value": [gitsync.FINALIZER]}
         )
         self._patch(body, [operation])

@@ -11,7 +11,7 @@ from gitopsd import gitsync
 from gitopsd.cluster import Cluster
 from gitopsd.errors import GitopsdError
 from gitopsd.gitsync.spec import requested_of
-from gitopsd.gitsync.status import Failure, SourceReport, Status, events, failed_status, status_of
+from gitopsd.gitsync.status import Document, Failure, SourceReport, events, failed_status, status_of
 from gitopsd.objects import Body, ObjectKey
 
 
@@ -19,7 +19,7 @@ from gitopsd.objects import Body, ObjectKey
 class StatusPublisher:
     cluster: Cluster
     leading: threading.Event
-    written: dict[ObjectKey, Status] = field(default_factory=dict)
+    written: dict[ObjectKey, Document] = field(default_factory=dict)
     """The status written last per GitSync (the watch may not have brought it back yet)."""
 
     def report(self, key: ObjectKey, body: Body, report: SourceReport, suspended: bool) -> None:
@@ -39,7 +39,7 @@ class StatusPublisher:
         self.written.clear()
 
     def _publish(
-        self, key: ObjectKey, body: Body, status_for: Callable[[int, Status | None], Status]
+        self, key: ObjectKey, body: Body, status_for: Callable[[int, Document | None], Document]
     ) -> None:
         """Writes the status `status_for(generation, previous status)` if it changed (leader
         only), with the Events the change is worth."""

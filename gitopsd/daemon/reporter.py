@@ -15,8 +15,7 @@ from datetime import datetime
 from gitopsd import diff
 from gitopsd.changes import Action, ChangeSet, Hooks, Outcome
 from gitopsd.cluster import Cluster
-from gitopsd.configfile import Mode as SourceMode
-from gitopsd.configfile import SourceConfig
+from gitopsd.configfile import Mode, SourceConfig
 from gitopsd.daemon.logs import ContextLog
 from gitopsd.errors import GitopsdError
 from gitopsd.gitsync.status import Failure, SourceReport
@@ -100,7 +99,7 @@ class Reporter:
         self.report.drifts = drifts
         if changed:
             self._observe_latency(drifts, changed, find)
-        if self.config.mode == SourceMode.WARN:
+        if self.config.mode == Mode.WARN:
             self._warn(drifts, find)
 
     def waiting(self, reason: str) -> None:

@@ -23,8 +23,7 @@ from apscheduler.schedulers.base import BaseScheduler
 from gitopsd.backoff import Backoff
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.cache import LiveCache
-from gitopsd.configfile import Mode as SourceMode
-from gitopsd.configfile import SourceConfig
+from gitopsd.configfile import Mode, SourceConfig
 from gitopsd.daemon.queue import Coalesced, WorkQueue
 from gitopsd.daemon.reporter import Reporter
 from gitopsd.errors import ApplyError, ClusterError, ClusterReason, GitopsdError, Remedy
@@ -209,7 +208,7 @@ class SourceWorker:
         a standby only reads, to keep its caches warm. Says whether it was the leader's."""
         waiting_for_dependencies = self.dependencies_waiting
         hooks = self.reporter.hooks(changed or set(), self._may_prune, waiting_for_dependencies)
-        enforce = self.config.mode == SourceMode.ENFORCE
+        enforce = self.config.mode == Mode.ENFORCE
         intent = Intent.of(enforce, poll=changed is None)
         if not self.leading.is_set():
             read_only(self.source, self.cluster, self.reader, self.state, hooks, intent.polls)

@@ -17,12 +17,12 @@ from typing import Any
 from gitopsd.diff import Drift, State
 from gitopsd.errors import ConfigError, ExitCode, GitopsdError, Remedy
 from gitopsd.gitsync.schema import MAX_DRIFTED_SHOWN
-from gitopsd.health import Health, overall, unhealthy
-from gitopsd.health import Status as Verdict
+from gitopsd.health import Health, Status, overall, unhealthy
 from gitopsd.objects import GroupKind, ObjectKey
 
 MAX_MESSAGE = 2000
-Status = dict[str, Any]
+Document = dict[str, Any]
+"""A JSON object: a status, one of its conditions, a line of `gitopsd get`."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def unready(report: SourceReport) -> str:
     if report.applied_revision != report.attempted_revision:
         return f"its revision {report.attempted_revision} is not applied yet"
     failing = (
-        _health_message(report.health) if overall(report.health.values()) != Verdict.CURRENT else ""
+        _health_message(report.health) if overall(report.health.values()) != Status.CURRENT else ""
     )
     return failing
 
@@ -97,15 +97,15 @@ class Event:
 def status_of(
     generation: int,
     report: SourceReport,
-    previous: Status | None,
+    previous: Document | None,
     suspended: bool = False,
     now: float | None = None,
-) -> Status:
+) -> Document:
     """The status to write; conditions keep their transition time while their status holds."""
     previous = previous or {}
     conditions = _conditions(report, suspended, _condition(previous, "Ready"))
     stamp = _timestamp(now if now is not None else time.time())
-    status: Status = {
+    status: Document = {
         "observedGeneration": generation,
         "conditions": [
             _stamped(kind, state, reason, message, generation, previous, stamp)
@@ -129,8 +129,8 @@ def status_of(
 
 
 def failed_status(
-    generation: int, failure: Failure, previous: Status | None, handled: str = ""
-) -> Status:
+    generation: int, failure: Failure, previous: Document | None, handled: str = ""
+) -> Document:
     """The status of a GitSync that cannot run at all (its spec or its secret): no sync
     time, as no source of it runs. A request to reconcile now (`handled`) is answered by
     this failure."""
@@ -140,7 +140,7 @@ def failed_status(
     return status
 
 
-def summary(name: str, status: Status, suspended: bool) -> Status:
+def summary(name: str, status: Document, suspended: bool) -> Document:
     """One line of `gitopsd get`, for a GitSync (its status) or a daemon's source (the
     status its report would make): the same words either way."""
     ready = _condition(status, "Ready") or {}
@@ -164,10 +164,10 @@ Conditions = dict[str, tuple[str, str, str]]
 """type: (status, reason, message)."""
 
 
-def _conditions(report: SourceReport, suspended: bool, ready: Status | None) -> Conditions:
+def _conditions(report: SourceReport, suspended: bool, ready: Document | None) -> Conditions:
     if suspended:
-        held = (ready or {}).get("status", "Unknown")
-        return {"Ready": (held, "Suspended", "reconciliation is suspended (spec.suspend)")}
+        last = (ready or {}).get("status", "Unknown")  # kept while suspended
+        return {"Ready": (last, "Suspended", "reconciliation is suspended (spec.suspend)")}
     failure = report.failure
     if failure is not None and failure.stalled:
         return {
@@ -208,9 +208,9 @@ def _health_conditions(report: SourceReport) -> Conditions:
     """Ready once every object of the revision is healthy, not only applied."""
     healths = report.health or {}
     state = overall(healths.values())
-    if state == Verdict.FAILED:
+    if state == Status.FAILED:
         return {"Ready": ("False", "HealthCheckFailed", _health_message(healths))}
-    if state != Verdict.CURRENT:
+    if state != Status.CURRENT:
         message = _health_message(healths)
         return {
             "Ready": ("False", "Progressing", message),
@@ -236,23 +236,23 @@ def _stamped(
     reason: str,
     message: str,
     generation: int,
-    previous: Status,
+    previous: Document,
     now: str,
-) -> Status:
+) -> Document:
     before = _condition(previous, kind)
-    held = before is not None and before.get("status") == state
+    unchanged = before is not None and before.get("status") == state
     return {
         "type": kind,
         "status": state,
         "observedGeneration": generation,
-        "lastTransitionTime": before["lastTransitionTime"] if before and held else now,
+        "lastTransitionTime": before["lastTransitionTime"] if before and unchanged else now,
         "reason": reason,
         "message": message,
     }
 
 
-def _condition(status: Status, kind: str) -> Status | None:
-    found: Status | None = next(
+def _condition(status: Document, kind: str) -> Document | None:
+    found: Document | None = next(
         (c for c in status.get("conditions") or [] if c.get("type") == kind), None
     )
     return found
@@ -274,7 +274,7 @@ def _described(drift: Drift) -> str:
     return f"{drift.key} {drift.state}" + (f": {detail}" if detail else "")
 
 
-def _drift_summary(drifts: list[Drift]) -> Status:
+def _drift_summary(drifts: list[Drift]) -> Document:
     counts = Counter(str(d.state) for d in drifts)
     shown = sorted(drifts, key=lambda d: d.key)[:MAX_DRIFTED_SHOWN]
     return {
@@ -292,11 +292,11 @@ def _drift_summary(drifts: list[Drift]) -> Status:
     }
 
 
-def _health_summary(healths: dict[ObjectKey, Health] | None) -> Status:
+def _health_summary(healths: dict[ObjectKey, Health] | None) -> Document:
     """Unknown until a revision was read and its objects assessed: no objects assessed is
     not the same as all of them Current."""
     failing = unhealthy(healths or {})
-    status = overall(healths.values()) if healths is not None else Verdict.UNKNOWN
+    status = overall(healths.values()) if healths is not None else Status.UNKNOWN
     healths = healths or {}
     return {
         "status": str(status),
@@ -309,7 +309,7 @@ def _health_summary(healths: dict[ObjectKey, Health] | None) -> Status:
     }
 
 
-def _inventory(kinds: Counter[GroupKind]) -> Status:
+def _inventory(kinds: Counter[GroupKind]) -> Document:
     return {
         "total": sum(kinds.values()),
         "kinds": [
@@ -318,7 +318,7 @@ def _inventory(kinds: Counter[GroupKind]) -> Status:
     }
 
 
-def events(previous: Status | None, current: Status) -> list[Event]:
+def events(previous: Document | None, current: Document) -> list[Event]:
     """The Events a status change is worth: a revision applied, and each new problem."""
     previous = previous or {}
     found = []

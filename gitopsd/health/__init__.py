@@ -37,6 +37,7 @@ from gitopsd.health.generic import by_conditions
 from gitopsd.health.status_fields import EMPTY, STATUS_FIELDS, essentials
 from gitopsd.health.vocabulary import MAX_MESSAGE_CHARS, Health, Status
 from gitopsd.objects import Body, GroupKind, ObjectKey
+from gitopsd.resources import CUSTOM_RESOURCE_DEFINITION, NAMESPACE
 
 __all__ = [
     "EMPTY",
@@ -80,7 +81,7 @@ class Assessments:
     """The health assessed last, by object and resourceVersion: a reconcile that finds an
     object unchanged since costs a lookup, not a new assessment."""
 
-    held: dict[ObjectKey, tuple[str, Health]] = field(default_factory=dict)
+    remembered: dict[ObjectKey, tuple[str, Health]] = field(default_factory=dict)
     shared: dict[Health, Health] = field(default_factory=dict)
     """One instance of each health seen: most objects share a few (10,000 objects, about a
     megabyte less)."""
@@ -89,20 +90,20 @@ class Assessments:
         self, found: Mapping[ObjectKey, Body | None], keys: Iterable[ObjectKey]
     ) -> dict[ObjectKey, Health]:
         """The health of each of `keys`, from its live object in `found` (absent: NotFound);
-        only the objects of `keys` are held for the next time."""
-        healths, held = {}, {}
+        only the objects of `keys` are remembered for the next time."""
+        healths, remembered = {}, {}
         for key in keys:
             body = found.get(key)
             version = str((body or {}).get("metadata", {}).get("resourceVersion") or "")
-            before = self.held.get(key)
+            before = self.remembered.get(key)
             if before and version and before[0] == version:
                 now = before[1]
             else:
                 now = self._shared(assess(body))
             healths[key] = now
             if version:
-                held[key] = (version, now)
-        self.held = held
+                remembered[key] = (version, now)
+        self.remembered = remembered
         return healths
 
     def _shared(self, health: Health) -> Health:
@@ -154,11 +155,9 @@ _KIND_RULES: dict[GroupKind, Callable[[Body], Health]] = {
     GroupKind("batch", "CronJob"): jobs.cronjob,
     GroupKind("", "PersistentVolumeClaim"): core.persistent_volume_claim,
     GroupKind("", "Service"): core.service,
-    GroupKind("", "Namespace"): core.namespace,
+    NAMESPACE: core.namespace,
     GroupKind("", "Pod"): core.pod,
-    GroupKind("apiextensions.k8s.io", "CustomResourceDefinition"): (
-        definitions.custom_resource_definition
-    ),
+    CUSTOM_RESOURCE_DEFINITION: (definitions.custom_resource_definition),
     GroupKind("apiregistration.k8s.io", "APIService"): definitions.api_service,
 }
 """The rule of each kind that has one; any other kind goes `by_conditions`."""

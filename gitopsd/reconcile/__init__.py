@@ -25,8 +25,9 @@ from gitopsd.objects import Body, ObjectKey
 from gitopsd.plan import Intent, Step, plan_for, step_for
 from gitopsd.reconcile.desired import Desired, applyset_of, fetch, read_revision, resolve
 from gitopsd.reconcile.enforce import ParentWriter, SyncReport, make_changes
-from gitopsd.reconcile.live import CONFIG_MAPS, Bounds, CacheReader, ListReader, Reader
+from gitopsd.reconcile.live import Bounds, CacheReader, ListReader, Reader
 from gitopsd.reconcile.measure import IN_SYNC, DriftMemo, measure, with_owners
+from gitopsd.resources import CONFIG_MAPS
 from gitopsd.source import Revision
 
 

@@ -22,7 +22,8 @@ from gitopsd.objects import Body, ObjectKey
 from gitopsd.plan import Plan, PruneDecision, Refusal, Wave
 from gitopsd.prune import prune
 from gitopsd.reconcile.desired import Desired
-from gitopsd.reconcile.live import CONFIG_MAPS, unserved_kinds
+from gitopsd.reconcile.live import unserved_kinds
+from gitopsd.resources import CONFIG_MAPS
 from gitopsd.waiting import HealthWait, not_healthy
 
 

@@ -26,9 +26,8 @@ from gitopsd.cluster.cache import LiveCache, Scope
 from gitopsd.config import Limits, SyncSettings, how_to_raise
 from gitopsd.errors import ClusterError, ClusterReason, ManifestError, ManifestReason
 from gitopsd.objects import Body, GroupKind, ObjectKey, key_of
+from gitopsd.resources import CONFIG_MAPS, NAMESPACE
 
-CONFIG_MAPS = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
-NAMESPACES = GroupKind("", "Namespace")
 CACHE_SYNC_SECONDS = 30.0
 Targets = Mapping[ObjectKey, Target]
 
@@ -88,7 +87,7 @@ class ListReader:
         selector = applyset.selector if parent is not None else None
         cluster_scoped = [(r, "") for _, r in lists if not r.namespaced]
         objects = self._list_all(selector, cluster_scoped, wanted)
-        absent = {k.name for k in targets if k.group_kind == NAMESPACES and k not in objects}
+        absent = {k.name for k in targets if k.group_kind == NAMESPACE and k not in objects}
         namespaced = [(r, ns) for (_, ns), r in lists if r.namespaced and ns not in absent]
         objects |= self._list_all(selector, namespaced, wanted)
         return live_from(applyset, parent, record, objects, targets, self.cluster)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gitopsd.cluster import Cluster
-from gitopsd.reconcile.live import CONFIG_MAPS
+from gitopsd.resources import CONFIG_MAPS
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer

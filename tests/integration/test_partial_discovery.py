@@ -14,7 +14,7 @@ from gitopsd import inventory
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.discovery import AGGREGATED
 from gitopsd.objects import APPLYSET_GROUP_KINDS_ANNOTATION, ObjectKey
-from gitopsd.reconcile.live import CONFIG_MAPS
+from gitopsd.resources import CONFIG_MAPS
 from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import Daemons

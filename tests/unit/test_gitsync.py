@@ -350,13 +350,13 @@ def stamp(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
-def conditions(current: status.Status) -> dict[str, dict[str, Any]]:
+def conditions(current: status.Document) -> dict[str, dict[str, Any]]:
     found = {c["type"]: c for c in current["conditions"]}
     assert len(found) == len(current["conditions"]), "one condition per type"
     return found
 
 
-def summary(current: status.Status) -> dict[str, tuple[str, str]]:
+def summary(current: status.Document) -> dict[str, tuple[str, str]]:
     return {kind: (c["status"], c["reason"]) for kind, c in conditions(current).items()}
 
 

@@ -914,14 +914,14 @@ def test_assessments_are_kept_per_resource_version_for_the_objects_still_wanted(
 
     first = memo.of({web: rolling, gone: None}, [web, gone])
     assert first == {web: assess(rolling), gone: Health(Status.NOT_FOUND)}
-    assert set(memo.held) == {web}  # nothing to key an absent object by
+    assert set(memo.remembered) == {web}  # nothing to key an absent object by
 
     edited = copy.deepcopy(rolling)
     edited["status"] = "malformed, but at the same version"
     assert memo.of({web: edited}, [web]) == {web: first[web]}  # not assessed again
     edited["metadata"]["resourceVersion"] = "8"
     assert memo.of({web: edited}, [web])[web].status == Status.UNKNOWN
-    assert memo.of({}, []) == {} and memo.held == {}
+    assert memo.of({}, []) == {} and memo.remembered == {}
 
 
 def test_assessments_share_one_instance_of_each_health() -> None:

@@ -20,8 +20,8 @@ from gitopsd.plan import (
     decide_prune,
     plan_changes,
     plan_for,
-    stages,
     step_for,
+    tiers,
     waves,
 )
 
@@ -34,19 +34,19 @@ WIDGET = ObjectKey("example.com", "Widget", "team", "w")
 PVC = ObjectKey("", "PersistentVolumeClaim", "team", "data")
 
 
-def test_stages_put_definitions_first_then_cluster_scoped_then_namespaced() -> None:
+def test_tiers_put_definitions_first_then_cluster_scoped_then_namespaced() -> None:
     keys = [WIDGET, DEPLOYMENT, CLUSTER_ROLE, CONFIG_MAP, CRD, NAMESPACE]
-    assert stages(keys) == [[NAMESPACE, CRD], [CLUSTER_ROLE], [CONFIG_MAP, DEPLOYMENT, WIDGET]]
+    assert tiers(keys) == [[NAMESPACE, CRD], [CLUSTER_ROLE], [CONFIG_MAP, DEPLOYMENT, WIDGET]]
 
 
-def test_waves_come_after_the_definitions_lowest_first_each_in_stages() -> None:
+def test_waves_come_after_the_definitions_lowest_first_each_in_tiers() -> None:
     early, late = ObjectKey("", "ConfigMap", "team", "early"), ObjectKey("", "Secret", "team", "s")
     numbers = {early: -1, CLUSTER_ROLE: 2, late: 2, CRD: 5, NAMESPACE: 7}
     keys = [late, DEPLOYMENT, CLUSTER_ROLE, CRD, early, NAMESPACE, CONFIG_MAP]
 
     ordered = waves(keys, numbers)
 
-    assert [(w.number, w.stages) for w in ordered] == [
+    assert [(w.number, w.tiers) for w in ordered] == [
         (None, [[NAMESPACE, CRD]]),  # definitions go first, whatever wave they name
         (-1, [[early]]),
         (0, [[CONFIG_MAP, DEPLOYMENT]]),
@@ -56,7 +56,7 @@ def test_waves_come_after_the_definitions_lowest_first_each_in_stages() -> None:
 
 
 def test_one_wave_without_definitions_is_one_wave() -> None:
-    assert [(w.number, w.stages) for w in waves([CONFIG_MAP], {})] == [(0, [[CONFIG_MAP]])]
+    assert [(w.number, w.tiers) for w in waves([CONFIG_MAP], {})] == [(0, [[CONFIG_MAP]])]
     assert waves([], {}) == []
 
 
@@ -72,9 +72,9 @@ def test_prune_deletes_the_highest_wave_first() -> None:
     assert decision.delete == (late, CLUSTER_ROLE, early, NAMESPACE)
 
 
-def test_empty_stages_are_dropped() -> None:
-    assert stages([CONFIG_MAP]) == [[CONFIG_MAP]]
-    assert stages([]) == []
+def test_empty_tiers_are_dropped() -> None:
+    assert tiers([CONFIG_MAP]) == [[CONFIG_MAP]]
+    assert tiers([]) == []
 
 
 def owned(*keys: ObjectKey, disabled: tuple[ObjectKey, ...] = ()) -> dict[ObjectKey, Any]:

@@ -1,0 +1,24 @@
+"""The built-in kinds gitopsd reads and writes for its own work, in one place: each as a
+`Resource` (where its objects live in the REST API) and, where rules name the kind, as a
+`GroupKind`. Kinds of custom resources are resolved through discovery instead."""
+
+from __future__ import annotations
+
+from gitopsd.objects import GroupKind, Resource
+
+CONFIG_MAPS = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
+"""ApplySet parents are ConfigMaps."""
+SECRETS = Resource("", "v1", "Secret", "secrets", namespaced=True)
+NAMESPACES = Resource("", "v1", "Namespace", "namespaces", namespaced=False)
+EVENTS = Resource("", "v1", "Event", "events", namespaced=True)
+LEASES = Resource("coordination.k8s.io", "v1", "Lease", "leases", namespaced=True)
+CUSTOM_RESOURCE_DEFINITIONS = Resource(
+    "apiextensions.k8s.io",
+    "v1",
+    "CustomResourceDefinition",
+    "customresourcedefinitions",
+    namespaced=False,
+)
+
+NAMESPACE = GroupKind("", "Namespace")
+CUSTOM_RESOURCE_DEFINITION = GroupKind("apiextensions.k8s.io", "CustomResourceDefinition")
