@@ -1,4 +1,4 @@
-"""Ownership at the moment of the write (DESIGN.md 8). Pure.
+"""Ownership at the moment of the write (docs/ARCHITECTURE.md, Trust boundaries). Pure.
 
 A sync reads the cluster, plans, and writes, sometimes minutes later: a sync wave waits
 for the one before it to be healthy. What was read may have changed by then: an object

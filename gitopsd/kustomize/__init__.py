@@ -1,10 +1,10 @@
 """Renders a kustomization directory with `kubectl kustomize` (kubectl carries kustomize).
 
-The repository is hostile (DESIGN.md 8), and kubectl and kustomize read more than the
-kustomization: kubectl reads `$HOME/.kube/kuberc`, whose defaults can switch on exec
-plugins or point `--helm-command` at a program; kustomize runs plugins from
-`$XDG_CONFIG_HOME/kustomize/plugin`, fetches remote bases and files, and loads any
-directory it is pointed at. So each render first checks every path the kustomizations reach
+The repository is hostile (docs/ARCHITECTURE.md, Trust boundaries), and kubectl and
+kustomize read more than the kustomization: kubectl reads `$HOME/.kube/kuberc`, whose
+defaults can switch on exec plugins or point `--helm-command` at a program; kustomize runs
+plugins from `$XDG_CONFIG_HOME/kustomize/plugin`, fetches remote bases and files, and loads
+any directory it is pointed at. So each render first checks every path the kustomizations reach
 (`references.check`) and has the tree write what they reach into a private copy (a
 local directory is its own): the very bytes checked, straight from git's object store.
 Then it runs kubectl by absolute path on that copy, from a fresh private directory outside

@@ -10,9 +10,9 @@ takes the manifests of a file the parse cache knows by blob id as they were (`re
 `Manifest` once its identity (by Kubernetes' naming rules) and labels are valid; `index`
 keys the manifests by object and rejects duplicates (`identity`).
 
-Hostile input is the normal case here (RELIABILITY 6.1): every limit is checked before the
-work it bounds, and no error message echoes file content beyond key names, so a Secret's
-value can never leak through one.
+Hostile input is the normal case here (the catalogue's BI cases, docs/ARCHITECTURE.md):
+every limit is checked before the work it bounds, and no error message echoes file content
+beyond key names, so a Secret's value can never leak through one.
 
 This package reads files; it never runs a program and never talks to the network.
 Kustomizations are rendered through a function the caller passes in.

@@ -9,7 +9,7 @@ private snapshot that nobody else writes to and that is removed after use (`tree
 `snapshots`; `snapshot` writes out the whole commit). So two sources on one URL (or a
 daemon and a CLI) never read each other's files.
 
-The git host is treated as hostile (RELIABILITY.md rules 8-10): the URL and ref pass an
+The git host is treated as hostile (docs/ARCHITECTURE.md, Trust boundaries): the URL and ref pass an
 allow-list before git runs (`policy`), git gets an environment built from nothing,
 credentials reach it only through GIT_ASKPASS (`credentials`), and every error message is
 scrubbed of URLs' userinfo and of the secret.

@@ -1,6 +1,6 @@
 """Which URLs and refs gitopsd lets git touch, and how URLs are shown.
 
-The git host is treated as hostile (RELIABILITY.md rules 8-10): the URL and ref pass an
+The git host is treated as hostile (docs/ARCHITECTURE.md, Trust boundaries): the URL and ref pass an
 allow-list before git runs, and every URL shown is stripped of its userinfo.
 """
 

@@ -1,5 +1,5 @@
 """The figures as tables: medians over the runs, ratios against kubectl measured in the
-same run, and each target of issue 16 (and of PERFORMANCE.md) as met or missed."""
+same run, and each target (the project's, stated with each table) as met or missed."""
 
 from __future__ import annotations
 
@@ -283,5 +283,5 @@ METHOD = """## How it is measured
   edit -> heal until the live field is git's again (sampled every 20 ms). Each commit
   changes one file, is pushed, and the webhook is called; commit -> applied is the time
   from the push until the live ConfigMap carries the change.
-- Targets are issue 16's (stated for 10k objects); detection and heal are PERFORMANCE.md's.
+- Targets are the project's, stated for 10k objects, beside each figure.
 """

@@ -1,5 +1,6 @@
-"""Bad input (RELIABILITY.md BI-*) gets a clear error naming the file or object, and nothing
-in the cluster changes: a valid ConfigMap committed beside the bad file is never created."""
+"""Bad input (the catalogue's BI cases, docs/ARCHITECTURE.md) gets a clear error naming the
+file or object, and nothing in the cluster changes: a valid ConfigMap committed beside the
+bad file is never created."""
 
 from __future__ import annotations
 

@@ -290,7 +290,8 @@ def test_a_base_inside_the_checkout_still_renders(
         assert "overlay-good" in config_maps(admin_api, namespace)
 
 
-# What kustomize reads is what was checked, and it reaches no network (DESIGN.md 8)
+# What kustomize reads is what was checked, and it reaches no network
+# (docs/ARCHITECTURE.md, Trust boundaries)
 
 
 @pytest.fixture

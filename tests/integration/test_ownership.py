@@ -1,4 +1,4 @@
-"""Ownership cannot be claimed by copying a label (RELIABILITY SE-16): gitopsd prunes only
+"""Ownership cannot be claimed by copying a label (SE-16): gitopsd prunes only
 what its source recorded as applied, with the uid it saw, and trusts only its own parent.
 
 Every check of "deleted nothing" reads the API server's audit log, not gitopsd's report.

@@ -1,4 +1,5 @@
-"""What a revision costs is bounded before it is spent (RELIABILITY BI-07, DESIGN.md 8).
+"""What a revision costs is bounded before it is spent (BI-07; docs/ARCHITECTURE.md, Trust
+boundaries).
 
 The red team's repositories, each a few KiB of pack: nested trees naming four million
 paths, one 64 MiB blob at 32 paths beside a kustomization, and a chain of 1,500

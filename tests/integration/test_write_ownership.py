@@ -1,7 +1,8 @@
-"""Ownership holds at the moment of the write, not only when a sync starts (RELIABILITY
-SE-16, DESIGN.md 8): an object someone else creates while a sync wave waits, or while a heal
-is on its way, is refused by the API server itself, keeps its content, is never recorded,
-and so is never pruned. The audit log is the oracle for "never deleted"."""
+"""Ownership holds at the moment of the write, not only when a sync starts (SE-16;
+docs/ARCHITECTURE.md, Trust boundaries): an object someone else creates while a sync wave
+waits, or while a heal is on its way, is refused by the API server itself, keeps its
+content, is never recorded, and so is never pruned. The audit log is the oracle for "never
+deleted"."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""gitopsd.manifests: hostile repository content is refused precisely and safely (RELIABILITY 6.1).
+"""gitopsd.manifests: hostile repository content is refused precisely and safely (the BI cases).
 
 Every failure must name the file (and line) without echoing content, so the canary strings
 planted below must never show up in an error.

@@ -1,0 +1,66 @@
+"""docs/ARCHITECTURE.md is the map of the house: it names every module, every module keeps
+under the size a room may have, and every reliability id a test cites is in its catalogue."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "gitopsd"
+MAP = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+MAX_LINES = 400
+CATALOGUE_ID = re.compile(r"(?i)(?<![a-z0-9])(bi|fa|ld|se)-?(\d{2})(?![a-z0-9])")
+
+
+def modules() -> list[str]:
+    """Each module's path in the package, as the map writes it (`cli/parser.py`)."""
+    found = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py"))
+    return [path for path in found if path not in ("__init__.py", "__main__.py")]
+
+
+def section(title: str) -> str:
+    match = re.search(rf"^## {title}\n(.*?)(?=^## |\Z)", MAP, re.MULTILINE | re.DOTALL)
+    assert match, f"docs/ARCHITECTURE.md has no section {title!r}"
+    return match.group(1)
+
+
+def rooms() -> list[tuple[str, str]]:
+    """The module table: each row's first cell and the whole row."""
+    rows = [line for line in section("The rooms").splitlines() if line.startswith("| `")]
+    return [(row.split("|")[1], row) for row in rows]
+
+
+def named(module: str) -> bool:
+    """The map names `module`: by its path, or, in its package's row, by its name."""
+    package, _, leaf = module.rpartition("/")
+    name = leaf.removesuffix(".py")
+    for first, row in rooms():
+        if f"`{module}`" in first or f"{module}`" in first:
+            return True
+        if package and f"`{package}/`" in first and (name == "__init__" or f"`{name}`" in row):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("module", modules())
+def test_the_map_names_every_module(module: str) -> None:
+    assert named(module), f"docs/ARCHITECTURE.md, 'The rooms', names no {module}"
+
+
+@pytest.mark.parametrize("module", modules())
+def test_no_room_is_over_its_size(module: str) -> None:
+    lines = len((PACKAGE / module).read_text().splitlines())
+    assert lines <= MAX_LINES, f"gitopsd/{module}: {lines} lines, over {MAX_LINES}: split it"
+
+
+def test_every_catalogue_id_a_test_cites_is_in_the_catalogue() -> None:
+    cited = {
+        f"{kind.upper()}-{number}"
+        for path in (ROOT / "tests").rglob("*.py")
+        for kind, number in CATALOGUE_ID.findall(path.read_text())
+    }
+    listed = set(re.findall(r"^\| ((?:BI|FA|LD|SE)-\d{2}) \|", MAP, re.MULTILINE))
+    assert cited <= listed, f"cited by tests, missing in the catalogue: {sorted(cited - listed)}"
