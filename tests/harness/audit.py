@@ -8,8 +8,10 @@ recorded, never against what a process says about itself.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from tests.harness.controlplane import WRITE_VERBS, ControlPlane
 
@@ -30,6 +32,8 @@ class Write:
     """Unix seconds when the server received the request."""
     acting_as: str = ""
     """The user `user` impersonated for the request, if any (as a GitSync's ServiceAccount)."""
+    answer: Mapping[str, Any] | None = None
+    """The object the write made, where the policy logs it (a Job's status writes)."""
 
 
 def writes(plane: ControlPlane, user: str, since: float = 0.0) -> list[Write]:
@@ -95,4 +99,5 @@ def _write(event: dict[str, object]) -> Write:
         uri=str(event.get("requestURI", "")),
         received=datetime.fromisoformat(stamp).timestamp(),
         acting_as=str(acting_as.get("username", "")),
+        answer=answer if isinstance(answer := event.get("responseObject"), dict) else None,
     )

@@ -39,12 +39,19 @@ AUDIT_POLICY = {
     "omitStages": ["RequestReceived"],
     # Who wrote what, and when: write requests only, without bodies (they may hold Secrets);
     # every request of the audited user. Not the namespace controller's sweep of each
-    # deleted namespace (a DELETE of every collection, most of the log otherwise).
+    # deleted namespace (a DELETE of every collection, most of the log otherwise). A Job's
+    # status writes with the Job they made: which one completed it (the controller writes
+    # its status again after that).
     "rules": [
         {
             "level": "None",
             "users": [controllers.USERS["kube-controller-manager"]],
             "verbs": ["deletecollection"],
+        },
+        {
+            "level": "RequestResponse",
+            "resources": [{"group": "batch", "resources": ["jobs/status"]}],
+            "verbs": ["update", "patch"],
         },
         {"level": "Metadata", "userGroups": [AUDITED_GROUP]},
         {"level": "Metadata", "verbs": list(WRITE_VERBS)},
