@@ -1,6 +1,6 @@
 """Every Prometheus collector gitopsd exports, behind one `Recorder` with an injected registry.
 
-Metric names are a public contract (README "Metrics"). Labels are closed enumerations,
+Metric names are a public contract (docs/metrics.md). Labels are closed enumerations,
 except on `gitopsd_object_drift`, whose series are held within a configurable budget.
 """
 

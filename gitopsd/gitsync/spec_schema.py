@@ -148,7 +148,7 @@ SPEC = object_(
         ),
         "serviceAccountName": string(
             "Every read and write of this GitSync impersonates this ServiceAccount of its "
-            "namespace; without it, the daemon's default applies (README: operator mode).",
+            "namespace; without it, the daemon's default applies (docs/operator.md).",
             pattern=DNS_SUBDOMAIN,
             maxLength=253,
         ),

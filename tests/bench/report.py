@@ -239,8 +239,8 @@ def document(results: Sequence[SizeResults], circumstances: Circumstances) -> st
     c = circumstances
     head = f"""# Benchmarks
 
-Written by `make bench` ([tests/bench/](tests/bench/), described in the
-[README](README.md#benchmarks)) on {c.date}: gitopsd at {c.revision}, `{c.command}`,
+Written by `make bench` ([tests/bench/](tests/bench/), described in
+[docs/benchmarks.md](docs/benchmarks.md)) on {c.date}: gitopsd at {c.revision}, `{c.command}`,
 {c.runs} run(s) per size, {c.minutes:.0f} minutes in all. Values are medians over the runs; a
 ratio is gitopsd's figure over kubectl's in the same run (the median of the runs' ratios).
 Machines of this class are noisy (±25% from run to run): compare ratios, not seconds

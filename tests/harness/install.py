@@ -20,9 +20,9 @@ ACCOUNT = "gitopsd"
 
 
 def moved_to(namespace: str) -> dict[str, Any]:
-    """The transformer README "Install into a cluster" shows: a kustomization's `namespace:`
-    field moves the bindings' ServiceAccount subjects only where they say "default", so this
-    one, run after it, moves them all."""
+    """The transformer docs/install.md "Install into a cluster" names: a kustomization's
+    `namespace:` field moves the bindings' ServiceAccount subjects only where they say
+    "default", so this one, run after it, moves them all."""
     return {
         "apiVersion": "builtin",
         "kind": "NamespaceTransformer",

@@ -235,7 +235,7 @@ def test_impersonation_is_granted_per_namespace_and_no_repository_can_pass_it_on
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
-    """The impersonator ClusterRole, bound by a RoleBinding in one namespace, as README
+    """The impersonator ClusterRole, bound by a RoleBinding in one namespace, as docs/install.md
     says: the daemon may act as that namespace's ServiceAccounts and no other's, and a
     Role or ClusterRole in git that grants impersonation elsewhere is Forbidden."""
     url = git_server.file_url(git_repo)

@@ -45,7 +45,7 @@ ALERTS = {
     "GitopsdSourceUnhealthy",
 }
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
-UNLABELLED = {"gitopsd_leader", "gitopsd_api_requests_total"}  # no source label (README)
+UNLABELLED = {"gitopsd_leader", "gitopsd_api_requests_total"}  # no source label (docs/metrics.md)
 METRIC = re.compile(r"\b(gitopsd_[a-z_]+?)(_bucket|_count|_sum)?\b(\{[^}]*\})?")
 # Grafana's rate interval is at least four scrapes; this one also holds everything the test
 # makes happen, so each latency quantile has two observations in its window.
@@ -172,7 +172,7 @@ def test_the_dashboard_is_importable_and_every_query_follows_its_variables() -> 
 
 
 def test_the_dashboard_shows_every_metric_gitopsd_exports() -> None:
-    readme_metrics = {
+    documented_metrics = {
         "gitopsd_drift_objects",
         "gitopsd_object_drift",
         "gitopsd_object_drift_over_budget",
@@ -191,7 +191,7 @@ def test_the_dashboard_shows_every_metric_gitopsd_exports() -> None:
         "gitopsd_api_requests_total",
         "gitopsd_leader",
     }
-    assert metrics_used(dashboard()) == readme_metrics
+    assert metrics_used(dashboard()) == documented_metrics
 
 
 def test_the_grafana_kustomization_renders_the_labelled_config_map(binaries: Binaries) -> None:

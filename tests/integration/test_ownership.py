@@ -175,7 +175,7 @@ def test_kubectl_lists_the_members_but_cannot_prune_them(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """What README says of kubectl and gitopsd's ApplySet, and no more."""
+    """What docs/cli.md (Ownership) says of kubectl and gitopsd's ApplySet, and no more."""
     synced(gitopsd, git_server, git_repo, namespace, "a", "b")
     applyset = ApplySet.of_source("test", namespace)
     listed = gitopsd.kubectl(

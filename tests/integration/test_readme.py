@@ -1,4 +1,5 @@
-"""The README's copy-paste examples run as written, against the test control plane."""
+"""The documentation's copy-paste examples (the blocks marked `<!-- readme-test: NAME -->` in
+README.md and docs/*.md) run as written, against the test control plane."""
 
 from __future__ import annotations
 
@@ -21,25 +22,13 @@ from tests.harness.cli import Gitopsd
 from tests.harness.controllers import USERS
 from tests.harness.controlplane import ControlPlane, free_port
 from tests.harness.daemon import DaemonProcess
+from tests.harness.docs import doc_block, doc_text
 from tests.harness.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTROLLER_MANAGER = USERS["kube-controller-manager"]
 JOB_STATUS = "/apis/batch/v1/namespaces/shop/jobs/migrate/status"
 APP = "/apis/apps/v1/namespaces/shop/deployments/shop?"  # server-side apply: a PATCH
-
-
-def readme_text(name: str, language: str) -> str:
-    """The text of the README block marked `<!-- readme-test: NAME -->`."""
-    text = (ROOT / "README.md").read_text()
-    match = re.search(rf"<!-- readme-test: {name} -->\n```{language}\n(.*?)```", text, re.DOTALL)
-    assert match, f"README.md has no {language} block marked readme-test: {name}"
-    return match.group(1)
-
-
-def readme_block(name: str) -> list[str]:
-    """The command lines of the sh block marked `<!-- readme-test: NAME -->`."""
-    return [line for line in readme_text(name, "sh").splitlines() if line.strip()]
 
 
 def expected_exit(line: str) -> int:
@@ -57,7 +46,7 @@ def run_block(gitopsd: Gitopsd, name: str) -> list[str]:
         "XDG_CACHE_HOME": str(gitopsd.cache),
     }
     outputs = []
-    for line in readme_block(name):
+    for line in doc_block(name):
         done = subprocess.run(
             ["bash", "-c", line],
             cwd=ROOT,
@@ -143,7 +132,7 @@ def test_the_daemon_example_runs_as_documented(
 ) -> None:
     """The README's configuration, with only the listen port, cache directory and cluster
     access adapted to this machine."""
-    config = yaml.safe_load(readme_text("daemon", "yaml"))
+    config = yaml.safe_load(doc_text("daemon", "yaml"))
     [source] = config["sources"]
     config |= {
         "listen": f"127.0.0.1:{free_port()}",
@@ -177,7 +166,7 @@ def test_the_daemon_example_runs_as_documented(
 def control_block(daemon_url: str) -> list[str]:
     """The README's control commands, pointed at `daemon_url` (the one thing adapted)."""
     outputs = []
-    for line in readme_block("control"):
+    for line in doc_block("control"):
         command = line.split("#")[0].strip() + f" --daemon {daemon_url}"
         environment = {
             **os.environ,
@@ -198,15 +187,15 @@ def test_the_install_overlay_renders_the_daemon_with_its_image_and_configuration
     shutil.copytree(ROOT / "config", tmp_path / "gitopsd" / "config")
     overlay = tmp_path / "my-gitopsd"
     overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text(readme_text("overlay", "yaml"))
-    (overlay / "gitopsd.yaml").write_text(readme_text("overlay-config", "yaml"))
+    (overlay / "kustomization.yaml").write_text(doc_text("overlay", "yaml"))
+    (overlay / "gitopsd.yaml").write_text(doc_text("overlay-config", "yaml"))
 
     objects = list(yaml.safe_load_all(gitopsd.kubectl("kustomize", str(overlay))))
 
     [config_map] = [o for o in objects if o["metadata"]["name"].startswith("gitopsd-config")]
     [deployment] = [o for o in objects if o["kind"] == "Deployment"]
     pod = deployment["spec"]["template"]["spec"]
-    assert config_map["data"]["gitopsd.yaml"] == readme_text("overlay-config", "yaml")
+    assert config_map["data"]["gitopsd.yaml"] == doc_text("overlay-config", "yaml")
     assert pod["containers"][0]["image"] == "registry.example.com/gitopsd:0.1.0"
     [volume] = [v for v in pod["volumes"] if v["name"] == "config"]
     assert volume["configMap"]["name"] == config_map["metadata"]["name"]

@@ -1,0 +1,91 @@
+"""The documentation's tested blocks stay tested: every `<!-- readme-test: NAME -->` marker in
+README.md and docs/*.md marks a fenced block, no name marks two, and each name is run by
+tests/integration/test_readme.py, so a block moved between pages can never silently stop
+being tested."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.harness.docs import ROOT, Marked, doc_text, marked_blocks
+
+RUNNER = ROOT / "tests" / "integration" / "test_readme.py"
+NAMES_RUN = re.compile(r"""\b(?:doc_text|doc_block|run_block)\((?:gitopsd,\s*)?["']([^"']+)["']""")
+
+
+def test_the_documents_hold_tested_blocks() -> None:
+    assert any(block.where.startswith("README.md:") for block in marked_blocks())
+    assert len(marked_blocks()) >= 6
+
+
+@pytest.mark.parametrize("block", marked_blocks(), ids=lambda block: block.where)
+def test_every_marker_marks_a_fenced_block(block: Marked) -> None:
+    assert re.fullmatch(r"[a-z0-9][a-z0-9-]*", block.name), f"{block.where}: bad name"
+    assert block.language, f"{block.where}: readme-test: {block.name} is not followed by a fence"
+    assert block.text.strip(), f"{block.where}: readme-test: {block.name} marks an empty block"
+
+
+def test_no_name_marks_two_blocks() -> None:
+    counts = Counter(block.name for block in marked_blocks())
+    twice = {
+        name: [block.where for block in marked_blocks() if block.name == name]
+        for name, count in counts.items()
+        if count > 1
+    }
+    assert not twice
+
+
+def test_every_marked_block_is_run_by_the_integration_test() -> None:
+    runner = RUNNER.read_text()
+    unused = [
+        block.where + ": " + block.name
+        for block in marked_blocks()
+        if f'"{block.name}"' not in runner and f"'{block.name}'" not in runner
+    ]
+    assert not unused, f"marked but never run by {RUNNER.name}"
+
+
+def test_every_block_the_integration_test_runs_is_marked() -> None:
+    names = set(NAMES_RUN.findall(RUNNER.read_text()))
+    assert names >= {"cli", "daemon", "control", "overlay"}
+    assert names <= {block.name for block in marked_blocks()}
+
+
+def test_a_block_is_found_in_the_readme_or_a_page_under_docs(tmp_path: Path) -> None:
+    page(tmp_path, "README.md", "# r\n\n<!-- readme-test: a -->\n```sh\necho a\n```\n")
+    page(tmp_path, "docs/b.md", "# b\n\n<!-- readme-test: b -->\n```yaml\nb: 1\n\nc: 2\n```\n")
+
+    assert doc_text("a", "sh", tmp_path) == "echo a\n"
+    assert doc_text("b", "yaml", tmp_path) == "b: 1\n\nc: 2\n"
+    with pytest.raises(AssertionError, match=r"docs/b.md:3: readme-test: b marks no sh block"):
+        doc_text("b", "sh", tmp_path)
+
+
+def test_a_name_found_twice_or_nowhere_fails_clearly(tmp_path: Path) -> None:
+    twice = "<!-- readme-test: a -->\n```sh\necho a\n```\n"
+    page(tmp_path, "README.md", twice)
+    page(tmp_path, "docs/b.md", "x\n" + twice)
+
+    with pytest.raises(AssertionError, match=r"a marks 2 blocks: README.md:1, docs/b.md:2"):
+        doc_text("a", "sh", tmp_path)
+    with pytest.raises(AssertionError, match="no block marked readme-test: c"):
+        doc_text("c", "sh", tmp_path)
+
+
+def test_a_marker_without_its_fence_is_found_without_a_block(tmp_path: Path) -> None:
+    page(tmp_path, "README.md", "<!-- readme-test: a -->\n\n```sh\necho a\n```\n")
+    page(tmp_path, "docs/b.md", "<!--readme-test:b-->\ntext\n")
+
+    found = [(b.name, b.language) for b in marked_blocks(tmp_path)]
+
+    assert found == [("a", None), ("b", None)]
+
+
+def page(root: Path, name: str, text: str) -> None:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
