@@ -408,7 +408,8 @@ def fail_again(scene: Scene, gitopsd: Gitopsd, times: int) -> None:
     alone spaces them minutes apart after the first few)."""
     for _ in range(times):
         run = gitopsd("reconcile", "failing", "--daemon", scene.daemon.control_url)
-        assert run.code == 4 and run.out.startswith("failing: failed: "), run.text
+        # an invalid ConfigMap: bad input, as `gitopsd sync` says of it too
+        assert run.code == 2 and run.out.startswith("failing: failed: Invalid: "), run.text
 
 
 def invalid_config_map(name: str) -> dict[str, str]:
