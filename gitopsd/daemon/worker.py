@@ -8,7 +8,6 @@ enforce mode with selfHeal, corrects the drift at once.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -42,8 +41,6 @@ from gitopsd.reconcile import (
     reconcile_once,
 )
 from gitopsd.reconcile.measure import DriftMemo
-
-log = logging.getLogger("gitopsd.source")
 
 
 @dataclass(frozen=True)

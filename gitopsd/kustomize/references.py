@@ -271,10 +271,6 @@ def _strings(value: Any) -> list[str]:
     return [item for item in _list(value) if isinstance(item, str)]
 
 
-def _mappings(value: Any) -> list[dict[Any, Any]]:
-    return [item for item in _list(value) if isinstance(item, dict)]
-
-
 def _list(value: Any) -> list[Any]:
     if value is None:
         return []
