@@ -235,22 +235,19 @@ def withdraw(source: Source, cluster: Cluster) -> SyncReport:
     settings = replace(source.settings, prune=policy)
     applyset = applyset_of(settings)
     bounds = Bounds.of(settings, source.spec.limits)
-    live = ListReader(cluster, settings.concurrency, bounds).read(applyset, {})
+    reader = ListReader(cluster, settings.concurrency, bounds)
+    live = reader.read(applyset, {})
     if live.parent is None:
         return SyncReport("")
     nothing = Desired(Revision("", None, source.spec.url), {})
     plan = plan_for(settings, Step.SYNC, {}, live, Measurement([], set()))
     assert plan is not None  # noqa: S101 - a sync always plans
-    parent = _parent(cluster, settings, live, State(), _nothing, restamp=False)
+    parent = _parent(cluster, settings, live, State(), reader.written, restamp=False)
     report = make_changes(nothing, plan, live, Hooks(), parent)
     if not report.refused:
         uid = live.parent["metadata"]["uid"]  # its record was emptied: any version
         cluster.delete(CONFIG_MAPS, applyset.namespace, applyset.name, uid)
     return report
-
-
-def _nothing() -> None:
-    """No cache to tell of the parent's writes: a withdrawal reads afresh."""
 
 
 def _seeding(hooks: Hooks, memo: DriftMemo) -> Hooks:

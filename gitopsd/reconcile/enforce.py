@@ -22,7 +22,7 @@ from gitopsd.objects import Body, ObjectKey
 from gitopsd.plan import Plan, PruneDecision, Refusal, Wave
 from gitopsd.prune import prune
 from gitopsd.reconcile.desired import Desired
-from gitopsd.reconcile.live import unserved_kinds
+from gitopsd.reconcile.live import kinds_of, unserved_kinds
 from gitopsd.resources import CONFIG_MAPS
 from gitopsd.waiting import HealthWait, not_healthy
 
@@ -147,7 +147,7 @@ class Pruning:
             report.changes.outcomes += dry
             return
         cluster, applyset = self.parent.cluster, self.parent.applyset
-        unserved = unserved_kinds(cluster, record)
+        unserved = unserved_kinds(cluster, kinds_of(record))
         result = prune(cluster, applyset, decision, record, cluster.discovery.preferred)
         report.changes.outcomes += result.pruned
         report.refused.extend(result.refused)

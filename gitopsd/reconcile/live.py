@@ -15,7 +15,7 @@ the confinement is neither read nor pruned (and is dropped when the record is ne
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -90,7 +90,8 @@ class ListReader:
         absent = {k.name for k in targets if k.group_kind == NAMESPACE and k not in objects}
         namespaced = [(r, ns) for (_, ns), r in lists if r.namespaced and ns not in absent]
         objects |= self._list_all(selector, namespaced, wanted)
-        return live_from(applyset, parent, record, objects, targets, self.cluster)
+        unserved = unserved_kinds(self.cluster, kinds_of(record))
+        return live_from(applyset, parent, record, objects, targets, unserved)
 
     def written(self) -> None:
         """Every read is fresh."""
@@ -143,18 +144,22 @@ class CacheReader:
     bounds: Bounds = Bounds()
     parent: Body | None = None
     recorded: inventory.Record = field(default_factory=dict)
+    recorded_kinds: frozenset[GroupKind] = frozenset()
+    """The group-kinds of the record, taken once per read of the parent, not per check."""
     stale: bool = True
 
     def read(self, applyset: inventory.ApplySet, targets: Targets) -> Live:
         if self.stale:
             self.parent = self.cluster.get(CONFIG_MAPS, applyset.namespace, applyset.name)
             self.recorded = self.bounds.record(self.parent)
+            self.recorded_kinds = kinds_of(self.recorded)
             self.stale = False
         self.cache.ensure(watched(self.bounds, self.cluster, self.recorded, targets), targets)
         if not self.cache.wait_synced(CACHE_SYNC_SECONDS):
             raise ClusterError("the watch cache did not sync in time", ClusterReason.TIMEOUT)
         objects = self.cache.objects()
-        return live_from(applyset, self.parent, self.recorded, objects, targets, self.cluster)
+        unserved = unserved_kinds(self.cluster, self.recorded_kinds)
+        return live_from(applyset, self.parent, self.recorded, objects, targets, unserved)
 
     def written(self) -> None:
         self.stale = True
@@ -166,17 +171,20 @@ def live_from(
     record: inventory.Record,
     objects: Mapping[ObjectKey, Body],
     targets: Targets,
-    cluster: Cluster,
+    unserved: frozenset[GroupKind],
 ) -> Live:
     """Live state from the objects seen: every owned one, and every desired one that exists."""
     owned = {key: body for key, body in objects.items() if applyset.owns(body)}
     desired = {key: objects.get(key) for key in targets}
-    return Live(parent, owned, desired, record, unserved_kinds(cluster, record))
+    return Live(parent, owned, desired, record, unserved)
 
 
-def unserved_kinds(cluster: Cluster, record: inventory.Record) -> frozenset[GroupKind]:
-    """The recorded group-kinds discovery cannot resolve now."""
-    group_kinds = {key.group_kind for key in record}
+def kinds_of(record: inventory.Record) -> frozenset[GroupKind]:
+    return frozenset(key.group_kind for key in record)
+
+
+def unserved_kinds(cluster: Cluster, group_kinds: Iterable[GroupKind]) -> frozenset[GroupKind]:
+    """Those of `group_kinds` (a record's) that discovery cannot resolve now."""
     return frozenset(gk for gk in group_kinds if cluster.discovery.preferred(gk) is None)
 
 
