@@ -46,10 +46,15 @@ def run_reconcile(arguments: argparse.Namespace) -> int:
     line = _reconcile_gitsync(arguments) if arguments.gitsync else _reconcile_source(arguments)
     verdict = "failed" if line["failed"] else "reconciled"
     emit(f"{line['name']}: {verdict}: {line['reason']}: {line['message']}\n")
-    if not line["failed"]:
-        return ExitCode.OK
-    code: int = line.get("exitCode", ExitCode.CLUSTER_FAILED)
-    return code
+    return _failure_code(line) if line["failed"] else ExitCode.OK
+
+
+def _failure_code(line: Document) -> ExitCode:
+    """The exit code the daemon gave the failure; 4 for a GitSync's (its status names none)
+    and for anything that is not one of the documented failure codes."""
+    code = line.get("exitCode")
+    failures = {int(c) for c in ExitCode} - {ExitCode.OK}
+    return ExitCode(code) if type(code) is int and code in failures else ExitCode.CLUSTER_FAILED
 
 
 def run_suspend(arguments: argparse.Namespace) -> int:

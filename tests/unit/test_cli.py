@@ -10,12 +10,13 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gitopsd import diff
 from gitopsd.changes import Action, Outcome
-from gitopsd.cli import main, render, settings, stop
+from gitopsd.cli import control, main, render, settings, stop
 from gitopsd.cli.parser import build_parser
 from gitopsd.config import Limits
 from gitopsd.errors import ConfigError, ExitCode
@@ -367,3 +368,21 @@ def test_help_is_grouped_with_examples_and_exit_codes(capsys: pytest.CaptureFixt
     assert "6  not healthy (--wait, a sync wave)" in sync_help
     for command in ("validate", "diff", "sync", "run", "get", "reconcile", "suspend", "resume"):
         assert re.search(rf"^    {command}\b", top_help, re.MULTILINE), command
+
+
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        ({"exitCode": 2}, ExitCode.INVALID),
+        ({"exitCode": 6}, ExitCode.UNHEALTHY),
+        ({}, ExitCode.CLUSTER_FAILED),  # a GitSync's line: its status names no code
+        ({"exitCode": 0}, ExitCode.CLUSTER_FAILED),  # a failure never exits 0
+        ({"exitCode": "2"}, ExitCode.CLUSTER_FAILED),
+        ({"exitCode": True}, ExitCode.CLUSTER_FAILED),
+        ({"exitCode": 99}, ExitCode.CLUSTER_FAILED),
+    ],
+)
+def test_a_failed_reconcile_exits_with_a_documented_code_only(
+    line: dict[str, Any], code: int
+) -> None:
+    assert control._failure_code(line) == code
