@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from gitopsd import inventory
@@ -71,20 +72,22 @@ class Story:
         return reconcile(self.source, self.cluster, self.reader, self.state, intent, hooks)
 
 
-def story(
+@pytest.fixture
+def told(
     control_plane: ControlPlane,
     git_server: GitServer,
     git_repo: GitRepo,
     namespace: str,
-    cache_dir: Path,
+    tmp_path: Path,
 ) -> Story:
+    """The story of a revision of two ConfigMaps, synced into `namespace`."""
     manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {}\ndata:\n  k: v\n"
     git_repo.commit({f"{name}.yaml": manifest.format(name) for name in ("one", "two")})
     settings = SyncSettings(
         unique_name("story"), inventory_namespace=namespace, default_namespace=namespace
     )
     spec = SourceSpec(git_server.file_url(git_repo), allow_insecure=True)
-    source = Source(spec, settings, cache_dir)
+    source = Source(spec, settings, tmp_path)
     cluster = Cluster.connect(str(control_plane.kubeconfig))
     return Story(source, cluster, CountingReader(ListReader(cluster)))
 
@@ -94,14 +97,8 @@ def data_of(admin_api: Any, namespace: str, name: str) -> Any:
 
 
 def test_a_poll_syncs_a_new_revision_then_heals_it_and_a_recheck_fetches_nothing(
-    control_plane: ControlPlane,
-    git_server: GitServer,
-    git_repo: GitRepo,
-    admin_api: Any,
-    namespace: str,
-    tmp_path: Path,
+    told: Story, admin_api: Any, namespace: str
 ) -> None:
-    told = story(control_plane, git_server, git_repo, namespace, tmp_path)
 
     synced = told.run(Intent.ENFORCE)
     assert synced.step == Step.SYNC
@@ -131,14 +128,8 @@ def test_a_poll_syncs_a_new_revision_then_heals_it_and_a_recheck_fetches_nothing
 
 
 def test_a_revision_waiting_for_its_dependencies_and_a_standby_write_nothing(
-    control_plane: ControlPlane,
-    git_server: GitServer,
-    git_repo: GitRepo,
-    admin_api: Any,
-    namespace: str,
-    tmp_path: Path,
+    told: Story, admin_api: Any, namespace: str
 ) -> None:
-    told = story(control_plane, git_server, git_repo, namespace, tmp_path)
     told.heard.waiting = "source base: its last reconcile failed (Unreachable)"
 
     held = told.run(Intent.ENFORCE)

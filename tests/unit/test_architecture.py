@@ -38,7 +38,7 @@ def named(module: str) -> bool:
     package, _, leaf = module.rpartition("/")
     name = leaf.removesuffix(".py")
     for first, row in rooms():
-        if f"`{module}`" in first or f"{module}`" in first:
+        if f"`{module}`" in first:
             return True
         if package and f"`{package}/`" in first and (name == "__init__" or f"`{name}`" in row):
             return True
