@@ -130,6 +130,10 @@ class Demo:
         print(f"committed {sha[:12]}: replicas 2 -> 3", flush=True)
         self.wait_replicas(3, "applied")
         wait_for(lambda: sha in daemon.metrics(), "the new revision on /metrics")
+        # the sync counts its writes once it is done (after recording and pruning), which is
+        # after the live object shows the change: show the figures once it is
+        configured = {"source": "demo", "action": "configured", "result": "success"}
+        wait_for(lambda: daemon.value("gitopsd_apply_total", **configured) >= 2, "the sync's count")
         show_metrics(daemon)
         step("SIGTERM: the daemon finishes what is in flight and exits 0:")
         code = daemon.stop()
