@@ -23,6 +23,7 @@ from gitopsd.gitsync.status import Document, summary
 
 SOURCES = "/api/v1/sources"
 DAEMON = "http://127.0.0.1:9091"
+ANNOTATE_ATTEMPTS = 3
 COLUMNS = ("NAME", "READY", "REVISION", "DRIFT", "HEALTH", "SUSPENDED", "MESSAGE")
 
 
@@ -93,11 +94,8 @@ def _reconcile_gitsync(arguments: argparse.Namespace) -> Document:
     status echoing it in lastHandledReconcileAt."""
     cluster = connect(arguments)
     namespace, name = _namespace(arguments, cluster), arguments.name
-    body = _gitsync(cluster, namespace, name)
-    if (body.get("spec") or {}).get("suspend") is True:
-        raise ConfigError(f"GitSync {namespace}/{name} is suspended: gitopsd resume {name} first")
     token = datetime.now(UTC).isoformat()
-    cluster.patch(gitsync.RESOURCE, namespace, name, _annotate(body, token))
+    _request(cluster, namespace, name, token)
 
     def done() -> Document | None:
         found = cluster.get(gitsync.RESOURCE, namespace, name) or {}
@@ -105,6 +103,23 @@ def _reconcile_gitsync(arguments: argparse.Namespace) -> Document:
         return line if line["lastHandledReconcileAt"] == token else None
 
     return _wait(done, f"GitSync {namespace}/{name} to reconcile", arguments.timeout)
+
+
+def _request(cluster: Cluster, namespace: str, name: str, token: str) -> None:
+    """Writes the annotation under the resourceVersion read; the daemon writes the GitSync's
+    status meanwhile (a failed test of the version), so it reads and tries again."""
+    for attempt in range(ANNOTATE_ATTEMPTS):
+        body = _gitsync(cluster, namespace, name)
+        if (body.get("spec") or {}).get("suspend") is True:
+            hint = f"gitopsd resume {name} first"
+            raise ConfigError(f"GitSync {namespace}/{name} is suspended: {hint}")
+        try:
+            cluster.patch(gitsync.RESOURCE, namespace, name, _annotate(body, token))
+            return
+        except ClusterError as error:
+            moved = error.reason in (ClusterReason.INVALID, ClusterReason.CONFLICT)
+            if not moved or attempt == ANNOTATE_ATTEMPTS - 1:
+                raise
 
 
 def _annotate(body: Document, token: str) -> list[dict[str, Any]]:
