@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-import gitopsd.kustomize as kustomize_package
+from gitopsd import sandbox
 from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import Binaries
 from tests.harness.daemon import Daemons
@@ -363,7 +363,7 @@ def test_se12_kustomize_runs_with_no_network_at_all_loopback_included(
     reached = subprocess.run(kustomize, capture_output=True, text=True, check=False)
     assert CANARY in reached.stdout and len(loopback_canary.requests) == 1  # it would fetch
 
-    offline = [sys.executable, "-I", "-S", str(kustomize_package.OFFLINE), *kustomize]
+    offline = [sys.executable, "-I", "-S", str(sandbox.OFFLINE), *kustomize]
     closed = subprocess.run(offline, capture_output=True, text=True, check=False)
 
     assert closed.returncode != 0

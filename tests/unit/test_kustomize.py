@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gitopsd.kustomize import _cause, scrub
+from gitopsd.sandbox import cause, scrub
 
 ROOT = Path("/cache/checkout")
 
@@ -31,7 +31,7 @@ CAUSES = {
 
 @pytest.mark.parametrize(("stderr", "expected"), CAUSES.values(), ids=CAUSES)
 def test_the_cause_is_kustomizes_error(stderr: str, expected: str) -> None:
-    assert _cause(stderr) == expected
+    assert cause(stderr) == expected
 
 
 SCRUBBED = {

@@ -1,0 +1,200 @@
+"""Runs a renderer (kubectl kustomize, helm template) as the repository's hostile input demands.
+
+The program runs by absolute path with list arguments and no shell, under `offline` (a
+seccomp filter under which no socket opens, so not even loopback is reached), from a fresh
+private directory, with an environment built from nothing: its own empty HOME and XDG
+directories, a PATH that finds no program, proxies that lead nowhere, and whatever private
+settings the caller adds. Its output is read as it comes and the program is killed once it
+passes the bytes left of the revision's budget or its deadline; its errors are cut to their
+cause and scrubbed of every value that may be a secret before anyone sees them.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from gitopsd.config import how_to_raise
+from gitopsd.errors import ManifestError, ManifestReason, SourceError, SourceReason
+
+OFFLINE = Path(__file__).with_name("offline.py")
+"""Starts a program with the network closed (see its docstring)."""
+RENDER_TIMEOUT_SECONDS = 60
+_CHUNK_BYTES = 64 * 1024
+_STDERR_BYTES = 64 * 1024
+_CAUSE_CHARS = 400
+_NOWHERE = "http://127.0.0.1:9"  # the discard port: anything sent through a proxy goes nowhere
+_ASSIGNMENT = re.compile(r"([\w./-]*)=([^\s\]]+)")  # `KEY=value`, and a bare `=value`
+_QUOTED_LINES = re.compile(r"`[^`]*\n[^`]*`")
+_BYTE_LIST = re.compile(r"\[\d{1,3}(?: \d{1,3})+\]")  # Go prints a bad line as its bytes
+_MASK = "***"
+_SHORTEST_MASKED = 3  # shorter values are masked only as `KEY=***`, or every "1" would go
+
+Settings = Callable[[Path], Mapping[str, str]]
+"""The program's own variables, given its private home (made empty, with .config, .cache
+and .local/share in it)."""
+
+
+@dataclass(frozen=True)
+class Finished:
+    status: int
+    output: bytes | None  # None: over the byte budget, and killed for it
+    stderr: str
+    expired: bool  # killed for taking too long
+
+
+def run(
+    program: Sequence[str], max_bytes: int, settings: Settings, what: str, cwd: Path | None = None
+) -> Finished:
+    """Runs `program` (an absolute path and its arguments) offline, from `cwd` or a fresh
+    private directory. Raises SourceError, naming `what`, when it cannot start."""
+    command = [sys.executable, "-I", "-S", str(OFFLINE), *program]
+    try:
+        with tempfile.TemporaryDirectory(prefix="gitopsd-render-") as private:
+            home = _private_home(Path(private))
+            environment = {**_BASE_ENVIRONMENT, **_home_environment(home), **settings(home)}
+            return _run(command, Path(private), cwd or Path(private), environment, max_bytes)
+    except OSError as error:  # the program gone since it was found, or no room for its files
+        raise SourceError(f"{what} could not run: {error.strerror}", SourceReason.CORRUPT) from None
+
+
+_BASE_ENVIRONMENT = {
+    "GIT_ALLOW_PROTOCOL": "none",
+    "HTTPS_PROXY": _NOWHERE,
+    "HTTP_PROXY": _NOWHERE,
+    "NO_PROXY": "",
+}
+"""No inherited variable; proxies that lead nowhere (the network is closed anyway, by
+`offline`: these are a second wall)."""
+
+
+def _private_home(private: Path) -> Path:
+    home = private / "home"
+    for directory in (home / ".config", home / ".cache", home / ".local/share", private / "tmp"):
+        directory.mkdir(parents=True)
+    return home
+
+
+def _home_environment(home: Path) -> dict[str, str]:
+    return {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_DATA_HOME": str(home / ".local/share"),
+        "TMPDIR": str(home.parent / "tmp"),
+        "PATH": str(home.parent / "no-programs"),  # neither git nor helm nor a plugin is found
+    }
+
+
+def _run(
+    command: list[str], private: Path, cwd: Path, environment: dict[str, str], max_bytes: int
+) -> Finished:
+    """Reads the program's output as it comes, killing it once over budget. stderr goes to
+    a file, so a chatty program can never block on a full pipe."""
+    expired = threading.Event()
+    with (
+        (private / "stderr").open("w+b") as stderr,
+        subprocess.Popen(  # by absolute paths, list arguments, no shell
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=environment,
+            cwd=cwd,
+        ) as process,
+    ):
+
+        def expire() -> None:
+            expired.set()
+            process.kill()
+
+        timer = threading.Timer(RENDER_TIMEOUT_SECONDS, expire)
+        timer.start()
+        try:
+            output = _read_at_most(process.stdout, max_bytes)
+            if output is None:
+                process.kill()
+            status = process.wait()
+        finally:
+            timer.cancel()
+        stderr.seek(0)
+        text = stderr.read(_STDERR_BYTES).decode(errors="replace")
+    return Finished(status, output, text, expired.is_set())
+
+
+def output_of(
+    finished: Finished, what: str, max_bytes: int, secrets: Iterable[str], root: Path
+) -> str:
+    """The program's output as text; raises ManifestError, naming `what`, when it failed,
+    took too long or wrote more than `max_bytes` (its cause scrubbed of `secrets` and
+    with paths relative to `root`)."""
+    if finished.expired:
+        raise ManifestError(f"{what} did not finish in {RENDER_TIMEOUT_SECONDS} s")
+    if finished.output is None:
+        raise ManifestError(
+            f"{what}'s output is over the {max_bytes} bytes left of the per-revision "
+            f"limit ({how_to_raise('max_revision_bytes')})",
+            ManifestReason.SIZE_LIMIT,
+        )
+    if finished.status != 0:
+        raise ManifestError(f"{what} failed: {explained(finished.stderr, secrets, root)}")
+    try:
+        return finished.output.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(
+            f"{what} wrote invalid UTF-8 at byte {exc.start}", ManifestReason.INVALID
+        ) from None
+
+
+def _read_at_most(stream: IO[bytes] | None, limit: int) -> bytes | None:
+    """Everything `stream` holds, or None as soon as it passes `limit` bytes."""
+    assert stream is not None  # noqa: S101 - Popen with stdout=PIPE
+    chunks: list[bytes] = []
+    total = 0
+    while chunk := os.read(stream.fileno(), _CHUNK_BYTES):
+        total += len(chunk)
+        if total > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def cause(stderr: str) -> str:
+    """The program's own words, from its `error:` line on (else its last line), without the
+    configs it quotes over several lines: those may hold an inline patch of a Secret."""
+    lines = [line.strip() for line in _QUOTED_LINES.sub("`...`", stderr).splitlines()]
+    lines = [line for line in lines if line]
+    starts = [at for at, line in enumerate(lines) if line.lower().startswith("error:")]
+    return " ".join(lines[starts[0] if starts else -1 :]) or "no message"
+
+
+def explained(stderr: str, secrets: Iterable[str], root: Path) -> str:
+    """The cause of a failure, scrubbed and cut to a length a status can carry."""
+    text = scrub(cause(stderr), secrets, root)
+    return text if len(text) <= _CAUSE_CHARS else text[:_CAUSE_CHARS] + "..."
+
+
+def scrub(text: str, secrets: Iterable[str], root: Path) -> str:
+    """`text` without any `KEY=value` value or known secret, and with paths made relative."""
+    text = text.replace(f"{root}/", "").replace(str(root), ".")
+    text = _ASSIGNMENT.sub(rf"\1={_MASK}", text)
+    text = _BYTE_LIST.sub(f"[{_MASK}]", text)
+    forms = {form for secret in secrets for form in _forms(secret)}
+    for form in sorted(forms, key=len, reverse=True):
+        text = text.replace(form, _MASK)
+    return text
+
+
+def _forms(secret: str) -> list[str]:
+    if len(secret) < _SHORTEST_MASKED:
+        return []
+    return [secret, base64.b64encode(secret.encode()).decode()]
