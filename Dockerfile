@@ -5,13 +5,31 @@
 #                  and the final image both use it, so the venv's interpreter is the same one.
 #   KUBECTL_IMAGE  an image holding a static kubectl at /bin/kubectl (`kubectl kustomize`
 #                  renders kustomizations).
+#   HELM_IMAGE     an image holding a static helm at /bin/helm (`helm template` renders charts).
+#                  By default the stage helm-from-source builds it in GO_IMAGE from helm's Go
+#                  module, pinned by tests/controlplane/helm/go.mod and go.sum: the helm the
+#                  tests run.
 #   VERSION, REVISION  recorded in the OCI labels.
 # The tags below are what the project tests against; release builds pin both images by
 # digest (BASE=python:3.11-slim-bookworm@sha256:…), which only a registry can tell.
 ARG BASE=python:3.11-slim-bookworm
 ARG KUBECTL_IMAGE=registry.k8s.io/kubectl:v1.34.4
+ARG GO_IMAGE=golang:1.26-bookworm
+ARG HELM_IMAGE=helm-from-source
 
 FROM ${KUBECTL_IMAGE} AS kubectl
+
+# Only built when HELM_IMAGE names it (the default): a build that is given a helm image
+# skips this stage, and needs no Go.
+FROM ${GO_IMAGE} AS helm-from-source
+COPY tests/controlplane/helm/go.mod tests/controlplane/helm/go.sum tests/controlplane/helm/tools.go /helm/
+RUN cd /helm \
+    && version=$(awk '$1 == "require" && $2 == "helm.sh/helm/v4" {print $3}' go.mod) \
+    && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o /bin/helm \
+        -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$version" \
+        helm.sh/helm/v4/cmd/helm
+
+FROM ${HELM_IMAGE} AS helm
 
 # The venv is built here and copied: pip, setuptools and anything a build needs stay behind.
 FROM ${BASE} AS build
@@ -49,6 +67,7 @@ RUN set -eu; \
     install -d -o 65532 -g 65532 -m 0750 /var/cache/gitopsd; \
     install -d -m 0755 /etc/gitopsd
 COPY --from=kubectl /bin/kubectl /usr/local/bin/kubectl
+COPY --from=helm /bin/helm /usr/local/bin/helm
 # HOME: git and kubectl want one, and the root filesystem may be read-only; /tmp and
 # /var/cache/gitopsd (the cacheDir) are the volumes the Deployment mounts writable.
 ENV PATH=/opt/gitopsd/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \

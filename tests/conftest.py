@@ -33,9 +33,11 @@ GITSYNC_CRD = Path(__file__).parent.parent / "config" / "crd" / "gitsyncs.yaml"
 
 @pytest.fixture(scope="session")
 def binaries() -> Binaries:
-    """The control-plane binaries; their kubectl goes on PATH (it renders kustomizations)."""
+    """The control-plane binaries; kubectl and helm go on PATH (they render kustomizations
+    and charts)."""
     found = provide_binaries()
-    os.environ["PATH"] = f"{found.kubectl.parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    renderers = os.pathsep.join(str(binary.parent) for binary in (found.kubectl, found.helm))
+    os.environ["PATH"] = f"{renderers}{os.pathsep}{os.environ.get('PATH', '')}"
     return found
 
 

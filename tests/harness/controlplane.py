@@ -65,6 +65,7 @@ class Binaries:
     kube_apiserver: Path
     etcd: Path
     kubectl: Path
+    helm: Path
     controllers: ControllerBinaries
 
 
@@ -98,6 +99,7 @@ def provide_binaries() -> Binaries:
         kube_apiserver=paths["TEST_ASSET_KUBE_APISERVER"],
         etcd=paths["TEST_ASSET_ETCD"],
         kubectl=paths["TEST_ASSET_KUBECTL"],
+        helm=paths["TEST_ASSET_HELM"],
         controllers=ControllerBinaries(
             kube_controller_manager=paths["TEST_ASSET_KUBE_CONTROLLER_MANAGER"],
             kube_scheduler=paths["TEST_ASSET_KUBE_SCHEDULER"],

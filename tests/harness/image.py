@@ -37,6 +37,7 @@ class Buildah:
     driver: str
     base_image: str
     kubectl_image: str
+    helm_image: str
 
     def __call__(self, *arguments: str) -> str:
         """Runs buildah and returns its stdout (fails with its stderr)."""
@@ -63,6 +64,7 @@ def provide_buildah() -> Buildah:
         found["BUILDAH_DRIVER"],
         found["BASE_IMAGE"],
         found["KUBECTL_IMAGE"],
+        found["HELM_IMAGE"],
     )
 
 
@@ -97,11 +99,10 @@ def build_image(buildah: Buildah, name: str, log_file: Path) -> Image:
         # among them, belong to no image and the prune below would delete them.
         _build(buildah, log, "--target", "build", "--tag", f"{name}-build")
         _build(buildah, log, "--tag", name)
-        leftovers = buildah(
-            "containers", "--quiet", "--filter", f"ancestor={buildah.kubectl_image}"
-        )
-        if leftovers:  # buildah 1.28 keeps a container for a stage without instructions
-            buildah("rm", *leftovers.split())
+        for stage_image in (buildah.kubectl_image, buildah.helm_image):
+            leftovers = buildah("containers", "--quiet", "--filter", f"ancestor={stage_image}")
+            if leftovers:  # buildah 1.28 keeps a container for a stage without instructions
+                buildah("rm", *leftovers.split())
         buildah("rmi", "--prune")
     return Image(buildah, name)
 
@@ -112,6 +113,7 @@ def _build(buildah: Buildah, log: BinaryIO, *arguments: str) -> None:
         *("bud", "--isolation", "chroot", "--layers", "--pull=never", *arguments),
         *("--build-arg", f"BASE={buildah.base_image}"),
         *("--build-arg", f"KUBECTL_IMAGE={buildah.kubectl_image}"),
+        *("--build-arg", f"HELM_IMAGE={buildah.helm_image}"),
         *("--volume", f"{CA_BUNDLE}:{CA_BUNDLE}:ro"),
         *("--file", str(PROJECT / "Dockerfile"), str(PROJECT)),
     ]
@@ -162,9 +164,11 @@ class Container:
         self.started.append(process)
         return process
 
-    def run(self, *command: str, user: str = "") -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *command: str, user: str = "", volumes: tuple[Volume, ...] = ()
+    ) -> subprocess.CompletedProcess[str]:
         """Runs `command` to its end (see `argv`) and returns what it printed."""
-        argv = self.argv(list(command), user=user)
+        argv = self.argv(list(command), volumes, user=user)
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.started.append(process)
         out, err = process.communicate(timeout=120)

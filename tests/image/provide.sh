@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Provides what the image tests build the Dockerfile with, where no Docker engine runs:
 # buildah (its storage kept in the cache below, apart from any system-wide storage), a
-# Debian base image whose Python is /usr/bin/python3, and a kubectl image holding the
-# control plane's kubectl at /bin/kubectl. Prints KEY=value lines:
+# Debian base image whose Python is /usr/bin/python3, a kubectl image holding the control
+# plane's kubectl at /bin/kubectl, and a helm image holding its helm at /bin/helm. Prints
+# KEY=value lines:
 #   BUILDAH=…          the buildah binary
 #   BUILDAH_ROOT=…     its storage: pass --root, --runroot and --storage-driver
 #   BUILDAH_RUNROOT=…
@@ -11,6 +12,7 @@
 #                      GITOPSD_BUILDAH_DRIVER chooses one
 #   BASE_IMAGE=…       build argument BASE
 #   KUBECTL_IMAGE=…    build argument KUBECTL_IMAGE
+#   HELM_IMAGE=…       build argument HELM_IMAGE
 #
 # As root, Debian's packages buildah and mmdebstrap are installed when missing (about 30 s,
 # once per machine). The base is made by mmdebstrap from Debian's mirror (about 80 s) into
@@ -83,19 +85,31 @@ provide_base() {
     --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 }
 
-# The control plane's kubectl (a static binary) alone, where the Dockerfile copies it from.
-provide_kubectl() {
-  local kubectl version layer
-  kubectl=$("$here/../controlplane/provide.sh" | sed -n 's/^TEST_ASSET_KUBECTL=//p')
+# binary_image NAME BINARY VERSION: prints an image holding BINARY alone, at /bin/NAME.
+binary_image() {
+  local name=$1 binary=$2 version=$3 image layer
+  image=localhost/gitopsd-test-$name:$version
+  if ! has_image "$image"; then
+    layer=$cache/$name-$version.tar
+    tar --create --file "$layer.partial" --owner 0 --group 0 --mode 0755 \
+      --transform "s|.*|bin/$name|" --absolute-names "$binary"
+    mv -f "$layer.partial" "$layer"
+    from_rootfs "$image" "$layer"
+  fi
+  echo "$image"
+}
+
+# The control plane's kubectl and helm (static binaries), where the Dockerfile copies them from.
+provide_renderers() {
+  local binaries kubectl helm version
+  binaries=$("$here/../controlplane/provide.sh")
+  kubectl=$(sed -n 's/^TEST_ASSET_KUBECTL=//p' <<<"$binaries")
+  helm=$(sed -n 's/^TEST_ASSET_HELM=//p' <<<"$binaries")
   version=$("$kubectl" version --client -o json | python3 -c \
     'import json, sys; print(json.load(sys.stdin)["clientVersion"]["gitVersion"])')
-  kubectl_image=localhost/gitopsd-test-kubectl:$version
-  has_image "$kubectl_image" && return 0
-  layer=$cache/kubectl-$version.tar
-  tar --create --file "$layer.partial" --owner 0 --group 0 --mode 0755 \
-    --transform 's|.*|bin/kubectl|' --absolute-names "$kubectl"
-  mv -f "$layer.partial" "$layer"
-  from_rootfs "$kubectl_image" "$layer"
+  kubectl_image=$(binary_image kubectl "$kubectl" "$version")
+  version=$("$helm" version --template '{{.Version}}')
+  helm_image=$(binary_image helm "$helm" "$version")
 }
 
 install_tools
@@ -109,7 +123,7 @@ if [ -z "$driver" ]; then
 fi
 storage=(--root "$cache/storage-$driver" --runroot "$cache/run-$driver" --storage-driver "$driver")
 provide_base
-provide_kubectl
+provide_renderers
 printf 'BUILDAH=%s\nBUILDAH_ROOT=%s\nBUILDAH_RUNROOT=%s\nBUILDAH_DRIVER=%s\n' \
   "$(command -v buildah)" "$cache/storage-$driver" "$cache/run-$driver" "$driver"
-printf 'BASE_IMAGE=%s\nKUBECTL_IMAGE=%s\n' "$base_image" "$kubectl_image"
+printf 'BASE_IMAGE=%s\nKUBECTL_IMAGE=%s\nHELM_IMAGE=%s\n' "$base_image" "$kubectl_image" "$helm_image"
