@@ -114,6 +114,20 @@ class Credentials:
 
 
 @dataclass(frozen=True)
+class ChartSettings:
+    """How `helm template` renders each chart directory (a directory holding Chart.yaml)."""
+
+    release_name: str | None = None
+    """`.Release.Name`; by default the chart directory's name."""
+    namespace: str | None = None
+    """`.Release.Namespace`; by default the namespace objects without one go to."""
+    values_files: tuple[str, ...] = ()
+    """Values files relative to the chart's directory, inside the revision; later ones win."""
+    values: str = ""
+    """Inline values, a mapping as JSON, applied after the values files."""
+
+
+@dataclass(frozen=True)
 class SourceSpec:
     """Where desired state comes from: a git repository or a local directory."""
 
@@ -133,6 +147,7 @@ class SourceSpec:
     timeout_seconds: float = 60.0
     """Bound on each git network operation."""
     limits: Limits = field(default_factory=Limits)
+    helm: ChartSettings = field(default_factory=ChartSettings)
 
 
 def is_local(url: str) -> bool:

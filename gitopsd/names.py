@@ -50,6 +50,12 @@ DNS1123_SUBDOMAIN = NameRule(
     re.compile(rf"{_LABEL}(\.{_LABEL})*"),
     253,
 )
+HELM_RELEASE = NameRule(
+    "a Helm release name: at most 53 lower-case letters, digits, '-' and '.', "
+    "starting and ending with a letter or digit",
+    re.compile(rf"{_LABEL}(\.{_LABEL})*"),
+    53,
+)
 PATH_SEGMENT = NameRule(
     "usable as a URL path segment: not '.' or '..', and without '/' or '%'",
     re.compile(r"(?!\.\.?\Z)[^/%]+"),

@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import os
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 from gitopsd.cli.commands import run_daemon, run_diff, run_sync, run_validate
 from gitopsd.cli.control import DAEMON, run_get, run_reconcile, run_resume, run_suspend
-from gitopsd.config import (
-    LIMIT_SETTINGS,
-    Credentials,
-    Limits,
-    PrunePolicy,
-    SourceSpec,
-    SyncSettings,
-    format_size,
-    parse_duration,
-    parse_size,
+from gitopsd.cli.flags import (
+    cluster_arguments,
+    duration,
+    kube_arguments,
+    percent,
+    shown_duration,
+    source_arguments,
+    switch,
 )
+from gitopsd.config import PrunePolicy, SyncSettings
 
 EXIT_CODES = """exit codes:
   0  success (diff: no drift)           4  the cluster failed, or an apply conflict
@@ -96,7 +94,7 @@ def _add_validate(commands: Any) -> None:
         "  gitopsd validate ./deploy\n"
         "  gitopsd validate https://git.example.com/org/apps.git --ref v1.2",
     )
-    _source_arguments(validate)
+    source_arguments(validate)
     validate.set_defaults(command=run_validate)
 
 
@@ -107,8 +105,8 @@ def _add_diff(commands: Any) -> None:
         "show drift between git and the cluster",
         "  gitopsd diff ./deploy --namespace shop\n  gitopsd diff ./deploy -o json | jq .drift",
     )
-    _source_arguments(diff_command)
-    _cluster_arguments(diff_command)
+    source_arguments(diff_command)
+    cluster_arguments(diff_command)
     _output_argument(diff_command)
     diff_command.set_defaults(command=run_diff)
 
@@ -121,8 +119,8 @@ def _add_sync(commands: Any) -> None:
         "  gitopsd sync ./deploy --namespace shop\n"
         "  gitopsd sync https://git.example.com/org/apps.git --path prod --prune --wait",
     )
-    _source_arguments(sync)
-    _cluster_arguments(sync)
+    source_arguments(sync)
+    cluster_arguments(sync)
     _sync_arguments(sync.add_argument_group("sync"))
     _output_argument(sync)
     sync.set_defaults(command=run_sync)
@@ -130,23 +128,23 @@ def _add_sync(commands: Any) -> None:
 
 def _sync_arguments(group: argparse._ArgumentGroup) -> None:
     add = group.add_argument
-    _switch(group, "--dry-run", "server-side dry-run: change nothing")
-    _switch(group, "--prune", "delete owned objects that left git")
-    _switch(group, "--allow-empty", "prune even when the source renders nothing")
-    _switch(group, "--allow-mass-prune", "prune beyond the budget")
+    switch(group, "--dry-run", "server-side dry-run: change nothing")
+    switch(group, "--prune", "delete owned objects that left git")
+    switch(group, "--allow-empty", "prune even when the source renders nothing")
+    switch(group, "--allow-mass-prune", "prune beyond the budget")
     add(
         "--prune-budget",
-        type=_percent,
+        type=percent,
         metavar="PERCENT",
         help=f"most owned objects one sync may prune (default {PrunePolicy.budget_percent:g})",
     )
-    _switch(
+    switch(
         group,
         "--prune-protected",
         "also prune Namespaces, CRDs, PersistentVolumes and PersistentVolumeClaims",
     )
-    _switch(group, "--adopt", "take over existing objects no source owns")
-    _switch(
+    switch(group, "--adopt", "take over existing objects no source owns")
+    switch(
         group,
         "--no-force-conflicts",
         "report fields other managers own instead of taking them over",
@@ -168,10 +166,10 @@ def _sync_arguments(group: argparse._ArgumentGroup) -> None:
     )
     add(
         "--timeout",
-        type=_duration,
+        type=duration,
         metavar="DURATION",
         help="bound on --wait and on each sync wave's wait for health, such as 90s, 5m or 1h "
-        f"(default {_shown_duration(SyncSettings.health_timeout_seconds)})",
+        f"(default {shown_duration(SyncSettings.health_timeout_seconds)})",
     )
 
 
@@ -205,7 +203,7 @@ def _add_reconcile(commands: Any) -> None:
     reconcile.add_argument("--gitsync", action="store_true", help="NAME is a GitSync")
     reconcile.add_argument(
         "--timeout",
-        type=_duration,
+        type=duration,
         default=300.0,
         metavar="DURATION",
         help="bound on the wait (default 5m)",
@@ -234,159 +232,9 @@ def _control_arguments(parser: argparse.ArgumentParser) -> None:
         "-n",
         help="the GitSync's namespace (default: the kubeconfig context's, else 'default')",
     )
-    _kube_arguments(group)
+    kube_arguments(group)
 
 
 def _output_argument(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("output")
     group.add_argument("-o", "--output", choices=("text", "json"), default="text")
-
-
-def _switch(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
-    flag: str,
-    help: str,
-    dest: str | None = None,
-    const: bool = True,
-) -> None:
-    """A flag without a value that sets a setting; left out, it is None (the default holds)."""
-    parser.add_argument(flag, dest=dest, action="store_const", const=const, help=help)
-
-
-def _source_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "source", metavar="SOURCE", help="a local directory, or a git URL (https, ssh)"
-    )
-    group = parser.add_argument_group("source")
-    add = group.add_argument
-    add("--ref", help="branch, tag or commit (default: the remote's HEAD)")
-    add(
-        "--path",
-        action="append",
-        dest="paths",
-        metavar="PATH",
-        help="directory or file inside the source, repeatable (default: all of it)",
-    )
-    add(
-        "--include",
-        action="append",
-        metavar="GLOB",
-        help=f"file names to read (default {', '.join(SourceSpec.include)})",
-    )
-    add("--exclude", action="append", metavar="GLOB", help="paths to skip")
-    _switch(group, "--allow-insecure-source", "permit file:// and plain http:// URLs")
-    add(
-        "--username",
-        help=f"https user name (default {Credentials.username}; the token comes from the "
-        "environment)",
-    )
-    add(
-        "--password-file",
-        type=Path,
-        help=f"file holding the https password or token (else ${Credentials.password_env})",
-    )
-    add("--ssh-key", type=Path, help="private key file for ssh URLs")
-    add("--known-hosts", type=Path, help="pinned host keys for ssh URLs (required for ssh)")
-    add("--cache-dir", type=Path, default=_default_cache(), help="checkout cache")
-    _limit_arguments(parser.add_argument_group("limits of one revision"))
-
-
-def _limit_arguments(group: argparse._ArgumentGroup) -> None:
-    for limit, setting in LIMIT_SETTINGS.items():
-        default = getattr(Limits, limit)
-        counts_bytes = limit.endswith("_bytes")
-        group.add_argument(
-            setting.flag,
-            dest=limit,
-            type=_count,
-            metavar="BYTES" if counts_bytes else "COUNT",
-            help=f"{setting.meaning} (default {format_size(default) if counts_bytes else default})",
-        )
-
-
-def _count(text: str) -> int:
-    number = parse_size(text)
-    if not number:
-        raise argparse.ArgumentTypeError(
-            f"expected a positive whole number (sizes may end in Ki, Mi or Gi), got {text!r}"
-        )
-    return number
-
-
-def _positive(text: str) -> int:
-    if not (text.isascii() and text.isdigit() and int(text) > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
-    return int(text)
-
-
-def _duration(text: str) -> float:
-    """A duration as the config file writes one (90s, 5m, 1h30m), or plain seconds."""
-    seconds = float(text) if text.isascii() and text.isdigit() else parse_duration(text)
-    if not seconds:
-        raise argparse.ArgumentTypeError(f"expected a duration such as 90s, 5m or 1h, got {text!r}")
-    return seconds
-
-
-def _shown_duration(seconds: float) -> str:
-    return f"{seconds / 60:g}m" if seconds % 60 == 0 else f"{seconds:g}s"
-
-
-def _percent(text: str) -> float:
-    """As the config file's pruneBudgetPercent: above 0 and at most 100."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value <= 100:  # also false for nan and inf
-        raise argparse.ArgumentTypeError(f"expected a number above 0 and at most 100, got {text!r}")
-    return value
-
-
-def _kube_arguments(group: argparse._ArgumentGroup) -> None:
-    add = group.add_argument
-    add("--kubeconfig", help="kubeconfig file (default $KUBECONFIG, ~/.kube/config, in-cluster)")
-    add("--context", help="kubeconfig context")
-    add(
-        "--allow-exec-credentials",
-        action="store_true",
-        help="let the kubeconfig run its exec/auth-provider credential plugin",
-    )
-
-
-def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("cluster")
-    _kube_arguments(group)
-    add = group.add_argument
-    add(
-        "--name",
-        help="the source's name, as in the daemon's config: its ApplySet parent is the "
-        "ConfigMap gitopsd-NAME (default: derived from SOURCE and --path; a checkout by its "
-        "remote URL and its path in the repository)",
-    )
-    add(
-        "--inventory-namespace",
-        help=f"namespace of the ApplySet parent (default {SyncSettings.inventory_namespace!r})",
-    )
-    add(
-        "--namespace",
-        "-n",
-        dest="default_namespace",
-        help="namespace for namespaced objects that name none (default: the kubeconfig "
-        f"context's namespace, else {SyncSettings.default_namespace!r})",
-    )
-    add(
-        "--concurrency",
-        type=_positive,
-        metavar="N",
-        help=f"API requests in flight at once (default {SyncSettings.concurrency})",
-    )
-    add(
-        "--refresh",
-        action="store_true",
-        help="dry-run every object, also those the ApplySet parent's stamps vouch for as in sync",
-    )
-
-
-def _default_cache() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "gitopsd" / "sources"

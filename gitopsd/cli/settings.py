@@ -15,6 +15,7 @@ from gitopsd.config import (
     LIMIT_SETTINGS,
     SOURCE_NAME,
     SOURCE_NAME_RULE,
+    ChartSettings,
     Credentials,
     Limits,
     PrunePolicy,
@@ -22,8 +23,9 @@ from gitopsd.config import (
     SyncSettings,
     is_local,
 )
+from gitopsd.configfile.helm import inline_values, release_name, set_values
 from gitopsd.errors import ConfigError
-from gitopsd.names import DNS1123_LABEL, NameRule, shown
+from gitopsd.names import DNS1123_LABEL, NameRule, namespace_problem, shown
 from gitopsd.reconcile import desired
 
 if TYPE_CHECKING:
@@ -47,13 +49,32 @@ def source_spec(arguments: argparse.Namespace) -> SourceSpec:
         known_hosts_file="known_hosts",
     )
     return _given(
-        SourceSpec(url=url, credentials=credentials, limits=limits(arguments)),
+        SourceSpec(
+            url=url, credentials=credentials, limits=limits(arguments), helm=_charts(arguments)
+        ),
         arguments,
         ref="ref",
         paths="paths",
         include="include",
         exclude="exclude",
         allow_insecure="allow_insecure_source",
+    )
+
+
+def _charts(arguments: argparse.Namespace) -> ChartSettings:
+    """How charts render, from the --helm-* flags (a command without them: the defaults)."""
+    values = set_values(getattr(arguments, "helm_set", None) or [], "--helm-set")
+    namespace = getattr(arguments, "helm_namespace", None)
+    if namespace is not None and (problem := namespace_problem(namespace)):
+        raise ConfigError(f"--helm-namespace: {shown(namespace)} {problem}")
+    return _given(
+        ChartSettings(
+            release_name=release_name(getattr(arguments, "helm_release", None), "--helm-release"),
+            namespace=namespace,
+            values=inline_values(values, "--helm-set"),
+        ),
+        arguments,
+        values_files="helm_values",
     )
 
 

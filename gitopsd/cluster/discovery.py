@@ -30,6 +30,7 @@ class Discovery:
     failed_groups: frozenset[str] = frozenset()
     """Groups whose discovery failed when last read (an aggregated APIService that is not
     available): their kinds are not served until it recovers."""
+    _version: str | None = None
 
     def refresh(self) -> None:
         by_version_kind: dict[tuple[str, str], Resource] = {}
@@ -57,6 +58,20 @@ class Discovery:
         self._load(missing=False)
         group = group_of(api_version)
         return sorted(v for (v, k) in self._by_version_kind if k == kind and group_of(v) == group)
+
+    def api_versions(self) -> tuple[str, ...]:
+        """Every group/version served, and every group/version/kind (as helm's
+        `.Capabilities.APIVersions` holds them), sorted."""
+        self._load(missing=False)
+        versions = {api_version for api_version, _ in self._by_version_kind}
+        kinds = {f"{api_version}/{kind}" for api_version, kind in self._by_version_kind}
+        return tuple(sorted(versions | kinds))
+
+    def kubernetes_version(self) -> str:
+        """The server's version (`v1.34.4`), read once."""
+        if self._version is None:
+            self._version = str(self.api.request("GET", "/version").get("gitVersion", ""))
+        return self._version
 
     def _load(self, missing: bool) -> None:
         loaded_at = self._loaded_at

@@ -32,6 +32,7 @@ from gitopsd.configfile.fields import (
     string,
     strings,
 )
+from gitopsd.configfile.helm import chart_settings
 from gitopsd.errors import ConfigError
 from gitopsd.names import shown
 
@@ -85,6 +86,7 @@ SOURCE_KEYS = {
     "webhookSecretFile",
     "limits",
     "dependsOn",
+    "helm",
 }
 LIMIT_KEYS = {setting.key for setting in LIMIT_SETTINGS.values()}
 GUARD_KEYS = {"allowEmpty", "allowMassPrune", "pruneBudgetPercent", "pruneProtected"}
@@ -155,6 +157,7 @@ def source(item: Any, where: str) -> SourceConfig:
         allow_insecure=boolean(raw, "allowInsecure", where, SourceSpec.allow_insecure),
         credentials=_credentials(raw.get("credentials"), f"{where}: credentials"),
         limits=_limits(raw.get("limits"), f"{where}: limits"),
+        helm=chart_settings(raw.get("helm"), f"{where}: helm"),
     )
     if is_local(spec.url) and "ref" in raw:
         raise ConfigError(

@@ -35,6 +35,7 @@ SHARED_KEYS = (
     "prune",
     "selfHeal",
     "guards",
+    "helm",
 )
 """Spec keys that are a file source's keys too, with the same meaning."""
 

@@ -95,6 +95,30 @@ GUARDS = object_(
     },
     default={},
 )
+HELM = object_(
+    "How `helm template` renders each chart (a directory holding Chart.yaml) under paths.",
+    {
+        "releaseName": string(
+            "`.Release.Name` (default: the chart directory's name).",
+            pattern=DNS_SUBDOMAIN,
+            maxLength=53,
+        ),
+        "releaseNamespace": string(
+            "`.Release.Namespace` (default: targetNamespace).", pattern=DNS_LABEL, maxLength=63
+        ),
+        "valuesFiles": strings(
+            "Values files, relative to the chart's directory, inside the repository; later "
+            "ones win.",
+            (),
+            RELATIVE_PATH,
+        ),
+        "values": {
+            "type": "object",
+            "description": "Values applied after the values files.",
+            "x-kubernetes-preserve-unknown-fields": True,
+        },
+    },
+)
 DEPENDENCY = object_(
     "Another GitSync.",
     {
@@ -139,6 +163,7 @@ SPEC = object_(
             SourceConfig.self_heal,
         ),
         "guards": GUARDS,
+        "helm": HELM,
         "suspend": boolean("Stop reconciling until set back to false.", False),
         "targetNamespace": string(
             "Namespace of namespaced objects whose manifest names none (default: the "

@@ -15,24 +15,31 @@ every limit is checked before the work it bounds, and no error message echoes fi
 beyond key names, so a Secret's value can never leak through one.
 
 This package reads files; it never runs a program and never talks to the network.
-Kustomizations are rendered through a function the caller passes in.
+Kustomizations and charts are rendered through functions the caller passes in.
 """
 
 from gitopsd.manifests.cache import ParseCache
 from gitopsd.manifests.identity import index
 from gitopsd.manifests.parsing import parse_documents, parse_file
-from gitopsd.manifests.reading import Render, load
-from gitopsd.manifests.selection import DEFAULT_INCLUDE, KUSTOMIZATION_FILES, child_path
+from gitopsd.manifests.reading import Render, RenderChart, load
+from gitopsd.manifests.selection import (
+    CHART_FILE,
+    DEFAULT_INCLUDE,
+    KUSTOMIZATION_FILES,
+    child_path,
+)
 from gitopsd.manifests.tree import Directory, Tree
 from gitopsd.manifests.yaml_loader import Documents
 
 __all__ = [
+    "CHART_FILE",
     "DEFAULT_INCLUDE",
     "KUSTOMIZATION_FILES",
     "Directory",
     "Documents",
     "ParseCache",
     "Render",
+    "RenderChart",
     "Tree",
     "child_path",
     "index",

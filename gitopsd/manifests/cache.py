@@ -21,6 +21,8 @@ class Parsed:
     manifests: tuple[Manifest, ...]
     lines: tuple[int, ...]
     """The first line of each document: how many documents the file holds, and where."""
+    size: int = 0
+    """The bytes a render wrote (a file's size is known from the tree)."""
 
 
 class ParseCache:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from gitopsd.config import Limits, how_to_raise
 from gitopsd.errors import ManifestError, ManifestReason
@@ -18,13 +19,33 @@ from gitopsd.manifests.bounds import check_object_size, documents_error, revisio
 from gitopsd.manifests.cache import ParseCache, Parsed
 from gitopsd.manifests.identity import manifests_of
 from gitopsd.manifests.parsing import decode, parse_documents
-from gitopsd.manifests.selection import DEFAULT_INCLUDE, Globs, Source, child_path, sources
+from gitopsd.manifests.selection import (
+    CHART_FILE,
+    DEFAULT_INCLUDE,
+    Globs,
+    Source,
+    child_path,
+    sources,
+)
 from gitopsd.manifests.tree import Directory, Tree
 from gitopsd.objects import Manifest
 
 Render = Callable[[Tree, str, Limits, int], str]
 """Renders a kustomization: (the revision's tree, the kustomization's directory in it, the
 revision's limits, bytes left of its byte limit)."""
+
+
+class RenderChart(Protocol):
+    """Renders a chart directory, as `Render` does a kustomization."""
+
+    def fingerprint(self, tree: Tree, rel: str, limits: Limits) -> str | None:
+        """What the render depends on, or None when it cannot be known without reading."""
+
+    def __call__(
+        self, tree: Tree, rel: str, limits: Limits, max_bytes: int
+    ) -> list[tuple[str, str]]:
+        """(path of the template, its rendered YAML) pieces, in the order written."""
+
 
 _DEFAULT_LIMITS = Limits()
 
@@ -39,18 +60,20 @@ def load(
     blob_ids: Mapping[str, str] | None = None,
     cache: ParseCache | None = None,
     render_kustomization: Render | None = None,
+    render_chart: RenderChart | None = None,
 ) -> list[Manifest]:
     """Every manifest under `paths` (relative to the root), in a stable order.
 
     `root` is a directory read in place, where `blob_ids` may map root-relative posix paths
     to git blob shas, or a tree that knows its own (a git revision's). A file whose blob
-    the cache holds is neither read nor parsed again. Raises ManifestError on the first
+    the cache holds is neither read nor parsed again, nor is a chart whose fingerprint it
+    holds rendered again. Raises ManifestError on the first
     invalid input, SourceError when the tree cannot be read.
     """
     tree = Directory(root, blob_ids) if isinstance(root, Path) else root
     selected = list(sources(tree, paths, Globs(tuple(include), tuple(exclude))))
     cache = cache if cache is not None else ParseCache()
-    reader = _Reader(tree, limits, cache, render_kustomization)
+    reader = _Reader(tree, limits, cache, render_kustomization, render_chart)
     tree.prefetch(reader.unparsed(selected))
     found = [manifest for source in selected for manifest in reader.manifests(source)]
     cache.keep_only(reader.used)
@@ -61,9 +84,15 @@ class _Reader:
     """Reads sources one after another, keeping the revision's running totals."""
 
     def __init__(
-        self, tree: Tree, limits: Limits, cache: ParseCache, render: Render | None
+        self,
+        tree: Tree,
+        limits: Limits,
+        cache: ParseCache,
+        render: Render | None,
+        render_chart: RenderChart | None,
     ) -> None:
         self.tree, self.limits, self.cache, self.render = tree, limits, cache, render
+        self.render_chart = render_chart
         self.total_bytes = 0
         self.total_documents = 0
         self.used: set[Hashable] = set()
@@ -71,10 +100,10 @@ class _Reader:
 
     def unparsed(self, selected: Iterable[Source]) -> Iterator[str]:
         """The files the cache holds no parse of, as far as the byte limit lets them be
-        read (rendered kustomizations only add to the total)."""
+        read (renders only add to the total)."""
         total = 0
         for source in selected:
-            if source.kustomization:
+            if source.rendered:
                 continue
             size = self.tree.size(source.rel)
             total += size
@@ -87,6 +116,9 @@ class _Reader:
         if source.kustomization:
             path = child_path(source.rel, "kustomization.yaml")
             parsed = self._rendered(source.rel, path)
+        elif source.chart:
+            path = child_path(source.rel, CHART_FILE)
+            parsed = self._chart(source.rel, path)
         else:
             path, parsed = source.rel, self._file(source.rel)
         self._count(path, parsed)
@@ -124,6 +156,30 @@ class _Reader:
         data = text.encode()
         self._admit(path, len(data))
         return self._parsed(_sha256(data), path, lambda: text)
+
+    def _chart(self, rel: str, path: str) -> Parsed:
+        """The chart's manifests, rendered only when the cache has no render of its
+        fingerprint; its bytes count either way."""
+        render = self.render_chart
+        if render is None:
+            raise ManifestError(
+                f"{path}: {rel} is a chart; rendering it needs helm on PATH",
+                ManifestReason.INVALID,
+            )
+        left = self.limits.max_revision_bytes - self.total_bytes
+
+        def rendered() -> Parsed:
+            return _parsed_pieces(render(self.tree, rel, self.limits, left), self.limits)
+
+        fingerprint = render.fingerprint(self.tree, rel, self.limits)
+        if fingerprint is None:
+            parsed = rendered()
+        else:
+            key = ("chart", fingerprint, rel, self.limits)
+            self.used.add(key)
+            parsed = self.cache.get(key, rendered)
+        self._admit(path, parsed.size)
+        return parsed
 
     def _admit(self, rel: str, size: int) -> int:
         """The revision's byte limit comes before reading, so a huge file costs its size
@@ -165,6 +221,18 @@ class _Reader:
     def _key(self, content: str, path: str) -> Hashable:
         # Manifests name their file; limits decide what is accepted.
         return (content, path, self.limits)
+
+
+def _parsed_pieces(pieces: list[tuple[str, str]], limits: Limits) -> Parsed:
+    """A render's pieces parsed, each under the path of the template it came from."""
+    manifests: list[Manifest] = []
+    lines: list[int] = []
+    for path, text in pieces:
+        documents = parse_documents(text, path, limits)
+        manifests.extend(manifests_of(path, documents))
+        lines.extend(line for line, _ in documents)
+    size = sum(len(text.encode()) for _, text in pieces)
+    return Parsed(tuple(manifests), tuple(lines), size)
 
 
 def _sha256(data: bytes) -> str:

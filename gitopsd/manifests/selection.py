@@ -1,8 +1,10 @@
 """Which files of a revision are read: the configured paths, walked without following links.
 
 The walk is depth-first in name order, so the result is stable; a directory holding a
-kustomization is one unit, rendered whole; include globs match a file's name, exclude
-globs its root-relative path. A symlink anywhere on the way is an error, never followed.
+kustomization is one unit, rendered whole, and so is a chart (a directory holding
+Chart.yaml; a kustomization beside it wins, as it may inflate the chart itself); include
+globs match a file's name, exclude globs its root-relative path. A symlink anywhere on the
+way is an error, never followed.
 """
 
 from __future__ import annotations
@@ -17,15 +19,22 @@ from gitopsd.errors import ManifestError, ManifestReason, SourceError, SourceRea
 from gitopsd.manifests.tree import Tree, symlink_error
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+CHART_FILE = "Chart.yaml"
 DEFAULT_INCLUDE = ("*.yaml", "*.yml", "*.json")
 
 
 @dataclass(frozen=True)
 class Source:
-    """One unit to parse: a manifest file, or a kustomization directory rendered whole."""
+    """One unit to parse: a manifest file, or a kustomization or chart directory rendered
+    whole."""
 
     rel: str  # root-relative posix path of the file or directory
     kustomization: bool = False
+    chart: bool = False
+
+    @property
+    def rendered(self) -> bool:
+        return self.kustomization or self.chart
 
 
 @dataclass(frozen=True)
@@ -84,8 +93,11 @@ def _walk(tree: Tree, top: str, globs: Globs) -> Iterator[Source]:
             raise symlink_error(rel)
         if stat.S_ISDIR(mode):
             names = tree.names(rel)
-            if _has_kustomization(tree, rel, names):
+            if _holds(tree, rel, names, KUSTOMIZATION_FILES):
                 yield Source(rel, kustomization=True)
+                continue
+            if _holds(tree, rel, names, (CHART_FILE,)):
+                yield Source(rel, chart=True)
                 continue
             children = [child_path(rel, name) for name in names if name != ".git"]
             pending.extend(reversed([child for child in children if not globs.skips(child)]))
@@ -95,8 +107,9 @@ def _walk(tree: Tree, top: str, globs: Globs) -> Iterator[Source]:
             yield Source(rel)
 
 
-def _has_kustomization(tree: Tree, rel: str, names: list[str]) -> bool:
-    markers = [name for name in names if name in KUSTOMIZATION_FILES]
+def _holds(tree: Tree, rel: str, names: list[str], files: tuple[str, ...]) -> bool:
+    """Whether directory `rel` holds one of `files` (a symlink to one is an error)."""
+    markers = [name for name in names if name in files]
     for marker in markers:
         if stat.S_ISLNK(tree.mode(child_path(rel, marker)) or 0):
             raise symlink_error(child_path(rel, marker))

@@ -164,7 +164,14 @@ def get_desired(
     if known is not None:
         return known
     try:
-        found = read_revision(revision, source.spec, source.cache_dir, state.parse_cache)
+        found = read_revision(
+            revision,
+            source.spec,
+            source.cache_dir,
+            state.parse_cache,
+            namespace=source.settings.default_namespace,
+            cluster=cluster,
+        )
         previous = state.desired.targets if state.desired else None
         targets = resolve(found, cluster, source.settings, previous)
     except ManifestError as error:

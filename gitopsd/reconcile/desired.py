@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gitopsd import inventory, manifests, source
+from gitopsd import helm, inventory, kustomize, manifests, source
 from gitopsd.changes import Target
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.config import SourceSpec, SyncSettings, is_local
 from gitopsd.errors import ManifestError, ManifestReason
-from gitopsd.kustomize import renderer
 from gitopsd.objects import GroupKind, Manifest, ObjectKey
 
 
@@ -42,9 +41,14 @@ def read_revision(
     spec: SourceSpec,
     cache_dir: Path,
     cache: manifests.ParseCache | None = None,
+    *,
+    namespace: str = "default",
+    cluster: Cluster | None = None,
 ) -> list[Manifest]:
     """The manifests of exactly `revision`, its files read from git's object store (only
-    those `cache` has not parsed), or a local directory's in place."""
+    those `cache` has not parsed), or a local directory's in place. Charts render into
+    `namespace` unless their settings name one, for `cluster`'s capabilities (without a
+    cluster, helm's defaults)."""
     with source.tree(spec, cache_dir, revision) as files:
         return manifests.load(
             files,
@@ -53,8 +57,16 @@ def read_revision(
             exclude=spec.exclude,
             limits=spec.limits,
             cache=cache,
-            render_kustomization=renderer(),
+            render_kustomization=kustomize.renderer(),
+            render_chart=helm.renderer(spec.helm, namespace, _capabilities(cluster)),
         )
+
+
+def _capabilities(cluster: Cluster | None) -> Callable[[], helm.Capabilities] | None:
+    if cluster is None:
+        return None
+    discovery = cluster.discovery
+    return lambda: helm.Capabilities(discovery.kubernetes_version(), discovery.api_versions())
 
 
 def resolve(

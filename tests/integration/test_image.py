@@ -51,12 +51,13 @@ def test_the_image_runs_the_daemon_as_a_numeric_non_root_user(image: Image) -> N
     assert labels["org.opencontainers.image.licenses"] == "Apache-2.0"
 
 
-def test_the_image_has_git_ssh_and_kubectl_and_no_build_tools(image: Image) -> None:
+def test_the_image_has_git_ssh_kubectl_and_helm_and_no_build_tools(image: Image) -> None:
     with image.container() as container:
         for command in (
             ["git", "--version"],
             ["ssh", "-G", "git.example.invalid"],  # refuses a uid without a passwd entry
             ["kubectl", "version", "--client"],
+            ["helm", "version"],
             [*ENTRYPOINT, "--version"],
         ):
             done = container.run(*command)
@@ -69,6 +70,18 @@ def test_the_image_has_git_ssh_and_kubectl_and_no_build_tools(image: Image) -> N
     assert found.returncode == 0 and found.stdout == "", found.stdout  # `which` says nothing
     assert "No module named 'pip'" in pip.stderr
     assert "No module named 'setuptools'" in setuptools.stderr
+
+
+def test_the_image_renders_a_chart_with_its_own_helm(image: Image, tmp_path: Path) -> None:
+    """In the sandbox, as the Deployment runs it: read-only root, /tmp its only volume."""
+    tmp = owned_by_the_image_user(tmp_path / "tmp", 0o1777)
+    for name, text in example_files("chart").items():
+        (tmp / "chart" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / "chart" / name).write_text(text)
+    validate = [*ENTRYPOINT, "validate", "/tmp/chart", "--path", "shop"]
+    with image.container() as container:
+        done = container.run(*validate, volumes=(Volume(tmp, "/tmp"),))
+    assert (done.returncode, done.stdout) == (0, "6 objects valid\n"), done.stderr
 
 
 def kustomized_examples() -> dict[str, str]:

@@ -66,6 +66,14 @@ def test_the_cli_examples_run_as_documented(gitopsd: Gitopsd) -> None:
     assert "metadata.labels.touched" in outputs[6] and "kubectl-label" in outputs[6]
 
 
+def test_the_helm_example_renders_syncs_and_diffs_the_chart(gitopsd: Gitopsd) -> None:
+    [_, validated, synced, changed] = run_block(gitopsd, "helm")
+
+    assert validated.strip() == "6 objects valid"
+    assert "6 created" in synced and "health: 6 Current" in synced
+    assert "data.greeting" in changed and "spec.replicas" in changed
+
+
 def test_the_waves_example_applies_the_app_once_its_migration_completed(
     gitopsd: Gitopsd, control_plane: ControlPlane
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 import shlex
 import signal
@@ -18,7 +19,7 @@ from gitopsd import diff
 from gitopsd.changes import Action, Outcome
 from gitopsd.cli import control, main, render, settings, stop
 from gitopsd.cli.parser import build_parser
-from gitopsd.config import Limits
+from gitopsd.config import ChartSettings, Limits
 from gitopsd.errors import ConfigError, ExitCode
 from gitopsd.health import Health, Status
 from gitopsd.objects import ObjectKey
@@ -107,6 +108,46 @@ def test_source_flags_set_what_they_name_and_leave_the_rest() -> None:
     assert (spec.paths, spec.exclude, spec.ref) == (("a", "b"), ("*.md",), "main")
     assert spec.include == ("*.yaml", "*.yml", "*.json") and not spec.allow_insecure
     assert spec.credentials.username == "deploy" and spec.credentials.password_file is None
+
+
+def test_chart_flags_set_the_charts_settings() -> None:
+    flags = (
+        "--helm-release web --helm-namespace shop --helm-values a.yaml --helm-values ../b.yaml "
+        "--helm-set replicas=3 --helm-set image.tag=1.2 --helm-set image.pull=true "
+        "--helm-set 'note=two words' --helm-set 'list=[1, 2]'"
+    )
+    arguments = build_parser().parse_args(["sync", ".", *shlex.split(flags)])
+
+    helm = settings.source_spec(arguments).helm
+
+    assert (helm.release_name, helm.namespace) == ("web", "shop")
+    assert helm.values_files == ("a.yaml", "../b.yaml")
+    assert json.loads(helm.values) == {
+        "replicas": 3,
+        "image": {"tag": 1.2, "pull": True},
+        "note": "two words",
+        "list": [1, 2],
+    }
+    assert settings.source_spec(build_parser().parse_args(["sync", "."])).helm == ChartSettings()
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--helm-release=-x"], "--helm-release: '-x' must be a Helm release name"),
+        (["--helm-namespace", "A"], "--helm-namespace: 'A' must be a DNS-1123 label"),
+        (["--helm-set", "replicas"], "--helm-set: 'replicas': expected KEY.PATH=VALUE"),
+        (["--helm-set", "a..b=1"], "--helm-set: 'a..b=1': expected KEY.PATH=VALUE"),
+        (["--helm-set", "a=1", "--helm-set", "a.b=2"], "--helm-set: 'a.b': a is set to a value"),
+    ],
+)
+def test_chart_flags_are_checked(flags: list[str], message: str) -> None:
+    arguments = build_parser().parse_args(["sync", ".", *flags])
+
+    with pytest.raises(ConfigError) as refused:
+        settings.source_spec(arguments)
+
+    assert str(refused.value).startswith(message)
 
 
 def test_a_source_without_flags_is_read_whole_at_the_remote_head() -> None:

@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from gitopsd.config import Limits, SyncSettings, format_size, parse_duration, parse_size
+from gitopsd.config import (
+    ChartSettings,
+    Limits,
+    SyncSettings,
+    format_size,
+    parse_duration,
+    parse_size,
+)
 from gitopsd.configfile import DaemonConfig, Mode, cycle_in, load
 from gitopsd.errors import ConfigError
 
@@ -77,6 +84,26 @@ def test_concurrency_is_set_per_source(tmp_path: Path) -> None:
     assert quiet.settings.concurrency == SyncSettings(name="quiet").concurrency
 
 
+def test_chart_settings_are_set_per_source(tmp_path: Path) -> None:
+    helm = {
+        "releaseName": "web",
+        "releaseNamespace": "shop",
+        "valuesFiles": ["values-prod.yaml", "../shared/values.yaml"],
+        "values": {"replicas": 3, "image": {"tag": "1.2"}},
+    }
+    document = {"sources": [source(name="chart", helm=helm), source(name="plain")]}
+
+    chart, plain = load(write(tmp_path, document)).sources
+
+    assert chart.spec.helm == ChartSettings(
+        release_name="web",
+        namespace="shop",
+        values_files=("values-prod.yaml", "../shared/values.yaml"),
+        values='{"image":{"tag":"1.2"},"replicas":3}',
+    )
+    assert plain.spec.helm == ChartSettings()
+
+
 def test_bi07_limits_are_set_per_source(tmp_path: Path) -> None:
     limits = {
         "maxObjectBytes": "1Mi",
@@ -127,6 +154,16 @@ def test_bi07_limits_are_set_per_source(tmp_path: Path) -> None:
         ({"dependsOn": ["bad"]}, "dependsOn: 'bad' is not another source's name"),
         ({"dependsOn": ["Good"]}, "dependsOn: 'Good' is not another source's name"),
         ({"dependsOn": ["nowhere"]}, "dependsOn: no source nowhere"),
+        ({"helm": {"release": "x"}}, "helm: unknown field(s) release"),
+        ({"helm": {"releaseName": "Web_1"}}, "helm: releaseName: 'Web_1' must be a Helm release"),
+        ({"helm": {"releaseName": "w" * 54}}, "releaseName: 'ww"),
+        ({"helm": {"releaseNamespace": "A"}}, "helm: releaseNamespace: 'A' must be a DNS-1123"),
+        ({"helm": {"valuesFiles": "prod.yaml"}}, "helm: valuesFiles: expected a list"),
+        ({"helm": {"values": ["a"]}}, "helm: values: expected a mapping"),
+        (
+            {"helm": {"values": {"a": "x" * 300_000}}},
+            "helm: values: 300008 bytes as JSON, over the limit",
+        ),
     ],
 )
 def test_an_invalid_source_is_set_aside_naming_the_field(

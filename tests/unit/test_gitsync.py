@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gitopsd.config import Credentials, PrunePolicy, SourceSpec, parse_duration
+from gitopsd.config import ChartSettings, Credentials, PrunePolicy, SourceSpec, parse_duration
 from gitopsd.configfile import GitSyncSettings, Mode, SourceConfig
 from gitopsd.diff import Drift, FieldChange, State
 from gitopsd.errors import (
@@ -159,6 +159,7 @@ def test_spec_fields_map_onto_the_source() -> None:
             "allowMassPrune": True,
             "pruneProtected": True,
         },
+        helm={"releaseName": "web", "valuesFiles": ["prod.yaml"], "values": {"replicas": 2}},
     )
     credentials = Credentials(username="bot", password_env=None)
 
@@ -185,6 +186,9 @@ def test_spec_fields_map_onto_the_source() -> None:
     assert source.settings.default_namespace == "team"
     assert source.spec.credentials == credentials
     assert not source.spec.allow_insecure
+    assert source.spec.helm == ChartSettings(
+        release_name="web", values_files=("prod.yaml",), values='{"replicas":2}'
+    )
 
 
 @pytest.mark.parametrize("mode", list(Mode))
@@ -282,6 +286,8 @@ INVALID_FIELDS: dict[str, tuple[str, Any]] = {
     "selfHeal": ("selfHeal", "yes"),
     "guards unknown": ("guards", {"pruneBudget": 10}),
     "budget 0": ("guards", {"pruneBudgetPercent": 0}),
+    "helm releaseName": ("helm", {"releaseName": "Web"}),
+    "helm values": ("helm", {"values": "replicas=2"}),
 }
 
 

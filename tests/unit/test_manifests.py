@@ -10,7 +10,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ def cm(name: str, namespace: str = "ns", extra: str = "") -> str:
     )
 
 
-def write(root: Path, files: dict[str, str | bytes]) -> Path:
+def write(root: Path, files: Mapping[str, str | bytes]) -> Path:
     for rel, content in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,192 @@
+"""Flags that several commands share (a source, its charts and limits, a cluster), and the
+types of flag values. Help texts quote each default from gitopsd.config."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from gitopsd.config import (
+    LIMIT_SETTINGS,
+    Credentials,
+    Limits,
+    SourceSpec,
+    SyncSettings,
+    format_size,
+    parse_duration,
+    parse_size,
+)
+
+
+def switch(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    flag: str,
+    help: str,
+    dest: str | None = None,
+    const: bool = True,
+) -> None:
+    """A flag without a value that sets a setting; left out, it is None (the default holds)."""
+    parser.add_argument(flag, dest=dest, action="store_const", const=const, help=help)
+
+
+def source_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "source", metavar="SOURCE", help="a local directory, or a git URL (https, ssh)"
+    )
+    group = parser.add_argument_group("source")
+    add = group.add_argument
+    add("--ref", help="branch, tag or commit (default: the remote's HEAD)")
+    add(
+        "--path",
+        action="append",
+        dest="paths",
+        metavar="PATH",
+        help="directory or file inside the source, repeatable (default: all of it)",
+    )
+    add(
+        "--include",
+        action="append",
+        metavar="GLOB",
+        help=f"file names to read (default {', '.join(SourceSpec.include)})",
+    )
+    add("--exclude", action="append", metavar="GLOB", help="paths to skip")
+    switch(group, "--allow-insecure-source", "permit file:// and plain http:// URLs")
+    add(
+        "--username",
+        help=f"https user name (default {Credentials.username}; the token comes from the "
+        "environment)",
+    )
+    add(
+        "--password-file",
+        type=Path,
+        help=f"file holding the https password or token (else ${Credentials.password_env})",
+    )
+    add("--ssh-key", type=Path, help="private key file for ssh URLs")
+    add("--known-hosts", type=Path, help="pinned host keys for ssh URLs (required for ssh)")
+    add("--cache-dir", type=Path, default=default_cache(), help="checkout cache")
+    chart_arguments(parser.add_argument_group("charts (directories holding Chart.yaml)"))
+    limit_arguments(parser.add_argument_group("limits of one revision"))
+
+
+def chart_arguments(group: argparse._ArgumentGroup) -> None:
+    add = group.add_argument
+    add("--helm-release", metavar="NAME", help="release name (default: the chart's directory)")
+    add(
+        "--helm-namespace",
+        metavar="NAMESPACE",
+        help="release namespace (default: --namespace, else default)",
+    )
+    add(
+        "--helm-values",
+        action="append",
+        metavar="FILE",
+        help="values file relative to the chart's directory, repeatable; later ones win",
+    )
+    add(
+        "--helm-set",
+        action="append",
+        metavar="KEY.PATH=VALUE",
+        help="a value, repeatable, after the values files (JSON values are typed: 3, true)",
+    )
+
+
+def limit_arguments(group: argparse._ArgumentGroup) -> None:
+    for limit, setting in LIMIT_SETTINGS.items():
+        default = getattr(Limits, limit)
+        counts_bytes = limit.endswith("_bytes")
+        group.add_argument(
+            setting.flag,
+            dest=limit,
+            type=count,
+            metavar="BYTES" if counts_bytes else "COUNT",
+            help=f"{setting.meaning} (default {format_size(default) if counts_bytes else default})",
+        )
+
+
+def count(text: str) -> int:
+    number = parse_size(text)
+    if not number:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive whole number (sizes may end in Ki, Mi or Gi), got {text!r}"
+        )
+    return number
+
+
+def positive(text: str) -> int:
+    if not (text.isascii() and text.isdigit() and int(text) > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return int(text)
+
+
+def duration(text: str) -> float:
+    """A duration as the config file writes one (90s, 5m, 1h30m), or plain seconds."""
+    seconds = float(text) if text.isascii() and text.isdigit() else parse_duration(text)
+    if not seconds:
+        raise argparse.ArgumentTypeError(f"expected a duration such as 90s, 5m or 1h, got {text!r}")
+    return seconds
+
+
+def shown_duration(seconds: float) -> str:
+    return f"{seconds / 60:g}m" if seconds % 60 == 0 else f"{seconds:g}s"
+
+
+def percent(text: str) -> float:
+    """As the config file's pruneBudgetPercent: above 0 and at most 100."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 100:  # also false for nan and inf
+        raise argparse.ArgumentTypeError(f"expected a number above 0 and at most 100, got {text!r}")
+    return value
+
+
+def kube_arguments(group: argparse._ArgumentGroup) -> None:
+    add = group.add_argument
+    add("--kubeconfig", help="kubeconfig file (default $KUBECONFIG, ~/.kube/config, in-cluster)")
+    add("--context", help="kubeconfig context")
+    add(
+        "--allow-exec-credentials",
+        action="store_true",
+        help="let the kubeconfig run its exec/auth-provider credential plugin",
+    )
+
+
+def cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("cluster")
+    kube_arguments(group)
+    add = group.add_argument
+    add(
+        "--name",
+        help="the source's name, as in the daemon's config: its ApplySet parent is the "
+        "ConfigMap gitopsd-NAME (default: derived from SOURCE and --path; a checkout by its "
+        "remote URL and its path in the repository)",
+    )
+    add(
+        "--inventory-namespace",
+        help=f"namespace of the ApplySet parent (default {SyncSettings.inventory_namespace!r})",
+    )
+    add(
+        "--namespace",
+        "-n",
+        dest="default_namespace",
+        help="namespace for namespaced objects that name none (default: the kubeconfig "
+        f"context's namespace, else {SyncSettings.default_namespace!r})",
+    )
+    add(
+        "--concurrency",
+        type=positive,
+        metavar="N",
+        help=f"API requests in flight at once (default {SyncSettings.concurrency})",
+    )
+    add(
+        "--refresh",
+        action="store_true",
+        help="dry-run every object, also those the ApplySet parent's stamps vouch for as in sync",
+    )
+
+
+def default_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "gitopsd" / "sources"

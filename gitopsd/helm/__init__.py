@@ -1,0 +1,210 @@
+"""Renders a chart directory with `helm template`, then hands on manifests like any others.
+
+A chart is hostile input like the rest of the repository (docs/ARCHITECTURE.md, Trust
+boundaries): helm follows symlinks, unpacks archives, runs plugins and post-renderers, reads
+its repository and registry settings from its home, and fetches what a chart depends on.
+So each render first checks the chart (`chart.inspect`: every file it holds, its archives
+bounded, its `file://` dependencies inside the checkout), then copies exactly those bytes into
+a private directory (the dependencies placed under `charts/`, as `helm dependency build`
+would), and runs helm by absolute path in the renderers' sandbox (`sandbox`: no network at
+all, an empty private home and helm directories, so no plugin, repository or registry
+exists; output and time bounded). No post-renderer is ever passed. A library chart renders
+nothing (it has nothing of its own to install). `.Capabilities` is the
+cluster's: its version and every group/version and group/version/kind it serves; `lookup`
+finds nothing, as in `helm template` everywhere. Hooks are left out of the render for now
+(`--no-hooks`), and so are chart tests.
+
+helm writes each document under a `# Source:` line; the documents are split on those lines
+(`output`), so a manifest's origin is the template it came from. Every string of the values
+given (values files and inline values; not the chart's own defaults, which are the chart's
+public text) is scrubbed from helm's errors: a template's `fail` or `required` may quote a
+password. A render is known by a fingerprint of everything it reads (the git blob of each
+file, the values, the release, the cluster's capabilities, the helm binary), so a revision
+that changed nothing of the chart renders nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from gitopsd import sandbox
+from gitopsd.config import ChartSettings, Limits
+from gitopsd.errors import ManifestError, ManifestReason
+from gitopsd.helm import output
+from gitopsd.helm.chart import Chart, inspect, values_file
+from gitopsd.manifests import Tree, parse_documents
+
+FLAGS = ("--include-crds", "--skip-tests", "--no-hooks")
+VALUES_SETTING = "helm valuesFiles"
+_MAX_VALUES_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What `.Capabilities` tells a chart about the cluster it renders for."""
+
+    kube_version: str
+    api_versions: tuple[str, ...]
+
+    def flags(self) -> list[str]:
+        flags = ["--kube-version", self.kube_version] if self.kube_version else []
+        if self.api_versions:
+            flags += ["--api-versions", ",".join(self.api_versions)]
+        return flags
+
+
+_HELMS_DEFAULTS = Capabilities("", ())
+"""No cluster to ask (`gitopsd validate`): helm's own defaults."""
+
+
+class Charts:
+    """Renders each chart directory of a source with the source's chart settings."""
+
+    def __init__(
+        self,
+        helm: Path,
+        settings: ChartSettings,
+        namespace: str,
+        capabilities: Callable[[], Capabilities] | None,
+    ) -> None:
+        self.helm, self.settings = helm, settings
+        self.namespace = settings.namespace or namespace
+        self.capabilities = cache(capabilities) if capabilities else None
+        """Read when a chart renders, and once: a revision without charts costs nothing."""
+
+    def fingerprint(self, tree: Tree, rel: str, limits: Limits) -> str | None:
+        """What the render of the chart in `rel` depends on, or None when a file's content
+        id is unknown (a directory read in place): then it renders every time."""
+        chart, values = self._inspect(tree, rel, limits)
+        contents = [(path, tree.content_id(path)) for path in [*chart.every_file(), *values]]
+        if any(content is None for _, content in contents):
+            return None
+        binary = self.helm.stat()
+        facts = [
+            [str(self.helm), binary.st_size, binary.st_mtime_ns],
+            [rel, self._release(chart), self.namespace, self.settings.values],
+            [*self.settings.values_files],
+            self._capabilities().flags(),
+            contents,
+        ]
+        return hashlib.sha256(json.dumps(facts).encode()).hexdigest()
+
+    def __call__(
+        self, tree: Tree, rel: str, limits: Limits, max_bytes: int
+    ) -> list[tuple[str, str]]:
+        """The rendered documents of the chart in `rel`, as (template path, YAML) pieces."""
+        chart, values = self._inspect(tree, rel, limits)
+        if chart.library:  # helm would refuse to install it: it renders nothing of its own
+            return []
+        root = tree.materialized(sorted({*chart.every_file(), *values}))
+        secrets = list(_values_strings(tree, values, self.settings.values, limits))
+        what = f"{rel}: helm template"
+        with tempfile.TemporaryDirectory(prefix="gitopsd-chart-") as work:
+            copy = _private_copy(root, chart, Path(work))
+            program = [str(self.helm), "template", *FLAGS, "--namespace", self.namespace]
+            program += self._capabilities().flags()
+            program += [flag for path in values for flag in ("--values", str(root / path))]
+            program += self._inline_values(Path(work))
+            program += ["--", self._release(chart), str(copy)]
+            finished = sandbox.run(program, max_bytes, _settings, what, cwd=Path(work))
+            text = sandbox.output_of(finished, what, max_bytes, secrets, Path(work))
+        return output.pieces(text, rel)
+
+    def _inspect(self, tree: Tree, rel: str, limits: Limits) -> tuple[Chart, list[str]]:
+        chart = inspect(tree, rel, limits)
+        files = self.settings.values_files
+        return chart, [values_file(tree, rel, entry, VALUES_SETTING) for entry in files]
+
+    def _capabilities(self) -> Capabilities:
+        return self.capabilities() if self.capabilities else _HELMS_DEFAULTS
+
+    def _release(self, chart: Chart) -> str:
+        """The release name set, else the chart's directory's (the root's: the chart's)."""
+        return self.settings.release_name or (
+            Path(chart.rel).name if chart.rel != "." else chart.name
+        )
+
+    def _inline_values(self, work: Path) -> list[str]:
+        if not self.settings.values:
+            return []
+        path = work / "inline-values.json"
+        path.write_text(self.settings.values)
+        return ["--values", str(path)]
+
+
+def renderer(
+    settings: ChartSettings, namespace: str, capabilities: Callable[[], Capabilities] | None
+) -> Charts | None:
+    """A chart renderer when helm is on PATH, else None (a chart is then an error)."""
+    helm = shutil.which("helm")
+    if helm is None:
+        return None
+    return Charts(Path(helm).resolve(), settings, namespace, capabilities)
+
+
+def _private_copy(root: Path, chart: Chart, work: Path) -> Path:
+    """The chart's files, and its `file://` dependencies under its `charts/`, copied."""
+    copy = work / "chart"
+    _copy(root, chart, copy)
+    return copy
+
+
+def _copy(root: Path, chart: Chart, to: Path) -> None:
+    for rel in chart.files:
+        target = to / Path(rel).relative_to(chart.rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(root / rel, target, follow_symlinks=False)
+    for dependency in chart.dependencies:
+        _copy(root, dependency.chart, to / "charts" / dependency.name)
+
+
+def _settings(home: Path) -> dict[str, str]:
+    """helm's own directories, private and empty: no plugin, repository, registry login or
+    kubeconfig is found, whatever the machine holds."""
+    helm = home / "helm"
+    for directory in ("cache", "config", "data", "plugins"):
+        (helm / directory).mkdir(parents=True)
+    return {
+        "HELM_CACHE_HOME": str(helm / "cache"),
+        "HELM_CONFIG_HOME": str(helm / "config"),
+        "HELM_DATA_HOME": str(helm / "data"),
+        "HELM_PLUGINS": str(helm / "plugins"),
+        "HELM_REGISTRY_CONFIG": str(helm / "config/registry.json"),
+        "HELM_REPOSITORY_CONFIG": str(helm / "config/repositories.yaml"),
+        "HELM_REPOSITORY_CACHE": str(helm / "cache/repository"),
+        "KUBECONFIG": str(home / "no-kubeconfig"),
+    }
+
+
+def _values_strings(tree: Tree, files: Sequence[str], inline: str, limits: Limits) -> Iterator[str]:
+    """Every string the values hold: helm's errors must never show one."""
+    for path in files:
+        if tree.size(path) > _MAX_VALUES_BYTES:
+            raise ManifestError(
+                f"{path}: over the limit of {_MAX_VALUES_BYTES} bytes for a values file",
+                ManifestReason.SIZE_LIMIT,
+            )
+        data = tree.read(path, _MAX_VALUES_BYTES).decode("utf-8", errors="replace")
+        for _, document in parse_documents(data, path, limits):
+            yield from _leaves(document)
+    if inline:
+        yield from _leaves(json.loads(inline))
+
+
+def _leaves(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _leaves(item)
+    elif isinstance(value, str):
+        yield value

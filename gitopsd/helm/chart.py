@@ -1,0 +1,277 @@
+"""What helm may read when it renders a chart directory: only files of the revision.
+
+A chart is a directory whose root holds Chart.yaml. helm loads every file under it
+(templates, values, `.Files`), follows symlinks as it walks, unpacks the archives under
+`charts/`, and would fetch a dependency it lacks. So before helm runs, the chart is walked
+here: no symlink anywhere in it, every archive under `charts/` read as a stream and bounded
+(decompressed bytes, members, no links, no path out of it, archives within archives too),
+values files inside the checkout, and each `file://` dependency that is not vendored resolved
+to a chart directory inside the checkout and checked the same way. A dependency from a chart
+repository must be vendored under `charts/`; helm itself says which one is missing. Pure
+path logic: this module reads the revision's tree and runs nothing.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import posixpath
+import stat
+import tarfile
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from gitopsd.config import Limits, how_to_raise
+from gitopsd.errors import ManifestError, ManifestReason
+from gitopsd.manifests import CHART_FILE, Tree, child_path, parse_documents
+
+MAX_CHART_FILE_BYTES = 1024 * 1024
+"""A Chart.yaml larger than this is refused before it is read."""
+MAX_DEPENDENCY_DEPTH = 10
+_ARCHIVES = (".tgz", ".tar.gz")
+_SYMLINK = "is a symlink; gitopsd never follows symlinks"
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """A `file://` dependency helm needs under `charts/` but the chart does not vendor."""
+
+    name: str
+    chart: Chart
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A chart directory as checked: what helm will read when it renders it."""
+
+    rel: str
+    """Its root-relative posix path."""
+    name: str
+    """The name its Chart.yaml gives it."""
+    files: tuple[str, ...]
+    """Every file in it (root-relative), archives included: what a private copy must hold."""
+    dependencies: tuple[Dependency, ...] = ()
+    library: bool = False
+    """A library chart: templates for other charts, nothing of its own to install."""
+
+    def every_file(self) -> Iterator[str]:
+        yield from self.files
+        for dependency in self.dependencies:
+            yield from dependency.chart.every_file()
+
+
+@dataclass
+class _Budget:
+    """Bytes the archives of one chart may unpack to, and members they may hold, together."""
+
+    bytes_left: int
+    members_left: int
+
+
+def inspect(tree: Tree, rel: str, limits: Limits) -> Chart:
+    """Checks the chart in directory `rel` and every `file://` dependency it needs placed."""
+    budget = _Budget(limits.max_revision_bytes, limits.max_entries)
+    return _inspect(tree, rel, limits, budget, depth=0)
+
+
+def _inspect(tree: Tree, rel: str, limits: Limits, budget: _Budget, depth: int) -> Chart:
+    chart_file = child_path(rel, CHART_FILE)
+    mode = tree.mode(chart_file)
+    if mode is None or not stat.S_ISREG(mode):
+        raise ManifestError(f"{rel}: a chart needs a regular file {CHART_FILE}")
+    files = tuple(_files(tree, rel))
+    for archive in (f for f in files if _is_subchart_archive(rel, f)):
+        _check_archive(tree, archive, budget)
+    metadata = _read_chart_file(tree, chart_file, limits)
+    vendored = set(tree.names(child_path(rel, "charts"))) if "charts" in tree.names(rel) else set()
+    dependencies = []
+    for name, repository in _dependencies(metadata, chart_file):
+        if repository.startswith("file://") and not _is_vendored(name, vendored):
+            if depth >= MAX_DEPENDENCY_DEPTH:
+                raise ManifestError(
+                    f"{chart_file}: file:// dependencies nest deeper than {MAX_DEPENDENCY_DEPTH}"
+                )
+            target = _local_chart(tree, chart_file, rel, repository)
+            dependencies.append(Dependency(name, _inspect(tree, target, limits, budget, depth + 1)))
+    name = str(metadata.get("name") or "")
+    return Chart(rel, name, files, tuple(dependencies), metadata.get("type") == "library")
+
+
+def _files(tree: Tree, top: str) -> Iterator[str]:
+    """Every file under `top`, depth-first in name order; a symlink is an error."""
+    pending = [top]
+    while pending:
+        rel = pending.pop()
+        mode = tree.mode(rel)
+        if mode is None:
+            raise ManifestError(f"{rel}: vanished while the chart was read")
+        if stat.S_ISLNK(mode):
+            raise ManifestError(f"{rel}: {_SYMLINK}", ManifestReason.SYMLINK)
+        if stat.S_ISDIR(mode):
+            pending.extend(reversed([child_path(rel, name) for name in tree.names(rel)]))
+        elif stat.S_ISREG(mode):
+            yield rel
+        else:
+            raise ManifestError(f"{rel}: not a regular file", ManifestReason.INVALID)
+
+
+def _is_subchart_archive(chart: str, rel: str) -> bool:
+    return rel.startswith(child_path(chart, "charts/")) and rel.endswith(_ARCHIVES)
+
+
+def _is_vendored(name: str, vendored: set[str]) -> bool:
+    """Whether `charts/` holds the dependency, as a directory or as `NAME-VERSION.tgz`."""
+    return name in vendored or any(
+        entry.startswith(f"{name}-") and entry.endswith(_ARCHIVES) for entry in vendored
+    )
+
+
+def _read_chart_file(tree: Tree, rel: str, limits: Limits) -> dict[Any, Any]:
+    if tree.size(rel) > MAX_CHART_FILE_BYTES:
+        raise _too_large(rel)
+    data = tree.read(rel, MAX_CHART_FILE_BYTES)
+    if len(data) > MAX_CHART_FILE_BYTES:  # grew since its size was taken
+        raise _too_large(rel)
+    documents = parse_documents(data.decode("utf-8", errors="replace"), rel, limits)
+    metadata = documents[0][1] if len(documents) == 1 else None
+    if not isinstance(metadata, dict):
+        raise ManifestError(f"{rel}: a chart's {CHART_FILE} must be one YAML mapping")
+    return metadata
+
+
+def _dependencies(metadata: dict[Any, Any], chart_file: str) -> Iterator[tuple[str, str]]:
+    entries = metadata.get("dependencies") or []
+    if not isinstance(entries, list):
+        raise ManifestError(f"{chart_file}: dependencies must be a list")
+    for at, entry in enumerate(entries):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ManifestError(f"{chart_file}: dependencies[{at}]: name must be a chart's name")
+        repository = entry.get("repository") or ""
+        yield name, str(repository)
+
+
+def _local_chart(tree: Tree, chart_file: str, chart: str, repository: str) -> str:
+    """The root-relative directory a `file://` dependency names, if it is a chart inside the
+    checkout."""
+    entry = repository.removeprefix("file://")
+    shown = repository.replace("\0", "\\0")[:200]
+    if "\0" in entry or posixpath.isabs(entry):
+        raise _escape(chart_file, shown, "must be a path inside the checkout")
+    target = posixpath.normpath(posixpath.join(chart, entry))
+    if target == ".." or target.startswith("../"):
+        raise _escape(chart_file, shown, "resolves outside the checkout")
+    parts = target.split("/")
+    for count in range(1, len(parts) + 1):
+        mode = tree.mode("/".join(parts[:count]))
+        if mode is None:
+            raise ManifestError(f"{chart_file}: dependency {shown}: no such directory")
+        if stat.S_ISLNK(mode):
+            raise ManifestError(
+                f"{chart_file}: dependency {shown}: {_SYMLINK}", ManifestReason.SYMLINK
+            )
+    return target
+
+
+def values_file(tree: Tree, chart: str, entry: str, setting: str) -> str:
+    """The root-relative path of a values file named relative to the chart, if it is a
+    regular file inside the checkout reached through no symlink."""
+    shown = entry.replace("\0", "\\0")[:200]
+    if "\0" in entry or posixpath.isabs(entry) or "://" in entry:
+        raise _escape(setting, shown, "must be a path inside the checkout")
+    target = posixpath.normpath(posixpath.join(chart, entry))
+    if target == ".." or target.startswith("../"):
+        raise _escape(setting, shown, "resolves outside the checkout")
+    parts = target.split("/")
+    for count in range(1, len(parts) + 1):
+        mode = tree.mode("/".join(parts[:count]))
+        if mode is not None and stat.S_ISLNK(mode):
+            raise ManifestError(f"{setting}: {shown}: {_SYMLINK}", ManifestReason.SYMLINK)
+    mode = tree.mode(target)
+    if mode is None or not stat.S_ISREG(mode):
+        raise ManifestError(f"{setting}: {shown}: no such file in the revision ({target})")
+    return target
+
+
+def _check_archive(tree: Tree, rel: str, budget: _Budget) -> None:
+    """Reads the archive as a stream: what helm would unpack, bounded before helm sees it."""
+    size = tree.size(rel)
+    if size > budget.bytes_left:
+        raise _archive_too_large(rel)
+    data = tree.read(rel, budget.bytes_left)
+    _check_archive_bytes(data, rel, budget)
+
+
+def _check_archive_bytes(data: bytes, rel: str, budget: _Budget) -> None:
+    stream = _Bounded(gzip.GzipFile(fileobj=io.BytesIO(data)), rel, budget)
+    try:
+        with tarfile.open(fileobj=stream, mode="r|") as archive:
+            for member in archive:
+                _check_member(archive, member, rel, budget)
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
+        raise ManifestError(f"{rel}: not a chart archive ({type(error).__name__})") from None
+
+
+def _check_member(
+    archive: tarfile.TarFile, member: tarfile.TarInfo, rel: str, budget: _Budget
+) -> None:
+    budget.members_left -= 1
+    if budget.members_left < 0:
+        raise ManifestError(
+            f"{rel}: its archives hold more members than the per-revision limit "
+            f"({how_to_raise('max_entries')})",
+            ManifestReason.SIZE_LIMIT,
+        )
+    name = member.name.replace("\0", "\\0")[:200]
+    normal = posixpath.normpath(member.name)
+    if member.name.startswith("/") or normal == ".." or normal.startswith("../"):
+        raise ManifestError(
+            f"{rel}: member {name!r} points outside the archive", ManifestReason.PATH_ESCAPE
+        )
+    if member.issym() or member.islnk():
+        raise ManifestError(f"{rel}: member {name!r} {_SYMLINK}", ManifestReason.SYMLINK)
+    if not (member.isfile() or member.isdir()):
+        raise ManifestError(f"{rel}: member {name!r} is not a regular file")
+    if member.isfile() and member.name.endswith(_ARCHIVES):  # a subchart's own charts/
+        nested = archive.extractfile(member)
+        assert nested is not None  # noqa: S101 - a regular file
+        _check_archive_bytes(nested.read(budget.bytes_left + 1), f"{rel}:{name}", budget)
+
+
+class _Bounded(io.RawIOBase):
+    """A decompressed stream that stops being read once the chart's budget is spent."""
+
+    def __init__(self, inner: gzip.GzipFile, rel: str, budget: _Budget) -> None:
+        self.inner, self.rel, self.budget = inner, rel, budget
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.inner.read(len(buffer))
+        self.budget.bytes_left -= len(data)
+        if self.budget.bytes_left < 0:
+            raise _archive_too_large(self.rel)
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _archive_too_large(rel: str) -> ManifestError:
+    return ManifestError(
+        f"{rel}: unpacks to more than the per-revision limit "
+        f"({how_to_raise('max_revision_bytes')})",
+        ManifestReason.SIZE_LIMIT,
+    )
+
+
+def _too_large(rel: str) -> ManifestError:
+    return ManifestError(
+        f"{rel}: over the limit of {MAX_CHART_FILE_BYTES} bytes for a {CHART_FILE}",
+        ManifestReason.SIZE_LIMIT,
+    )
+
+
+def _escape(where: str, shown: str, problem: str) -> ManifestError:
+    return ManifestError(f"{where}: {shown!r} {problem}", ManifestReason.PATH_ESCAPE)

@@ -1,0 +1,368 @@
+"""Charts rendered by helm in the sandbox, then synced like any other manifests."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import tarfile
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from gitopsd import manifests, source
+from gitopsd.config import ChartSettings
+from gitopsd.reconcile.desired import read_revision
+from tests.harness.cli import Gitopsd, example_files
+from tests.harness.controlplane import Binaries
+from tests.harness.daemon import Daemons
+from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.waiting import wait_for
+from tests.integration.test_gitsync import create, operator, patch_spec, wait_ready
+from tests.integration.test_kustomize import assert_refused, program
+from tests.integration.test_prune import config_maps
+from tests.integration.test_source import file_spec
+from tests.integration.test_sync import config_map, scope
+
+SHOP = ["--path", "shop", "--helm-release", "web"]
+EXAMPLE_GROUP = "shop.gitopsd.example"
+CANARY = "CANARY-values-0123456789"
+HELLO_CHART = {
+    "hello/Chart.yaml": "apiVersion: v2\nname: hello\nversion: 0.1.0\n",
+    "hello/values.yaml": "greeting: hello\n",
+    "hello/templates/cm.yaml": (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-hello\n"
+        "data:\n  greeting: {{ .Values.greeting | quote }}\n"
+    ),
+}
+
+
+def shop_files(namespace: str) -> dict[str, str]:
+    """examples/chart, its CRD's group made the test's own: a CRD is cluster-scoped, and
+    belongs to the one source that applied it."""
+    files = example_files("chart")
+    return {name: text.replace(EXAMPLE_GROUP, group(namespace)) for name, text in files.items()}
+
+
+def group(namespace: str) -> str:
+    return f"{namespace}.gitopsd.example"
+
+
+def drift(gitopsd: Gitopsd, url: str, namespace: str, *flags: str) -> list[dict[str, Any]]:
+    run = gitopsd("diff", url, *scope(namespace), *SHOP, *flags, "-o", "json")
+    assert run.code in (0, 1), run.text
+    found: list[dict[str, Any]] = json.loads(run.out)["drift"]
+    assert run.code == (1 if found else 0), run.text
+    return found
+
+
+def test_a_chart_with_helpers_dependencies_and_crds_syncs_healthy_then_shows_no_drift(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(shop_files(namespace))
+    url = git_server.file_url(git_repo)
+
+    synced = gitopsd("sync", url, *scope(namespace), *SHOP, "--wait")
+
+    assert synced.code == 0, synced.text
+    shop = config_map(admin_api, namespace, "web-shop")
+    version = client.VersionApi(admin_api).get_code().git_version
+    assert shop.data == {
+        "greeting": "hello",
+        "kubeVersion": version,  # .Capabilities are the cluster's
+        "servesDeployments": "true",
+    }
+    assert shop.metadata.labels["helm.sh/chart"] == "shop-0.1.0"  # the file:// library
+    assert config_map(admin_api, namespace, "web-cache").data == {"size": "64Mi"}  # vendored
+    apps: Any = client.AppsV1Api(admin_api)
+    assert apps.read_namespaced_deployment("web-shop", namespace).status.ready_replicas == 1
+    promotions: Any = client.CustomObjectsApi(admin_api).list_namespaced_custom_object(
+        group(namespace), "v1", namespace, "promotions"
+    )
+    assert [p["metadata"]["name"] for p in promotions["items"]] == ["web-shop-launch"]
+    assert drift(gitopsd, url, namespace) == []
+
+    gitopsd.kubectl("delete", "service/web-shop", "-n", namespace)
+    [missing] = drift(gitopsd, url, namespace)
+    assert missing["state"] == "missing"
+    assert missing["origin"] == "shop/templates/service.yaml:1"  # the template it came from
+
+
+def test_a_values_change_shows_only_the_fields_it_changes_with_their_manager(
+    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(shop_files(namespace))
+    url = git_server.file_url(git_repo)
+    assert gitopsd("sync", url, *scope(namespace), *SHOP).code == 0
+
+    git_repo.commit(
+        {
+            "shop/values.yaml": shop_files(namespace)["shop/values.yaml"].replace(
+                "greeting: hello", "greeting: welcome"
+            )
+        }
+    )
+    changes = {
+        (found["object"], change["path"]): change
+        for found in drift(gitopsd, url, namespace)
+        for change in found["changes"]
+    }
+
+    greeting = changes.pop((f"ConfigMap/{namespace}/web-shop", "data.greeting"))
+    assert (greeting["live"], greeting["desired"], greeting["manager"]) == (
+        "hello",
+        "welcome",
+        "gitopsd",
+    )
+    # the checksum of the ConfigMap the Deployment's pods carry, and nothing else
+    assert list(changes) == [
+        (
+            f"apps/Deployment/{namespace}/web-shop",
+            "spec.template.metadata.annotations.checksum/config",
+        )
+    ]
+    # values files and --helm-set, applied after the chart's values, as helm applies them
+    production = ("--helm-values", "../envs/production.yaml", "--helm-set", "cache.size=1Gi")
+    assert gitopsd("sync", url, *scope(namespace), *SHOP, *production).code == 0
+    assert drift(gitopsd, url, namespace, *production) == []
+
+
+def test_a_template_removed_from_the_chart_is_pruned(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(shop_files(namespace))
+    url = git_server.file_url(git_repo)
+    assert gitopsd("sync", url, *scope(namespace), *SHOP).code == 0
+
+    git_repo.commit({"shop/templates/service.yaml": None})
+    pruned = gitopsd("sync", url, *scope(namespace), *SHOP, "--prune")
+
+    assert pruned.code == 0, pruned.text
+    core: Any = client.CoreV1Api(admin_api)
+    assert [s.metadata.name for s in core.list_namespaced_service(namespace).items] == []
+    assert config_maps(admin_api, namespace) >= {"web-shop", "web-cache"}
+
+
+def test_a_revision_that_changes_nothing_of_the_chart_renders_nothing(
+    binaries: Binaries, git_server: GitServer, git_repo: GitRepo, tmp_path: Path
+) -> None:
+    """A render is kept by the fingerprint of what it read (the blobs of the chart and its
+    values files, the values, the release): `ParseCache.parses` counts the renders."""
+    git_repo.commit({**HELLO_CHART, "values/prod.yaml": "greeting: prod\n"})
+    spec = dataclasses.replace(
+        file_spec(git_server, git_repo),
+        paths=("hello",),
+        helm=ChartSettings(values_files=("../values/prod.yaml",)),
+    )
+    parses = manifests.ParseCache()
+
+    def greeting() -> str:
+        revision = source.fetch(spec, tmp_path)
+        [found] = read_revision(revision, spec, tmp_path, parses)
+        return str(found.body["data"]["greeting"])
+
+    assert (greeting(), parses.parses) == ("prod", 1)
+    git_repo.commit({"README.md": "a new revision, the chart untouched\n"})
+    assert (greeting(), parses.parses) == ("prod", 1)
+    git_repo.commit({"values/prod.yaml": "greeting: changed\n"})
+    assert (greeting(), parses.parses) == ("changed", 2)
+    spec = dataclasses.replace(spec, helm=ChartSettings(release_name="other"))
+    assert (greeting(), parses.parses) == ("hello", 3)
+
+
+def test_se11_a_chart_reads_no_file_outside_itself(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    """`.Files` holds the chart's own files only, whatever path a template asks for."""
+    template = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: files\ndata:\n"
+        '  outside: {{ .Files.Get "../secret.txt" | quote }}\n'
+        '  absolute: {{ .Files.Get "/etc/hostname" | quote }}\n'
+        '  own: {{ .Files.Get "own.txt" | quote }}\n'
+    )
+    files = {**HELLO_CHART, "hello/templates/files.yaml": template, "hello/own.txt": "mine"}
+    git_repo.commit({**files, "secret.txt": CANARY})
+    url = git_server.file_url(git_repo)
+
+    synced = gitopsd("sync", url, *scope(namespace), "--path", "hello")
+
+    assert synced.code == 0, synced.text
+    assert config_map(admin_api, namespace, "files").data == {
+        "outside": "",
+        "absolute": "",
+        "own": "mine",
+    }
+
+
+HOSTILE_CHARTS = {
+    "SE-11 a file:// dependency outside the checkout": (
+        {
+            "hello/Chart.yaml": HELLO_CHART["hello/Chart.yaml"]
+            + "dependencies:\n- name: x\n  version: 0.1.0\n  repository: file://../../../x\n"
+        },
+        "hello/Chart.yaml: 'file://../../../x' resolves outside the checkout",
+    ),
+    "SE-12 a dependency from a chart repository that is not vendored": (
+        {
+            "hello/Chart.yaml": HELLO_CHART["hello/Chart.yaml"]
+            + "dependencies:\n- name: x\n  version: 0.1.0\n  repository: https://127.0.0.1:1/\n"
+        },
+        "found in Chart.yaml, but missing in charts/ directory: x",
+    ),
+}
+
+
+def test_hostile_charts_are_refused_and_nothing_is_applied(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    for files, message in HOSTILE_CHARTS.values():
+        git_repo.commit({**HELLO_CHART, **files})
+        assert_refused(
+            gitopsd,
+            admin_api,
+            git_server.file_url(git_repo),
+            namespace,
+            [message],
+            flags=("--path", "hello"),
+        )
+
+
+def test_bi12_a_symlink_in_a_chart_is_refused(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(HELLO_CHART)
+    git_repo.commit_symlink("hello/templates/passwd.yaml", "/etc/passwd")
+
+    assert_refused(
+        gitopsd,
+        admin_api,
+        git_server.file_url(git_repo),
+        namespace,
+        ["hello/templates/passwd.yaml: is a symlink; gitopsd never follows symlinks"],
+        flags=("--path", "hello"),
+    )
+
+
+def test_bi07_an_archive_bomb_under_charts_is_refused_before_helm_unpacks_it(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    """1 GiB of zeros in a 1 MiB archive (gzip members in a row make one stream)."""
+    header = tarfile.TarInfo("bomb/templates/zeros.yaml")
+    header.size = 1024**3
+    bomb = gzip.compress(header.tobuf()) + gzip.compress(bytes(1024 * 1024)) * 1024
+    git_repo.commit({**HELLO_CHART, "hello/charts/bomb-1.0.0.tgz": bomb})
+
+    assert_refused(
+        gitopsd,
+        admin_api,
+        git_server.file_url(git_repo),
+        namespace,
+        ["hello/charts/bomb-1.0.0.tgz: unpacks to more than the per-revision limit"],
+        flags=("--path", "hello"),
+    )
+
+
+def test_se15_no_plugin_post_renderer_or_setting_of_the_repository_runs(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """A chart that brings helm plugins (a downloader for its dependency's scheme, a
+    post-renderer) and helm's settings in every place helm looks for them."""
+    sentinel = tmp_path / "plugin-ran"
+    plugin = (
+        "name: pwn\nversion: 0.1.0\ncommand: $HELM_PLUGIN_DIR/run\n"
+        "downloaders:\n- command: run\n  protocols: [pwn]\n"
+    )
+    places = ["hello/.local/share/helm/plugins/pwn", "hello/plugins/pwn", ".helm/plugins/pwn"]
+    files: dict[str, str] = {
+        **HELLO_CHART,
+        "hello/Chart.yaml": HELLO_CHART["hello/Chart.yaml"]
+        + "dependencies:\n- name: x\n  version: 0.1.0\n  repository: pwn://x\n",
+        "hello/.config/helm/repositories.yaml": "repositories:\n- name: x\n  url: pwn://x\n",
+    }
+    for place in places:
+        files |= {f"{place}/plugin.yaml": plugin, f"{place}/run": program(sentinel)}
+    git_repo.commit(files, executable=[f"{place}/run" for place in places])
+
+    assert_refused(
+        gitopsd,
+        admin_api,
+        git_server.file_url(git_repo),
+        namespace,
+        ["found in Chart.yaml, but missing in charts/ directory: x"],
+        flags=("--path", "hello"),
+    )
+    assert not sentinel.exists()
+
+
+def test_se02_a_value_never_leaks_from_a_secret_or_a_failure(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    secret = (
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n"
+        "stringData:\n  password: {{ .Values.password | quote }}\n"
+    )
+    failing = (
+        '{{ if .Values.strict }}{{ fail (printf "bad password %s" .Values.password) }}{{ end }}\n'
+    )
+    git_repo.commit(
+        {
+            **HELLO_CHART,
+            "hello/templates/secret.yaml": secret,
+            "hello/templates/check.yaml": failing,
+            "prod.yaml": f"password: {CANARY}\n",
+        }
+    )
+    url = git_server.file_url(git_repo)
+    chart = ("--path", "hello", "--helm-values", "../prod.yaml")
+
+    synced = gitopsd("sync", url, *scope(namespace), *chart)
+    assert synced.code == 0, synced.text
+    gitopsd.kubectl("patch", "secret/db", "-n", namespace, "-p", '{"stringData":{"password":"x"}}')
+    shown = gitopsd("diff", url, *scope(namespace), *chart, "-o", "json")
+    assert shown.code == 1, shown.text
+    assert CANARY not in shown.text
+
+    strict = (*chart, "--helm-set", "strict=true")
+    failed = "hello: helm template failed: Error: execution error at (hello/templates/check.yaml"
+    for refused in (
+        gitopsd("validate", url, "--allow-insecure-source", *strict),
+        gitopsd("sync", url, *scope(namespace), *strict),
+    ):
+        assert refused.code == 2, refused.text
+        assert failed in refused.err
+        assert CANARY not in refused.text
+
+
+def test_a_gitsync_renders_its_chart_with_the_values_of_its_spec(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+) -> None:
+    git_repo.commit(HELLO_CHART)
+    operator(daemons, namespace)
+    helm = {"releaseName": "team", "values": {"greeting": "from the spec"}}
+    create(
+        admin_api,
+        namespace,
+        "hello",
+        {"repository": {"url": git_server.file_url(git_repo)}, "paths": ["hello"], "helm": helm},
+    )
+
+    wait_ready(admin_api, namespace, "hello", "True", "Succeeded")
+    assert config_map(admin_api, namespace, "team-hello").data == {"greeting": "from the spec"}
+
+    patch_spec(admin_api, namespace, "hello", {"helm": {"values": {"greeting": "changed"}}})
+    wait_for(
+        lambda: config_map(admin_api, namespace, "team-hello").data == {"greeting": "changed"},
+        "the chart rendered again with the GitSync's new values",
+        deadline_seconds=60,
+    )
