@@ -20,6 +20,7 @@ from gitopsd.objects import (
     unpack,
     wave_of,
 )
+from gitopsd.synchooks import SyncHook
 
 
 @dataclass(init=False, slots=True)
@@ -39,6 +40,8 @@ class Target:
     """The hash of the body (bodies never change after resolve)."""
     wave: int = field(compare=False)
     """Its sync wave (`objects.SYNC_WAVE_ANNOTATION`)."""
+    hook: SyncHook | None = field(compare=False)
+    """Its hook, if it is one (`gitopsd.synchooks`): then it is no member of the ApplySet."""
 
     def __init__(
         self,
@@ -47,9 +50,10 @@ class Target:
         origin: Origin,
         resource: Resource | None,
         read_from: Manifest | None = None,
+        hook: SyncHook | None = None,
     ) -> None:
         self.key, self.packed, self.origin = key, pack(body), origin
-        self.resource, self.read_from = resource, read_from
+        self.resource, self.read_from, self.hook = resource, read_from, hook
         self.fingerprint = diff.fingerprint(body)
         self.wave = wave_of(body)
 
@@ -103,6 +107,8 @@ class Action(StrEnum):
     UNCHANGED = "unchanged"
     PRUNED = "pruned"
     SKIPPED = "skipped"
+    HOOK = "hook"
+    """A sync hook ran (its detail: the phase, and how it ended)."""
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from gitopsd.objects import (
     Body,
     ObjectKey,
 )
+from gitopsd.synchooks import HOOK_OF_LABEL
 
 ADDITIONAL_NAMESPACES_ANNOTATION = "applyset.kubernetes.io/additional-namespaces"
 TOOLING = "gitopsd/v1"
@@ -132,6 +133,17 @@ class ApplySet:
     def owns(self, live: Body) -> bool:
         labels = (live.get("metadata") or {}).get("labels") or {}
         return labels.get(APPLYSET_PART_OF_LABEL) == self.id
+
+    def hook(self, body: Body) -> Body:
+        """`body` labelled as a hook of this set's source: no member of the set."""
+        metadata = body.get("metadata") or {}
+        labels = {**(metadata.get("labels") or {}), HOOK_OF_LABEL: self.id}
+        labels.pop(APPLYSET_PART_OF_LABEL, None)  # a manifest's own claim is refused on read
+        return {**body, "metadata": {**metadata, "labels": labels}}
+
+    def owns_hook(self, live: Body) -> bool:
+        labels = (live.get("metadata") or {}).get("labels") or {}
+        return labels.get(HOOK_OF_LABEL) == self.id
 
     @property
     def source_name(self) -> str:

@@ -147,8 +147,9 @@ class Recorder:
         self.applies = self._counter(
             registry,
             "gitopsd_apply_total",
-            "Objects acted on: action created, configured, unchanged or pruned with result "
-            "success; action apply or prune with the failure reason as result.",
+            "Objects acted on: action created, configured, unchanged, pruned or hook (a sync "
+            "hook ran) with result success; action apply or prune with the failure reason as "
+            "result.",
             ["source", "action", "result"],
         )
         self.errors = self._counter(

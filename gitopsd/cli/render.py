@@ -154,6 +154,8 @@ def render_report(report: SyncReport, out: TextIO) -> None:
         print(f"  took over  {takeover}", file=out)
     counts = {action: report.changes.count(action) for action in Action}
     counts[Action.SKIPPED] += len(report.refused)
+    if not counts[Action.HOOK]:  # a sync without hooks says nothing of them
+        del counts[Action.HOOK]
     print(", ".join(f"{n} {action}" for action, n in counts.items()), file=out)
 
 

@@ -11,8 +11,8 @@ all, an empty private home and helm directories, so no plugin, repository or reg
 exists; output and time bounded). No post-renderer is ever passed. A library chart renders
 nothing (it has nothing of its own to install). `.Capabilities` is the
 cluster's: its version and every group/version and group/version/kind it serves; `lookup`
-finds nothing, as in `helm template` everywhere. Hooks are left out of the render for now
-(`--no-hooks`), and so are chart tests.
+finds nothing, as in `helm template` everywhere. Chart tests are left out; hooks are
+rendered, and run as gitopsd's own (`gitopsd.synchooks` maps `helm.sh/hook`).
 
 helm writes each document under a `# Source:` line; the documents are split on those lines
 (`output`), so a manifest's origin is the template it came from. Every string of the values
@@ -42,7 +42,7 @@ from gitopsd.helm import output
 from gitopsd.helm.chart import Chart, inspect, values_file
 from gitopsd.manifests import Tree, parse_documents
 
-FLAGS = ("--include-crds", "--skip-tests", "--no-hooks")
+FLAGS = ("--include-crds", "--skip-tests")
 VALUES_SETTING = "helm valuesFiles"
 _MAX_VALUES_BYTES = 4 * 1024 * 1024
 

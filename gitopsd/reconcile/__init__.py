@@ -139,7 +139,8 @@ def reconcile_once(
     if plan is not None:
         hooks.on_plan(len(plan.actions))
         parent = _parent(cluster, source.settings, live, state, reader.written, step == Step.SYNC)
-        result.report = make_changes(desired, plan, live, _seeding(hooks, state.memo), parent)
+        seeding = _seeding(hooks, state.memo)
+        result.report = make_changes(desired, plan, live, seeding, parent, step == Step.SYNC)
         state.done(desired, step)
     return result
 
@@ -177,7 +178,7 @@ def get_desired(
     except ManifestError as error:
         state.invalid(revision, error)
         raise
-    desired = state.read(Desired(revision, targets))
+    desired = state.read(Desired.of(revision, targets))
     hooks.on_revision(revision.sha)
     return desired
 

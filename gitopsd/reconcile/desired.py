@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gitopsd import helm, inventory, kustomize, manifests, source
+from gitopsd import helm, inventory, kustomize, manifests, source, synchooks
 from gitopsd.changes import Target
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.config import SourceSpec, SyncSettings, is_local
@@ -20,6 +20,16 @@ from gitopsd.objects import GroupKind, Manifest, ObjectKey
 class Desired:
     revision: source.Revision
     targets: dict[ObjectKey, Target]
+    """The ApplySet's members."""
+    hooks: tuple[Target, ...] = ()
+    """The hooks a sync of the revision runs, in no particular order."""
+
+    @classmethod
+    def of(cls, revision: source.Revision, resolved: Mapping[ObjectKey, Target]) -> Desired:
+        """The revision's targets, hooks apart (a hook of no phase gitopsd runs: neither)."""
+        members = {key: target for key, target in resolved.items() if target.hook is None}
+        hooks = tuple(t for t in resolved.values() if t.hook is not None and t.hook.phases)
+        return cls(revision, members, hooks)
 
 
 def fetch(spec: SourceSpec, cache_dir: Path) -> source.Revision:
@@ -76,7 +86,8 @@ def resolve(
     previous: Mapping[ObjectKey, Target] | None = None,
 ) -> dict[ObjectKey, Target]:
     """Maps each manifest to its API resource, fills in namespaces, rejects duplicates, and
-    labels each as a member of the source's ApplySet: ready to send, once per revision.
+    labels each as a member of the source's ApplySet (or as a hook of its source): ready to
+    send, once per revision.
     A target of the `previous` revision is kept, with its fingerprint, when its manifest is
     the very one read again (its file unchanged) and its kind resolves as before: a new
     revision costs work only for what changed."""
@@ -90,8 +101,9 @@ def resolve(
         if prior and prior.read_from is manifest and _resolves_as(prior, manifest, cluster):
             return prior
         resolved, resource = _resolve_one(manifest, cluster, defined, settings)
-        body = applyset.member(resolved.body)
-        return Target(resolved.key, body, resolved.origin, resource, manifest)
+        hook = synchooks.hook_of(resolved.body, str(resolved.origin))
+        body = applyset.hook(resolved.body) if hook else applyset.member(resolved.body)
+        return Target(resolved.key, body, resolved.origin, resource, manifest, hook)
 
     return manifests.index(target_of(manifest) for manifest in found)
 

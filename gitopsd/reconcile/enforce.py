@@ -17,13 +17,15 @@ from gitopsd.apply import Applier, write
 from gitopsd.changes import Action, ChangeSet, Hooks, Live, Outcome, Target
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.config import SyncSettings
-from gitopsd.errors import ApplyError, ClusterReason
+from gitopsd.errors import ApplyError, ClusterReason, GitopsdError
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.plan import Plan, PruneDecision, Refusal, Wave
 from gitopsd.prune import prune
 from gitopsd.reconcile.desired import Desired
 from gitopsd.reconcile.live import kinds_of, unserved_kinds
+from gitopsd.reconcile.phases import HookRunner
 from gitopsd.resources import CONFIG_MAPS
+from gitopsd.synchooks import Phase
 from gitopsd.waiting import HealthWait, not_healthy
 
 
@@ -78,13 +80,52 @@ class ParentWriter:
 
 
 def make_changes(
-    desired: Desired, plan: Plan, live: Live, hooks: Hooks, parent: ParentWriter
+    desired: Desired,
+    plan: Plan,
+    live: Live,
+    hooks: Hooks,
+    parent: ParentWriter,
+    runs_hooks: bool = False,
 ) -> SyncReport:
-    """Applies the plan's objects (staged), records them, then prunes, if allowed."""
+    """Runs the pre-sync hooks, applies the plan's objects (staged), records them, runs the
+    sync hooks, prunes (if allowed), then runs the post-sync hooks once every object is
+    healthy; a failure on the way runs the sync-fail hooks. Without `runs_hooks` (a heal),
+    no hook runs."""
     cluster, settings, applyset = parent.cluster, parent.settings, parent.applyset
     _refuse_foreign_parent(applyset, live, settings)
-    targets = desired.targets
     report = SyncReport(desired.revision.sha)
+    ran: list[Outcome] = []
+
+    def heard(outcome: Outcome) -> None:
+        ran.append(outcome)
+        hooks.on_outcome(outcome)
+
+    runner = HookRunner(cluster, settings, applyset, desired.hooks if runs_hooks else (), heard)
+    try:
+        runner.run(Phase.PRE_SYNC)
+        report.changes = _apply(desired, plan, live, hooks, parent)
+        runner.run(Phase.SYNC)
+        if plan.prune is not None and hooks.may_prune():
+            Pruning(parent).run(live, desired.targets, plan.prune, _record_of(live, report), report)
+        if runner.has(Phase.POST_SYNC) and not settings.dry_run:
+            gate = WaveGate(HealthWait(cluster, settings.concurrency), settings)
+            so = "its post-sync hooks did not run"
+            gate.until_healthy("the revision", list(desired.targets.values()), so)
+        runner.run(Phase.POST_SYNC)
+    except GitopsdError:
+        runner.run_failed()
+        raise
+    finally:
+        report.changes.outcomes += ran
+    return report
+
+
+def _apply(
+    desired: Desired, plan: Plan, live: Live, hooks: Hooks, parent: ParentWriter
+) -> ChangeSet:
+    """Applies the plan's objects, wave by wave, and records them in the parent."""
+    cluster, settings, applyset = parent.cluster, parent.settings, parent.applyset
+    targets = desired.targets
     applier = Applier(
         cluster,
         settings,
@@ -95,15 +136,15 @@ def make_changes(
         on_applied=hooks.on_applied,
         await_wave=WaveGate(HealthWait(cluster, settings.concurrency), settings),
     )
-    record = {**live.recorded}
     try:
-        report.changes = applier.run(plan, targets)
+        return applier.run(plan, targets)
     finally:  # what was applied is recorded even when a later object failed
-        record |= applier.changes.applied
-        parent.write(live.recorded, record)
-    if plan.prune is not None and hooks.may_prune():
-        Pruning(parent).run(live, targets, plan.prune, record, report)
-    return report
+        parent.write(live.recorded, {**live.recorded, **applier.changes.applied})
+
+
+def _record_of(live: Live, report: SyncReport) -> inventory.Record:
+    """The record once the plan's objects are applied."""
+    return {**live.recorded, **report.changes.applied}
 
 
 @dataclass(frozen=True)
@@ -114,14 +155,20 @@ class WaveGate:
     settings: SyncSettings
 
     def __call__(self, wave: Wave, targets: list[Target]) -> None:
+        self.until_healthy(
+            f"sync wave {wave.number}",
+            targets,
+            "later waves were not applied and nothing was pruned",
+        )
+
+    def until_healthy(self, what: str, targets: list[Target], so: str = "") -> None:
+        """Raises ApplyError (unhealthy) naming `what`, and `so` (what did not happen), when
+        the targets are not healthy in time."""
         limit = self.settings.health_timeout_seconds
         failing = not_healthy(self.wait.until_healthy(targets, limit))
         if failing:
-            first = (
-                f"sync wave {wave.number} is not healthy after up to {limit:g} s, so later "
-                f"waves were not applied and nothing was pruned: {failing[0]}"
-            )
-            rest = [f"sync wave {wave.number}: {line}" for line in failing[1:]]
+            first = f"{what} is not healthy after up to {limit:g} s, so {so}: {failing[0]}"
+            rest = [f"{what}: {line}" for line in failing[1:]]
             raise ApplyError([first, *rest], ClusterReason.UNHEALTHY)
 
 

@@ -66,6 +66,10 @@ def test_a_chart_with_helpers_dependencies_and_crds_syncs_healthy_then_shows_no_
     synced = gitopsd("sync", url, *scope(namespace), *SHOP, "--wait")
 
     assert synced.code == 0, synced.text
+    migrate = f"batch/Job/{namespace}/web-shop-migrate"
+    assert f"hook       {migrate}  (pre-sync hook: Current" in synced.out
+    batch: Any = client.BatchV1Api(admin_api)
+    assert batch.list_namespaced_job(namespace).items == []  # deleted once it succeeded
     shop = config_map(admin_api, namespace, "web-shop")
     version = client.VersionApi(admin_api).get_code().git_version
     assert shop.data == {

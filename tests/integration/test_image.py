@@ -81,7 +81,7 @@ def test_the_image_renders_a_chart_with_its_own_helm(image: Image, tmp_path: Pat
     validate = [*ENTRYPOINT, "validate", "/tmp/chart", "--path", "shop"]
     with image.container() as container:
         done = container.run(*validate, volumes=(Volume(tmp, "/tmp"),))
-    assert (done.returncode, done.stdout) == (0, "6 objects valid\n"), done.stderr
+    assert (done.returncode, done.stdout) == (0, "7 objects valid\n"), done.stderr
 
 
 def kustomized_examples() -> dict[str, str]:

@@ -69,8 +69,8 @@ def test_the_cli_examples_run_as_documented(gitopsd: Gitopsd) -> None:
 def test_the_helm_example_renders_syncs_and_diffs_the_chart(gitopsd: Gitopsd) -> None:
     [_, validated, synced, changed] = run_block(gitopsd, "helm")
 
-    assert validated.strip() == "6 objects valid"
-    assert "6 created" in synced and "health: 6 Current" in synced
+    assert validated.strip() == "7 objects valid"
+    assert "6 created" in synced and "1 hook" in synced and "health: 6 Current" in synced
     assert "data.greeting" in changed and "spec.replicas" in changed
 
 

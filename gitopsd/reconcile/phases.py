@@ -1,0 +1,120 @@
+"""A sync's hooks, run phase by phase (`gitopsd.synchooks` says which objects, and how).
+
+In a phase, hooks run one after another, lower weight first: an earlier run of the hook is
+deleted first when its policy says so (the default), the hook is applied, and the sync waits
+until it is healthy (a Job complete, a Pod succeeded, anything else Current) or Failed, or
+the health timeout passes. Its delete policy then cleans it up. The first hook that does not
+succeed fails the phase: the sync stops there, and runs its sync-fail hooks.
+
+An object is deleted as a hook only when it carries this source's hook label, under the
+uid read a moment before; an object of that name that is not this source's hook stops the
+sync, as an unowned member would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from gitopsd import inventory
+from gitopsd.changes import Action, Outcome, Target
+from gitopsd.cluster import Cluster
+from gitopsd.config import SyncSettings
+from gitopsd.errors import ApplyError, ClusterReason, GitopsdError
+from gitopsd.health import Health, Status
+from gitopsd.objects import Body
+from gitopsd.synchooks import DeletePolicy, Phase
+from gitopsd.waiting import POLL_SECONDS, HealthWait
+
+
+@dataclass(frozen=True)
+class HookRunner:
+    cluster: Cluster
+    settings: SyncSettings
+    applyset: inventory.ApplySet
+    hooks: Sequence[Target]
+    on_outcome: Callable[[Outcome], None]
+
+    def has(self, phase: Phase) -> bool:
+        return bool(self._due(phase))
+
+    def run(self, phase: Phase) -> None:
+        """Runs the phase's hooks in order; raises ApplyError at the first that fails."""
+        for target in self._due(phase):
+            self._run(target, phase)
+
+    def run_failed(self) -> None:
+        """The sync-fail hooks, once a sync failed: a failure of theirs is heard as their
+        outcome, and the sync's own error is the one that counts."""
+        with contextlib.suppress(GitopsdError):
+            self.run(Phase.SYNC_FAIL)
+
+    def _due(self, phase: Phase) -> list[Target]:
+        due = [t for t in self.hooks if t.hook is not None and phase in t.hook.phases]
+        return sorted(due, key=lambda t: (t.hook.weight if t.hook else 0, str(t.key)))
+
+    def _run(self, target: Target, phase: Phase) -> None:
+        assert target.hook is not None  # noqa: S101 - run() selects hooks only
+        policies = target.hook.delete_policies
+        if self.settings.dry_run:
+            self.on_outcome(Outcome(target.key, Action.HOOK, f"{phase} hook, dry run"))
+            return
+        earlier = self._earlier_run(target, phase)
+        if earlier is not None and DeletePolicy.BEFORE_HOOK_CREATION in policies:
+            self._delete(target, earlier)
+            self._wait_gone(target, earlier)
+        self.cluster.apply(target.served, target.body, dry_run=False, force=True)
+        verdict = self._verdict(target)
+        succeeded = verdict.status == Status.CURRENT
+        cleanup = DeletePolicy.HOOK_SUCCEEDED if succeeded else DeletePolicy.HOOK_FAILED
+        if cleanup in policies and (ran := self._read(target)) is not None:
+            self._delete(target, ran)
+        self.on_outcome(Outcome(target.key, Action.HOOK, f"{phase} hook: {verdict}"))
+        if not succeeded:
+            raise ApplyError(
+                [
+                    f"{target.key}: {phase} hook did not succeed within "
+                    f"{self.settings.health_timeout_seconds:g} s: {verdict}"
+                ],
+                ClusterReason.UNHEALTHY,
+            )
+
+    def _earlier_run(self, target: Target, phase: Phase) -> Body | None:
+        """The object the hook's name holds now, if it is an earlier run of this hook."""
+        live = self._read(target)
+        if live is not None and not self.applyset.owns_hook(live):
+            raise ApplyError(
+                [
+                    f"{target.key}: is a {phase} hook of source {self.settings.name}, but an "
+                    "object of that name exists that is not; nothing more was applied"
+                ],
+                ClusterReason.CONFLICT,
+            )
+        return live
+
+    def _read(self, target: Target) -> Body | None:
+        key = target.key
+        return self.cluster.get(target.served, key.namespace, key.name)
+
+    def _delete(self, target: Target, live: Body) -> None:
+        key, metadata = target.key, live["metadata"]
+        self.cluster.delete(target.served, key.namespace, key.name, metadata["uid"])
+
+    def _wait_gone(self, target: Target, earlier: Body) -> None:
+        """Until the earlier run is gone (its pods go first: deletion is in the background,
+        its finalizers may hold it a moment)."""
+        deadline = time.monotonic() + self.settings.health_timeout_seconds
+        uid = earlier["metadata"]["uid"]
+        while (live := self._read(target)) is not None and live["metadata"]["uid"] == uid:
+            if time.monotonic() > deadline or not self.cluster.may_write():
+                raise ApplyError(
+                    [f"{target.key}: the hook's earlier run was not gone in time"],
+                    ClusterReason.TIMEOUT,
+                )
+            time.sleep(POLL_SECONDS / 5)
+
+    def _verdict(self, target: Target) -> Health:
+        wait = HealthWait(self.cluster, concurrency=1)
+        return wait.until_healthy([target], self.settings.health_timeout_seconds)[target.key]

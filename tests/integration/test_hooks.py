@@ -1,0 +1,168 @@
+"""Sync hooks against the real controllers: the Job controller runs a hook's Job (kwok plays
+its pod, which succeeds, or fails when labelled so), and the sync waits for it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kubernetes import client
+
+from tests.harness import audit
+from tests.harness.cli import Gitopsd
+from tests.harness.controllers import FAILING_POD_LABEL
+from tests.harness.controlplane import ControlPlane
+from tests.harness.gitserver import GitRepo, GitServer
+from tests.integration.test_helm import HELLO_CHART
+from tests.integration.test_prune import config_maps
+from tests.integration.test_readme import complete
+from tests.integration.test_sync import drift_of, scope
+
+UNHEALTHY = 6
+
+
+def job(name: str, annotations: dict[str, str], fails: bool = False) -> str:
+    """A hook Job of one pod, which succeeds, or fails when `fails` (kwok's chaos stage)."""
+    labels = f"\n    metadata: {{labels: {{{FAILING_POD_LABEL}: 'true'}}}}" if fails else ""
+    shown = "".join(f"\n    {key}: {value!r}" for key, value in annotations.items())
+    return f"""apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  annotations:{shown}
+spec:
+  backoffLimit: 0
+  template:{labels}
+    spec:
+      restartPolicy: Never
+      containers: [{{name: run, image: "busybox:1.36", command: ["true"]}}]
+"""
+
+
+def config_map(name: str, annotations: dict[str, str] | None = None) -> str:
+    shown = "".join(f"\n    {key}: {value!r}" for key, value in (annotations or {}).items())
+    notes = f"\n  annotations:{shown}" if shown else ""
+    return f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}{notes}\ndata:\n  k: v\n"
+
+
+def jobs(api: Any, namespace: str) -> dict[str, Any]:
+    batch: Any = client.BatchV1Api(api)
+    return {j.metadata.name: j for j in batch.list_namespaced_job(namespace).items}
+
+
+def test_a_pre_sync_job_runs_to_completion_before_anything_else_is_applied(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit(
+        {
+            "migrate.yaml": job("migrate", {"gitopsd.io/hook": "pre-sync"}),
+            "app.yaml": config_map("app"),
+        }
+    )
+    url = git_server.file_url(git_repo)
+    started = time.time()
+
+    synced = gitopsd("sync", url, *scope(namespace))
+
+    assert synced.code == 0, synced.text
+    assert f"hook       batch/Job/{namespace}/migrate  (pre-sync hook: Current" in synced.out
+    assert "1 created" in synced.out and "1 hook" in synced.out
+    written = audit.writes_by_anyone(control_plane, started)
+    completed = min(
+        w.received
+        for w in written
+        if w.uri.startswith(f"/apis/batch/v1/namespaces/{namespace}/jobs/migrate/status")
+        and complete(w.answer)
+    )
+    applied = min(
+        w.received
+        for w in written
+        if w.uri.startswith(f"/api/v1/namespaces/{namespace}/configmaps/app?")
+    )
+    assert applied > completed
+    # a hook is no member: never drift, never in the record, and (before-hook-creation, the
+    # default) run afresh by the next sync
+    assert drift_of(gitopsd, url, namespace) == []
+    first = jobs(admin_api, namespace)["migrate"].metadata.uid
+    assert gitopsd("sync", url, *scope(namespace)).code == 0
+    assert jobs(admin_api, namespace)["migrate"].metadata.uid != first
+
+
+def test_a_failed_pre_sync_hook_stops_the_sync_and_runs_the_sync_fail_hooks(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit({"old.yaml": config_map("old")})
+    url = git_server.file_url(git_repo)
+    assert gitopsd("sync", url, *scope(namespace)).code == 0
+    git_repo.commit(
+        {
+            "old.yaml": None,
+            "new.yaml": config_map("new"),
+            "migrate.yaml": job("migrate", {"gitopsd.io/hook": "pre-sync"}, fails=True),
+            "alarm.yaml": config_map("alarm", {"argocd.argoproj.io/hook": "SyncFail"}),
+        }
+    )
+
+    failed = gitopsd("sync", url, *scope(namespace), "--prune")
+
+    assert failed.code == UNHEALTHY, failed.text
+    assert f"batch/Job/{namespace}/migrate: pre-sync hook did not succeed" in failed.err
+    assert config_maps(admin_api, namespace) == {"gitopsd-test", "old", "alarm"}
+
+
+def test_delete_policies_clean_up_and_hooks_are_never_pruned(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(
+        {
+            "cleaned.yaml": job(
+                "cleaned",
+                {"gitopsd.io/hook": "post-sync", "gitopsd.io/hook-delete-policy": "hook-succeeded"},
+            ),
+            "kept.yaml": job("kept", {"helm.sh/hook": "post-install"}),
+            "skipped.yaml": config_map("skipped", {"argocd.argoproj.io/hook": "Skip"}),
+            "app.yaml": config_map("app"),
+        }
+    )
+    url = git_server.file_url(git_repo)
+
+    synced = gitopsd("sync", url, *scope(namespace), "--prune")
+
+    assert synced.code == 0, synced.text
+    assert set(jobs(admin_api, namespace)) == {"kept"}
+    assert config_maps(admin_api, namespace) == {"gitopsd-test", "app"}
+    git_repo.commit({"kept.yaml": None, "cleaned.yaml": None})
+    assert gitopsd("sync", url, *scope(namespace), "--prune").code == 0
+    assert set(jobs(admin_api, namespace)) == {"kept"}  # a hook's run is not a member
+
+
+def test_a_charts_helm_hooks_run_in_their_phases_by_weight(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    hooks = {
+        "hello/templates/first.yaml": job(
+            "{{ .Release.Name }}-first",
+            {"helm.sh/hook": "pre-install", "helm.sh/hook-weight": "-1"},
+        ),
+        "hello/templates/second.yaml": job(
+            "{{ .Release.Name }}-second", {"helm.sh/hook": "pre-upgrade,pre-install"}
+        ),
+        "hello/templates/gone.yaml": job(
+            "{{ .Release.Name }}-gone", {"helm.sh/hook": "pre-delete"}
+        ),
+    }
+    git_repo.commit({**HELLO_CHART, **hooks})
+    url = git_server.file_url(git_repo)
+
+    synced = gitopsd("sync", url, *scope(namespace), "--path", "hello")
+
+    assert synced.code == 0, synced.text
+    ran = [line.split()[1] for line in synced.out.splitlines() if line.strip().startswith("hook")]
+    assert ran == [f"batch/Job/{namespace}/hello-first", f"batch/Job/{namespace}/hello-second"]
+    assert set(jobs(admin_api, namespace)) == {"hello-first", "hello-second"}
+    assert config_maps(admin_api, namespace) == {"gitopsd-test", "hello-hello"}

@@ -1,0 +1,110 @@
+"""Which objects are sync hooks, read from gitopsd's, Argo CD's and Helm's annotations."""
+
+from __future__ import annotations
+
+import pytest
+
+from gitopsd.errors import ManifestError
+from gitopsd.synchooks import DeletePolicy, Phase, SyncHook, hook_of
+
+PRE, SYNC, POST, FAIL = Phase.PRE_SYNC, Phase.SYNC, Phase.POST_SYNC, Phase.SYNC_FAIL
+BEFORE = DeletePolicy.BEFORE_HOOK_CREATION
+SUCCEEDED, FAILED = DeletePolicy.HOOK_SUCCEEDED, DeletePolicy.HOOK_FAILED
+
+
+def hook(
+    phases: set[Phase], policies: set[DeletePolicy] | None = None, weight: int = 0
+) -> SyncHook:
+    return SyncHook(frozenset(phases), frozenset(policies or {BEFORE}), weight)
+
+
+HOOKS: dict[str, tuple[dict[str, str], SyncHook | None]] = {
+    "no annotation: a member": ({"other": "x"}, None),
+    "gitopsd pre-sync": ({"gitopsd.io/hook": "pre-sync"}, hook({PRE})),
+    "gitopsd phases and policies": (
+        {
+            "gitopsd.io/hook": "sync, sync-fail",
+            "gitopsd.io/hook-delete-policy": "hook-succeeded,hook-failed",
+            "gitopsd.io/sync-wave": "-2",
+        },
+        hook({SYNC, FAIL}, {SUCCEEDED, FAILED}, -2),
+    ),
+    "Argo CD PreSync": (
+        {
+            "argocd.argoproj.io/hook": "PreSync",
+            "argocd.argoproj.io/hook-delete-policy": "HookSucceeded",
+            "argocd.argoproj.io/sync-wave": "5",
+        },
+        hook({PRE}, {SUCCEEDED}, 5),
+    ),
+    "Argo CD PostSync and SyncFail": (
+        {"argocd.argoproj.io/hook": "PostSync,SyncFail"},
+        hook({POST, FAIL}),
+    ),
+    "Argo CD Skip: never applied": ({"argocd.argoproj.io/hook": "Skip"}, hook(set())),
+    "Argo CD PostDelete: never applied": ({"argocd.argoproj.io/hook": "PostDelete"}, hook(set())),
+    "Helm install and upgrade: pre-sync": (
+        {
+            "helm.sh/hook": "pre-install,pre-upgrade",
+            "helm.sh/hook-weight": "-5",
+            "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded",
+        },
+        hook({PRE}, {BEFORE, SUCCEEDED}, -5),
+    ),
+    "Helm post-install: post-sync": ({"helm.sh/hook": "post-install"}, hook({POST})),
+    "Helm delete and rollback hooks: never applied": (
+        {"helm.sh/hook": "pre-delete,post-rollback"},
+        hook(set()),
+    ),
+    "Helm install and delete: pre-sync only": (
+        {"helm.sh/hook": "pre-install,post-delete"},
+        hook({PRE}),
+    ),
+    "gitopsd's own wins over another tool's": (
+        {"gitopsd.io/hook": "post-sync", "helm.sh/hook": "pre-install"},
+        hook({POST}),
+    ),
+}
+
+
+@pytest.mark.parametrize(("annotations", "expected"), HOOKS.values(), ids=HOOKS.keys())
+def test_hooks_are_read_from_every_tools_annotations(
+    annotations: dict[str, str], expected: SyncHook | None
+) -> None:
+    body = {"metadata": {"name": "x", "annotations": annotations}}
+
+    assert hook_of(body, "jobs.yaml:1") == expected
+
+
+INVALID = {
+    "an unknown phase": (
+        {"gitopsd.io/hook": "presync"},
+        "jobs.yaml:1: annotation gitopsd.io/hook: 'presync' is not a list of pre-sync, sync",
+    ),
+    "an empty phase list": ({"gitopsd.io/hook": " , "}, "annotation gitopsd.io/hook: ' , '"),
+    "another tool's spelling": (
+        {"argocd.argoproj.io/hook": "pre-sync"},
+        "annotation argocd.argoproj.io/hook: 'pre-sync' is not a list of PreSync",
+    ),
+    "an unknown policy": (
+        {"helm.sh/hook": "pre-install", "helm.sh/hook-delete-policy": "always"},
+        "annotation helm.sh/hook-delete-policy: 'always' is not a list of before-hook-creation",
+    ),
+    "a weight that is no number": (
+        {"helm.sh/hook": "pre-install", "helm.sh/hook-weight": "first"},
+        "annotation helm.sh/hook-weight: 'first' is not a whole number",
+    ),
+}
+
+
+@pytest.mark.parametrize(("annotations", "message"), INVALID.values(), ids=INVALID.keys())
+def test_an_invalid_hook_annotation_names_the_object_and_the_annotation(
+    annotations: dict[str, str], message: str
+) -> None:
+    body = {"metadata": {"name": "x", "annotations": annotations}}
+
+    with pytest.raises(ManifestError) as refused:
+        hook_of(body, "jobs.yaml:1")
+
+    assert str(refused.value).startswith("jobs.yaml:1: ")
+    assert message in str(refused.value)
