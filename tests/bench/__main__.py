@@ -3,7 +3,8 @@
 Starts a control plane, bare (kube-apiserver + etcd) and then with its controllers
 (kube-controller-manager, kube-scheduler, kwok's nodes), generates repositories of each size,
 and measures on each, side by side: cold sync, no-op sync and no-op diff (gitopsd against
-kubectl), then the daemon's cold start, idle cost, edit -> detection and heal latencies,
+kubectl), at the smallest size a chart's render and sync (gitopsd against helm and kubectl),
+then the daemon's cold start, idle cost, edit -> detection and heal latencies,
 one-file commit -> applied, and memory. Prints the tables and writes them to BENCHMARKS.md.
 """
 
@@ -20,7 +21,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tests.bench import machine, report
+from tests.bench import charts, machine, report
 from tests.bench.daemon import measure_daemon
 from tests.bench.lab import Lab
 from tests.bench.measure import BenchError
@@ -71,6 +72,7 @@ def benchmark(options: argparse.Namespace) -> tuple[list[SizeResults], Circumsta
     started, load = time.monotonic(), os.getloadavg()[0]
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     binaries = provide_binaries()
+    os.environ["PATH"] = f"{binaries.helm.parent}{os.pathsep}{os.environ.get('PATH', '')}"
     results = []
     with _workdir(options.workdir) as workdir:
         for cluster in options.clusters:
@@ -108,6 +110,8 @@ def measure_size(lab: Lab, size: int, cluster: str, options: argparse.Namespace)
         print(f"bench: {size:,} objects, {cluster}, run {number} of {options.runs}", flush=True)
         tag = f"s{size}-r{number}"  # each cluster has its own control plane
         results.oneshot.append(side_by_side(lab, size, tag))
+        if size == options.sizes[0]:  # a chart's cost is per render: the smallest size shows it
+            results.charts.append(charts.side_by_side(lab, size, tag))
         daemon = measure_daemon(
             lab, size, tag, options.edits, options.commits, options.idle_seconds
         )

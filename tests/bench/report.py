@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from statistics import median
 
+from tests.bench import charts
 from tests.bench.daemon import DaemonFigures
 from tests.bench.measure import Figure, percentile
 from tests.bench.oneshot import COLD, NOOP_DIFF, NOOP_SYNC, PHASES, TOOLS, OneShot
@@ -61,6 +62,7 @@ class SizeResults:
     """A key of CLUSTERS."""
     oneshot: list[OneShot] = field(default_factory=list)
     daemon: list[DaemonFigures] = field(default_factory=list)
+    charts: list[charts.ChartFigures] = field(default_factory=list)
 
 
 def markdown(results: Sequence[SizeResults]) -> str:
@@ -107,7 +109,49 @@ def size_section(result: SizeResults) -> list[str]:
         ),
         "### The daemon (enforce, selfHeal, prune, webhook)\n",
         table(("figure", "gitopsd run", "target", ""), daemon_rows(result)),
+        *chart_section(result),
     ]
+
+
+NO_RENDER = Target(0.0, "0")
+CHART_MEASURES = {True: ("wall time", "peak RSS"), False: ("wall time", "API requests")}
+"""By whether the phase is the render: a render makes no request, and the sync's baseline is
+a shell pipe whose children's memory is not sampled."""
+
+
+def chart_section(result: SizeResults) -> list[str]:
+    """A chart of the same size: gitopsd against `helm template` (render) and against
+    `helm template | kubectl apply --server-side` (sync)."""
+    if not result.charts:
+        return []
+    rows = [
+        chart_row(result, phase, measure)
+        for phase in charts.PHASES
+        for measure in MEASURES
+        if measure.name in CHART_MEASURES[phase == charts.RENDER]
+    ]
+    renders = median([run.renders_on_poll for run in result.charts])
+    poll = "renders of a poll whose commit left the chart alone"
+    rows.append((poll, f"{renders:.0f}", "", "", NO_RENDER.shown, NO_RENDER.verdict(renders)))
+    return [
+        "### A chart of as many objects (render: against `helm template`; sync: against "
+        "`helm template | kubectl apply --server-side`)\n",
+        table(("figure", "gitopsd", "helm", "ratio", "target", ""), rows),
+    ]
+
+
+def chart_row(result: SizeResults, phase: str, measure: Measure) -> tuple[str, ...]:
+    ours = [measure.of(run.figures[phase, "gitopsd"]) for run in result.charts]
+    theirs = [measure.of(run.figures[phase, "helm"]) for run in result.charts]
+    ratio = median([o / t if t else math.inf for o, t in zip(ours, theirs, strict=True)])
+    return (
+        f"{phase}: {measure.name}",
+        measure.shown(median(ours), result.size),
+        measure.shown(median(theirs), result.size),
+        f"{ratio:.2f}x",
+        "",
+        "",
+    )
 
 
 @dataclass(frozen=True)
@@ -283,5 +327,9 @@ METHOD = """## How it is measured
   edit -> heal until the live field is git's again (sampled every 20 ms). Each commit
   changes one file, is pushed, and the webhook is called; commit -> applied is the time
   from the push until the live ConfigMap carries the change.
+- A chart of as many objects, at the smallest size (tests/bench/charts.py): `gitopsd
+  validate` of it against `helm template` alone, and `gitopsd sync` against `helm template
+  | kubectl apply --server-side -f -`, each on a release of its own; then a commit beside
+  the chart, and the renders the next read made (the parse cache counts them).
 - Targets are the project's, stated for 10k objects, beside each figure.
 """
