@@ -126,6 +126,14 @@ class Cluster:
         )
         return self.projection.of(applied) if projected else applied
 
+    def create(self, resource: Resource, body: Body) -> Body:
+        """Creates the object as field manager `gitopsd` (named by the server when it gives
+        only metadata.generateName); the object as stored."""
+        query = [("fieldManager", FIELD_MANAGER), ("fieldValidation", "Strict")]
+        path = resource.path(body["metadata"].get("namespace", ""))
+        created: Body = self.api.request("POST", path, query, body, fence=self._fence)
+        return created
+
     def patch(self, resource: Resource, namespace: str, name: str, operations: list[Any]) -> Body:
         """A JSON patch (RFC 6902); callers include a `test` of resourceVersion to be safe."""
         path = resource.path(namespace, name)

@@ -23,6 +23,7 @@ from gitopsd.objects import (
     Origin,
     group_of,
 )
+from gitopsd.synchooks import DIALECTS
 
 
 class Identified(Protocol):
@@ -76,11 +77,12 @@ def _manifest(origin: Origin, label: str, document: Any) -> Manifest:
     api_version = _required(origin, label, body, "apiVersion")
     kind = _required(origin, label, body, "kind")
     metadata = _mapping(origin, f"{label}: metadata", body.get("metadata"))
-    name = _required(origin, label, metadata, "name", "metadata.")
+    name = _name(origin, label, metadata)
     namespace = metadata.get("namespace", "")
     if not isinstance(namespace, str):
         raise _invalid(origin, f"{label}: metadata.namespace must be a string")
-    _check_identity(origin, label, GroupKind(group_of(api_version), kind), name, namespace)
+    checked = name if "name" in metadata else f"{name}x"  # the server appends to a prefix
+    _check_identity(origin, label, GroupKind(group_of(api_version), kind), checked, namespace)
     _check_labels(origin, label, metadata)
     _check_wave(origin, label, metadata)
     if kind == "Secret" and group_of(api_version) == "" and "sops" in body:
@@ -89,6 +91,22 @@ def _manifest(origin: Origin, label: str, document: Any) -> Manifest:
         )
     key = ObjectKey(group_of(api_version), kind, namespace, name)
     return Manifest(key=key, api_version=api_version, body=body, origin=origin)
+
+
+def _name(origin: Origin, label: str, metadata: dict[Any, Any]) -> str:
+    """metadata.name; a sync hook may give metadata.generateName instead (it is created
+    afresh each sync), and is known by that prefix."""
+    if "name" in metadata or "generateName" not in metadata:
+        return _required(origin, label, metadata, "name", "metadata.")
+    annotations = metadata.get("annotations")
+    hook = isinstance(annotations, dict) and any(d.hook in annotations for d in DIALECTS)
+    if not hook:
+        raise _invalid(
+            origin,
+            f"{label}: metadata.generateName without metadata.name is for sync hooks only "
+            "(gitopsd.io/hook): an object kept in sync needs a name",
+        )
+    return _required(origin, label, metadata, "generateName", "metadata.")
 
 
 def _mapping(origin: Origin, label: str, value: Any) -> dict[Any, Any]:

@@ -24,7 +24,7 @@ from gitopsd.cluster import Cluster
 from gitopsd.config import SyncSettings
 from gitopsd.errors import ApplyError, ClusterReason, GitopsdError
 from gitopsd.health import Health, Status
-from gitopsd.objects import Body
+from gitopsd.objects import Body, ObjectKey
 from gitopsd.synchooks import DeletePolicy, Phase
 from gitopsd.waiting import POLL_SECONDS, HealthWait
 
@@ -61,11 +61,7 @@ class HookRunner:
         if self.settings.dry_run:
             self.on_outcome(Outcome(target.key, Action.HOOK, f"{phase} hook, dry run"))
             return
-        earlier = self._earlier_run(target, phase)
-        if earlier is not None and DeletePolicy.BEFORE_HOOK_CREATION in policies:
-            self._delete(target, earlier)
-            self._wait_gone(target, earlier)
-        self.cluster.apply(target.served, target.body, dry_run=False, force=True)
+        target = self._start(target, phase)
         verdict = self._verdict(target)
         succeeded = verdict.status == Status.CURRENT
         cleanup = DeletePolicy.HOOK_SUCCEEDED if succeeded else DeletePolicy.HOOK_FAILED
@@ -80,6 +76,20 @@ class HookRunner:
                 ],
                 ClusterReason.UNHEALTHY,
             )
+
+    def _start(self, target: Target, phase: Phase) -> Target:
+        """Applies the hook (its earlier run deleted first, if its policy says so), or
+        creates it afresh under a name the server generates: the hook as it runs."""
+        if "name" not in target.body["metadata"]:
+            created = self.cluster.create(target.served, target.body)
+            return _named(target, created["metadata"]["name"])
+        earlier = self._earlier_run(target, phase)
+        assert target.hook is not None  # noqa: S101 - run() selects hooks only
+        if earlier is not None and DeletePolicy.BEFORE_HOOK_CREATION in target.hook.delete_policies:
+            self._delete(target, earlier)
+            self._wait_gone(target, earlier)
+        self.cluster.apply(target.served, target.body, dry_run=False, force=True)
+        return target
 
     def _earlier_run(self, target: Target, phase: Phase) -> Body | None:
         """The object the hook's name holds now, if it is an earlier run of this hook."""
@@ -118,3 +128,11 @@ class HookRunner:
     def _verdict(self, target: Target) -> Health:
         wait = HealthWait(self.cluster, concurrency=1)
         return wait.until_healthy([target], self.settings.health_timeout_seconds)[target.key]
+
+
+def _named(target: Target, name: str) -> Target:
+    """The hook `target`, created from its generateName, as the object `name` it became."""
+    body = target.body
+    body["metadata"] = {**body["metadata"], "name": name}
+    key = ObjectKey(target.key.group, target.key.kind, target.key.namespace, name)
+    return Target(key, body, target.origin, target.resource, target.read_from, target.hook)

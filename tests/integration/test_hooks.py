@@ -8,6 +8,8 @@ from typing import Any
 
 from kubernetes import client
 
+from gitopsd import health
+from gitopsd.health import Status
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
 from tests.harness.controllers import FAILING_POD_LABEL
@@ -15,7 +17,6 @@ from tests.harness.controlplane import ControlPlane
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.integration.test_helm import HELLO_CHART
 from tests.integration.test_prune import config_maps
-from tests.integration.test_readme import complete
 from tests.integration.test_sync import drift_of, scope
 
 UNHEALTHY = 6
@@ -73,18 +74,18 @@ def test_a_pre_sync_job_runs_to_completion_before_anything_else_is_applied(
     assert f"hook       batch/Job/{namespace}/migrate  (pre-sync hook: Current" in synced.out
     assert "1 created" in synced.out and "1 hook" in synced.out
     written = audit.writes_by_anyone(control_plane, started)
-    completed = min(
+    succeeded = min(  # SuccessCriteriaMet, or Complete: the write that made it Current
         w.received
         for w in written
         if w.uri.startswith(f"/apis/batch/v1/namespaces/{namespace}/jobs/migrate/status")
-        and complete(w.answer)
+        and health.assess(dict(w.answer or {})).status == Status.CURRENT
     )
     applied = min(
         w.received
         for w in written
         if w.uri.startswith(f"/api/v1/namespaces/{namespace}/configmaps/app?")
     )
-    assert applied > completed
+    assert applied > succeeded
     # a hook is no member: never drift, never in the record, and (before-hook-creation, the
     # default) run afresh by the next sync
     assert drift_of(gitopsd, url, namespace) == []
@@ -166,3 +167,31 @@ def test_a_charts_helm_hooks_run_in_their_phases_by_weight(
     assert ran == [f"batch/Job/{namespace}/hello-first", f"batch/Job/{namespace}/hello-second"]
     assert set(jobs(admin_api, namespace)) == {"hello-first", "hello-second"}
     assert config_maps(admin_api, namespace) == {"gitopsd-test", "hello-hello"}
+
+
+def test_a_generate_name_hook_is_created_afresh_by_each_sync(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    smoke = job("smoke", {"argocd.argoproj.io/hook": "PostSync"}).replace(
+        "  name: smoke\n", "  generateName: smoke-\n"
+    )
+    git_repo.commit({"smoke.yaml": smoke, "app.yaml": config_map("app")})
+    url = git_server.file_url(git_repo)
+
+    for _ in range(2):
+        synced = gitopsd("sync", url, *scope(namespace))
+        assert synced.code == 0, synced.text
+        assert f"hook       batch/Job/{namespace}/smoke-" in synced.out
+
+    runs = jobs(admin_api, namespace)
+    assert len(runs) == 2 and all(name.startswith("smoke-") for name in runs), runs
+    assert all(succeeded(job) for job in runs.values())
+
+
+def succeeded(job: Any) -> bool:
+    """As gitopsd's health rule reads a Job: SuccessCriteriaMet comes before Complete."""
+    conditions = job.status.conditions or []
+    return any(c.type in SUCCESS and c.status == "True" for c in conditions)
+
+
+SUCCESS = ("Complete", "SuccessCriteriaMet")

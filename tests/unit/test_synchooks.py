@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from gitopsd.config import Limits
 from gitopsd.errors import ManifestError
+from gitopsd.manifests import parse_documents
+from gitopsd.manifests.identity import manifests_of
+from gitopsd.objects import Manifest, ObjectKey
 from gitopsd.synchooks import DeletePolicy, Phase, SyncHook, hook_of
 
 PRE, SYNC, POST, FAIL = Phase.PRE_SYNC, Phase.SYNC, Phase.POST_SYNC, Phase.SYNC_FAIL
@@ -107,4 +111,42 @@ def test_an_invalid_hook_annotation_names_the_object_and_the_annotation(
         hook_of(body, "jobs.yaml:1")
 
     assert str(refused.value).startswith("jobs.yaml:1: ")
+    assert message in str(refused.value)
+
+
+def manifests_in(text: str) -> list[Manifest]:
+    return list(manifests_of("hooks.yaml", parse_documents(text, "hooks.yaml", Limits())))
+
+
+def test_a_hook_may_be_named_by_the_server_from_its_generate_name() -> None:
+    text = (
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  generateName: smoke-\n"
+        "  annotations: {gitopsd.io/hook: post-sync}\n"
+    )
+
+    [manifest] = manifests_in(text)
+
+    assert manifest.key == ObjectKey("batch", "Job", "", "smoke-")
+
+
+@pytest.mark.parametrize(
+    ("metadata", "message"),
+    [
+        (
+            "{generateName: smoke-}",
+            "metadata.generateName without metadata.name is for sync hooks only",
+        ),
+        (
+            "{generateName: Smoke_, annotations: {gitopsd.io/hook: sync}}",
+            "Job metadata.name 'Smoke_x' must be",
+        ),
+    ],
+)
+def test_a_generate_name_is_for_hooks_and_follows_the_naming_rules(
+    metadata: str, message: str
+) -> None:
+    with pytest.raises(ManifestError) as refused:
+        manifests_in(f"apiVersion: batch/v1\nkind: Job\nmetadata: {metadata}\n")
+
+    assert str(refused.value).startswith("hooks.yaml:1: ")
     assert message in str(refused.value)
