@@ -154,24 +154,12 @@ def _dependencies(metadata: dict[Any, Any], chart_file: str) -> Iterator[tuple[s
 
 
 def _local_chart(tree: Tree, chart_file: str, chart: str, repository: str) -> str:
-    """The root-relative directory a `file://` dependency names, if it is a chart inside the
-    checkout."""
-    entry = repository.removeprefix("file://")
+    """The root-relative directory a `file://` dependency names, if it is a directory inside
+    the checkout reached through no symlink."""
     shown = repository.replace("\0", "\\0")[:200]
-    if "\0" in entry or posixpath.isabs(entry):
-        raise _escape(chart_file, shown, "must be a path inside the checkout")
-    target = posixpath.normpath(posixpath.join(chart, entry))
-    if target == ".." or target.startswith("../"):
-        raise _escape(chart_file, shown, "resolves outside the checkout")
-    parts = target.split("/")
-    for count in range(1, len(parts) + 1):
-        mode = tree.mode("/".join(parts[:count]))
-        if mode is None:
-            raise ManifestError(f"{chart_file}: dependency {shown}: no such directory")
-        if stat.S_ISLNK(mode):
-            raise ManifestError(
-                f"{chart_file}: dependency {shown}: {_SYMLINK}", ManifestReason.SYMLINK
-            )
+    target = _inside(tree, chart, repository.removeprefix("file://"), chart_file, shown)
+    if not stat.S_ISDIR(tree.mode(target) or 0):
+        raise ManifestError(f"{chart_file}: dependency {shown}: no such directory")
     return target
 
 
@@ -179,19 +167,25 @@ def values_file(tree: Tree, chart: str, entry: str, setting: str) -> str:
     """The root-relative path of a values file named relative to the chart, if it is a
     regular file inside the checkout reached through no symlink."""
     shown = entry.replace("\0", "\\0")[:200]
+    target = _inside(tree, chart, entry, setting, shown)
+    if not stat.S_ISREG(tree.mode(target) or 0):
+        raise ManifestError(f"{setting}: {shown}: no such file in the revision ({target})")
+    return target
+
+
+def _inside(tree: Tree, base: str, entry: str, where: str, shown: str) -> str:
+    """`entry`, relative to directory `base`, as a root-relative path, if it stays inside
+    the checkout and passes through no symlink."""
     if "\0" in entry or posixpath.isabs(entry) or "://" in entry:
-        raise _escape(setting, shown, "must be a path inside the checkout")
-    target = posixpath.normpath(posixpath.join(chart, entry))
+        raise _escape(where, shown, "must be a path inside the checkout")
+    target = posixpath.normpath(posixpath.join(base, entry))
     if target == ".." or target.startswith("../"):
-        raise _escape(setting, shown, "resolves outside the checkout")
+        raise _escape(where, shown, "resolves outside the checkout")
     parts = target.split("/")
     for count in range(1, len(parts) + 1):
         mode = tree.mode("/".join(parts[:count]))
         if mode is not None and stat.S_ISLNK(mode):
-            raise ManifestError(f"{setting}: {shown}: {_SYMLINK}", ManifestReason.SYMLINK)
-    mode = tree.mode(target)
-    if mode is None or not stat.S_ISREG(mode):
-        raise ManifestError(f"{setting}: {shown}: no such file in the revision ({target})")
+            raise ManifestError(f"{where}: {shown}: {_SYMLINK}", ManifestReason.SYMLINK)
     return target
 
 
