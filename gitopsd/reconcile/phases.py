@@ -71,8 +71,8 @@ class HookRunner:
         if not succeeded:
             raise ApplyError(
                 [
-                    f"{target.key}: {phase} hook did not succeed within "
-                    f"{self.settings.health_timeout_seconds:g} s: {verdict}"
+                    f"{target.key}: {phase} hook did not succeed: {verdict} (waited up to "
+                    f"{self.settings.health_timeout_seconds:g} s)"
                 ],
                 ClusterReason.UNHEALTHY,
             )
