@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import gzip
 import json
@@ -127,7 +128,7 @@ def test_a_values_change_shows_only_the_fields_it_changes_with_their_manager(
         )
     ]
     # values files and --helm-set, applied after the chart's values, as helm applies them
-    production = ("--helm-values", "../envs/production.yaml", "--helm-set", "cache.size=1Gi")
+    production = ("--helm-values", "values-production.yaml", "--helm-set", "cache.size=1Gi")
     assert gitopsd("sync", url, *scope(namespace), *SHOP, *production).code == 0
     assert drift(gitopsd, url, namespace, *production) == []
 
@@ -370,3 +371,35 @@ def test_a_gitsync_renders_its_chart_with_the_values_of_its_spec(
         "the chart rendered again with the GitSync's new values",
         deadline_seconds=60,
     )
+
+
+def test_se02_a_gitsyncs_values_reach_no_status_event_log_or_metric(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+) -> None:
+    """A template that fails quoting a value of the spec's: the failure is told everywhere
+    the daemon tells things, the value nowhere (plain or base64)."""
+    failing = '{{ fail (printf "bad password %s" .Values.password) }}\n'
+    git_repo.commit({**HELLO_CHART, "hello/templates/check.yaml": failing})
+    daemon = operator(daemons, namespace)
+    helm = {"values": {"password": CANARY}}
+    spec = {"repository": {"url": git_server.file_url(git_repo)}, "paths": ["hello"], "helm": helm}
+    create(admin_api, namespace, "hello", spec)
+
+    failed = wait_ready(admin_api, namespace, "hello", "False", "Invalid")
+
+    core: Any = client.CoreV1Api(admin_api)
+    status = json.dumps(failed["status"])
+    said = [
+        status,
+        *(event.message or "" for event in core.list_namespaced_event(namespace).items),
+        daemon.logs(),
+        daemon.metrics(),
+    ]
+    assert "hello: helm template failed: Error: execution error at" in status
+    encoded = base64.b64encode(CANARY.encode()).decode()
+    assert not [text for text in said if CANARY in text or encoded in text]

@@ -14,7 +14,10 @@ from tests.harness import audit
 from tests.harness.cli import Gitopsd
 from tests.harness.controllers import FAILING_POD_LABEL
 from tests.harness.controlplane import ControlPlane
+from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.waiting import wait_for
+from tests.integration.test_gitsync import create, operator, wait_ready
 from tests.integration.test_helm import HELLO_CHART
 from tests.integration.test_prune import config_maps
 from tests.integration.test_sync import drift_of, scope
@@ -195,3 +198,39 @@ def succeeded(job: Any) -> bool:
 
 
 SUCCESS = ("Complete", "SuccessCriteriaMet")
+
+
+def test_a_gitsync_runs_its_hooks_for_each_new_revision_and_never_for_a_heal(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+) -> None:
+    git_repo.commit(
+        {
+            "migrate.yaml": job("migrate", {"gitopsd.io/hook": "pre-sync"}),
+            "app.yaml": config_map("app"),
+        }
+    )
+    operator(daemons, namespace)
+    create(admin_api, namespace, "app", {"repository": {"url": git_server.file_url(git_repo)}})
+    wait_ready(admin_api, namespace, "app", "True", "Succeeded")
+    first = jobs(admin_api, namespace)["migrate"].metadata.uid
+
+    core: Any = client.CoreV1Api(admin_api)
+    core.patch_namespaced_config_map("app", namespace, {"data": {"k": "edited"}})
+    wait_for(
+        lambda: core.read_namespaced_config_map("app", namespace).data == {"k": "v"},
+        "the edit healed",
+    )
+    assert jobs(admin_api, namespace)["migrate"].metadata.uid == first  # a heal runs no hook
+
+    git_repo.commit({"app.yaml": config_map("app").replace("k: v", "k: v2")})
+    wait_for(
+        lambda: core.read_namespaced_config_map("app", namespace).data == {"k": "v2"},
+        "the new revision applied",
+        deadline_seconds=60,
+    )
+    assert jobs(admin_api, namespace)["migrate"].metadata.uid != first  # a new revision does
