@@ -8,7 +8,8 @@ succeed fails the phase: the sync stops there, and runs its sync-fail hooks.
 
 An object is deleted as a hook only when it carries this source's hook label, under the
 uid read a moment before; an object of that name that is not this source's hook stops the
-sync, as an unowned member would.
+sync, as an unowned member would. A hook is applied as members are (`apply.write`): created
+only while its name is free, or written over the very run read.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gitopsd import inventory
+from gitopsd.apply import write
 from gitopsd.changes import Action, Outcome, Target
 from gitopsd.cluster import Cluster
 from gitopsd.config import SyncSettings
@@ -88,7 +90,10 @@ class HookRunner:
         if earlier is not None and DeletePolicy.BEFORE_HOOK_CREATION in target.hook.delete_policies:
             self._delete(target, earlier)
             self._wait_gone(target, earlier)
-        self.cluster.apply(target.served, target.body, dry_run=False, force=True)
+            earlier = None
+        # under the precondition every write carries: created only if still absent, else
+        # written only over the run just read
+        write(self.cluster, target.served, target.body, earlier, True, subject=str(target.key))
         return target
 
     def _earlier_run(self, target: Target, phase: Phase) -> Body | None:

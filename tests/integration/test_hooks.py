@@ -234,3 +234,18 @@ def test_a_gitsync_runs_its_hooks_for_each_new_revision_and_never_for_a_heal(
         deadline_seconds=60,
     )
     assert jobs(admin_api, namespace)["migrate"].metadata.uid != first  # a new revision does
+
+
+def test_an_object_of_a_hooks_name_that_is_no_hook_of_the_source_is_never_touched(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    core: Any = client.CoreV1Api(admin_api)
+    theirs = {"metadata": {"name": "marker"}, "data": {"owner": "someone else"}}
+    core.create_namespaced_config_map(namespace, theirs)
+    git_repo.commit({"marker.yaml": config_map("marker", {"gitopsd.io/hook": "pre-sync"})})
+
+    refused = gitopsd("sync", git_server.file_url(git_repo), *scope(namespace))
+
+    assert refused.code == 4, refused.text
+    assert f"ConfigMap/{namespace}/marker: is a pre-sync hook of source test" in refused.err
+    assert core.read_namespaced_config_map("marker", namespace).data == {"owner": "someone else"}
