@@ -125,14 +125,20 @@ class ChartSettings:
     """Values files relative to the chart's directory, inside the revision; later ones win."""
     values: str = ""
     """Inline values, a mapping as JSON, applied after the values files."""
+    chart: str | None = None
+    """A chart of the chart repository at the source's URL, instead of a git revision."""
+    version: str = "*"
+    """The range of `chart`'s versions to pick the highest of (helm's `--version` syntax)."""
 
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """Where desired state comes from: a git repository or a local directory."""
+    """Where desired state comes from: a git repository, a local directory, or a chart of
+    a chart repository."""
 
     url: str
-    """https://, ssh:// or user@host:path; file:// and http:// only with allow_insecure."""
+    """https://, ssh:// or user@host:path; file:// and http:// only with allow_insecure; a
+    chart repository's URL when `helm.chart` is set."""
     ref: str = "HEAD"
     """Branch, tag or commit sha; HEAD is the remote's default branch."""
     paths: tuple[str, ...] = (".",)

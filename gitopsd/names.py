@@ -56,6 +56,11 @@ HELM_RELEASE = NameRule(
     re.compile(rf"{_LABEL}(\.{_LABEL})*"),
     53,
 )
+CHART_NAME = NameRule(
+    "a chart's name: letters, digits, '-', '_' and '.', starting with a letter or digit",
+    re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*"),
+    250,
+)
 PATH_SEGMENT = NameRule(
     "usable as a URL path segment: not '.' or '..', and without '/' or '%'",
     re.compile(r"(?!\.\.?\Z)[^/%]+"),

@@ -65,12 +65,26 @@ def source_arguments(parser: argparse.ArgumentParser) -> None:
     add("--ssh-key", type=Path, help="private key file for ssh URLs")
     add("--known-hosts", type=Path, help="pinned host keys for ssh URLs (required for ssh)")
     add("--cache-dir", type=Path, default=default_cache(), help="checkout cache")
-    chart_arguments(parser.add_argument_group("charts (directories holding Chart.yaml)"))
+    chart_arguments(
+        parser.add_argument_group(
+            "charts (directories holding Chart.yaml, or a chart repository's)"
+        )
+    )
     limit_arguments(parser.add_argument_group("limits of one revision"))
 
 
 def chart_arguments(group: argparse._ArgumentGroup) -> None:
     add = group.add_argument
+    add(
+        "--helm-chart",
+        metavar="NAME",
+        help="the source is this chart of the chart repository at SOURCE, not git",
+    )
+    add(
+        "--helm-version",
+        metavar="RANGE",
+        help="versions of --helm-chart to pick the highest of (default: *, the latest release)",
+    )
     add("--helm-release", metavar="NAME", help="release name (default: the chart's directory)")
     add(
         "--helm-namespace",

@@ -23,7 +23,13 @@ from gitopsd.config import (
     SyncSettings,
     is_local,
 )
-from gitopsd.configfile.helm import inline_values, release_name, set_values
+from gitopsd.configfile.helm import (
+    chart_name,
+    inline_values,
+    release_name,
+    set_values,
+    version_range,
+)
 from gitopsd.errors import ConfigError
 from gitopsd.names import DNS1123_LABEL, NameRule, namespace_problem, shown
 from gitopsd.reconcile import desired
@@ -67,11 +73,16 @@ def _charts(arguments: argparse.Namespace) -> ChartSettings:
     namespace = getattr(arguments, "helm_namespace", None)
     if namespace is not None and (problem := namespace_problem(namespace)):
         raise ConfigError(f"--helm-namespace: {shown(namespace)} {problem}")
+    version = getattr(arguments, "helm_version", None)
     return _given(
         ChartSettings(
             release_name=release_name(getattr(arguments, "helm_release", None), "--helm-release"),
             namespace=namespace,
             values=inline_values(values, "--helm-set"),
+            chart=chart_name(getattr(arguments, "helm_chart", None), "--helm-chart"),
+            version=ChartSettings.version
+            if version is None
+            else version_range(version, "--helm-version"),
         ),
         arguments,
         values_files="helm_values",

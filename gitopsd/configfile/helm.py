@@ -1,4 +1,5 @@
-"""A source's `helm` settings: how `helm template` renders its charts.
+"""A source's `helm` settings: how `helm template` renders its charts, and which chart of a
+chart repository the source is, when it is one.
 
 The command line builds the same settings from its flags (`--helm-set` paths become the
 inline values mapping), so one set of rules holds for both, and for a GitSync's spec.
@@ -13,9 +14,10 @@ from typing import Any
 from gitopsd.config import ChartSettings
 from gitopsd.configfile.fields import mapping, namespace, strings
 from gitopsd.errors import ConfigError
-from gitopsd.names import HELM_RELEASE, shown
+from gitopsd.names import CHART_NAME, HELM_RELEASE, NameRule, shown
+from gitopsd.versions import parse_range
 
-HELM_KEYS = {"releaseName", "releaseNamespace", "valuesFiles", "values"}
+HELM_KEYS = {"releaseName", "releaseNamespace", "valuesFiles", "values", "chart", "version"}
 MAX_INLINE_VALUES_BYTES = 256 * 1024
 """Inline values are configuration, not data: a larger mapping belongs in a values file."""
 
@@ -27,7 +29,25 @@ def chart_settings(value: Any, where: str) -> ChartSettings:
         namespace=_release_namespace(raw, where),
         values_files=strings(raw, "valuesFiles", where, ()),
         values=inline_values(raw.get("values"), f"{where}: values"),
+        chart=chart_name(raw.get("chart"), f"{where}: chart"),
+        version=version_range(raw.get("version", ChartSettings.version), f"{where}: version"),
     )
+
+
+def chart_name(value: Any, where: str) -> str | None:
+    """The name of a chart in a chart repository, or None (the source is git's)."""
+    return _named(value, CHART_NAME, where)
+
+
+def version_range(value: Any, where: str) -> str:
+    """A chart version range as helm's --version reads it ("*": the highest release)."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: must be a string")
+    try:
+        parse_range(value)
+    except ConfigError as error:
+        raise ConfigError(f"{where}: {error}") from None
+    return value
 
 
 def _release_namespace(raw: dict[str, Any], where: str) -> str | None:
@@ -37,9 +57,14 @@ def _release_namespace(raw: dict[str, Any], where: str) -> str | None:
 
 
 def release_name(value: Any, where: str) -> str | None:
+    return _named(value, HELM_RELEASE, where)
+
+
+def _named(value: Any, rule: NameRule, where: str) -> str | None:
+    """`value` if it is None or a string that follows `rule`."""
     if value is None:
         return None
-    problem = HELM_RELEASE.problem(value) if isinstance(value, str) else "must be a string"
+    problem = rule.problem(value) if isinstance(value, str) else "must be a string"
     if problem:
         raise ConfigError(f"{where}: {shown(str(value))} {problem}")
     return str(value)

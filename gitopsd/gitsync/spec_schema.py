@@ -96,7 +96,8 @@ GUARDS = object_(
     default={},
 )
 HELM = object_(
-    "How `helm template` renders each chart (a directory holding Chart.yaml) under paths.",
+    "How `helm template` renders each chart (a directory holding Chart.yaml) under paths, "
+    "or the chart of a chart repository the GitSync syncs.",
     {
         "releaseName": string(
             "`.Release.Name` (default: the chart directory's name).",
@@ -117,6 +118,17 @@ HELM = object_(
             "description": "Values applied after the values files.",
             "x-kubernetes-preserve-unknown-fields": True,
         },
+        "chart": string(
+            "A chart of the chart repository at `repository` (https://): the GitSync syncs "
+            "it instead of a git revision, with credentials from secretRef as for git.",
+            pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+            maxLength=250,
+        ),
+        "version": string(
+            "The range of the chart's versions to pick the highest of, as helm's --version "
+            "reads it ('^1.2', '~1.2.3', '1.x'; default '*': the latest release).",
+            maxLength=256,
+        ),
     },
 )
 DEPENDENCY = object_(

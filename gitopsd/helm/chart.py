@@ -13,25 +13,20 @@ path logic: this module reads the revision's tree and runs nothing.
 
 from __future__ import annotations
 
-import gzip
-import io
 import posixpath
 import stat
-import tarfile
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gitopsd.config import Limits, how_to_raise
+from gitopsd import archives
+from gitopsd.config import Limits
 from gitopsd.errors import ManifestError, ManifestReason
 from gitopsd.manifests import CHART_FILE, Tree, child_path, parse_documents
 
 MAX_CHART_FILE_BYTES = 1024 * 1024
 """A Chart.yaml larger than this is refused before it is read."""
 MAX_DEPENDENCY_DEPTH = 10
-_ARCHIVES = (".tgz", ".tar.gz")
-_SYMLINK = "is a symlink; gitopsd never follows symlinks"
 
 
 @dataclass(frozen=True)
@@ -62,21 +57,13 @@ class Chart:
             yield from dependency.chart.every_file()
 
 
-@dataclass
-class _Budget:
-    """Bytes the archives of one chart may unpack to, and members they may hold, together."""
-
-    bytes_left: int
-    members_left: int
-
-
 def inspect(tree: Tree, rel: str, limits: Limits) -> Chart:
     """Checks the chart in directory `rel` and every `file://` dependency it needs placed."""
-    budget = _Budget(limits.max_revision_bytes, limits.max_entries)
+    budget = archives.Budget(limits.max_revision_bytes, limits.max_entries)
     return _inspect(tree, rel, limits, budget, depth=0)
 
 
-def _inspect(tree: Tree, rel: str, limits: Limits, budget: _Budget, depth: int) -> Chart:
+def _inspect(tree: Tree, rel: str, limits: Limits, budget: archives.Budget, depth: int) -> Chart:
     chart_file = child_path(rel, CHART_FILE)
     mode = tree.mode(chart_file)
     if mode is None or not stat.S_ISREG(mode):
@@ -108,7 +95,7 @@ def _files(tree: Tree, top: str) -> Iterator[str]:
         if mode is None:
             raise ManifestError(f"{rel}: vanished while the chart was read")
         if stat.S_ISLNK(mode):
-            raise ManifestError(f"{rel}: {_SYMLINK}", ManifestReason.SYMLINK)
+            raise ManifestError(f"{rel}: {archives.SYMLINK}", ManifestReason.SYMLINK)
         if stat.S_ISDIR(mode):
             pending.extend(reversed([child_path(rel, name) for name in tree.names(rel)]))
         elif stat.S_ISREG(mode):
@@ -118,13 +105,13 @@ def _files(tree: Tree, top: str) -> Iterator[str]:
 
 
 def _is_subchart_archive(chart: str, rel: str) -> bool:
-    return rel.startswith(child_path(chart, "charts/")) and rel.endswith(_ARCHIVES)
+    return rel.startswith(child_path(chart, "charts/")) and rel.endswith(archives.SUFFIXES)
 
 
 def _is_vendored(name: str, vendored: set[str]) -> bool:
     """Whether `charts/` holds the dependency, as a directory or as `NAME-VERSION.tgz`."""
     return name in vendored or any(
-        entry.startswith(f"{name}-") and entry.endswith(_ARCHIVES) for entry in vendored
+        entry.startswith(f"{name}-") and entry.endswith(archives.SUFFIXES) for entry in vendored
     )
 
 
@@ -185,79 +172,15 @@ def _inside(tree: Tree, base: str, entry: str, where: str, shown: str) -> str:
     for count in range(1, len(parts) + 1):
         mode = tree.mode("/".join(parts[:count]))
         if mode is not None and stat.S_ISLNK(mode):
-            raise ManifestError(f"{where}: {shown}: {_SYMLINK}", ManifestReason.SYMLINK)
+            raise ManifestError(f"{where}: {shown}: {archives.SYMLINK}", ManifestReason.SYMLINK)
     return target
 
 
-def _check_archive(tree: Tree, rel: str, budget: _Budget) -> None:
+def _check_archive(tree: Tree, rel: str, budget: archives.Budget) -> None:
     """Reads the archive as a stream: what helm would unpack, bounded before helm sees it."""
-    size = tree.size(rel)
-    if size > budget.bytes_left:
-        raise _archive_too_large(rel)
-    data = tree.read(rel, budget.bytes_left)
-    _check_archive_bytes(data, rel, budget)
-
-
-def _check_archive_bytes(data: bytes, rel: str, budget: _Budget) -> None:
-    stream = _Bounded(gzip.GzipFile(fileobj=io.BytesIO(data)), rel, budget)
-    try:
-        with tarfile.open(fileobj=stream, mode="r|") as archive:
-            for member in archive:
-                _check_member(archive, member, rel, budget)
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
-        raise ManifestError(f"{rel}: not a chart archive ({type(error).__name__})") from None
-
-
-def _check_member(
-    archive: tarfile.TarFile, member: tarfile.TarInfo, rel: str, budget: _Budget
-) -> None:
-    budget.members_left -= 1
-    if budget.members_left < 0:
-        raise ManifestError(
-            f"{rel}: its archives hold more members than the per-revision limit "
-            f"({how_to_raise('max_entries')})",
-            ManifestReason.SIZE_LIMIT,
-        )
-    name = member.name.replace("\0", "\\0")[:200]
-    normal = posixpath.normpath(member.name)
-    if member.name.startswith("/") or normal == ".." or normal.startswith("../"):
-        raise ManifestError(
-            f"{rel}: member {name!r} points outside the archive", ManifestReason.PATH_ESCAPE
-        )
-    if member.issym() or member.islnk():
-        raise ManifestError(f"{rel}: member {name!r} {_SYMLINK}", ManifestReason.SYMLINK)
-    if not (member.isfile() or member.isdir()):
-        raise ManifestError(f"{rel}: member {name!r} is not a regular file")
-    if member.isfile() and member.name.endswith(_ARCHIVES):  # a subchart's own charts/
-        nested = archive.extractfile(member)
-        assert nested is not None  # noqa: S101 - a regular file
-        _check_archive_bytes(nested.read(budget.bytes_left + 1), f"{rel}:{name}", budget)
-
-
-class _Bounded(io.RawIOBase):
-    """A decompressed stream that stops being read once the chart's budget is spent."""
-
-    def __init__(self, inner: gzip.GzipFile, rel: str, budget: _Budget) -> None:
-        self.inner, self.rel, self.budget = inner, rel, budget
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.inner.read(len(buffer))
-        self.budget.bytes_left -= len(data)
-        if self.budget.bytes_left < 0:
-            raise _archive_too_large(self.rel)
-        buffer[: len(data)] = data
-        return len(data)
-
-
-def _archive_too_large(rel: str) -> ManifestError:
-    return ManifestError(
-        f"{rel}: unpacks to more than the per-revision limit "
-        f"({how_to_raise('max_revision_bytes')})",
-        ManifestReason.SIZE_LIMIT,
-    )
+    if tree.size(rel) > budget.bytes_left:
+        raise archives.too_large(rel)
+    archives.check(tree.read(rel, budget.bytes_left), rel, budget)
 
 
 def _too_large(rel: str) -> ManifestError:

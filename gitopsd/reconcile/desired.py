@@ -33,7 +33,9 @@ class Desired:
 
 
 def fetch(spec: SourceSpec, cache_dir: Path) -> source.Revision:
-    """A git revision, or a local directory when the source is a path."""
+    """A git revision, a local directory when the source is a path, or a chart's version."""
+    if spec.helm.chart:
+        return source.fetch_chart(spec, cache_dir)
     if is_local(spec.url):
         return source.read_directory(Path(spec.url))
     return source.fetch(spec, cache_dir)
@@ -42,7 +44,9 @@ def fetch(spec: SourceSpec, cache_dir: Path) -> source.Revision:
 def check_source(spec: SourceSpec, allowed_by: str = source.FLAG_ALLOWS_INSECURE) -> None:
     """Raises ConfigError for a source gitopsd would refuse to fetch, before any fetch;
     `allowed_by` names the setting that permits file:// and http:// where it is checked."""
-    if not is_local(spec.url):
+    if spec.helm.chart:
+        source.check_chart_source(spec, allowed_by)
+    elif not is_local(spec.url):
         source.check_url(spec, allowed_by)
 
 
@@ -216,9 +220,11 @@ def default_name(spec: SourceSpec) -> str:
     """A stable source name: its base name plus a hash of what it is. A local checkout is
     known by its repository's remote URL and its path there, so two checkouts of it (two
     CI workspaces) are one source; a directory outside git by its absolute path."""
-    where = spec.url
-    if is_local(spec.url):
+    where, named = spec.url, Path(spec.url.rstrip("/")).name
+    if spec.helm.chart:  # a chart repository holds many charts: the chart names the source
+        where, named = f"{spec.url}\n{spec.helm.chart}", spec.helm.chart
+    elif is_local(spec.url):
         where = source.checkout_identity(Path(spec.url)) or spec.url
-    base = re.sub(r"[^a-z0-9-]+", "-", Path(spec.url.rstrip("/")).name.lower().removesuffix(".git"))
+    base = re.sub(r"[^a-z0-9-]+", "-", named.lower().removesuffix(".git"))
     digest = hashlib.sha256(f"{where}\n{sorted(spec.paths)}".encode()).hexdigest()[:8]
     return f"{base.strip('-')[:30] or 'source'}-{digest}"

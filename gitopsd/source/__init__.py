@@ -1,4 +1,4 @@
-"""Fetching desired state: the only package that runs git (in `runner`).
+"""Fetching desired state: the only package that runs git (in `runner`) or fetches charts.
 
 A git source is kept as a persistent shallow bare repository under the cache directory,
 one per URL, shared by every source and process that names that URL and guarded by a
@@ -13,8 +13,12 @@ The git host is treated as hostile (docs/ARCHITECTURE.md, Trust boundaries): the
 allow-list before git runs (`policy`), git gets an environment built from nothing,
 credentials reach it only through GIT_ASKPASS (`credentials`), and every error message is
 scrubbed of URLs' userinfo and of the secret.
+
+A chart from a Helm chart repository is a revision too (`charts`): the highest version a
+range allows, checked against its digest and unpacked, bounded, into the cache.
 """
 
+from gitopsd.source.charts import check_chart_source, fetch_chart
 from gitopsd.source.identity import checkout_identity
 from gitopsd.source.listing import Entry
 from gitopsd.source.policy import FLAG_ALLOWS_INSECURE, URL_USERINFO_ADVICE, check_url, mask_url
@@ -29,9 +33,11 @@ __all__ = [
     "Entry",
     "GitTree",
     "Revision",
+    "check_chart_source",
     "check_url",
     "checkout_identity",
     "fetch",
+    "fetch_chart",
     "mask_url",
     "read_directory",
     "snapshot",

@@ -131,6 +131,15 @@ def test_chart_flags_set_the_charts_settings() -> None:
     assert settings.source_spec(build_parser().parse_args(["sync", "."])).helm == ChartSettings()
 
 
+def test_chart_flags_name_a_chart_of_a_chart_repository() -> None:
+    flags = ["--helm-chart", "podinfo", "--helm-version", "~6.5"]
+    arguments = build_parser().parse_args(["sync", "https://charts.example", *flags])
+
+    helm = settings.source_spec(arguments).helm
+
+    assert (helm.chart, helm.version) == ("podinfo", "~6.5")
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
@@ -139,6 +148,8 @@ def test_chart_flags_set_the_charts_settings() -> None:
         (["--helm-set", "replicas"], "--helm-set: 'replicas': expected KEY.PATH=VALUE"),
         (["--helm-set", "a..b=1"], "--helm-set: 'a..b=1': expected KEY.PATH=VALUE"),
         (["--helm-set", "a=1", "--helm-set", "a.b=2"], "--helm-set: 'a.b': a is set to a value"),
+        (["--helm-chart", "a/b"], "--helm-chart: 'a/b' must be a chart's name"),
+        (["--helm-chart", "a", "--helm-version", "1.2.3.4"], "--helm-version: version range"),
     ],
 )
 def test_chart_flags_are_checked(flags: list[str], message: str) -> None:

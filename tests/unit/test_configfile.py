@@ -104,6 +104,16 @@ def test_chart_settings_are_set_per_source(tmp_path: Path) -> None:
     assert plain.spec.helm == ChartSettings()
 
 
+def test_a_source_can_be_a_chart_of_a_chart_repository(tmp_path: Path) -> None:
+    helm = {"chart": "podinfo", "version": ">=6.5 <7"}
+    document = {"sources": [source(name="chart", repository="https://charts.example", helm=helm)]}
+
+    [chart] = load(write(tmp_path, document)).sources
+
+    assert (chart.spec.helm.chart, chart.spec.helm.version) == ("podinfo", ">=6.5 <7")
+    assert ChartSettings().version == "*"
+
+
 def test_bi07_limits_are_set_per_source(tmp_path: Path) -> None:
     limits = {
         "maxObjectBytes": "1Mi",
@@ -160,6 +170,9 @@ def test_bi07_limits_are_set_per_source(tmp_path: Path) -> None:
         ({"helm": {"releaseNamespace": "A"}}, "helm: releaseNamespace: 'A' must be a DNS-1123"),
         ({"helm": {"valuesFiles": "prod.yaml"}}, "helm: valuesFiles: expected a list"),
         ({"helm": {"values": ["a"]}}, "helm: values: expected a mapping"),
+        ({"helm": {"chart": "../x"}}, "helm: chart: '../x' must be a chart's name"),
+        ({"helm": {"chart": "x", "version": "^1.x.q"}}, "helm: version: version range '^1.x.q'"),
+        ({"helm": {"version": 1}}, "helm: version: must be a string"),
         (
             {"helm": {"values": {"a": "x" * 300_000}}},
             "helm: values: 300008 bytes as JSON, over the limit",

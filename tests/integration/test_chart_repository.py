@@ -1,0 +1,201 @@
+"""A chart of a Helm chart repository as a source: picked by version range, followed to
+each new version by the daemon, and refused whole when the repository is hostile."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from gitopsd.errors import ExitCode
+from tests.harness.chartrepo import ChartRepository, serving
+from tests.harness.cli import Gitopsd
+from tests.harness.daemon import Daemons
+from tests.harness.waiting import wait_for
+from tests.integration.test_gitsync import create, get, operator, wait_ready
+from tests.integration.test_sync import config_map, scope
+from tests.unit.test_helm_chart import archive
+
+HELLO = {
+    "hello/Chart.yaml": "apiVersion: v2\nname: hello\nversion: 0.1.0\n",
+    "hello/values.yaml": "greeting: hello\n",
+    "hello/templates/cm.yaml": (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n"
+        "data:\n  greeting: {{ .Values.greeting | quote }}\n"
+        "  version: {{ .Chart.Version | quote }}\n"
+    ),
+}
+
+
+@pytest.fixture
+def charts(tmp_path: Path) -> Iterator[ChartRepository]:
+    with serving(tmp_path / "chart-repository") as repository:
+        yield repository
+
+
+def chart_flags(charts: ChartRepository, tmp_path: Path, version: str) -> list[str]:
+    password = tmp_path / "chart-password"
+    password.write_text(charts.password)
+    return [
+        *("--helm-chart", "hello", "--helm-version", version),
+        *("--username", charts.username, "--password-file", str(password)),
+    ]
+
+
+def version_of(admin_api: Any, namespace: str) -> str:
+    found = config_map(admin_api, namespace, "hello")
+    return str(found.data["version"]) if found else ""
+
+
+def test_a_chart_syncs_at_the_highest_version_its_range_allows_then_shows_no_drift(
+    gitopsd: Gitopsd, admin_api: Any, charts: ChartRepository, namespace: str, tmp_path: Path
+) -> None:
+    for version in ("1.0.0", "1.1.0", "1.2.0-rc.1", "2.0.0"):
+        charts.publish(HELLO, version)
+    flags = [*scope(namespace), *chart_flags(charts, tmp_path, "^1.0")]
+
+    synced = gitopsd("sync", charts.url, *flags, "--helm-set", "greeting=hi")
+
+    assert synced.code == 0, synced.text
+    assert "1.1.0@sha256:" in synced.out  # the version resolved, reported as the revision
+    assert config_map(admin_api, namespace, "hello").data == {"greeting": "hi", "version": "1.1.0"}
+    assert gitopsd("diff", charts.url, *flags, "--helm-set", "greeting=hi").code == 0
+
+    charts.publish(HELLO, "1.3.0")
+    changed = gitopsd("diff", charts.url, *flags, "--helm-set", "greeting=hi", "-o", "json")
+    assert changed.code == 1, changed.text
+    assert "1.3.0@sha256:" in changed.out
+    assert gitopsd("sync", charts.url, *flags, "--helm-set", "greeting=hi").code == 0
+    assert version_of(admin_api, namespace) == "1.3.0"
+    archives = [path for path in charts.requests if path.endswith(".tgz")]
+    assert archives == ["/charts/hello-1.1.0.tgz", "/charts/hello-1.3.0.tgz"]  # one fetch each
+
+
+def test_se05_wrong_chart_repository_credentials_fail_without_showing_them(
+    gitopsd: Gitopsd, admin_api: Any, charts: ChartRepository, namespace: str, tmp_path: Path
+) -> None:
+    charts.publish(HELLO, "1.0.0")
+    flags = chart_flags(charts, tmp_path, "*")
+    (tmp_path / "chart-password").write_text("wrong-password-canary")
+
+    refused = gitopsd("sync", charts.url, *scope(namespace), *flags)
+
+    assert refused.code == ExitCode.SOURCE_FAILED, refused.text
+    assert "index.yaml: HTTP 401: check the credentials" in refused.err
+    assert "wrong-password-canary" not in refused.text
+    assert "hello" not in gitopsd.kubectl("get", "configmaps", "-n", namespace, "-o", "name")
+
+
+def test_a_gitsync_follows_its_chart_repository_to_each_new_version(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    charts: ChartRepository,
+) -> None:
+    charts.publish(HELLO, "1.0.0")
+    secret = credentials_secret(admin_api, namespace, charts)
+    daemon = operator(daemons, namespace)
+    repository = {"url": charts.url, "secretRef": {"name": secret}}
+    helm = {"chart": "hello", "version": "1.x", "releaseName": "hello"}
+    create(admin_api, namespace, "hello", {"repository": repository, "helm": helm})
+
+    first = wait_ready(admin_api, namespace, "hello", "True", "Succeeded")["status"]
+    assert first["lastAppliedRevision"].startswith("1.0.0@sha256:")
+    assert version_of(admin_api, namespace) == "1.0.0"
+
+    charts.publish(HELLO, "2.0.0")  # outside the range: never picked
+    charts.publish(HELLO, "1.1.0")
+    wait_for(
+        lambda: version_of(admin_api, namespace) == "1.1.0",
+        "the daemon applied the chart's new version",
+        deadline_seconds=60,
+    )
+    revision = wait_for(
+        lambda: (
+            _applied_revision(admin_api, namespace).startswith("1.1.0@sha256:")
+            and _applied_revision(admin_api, namespace)
+        ),
+        "the GitSync's status names the new version",
+        deadline_seconds=30,
+    )
+    assert f'revision="{revision}"' in daemon.metrics()
+    assert "/charts/hello-2.0.0.tgz" not in charts.requests
+
+
+def _applied_revision(admin_api: Any, namespace: str) -> str:
+    return str(
+        ((get(admin_api, namespace, "hello") or {}).get("status") or {}).get(
+            "lastAppliedRevision", ""
+        )
+    )
+
+
+def credentials_secret(admin_api: Any, namespace: str, charts: ChartRepository) -> str:
+    core: Any = client.CoreV1Api(admin_api)
+    core.create_namespaced_secret(
+        namespace,
+        {
+            "metadata": {
+                "name": "chart-credentials",
+                "annotations": {"gitopsd.io/git-credentials-for": charts.url},
+            },
+            "stringData": {"username": charts.username, "password": charts.password},
+        },
+    )
+    return "chart-credentials"
+
+
+def bomb() -> bytes:
+    """1 GiB of zeros in a chart's template, about 1 MiB compressed."""
+    header = tarfile.TarInfo("hello/templates/zeros.yaml")
+    header.size = 1024**3
+    return gzip.compress(header.tobuf()) + gzip.compress(bytes(1024 * 1024)) * 1024
+
+
+def serve_instead(
+    charts: ChartRepository, index: dict[str, Any], data: bytes, url: str = "", digest: str = ""
+) -> None:
+    """Version 1.0.0 of the index served as `data` (under its true digest, or `digest`),
+    from `url` if given."""
+    name = f"hello-{hashlib.sha256(data).hexdigest()[:8]}.tgz"
+    charts.put(name, data)
+    [entry] = index["entries"]["hello"]
+    entry = {**entry, "digest": digest or hashlib.sha256(data).hexdigest(), "urls": [url or name]}
+    served = {**index, "entries": {"hello": [entry]}}
+    (charts.directory / "index.yaml").write_text(yaml.safe_dump(served))
+
+
+def test_bi07_se12_hostile_chart_repositories_are_refused_and_nothing_is_applied(
+    gitopsd: Gitopsd, admin_api: Any, charts: ChartRepository, namespace: str, tmp_path: Path
+) -> None:
+    genuine = charts.publish(HELLO, "1.0.0").read_bytes()
+    index = yaml.safe_load((charts.directory / "index.yaml").read_text())
+    digest = hashlib.sha256(genuine).hexdigest()
+    flags = [*scope(namespace), *chart_flags(charts, tmp_path, "1.0.0")]
+    elsewhere = charts.url.replace("127.0.0.1", "localhost")
+    charts.redirects["/charts/moved.tgz"] = f"{elsewhere}/hello-1.0.0.tgz"
+    invalid, failed = ExitCode.INVALID, ExitCode.SOURCE_FAILED
+    chart = {name: text.encode() for name, text in HELLO.items()}
+    symlink = archive(chart, {"hello/templates/x.yaml": "/etc/passwd"})
+    cases = [
+        (genuine + b"\0", "", digest, failed, "sha256 is not the digest index.yaml gives"),
+        (genuine, f"{elsewhere}/hello-1.0.0.tgz", "", failed, "is on another host than the chart"),
+        (genuine, "moved.tgz", "", failed, "redirected to another host"),
+        (bomb(), "", "", invalid, ": unpacks to more than the per-revision limit"),
+        (symlink, "", "", invalid, "member 'hello/templates/x.yaml' is a symlink"),
+        (archive({**chart, "hello/../../x.yaml": b"x"}), "", "", invalid, "points outside"),
+    ]
+    for data, url, claimed, code, message in cases:
+        serve_instead(charts, index, data, url, claimed)
+        refused = gitopsd("sync", charts.url, *flags, "--max-revision-bytes", "16Mi")
+        assert (refused.code, message in refused.err) == (code, True), f"{message}: {refused.text}"
+        assert charts.password not in refused.text
+    assert "hello" not in gitopsd.kubectl("get", "configmaps", "-n", namespace, "-o", "name")

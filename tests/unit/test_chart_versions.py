@@ -1,0 +1,149 @@
+"""Which version of a chart a range picks, from what a chart repository's index lists."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from gitopsd.config import ChartSettings, SourceSpec
+from gitopsd.errors import ConfigError, SourceError
+from gitopsd.source import check_chart_source
+from gitopsd.source.charts import pick
+from gitopsd.versions import parse_range, parse_version
+
+OFFERED = [
+    "0.0.3",
+    "0.0.4",
+    "0.1.0",
+    "0.2.5",
+    "1.0.0",
+    "1.2.0",
+    "1.2.3",
+    "1.2.9",
+    "1.3.0-rc.1",
+    "1.3.0",
+    "1.10.0",
+    "2.0.0-alpha",
+    "2.0.0",
+    "2.1.0",
+]
+DIGEST = "a" * 64
+
+
+@pytest.mark.parametrize(
+    ("wanted", "allowed"),
+    [
+        ("*", "0.0.3 0.0.4 0.1.0 0.2.5 1.0.0 1.2.0 1.2.3 1.2.9 1.3.0 1.10.0 2.0.0 2.1.0"),
+        ("", "0.0.3 0.0.4 0.1.0 0.2.5 1.0.0 1.2.0 1.2.3 1.2.9 1.3.0 1.10.0 2.0.0 2.1.0"),
+        ("^1.2", "1.2.0 1.2.3 1.2.9 1.3.0 1.10.0"),
+        ("^0.1", "0.1.0"),
+        ("^0.0.3", "0.0.3"),
+        ("~1.2.3", "1.2.3 1.2.9"),
+        ("~> 1.2", "1.2.0 1.2.3 1.2.9"),
+        ("1.2.x", "1.2.0 1.2.3 1.2.9"),
+        ("1.2", "1.2.0 1.2.3 1.2.9"),
+        ("v1.2.3", "1.2.3"),
+        ("=1.2.3", "1.2.3"),
+        (">= 1.2, < 2", "1.2.0 1.2.3 1.2.9 1.3.0 1.10.0"),
+        ("1.2 - 1.3", "1.2.0 1.2.3 1.2.9 1.3.0"),
+        (">1.2", "1.3.0 1.10.0 2.0.0 2.1.0"),
+        ("<=1.2", "0.0.3 0.0.4 0.1.0 0.2.5 1.0.0 1.2.0 1.2.3 1.2.9"),
+        ("<1.0.0", "0.0.3 0.0.4 0.1.0 0.2.5"),
+        ("!=1.2 >=1", "1.0.0 1.3.0 1.10.0 2.0.0 2.1.0"),
+        ("1.2.3 || 2.x", "1.2.3 2.0.0 2.1.0"),
+        # a pre-release only where the group names one
+        (">=1.3.0-0 <1.4", "1.3.0-rc.1 1.3.0"),
+        ("2.0.0-alpha", "2.0.0-alpha"),
+    ],
+)
+def test_a_range_allows_what_helm_would(wanted: str, allowed: str) -> None:
+    versions = [parse_version(text) for text in OFFERED]
+
+    chosen = parse_range(wanted)
+
+    assert [str(v) for v in versions if v and chosen.allows(v)] == allowed.split()
+
+
+def test_the_highest_allowed_version_wins_by_semver_precedence() -> None:
+    versions = [
+        v for text in ("1.9.0", "1.10.0", "1.10.0-rc.2", "1.2.0") if (v := parse_version(text))
+    ]
+
+    assert str(parse_range("1.x").highest(versions)) == "1.10.0"
+    assert str(parse_range(">=1.10.0-0").highest(versions[:1] + versions[2:])) == "1.10.0-rc.2"
+    assert parse_range("3.x").highest(versions) is None
+
+
+@pytest.mark.parametrize("wanted", ["abc", "1.2.3.4", ">>1", "1 - ", "^", "1.2.3-", "x" * 300])
+def test_what_is_not_a_range_is_refused(wanted: str) -> None:
+    with pytest.raises(ConfigError, match=r"version range|longer than"):
+        parse_range(wanted)
+
+
+def chart_source(version: str = "*", url: str = "https://charts.example/stable") -> SourceSpec:
+    return SourceSpec(url=url, helm=ChartSettings(chart="web", version=version))
+
+
+def entry(version: str, **fields: object) -> dict[str, object]:
+    return {"version": version, "urls": [f"web-{version}.tgz"], "digest": DIGEST, **fields}
+
+
+def test_the_index_entry_of_the_highest_allowed_version_is_picked() -> None:
+    index = {
+        "entries": {
+            "web": [
+                entry("1.0.0", created="2026-11-26T11:13:53.073036507Z"),
+                entry("1.1.0", urls=["https://charts.example/stable/sub/web-1.1.0.tgz"]),
+                entry("1.2.0", digest="not-a-digest"),  # skipped: it could not be checked
+                entry("1.3.0", urls=[]),
+                {"version": "not-a-version", "urls": ["x.tgz"], "digest": DIGEST},
+            ],
+            "other": [entry("9.0.0")],
+        }
+    }
+
+    picked = pick(index, chart_source("1.x"))
+
+    assert (picked.text, picked.url) == ("1.1.0", "https://charts.example/stable/sub/web-1.1.0.tgz")
+    oldest = pick(index, chart_source("1.0"))
+    assert oldest.url == "https://charts.example/stable/web-1.0.0.tgz"
+    assert oldest.created == datetime(2026, 11, 26, 11, 13, 53, tzinfo=UTC).timestamp()
+
+
+@pytest.mark.parametrize(
+    ("index", "message"),
+    [
+        ({"entries": {"other": [entry("1.0.0")]}}, "has no chart 'web'"),
+        ({}, "has no chart 'web'"),
+        ({"entries": {"web": [entry("2.0.0")]}}, "no version of 'web' matches '1.x'"),
+    ],
+)
+def test_a_chart_or_version_the_index_lacks_is_named(
+    index: dict[str, object], message: str
+) -> None:
+    with pytest.raises(SourceError, match=message):
+        pick(index, chart_source("1.x"))
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (chart_source(url="ssh://git@example.com/charts"), "a chart repository's URL is https://"),
+        (chart_source(url="http://charts.example"), "http:// is refused unless"),
+        (chart_source(url="https://user:token@charts.example"), "not in the URL"),
+        (chart_source(version="one"), "version range 'one'"),
+    ],
+)
+def test_se12_a_chart_source_gitopsd_would_not_fetch_from_is_refused(
+    spec: SourceSpec, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        check_chart_source(spec)
+
+
+def test_a_chart_source_has_no_ref() -> None:
+    spec = SourceSpec(url="https://charts.example", ref="main", helm=ChartSettings(chart="web"))
+
+    with pytest.raises(ConfigError, match="a chart source has no ref"):
+        check_chart_source(spec)
