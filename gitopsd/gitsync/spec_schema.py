@@ -14,17 +14,18 @@ from gitopsd.gitsync.openapi import (
     strings,
 )
 
-REPOSITORY_URL = "^(https://|http://|ssh://|file://|[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:)"
+REPOSITORY_URL = "^(https://|http://|ssh://|file://|oci://|[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:)"
 MAX_NAME = 50
 """A GitSync's name names its ApplySet parent gitopsd-<name> and labels metrics, as a file
 source's name does (config.SOURCE_NAME)."""
 
 REPOSITORY = object_(
-    "The git repository to read.",
+    "The git repository to read (with helm.chart: the chart repository or OCI registry).",
     {
         "url": string(
-            "https://, ssh:// or user@host:path. http:// and file:// only where the daemon's "
-            "configuration allows them (gitSyncs.allowInsecure).",
+            "https://, ssh:// or user@host:path; with helm.chart, a chart repository's "
+            "https:// or a registry's oci://. http:// and file:// (and plain-HTTP oci://) "
+            "only where the daemon's configuration allows them (gitSyncs.allowInsecure).",
             pattern=REPOSITORY_URL,
             maxLength=2048,
         ),
@@ -119,8 +120,9 @@ HELM = object_(
             "x-kubernetes-preserve-unknown-fields": True,
         },
         "chart": string(
-            "A chart of the chart repository at `repository` (https://): the GitSync syncs "
-            "it instead of a git revision, with credentials from secretRef as for git.",
+            "A chart of the chart repository (https://) or OCI registry (oci://HOST/PATH) "
+            "at `repository`: the GitSync syncs it instead of a git revision, with "
+            "credentials from secretRef as for git.",
             pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
             maxLength=250,
         ),

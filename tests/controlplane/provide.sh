@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Provides the test control plane: etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kwok (the nodes and their kubelets, simulated) and kubectl; and helm, which
-# gitopsd runs to render charts, as it runs kubectl to render kustomizations.
+# kube-scheduler, kwok (the nodes and their kubelets, simulated) and kubectl; helm, which
+# gitopsd runs to render charts, as it runs kubectl to render kustomizations; and an OCI
+# registry (distribution) with a token service, which serve the tests' pushed charts.
 #
 # Prints one NAME=path line per binary, in envtest's naming (TEST_ASSET_ETCD,
 # TEST_ASSET_KUBE_APISERVER, TEST_ASSET_KUBE_CONTROLLER_MANAGER, TEST_ASSET_KUBE_SCHEDULER,
-# TEST_ASSET_KWOK, TEST_ASSET_KUBECTL, and TEST_ASSET_HELM), each the absolute path of a binary that exists, and
+# TEST_ASSET_KWOK, TEST_ASSET_KUBECTL, TEST_ASSET_HELM, TEST_ASSET_REGISTRY and
+# TEST_ASSET_REGISTRY_TOKENS), each the absolute path of a binary that exists, and
 # TEST_ASSET_KWOK_STAGES, the pod and node lifecycle kwok plays (its own published stages).
 #
 # Where the binaries come from, first match wins:
@@ -30,6 +32,7 @@ kube_version=$(module_version "$here/kube" k8s.io/kubernetes)
 etcd_version=$(module_version "$here/etcd" go.etcd.io/etcd/server/v3)
 kwok_version=$(module_version "$here/kwok" sigs.k8s.io/kwok)
 helm_version=$(module_version "$here/helm" helm.sh/helm/v4)
+registry_version=$(module_version "$here/registry" github.com/distribution/distribution/v3)
 
 # build DIR OUT PACKAGE [LDFLAGS]: go build PACKAGE from the wrapper module in DIR into OUT.
 build() {
@@ -46,6 +49,7 @@ kube_dir=$cache_root/kube-$kube_version
 etcd_dir=$cache_root/etcd-$etcd_version
 kwok_dir=$cache_root/kwok-$kwok_version
 helm_dir=$cache_root/helm-$helm_version
+registry_dir=$cache_root/registry-$registry_version
 
 # Stages kwok plays, from its module: nodes become Ready; a scheduled pod runs and is
 # Ready; a Job's pod succeeds, or fails when labelled
@@ -67,7 +71,7 @@ write_kwok_stages() { # write_kwok_stages OUT
 
 # ensure NAME: prints the path of the cached binary NAME, building it first when missing.
 ensure() {
-  mkdir -p "$kube_dir" "$etcd_dir" "$kwok_dir" "$helm_dir"
+  mkdir -p "$kube_dir" "$etcd_dir" "$kwok_dir" "$helm_dir" "$registry_dir"
   exec 9>"$cache_root/.lock"
   flock 9 # two test runs at once build only once
   local minor=${kube_version#v1.}
@@ -88,6 +92,15 @@ ensure() {
     [ -x "$helm_dir/helm" ] || build "$here/helm" "$helm_dir/helm" helm.sh/helm/v4/cmd/helm \
       "-X helm.sh/helm/v4/internal/version.version=$helm_version" >&2
     echo "$helm_dir/helm" ;;
+  registry)
+    [ -x "$registry_dir/registry" ] ||
+      build "$here/registry" "$registry_dir/registry" github.com/distribution/distribution/v3/cmd/registry >&2
+    echo "$registry_dir/registry" ;;
+  registry-tokens) # our own source: named by its hash, so that changing it builds anew
+    local tokens
+    tokens=$registry_dir/tokens-$(cat "$here/registry/tokens/main.go" | sha256sum | cut -c1-12)
+    [ -x "$tokens" ] || build "$here/registry" "$tokens" gitopsd.test/controlplane/registry/tokens >&2
+    echo "$tokens" ;;
   kwok-stages.yaml) # named by the list, so that changing it writes a new file
     local stages
     stages=$kwok_dir/stages-$(echo $KWOK_STAGES | sha256sum | cut -c1-12).yaml
@@ -123,4 +136,6 @@ provide kube-scheduler TEST_ASSET_KUBE_SCHEDULER
 provide kwok TEST_ASSET_KWOK
 provide kubectl TEST_ASSET_KUBECTL
 provide helm TEST_ASSET_HELM
+provide registry TEST_ASSET_REGISTRY
+provide registry-tokens TEST_ASSET_REGISTRY_TOKENS
 printf 'TEST_ASSET_KWOK_STAGES=%s\n' "$(ensure kwok-stages.yaml)"

@@ -32,26 +32,31 @@ class ChartRepository:
     """Request paths answered with a redirect to another URL."""
 
     def publish(self, files: Mapping[str, str], version: str) -> Path:
-        """Packages the chart in `files` (paths under its directory, Chart.yaml's version
-        set to `version`) with `helm package`, and indexes the repository again."""
-        work = self.directory.parent.parent / f"work-{secrets.token_hex(4)}"
-        for path, text in files.items():
-            target = work / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
-        chart = work / next(iter(files)).split("/")[0]
-        _helm("package", str(chart), "--version", version, "--destination", str(self.directory))
-        shutil.rmtree(work)
+        """Packages the chart in `files` into the repository, and indexes it again."""
+        archive = package(files, version, self.directory)
         self.index()
-        name = _chart_name(files)
-        return self.directory / f"{name}-{version}.tgz"
+        return archive
 
     def index(self) -> None:
-        _helm("repo", "index", str(self.directory))
+        helm("repo", "index", str(self.directory))
 
     def put(self, name: str, data: bytes) -> None:
         """A file served as it is (an archive no `helm package` would make)."""
         (self.directory / name).write_bytes(data)
+
+
+def package(files: Mapping[str, str], version: str, into: Path) -> Path:
+    """The chart in `files` (paths under its directory), its version set to `version`,
+    packaged by `helm package` into directory `into`."""
+    work = into.parent / f"work-{secrets.token_hex(4)}"
+    for path, text in files.items():
+        target = work / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    chart = work / next(iter(files)).split("/")[0]
+    helm("package", str(chart), "--version", version, "--destination", str(into))
+    shutil.rmtree(work)
+    return into / f"{_chart_name(files)}-{version}.tgz"
 
 
 def _chart_name(files: Mapping[str, str]) -> str:
@@ -63,8 +68,8 @@ def _chart_name(files: Mapping[str, str]) -> str:
     )
 
 
-def _helm(*args: str) -> None:
-    done = subprocess.run(["helm", *args], capture_output=True, text=True, check=False)
+def helm(*args: str, env: Mapping[str, str] | None = None) -> None:
+    done = subprocess.run(["helm", *args], capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"helm {' '.join(args)} failed: {done.stderr.strip()}")
 

@@ -67,6 +67,10 @@ class Binaries:
     kubectl: Path
     helm: Path
     controllers: ControllerBinaries
+    registry: Path
+    """An OCI registry (distribution), for charts pushed with `helm push`."""
+    registry_tokens: Path
+    """The registry's token service (the Bearer flow of hosted registries)."""
 
 
 def provided(script: Path) -> dict[str, Path]:
@@ -106,6 +110,8 @@ def provide_binaries() -> Binaries:
             kwok=paths["TEST_ASSET_KWOK"],
             kwok_stages=paths["TEST_ASSET_KWOK_STAGES"],
         ),
+        registry=paths["TEST_ASSET_REGISTRY"],
+        registry_tokens=paths["TEST_ASSET_REGISTRY_TOKENS"],
     )
 
 

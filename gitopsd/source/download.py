@@ -1,0 +1,193 @@
+"""Bounded HTTP(S) requests to the one host a chart source names, with its credentials.
+
+Every request goes to the source's own scheme, host and port; a redirect elsewhere is
+refused, except for content checked against a digest afterwards (a registry's blob, which
+hosted registries serve from a storage host), and then only to https and never with the
+credentials. Each response is read up to the revision's byte limit. Credentials are sent
+as HTTP basic auth, or traded for a bearer token where the server asks for one (the
+registry token flow), and never appear in an error.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from email.message import Message
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from gitopsd.config import SourceSpec, how_to_raise
+from gitopsd.errors import SourceError, SourceReason
+from gitopsd.source.credentials import read_password
+from gitopsd.source.policy import mask_url
+
+_REDIRECT_REFUSED = 399
+"""A status no server sends: the redirect handler's refusal, told apart from a server's."""
+_CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
+_MAX_TOKEN_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Response:
+    body: bytes
+    headers: Message
+
+
+class Downloads:
+    """Requests to the host of `url` for the source `spec`, bounded, with its credentials."""
+
+    def __init__(self, spec: SourceSpec, url: str) -> None:
+        self.spec, self.origin = spec, origin(url)
+        self.limit = spec.limits.max_revision_bytes
+        password = read_password(spec.credentials)
+        self.secrets = (password,) if password else ()
+        basic = f"{spec.credentials.username}:{password}".encode()
+        self.basic = "Basic " + base64.b64encode(basic).decode() if password else None
+        self.authorization = self.basic
+        self.bearer_tried = False
+
+    def get(self, url: str, what: str, accept: str = "", checked_later: bool = False) -> Response:
+        """The response to GET `url`; `checked_later`: a digest checks the body, so a
+        redirect may lead to another https host (without the credentials)."""
+        if origin(url) != self.origin:
+            raise SourceError(
+                f"{what}: {mask_url(url)} is on another host than the source's; gitopsd "
+                "asks only the source's own scheme, host and port",
+                SourceReason.REF_MISSING,
+            )
+        try:
+            return self._get(url, what, accept, checked_later)
+        except _Challenged as challenge:
+            self._bearer(challenge.header, what)
+            return self._get(url, what, accept, checked_later)
+
+    def _get(self, url: str, what: str, accept: str, checked_later: bool) -> Response:
+        request = urllib.request.Request(url, headers={"User-Agent": "gitopsd"})  # noqa: S310 - the scheme is checked
+        if accept:
+            request.add_header("Accept", accept)
+        if self.authorization:
+            request.add_unredirected_header("Authorization", self.authorization)
+        redirects = _Redirects(self.origin, checked_later, self.authorization)
+        try:
+            with urllib.request.build_opener(redirects).open(
+                request, timeout=self.spec.timeout_seconds
+            ) as response:
+                body: bytes = response.read(self.limit + 1)
+                headers = response.headers
+        except urllib.error.HTTPError as error:
+            challenge = error.headers.get("WWW-Authenticate", "") if error.headers else ""
+            if (
+                error.code == 401
+                and challenge.lower().startswith("bearer ")
+                and not self.bearer_tried
+            ):
+                raise _Challenged(challenge) from None
+            raise _http_error(what, error.code) from None
+        except (urllib.error.URLError, OSError, ValueError) as error:
+            cause = getattr(error, "reason", None) or error
+            raise SourceError(f"{what}: {self.scrub(str(cause))}", _reason(cause)) from None
+        if len(body) > self.limit:
+            limit = how_to_raise("max_revision_bytes")
+            raise SourceError(
+                f"{what}: larger than the per-revision limit ({limit})", SourceReason.TOO_LARGE
+            )
+        return Response(body, headers)
+
+    def _bearer(self, challenge: str, what: str) -> None:
+        """Trades the credentials (or none) for a token at the realm the server names."""
+        self.bearer_tried = True
+        fields = dict(_CHALLENGE.findall(challenge))
+        realm = fields.pop("realm", "")
+        scheme = urlsplit(realm).scheme.lower()
+        if scheme != "https" and not (scheme == "http" and self.spec.allow_insecure):
+            raise SourceError(
+                f"{what}: the token service {mask_url(realm)!r} is not https", SourceReason.AUTH
+            )
+        query = urlencode(
+            {key: value for key, value in fields.items() if key in ("service", "scope")}
+        )
+        request = urllib.request.Request(f"{realm}?{query}", headers={"User-Agent": "gitopsd"})  # noqa: S310 - checked above
+        if self.basic:
+            request.add_unredirected_header("Authorization", self.basic)
+        try:
+            with urllib.request.build_opener(_Redirects(origin(realm), False, None)).open(
+                request, timeout=self.spec.timeout_seconds
+            ) as response:
+                answer = response.read(_MAX_TOKEN_BYTES)
+        except urllib.error.HTTPError as error:
+            raise _http_error(f"{what}: token service", error.code) from None
+        except (urllib.error.URLError, OSError, ValueError) as error:
+            cause = getattr(error, "reason", None) or error
+            raise SourceError(f"{what}: token service: {self.scrub(str(cause))}") from None
+        self.authorization = "Bearer " + _token(answer, what)
+
+    def scrub(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return mask_url(text)
+
+
+class _Challenged(Exception):
+    def __init__(self, header: str) -> None:
+        self.header = header
+
+
+def _token(answer: bytes, what: str) -> str:
+    try:
+        parsed: Any = json.loads(answer)
+    except ValueError:
+        parsed = None
+    token = (
+        (parsed.get("token") or parsed.get("access_token")) if isinstance(parsed, dict) else None
+    )
+    if not isinstance(token, str) or not token or any(c in token for c in "\r\n"):
+        raise SourceError(f"{what}: the token service gave no token", SourceReason.AUTH)
+    return token
+
+
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect within the origin (credentials kept), and elsewhere only for a
+    body checked later, to https, without them."""
+
+    def __init__(
+        self, home: tuple[str, str], checked_later: bool, authorization: str | None
+    ) -> None:
+        self.home, self.checked_later, self.authorization = home, checked_later, authorization
+
+    def redirect_request(  # type: ignore[no-untyped-def]
+        self, req, fp, code, msg, headers, newurl
+    ) -> urllib.request.Request | None:
+        target = origin(newurl)
+        if target != self.home and not (self.checked_later and target[0] == "https"):
+            raise urllib.error.HTTPError(newurl, _REDIRECT_REFUSED, "redirect", headers, fp)
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and target == self.home and self.authorization:
+            new.add_unredirected_header("Authorization", self.authorization)
+        return new
+
+
+def origin(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return parts.scheme.lower(), f"{parts.hostname or ''}:{parts.port or ''}"
+
+
+def _http_error(what: str, code: int) -> SourceError:
+    if code == _REDIRECT_REFUSED:
+        return SourceError(
+            f"{what}: redirected to another host; gitopsd asks only the source's own "
+            "scheme, host and port",
+            SourceReason.REF_MISSING,
+        )
+    if code in (401, 403):
+        return SourceError(f"{what}: HTTP {code}: check the credentials", SourceReason.AUTH)
+    if code == 404:
+        return SourceError(f"{what}: HTTP 404: not found", SourceReason.REF_MISSING)
+    return SourceError(f"{what}: HTTP {code}", SourceReason.UNREACHABLE)
+
+
+def _reason(cause: object) -> SourceReason:
+    return SourceReason.TIMEOUT if "timed out" in str(cause) else SourceReason.UNREACHABLE

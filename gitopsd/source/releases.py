@@ -1,0 +1,54 @@
+"""A chart's versions as a repository offers them, and the one a source's range picks."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from gitopsd.config import SourceSpec
+from gitopsd.errors import SourceError, SourceReason
+from gitopsd.source.policy import mask_url
+from gitopsd.versions import Version, parse_range, parse_version
+
+_CREATED = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?(Z|[+-]\d\d:\d\d)$")
+
+
+@dataclass(frozen=True)
+class Release:
+    """One version of the chart: where its archive is, and the sha256 it must have."""
+
+    text: str
+    url: str
+    digest: str
+    """The archive's sha256, hex; for a registry, known once its manifest is read."""
+    created: float | None = None
+
+    def shown(self, spec: SourceSpec) -> str:
+        return f"chart {spec.helm.chart} {self.text} ({mask_url(self.url)})"
+
+
+def highest(offered: list[Release], spec: SourceSpec) -> Release:
+    """The release of the highest version the source's range allows."""
+    versions: dict[tuple[Any, ...], tuple[Version, Release]] = {}
+    for release in offered:
+        version = parse_version(release.text)
+        if version is not None:
+            versions[version.key()] = (version, release)
+    wanted = spec.helm.version
+    best = parse_range(wanted).highest(version for version, _ in versions.values())
+    if best is None:
+        raise SourceError(
+            f"{mask_url(spec.url)}: no version of {spec.helm.chart!r} matches {wanted!r}",
+            SourceReason.REF_MISSING,
+        )
+    return versions[best.key()][1]
+
+
+def created_at(value: Any) -> float | None:
+    """Unix seconds of an RFC 3339 time (helm writes nanoseconds; they are dropped)."""
+    match = _CREATED.match(str(value)) if value else None
+    if match is None:
+        return None
+    return datetime.fromisoformat(match.group(1) + match.group(2)).timestamp()
