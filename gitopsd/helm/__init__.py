@@ -6,7 +6,9 @@ its repository and registry settings from its home, and fetches what a chart dep
 So each render first checks the chart (`chart.inspect`: every file it holds, its archives
 bounded, its `file://` dependencies inside the checkout), then copies exactly those bytes into
 a private directory (the dependencies placed under `charts/`, as `helm dependency build`
-would), and runs helm by absolute path in the renderers' sandbox (`sandbox`: no network at
+would: `file://` ones from the checkout, others fetched by gitopsd, `fetch`, at the version
+Chart.lock pins or the highest their range allows, checked and unpacked like a chart
+source), and runs helm by absolute path in the renderers' sandbox (`sandbox`: no network at
 all, an empty private home and helm directories, so no plugin, repository or registry
 exists; output and time bounded). No post-renderer is ever passed. A library chart renders
 nothing (it has nothing of its own to install). `.Capabilities` is the
@@ -37,12 +39,14 @@ from typing import Any
 
 from gitopsd import sandbox
 from gitopsd.config import ChartSettings, Limits
-from gitopsd.errors import ManifestError, ManifestReason
+from gitopsd.errors import ConfigError, ManifestError, ManifestReason
 from gitopsd.helm import output
-from gitopsd.helm.chart import Chart, inspect, values_file
-from gitopsd.manifests import Tree, parse_documents
+from gitopsd.helm.chart import Chart, RemoteDependency, inspect, values_file
+from gitopsd.manifests import CHART_FILE, Tree, child_path, parse_documents
 
 FLAGS = ("--include-crds", "--skip-tests")
+FetchDependency = Callable[[RemoteDependency], Path]
+"""Fetches a dependency from its chart repository or registry: the unpacked chart."""
 VALUES_SETTING = "helm valuesFiles"
 _MAX_VALUES_BYTES = 4 * 1024 * 1024
 
@@ -74,8 +78,9 @@ class Charts:
         settings: ChartSettings,
         namespace: str,
         capabilities: Callable[[], Capabilities] | None,
+        fetch: FetchDependency,
     ) -> None:
-        self.helm, self.settings = helm, settings
+        self.helm, self.settings, self.fetch = helm, settings, fetch
         self.namespace = settings.namespace or namespace
         self.capabilities = cache(capabilities) if capabilities else None
         """Read when a chart renders, and once: a revision without charts costs nothing."""
@@ -108,7 +113,8 @@ class Charts:
         secrets = list(_values_strings(tree, values, self.settings.values, limits))
         what = f"{rel}: helm template"
         with tempfile.TemporaryDirectory(prefix="gitopsd-chart-") as work:
-            copy = _private_copy(root, chart, Path(work))
+            copy = Path(work) / "chart"
+            self._copy(root, chart, copy)
             program = [str(self.helm), "template", *FLAGS, "--namespace", self.namespace]
             program += self._capabilities().flags()
             program += [flag for path in values for flag in ("--values", str(root / path))]
@@ -117,6 +123,26 @@ class Charts:
             finished = sandbox.run(program, max_bytes, _settings, what, cwd=Path(work))
             text = sandbox.output_of(finished, what, max_bytes, secrets, Path(work))
         return output.pieces(text, rel)
+
+    def _copy(self, root: Path, chart: Chart, to: Path) -> None:
+        """The chart's files, its `file://` dependencies under its `charts/`, and those of
+        a chart repository or registry as fetched (as `helm dependency build` would)."""
+        for rel in chart.files:
+            target = to / Path(rel).relative_to(chart.rel)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(root / rel, target, follow_symlinks=False)
+        for dependency in chart.dependencies:
+            self._copy(root, dependency.chart, to / "charts" / dependency.name)
+        for remote in chart.remote:
+            fetched = self._fetched(chart, remote)
+            shutil.copytree(fetched, to / "charts" / remote.name, symlinks=True)
+
+    def _fetched(self, chart: Chart, remote: RemoteDependency) -> Path:
+        where = f"{child_path(chart.rel, CHART_FILE)}: dependency {remote.name}"
+        try:
+            return self.fetch(remote)
+        except ConfigError as error:
+            raise ManifestError(f"{where}: {error}") from None
 
     def _inspect(self, tree: Tree, rel: str, limits: Limits) -> tuple[Chart, list[str]]:
         chart = inspect(tree, rel, limits)
@@ -141,29 +167,16 @@ class Charts:
 
 
 def renderer(
-    settings: ChartSettings, namespace: str, capabilities: Callable[[], Capabilities] | None
+    settings: ChartSettings,
+    namespace: str,
+    capabilities: Callable[[], Capabilities] | None,
+    fetch: FetchDependency,
 ) -> Charts | None:
     """A chart renderer when helm is on PATH, else None (a chart is then an error)."""
     helm = shutil.which("helm")
     if helm is None:
         return None
-    return Charts(Path(helm).resolve(), settings, namespace, capabilities)
-
-
-def _private_copy(root: Path, chart: Chart, work: Path) -> Path:
-    """The chart's files, and its `file://` dependencies under its `charts/`, copied."""
-    copy = work / "chart"
-    _copy(root, chart, copy)
-    return copy
-
-
-def _copy(root: Path, chart: Chart, to: Path) -> None:
-    for rel in chart.files:
-        target = to / Path(rel).relative_to(chart.rel)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(root / rel, target, follow_symlinks=False)
-    for dependency in chart.dependencies:
-        _copy(root, dependency.chart, to / "charts" / dependency.name)
+    return Charts(Path(helm).resolve(), settings, namespace, capabilities, fetch)
 
 
 def _settings(home: Path) -> dict[str, str]:

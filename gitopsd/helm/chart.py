@@ -7,8 +7,9 @@ here: no symlink anywhere in it, every archive under `charts/` read as a stream 
 (decompressed bytes, members, no links, no path out of it, archives within archives too),
 values files inside the checkout, and each `file://` dependency that is not vendored resolved
 to a chart directory inside the checkout and checked the same way. A dependency from a chart
-repository must be vendored under `charts/`; helm itself says which one is missing. Pure
-path logic: this module reads the revision's tree and runs nothing.
+repository or registry that is not vendored is listed with the version Chart.lock pins
+(else its range in Chart.yaml), for the renderer to fetch. Pure path logic: this module
+reads the revision's tree and runs nothing.
 """
 
 from __future__ import annotations
@@ -29,12 +30,25 @@ MAX_CHART_FILE_BYTES = 1024 * 1024
 MAX_DEPENDENCY_DEPTH = 10
 
 
+LOCK_FILE = "Chart.lock"
+
+
 @dataclass(frozen=True)
 class Dependency:
     """A `file://` dependency helm needs under `charts/` but the chart does not vendor."""
 
     name: str
     chart: Chart
+
+
+@dataclass(frozen=True)
+class RemoteDependency:
+    """A dependency from a chart repository or registry, not vendored: fetched by gitopsd
+    at the version Chart.lock pins, else the highest its range in Chart.yaml allows."""
+
+    name: str
+    repository: str
+    version: str
 
 
 @dataclass(frozen=True)
@@ -48,6 +62,7 @@ class Chart:
     files: tuple[str, ...]
     """Every file in it (root-relative), archives included: what a private copy must hold."""
     dependencies: tuple[Dependency, ...] = ()
+    remote: tuple[RemoteDependency, ...] = ()
     library: bool = False
     """A library chart: templates for other charts, nothing of its own to install."""
 
@@ -73,17 +88,48 @@ def _inspect(tree: Tree, rel: str, limits: Limits, budget: archives.Budget, dept
         _check_archive(tree, archive, budget)
     metadata = _read_chart_file(tree, chart_file, limits)
     vendored = set(tree.names(child_path(rel, "charts"))) if "charts" in tree.names(rel) else set()
-    dependencies = []
-    for name, repository in _dependencies(metadata, chart_file):
-        if repository.startswith("file://") and not _is_vendored(name, vendored):
+    locked = _locked_versions(tree, rel, limits)
+    dependencies, remote = [], []
+    for name, repository, version in _dependencies(metadata, chart_file):
+        if _is_vendored(name, vendored):
+            continue
+        if repository.startswith("file://"):
             if depth >= MAX_DEPENDENCY_DEPTH:
                 raise ManifestError(
                     f"{chart_file}: file:// dependencies nest deeper than {MAX_DEPENDENCY_DEPTH}"
                 )
             target = _local_chart(tree, chart_file, rel, repository)
             dependencies.append(Dependency(name, _inspect(tree, target, limits, budget, depth + 1)))
+        elif repository:
+            pinned = locked.get((name, repository), version)
+            remote.append(RemoteDependency(name, _remote(repository, chart_file, name), pinned))
     name = str(metadata.get("name") or "")
-    return Chart(rel, name, files, tuple(dependencies), metadata.get("type") == "library")
+    library = metadata.get("type") == "library"
+    return Chart(rel, name, files, tuple(dependencies), tuple(remote), library)
+
+
+def _remote(repository: str, chart_file: str, name: str) -> str:
+    """A dependency's repository as a URL gitopsd can fetch from (checked when fetched)."""
+    if repository.startswith(("@", "alias:")):
+        raise ManifestError(
+            f"{chart_file}: dependency {name}: repository {repository[:100]!r} names a repository "
+            "of helm's own configuration, which gitopsd has none of: give its URL"
+        )
+    return repository
+
+
+def _locked_versions(tree: Tree, rel: str, limits: Limits) -> dict[tuple[str, str], str]:
+    """The versions Chart.lock pins, by dependency name and repository."""
+    lock_file = child_path(rel, LOCK_FILE)
+    if not stat.S_ISREG(tree.mode(lock_file) or 0):
+        return {}
+    locked = {}
+    for name, repository, version in _dependencies(
+        _read_chart_file(tree, lock_file, limits), lock_file
+    ):
+        if version:
+            locked[name, repository] = f"={version}"
+    return locked
 
 
 def _files(tree: Tree, top: str) -> Iterator[str]:
@@ -128,7 +174,8 @@ def _read_chart_file(tree: Tree, rel: str, limits: Limits) -> dict[Any, Any]:
     return metadata
 
 
-def _dependencies(metadata: dict[Any, Any], chart_file: str) -> Iterator[tuple[str, str]]:
+def _dependencies(metadata: dict[Any, Any], chart_file: str) -> Iterator[tuple[str, str, str]]:
+    """Each dependency's name, repository ("" for none) and version ("*" for none)."""
     entries = metadata.get("dependencies") or []
     if not isinstance(entries, list):
         raise ManifestError(f"{chart_file}: dependencies must be a list")
@@ -137,7 +184,7 @@ def _dependencies(metadata: dict[Any, Any], chart_file: str) -> Iterator[tuple[s
         if not isinstance(name, str) or not name or "/" in name:
             raise ManifestError(f"{chart_file}: dependencies[{at}]: name must be a chart's name")
         repository = entry.get("repository") or ""
-        yield name, str(repository)
+        yield name, str(repository), str(entry.get("version") or "*")
 
 
 def _local_chart(tree: Tree, chart_file: str, chart: str, repository: str) -> str:

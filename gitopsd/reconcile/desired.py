@@ -5,14 +5,15 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gitopsd import helm, inventory, kustomize, manifests, source, synchooks
 from gitopsd.changes import Target
 from gitopsd.cluster import Cluster, Resource
-from gitopsd.config import SourceSpec, SyncSettings, is_local
+from gitopsd.config import ChartSettings, Credentials, SourceSpec, SyncSettings, is_local
 from gitopsd.errors import ManifestError, ManifestReason
+from gitopsd.helm.chart import RemoteDependency
 from gitopsd.objects import GroupKind, Manifest, ObjectKey
 
 
@@ -72,8 +73,27 @@ def read_revision(
             limits=spec.limits,
             cache=cache,
             render_kustomization=kustomize.renderer(),
-            render_chart=helm.renderer(spec.helm, namespace, _capabilities(cluster)),
+            render_chart=helm.renderer(
+                spec.helm, namespace, _capabilities(cluster), _dependencies(spec, cache_dir)
+            ),
         )
+
+
+def _dependencies(spec: SourceSpec, cache_dir: Path) -> helm.FetchDependency:
+    """Fetches a chart's dependency from its chart repository or registry, anonymously:
+    the source's credentials are for its own host only."""
+
+    def fetch(dependency: RemoteDependency) -> Path:
+        chart = ChartSettings(chart=dependency.name, version=dependency.version)
+        anonymous = Credentials(password_env=None)
+        dependency_source = replace(
+            spec, url=dependency.repository, ref="HEAD", credentials=anonymous, helm=chart
+        )
+        directory = source.fetch_chart(dependency_source, cache_dir).directory
+        assert directory is not None  # noqa: S101 - a chart is always unpacked
+        return directory
+
+    return fetch
 
 
 def _capabilities(cluster: Cluster | None) -> Callable[[], helm.Capabilities] | None:

@@ -30,6 +30,8 @@ class ChartRepository:
     """The path of every request served, in order."""
     redirects: dict[str, str] = field(default_factory=dict)
     """Request paths answered with a redirect to another URL."""
+    anonymous: bool = False
+    """Anyone may read it (a public chart repository)."""
 
     def publish(self, files: Mapping[str, str], version: str) -> Path:
         """Packages the chart in `files` into the repository, and indexes it again."""
@@ -81,7 +83,7 @@ class _Handler(SimpleHTTPRequestHandler):
         self.repository.requests.append(self.path)
         credentials = f"{self.repository.username}:{self.repository.password}"
         expected = "Basic " + base64.b64encode(credentials.encode()).decode()
-        if self.headers.get("Authorization") != expected:
+        if self.headers.get("Authorization") != expected and not self.repository.anonymous:
             self.send_response(401)
             self.send_header("WWW-Authenticate", 'Basic realm="charts"')
             self.send_header("Content-Length", "0")
@@ -100,11 +102,11 @@ class _Handler(SimpleHTTPRequestHandler):
 
 
 @contextmanager
-def serving(directory: Path) -> Iterator[ChartRepository]:
+def serving(directory: Path, anonymous: bool = False) -> Iterator[ChartRepository]:
     """A chart repository in `directory`, served on a loopback port until exit."""
     served = directory / "www"
     (served / "charts").mkdir(parents=True)
-    repository = ChartRepository(served / "charts")
+    repository = ChartRepository(served / "charts", anonymous=anonymous)
     handler = type("Handler", (_Handler,), {"repository": repository})
     server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(served)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -43,27 +43,31 @@ class Registry:
 
 
 @contextmanager
-def serving_registry(binaries: Binaries, workdir: Path) -> Iterator[Registry]:
-    """A registry and its token service on loopback ports until exit."""
+def serving_registry(
+    binaries: Binaries, workdir: Path, anonymous: bool = False
+) -> Iterator[Registry]:
+    """A registry and its token service on loopback ports until exit; `anonymous`: anyone
+    may pull (a public registry), only its user push."""
     workdir.mkdir(parents=True)
     (workdir / "packages").mkdir()
     password = "registry-secret-" + secrets.token_hex(8)
     jwks, service = workdir / "jwks.json", f"127.0.0.1:{free_port()}"
+    options = ["-addr", service, "-jwks", str(jwks), "-user", "charts"]
     tokens = spawn(
-        [str(binaries.registry_tokens), "-addr", service, "-jwks", str(jwks), "-user", "charts"],
+        [str(binaries.registry_tokens), *options, *(["-anonymous"] if anonymous else [])],
         workdir / "tokens.log",
         {"TOKENS_PASSWORD": password},
     )
     try:
         realm = f"http://{service}/token"
-        wait_for(lambda: _answers(realm, 401), "the token service answers", deadline_seconds=30)
+        wait_for(lambda: _answers(realm), "the token service answers", deadline_seconds=30)
         port = free_port()
         config = workdir / "config.yml"
         config.write_text(_config(workdir / "storage", port, realm, jwks))
         registry = spawn([str(binaries.registry), "serve", str(config)], workdir / "registry.log")
         try:
             registry_root = f"http://127.0.0.1:{port}/v2/"
-            wait_for(lambda: _answers(registry_root, 401), "the registry", deadline_seconds=30)
+            wait_for(lambda: _answers(registry_root), "the registry", deadline_seconds=30)
             yield Registry(f"oci://127.0.0.1:{port}/charts", "charts", password, workdir)
         finally:
             registry.kill()
@@ -94,12 +98,12 @@ auth:
 """
 
 
-def _answers(url: str, status: int) -> bool:
-    """Whether `url` answers with `status` (a challenge: the server is up)."""
+def _answers(url: str) -> bool:
+    """Whether the server of `url` is up: it answers, whatever its status (a challenge)."""
     try:
         urllib.request.urlopen(url, timeout=2)  # noqa: S310 - a loopback http:// URL
-    except urllib.error.HTTPError as error:
-        return error.code == status
+    except urllib.error.HTTPError:
+        return True
     except OSError:
         return False
-    return False
+    return True

@@ -20,6 +20,7 @@ from tests.harness.chartrepo import ChartRepository, serving
 from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import Binaries
 from tests.harness.daemon import Daemons
+from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.registry import Registry, serving_registry
 from tests.harness.waiting import wait_for
 from tests.integration.test_gitsync import create, get, operator, wait_ready
@@ -243,3 +244,95 @@ def test_bi07_se12_hostile_chart_repositories_are_refused_and_nothing_is_applied
         assert (refused.code, message in refused.err) == (code, True), f"{message}: {refused.text}"
         assert charts.password not in refused.text
     assert "hello" not in gitopsd.kubectl("get", "configmaps", "-n", namespace, "-o", "name")
+
+
+GREETER = {
+    "greeter/Chart.yaml": "apiVersion: v2\nname: greeter\nversion: 0.1.0\n",
+    "greeter/templates/cm.yaml": (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-greeter\n"
+        "data:\n  version: {{ .Chart.Version | quote }}\n"
+    ),
+}
+
+
+@pytest.fixture
+def public_charts(tmp_path: Path) -> Iterator[ChartRepository]:
+    with serving(tmp_path / "public-charts", anonymous=True) as repository:
+        yield repository
+
+
+@pytest.fixture
+def public_registry(binaries: Binaries, tmp_path: Path) -> Iterator[Registry]:
+    with serving_registry(binaries, tmp_path / "public-registry", anonymous=True) as served:
+        yield served
+
+
+def umbrella(charts: str, registry: str, lock: str = "") -> dict[str, str]:
+    """A chart in git that depends on `hello` of a chart repository and `greeter` of a
+    registry, neither vendored; `lock`: the version of hello its Chart.lock pins."""
+    files = {
+        "shop/Chart.yaml": (
+            "apiVersion: v2\nname: shop\nversion: 1.0.0\ndependencies:\n"
+            f"- name: hello\n  version: ^1.0\n  repository: {charts}\n"
+            f"- name: greeter\n  version: 2.x\n  repository: {registry}\n"
+        ),
+    }
+    if lock:
+        files["shop/Chart.lock"] = (
+            f"dependencies:\n- name: hello\n  repository: {charts}\n  version: {lock}\n"
+            f"- name: greeter\n  repository: {registry}\n  version: 2.0.0\n"
+            "digest: sha256:0000000000000000000000000000000000000000000000000000000000000000\n"
+            "generated: '2026-11-26T00:00:00Z'\n"
+        )
+    return files
+
+
+def test_dependencies_of_repositories_and_registries_are_fetched_at_the_locked_version(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    public_charts: ChartRepository,
+    public_registry: Registry,
+) -> None:
+    for version in ("1.0.0", "1.1.0", "2.0.0"):
+        public_charts.publish(HELLO, version)
+    public_registry.publish(GREETER, "2.0.0")
+    public_registry.publish(GREETER, "2.1.0")
+    git_repo.commit(umbrella(public_charts.url, public_registry.url, lock="1.0.0"))
+    url = git_server.file_url(git_repo)
+    flags = [*scope(namespace), "--path", "shop", "--helm-release", "web"]
+
+    assert gitopsd("sync", url, *flags).code == 0
+    hello = config_map(admin_api, namespace, "web")
+    assert hello.data["version"] == "1.0.0"  # Chart.lock's, not the newest in ^1.0
+    assert config_map(admin_api, namespace, "web-greeter").data == {"version": "2.0.0"}
+
+    git_repo.commit({"shop/Chart.lock": None})  # unlocked: the highest each range allows
+    assert gitopsd("sync", url, *flags).code == 0
+    assert config_map(admin_api, namespace, "web").data["version"] == "1.1.0"
+    assert config_map(admin_api, namespace, "web-greeter").data == {"version": "2.1.0"}
+
+
+def test_se12_a_dependency_gitopsd_may_not_fetch_is_refused_naming_the_chart(
+    gitopsd: Gitopsd, git_repo: GitRepo, public_charts: ChartRepository, namespace: str
+) -> None:
+    public_charts.publish(HELLO, "1.0.0")
+    plain_http = umbrella(public_charts.url, "oci://registry.invalid/charts")
+    cases = {
+        # a directory source does not allow insecure URLs: http:// is refused
+        "source URL http://127.0.0.1": plain_http,
+        "repository '@stable' names a repository of helm's own configuration": {
+            "shop/Chart.yaml": (
+                "apiVersion: v2\nname: shop\nversion: 1.0.0\ndependencies:\n"
+                "- name: hello\n  version: 1.x\n  repository: '@stable'\n"
+            )
+        },
+    }
+    for message, files in cases.items():
+        git_repo.commit(files)
+        refused = gitopsd("validate", str(git_repo.work), "--path", "shop")
+        assert refused.code == ExitCode.INVALID, refused.text
+        assert f"shop/Chart.yaml: dependency hello: {message}" in refused.err, refused.text
+    assert public_charts.requests == []

@@ -208,12 +208,12 @@ HOSTILE_CHARTS = {
         },
         "hello/Chart.yaml: 'file://../../../x' resolves outside the checkout",
     ),
-    "SE-12 a dependency from a chart repository that is not vendored": (
+    "SE-12 a dependency from where gitopsd does not fetch": (
         {
             "hello/Chart.yaml": HELLO_CHART["hello/Chart.yaml"]
-            + "dependencies:\n- name: x\n  version: 0.1.0\n  repository: https://127.0.0.1:1/\n"
+            + "dependencies:\n- name: x\n  version: 0.1.0\n  repository: ext::sh -c x\n"
         },
-        "found in Chart.yaml, but missing in charts/ directory: x",
+        "hello/Chart.yaml: dependency x: source URL ext::sh -c x: remote-helper transports are",
     ),
 }
 
@@ -299,7 +299,7 @@ def test_se15_no_plugin_post_renderer_or_setting_of_the_repository_runs(
         admin_api,
         git_server.file_url(git_repo),
         namespace,
-        ["found in Chart.yaml, but missing in charts/ directory: x"],
+        ["hello/Chart.yaml: dependency x: source URL pwn://x: scheme pwn:// is refused"],
         flags=("--path", "hello"),
     )
     assert not sentinel.exists()

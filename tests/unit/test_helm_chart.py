@@ -71,6 +71,47 @@ def test_a_file_dependency_inside_the_checkout_is_placed(tmp_path: Path) -> None
     assert "lib/common/templates/_helpers.tpl" in set(found.every_file())
 
 
+def test_a_repositorys_dependency_is_listed_at_the_version_chart_lock_pins(
+    tmp_path: Path,
+) -> None:
+    dependencies = (
+        "dependencies:\n"
+        "- name: redis\n  version: ^19.0\n  repository: https://charts.example/stable\n"
+        "- name: podinfo\n  version: 6.x\n  repository: oci://ghcr.io/stefanprodan/charts\n"
+        "- name: vendored\n  version: 1.x\n  repository: https://charts.example/stable\n"
+    )
+    lock = (
+        "dependencies:\n"
+        "- name: redis\n  repository: https://charts.example/stable\n  version: 19.6.4\n"
+    )
+    write(
+        tmp_path,
+        {
+            **CHART,
+            "app/Chart.yaml": CHART["app/Chart.yaml"] + dependencies,
+            "app/Chart.lock": lock,
+            "app/charts/vendored/Chart.yaml": "apiVersion: v2\nname: vendored\nversion: 1.0.0\n",
+        },
+    )
+
+    found = chart.inspect(Directory(tmp_path), "app", LIMITS)
+
+    assert found.remote == (
+        chart.RemoteDependency("redis", "https://charts.example/stable", "=19.6.4"),
+        chart.RemoteDependency("podinfo", "oci://ghcr.io/stefanprodan/charts", "6.x"),
+    )
+
+
+def test_a_dependency_on_helms_own_repository_configuration_is_refused(tmp_path: Path) -> None:
+    dependency = "dependencies:\n- name: redis\n  version: 1.x\n  repository: '@bitnami'\n"
+    write(tmp_path, {**CHART, "app/Chart.yaml": CHART["app/Chart.yaml"] + dependency})
+
+    with pytest.raises(
+        ManifestError, match=r"app/Chart\.yaml: dependency redis: repository '@bitnami'"
+    ):
+        chart.inspect(Directory(tmp_path), "app", LIMITS)
+
+
 def test_a_vendored_dependency_is_left_to_helm(tmp_path: Path) -> None:
     dependency = "dependencies:\n- name: common\n  repository: file://../../elsewhere\n"
     write(tmp_path, {**CHART, "app/Chart.yaml": CHART["app/Chart.yaml"] + dependency})

@@ -4,8 +4,9 @@
 // ES256 JWT granting what it asked for, which the registry verifies against the key set
 // this service writes at start. Tests only.
 //
-// Usage: tokens -jwks FILE -user USER (the password in $TOKENS_PASSWORD); it prints the
-// URL it listens on, then serves GET /token until killed.
+// Usage: tokens -jwks FILE -user USER (the password in $TOKENS_PASSWORD) [-anonymous]; it
+// prints the URL it listens on, then serves GET /token until killed. With -anonymous, a
+// request without credentials gets a token too, granting pull only (a public registry).
 package main
 
 import (
@@ -34,6 +35,7 @@ func main() {
 	jwks := flag.String("jwks", "", "file to write the public key set to")
 	issuer := flag.String("issuer", "gitopsd-tests", "the tokens' issuer")
 	user := flag.String("user", "", "the one user; its password is $TOKENS_PASSWORD")
+	anonymous := flag.Bool("anonymous", false, "grant pull without credentials")
 	flag.Parse()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -48,7 +50,10 @@ func main() {
 	}
 	fmt.Printf("http://%s/token\n", listener.Addr())
 	os.Stdout.Sync()
-	service := &tokens{key: key, issuer: *issuer, user: *user, password: os.Getenv("TOKENS_PASSWORD")}
+	service := &tokens{
+		key: key, issuer: *issuer, user: *user, password: os.Getenv("TOKENS_PASSWORD"),
+		anonymous: *anonymous,
+	}
 	log.Fatal(http.Serve(listener, service))
 }
 
@@ -72,6 +77,7 @@ type tokens struct {
 	key          *ecdsa.PrivateKey
 	issuer, user string
 	password     string
+	anonymous    bool
 }
 
 func (t *tokens) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -80,7 +86,8 @@ func (t *tokens) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if !given || !same(user, t.user) || !same(password, t.password) {
+	pullOnly := !given && t.anonymous
+	if !pullOnly && (!given || !same(user, t.user) || !same(password, t.password)) {
 		w.Header().Set("WWW-Authenticate", `Basic realm="tokens"`)
 		http.Error(w, "credentials required", http.StatusUnauthorized)
 		return
@@ -89,7 +96,7 @@ func (t *tokens) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	claims := map[string]any{
 		"iss": t.issuer, "sub": user, "aud": r.URL.Query().Get("service"),
 		"iat": now, "nbf": now - 10, "exp": now + 300, "jti": randomID(),
-		"access": access(r.URL.Query()["scope"]),
+		"access": access(r.URL.Query()["scope"], pullOnly),
 	}
 	token, err := t.sign(claims)
 	if err != nil {
@@ -100,16 +107,20 @@ func (t *tokens) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(map[string]any{"token": token, "expires_in": 300})
 }
 
-// access grants every scope asked for: "repository:NAME:pull,push".
-func access(scopes []string) []map[string]any {
+// access grants every scope asked for ("repository:NAME:pull,push"), or only pull.
+func access(scopes []string, pullOnly bool) []map[string]any {
 	granted := []map[string]any{}
 	for _, scope := range scopes {
 		parts := strings.Split(scope, ":")
 		if len(parts) != 3 {
 			continue
 		}
+		actions := strings.Split(parts[2], ",")
+		if pullOnly {
+			actions = []string{"pull"}
+		}
 		granted = append(granted, map[string]any{
-			"type": parts[0], "name": parts[1], "actions": strings.Split(parts[2], ","),
+			"type": parts[0], "name": parts[1], "actions": actions,
 		})
 	}
 	return granted
