@@ -132,6 +132,26 @@ class ChartSettings:
 
 
 @dataclass(frozen=True)
+class ChartInflation:
+    """A chart a kustomization's `helmCharts` entry inflates, rendered by gitopsd's own chart
+    renderer (kustomize's helm inflation fetches and runs helm, which the sandbox forbids)."""
+
+    where: str
+    """The entry, for errors: "app/kustomization.yaml: helmCharts[0]"."""
+    name: str
+    chart: str | None
+    """The chart's directory in the revision (root-relative); None: fetched from `repository`."""
+    repository: str = ""
+    version: str = "*"
+    settings: ChartSettings = field(default_factory=ChartSettings)
+    """Release name and namespace, and the inline values, merged over the values files."""
+    values_files: tuple[str, ...] = ()
+    """Root-relative values files of the revision, later ones win."""
+    include_crds: bool = False
+    skip_hooks: bool = False
+
+
+@dataclass(frozen=True)
 class SourceSpec:
     """Where desired state comes from: a git repository, a local directory, or a chart of
     a chart repository."""

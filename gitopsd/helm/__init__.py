@@ -38,11 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from gitopsd import sandbox
-from gitopsd.config import ChartSettings, Limits
+from gitopsd.config import ChartInflation, ChartSettings, Limits
 from gitopsd.errors import ConfigError, ManifestError, ManifestReason
 from gitopsd.helm import output
 from gitopsd.helm.chart import Chart, RemoteDependency, inspect, values_file
-from gitopsd.manifests import CHART_FILE, Tree, child_path, parse_documents
+from gitopsd.manifests import CHART_FILE, Directory, Tree, child_path, parse_documents
 
 FLAGS = ("--include-crds", "--skip-tests")
 FetchDependency = Callable[[RemoteDependency], Path]
@@ -111,18 +111,52 @@ class Charts:
             return []
         root = tree.materialized(sorted({*chart.every_file(), *values}))
         secrets = list(_values_strings(tree, values, self.settings.values, limits))
-        what = f"{rel}: helm template"
+        job = _Job(chart, root, [root / path for path in values], self.settings.values, FLAGS)
+        text = self._template(job, self.namespace, self._release(chart), secrets, max_bytes)
+        return output.pieces(text, rel)
+
+    def inflate(self, tree: Tree, inflation: ChartInflation, limits: Limits, max_bytes: int) -> str:
+        """The YAML a kustomization's `helmCharts` entry inflates to: its chart, of the
+        revision or fetched, rendered with the entry's values and flags."""
+        where = inflation.where
+        values = [values_file(tree, ".", path, where) for path in inflation.values_files]
+        if inflation.chart is None:
+            remote = RemoteDependency(inflation.name, inflation.repository, inflation.version)
+            chart_root = self._fetched(where, remote)
+            chart = inspect(Directory(chart_root), ".", limits)
+        else:
+            chart = inspect(tree, inflation.chart, limits)
+            chart_root = tree.materialized(sorted(chart.every_file()))
+        if chart.library:
+            return ""
+        values_root = tree.materialized(values) if values else chart_root
+        settings = inflation.settings
+        secrets = list(_values_strings(tree, values, settings.values, limits))
+        flags = ["--skip-tests"]
+        flags += ["--include-crds"] if inflation.include_crds else []
+        flags += ["--no-hooks"] if inflation.skip_hooks else []
+        job = _Job(
+            chart, chart_root, [values_root / path for path in values], settings.values, flags
+        )
+        namespace = settings.namespace or self.namespace
+        release = settings.release_name or inflation.name
+        return self._template(job, namespace, release, secrets, max_bytes)
+
+    def _template(
+        self, job: _Job, namespace: str, release: str, secrets: list[str], max_bytes: int
+    ) -> str:
+        """`helm template` of a private copy of the chart, in the sandbox."""
+        what = f"{job.chart.rel}: helm template"
         with tempfile.TemporaryDirectory(prefix="gitopsd-chart-") as work:
             copy = Path(work) / "chart"
-            self._copy(root, chart, copy)
-            program = [str(self.helm), "template", *FLAGS, "--namespace", self.namespace]
+            self._copy(job.root, job.chart, copy)
+            program = [str(self.helm), "template", *job.flags, "--namespace", namespace]
             program += self._capabilities().flags()
-            program += [flag for path in values for flag in ("--values", str(root / path))]
-            program += self._inline_values(Path(work))
-            program += ["--", self._release(chart), str(copy)]
+            program += [flag for path in job.values for flag in ("--values", str(path))]
+            program += _inline_values(job.inline, Path(work))
+            program += ["--", release, str(copy)]
             finished = sandbox.run(program, max_bytes, _settings, what, cwd=Path(work))
-            text = sandbox.output_of(finished, what, max_bytes, secrets, Path(work))
-        return output.pieces(text, rel)
+            return sandbox.output_of(finished, what, max_bytes, secrets, Path(work))
 
     def _copy(self, root: Path, chart: Chart, to: Path) -> None:
         """The chart's files, its `file://` dependencies under its `charts/`, and those of
@@ -134,11 +168,11 @@ class Charts:
         for dependency in chart.dependencies:
             self._copy(root, dependency.chart, to / "charts" / dependency.name)
         for remote in chart.remote:
-            fetched = self._fetched(chart, remote)
+            where = f"{child_path(chart.rel, CHART_FILE)}: dependency {remote.name}"
+            fetched = self._fetched(where, remote)
             shutil.copytree(fetched, to / "charts" / remote.name, symlinks=True)
 
-    def _fetched(self, chart: Chart, remote: RemoteDependency) -> Path:
-        where = f"{child_path(chart.rel, CHART_FILE)}: dependency {remote.name}"
+    def _fetched(self, where: str, remote: RemoteDependency) -> Path:
         try:
             return self.fetch(remote)
         except ConfigError as error:
@@ -158,12 +192,25 @@ class Charts:
             Path(chart.rel).name if chart.rel != "." else chart.name
         )
 
-    def _inline_values(self, work: Path) -> list[str]:
-        if not self.settings.values:
-            return []
-        path = work / "inline-values.json"
-        path.write_text(self.settings.values)
-        return ["--values", str(path)]
+
+@dataclass(frozen=True)
+class _Job:
+    """What one `helm template` renders: the chart (its files under `root`), values files
+    (absolute paths, later ones win), inline values (JSON) and helm's flags."""
+
+    chart: Chart
+    root: Path
+    values: list[Path]
+    inline: str
+    flags: Sequence[str]
+
+
+def _inline_values(values: str, work: Path) -> list[str]:
+    if not values:
+        return []
+    path = work / "inline-values.json"
+    path.write_text(values)
+    return ["--values", str(path)]
 
 
 def renderer(

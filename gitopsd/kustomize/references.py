@@ -19,6 +19,7 @@ runs nothing. (The network is closed to kustomize anyway: `offline`.)
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import re
 import stat
@@ -26,8 +27,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gitopsd.config import Limits, how_to_raise
+from gitopsd.config import ChartInflation, Limits, how_to_raise
 from gitopsd.errors import ManifestError, ManifestReason
+from gitopsd.kustomize.helm_charts import inflations
 from gitopsd.manifests import KUSTOMIZATION_FILES, Tree, child_path, parse_documents
 
 MAX_KUSTOMIZATION_BYTES = 1024 * 1024
@@ -55,6 +57,17 @@ _REMOTE = "is remote; gitopsd renders only what the revision holds, and never fe
 _SYMLINK = "passes through a symlink; gitopsd never follows symlinks"
 
 
+@dataclass(frozen=True)
+class Inflating:
+    """A kustomization with `helmCharts`: gitopsd renders them and rewrites it to read the
+    result instead (`helm_charts`)."""
+
+    file: str
+    directory: str
+    data: dict[Any, Any]
+    charts: tuple[ChartInflation, ...]
+
+
 @dataclass
 class Reach:
     """What kustomize may read when it renders one kustomization."""
@@ -64,6 +77,8 @@ class Reach:
     directories, inside the revision): what a private copy for kustomize must hold."""
     secrets: list[str]
     """Generator values (literals, env-file values) kustomize's errors must never show."""
+    inflating: list[Inflating] = dataclasses.field(default_factory=list)
+    """The kustomizations whose `helmCharts` gitopsd renders."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +117,23 @@ def check(tree: Tree, directory: str, limits: Limits) -> Reach:
             reach.paths.add(_local(tree, kustomization, name, entry))
         for config in (kustomization, *_configs(tree, kustomization, limits)):
             _check_files(tree, config, reach)
+        _check_charts(tree, kustomization, reach)
     return reach
+
+
+def _check_charts(tree: Tree, kustomization: _Kustomization, reach: Reach) -> None:
+    """A kustomization's `helmCharts`: each chart of the revision must lie inside it."""
+    charts = inflations(kustomization.file, kustomization.directory, kustomization.data)
+    for chart in charts:
+        if chart.chart is not None:
+            relative = posixpath.relpath(chart.chart, kustomization.directory)
+            _local(tree, kustomization, "helmCharts", relative)
+    if charts:
+        reach.inflating.append(
+            Inflating(
+                kustomization.file, kustomization.directory, kustomization.data, tuple(charts)
+            )
+        )
 
 
 def _configs(tree: Tree, kustomization: _Kustomization, limits: Limits) -> Iterator[_Kustomization]:

@@ -64,6 +64,9 @@ def read_revision(
     those `cache` has not parsed), or a local directory's in place. Charts render into
     `namespace` unless their settings name one, for `cluster`'s capabilities (without a
     cluster, helm's defaults)."""
+    charts = helm.renderer(
+        spec.helm, namespace, _capabilities(cluster), _dependencies(spec, cache_dir)
+    )
     with source.tree(spec, cache_dir, revision) as files:
         return manifests.load(
             files,
@@ -72,10 +75,8 @@ def read_revision(
             exclude=spec.exclude,
             limits=spec.limits,
             cache=cache,
-            render_kustomization=kustomize.renderer(),
-            render_chart=helm.renderer(
-                spec.helm, namespace, _capabilities(cluster), _dependencies(spec, cache_dir)
-            ),
+            render_kustomization=kustomize.renderer(charts.inflate if charts else None),
+            render_chart=charts,
         )
 
 

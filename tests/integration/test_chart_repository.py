@@ -336,3 +336,63 @@ def test_se12_a_dependency_gitopsd_may_not_fetch_is_refused_naming_the_chart(
         assert refused.code == ExitCode.INVALID, refused.text
         assert f"shop/Chart.yaml: dependency hello: {message}" in refused.err, refused.text
     assert public_charts.requests == []
+
+
+def test_a_kustomizations_helm_charts_render_with_gitopsds_helm_then_its_transformers(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    public_charts: ChartRepository,
+) -> None:
+    public_charts.publish(HELLO, "1.0.0")
+    public_charts.publish(HELLO, "1.1.0")
+    kustomization = (
+        "labels:\n- pairs: {team: shop}\n"
+        "helmCharts:\n"
+        "- name: greeter\n  releaseName: local\n  valuesFile: values-prod.yaml\n"
+        f"- name: hello\n  repo: {public_charts.url}\n  version: ~1.0.0\n"
+        "  releaseName: remote\n  valuesInline: {greeting: inline}\n"
+    )
+    git_repo.commit(
+        {
+            "app/kustomization.yaml": kustomization,
+            "app/values-prod.yaml": "unused: true\n",
+            **{f"app/charts/{path}": text for path, text in GREETER.items()},
+        }
+    )
+    url = git_server.file_url(git_repo)
+
+    synced = gitopsd("sync", url, *scope(namespace), "--path", "app")
+
+    assert synced.code == 0, synced.text
+    local = config_map(admin_api, namespace, "local-greeter")
+    assert (local.data, local.metadata.labels["team"]) == ({"version": "0.1.0"}, "shop")
+    remote = config_map(admin_api, namespace, "remote")
+    assert remote.data == {"greeting": "inline", "version": "1.0.0"}
+    assert remote.metadata.labels["team"] == "shop"  # the kustomization's own transformer
+    assert gitopsd("diff", url, *scope(namespace), "--path", "app").code == 0
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("- name: hello\n  nameTemplate: x\n", "helmCharts[0]: nameTemplate: not a field"),
+        ("- name: hello\n  valuesMerge: replace\n", "helmCharts[0]: valuesMerge: gitopsd renders"),
+        (
+            "- name: hello\n  valuesFile: ../../../etc/passwd\n",
+            "helmCharts.valuesFile entry '../../../etc/passwd' resolves outside the checkout",
+        ),
+        ("- name: hello\n  repo: pwn://x\n", "helmCharts[0]: source URL pwn://x: scheme pwn://"),
+    ],
+)
+def test_se12_a_helm_charts_entry_gitopsd_cannot_render_as_kustomize_would_is_refused(
+    gitopsd: Gitopsd, git_repo: GitRepo, entry: str, message: str
+) -> None:
+    git_repo.commit({"app/kustomization.yaml": "helmCharts:\n" + entry})
+
+    refused = gitopsd("validate", str(git_repo.work), "--path", "app")
+
+    assert refused.code == ExitCode.INVALID, refused.text
+    assert f"app/kustomization.yaml: {message}" in refused.err, refused.text
