@@ -162,8 +162,9 @@ class Demo:
         return int(done.stdout)
 
     def commit_examples(self) -> GitRepo:
-        """examples/ but the chart: its pre-sync hook runs before anything is applied, so
-        in the namespace this revision creates it could not run (the README shows it)."""
+        """examples/ but the chart: its CRD, cluster-wide, can belong to one source only,
+        and the README's Helm example, run against the same control plane by the tests,
+        applies it (the README shows it)."""
         repo = self.server.create_repo("examples")
         files: dict[str, str | None] = {
             f"{folder.name}/{name}": text

@@ -24,7 +24,7 @@ from gitopsd.prune import prune
 from gitopsd.reconcile.desired import Desired
 from gitopsd.reconcile.live import kinds_of, unserved_kinds
 from gitopsd.reconcile.phases import HookRunner
-from gitopsd.resources import CONFIG_MAPS
+from gitopsd.resources import CONFIG_MAPS, NAMESPACES
 from gitopsd.synchooks import Phase
 from gitopsd.waiting import HealthWait, not_healthy
 
@@ -101,9 +101,12 @@ def make_changes(
         hooks.on_outcome(outcome)
 
     runner = HookRunner(cluster, settings, applyset, desired.hooks if runs_hooks else (), heard)
+    first, rest = _hook_namespaces_first(desired, plan) if runs_hooks else (None, plan)
     try:
+        if first is not None:
+            report.changes = _apply(desired, first, live, hooks, parent)
         runner.run(Phase.PRE_SYNC)
-        report.changes = _apply(desired, plan, live, hooks, parent)
+        report.changes = _merged(report.changes, _apply(desired, rest, live, hooks, parent))
         runner.run(Phase.SYNC)
         if plan.prune is not None and hooks.may_prune():
             Pruning(parent).run(live, desired.targets, plan.prune, _record_of(live, report), report)
@@ -118,6 +121,33 @@ def make_changes(
     finally:
         report.changes.outcomes += ran
     return report
+
+
+def _hook_namespaces_first(desired: Desired, plan: Plan) -> tuple[Plan | None, Plan]:
+    """The plan split in two when pre-sync hooks live in Namespaces this sync creates or
+    changes: those Namespaces first (a hook cannot run in a namespace not there yet, as
+    Helm's --create-namespace knows), everything else after the hooks."""
+    homes = {t.key.namespace for t in desired.hooks if t.hook and Phase.PRE_SYNC in t.hook.phases}
+    namespace_kind = (NAMESPACES.group, NAMESPACES.kind)
+    first: dict[ObjectKey, Action] = {
+        key: action
+        for key, action in plan.actions.items()
+        if (key.group, key.kind) == namespace_kind
+        and key.name in homes
+        and action != Action.UNCHANGED
+    }
+    if not first:
+        return None, plan
+    rest = {key: action for key, action in plan.actions.items() if key not in first}
+    return Plan(first), Plan(rest, plan.prune)
+
+
+def _merged(before: ChangeSet, after: ChangeSet) -> ChangeSet:
+    return ChangeSet(
+        before.outcomes + after.outcomes,
+        before.takeovers + after.takeovers,
+        {**before.applied, **after.applied},
+    )
 
 
 def _apply(

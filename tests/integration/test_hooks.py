@@ -249,3 +249,35 @@ def test_an_object_of_a_hooks_name_that_is_no_hook_of_the_source_is_never_touche
     assert refused.code == 4, refused.text
     assert f"ConfigMap/{namespace}/marker: is a pre-sync hook of source test" in refused.err
     assert core.read_namespaced_config_map("marker", namespace).data == {"owner": "someone else"}
+
+
+def test_a_pre_sync_hook_runs_in_a_namespace_its_own_revision_creates(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    home = f"{namespace}-app"  # as Helm's --create-namespace: the hook's home goes first
+    in_home = f"metadata:\n  namespace: {home}\n"
+    git_repo.commit(
+        {
+            "namespace.yaml": f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {home}\n",
+            "migrate.yaml": job("migrate", {"gitopsd.io/hook": "pre-sync"}).replace(
+                "metadata:\n", in_home, 1
+            ),
+            "app.yaml": config_map("app").replace("metadata:\n", in_home, 1),
+        }
+    )
+    core: Any = client.CoreV1Api(admin_api)
+    url = git_server.file_url(git_repo)
+    try:
+        synced = gitopsd("sync", url, *scope(namespace))
+
+        assert synced.code == 0, synced.text
+        assert f"hook       batch/Job/{home}/migrate  (pre-sync hook: Current" in synced.out
+        assert "2 created" in synced.out
+        assert config_maps(admin_api, home) == {"app"}
+        assert drift_of(gitopsd, url, namespace) == []
+    finally:
+        core.delete_namespace(home)
