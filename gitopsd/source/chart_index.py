@@ -18,6 +18,8 @@ from gitopsd.source.releases import Release, created_at, highest
 
 INDEX = "index.yaml"
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
+_MAX_DEPTH = 8
+"""entries -> chart -> versions -> an entry -> its urls: deeper nodes are never read."""
 
 
 class ChartIndex:
@@ -36,29 +38,102 @@ class ChartIndex:
     def archive(self, release: Release) -> bytes:
         return self.downloads.get(release.url, release.shown(self.spec)).body
 
-    def _index(self) -> dict[Any, Any]:
-        data = self.downloads.get(urljoin(self.base, INDEX), f"{self.shown}: {INDEX}").body
-        try:
-            parsed = yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - a safe loader
-        except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)
-            where = f" line {mark.line + 1}" if mark else ""
-            raise SourceError(
-                f"{self.shown}: {INDEX}{where}: not YAML", SourceReason.CORRUPT
-            ) from None
-        return parsed if isinstance(parsed, dict) else {}
+    def _index(self) -> bytes:
+        return self.downloads.get(urljoin(self.base, INDEX), f"{self.shown}: {INDEX}").body
 
 
-def pick(index: dict[Any, Any], spec: SourceSpec) -> Release:
-    """The highest version of the chart the range allows, from the parsed index."""
+def pick(index: bytes, spec: SourceSpec) -> Release:
+    """The highest version of the chart the range allows, from the index's text."""
     name = spec.helm.chart or ""
-    entries = index.get("entries") if isinstance(index, dict) else None
-    versions = entries.get(name) if isinstance(entries, dict) else None
-    if not isinstance(versions, list) or not versions:
+    try:
+        versions = chart_entries(index, name)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise SourceError(
+            f"chart repository {mask_url(spec.url)}: {INDEX}{where}: not YAML",
+            SourceReason.CORRUPT,
+        ) from None
+    if not versions:
         raise SourceError(
             f"chart repository {mask_url(spec.url)} has no chart {name!r}", SourceReason.REF_MISSING
         )
     return highest(list(_releases(versions, spec)), spec)
+
+
+def chart_entries(index: bytes, name: str) -> list[Any]:
+    """`entries[name]` of the index, read as a stream of parse events: only that chart's
+    entries are built (an index of every chart of a large repository costs no memory for
+    the others), every scalar a string, an alias nothing."""
+    events = yaml.parse(index, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    for event in events:
+        if isinstance(event, yaml.MappingStartEvent):  # the document's root
+            for key in _keys(events):
+                if key != "entries":
+                    _skip(events)
+                    continue
+                start = next(events)
+                if not isinstance(start, yaml.MappingStartEvent):
+                    _skip_after(start, events)
+                    return []
+                for chart in _keys(events):
+                    if chart == name:
+                        found = _built(next(events), events)
+                        return found if isinstance(found, list) else []
+                    _skip(events)
+            return []
+        if isinstance(event, (yaml.ScalarEvent, yaml.SequenceStartEvent)):
+            return []
+    return []
+
+
+def _keys(events: Iterator[yaml.Event]) -> Iterator[str | None]:
+    """The keys of the mapping being read, up to its end; the caller reads each value."""
+    for event in events:
+        if isinstance(event, yaml.MappingEndEvent):
+            return
+        if isinstance(event, yaml.ScalarEvent):
+            yield event.value
+        else:  # a complex key: skipped with its value
+            _skip_after(event, events)
+            _skip(events)
+
+
+def _skip(events: Iterator[yaml.Event]) -> None:
+    _skip_after(next(events), events)
+
+
+def _skip_after(first: yaml.Event, events: Iterator[yaml.Event]) -> None:
+    """Reads past the node `first` starts."""
+    depth = 1 if isinstance(first, (yaml.MappingStartEvent, yaml.SequenceStartEvent)) else 0
+    while depth:
+        event = next(events)
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+
+
+def _built(first: yaml.Event, events: Iterator[yaml.Event], depth: int = 0) -> Any:
+    """The node `first` starts, as strings, lists and mappings (an alias, or a node nested
+    deeper than any index entry is: None)."""
+    if depth > _MAX_DEPTH:
+        _skip_after(first, events)
+        return None
+    if isinstance(first, yaml.ScalarEvent):
+        return first.value
+    if isinstance(first, yaml.SequenceStartEvent):
+        items: list[Any] = []
+        for event in events:
+            if isinstance(event, yaml.SequenceEndEvent):
+                return items
+            items.append(_built(event, events, depth + 1))
+    if isinstance(first, yaml.MappingStartEvent):
+        mapping: dict[str, Any] = {}
+        for key in _keys(events):
+            mapping[str(key)] = _built(next(events), events, depth + 1)
+        return mapping
+    return None
 
 
 def _releases(versions: list[Any], spec: SourceSpec) -> Iterator[Release]:

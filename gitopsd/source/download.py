@@ -171,8 +171,13 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
 
 
 def origin(url: str) -> tuple[str, str]:
+    """The scheme and host:port a URL names (a port that is none names no origin at all)."""
     parts = urlsplit(url)
-    return parts.scheme.lower(), f"{parts.hostname or ''}:{parts.port or ''}"
+    try:
+        port = parts.port
+    except ValueError:
+        return parts.scheme.lower(), "\0invalid"
+    return parts.scheme.lower(), f"{parts.hostname or ''}:{port or ''}"
 
 
 def _http_error(what: str, code: int) -> SourceError:

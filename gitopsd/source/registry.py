@@ -58,8 +58,8 @@ class Registry:
             if url is None:
                 break
             response = self.downloads.get(url, f"{self.shown}: tags")
-            page = _json(response.body, f"{self.shown}: tags")
-            tags += page.get("tags") or [] if isinstance(page.get("tags") or [], list) else []
+            listed = _json(response.body, f"{self.shown}: tags").get("tags") or []
+            tags += listed if isinstance(listed, list) else []
             following = _NEXT.search(response.headers.get("Link", ""))
             url = urljoin(self.base, following.group(1)) if following else None
         return tags

@@ -51,4 +51,7 @@ def created_at(value: Any) -> float | None:
     match = _CREATED.match(str(value)) if value else None
     if match is None:
         return None
-    return datetime.fromisoformat(match.group(1) + match.group(2)).timestamp()
+    try:
+        return datetime.fromisoformat(match.group(1) + match.group(2)).timestamp()
+    except ValueError:  # month 13, and the like
+        return None

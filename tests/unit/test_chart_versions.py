@@ -7,11 +7,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gitopsd.config import ChartSettings, SourceSpec
 from gitopsd.errors import ConfigError, SourceError
 from gitopsd.source import check_chart_source, fetch_chart
-from gitopsd.source.chart_index import pick
+from gitopsd.source.chart_index import chart_entries, pick
 from gitopsd.source.registry import Registry
 from gitopsd.versions import parse_range, parse_version
 
@@ -106,12 +107,36 @@ def test_the_index_entry_of_the_highest_allowed_version_is_picked() -> None:
         }
     }
 
-    picked = pick(index, chart_source("1.x"))
+    picked = pick(yaml.safe_dump(index).encode(), chart_source("1.x"))
 
     assert (picked.text, picked.url) == ("1.1.0", "https://charts.example/stable/sub/web-1.1.0.tgz")
-    oldest = pick(index, chart_source("1.0"))
+    oldest = pick(yaml.safe_dump(index).encode(), chart_source("1.0"))
     assert oldest.url == "https://charts.example/stable/web-1.0.0.tgz"
     assert oldest.created == datetime(2026, 11, 26, 11, 13, 53, tzinfo=UTC).timestamp()
+
+
+def test_only_the_charts_entries_are_read_from_the_index() -> None:
+    hostile = (
+        "apiVersion: v1\n"
+        "other: &big [[[[[[[[[[[[[[[[[[[[[[[[x]]]]]]]]]]]]]]]]]]]]]]]]\n"
+        "entries:\n"
+        "  ? [complex, key]\n  : ignored\n"
+        "  other: [*big, *big, *big]\n"
+        "  web:\n"
+        "  - {version: '1.0', urls: [web-1.0.tgz], digest: " + DIGEST + ", "
+        "created: '2026-13-45T00:00:00Z', deep: " + "[" * 100 + "]" * 100 + "}\n"
+        "  - *big\n"
+    ).encode()
+
+    picked = pick(hostile, chart_source("1.x"))
+
+    assert (picked.text, picked.created) == ("1.0", None)  # a month 13 is no time
+    assert chart_entries(hostile, "other") == [None, None, None]  # aliases are nothing
+
+
+def test_an_index_that_is_no_yaml_is_named() -> None:
+    with pytest.raises(SourceError, match=r"index\.yaml line 2: not YAML"):
+        pick(b"entries: [\n", chart_source())
 
 
 @pytest.mark.parametrize(
@@ -126,7 +151,7 @@ def test_a_chart_or_version_the_index_lacks_is_named(
     index: dict[str, object], message: str
 ) -> None:
     with pytest.raises(SourceError, match=message):
-        pick(index, chart_source("1.x"))
+        pick(yaml.safe_dump(index).encode(), chart_source("1.x"))
 
 
 @pytest.mark.parametrize(
