@@ -85,7 +85,8 @@ def _private_copy(root: Path, paths: set[str], work: Path) -> Path:
     for rel in sorted(paths):
         source, target = root / rel, copy / rel
         if source.is_dir() and not source.is_symlink():
-            shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+            skip_git = shutil.ignore_patterns(".git")  # a directory read in place may hold one
+            shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True, ignore=skip_git)
         elif source.exists() or source.is_symlink():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target, follow_symlinks=False)
