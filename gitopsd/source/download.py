@@ -73,11 +73,7 @@ class Downloads:
             request.add_unredirected_header("Authorization", self.authorization)
         redirects = _Redirects(self.origin, checked_later, self.authorization)
         try:
-            with urllib.request.build_opener(redirects).open(
-                request, timeout=self.spec.timeout_seconds
-            ) as response:
-                body: bytes = response.read(self.limit + 1)
-                headers = response.headers
+            response = self._open(request, redirects, self.limit, what)
         except urllib.error.HTTPError as error:
             challenge = error.headers.get("WWW-Authenticate", "") if error.headers else ""
             if (
@@ -87,15 +83,28 @@ class Downloads:
             ):
                 raise _Challenged(challenge) from None
             raise _http_error(what, error.code) from None
-        except (urllib.error.URLError, OSError, ValueError) as error:
-            cause = getattr(error, "reason", None) or error
-            raise SourceError(f"{what}: {self.scrub(str(cause))}", _reason(cause)) from None
-        if len(body) > self.limit:
+        if len(response.body) > self.limit:
             limit = how_to_raise("max_revision_bytes")
             raise SourceError(
                 f"{what}: larger than the per-revision limit ({limit})", SourceReason.TOO_LARGE
             )
-        return Response(body, headers)
+        return response
+
+    def _open(
+        self, request: urllib.request.Request, redirects: _Redirects, limit: int, what: str
+    ) -> Response:
+        """The response, read up to `limit` + 1 bytes; a failure to reach the server is a
+        SourceError scrubbed of the secret; an HTTP status is raised as HTTPError."""
+        try:
+            with urllib.request.build_opener(redirects).open(
+                request, timeout=self.spec.timeout_seconds
+            ) as response:
+                return Response(response.read(limit + 1), response.headers)
+        except urllib.error.HTTPError:
+            raise
+        except (urllib.error.URLError, OSError, ValueError) as error:
+            cause = getattr(error, "reason", None) or error
+            raise SourceError(f"{what}: {self.scrub(str(cause))}", _reason(cause)) from None
 
     def _bearer(self, challenge: str, what: str) -> None:
         """Trades the credentials (or none) for a token at the realm the server names."""
@@ -113,17 +122,12 @@ class Downloads:
         request = urllib.request.Request(f"{realm}?{query}", headers={"User-Agent": "gitopsd"})  # noqa: S310 - checked above
         if self.basic:
             request.add_unredirected_header("Authorization", self.basic)
+        redirects = _Redirects(origin(realm), False, None)
         try:
-            with urllib.request.build_opener(_Redirects(origin(realm), False, None)).open(
-                request, timeout=self.spec.timeout_seconds
-            ) as response:
-                answer = response.read(_MAX_TOKEN_BYTES)
+            answer = self._open(request, redirects, _MAX_TOKEN_BYTES, f"{what}: token service")
         except urllib.error.HTTPError as error:
             raise _http_error(f"{what}: token service", error.code) from None
-        except (urllib.error.URLError, OSError, ValueError) as error:
-            cause = getattr(error, "reason", None) or error
-            raise SourceError(f"{what}: token service: {self.scrub(str(cause))}") from None
-        self.authorization = "Bearer " + _token(answer, what)
+        self.authorization = "Bearer " + _token(answer.body, what)
 
     def scrub(self, text: str) -> str:
         for secret in self.secrets:
