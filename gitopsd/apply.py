@@ -6,13 +6,17 @@ keeps it to what was read (`gitopsd.ownership`). Deletes are `gitopsd.prune`'s.
 
 from __future__ import annotations
 
+import itertools
+import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from gitopsd.changes import Action, ChangeSet, Outcome, Target
+from gitopsd.backoff import jittered
+from gitopsd.changes import SENT, Action, ChangeSet, Outcome, Target
 from gitopsd.cluster import ApiError, Cluster, Resource, run_concurrently
 from gitopsd.config import SyncSettings
+from gitopsd.diff import FieldChange, held_as_live
 from gitopsd.errors import ApplyError, ClusterError, ClusterReason
 from gitopsd.inventory import ApplySet, gitopsd_parent, uid_prefix
 from gitopsd.managed_fields import lost_fields, takeover_patch
@@ -72,11 +76,16 @@ class Applier:
         return self.changes
 
     def dry_run(
-        self, targets: Iterable[Target], kept: Collection[ObjectKey] | None = None
+        self,
+        targets: Iterable[Target],
+        kept: Collection[ObjectKey] | None = None,
+        immutable: dict[ObjectKey, Immutable] | None = None,
     ) -> dict[ObjectKey, Body]:
-        """Server-side dry-run of every target; any failure fails them all. The answers of
-        the keys in `kept` (default: all) are returned, projected as live objects are (drift on
-        a projection is drift on the whole), the others only checked ({})."""
+        """Server-side dry-run of every target; any failure fails them all, except, when
+        `immutable` is given, a change of fields that cannot change: those objects are put
+        there (a sync may replace them, or refuses them alone). The answers of the keys in
+        `kept` (default: all) are returned, projected as live objects are (drift on a
+        projection is drift on the whole), the others only checked ({})."""
         force = self.settings.force_conflicts
 
         def dry_run(target: Target) -> Body:
@@ -86,7 +95,12 @@ class Applier:
             )
             return answer if wanted else {}
 
-        return self._each(targets, dry_run)
+        answered, failures = self._answers(targets, dry_run)
+        if immutable is not None:
+            immutable |= {f.key: Immutable(f.immutable, f.message) for f in failures if f.immutable}
+            failures = [f for f in failures if not f.immutable]
+        _raise(failures)
+        return answered
 
     def _check_owned(self, keys: Iterable[ObjectKey], targets: Mapping[ObjectKey, Target]) -> None:
         """An existing object that this source does not own is taken over only with --adopt,
@@ -125,19 +139,21 @@ class Applier:
             return
         ready_now = [t for t in tier_targets if t is not None]
         self.dry_run((t for t in ready_now if t.key in deferred), kept=())
-        changed = [t for t in ready_now if plan.actions[t.key] != Action.UNCHANGED]
+        changed = [t for t in ready_now if plan.actions[t.key] in SENT]
         failure = None
         results: dict[ObjectKey, Body] = {}
         if not self.settings.dry_run:
+            self._replace([t for t in changed if plan.actions[t.key] == Action.REPLACED])
             self._take_over(changed)
-            results, failure = self._apply(changed)
+            results, failure = self._apply(changed, plan.held)
             for target in changed:
                 if target.key in results:
                     self.on_applied(target, results[target.key])
         for target in ready_now:  # what was applied is recorded, also when others failed
             action = plan.actions[target.key]
-            if action == Action.UNCHANGED or self.settings.dry_run or target.key in results:
-                self._record(target, action, results.get(target.key))
+            if action not in SENT or self.settings.dry_run or target.key in results:
+                detail = plan.refused.get(target.key, "")
+                self._record(target, action, results.get(target.key), detail)
         if failure is not None:
             raise failure
         self._await_definitions(ready_now)
@@ -155,6 +171,40 @@ class Applier:
                     Outcome(key, Action.CREATED, "would be created after its CRD (not dry-run)")
                 )
 
+    def _replace(self, targets: list[Target]) -> None:
+        """Deletes each object whose immutable fields git changes, exactly as read (its uid
+        and resourceVersion), and waits until it is gone; the apply then creates it anew."""
+
+        def delete(target: Target) -> Body:
+            key, live = target.key, self.live[target.key]
+            metadata = (live or {}).get("metadata") or {}
+            uid, version = str(metadata.get("uid", "")), str(metadata.get("resourceVersion", ""))
+            try:
+                self.cluster.delete(target.served, key.namespace, key.name, uid, version)
+            except ApiError as error:
+                if error.status != 409:
+                    raise
+                raise ClusterError(
+                    "not replaced: it changed since this sync read it", ClusterReason.CONFLICT
+                ) from None
+            self._await_gone(target, uid)
+            self.live[key] = None
+            return {}
+
+        _raise(self._answers(targets, delete)[1])
+
+    def _await_gone(self, target: Target, uid: str) -> None:
+        key, deadline = target.key, time.monotonic() + self.settings.crd_timeout_seconds
+        for attempt in itertools.count():
+            pause = jittered(0.1, 1.0, attempt)
+            found = self.cluster.get(target.served, key.namespace, key.name)
+            if found is None or (found.get("metadata") or {}).get("uid") != uid:
+                return
+            if time.monotonic() + pause > deadline:
+                why = f"not replaced: still there {self.settings.crd_timeout_seconds:g} s after"
+                raise ClusterError(f"{why} its delete (finalizers?)", ClusterReason.TIMEOUT)
+            time.sleep(pause)
+
     def _take_over(self, targets: list[Target]) -> None:
         """Moves fields that kubectl-style edits own to gitopsd, so the apply can remove them."""
         for target in targets:
@@ -164,21 +214,30 @@ class Applier:
                 key = target.key
                 self.cluster.patch(target.served, key.namespace, key.name, operations)
 
-    def _apply(self, targets: list[Target]) -> tuple[dict[ObjectKey, Body], ApplyError | None]:
-        """The objects applied, and the failure of the others, if any. A tier's answers are
-        held until it ends, so each is kept as small as what reads it: projected, as live
-        objects are, and for an object created only its identity (the record and the drift
-        memo read its uid and resourceVersion; only a configured one has fields to lose)."""
+    def _apply(
+        self, targets: list[Target], held: Mapping[ObjectKey, Sequence[FieldChange]]
+    ) -> tuple[dict[ObjectKey, Body], ApplyError | None]:
+        """The objects applied, and the failure of the others, if any; the fields the drift
+        policy holds are sent as they are live. A tier's answers are held until it ends, so
+        each is kept as small as what reads it: projected, as live objects are, and for an
+        object created only its identity (the record and the drift memo read its uid and
+        resourceVersion; only a configured one has fields to lose)."""
         force = self.settings.force_conflicts
 
         def apply(target: Target) -> Body:
             live = self.live.get(target.key)
-            answer = write(self.cluster, target.served, target.body, live, force, projected=True)
+            body = target.body
+            if live and target.key in held:
+                body = held_as_live(body, live, held[target.key])
+            answer = write(self.cluster, target.served, body, live, force, projected=True)
             return answer if live else _identity(answer)
 
-        return self._answers(targets, apply)
+        answered, failures = self._answers(targets, apply)
+        return answered, _error(failures)
 
-    def _record(self, target: Target, action: Action, result: Body | None) -> None:
+    def _record(
+        self, target: Target, action: Action, result: Body | None, detail: str = ""
+    ) -> None:
         """Notes the outcome; `result` is the apply's answer (None: not sent)."""
         live = self.live.get(target.key)
         if live and result and action == Action.CONFIGURED:
@@ -187,7 +246,7 @@ class Applier:
         now = result or live
         if not self.settings.dry_run and now is not None:
             self.changes.applied[target.key] = uid_prefix(now)
-        outcome = Outcome(target.key, action)
+        outcome = Outcome(target.key, action, detail)
         self.changes.outcomes.append(outcome)
         self.on_outcome(outcome)
 
@@ -200,18 +259,9 @@ class Applier:
         if crds and not self.settings.dry_run:
             self.cluster.wait_established(crds, self.settings.crd_timeout_seconds)
 
-    def _each(
-        self, targets: Iterable[Target], call: Callable[[Target], Body]
-    ) -> dict[ObjectKey, Body]:
-        """Calls the API for every target concurrently; collects every failure, then raises."""
-        answered, failure = self._answers(targets, call)
-        if failure is not None:
-            raise failure
-        return answered
-
     def _answers(
         self, targets: Iterable[Target], call: Callable[[Target], Body]
-    ) -> tuple[dict[ObjectKey, Body], ApplyError | None]:
+    ) -> tuple[dict[ObjectKey, Body], list[Failure]]:
         """Calls the API for every target concurrently: the answers, and every failure."""
         chosen = list(targets)
         answers = run_concurrently(chosen, lambda t: self._send(t, call), self.settings.concurrency)
@@ -221,16 +271,14 @@ class Applier:
             for t, answer in zip(chosen, answers, strict=True)
             if isinstance(answer, dict)
         }
-        if not failures:
-            return answered, None
-        return answered, ApplyError([f.message for f in failures], failures[0].reason)
+        return answered, failures
 
     def _send(self, target: Target, call: Callable[[Target], Body]) -> Body | Failure:
         """Once the cluster is fenced (stopping on a signal, or the leader lease lost), the
         runner still takes each queued target, but sends no request for it."""
         if not self.cluster.may_write():
             not_sent = f"{target.key} ({target.origin}): not sent: writes are fenced"
-            return Failure(not_sent, ClusterReason.FENCED)
+            return Failure(target.key, not_sent, ClusterReason.FENCED)
         return _attempt(target, call)
 
 
@@ -278,8 +326,32 @@ def ready(
 class Failure(NamedTuple):
     """One object's failed request: a line naming the object and its file, and why."""
 
+    key: ObjectKey
     message: str
     reason: ClusterReason
+    immutable: tuple[str, ...] = ()
+    """The fields the server refused to change because they cannot change once set."""
+
+
+class Immutable(NamedTuple):
+    """An object git changes in fields that cannot change: replaced, or refused alone."""
+
+    fields: tuple[str, ...]
+    message: str
+    """The server's refusal, naming the object and its file."""
+
+
+def _error(failures: list[Failure]) -> ApplyError | None:
+    """One error naming every failure, or None."""
+    if not failures:
+        return None
+    return ApplyError([f.message for f in failures], failures[0].reason)
+
+
+def _raise(failures: list[Failure]) -> None:
+    error = _error(failures)
+    if error is not None:
+        raise error
 
 
 def _attempt(target: Target, call: Callable[[Target], Body]) -> Body | Failure:
@@ -288,7 +360,9 @@ def _attempt(target: Target, call: Callable[[Target], Body]) -> Body | Failure:
         return call(target)
     except ClusterError as error:
         message = redact(str(error), secret_values([target.body]))
-        return Failure(f"{target.key} ({target.origin}): {message}", error.reason)
+        immutable = error.immutable if isinstance(error, ApiError) else ()
+        line = f"{target.key} ({target.origin}): {message}"
+        return Failure(target.key, line, error.reason, immutable)
 
 
 def find_owners(

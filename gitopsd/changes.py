@@ -99,6 +99,11 @@ class Measurement:
     """Missing, modified and extraneous objects, sorted by key."""
     differing: set[ObjectKey]
     """Present targets an apply would change: a field, or which fields gitopsd owns."""
+    immutable: dict[ObjectKey, tuple[str, ...]] = field(default_factory=dict)
+    """Present targets whose dry-run git changes fields that cannot change once set, each
+    with those fields: replaced, or refused alone."""
+    held: list[diff.Drift] = field(default_factory=list)
+    """Objects each of whose differing fields a rule accepts or ignores: no drift."""
 
 
 class Action(StrEnum):
@@ -109,6 +114,15 @@ class Action(StrEnum):
     SKIPPED = "skipped"
     HOOK = "hook"
     """A sync hook ran (its detail: the phase, and how it ended)."""
+    REPLACED = "replaced"
+    """Deleted and created again: git changed fields that cannot change once set."""
+    REFUSED = "refused"
+    """Not applied: git changed fields that cannot change once set, and replacing it was
+    not asked for, or it is not this source's to delete (its detail: which, and why)."""
+
+
+SENT = (Action.CREATED, Action.CONFIGURED, Action.REPLACED)
+"""What a plan writes."""
 
 
 @dataclass(frozen=True)
@@ -136,8 +150,8 @@ class Hooks:
 
     on_revision: Callable[[str], None] = lambda sha: None
     """A revision was read anew (its sha; "" for a local directory)."""
-    on_measured: Callable[[list[diff.Drift], Callable[[ObjectKey], Body | None]], None] = (
-        lambda drifts, find: None
+    on_measured: Callable[[Measurement, Callable[[ObjectKey], Body | None]], None] = (
+        lambda measurement, find: None
     )
     """The drift measured, and a lookup of the live objects it was measured against."""
     on_plan: Callable[[int], None] = lambda count: None

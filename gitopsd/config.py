@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from gitopsd.drift_policy import Rule
+
 MiB = 1024 * 1024
 GiB = 1024 * MiB
 SOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,48}[a-z0-9])?$")
@@ -230,6 +232,11 @@ class SyncSettings:
     concurrency: int = 16
     """API requests in flight at once. Measured against kube-apiserver on loopback, 16 in
     flight carry about 3x the dry-runs and applies per second of one, and more add little."""
+    drift_rules: tuple[Rule, ...] = ()
+    """The source's drift policy (`gitopsd.drift_policy`), after each object's own rules."""
+    replace_on_immutable: bool = False
+    """Delete and create again an object whose immutable fields git changes (if this source
+    provably owns it), as the sync option replace-on-immutable does for one object."""
 
 
 # How sizes and durations are written, on the command line and in the configuration file.

@@ -12,14 +12,16 @@ import base64
 import copy
 import hashlib
 import json
+import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 from deepdiff import DeepDiff
 from deepdiff.helper import CannotCompare, notpresent
 
+from gitopsd.drift_policy import Decision, Item, Locator, Rule, Segment, deciding
 from gitopsd.managed_fields import (
     TAKEOVER_MANAGERS,
     Path,
@@ -29,7 +31,7 @@ from gitopsd.managed_fields import (
     remove,
 )
 from gitopsd.masking import mask, mask_pair
-from gitopsd.objects import Body, ObjectKey
+from gitopsd.objects import FIELD_MANAGER, Body, ObjectKey
 
 SERVER_METADATA = (
     "resourceVersion",
@@ -56,6 +58,11 @@ class FieldChange:
     live: Any  # None when the field is absent live
     desired: Any  # None when git does not declare it
     manager: str  # who owns the field live, per managedFields ("unknown" if nobody)
+    place: Locator = field(default=(), compare=False)
+    """Where the field is, for the drift policy's paths and for holding it as it is live."""
+    decision: Decision = Decision.HEAL
+    rule: str = ""
+    """The rule that decided (its name, or where it is written); "" when none did."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,33 @@ class Drift:
     conflicts: tuple[str, ...] = field(default=())
     reason: str = ""
     """Why an unowned object is not written."""
+    accepted: tuple[FieldChange, ...] = ()
+    """Fields that differ, accepted by a rule: reported as such, never healed."""
+    ignored: tuple[FieldChange, ...] = ()
+    """Fields that differ, ignored by a rule: no drift at all (`diff --show-ignored`)."""
+
+    @property
+    def reported(self) -> bool:
+        """It is drift (exported, evented, a diff's exit code): the policy left a field that
+        is, or the whole object differs."""
+        return self.state != State.MODIFIED or bool(self.changes) or not self.held_whole
+
+    @property
+    def held_whole(self) -> bool:
+        """Every field that differs is one the policy accepts or ignores."""
+        return not self.changes and bool(self.accepted or self.ignored)
+
+    @property
+    def heals(self) -> bool:
+        """A heal writes it, unless each field that differs is one the policy holds."""
+        if self.state != State.MODIFIED or not (self.changes or self.accepted or self.ignored):
+            return True  # no field named: an immutable field, say
+        return any(change.decision == Decision.HEAL for change in self.changes)
+
+    @property
+    def held(self) -> tuple[FieldChange, ...]:
+        """The fields a write sends as they are live."""
+        return tuple(c for c in (*self.changes, *self.accepted, *self.ignored) if c.decision.held)
 
 
 def normalize(body: Body) -> Body:
@@ -132,6 +166,13 @@ def missing(key: ObjectKey, desired: Body) -> Drift:
     return Drift(key, State.MISSING, desired=mask(normalize(desired)))
 
 
+def unchangeable(key: ObjectKey, fields: Sequence[str]) -> Drift:
+    """git changes fields of the live object that cannot change once set."""
+    named = ", ".join(fields) or "a field"
+    why = f"git changes {named}, which cannot change once set (sync option replace-on-immutable)"
+    return Drift(key, State.MODIFIED, reason=why)
+
+
 def extraneous(key: ObjectKey, live: Body) -> Drift:
     return Drift(key, State.EXTRANEOUS, live=mask(normalize(live)))
 
@@ -159,6 +200,7 @@ def explain(have: Body, want: Body, managed: list[Body], live: Body) -> Iterator
                     live=None if old is notpresent else old,
                     desired=None if new is notpresent else new,
                     manager=manager,
+                    place=locate(container, leaf),
                 )
 
 
@@ -189,15 +231,142 @@ def _same_item(first: Any, second: Any, level: Any = None) -> bool:
 
 
 def render_path(body: Any, path: Path) -> str:
-    """spec.template.spec.containers[name=app].image, readable and stable."""
-    text, node = "", body
+    """spec.template.spec.containers[name=app].image, readable and stable; a key with a dot
+    or a bracket is quoted: metadata.annotations["example.com/owner"]."""
+    text = ""
+    for segment in locate(body, path):
+        if isinstance(segment, Item):
+            text += f"[name={segment.name}]" if segment.name is not None else f"[{segment.index}]"
+        elif PLAIN_KEY.match(segment):
+            text += f".{segment}" if text else segment
+        else:
+            text += f"[{json.dumps(segment)}]"
+    return text
+
+
+PLAIN_KEY = re.compile(r'^[^.\[\]"]+$')
+
+
+def locate(body: Any, path: Path) -> Locator:
+    """`path`'s place in `body`: list elements with their names, where they have one."""
+    place: list[Segment] = []
+    node = body
     for segment in path:
         if isinstance(segment, int):
             item = node[segment] if isinstance(node, list) and segment < len(node) else None
             name = item.get("name") if isinstance(item, dict) else None
-            text += f"[name={name}]" if name is not None else f"[{segment}]"
+            place.append(Item(segment, name if isinstance(name, str) else None))
             node = item
         else:
-            text += f".{segment}" if text else str(segment)
+            place.append(str(segment))
             node = node.get(segment) if isinstance(node, dict) else None
-    return text
+    return tuple(place)
+
+
+# The drift policy: each field decided by the first rule that matches it.
+
+
+def decided(drift: Drift, rules: Sequence[Rule]) -> Drift:
+    """`drift` with each changed field decided by `rules` (none matching: heal); what is
+    ignored leaves the rendered bodies too."""
+    if drift.state != State.MODIFIED or not rules:
+        return drift
+    decided_changes = [_decide(drift.key, change, rules) for change in drift.changes]
+    kept = tuple(c for c in decided_changes if c.decision in (Decision.HEAL, Decision.ALERT))
+    ignored = tuple(c for c in decided_changes if c.decision == Decision.IGNORE)
+    accepted = tuple(c for c in decided_changes if c.decision == Decision.ACCEPT)
+    desired = drift.desired
+    if ignored and desired is not None and drift.live is not None:
+        desired = held_as_live(desired, drift.live, ignored, leave_theirs=False)
+    return replace(drift, changes=kept, accepted=accepted, ignored=ignored, desired=desired)
+
+
+def _decide(key: ObjectKey, change: FieldChange, rules: Sequence[Rule]) -> FieldChange:
+    rule = deciding(rules, key, change.place, change.manager)
+    return change if rule is None else replace(change, decision=rule.action, rule=rule.label)
+
+
+def held_as_live(
+    body: Body, live: Body, held: Sequence[FieldChange], leave_theirs: bool = True
+) -> Body:
+    """`body` to send with each held field as it is `live`: absent where it is absent, or
+    (`leave_theirs`) left out where another manager, not a person's edit, owns it, so that
+    it keeps the field alone; otherwise at its live value."""
+    sent = copy.deepcopy(body)
+    for change in held:
+        value = _at(live, change.place)
+        theirs = leave_theirs and change.manager not in (
+            FIELD_MANAGER,
+            "unknown",
+            *TAKEOVER_MANAGERS,
+        )
+        if value is notpresent or (theirs and change.desired is not None):
+            _remove(sent, change.place)
+        else:
+            _put(sent, change.place, copy.deepcopy(value))
+        if sent.get("kind") == "Secret" and change.place[:1] == ("data",):
+            _remove(sent, ("stringData", *change.place[1:]))  # it would win over data
+            if sent.get("stringData") == {}:
+                del sent["stringData"]
+    return sent
+
+
+def _at(body: Any, place: Locator) -> Any:
+    node = body
+    for segment in place:
+        node = _child(node, segment)
+        if node is notpresent:
+            break
+    return node
+
+
+def _child(node: Any, segment: Segment) -> Any:
+    if isinstance(segment, str):
+        return node.get(segment, notpresent) if isinstance(node, dict) else notpresent
+    if not isinstance(node, list):
+        return notpresent
+    index = _index(node, segment)
+    return node[index] if index is not None else notpresent
+
+
+def _index(items: list[Any], element: Item) -> int | None:
+    if element.name is not None:
+        named = (i for i, v in enumerate(items) if isinstance(v, dict) and v.get("name"))
+        return next((i for i in named if items[i]["name"] == element.name), None)
+    return element.index if element.index < len(items) else None
+
+
+def _remove(body: Body, place: Locator) -> None:
+    parent = _at(body, place[:-1])
+    last = place[-1] if place else None
+    if isinstance(last, str) and isinstance(parent, dict):
+        parent.pop(last, None)
+    elif isinstance(last, Item) and isinstance(parent, list):
+        index = _index(parent, last)
+        if index is not None:
+            del parent[index]
+
+
+def _put(body: Body, place: Locator, value: Any) -> None:
+    """Sets the field, making the maps and named elements on the way that are missing."""
+    node: Any = body
+    for segment, following in zip(place, (*place[1:], None), strict=True):
+        empty: Any = [] if isinstance(following, Item) else {}
+        if isinstance(segment, str) and isinstance(node, dict):
+            if following is None:
+                node[segment] = value
+                return
+            node = node.setdefault(segment, empty)
+        elif isinstance(segment, Item) and isinstance(node, list):
+            index = _index(node, segment)
+            if index is None and segment.name is None:
+                return  # an unnamed element that is not there: nothing to hold it in
+            if index is None:
+                node.append({"name": segment.name} if following is not None else value)
+                index = len(node) - 1
+            if following is None:
+                node[index] = value
+                return
+            node = node[index]
+        else:
+            return

@@ -110,6 +110,9 @@ class ClusterReason(StrEnum):
     UNHEALTHY = "unhealthy"
     """Objects applied did not become healthy (Failed, or not Current in time): the waves
     after theirs were not applied."""
+    IMMUTABLE = "immutable"
+    """Objects whose fields that cannot change once set git changes were not applied (the
+    rest of the revision was): a new revision, or the sync option replace-on-immutable."""
 
 
 Reason = ConfigReason | ManifestReason | SourceReason | ClusterReason
@@ -187,9 +190,13 @@ class ClusterError(TransientError):
     """The API server failed or refused a request."""
 
     stage = Stage.CLUSTER
-    remedies: ClassVar[Mapping[Reason, Remedy]] = {ClusterReason.FORBIDDEN: Remedy.PERSON}
+    remedies: ClassVar[Mapping[Reason, Remedy]] = {
+        ClusterReason.FORBIDDEN: Remedy.PERSON,
+        ClusterReason.IMMUTABLE: Remedy.NEW_REVISION,
+    }
     exit_codes: ClassVar[Mapping[Reason, ExitCode]] = {
         ClusterReason.INVALID: ExitCode.INVALID,  # the server refusing a manifest is bad input
+        ClusterReason.IMMUTABLE: ExitCode.INVALID,
         ClusterReason.UNHEALTHY: ExitCode.UNHEALTHY,
     }
 

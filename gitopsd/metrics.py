@@ -9,16 +9,15 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import Counter as Tally
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.metrics import MetricWrapperBase
-from prometheus_client.registry import Collector
 
 from gitopsd.changes import Action, ChangeSet
+from gitopsd.collectors import ApiRequests, ZeroFilled
 from gitopsd.diff import Drift, State
 from gitopsd.errors import (
     ClusterReason,
@@ -73,6 +72,7 @@ class Recorder:
         self._series_lock = threading.Lock()
         self._object_series: dict[str, set[tuple[str, ...]]] = {}
         self._count_series: dict[str, set[tuple[str, str]]] = {}
+        self._policy_series: dict[str, set[tuple[str, str]]] = {}
         self._health_series: dict[str, set[tuple[str, str]]] = {}
         self._revisions: dict[str, str] = {}
         self._series: dict[str, set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
@@ -96,6 +96,13 @@ class Recorder:
             "gitopsd_object_drift",
             "1 for each drifted object, with the field manager that drifted it (budgeted).",
             ["source", "group_kind", "namespace", "name", "manager"],
+            registry=registry,
+        )
+        self.policy_fields = Gauge(
+            "gitopsd_drift_policy_fields",
+            "Fields that differ from git as a drift rule decides, by rule and action (fields "
+            "it ignores are not exported).",
+            ["source", "rule", "action"],
             registry=registry,
         )
         self.object_drift_over_budget = Gauge(
@@ -203,7 +210,8 @@ class Recorder:
     ) -> Counter:
         """A counter by source and closed labels, exported at 0 where it has not counted."""
         counter = Counter(name, help_text, labels, registry=None)
-        registry.register(_ZeroFilled(counter, labels, self._served))
+        closed = CLOSED_LABELS[name.removesuffix("_total")]
+        registry.register(ZeroFilled(counter, labels, closed, self._served))
         return counter
 
     def _served(self) -> list[str]:
@@ -234,7 +242,12 @@ class Recorder:
             for metric, labels in self._series.pop(source, set()):
                 with contextlib.suppress(KeyError):  # removed already, as drift replaces
                     metric.remove(*labels)
-            for series in (self._object_series, self._count_series, self._health_series):
+            for series in (
+                self._object_series,
+                self._count_series,
+                self._policy_series,
+                self._health_series,
+            ):
                 series.pop(source, None)
             self._revisions.pop(source, None)
             self._sources.discard(source)
@@ -246,12 +259,32 @@ class Recorder:
         drifts = list(drifts)
         counts = Tally((str(d.key.group_kind), str(d.state)) for d in drifts)
         with self._lock:
-            for group_kind, state in self._count_series.get(source, set()) - set(counts):
-                self._drop(self.drift_objects, source, group_kind, state)
-            for (group_kind, state), count in counts.items():
-                self._of(self.drift_objects, source, group_kind, state).set(count)
-            self._count_series[source] = set(counts)
+            self._set_counts(self.drift_objects, self._count_series, source, counts)
             self._set_object_series(source, drifts)
+
+    def drift_policy(self, source: str, drifts: Iterable[Drift]) -> None:
+        """Replaces the source's count of the fields each drift rule decides now."""
+        counts = Tally(
+            (c.rule, str(c.decision))
+            for drift in drifts
+            for c in (*drift.changes, *drift.accepted)
+            if c.rule
+        )
+        with self._lock:
+            self._set_counts(self.policy_fields, self._policy_series, source, counts)
+
+    def _set_counts(
+        self,
+        gauge: Gauge,
+        series: dict[str, set[tuple[str, str]]],
+        source: str,
+        counts: Tally[tuple[str, str]],
+    ) -> None:
+        for labels in series.get(source, set()) - set(counts):
+            self._drop(gauge, source, *labels)
+        for labels, count in counts.items():
+            self._of(gauge, source, *labels).set(count)
+        series[source] = set(counts)
 
     def _set_object_series(self, source: str, drifts: list[Drift]) -> None:
         wanted = {_object_labels(source, d) for d in drifts}
@@ -329,7 +362,7 @@ class Recorder:
 
     def count_api_requests(self, tally: Callable[[], dict[tuple[str, int], int]]) -> None:
         """Exports the cluster client's own request tally, read at each scrape."""
-        self.registry.register(_ApiRequests(tally))
+        self.registry.register(ApiRequests(tally))
 
     def set_leader(self, leading: bool) -> None:
         self.leader.set(1 if leading else 0)
@@ -343,50 +376,3 @@ def _object_labels(source: str, drift: Drift) -> tuple[str, ...]:
 
 def _default_manager(state: State) -> str:
     return "deleted" if state == State.MISSING else "unknown"
-
-
-class _ZeroFilled(Collector):
-    """A counter as it is, plus 0 for each closed label set (CLOSED_LABELS) of each source
-    served that has not counted yet: no series object is kept for those, so a thousand
-    sources cost their scrape lines, not their memory."""
-
-    def __init__(
-        self, counter: Counter, labels: list[str], sources: Callable[[], list[str]]
-    ) -> None:
-        self.counter = counter
-        self.labels = labels
-        self.sources = sources
-
-    def collect(self) -> Iterator[Metric]:
-        for family in self.counter.collect():
-            total = family.name + "_total"
-            names = self.labels
-            counted = {
-                tuple(sample.labels[n] for n in names)
-                for sample in family.samples
-                if sample.name == total
-            }
-            for source in self.sources():
-                for labels in CLOSED_LABELS[family.name]:
-                    if (source, *labels) not in counted:
-                        family.add_sample(
-                            total, dict(zip(names, (source, *labels), strict=True)), 0.0
-                        )
-            yield family
-
-
-class _ApiRequests(Collector):
-    """gitopsd_api_requests_total{verb,code}, straight from the client's tally."""
-
-    def __init__(self, tally: Callable[[], dict[tuple[str, int], int]]) -> None:
-        self.tally = tally
-
-    def collect(self) -> Iterator[CounterMetricFamily]:
-        family = CounterMetricFamily(
-            "gitopsd_api_requests",
-            "Requests to the API server by verb and status code.",
-            labels=["verb", "code"],
-        )
-        for (verb, code), count in sorted(self.tally().items()):
-            family.add_metric([verb, str(code)], count)
-        yield family

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from enum import IntEnum, StrEnum
 
-from gitopsd.changes import Action, Live, Measurement, Target
+from gitopsd.changes import SENT, Action, Live, Measurement, Target
 from gitopsd.config import PrunePolicy, SyncSettings
+from gitopsd.diff import FieldChange
 from gitopsd.diff import State as DriftState
 from gitopsd.inventory import prune_disabled, uid_prefix
 from gitopsd.objects import Body, GroupKind, ObjectKey, wave_of
 from gitopsd.resources import CUSTOM_RESOURCE_DEFINITION, NAMESPACE
+from gitopsd.sync_options import SYNC_OPTIONS_ANNOTATION, Option, options_of
 
 DEFINITIONS = frozenset({NAMESPACE, CUSTOM_RESOURCE_DEFINITION})
 PROTECTED = DEFINITIONS | {
@@ -129,6 +131,9 @@ class Refusal(StrEnum):
     NOT_OWNED = "not_owned"
     DISCOVERY_INCOMPLETE = "discovery_incomplete"
     """Its kind is not served now (an APIService down, a CRD gone): nothing proves it gone."""
+    HELD_BACK = "held_back"
+    """An object of its kind was refused this sync (an immutable field changed): the one
+    left in git may be the refused one renamed, so none of the kind is deleted."""
 
 
 @dataclass(frozen=True)
@@ -147,12 +152,14 @@ def decide_prune(
     recorded: Mapping[ObjectKey, str],
     policy: PrunePolicy,
     unserved: Collection[GroupKind] = frozenset(),
+    held_back: Collection[GroupKind] = frozenset(),
 ) -> PruneDecision:
     """Which labelled objects that left git to delete, and which to keep, with the rule why.
 
     Only an object this source recorded as applied, with the uid it has now, is its own;
     a copied label or a recreated object is refused as not owned. A recorded object whose
-    kind discovery cannot resolve (`unserved`) cannot be seen, so it is refused too."""
+    kind discovery cannot resolve (`unserved`) cannot be seen, so it is refused too; so is
+    one of a kind whose apply was refused this sync (`held_back`)."""
     desired_keys = set(desired)
     visible = {key: live for key, live in labelled.items() if key.group_kind not in unserved}
     decision = _decide(desired_keys, visible, recorded, policy)
@@ -160,7 +167,9 @@ def decide_prune(
     hidden = _refuse_all(
         sorted(unseen - desired_keys, key=_delete_order), Refusal.DISCOVERY_INCOMPLETE
     )
-    return PruneDecision(decision.delete, (*decision.refused, *hidden.refused))
+    held = _refuse_all([k for k in decision.delete if k.group_kind in held_back], Refusal.HELD_BACK)
+    delete = tuple(key for key in decision.delete if key.group_kind not in held_back)
+    return PruneDecision(delete, (*decision.refused, *held.refused, *hidden.refused))
 
 
 def _decide(
@@ -216,10 +225,14 @@ class Plan:
     """Every target in scope: CREATED (absent), CONFIGURED (differs) or UNCHANGED."""
     prune: PruneDecision | None = None
     """What to delete and what to keep; None: this reconcile prunes nothing."""
+    held: Mapping[ObjectKey, tuple[FieldChange, ...]] = field(default_factory=dict)
+    """The fields of objects sent that the drift policy holds as they are live."""
+    refused: Mapping[ObjectKey, str] = field(default_factory=dict)
+    """Why each REFUSED object is not applied."""
 
     def sent(self) -> set[ObjectKey]:
-        """The targets to apply: all but the unchanged."""
-        return {key for key, action in self.actions.items() if action != Action.UNCHANGED}
+        """The targets to write: created, configured or replaced."""
+        return {key for key, action in self.actions.items() if action in SENT}
 
 
 def plan_changes(
@@ -256,21 +269,82 @@ def plan_for(
         return None
     present = {key for key, body in live.desired.items() if body is not None}
     if step == Step.HEAL:
-        # an unowned object is not this source's to heal: a sync refuses it likewise
+        # an unowned object is not this source's to heal: a sync refuses it likewise; nor is
+        # a field the drift policy holds; nor an immutable field (a new revision's sync
+        # replaces or refuses it)
         unowned = DriftState.UNOWNED
-        drifted = {d.key for d in measured.drifts if d.key in targets and d.state != unowned}
-        plan = plan_changes(drifted, present, measured.differing)
+        immutable = measured.immutable
+        drifted = {
+            d.key
+            for d in measured.drifts
+            if d.key in targets and d.state != unowned and d.heals and d.key not in immutable
+        }
+        plan = _holding(plan_changes(drifted, present, measured.differing), measured)
         return plan if plan.sent() else None
-    prune = _prune_decision(settings, targets, live) if settings.prune.enabled else None
-    return plan_changes(targets, present, measured.differing, prune)
+    plan = plan_changes(targets, present, measured.differing)
+    plan = _replacing(plan, settings, targets, live, measured)
+    if settings.prune.enabled:
+        held_back = {key.group_kind for key in plan.refused}
+        plan = replace(plan, prune=_prune_decision(settings, targets, live, held_back))
+    return _holding(plan, measured)
+
+
+def _replacing(
+    plan: Plan,
+    settings: SyncSettings,
+    targets: Mapping[ObjectKey, Target],
+    live: Live,
+    measured: Measurement,
+) -> Plan:
+    """Objects whose immutable fields git changes are replaced where that is asked for (the
+    object's sync option, or the source's) and the source provably owns them; the others
+    are refused alone, saying why, and the rest of the revision is applied."""
+    actions, refused = dict(plan.actions), {}
+    for key, fields in measured.immutable.items():
+        if key not in actions:
+            continue
+        asked = settings.replace_on_immutable or (
+            Option.REPLACE_ON_IMMUTABLE in options_of(targets[key].body)
+        )
+        why = _not_replaced(fields, asked, live.proven(key))
+        actions[key] = Action.REFUSED if why else Action.REPLACED
+        if why:
+            refused[key] = why
+    return replace(plan, actions=actions, refused=refused)
+
+
+def _not_replaced(fields: tuple[str, ...], asked: bool, owned: bool) -> str:
+    named = ", ".join(fields) or "a field"
+    if not asked:
+        return (
+            f"not applied: git changes {named}, which cannot change once set; to delete and "
+            f"create it again, annotate it {SYNC_OPTIONS_ANNOTATION}: "
+            f"{Option.REPLACE_ON_IMMUTABLE} (or set replaceOnImmutable on the source)"
+        )
+    if not owned:
+        return (
+            f"not replaced: git changes {named}, which cannot change once set, and this "
+            "source has no record of applying the object it finds (rule: not_owned)"
+        )
+    return ""
+
+
+def _holding(plan: Plan, measured: Measurement) -> Plan:
+    """`plan`, holding what the drift policy holds of each object it sends."""
+    sent = plan.sent()
+    held = {d.key: d.held for d in (*measured.drifts, *measured.held) if d.key in sent and d.held}
+    return replace(plan, held=held)
 
 
 def _prune_decision(
-    settings: SyncSettings, targets: Mapping[ObjectKey, Target], live: Live
+    settings: SyncSettings,
+    targets: Mapping[ObjectKey, Target],
+    live: Live,
+    held_back: Collection[GroupKind],
 ) -> PruneDecision:
     """The guards' verdict, against the record as it will be once every target is applied
     (applying never changes an existing object's uid)."""
     record = dict(live.recorded)
     if not settings.dry_run:
         record |= {k: uid_prefix(b) for k, b in live.desired.items() if b is not None}
-    return decide_prune(targets, live.owned, record, settings.prune, live.unserved)
+    return decide_prune(targets, live.owned, record, settings.prune, live.unserved, held_back)

@@ -94,11 +94,13 @@ def run_diff(arguments: argparse.Namespace) -> int:
     origins = {key: str(target.origin) for key, target in result.desired.targets.items()}
     drifts, sha, healths = result.drifts, result.desired.revision.sha, result.health()
     out = io.StringIO()
+    ignored = arguments.show_ignored
     if arguments.output == "json":
-        document = drift_json(sha, drifts, origins) | health_json(healths) | error_json(None)
+        found = drift_json(sha, drifts, origins, result.held, ignored)
+        document = found | health_json(healths) | error_json(None)
         print(json.dumps(document, indent=2, default=str), file=out)
     else:
-        render_drift(drifts, origins, out, _colored(sys.stdout))
+        render_drift(drifts, origins, out, _colored(sys.stdout), result.held, ignored)
         render_health(healths, out)
     emit(out.getvalue())
     return ExitCode.DRIFT if drifts else ExitCode.OK
@@ -123,6 +125,7 @@ def run_sync(arguments: argparse.Namespace) -> int:
         report = result.report or SyncReport(result.desired.revision.sha)
         if arguments.wait and not arguments.dry_run:
             healths = _wait(cluster, result, settings, progress)
+        error = report.not_applied()  # the rest of the revision was applied
     except GitopsdError as caught:
         error = caught
         report = SyncReport(progress.sha or "", ChangeSet(progress.outcomes))
@@ -133,7 +136,8 @@ def run_sync(arguments: argparse.Namespace) -> int:
         if arguments.output == "text" and progress.sha is None:
             return error.exit_code  # nothing was read, so nothing was done
     _print_report(arguments.output, report, healths, error, progress.sha is not None)
-    return error.exit_code if error else _sync_code(report, healths, _health_limit(arguments))
+    code = _sync_code(report, healths, _health_limit(arguments))
+    return code if error is None or code == ExitCode.UNHEALTHY else error.exit_code
 
 
 def _print_report(

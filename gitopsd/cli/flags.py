@@ -199,6 +199,15 @@ def cluster_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="dry-run every object, also those the ApplySet parent's stamps vouch for as in sync",
     )
+    add(
+        "--drift-rule",
+        dest="drift_rules",
+        action="append",
+        metavar="RULE",
+        help="a drift policy rule, as YAML (repeatable; the first that matches decides), "
+        "e.g. '{target: {kind: Deployment}, paths: [spec.replicas], managers: "
+        "[kube-controller-manager], action: accept}'",
+    )
 
 
 def default_cache() -> Path:

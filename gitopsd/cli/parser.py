@@ -107,6 +107,11 @@ def _add_diff(commands: Any) -> None:
     )
     source_arguments(diff_command)
     cluster_arguments(diff_command)
+    diff_command.add_argument(
+        "--show-ignored",
+        action="store_true",
+        help="also show the fields the drift policy ignores, and the rule that did",
+    )
     _output_argument(diff_command)
     diff_command.set_defaults(command=run_diff)
 
@@ -144,6 +149,13 @@ def _sync_arguments(group: argparse._ArgumentGroup) -> None:
         "also prune Namespaces, CRDs, PersistentVolumes and PersistentVolumeClaims",
     )
     switch(group, "--adopt", "take over existing objects no source owns")
+    switch(
+        group,
+        "--replace-on-immutable",
+        "delete and create again an object whose fields that cannot change once set (a "
+        "Job's template) git changes, if this source provably owns it; without it, such an "
+        "object is refused alone (per object: annotation gitopsd.io/sync-options)",
+    )
     switch(
         group,
         "--no-force-conflicts",

@@ -25,23 +25,47 @@ RESET = "\033[0m"
 
 
 def render_drift(
-    drifts: list[diff.Drift], origins: dict[Any, str], out: TextIO, color: bool
+    drifts: list[diff.Drift],
+    origins: dict[Any, str],
+    out: TextIO,
+    color: bool,
+    held: list[diff.Drift] | None = None,
+    show_ignored: bool = False,
 ) -> None:
+    """Each drifted object with its fields (and the rule that decided each, if one did),
+    then the objects whose differences the drift policy accepts (or, `show_ignored`,
+    ignores) whole."""
     for drift in drifts:
         where = f" ({origins[drift.key]})" if drift.key in origins else ""
         print(f"{drift.state} {drift.key}{where}", file=out)
         if drift.reason:
             print(f"  {drift.reason}", file=out)
-        for change in drift.changes:
-            print(
-                f"  {change.path}: {_short(change.live)} -> {_short(change.desired)}"
-                f"  (manager: {change.manager})",
-                file=out,
-            )
+        for change in _shown_changes(drift, show_ignored):
+            print(_change_line(change), file=out)
         for line in unified(drift):
             print(_paint(line, color), file=out)
     if not drifts:
         print("no drift", file=out)
+    for drift in held or []:
+        changes = _shown_changes(drift, show_ignored)
+        if changes:
+            where = f" ({origins[drift.key]})" if drift.key in origins else ""
+            state = "accepted" if drift.accepted else "ignored"
+            print(f"{state} {drift.key}{where}", file=out)
+        for change in changes:
+            print(_change_line(change), file=out)
+
+
+def _shown_changes(drift: diff.Drift, show_ignored: bool) -> list[diff.FieldChange]:
+    return [*drift.changes, *drift.accepted, *(drift.ignored if show_ignored else ())]
+
+
+def _change_line(change: diff.FieldChange) -> str:
+    decided = f"; {change.decision} by rule {change.rule}" if change.rule else ""
+    return (
+        f"  {change.path}: {_short(change.live)} -> {_short(change.desired)}"
+        f"  (manager: {change.manager}{decided})"
+    )
 
 
 def unified(drift: diff.Drift) -> list[str]:
@@ -53,24 +77,47 @@ def unified(drift: diff.Drift) -> list[str]:
 
 
 def drift_json(
-    revision: str | None, drifts: list[diff.Drift], origins: dict[Any, str]
+    revision: str | None,
+    drifts: list[diff.Drift],
+    origins: dict[Any, str],
+    held: list[diff.Drift] | None = None,
+    show_ignored: bool = False,
 ) -> dict[str, Any]:
+    """`drift`: the drifted objects; `held`: those whose differences the drift policy
+    accepts (or ignores, shown only with `show_ignored`) whole."""
+    shown_held = [d for d in held or [] if d.accepted or show_ignored]
     return {
         "revision": revision,
-        "drift": [
-            {
-                "object": str(d.key),
-                "group": d.key.group,
-                "kind": d.key.kind,
-                "namespace": d.key.namespace,
-                "name": d.key.name,
-                "state": str(d.state),
-                "origin": origins.get(d.key),
-                "changes": [vars(change) for change in d.changes],
-                "reason": d.reason or None,
-            }
-            for d in drifts
-        ],
+        "drift": [_drift_json(d, origins, show_ignored) for d in drifts],
+        "held": [_drift_json(d, origins, show_ignored) for d in shown_held],
+    }
+
+
+def _drift_json(drift: diff.Drift, origins: dict[Any, str], show_ignored: bool) -> dict[str, Any]:
+    ignored = {"ignored": [_change_json(c) for c in drift.ignored]} if show_ignored else {}
+    return {
+        "object": str(drift.key),
+        "group": drift.key.group,
+        "kind": drift.key.kind,
+        "namespace": drift.key.namespace,
+        "name": drift.key.name,
+        "state": str(drift.state),
+        "origin": origins.get(drift.key),
+        "changes": [_change_json(c) for c in drift.changes],
+        "accepted": [_change_json(c) for c in drift.accepted],
+        **ignored,
+        "reason": drift.reason or None,
+    }
+
+
+def _change_json(change: diff.FieldChange) -> dict[str, Any]:
+    return {
+        "path": change.path,
+        "live": change.live,
+        "desired": change.desired,
+        "manager": change.manager,
+        "decision": str(change.decision),
+        "rule": change.rule or None,
     }
 
 

@@ -11,6 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+import yaml
+
 from gitopsd.config import (
     LIMIT_SETTINGS,
     SOURCE_NAME,
@@ -30,6 +32,7 @@ from gitopsd.configfile.helm import (
     set_values,
     version_range,
 )
+from gitopsd.drift_policy import Rule, read_rules
 from gitopsd.errors import ConfigError
 from gitopsd.names import DNS1123_LABEL, NameRule, namespace_problem, shown
 from gitopsd.reconcile import desired
@@ -129,10 +132,22 @@ def sync_settings(
         crd_timeout_seconds="crd_timeout",
         health_timeout_seconds="timeout",
         concurrency="concurrency",
+        replace_on_immutable="replace_on_immutable",
     )
     _checked("--inventory-namespace", settings.inventory_namespace, DNS1123_LABEL)
     _checked("--namespace", settings.default_namespace, DNS1123_LABEL)
-    return settings
+    return replace(settings, drift_rules=drift_rules(getattr(arguments, "drift_rules", None)))
+
+
+def drift_rules(texts: list[str] | None) -> tuple[Rule, ...]:
+    """The --drift-rule flags, each a rule written as YAML."""
+    rules = []
+    for text in texts or []:
+        try:
+            rules.append(yaml.safe_load(text))
+        except yaml.YAMLError as error:
+            raise ConfigError(f"--drift-rule {shown(text)}: not YAML: {error}") from None
+    return read_rules(rules, "--drift-rule") if rules else ()
 
 
 def _given(defaults: Settings, arguments: argparse.Namespace, **flags: str) -> Settings:

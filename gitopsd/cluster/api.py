@@ -109,11 +109,14 @@ class Answer:
 
 
 class ApiError(ClusterError):
-    """A request the API server answered with an error status."""
+    """A request the API server answered with an error status; `immutable`: the fields it
+    refused to change because they cannot change once set (a Job's template, a
+    Deployment's selector)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, immutable: tuple[str, ...] = ()) -> None:
         super().__init__(message, REASON_BY_STATUS.get(status, ClusterReason.SERVER))
         self.status = status
+        self.immutable = immutable
 
 
 @dataclass
@@ -203,7 +206,7 @@ class Api:
                 f"{self.server} refused the credentials (401 Unauthorized): the token or "
                 "client certificate is wrong or has expired; log in again or fix the kubeconfig",
             )
-        return ApiError(status, _status_message(answer))
+        return ApiError(status, _status_message(answer), _immutable_fields(answer))
 
     def _unreachable(self, method: str, path: str, error: BaseException) -> ClusterError:
         self.reachable = False
@@ -314,6 +317,27 @@ def _status_message(answer: Answer) -> str:
         return f"HTTP {answer.status}"
     message = status.get("message") if isinstance(status, dict) else None
     return str(message or f"HTTP {answer.status}")
+
+
+IMMUTABLE_WORDS = ("field is immutable", "may not change once set", "are forbidden")
+"""How the API server's validation says a field cannot change (`updates to statefulset spec
+for fields other than ... are forbidden`)."""
+
+
+def _immutable_fields(answer: Answer) -> tuple[str, ...]:
+    """The fields an Invalid answer refuses as immutable, from its causes."""
+    if answer.status != 422:
+        return ()
+    try:
+        status = json.loads(answer.data or b"{}")
+        causes = status["details"]["causes"]
+        return tuple(
+            str(cause.get("field", ""))
+            for cause in causes
+            if any(words in str(cause.get("message", "")) for words in IMMUTABLE_WORDS)
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return ()
 
 
 def _cause(error: BaseException) -> str:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from gitopsd.config import Limits
 from gitopsd.configfile.fields import boolean, count, mapping, seconds, string, strings
 from gitopsd.configfile.sources import (
@@ -131,9 +133,9 @@ LEADER_KEYS = {"enabled", "namespace", "name", "leaseDuration", "renewDeadline",
 
 
 def load(path: Path) -> DaemonConfig:
-    document = _document(path)
+    document, text = _document(path)
     top = mapping(document, str(path), TOP_KEYS)
-    sources, invalid = source_list(top.get("sources"), str(path))
+    sources, invalid = source_list(top.get("sources"), str(path), _source_lines(text))
     listen = _listen(top, "listen", str(path), DaemonConfig.listen)
     control_listen = _listen(top, "controlListen", str(path), DaemonConfig.control_listen)
     if control_listen.rpartition(":")[0] not in LOOPBACK_HOSTS:
@@ -170,9 +172,10 @@ def _listen(top: dict[str, Any], key: str, where: str, default: str) -> str:
     return listen
 
 
-def _document(path: Path) -> Any:
+def _document(path: Path) -> tuple[Any, bytes]:
     """Read as strictly as manifests are: file:line in every error, duplicate keys and
-    tags refused (PyYAML would keep the last of two `mode:` keys silently)."""
+    tags refused (PyYAML would keep the last of two `mode:` keys silently). With the
+    document, its text."""
     try:
         data = path.read_bytes()
     except OSError as error:
@@ -183,7 +186,19 @@ def _document(path: Path) -> Any:
         raise ConfigError(str(error)) from None
     if len(documents) > 1:
         raise ConfigError(f"{path}:{documents[1][0]}: expected one YAML document, found more")
-    return documents[0][1] if documents else None
+    return (documents[0][1] if documents else None), data
+
+
+def _source_lines(text: bytes) -> list[int]:
+    """The line each item of `sources:` starts on, for errors that name a source (the text
+    was read as a document already: it composes)."""
+    top = yaml.compose(text, Loader=yaml.SafeLoader)
+    if not isinstance(top, yaml.MappingNode):
+        return []
+    found = next((v for k, v in top.value if k.value == "sources"), None)
+    if not isinstance(found, yaml.SequenceNode):
+        return []
+    return [item.start_mark.line + 1 for item in found.value]
 
 
 def _git_syncs(value: Any, where: str) -> GitSyncSettings:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -33,6 +33,7 @@ from gitopsd.configfile.fields import (
     strings,
 )
 from gitopsd.configfile.helm import chart_settings
+from gitopsd.drift_policy import read_rules
 from gitopsd.errors import ConfigError
 from gitopsd.names import shown
 
@@ -87,13 +88,19 @@ SOURCE_KEYS = {
     "limits",
     "dependsOn",
     "helm",
+    "drift",
+    "replaceOnImmutable",
 }
 LIMIT_KEYS = {setting.key for setting in LIMIT_SETTINGS.values()}
 GUARD_KEYS = {"allowEmpty", "allowMassPrune", "pruneBudgetPercent", "pruneProtected"}
 CREDENTIAL_KEYS = {"username", "passwordFile", "passwordEnv", "sshKeyFile", "knownHostsFile"}
 
 
-def source_list(value: Any, where: str) -> tuple[list[SourceConfig], list[tuple[str, str]]]:
+def source_list(
+    value: Any, where: str, lines: Sequence[int] = ()
+) -> tuple[list[SourceConfig], list[tuple[str, str]]]:
+    """The sources, and the name and error of each invalid one (named with the line it
+    starts on, where `lines` has it)."""
     # An empty list is a daemon that only serves health and metrics, as a fresh in-cluster
     # install is until its ConfigMap names sources; a missing key is more likely a slip.
     if not isinstance(value, list):
@@ -103,8 +110,9 @@ def source_list(value: Any, where: str) -> tuple[list[SourceConfig], list[tuple[
     for index, item in enumerate(value):
         name = item.get("name") if isinstance(item, dict) else None
         label = str(name) if name else f"sources[{index}]"
+        line = f":{lines[index]}" if index < len(lines) else ""
         try:
-            good.append(source(item, f"{where}: source {label}"))
+            good.append(source(item, f"{where}{line}: source {label}"))
         except ConfigError as error:
             bad.append((label, str(error)))
     names = [source.name for source in good]
@@ -206,6 +214,10 @@ def _settings(raw: dict[str, Any], name: str, where: str) -> SyncSettings:
         adopt=boolean(raw, "adopt", where, SyncSettings.adopt),
         prune=prune,
         concurrency=positive(raw, "concurrency", where, SyncSettings.concurrency),
+        drift_rules=read_rules(raw.get("drift", []), where),
+        replace_on_immutable=boolean(
+            raw, "replaceOnImmutable", where, SyncSettings.replace_on_immutable
+        ),
     )
 
 

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from gitopsd import diff
-from gitopsd.changes import Action, ChangeSet, Hooks, Outcome
+from gitopsd.changes import Action, ChangeSet, Hooks, Measurement, Outcome
 from gitopsd.cluster import Cluster
 from gitopsd.configfile import Mode, SourceConfig
 from gitopsd.daemon.logs import ContextLog
+from gitopsd.drift_policy import Decision
 from gitopsd.errors import GitopsdError
 from gitopsd.gitsync.status import Failure, SourceReport
 from gitopsd.health import Health, Status
@@ -39,6 +40,9 @@ class Reporter:
     """What it saw last (a GitSync's status is made of it)."""
     warned: set[ObjectKey] = field(default_factory=set)
     """The objects an Event said drifted, until they no longer do."""
+    decided: dict[ObjectKey, str] = field(default_factory=dict)
+    """The Event told of each object whose drift a rule alerts on or accepts, until that
+    changes."""
     seen: dict[ObjectKey, float] = field(default_factory=dict)
     """When the first watch event of each key not measured since arrived (wall clock)."""
 
@@ -60,7 +64,7 @@ class Reporter:
         return Hooks(
             on_fetched=lambda seconds: self.recorder.fetched(self.name, seconds),
             on_revision=self._read,
-            on_measured=lambda drifts, find: self._measured(drifts, find, changed),
+            on_measured=lambda measured, find: self._measured(measured, find, changed),
             on_plan=self._planned,
             on_outcome=self._log_outcome,
             may_prune=may_prune,
@@ -90,17 +94,45 @@ class Reporter:
 
     def _measured(
         self,
-        drifts: list[diff.Drift],
+        measured: Measurement,
         find: Callable[[ObjectKey], Body | None],
         changed: set[ObjectKey],
     ) -> None:
-        """Drift, exported as metrics (and Events in warn mode)."""
+        """Drift, exported as metrics (and Events in warn mode); what the drift policy
+        accepts or alerts on, as an Event once per object."""
+        drifts = measured.drifts
         self.recorder.drift(self.name, drifts)
+        self.recorder.drift_policy(self.name, [*drifts, *measured.held])
         self.report.drifts = drifts
+        self.report.accepted = [d for d in (*drifts, *measured.held) if d.accepted]
         if changed:
             self._observe_latency(drifts, changed, find)
         if self.config.mode == Mode.WARN:
             self._warn(drifts, find)
+        self._tell_decided(drifts, self.report.accepted, find)
+
+    def _tell_decided(
+        self,
+        drifts: list[diff.Drift],
+        accepted: list[diff.Drift],
+        find: Callable[[ObjectKey], Body | None],
+    ) -> None:
+        """An Event on each object whose drift a rule newly alerts on, or accepts (names
+        the fields, managers and rules, never values)."""
+        told: dict[ObjectKey, str] = {}
+        for drift in drifts:
+            alerted = [c for c in drift.changes if c.decision == Decision.ALERT]
+            if alerted:
+                told[drift.key] = _event_line(alerted, "DriftAlert")
+        for drift in accepted:
+            told.setdefault(drift.key, _event_line(list(drift.accepted), "DriftAccepted"))
+        for key, line in told.items():
+            body = find(key)
+            if self.decided.get(key) != line and body is not None:
+                reason, _, message = line.partition(" ")
+                kind = "Warning" if reason == "DriftAlert" else "Normal"
+                self.cluster.event(body, reason, message, kind)
+        self.decided = told
 
     def waiting(self, reason: str) -> None:
         if reason and reason != self.report.waiting:
@@ -137,6 +169,7 @@ class Reporter:
             self.report.applied_revision = result.desired.revision.sha
             self.report.synced_at = time.time()
             self.report.refused = [f"{key} ({reason})" for key, reason in report.refused]
+            self._not_applied(report, revision)
         self._forget_drift_undone(result.drifts, report.changes)
         self.recorder.changes(self.name, report.changes)
         self.recorder.refused(self.name, [str(reason) for _, reason in report.refused])
@@ -149,6 +182,15 @@ class Reporter:
             self.log.info("took over %s", takeover, extra=revision)
         changed = [o for o in report.changes.outcomes if o.action != Action.UNCHANGED]
         self.log.info("sync finished: %d changed", len(changed), extra=revision)
+
+    def _not_applied(self, report: SyncReport, revision: dict[str, str]) -> None:
+        """Objects the sync refused alone: counted as an error, logged, and in the status."""
+        error = report.not_applied()
+        self.report.not_applied = error.failures if error else []
+        if error is not None:
+            self.recorder.error(self.name, error.stage, error.reason)
+            for line in error.failures:
+                self.log.warning("not applied: %s", line, extra=revision)
 
     def _forget_drift_undone(self, drifts: list[diff.Drift], changes: ChangeSet) -> None:
         """Objects the sync created or pruned leave the drift gauges now: until the watch
@@ -195,6 +237,13 @@ class Reporter:
 
 APPLIED = Health(Status.IN_PROGRESS, "Applied", "applied; its new status is not read yet")
 WRITES = (Action.CREATED, Action.CONFIGURED)
+
+
+def _event_line(changes: list[diff.FieldChange], reason: str) -> str:
+    """The Event's reason and message: each field, who owns it, and the rule."""
+    what = "alerted on" if reason == "DriftAlert" else "accepted"
+    fields = ", ".join(f"{c.path} (by {c.manager}; rule {c.rule})" for c in changes[:10])
+    return f"{reason} differs from git, {what} by the drift policy: {fields}"
 
 
 def _newsworthy(previous: Health | None, now: Health) -> bool:

@@ -36,6 +36,8 @@ SHARED_KEYS = (
     "selfHeal",
     "guards",
     "helm",
+    "drift",
+    "replaceOnImmutable",
 )
 """Spec keys that are a file source's keys too, with the same meaning."""
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from gitopsd.config import PrunePolicy, SourceSpec
+from gitopsd.config import PrunePolicy, SourceSpec, SyncSettings
 from gitopsd.configfile import Mode, SourceConfig
+from gitopsd.drift_policy import MAX_PATTERNS, MAX_RULES, Decision
 from gitopsd.gitsync.openapi import (
     DNS_LABEL,
     DNS_SUBDOMAIN,
@@ -133,6 +134,43 @@ HELM = object_(
         ),
     },
 )
+DRIFT_RULE = object_(
+    "A drift rule: what becomes of a drifted field of the objects it targets (the first "
+    "rule that matches decides; each object's gitopsd.io/drift-policy annotation comes "
+    "first; a field no rule matches is healed).",
+    {
+        "name": string("Shown in diff, status and metrics.", pattern=DNS_LABEL, maxLength=63),
+        "action": string(
+            "ignore: no drift; accept: reported as accepted, never healed; heal; alert: "
+            "drift, never healed.",
+            enum=[str(decision) for decision in Decision],
+        ),
+        "target": object_(
+            "The objects it applies to (default: all).",
+            {
+                "group": string("API group ('' for the core group).", maxLength=253),
+                "kind": string("Kind.", minLength=1, maxLength=253),
+                "namespace": string("Glob of the namespace.", minLength=1, maxLength=253),
+                "name": string("Glob of the name.", minLength=1, maxLength=253),
+            },
+        ),
+        "paths": strings(
+            "Fields, each with what is inside it: spec.replicas, "
+            "spec.template.spec.containers[name=app].image, [*] any element, or a JSON "
+            "pointer /spec/replicas (default: every field).",
+            (),
+            string("A field path.", minLength=1, maxLength=1024),
+        )
+        | {"maxItems": MAX_PATTERNS},
+        "managers": strings(
+            "Globs of the field manager owning the field now (default: any).",
+            (),
+            string("A field manager glob.", minLength=1, maxLength=1024),
+        )
+        | {"maxItems": MAX_PATTERNS},
+    },
+    required=["action"],
+)
 DEPENDENCY = object_(
     "Another GitSync.",
     {
@@ -178,6 +216,20 @@ SPEC = object_(
         ),
         "guards": GUARDS,
         "helm": HELM,
+        "drift": {
+            "type": "array",
+            "description": "The drift policy: rules deciding, field by field, what drift "
+            "is healed, accepted, ignored or alerted on (docs: README, Drift policy).",
+            "maxItems": MAX_RULES,
+            "items": DRIFT_RULE,
+        },
+        "replaceOnImmutable": boolean(
+            "Delete and create again an object whose fields that cannot change once set git "
+            "changes (a Job's template), if this GitSync provably owns it; without it, such "
+            "an object is refused alone and the rest applied (per object: the annotation "
+            "gitopsd.io/sync-options: replace-on-immutable).",
+            SyncSettings.replace_on_immutable,
+        ),
         "suspend": boolean("Stop reconciling until set back to false.", False),
         "targetNamespace": string(
             "Namespace of namespaced objects whose manifest names none (default: the "

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from gitopsd.diff import Drift, State
+from gitopsd.diff import Drift, FieldChange, State
 from gitopsd.errors import ConfigError, ExitCode, GitopsdError, Remedy
 from gitopsd.gitsync.schema import MAX_DRIFTED_SHOWN
 from gitopsd.health import Health, Status, overall, unhealthy
@@ -56,10 +56,14 @@ class SourceReport:
     """When a revision was last applied whole (Unix seconds)."""
     drifts: list[Drift] | None = None
     """The drift measured last; None before the first measurement."""
+    accepted: list[Drift] = field(default_factory=list)
+    """The objects with fields the drift policy accepts, measured last."""
     failure: Failure | None = None
     """Why the last reconcile or drift check failed; None once one succeeded."""
     refused: list[str] = field(default_factory=list)
     """Objects the last sync did not prune, each with the guard that refused it."""
+    not_applied: list[str] = field(default_factory=list)
+    """Objects the last sync refused alone (an immutable field git changes), each with why."""
     inventory: Counter[GroupKind] = field(default_factory=Counter)
     """The revision's objects by group/kind."""
     health: dict[ObjectKey, Health] | None = None
@@ -117,7 +121,7 @@ def status_of(
         "lastAppliedRevision": report.applied_revision or previous.get("lastAppliedRevision", ""),
         "lastHandledReconcileAt": report.handled_request
         or previous.get("lastHandledReconcileAt", ""),
-        "drift": _drift_summary(report.drifts or []),
+        "drift": _drift_summary(report.drifts or [], report.accepted),
         "health": _health_summary(report.health),
         "inventory": _inventory(report.inventory),
     }
@@ -184,6 +188,14 @@ def _conditions(report: SourceReport, suspended: bool, ready: Document | None) -
         return {
             "Ready": ("Unknown", "Progressing", message),
             "Reconciling": ("True", "Progressing", message),
+        }
+    if report.not_applied:
+        count = len(report.not_applied)
+        kept = f"{count} object" + (" was" if count == 1 else "s were")
+        message = _short(f"{kept} not applied: " + "; ".join(report.not_applied))
+        return {
+            "Ready": ("False", "ApplyRefused", message),
+            "Stalled": ("True", "ApplyRefused", message),
         }
     if report.refused:
         count = len(report.refused)
@@ -274,7 +286,7 @@ def _described(drift: Drift) -> str:
     return f"{drift.key} {drift.state}" + (f": {detail}" if detail else "")
 
 
-def _drift_summary(drifts: list[Drift]) -> Document:
+def _drift_summary(drifts: list[Drift], accepted: list[Drift]) -> Document:
     counts = Counter(str(d.state) for d in drifts)
     shown = sorted(drifts, key=lambda d: d.key)[:MAX_DRIFTED_SHOWN]
     return {
@@ -284,12 +296,23 @@ def _drift_summary(drifts: list[Drift]) -> Document:
             {
                 "object": str(d.key),
                 "state": str(d.state),
-                "fields": [{"path": c.path, "manager": c.manager} for c in d.changes],
+                "fields": [_field(c) for c in d.changes],
                 **({"reason": d.reason} if d.reason else {}),
             }
             for d in shown
         ],
+        "accepted": len(accepted),
+        "acceptedObjects": [
+            {"object": str(d.key), "fields": [_field(c) for c in d.accepted]}
+            for d in sorted(accepted, key=lambda d: d.key)[:MAX_DRIFTED_SHOWN]
+        ],
     }
+
+
+def _field(change: FieldChange) -> Document:
+    """A field that differs, its manager, and the rule that decided it, if one did."""
+    decided = {"decision": str(change.decision), "rule": change.rule} if change.rule else {}
+    return {"path": change.path, "manager": change.manager, **decided}
 
 
 def _health_summary(healths: dict[ObjectKey, Health] | None) -> Document:
@@ -341,7 +364,9 @@ def events(previous: Document | None, current: Document) -> list[Event]:
 
 QUIET_REASONS = frozenset({"Suspended", "Progressing", "DependencyNotReady"})
 """Ready False for these is work under way or asked for: no Warning Event."""
-OWN_EVENT_REASONS = frozenset({"DriftDetected", "PruneBlocked", "HealthCheckFailed"})
+OWN_EVENT_REASONS = frozenset(
+    {"DriftDetected", "PruneBlocked", "ApplyRefused", "HealthCheckFailed"}
+)
 
 
 def _short(text: str) -> str:

@@ -21,8 +21,14 @@ CONDITION = object_(
     required=["type", "status", "lastTransitionTime", "reason", "message"],
 )
 FIELD = object_(
-    "A field that differs, and the manager that owns it live.",
-    {"path": string("The field's path."), "manager": string("Its field manager.")},
+    "A field that differs, the manager that owns it live, and the drift rule that decided "
+    "what becomes of it, if one did.",
+    {
+        "path": string("The field's path."),
+        "manager": string("Its field manager."),
+        "decision": string("What the rule decided.", enum=["ignore", "accept", "heal", "alert"]),
+        "rule": string("The rule: its name, or where it is written."),
+    },
 )
 DRIFT = object_(
     "The drift measured last.",
@@ -43,6 +49,20 @@ DRIFT = object_(
                     "state": string("missing, modified, extraneous or unowned."),
                     "fields": {"type": "array", "items": FIELD},
                     "reason": string("Why an unowned object is not written."),
+                },
+            ),
+        },
+        "accepted": {"type": "integer", "minimum": 0},
+        "acceptedObjects": {
+            "type": "array",
+            "description": f"The first {MAX_DRIFTED_SHOWN} objects with fields the drift "
+            "policy accepts (no drift).",
+            "maxItems": MAX_DRIFTED_SHOWN,
+            "items": object_(
+                "An object with accepted fields.",
+                {
+                    "object": string("group/Kind/namespace/name"),
+                    "fields": {"type": "array", "items": FIELD},
                 },
             ),
         },

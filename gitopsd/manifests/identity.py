@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol, TypeVar
 
-from gitopsd.errors import ManifestError, ManifestReason
+from gitopsd import sync_options
+from gitopsd.drift_policy import object_rules
+from gitopsd.errors import ConfigError, ManifestError, ManifestReason
 from gitopsd.manifests.yaml_loader import Documents
 from gitopsd.names import name_rule, namespace_problem, shown
 from gitopsd.objects import (
@@ -85,6 +87,7 @@ def _manifest(origin: Origin, label: str, document: Any) -> Manifest:
     _check_identity(origin, label, GroupKind(group_of(api_version), kind), checked, namespace)
     _check_labels(origin, label, metadata)
     _check_wave(origin, label, metadata)
+    _check_drift_policy(origin, label, metadata)
     if kind == "Secret" and group_of(api_version) == "" and "sops" in body:
         raise _invalid(
             origin, f"{label}: Secret {name} is encrypted with SOPS; gitopsd does not decrypt"
@@ -159,6 +162,17 @@ def _check_wave(origin: Origin, label: str, metadata: dict[Any, Any]) -> None:
             f"{label}: annotation {SYNC_WAVE_ANNOTATION} must be a whole number in quotes, "
             f'such as "-1" or "2", not {shown(str(wave))}',
         )
+
+
+def _check_drift_policy(origin: Origin, label: str, metadata: dict[Any, Any]) -> None:
+    """An object's own drift rules are read when its drift is: refused here, with its line."""
+    try:
+        object_rules({"metadata": metadata})
+    except ConfigError as error:
+        raise _invalid(origin, f"{label}: {error}") from None
+    wrong = sync_options.problem({"metadata": metadata})
+    if wrong:
+        raise _invalid(origin, f"{label}: {wrong}")
 
 
 def _invalid(origin: Origin, message: str) -> ManifestError:

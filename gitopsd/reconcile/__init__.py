@@ -11,7 +11,7 @@ starting) takes what the parent's stamps vouch for as in sync and measures the r
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -110,6 +110,8 @@ class Result:
     report: SyncReport | None = None
     waiting: str = ""
     """Why the new revision was not applied (its source's dependencies), or ""."""
+    held: list[diff.Drift] = field(default_factory=list)
+    """Objects whose differences the drift policy accepts or ignores whole: no drift."""
 
     def health(self, memo: Assessments | None = None) -> dict[ObjectKey, Health]:
         """The health of every desired object, as the live objects read show it (NotFound:
@@ -133,13 +135,13 @@ def reconcile_once(
     state.trust_stamps(desired, live, source.refresh)
     step, waiting = _step(intent, state.is_applied(desired), source.self_heal, hooks)
     measured = _measure(cluster, source.settings, desired, live, state, step)
-    hooks.on_measured(measured.drifts, live.find)
-    result = Result(desired, live, measured.drifts, step, waiting=waiting)
+    hooks.on_measured(measured, live.find)
+    result = Result(desired, live, measured.drifts, step, waiting=waiting, held=measured.held)
     plan = plan_for(source.settings, step, desired.targets, live, measured)
     if plan is not None:
         hooks.on_plan(len(plan.actions))
         parent = _parent(cluster, source.settings, live, state, reader.written, step == Step.SYNC)
-        seeding = _seeding(hooks, state.memo)
+        seeding = _seeding(hooks, state.memo, plan.held)
         result.report = make_changes(desired, plan, live, seeding, parent, step == Step.SYNC)
         state.done(desired, step)
     return result
@@ -258,13 +260,17 @@ def withdraw(source: Source, cluster: Cluster) -> SyncReport:
     return report
 
 
-def _seeding(hooks: Hooks, memo: DriftMemo) -> Hooks:
+def _seeding(hooks: Hooks, memo: DriftMemo, held: Collection[ObjectKey] = ()) -> Hooks:
     """The server's answer to an apply is the object as git wants it: remembered as in sync,
-    so that the watch event of the daemon's own write costs no dry-run."""
+    so that the watch event of the daemon's own write costs no dry-run. Not so where the
+    drift policy held a field as it was live: that object is measured again."""
     on_applied = hooks.on_applied
 
     def seeded(target: Target, answer: Body) -> None:
-        memo.remember(target, answer, IN_SYNC)
+        if target.key in held:
+            memo.forget(target.key)
+        else:
+            memo.remember(target, answer, IN_SYNC)
         on_applied(target, answer)
 
     return replace(hooks, on_applied=seeded)

@@ -39,6 +39,13 @@ class SyncReport:
     def prune_blocked(self) -> bool:
         return bool(self.refused)
 
+    def not_applied(self) -> ApplyError | None:
+        """The objects refused alone (an immutable field git changes), as one error."""
+        lines = [
+            f"{o.key}: {o.detail}" for o in self.changes.outcomes if o.action == Action.REFUSED
+        ]
+        return ApplyError(lines, ClusterReason.IMMUTABLE) if lines else None
+
 
 @dataclass(kw_only=True)
 class ParentWriter:

@@ -13,10 +13,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from gitopsd import diff, inventory
-from gitopsd.apply import Applier, find_owners, ready
+from gitopsd.apply import Applier, Immutable, find_owners, ready
 from gitopsd.changes import Live, Measurement, Target
 from gitopsd.cluster import Cluster
 from gitopsd.config import SyncSettings
+from gitopsd.drift_policy import Rule, object_rules
 from gitopsd.managed_fields import same_ownership
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.ownership import as_unowned, unowned
@@ -34,6 +35,8 @@ class Measured:
     """The fields that differ, if any."""
     owned_as_declared: bool
     """gitopsd owns exactly the fields it would apply: nothing to take over or give up."""
+    immutable: tuple[str, ...] = ()
+    """The fields git changes that cannot change once set: the dry-run was refused."""
 
     @property
     def in_sync(self) -> bool:
@@ -68,6 +71,9 @@ class DriftMemo:
 
     def remember(self, target: Target, live: Body, measured: Measured) -> None:
         self.seen[target.key] = (target.fingerprint, self.version_of(target.key, live), measured)
+
+    def forget(self, key: ObjectKey) -> None:
+        self.seen.pop(key, None)
 
     def recall(self, key: ObjectKey) -> Measured:
         return self.seen[key][2] if key in self.seen else IN_SYNC
@@ -117,23 +123,42 @@ def measure(
     stale = [targets[key] for key, body in present.items() if not memo.fresh(targets[key], body)]
     checked = stale + (_ready_absent(targets, live) if validate_missing else [])
     applier = Applier(cluster, settings, live.desired)
-    expected = applier.dry_run(checked, kept={t.key for t in stale})
+    refused: dict[ObjectKey, Immutable] = {}
+    expected = applier.dry_run(checked, kept={t.key for t in stale}, immutable=refused)
     for target in stale:
         current = present[target.key]
+        if target.key in refused:
+            fields = refused[target.key].fields
+            memo.remember(
+                target, current, Measured(diff.unchangeable(target.key, fields), False, fields)
+            )
+            continue
         answer = expected.pop(target.key)
         found = diff.compare(target.key, answer, current, target.body)
         memo.remember(target, current, Measured(found, same_ownership(answer, current)))
     memo.keep_only(targets)
     measured = {key: memo.recall(key) for key in present}
     drifts = [diff.missing(k, t.body) for k, t in targets.items() if live.desired[k] is None]
-    drifts += [m.drift for m in measured.values() if m.drift]
+    modified = [
+        diff.decided(m.drift, rules_for(targets[key], settings))
+        for key, m in measured.items()
+        if m.drift
+    ]
+    drifts += [drift for drift in modified if drift.reported]
     drifts += [
         diff.extraneous(k, body)
         for k, body in live.owned.items()
         if k not in targets and live.proven(k)
     ]
     differing = {key for key, m in measured.items() if not m.in_sync}
-    return Measurement(sorted(drifts, key=lambda d: d.key), differing)
+    held = [drift for drift in modified if not drift.reported]
+    immutable = {key: m.immutable for key, m in measured.items() if m.immutable}
+    return Measurement(sorted(drifts, key=lambda d: d.key), differing, immutable, held)
+
+
+def rules_for(target: Target, settings: SyncSettings) -> tuple[Rule, ...]:
+    """The object's own drift rules, then its source's."""
+    return (*object_rules(target.body), *settings.drift_rules)
 
 
 def with_owners(

@@ -34,6 +34,8 @@ class Write:
     """The user `user` impersonated for the request, if any (as a GitSync's ServiceAccount)."""
     answer: Mapping[str, Any] | None = None
     """The object the write made, where the policy logs it (a Job's status writes)."""
+    request: Mapping[str, Any] | None = None
+    """The request's body, where the policy logs it (a DELETE's options)."""
 
 
 def writes(plane: ControlPlane, user: str, since: float = 0.0) -> list[Write]:
@@ -100,4 +102,5 @@ def _write(event: dict[str, object]) -> Write:
         received=datetime.fromisoformat(stamp).timestamp(),
         acting_as=str(acting_as.get("username", "")),
         answer=answer if isinstance(answer := event.get("responseObject"), dict) else None,
+        request=asked if isinstance(asked := event.get("requestObject"), dict) else None,
     )

@@ -53,6 +53,7 @@ AUDIT_POLICY = {
             "resources": [{"group": "batch", "resources": ["jobs/status"]}],
             "verbs": ["update", "patch"],
         },
+        {"level": "Request", "verbs": ["delete"]},  # DeleteOptions: the preconditions
         {"level": "Metadata", "userGroups": [AUDITED_GROUP]},
         {"level": "Metadata", "verbs": list(WRITE_VERBS)},
         {"level": "None"},

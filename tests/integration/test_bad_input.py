@@ -214,6 +214,8 @@ def test_secret_values_never_appear_in_diff_or_sync_output(
             "live": "***",
             "desired": "*** (changed)",
             "manager": "kubectl-patch",
+            "decision": "heal",
+            "rule": None,
         }
     ]
     assert second.code == 0

@@ -66,6 +66,18 @@ def test_the_cli_examples_run_as_documented(gitopsd: Gitopsd) -> None:
     assert "metadata.labels.touched" in outputs[6] and "kubectl-label" in outputs[6]
 
 
+def test_the_drift_policy_example_accepts_the_replicas_and_sync_keeps_them(
+    gitopsd: Gitopsd,
+) -> None:
+    [*_, drifted, accepted, synced, kept] = run_block(gitopsd, "drift-policy")
+
+    assert "spec.replicas" in drifted and "kubectl-patch" in drifted
+    assert "no drift" in accepted and "accepted apps/Deployment/policy/web" in accepted
+    assert "accept by rule drift[0]" in accepted
+    assert "configured apps/Deployment/policy/web" in synced  # sent with its live replicas
+    assert kept.strip() == "5"
+
+
 def test_the_helm_example_renders_syncs_and_diffs_the_chart(gitopsd: Gitopsd) -> None:
     [_, validated, synced, changed] = run_block(gitopsd, "helm")
 

@@ -131,7 +131,14 @@ def test_an_out_of_band_edit_is_reported_exactly_and_sync_restores_it(
     [drift] = drift_of(gitopsd, url, namespace)
     assert (drift["object"], drift["state"]) == (f"{kind}/{namespace}/{name}", "modified")
     assert drift["changes"] == [
-        {"path": path, "live": live, "desired": desired, "manager": manager}
+        {
+            "path": path,
+            "live": live,
+            "desired": desired,
+            "manager": manager,
+            "decision": "heal",  # no drift rule: what a sync does
+            "rule": None,
+        }
     ]
     assert gitopsd("sync", url, *scope(namespace)).code == 0
     assert drift_of(gitopsd, url, namespace) == []
@@ -164,7 +171,14 @@ def test_a_field_taken_by_another_manager_is_attributed_and_taken_back(
 
     [drift] = drift_of(gitopsd, url, namespace)
     assert drift["changes"] == [
-        {"path": "data.LOG_LEVEL", "live": "debug", "desired": "info", "manager": "intruder"}
+        {
+            "path": "data.LOG_LEVEL",
+            "live": "debug",
+            "desired": "info",
+            "manager": "intruder",
+            "decision": "heal",
+            "rule": None,
+        }
     ]
     refused = gitopsd("sync", url, *scope(namespace), "--no-force-conflicts")
     assert refused.code == 4

@@ -45,6 +45,7 @@ def test_the_annotated_example_loads(tmp_path: Path) -> None:
     # Its webhook secret file exists only in a real install: that source is set aside, named.
     [(name, error)] = config.invalid_sources
     assert name == "platform" and "webhookSecretFile: cannot read" in error
+    assert error.startswith(f"{EXAMPLE}:52: source platform: ")
 
 
 def test_a_minimal_source_takes_the_documented_defaults(tmp_path: Path) -> None:
@@ -358,3 +359,30 @@ def test_the_control_api_listens_on_loopback_only(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match=r"controlListen: '0\.0\.0\.0:9091' is not on loopback"):
         load(write(tmp_path, {"sources": [], "controlListen": "0.0.0.0:9091"}))
+
+
+def test_drift_rules_are_set_per_source(tmp_path: Path) -> None:
+    rule = {"name": "hpa", "paths": ["spec.replicas"], "managers": ["kube-*"], "action": "accept"}
+    config = load(write(tmp_path, {"sources": [source(drift=[rule])]}))
+
+    [read] = config.sources[0].settings.drift_rules
+    assert (read.label, read.action, read.managers) == ("hpa", "accept", ("kube-*",))
+
+
+def test_an_invalid_drift_rule_names_the_file_line_source_and_rule(tmp_path: Path) -> None:
+    path = tmp_path / "gitopsd.yaml"
+    path.write_text(
+        "sources:\n"
+        "  - name: good\n"
+        "    repository: https://git.example.com/app.git\n"
+        "  - name: bad\n"
+        "    repository: https://git.example.com/app.git\n"
+        "    drift:\n"
+        "      - {paths: [spec.replicas], action: accept}\n"
+        "      - {paths: ['spec..replicas'], action: ignore}\n"
+    )
+    config = load(path)
+
+    [(name, error)] = config.invalid_sources
+    assert name == "bad"
+    assert error.startswith(f"{path}:4: source bad: drift[1]: paths: 'spec..replicas'")

@@ -16,6 +16,7 @@ import pytest
 from gitopsd.config import ChartSettings, Credentials, PrunePolicy, SourceSpec, parse_duration
 from gitopsd.configfile import GitSyncSettings, Mode, SourceConfig
 from gitopsd.diff import Drift, FieldChange, State
+from gitopsd.drift_policy import Decision
 from gitopsd.errors import (
     ClusterError,
     ClusterReason,
@@ -160,6 +161,7 @@ def test_spec_fields_map_onto_the_source() -> None:
             "pruneProtected": True,
         },
         helm={"releaseName": "web", "valuesFiles": ["prod.yaml"], "values": {"replicas": 2}},
+        drift=[{"name": "hpa", "paths": ["spec.replicas"], "action": "accept"}],
     )
     credentials = Credentials(username="bot", password_env=None)
 
@@ -189,6 +191,7 @@ def test_spec_fields_map_onto_the_source() -> None:
     assert source.spec.helm == ChartSettings(
         release_name="web", values_files=("prod.yaml",), values='{"replicas":2}'
     )
+    assert [rule.label for rule in source.settings.drift_rules] == ["hpa"]
 
 
 @pytest.mark.parametrize("mode", list(Mode))
@@ -386,13 +389,18 @@ def modified(name: str = "web", value: str = CANARY) -> Drift:
     )
 
 
-def synced(revision: str = "abc123", drifts: list[Drift] | None = None) -> SourceReport:
+def synced(
+    revision: str = "abc123",
+    drifts: list[Drift] | None = None,
+    accepted: list[Drift] | None = None,
+) -> SourceReport:
     return SourceReport(
         finished=1,
         attempted_revision=revision,
         applied_revision=revision,
         synced_at=T0,
         drifts=drifts if drifts is not None else [],
+        accepted=accepted or [],
         inventory=Counter({GroupKind("", "ConfigMap"): 2, GroupKind("apps", "Deployment"): 1}),
     )
 
@@ -428,6 +436,8 @@ def test_a_sync_without_drift_is_ready_only() -> None:
         "extraneous": 0,
         "unowned": 0,
         "objects": [],
+        "accepted": 0,
+        "acceptedObjects": [],
     }
     assert current["inventory"] == {
         "total": 3,
@@ -464,6 +474,29 @@ def test_drift_is_named_by_object_field_and_manager_never_by_value() -> None:
     ]
     told = json.dumps(current) + json.dumps([e.message for e in status.events(previous, current)])
     assert CANARY not in told
+
+
+def test_the_status_names_the_rule_that_decided_and_what_is_accepted() -> None:
+    alert = FieldChange("data.k", "a", "b", "kubectl-edit", decision=Decision.ALERT, rule="cfg")
+    accept = FieldChange("spec.replicas", 5, 2, "hpa", decision=Decision.ACCEPT, rule="hpa")
+    config_map = Drift(ObjectKey("", "ConfigMap", "team", "cfg"), State.MODIFIED, (alert,))
+    web = Drift(ObjectKey("apps", "Deployment", "team", "web"), State.MODIFIED, accepted=(accept,))
+
+    current = status.status_of(1, synced(drifts=[config_map], accepted=[web]), None, now=T0)
+
+    assert current["drift"]["total"] == 1 and current["drift"]["accepted"] == 1
+    [drifted] = current["drift"]["objects"]
+    assert drifted["fields"] == [
+        {"path": "data.k", "manager": "kubectl-edit", "decision": "alert", "rule": "cfg"}
+    ]
+    assert current["drift"]["acceptedObjects"] == [
+        {
+            "object": "apps/Deployment/team/web",
+            "fields": [
+                {"path": "spec.replicas", "manager": "hpa", "decision": "accept", "rule": "hpa"}
+            ],
+        }
+    ]
 
 
 def test_the_drift_summary_counts_all_and_lists_at_most_twenty() -> None:

@@ -24,6 +24,7 @@ from gitopsd.plan import (
     tiers,
     waves,
 )
+from gitopsd.sync_options import SYNC_OPTIONS_ANNOTATION as SYNC_OPTIONS
 
 NAMESPACE = ObjectKey("", "Namespace", "", "team")
 CRD = ObjectKey("apiextensions.k8s.io", "CustomResourceDefinition", "", "widgets.example.com")
@@ -465,3 +466,56 @@ def test_what_a_pass_writes(case: str) -> None:
     assert (None if plan is None else plan.actions) == actions
     decision = plan.prune if plan else None
     assert (None if decision is None else (decision.delete, decision.refused)) == prune
+
+
+IMMUTABLE = replace(MEASURED, immutable={CONFIG_MAP: ("data",), DEPLOYMENT: ("spec.selector",)})
+"""The config map (immutable) and the deployment (a new selector) cannot be applied."""
+
+
+def test_an_immutable_change_is_refused_alone_and_holds_back_the_prune_of_its_kind() -> None:
+    plan = plan_for(pruning(50), Step.SYNC, TARGETS, LIVE, IMMUTABLE)
+
+    assert plan is not None
+    assert plan.actions[CONFIG_MAP] == plan.actions[DEPLOYMENT] == Action.REFUSED
+    assert plan.actions[WIDGET] == Action.CREATED  # the rest is applied
+    assert "spec.selector" in plan.refused[DEPLOYMENT]
+    assert "gitopsd.io/sync-options: replace-on-immutable" in plan.refused[DEPLOYMENT]
+    assert plan.prune is not None and plan.prune.refused == ((GONE, Refusal.HELD_BACK),)
+    assert plan.sent() == {WIDGET, OTHERS}
+
+
+def test_an_immutable_change_is_replaced_when_asked_and_provably_owned() -> None:
+    settings = replace(SyncSettings("app"), replace_on_immutable=True)
+    plan = plan_for(settings, Step.SYNC, TARGETS, LIVE, IMMUTABLE)
+
+    assert plan is not None
+    assert plan.actions[CONFIG_MAP] == plan.actions[DEPLOYMENT] == Action.REPLACED
+    assert plan.sent() == {CONFIG_MAP, DEPLOYMENT, WIDGET, OTHERS}
+
+
+def test_an_object_asking_to_be_replaced_is_replaced_alone() -> None:
+    asked = Target(
+        DEPLOYMENT,
+        {"metadata": {"name": "web", "annotations": {SYNC_OPTIONS: "replace-on-immutable"}}},
+        Origin("app.yaml", 1),
+        None,
+    )
+    plan = plan_for(SyncSettings("app"), Step.SYNC, {**TARGETS, DEPLOYMENT: asked}, LIVE, IMMUTABLE)
+
+    assert plan is not None
+    assert (plan.actions[DEPLOYMENT], plan.actions[CONFIG_MAP]) == (Action.REPLACED, Action.REFUSED)
+
+
+def test_an_object_without_a_record_of_its_uid_is_never_replaced() -> None:
+    settings = replace(SyncSettings("app"), replace_on_immutable=True)
+    others = replace(IMMUTABLE, immutable={OTHERS: ("spec.selector",)})
+    plan = plan_for(settings, Step.SYNC, TARGETS, LIVE, others)
+
+    assert plan is not None and plan.actions[OTHERS] == Action.REFUSED
+    assert "not_owned" in plan.refused[OTHERS]
+
+
+def test_a_heal_leaves_an_immutable_change_to_the_next_sync() -> None:
+    plan = plan_for(SyncSettings("app"), Step.HEAL, TARGETS, LIVE, IMMUTABLE)
+
+    assert plan is not None and DEPLOYMENT not in plan.actions

@@ -1,0 +1,62 @@
+"""Prometheus collectors of gitopsd's own: counters that export 0 for every closed label set
+of every source, and the cluster client's request tally read at each scrape."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import Counter
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+
+class ZeroFilled(Collector):
+    """A counter as it is, plus 0 for each closed label set (`closed`) of each source
+    served that has not counted yet: no series object is kept for those, so a thousand
+    sources cost their scrape lines, not their memory."""
+
+    def __init__(
+        self,
+        counter: Counter,
+        labels: list[str],
+        closed: tuple[tuple[str, ...], ...],
+        sources: Callable[[], list[str]],
+    ) -> None:
+        self.counter = counter
+        self.labels = labels
+        self.closed = closed
+        self.sources = sources
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.counter.collect():
+            total = family.name + "_total"
+            names = self.labels
+            counted = {
+                tuple(sample.labels[n] for n in names)
+                for sample in family.samples
+                if sample.name == total
+            }
+            for source in self.sources():
+                for labels in self.closed:
+                    if (source, *labels) not in counted:
+                        family.add_sample(
+                            total, dict(zip(names, (source, *labels), strict=True)), 0.0
+                        )
+            yield family
+
+
+class ApiRequests(Collector):
+    """gitopsd_api_requests_total{verb,code}, straight from the client's tally."""
+
+    def __init__(self, tally: Callable[[], dict[tuple[str, int], int]]) -> None:
+        self.tally = tally
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "gitopsd_api_requests",
+            "Requests to the API server by verb and status code.",
+            labels=["verb", "code"],
+        )
+        for (verb, code), count in sorted(self.tally().items()):
+            family.add_metric([verb, str(code)], count)
+        yield family

@@ -1,0 +1,183 @@
+"""Objects whose fields that cannot change once set git changes, against the real API server:
+replaced (deleted exactly as read, then created anew) when asked and provably owned;
+otherwise refused alone, while the rest of the revision is applied."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+
+from tests.harness import audit
+from tests.harness.cli import Gitopsd, Run
+from tests.harness.controlplane import ControlPlane
+from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.waiting import wait_for
+
+OPTION = "gitopsd.io/sync-options: replace-on-immutable"
+
+
+def job(name: str, command: str, annotations: str = "") -> str:
+    """A suspended Job (no pod needed): its template cannot change once created."""
+    annotated = f"  annotations:\n    {annotations}\n" if annotations else ""
+    return (
+        f"apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {name}\n{annotated}"
+        "spec:\n  suspend: true\n  template:\n    spec:\n      restartPolicy: Never\n"
+        f"      containers:\n        - name: main\n          image: busybox\n"
+        f"          command: [{command}]\n"
+    )
+
+
+def config_map(value: str) -> str:
+    return f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  k: {value}\n"
+
+
+def sync(gitopsd: Gitopsd, url: str, namespace: str, *flags: str) -> Run:
+    scope = ["-n", namespace, "--inventory-namespace", namespace, "--name", "app"]
+    return gitopsd("sync", url, "--allow-insecure-source", *scope, *flags)
+
+
+def uid_of(admin_api: Any, namespace: str, name: str) -> str | None:
+    batch: Any = client.BatchV1Api(admin_api)
+    found = batch.list_namespaced_job(namespace, field_selector=f"metadata.name={name}").items
+    return str(found[0].metadata.uid) if found else None
+
+
+def job_deletes(plane: ControlPlane, namespace: str, since: float = 0.0) -> list[audit.Write]:
+    return [
+        w
+        for w in audit.writes_by_anyone(plane, since)
+        if (w.resource, w.verb, w.namespace) == ("jobs", "delete", namespace)
+    ]
+
+
+def test_a_changed_job_template_is_replaced_exactly_as_read(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit({"job.yaml": job("migrate", "'true'", OPTION)})
+    url = git_server.file_url(git_repo)
+    assert sync(gitopsd, url, namespace).code == 0
+    before = uid_of(admin_api, namespace, "migrate")
+    batch: Any = client.BatchV1Api(admin_api)
+    version = batch.read_namespaced_job("migrate", namespace).metadata.resource_version
+
+    git_repo.commit({"job.yaml": job("migrate", "'sh', '-c', 'exit 0'", OPTION)})
+    replaced = sync(gitopsd, url, namespace)
+
+    assert replaced.code == 0, replaced.text
+    assert f"replaced   batch/Job/{namespace}/migrate" in replaced.out
+    after = uid_of(admin_api, namespace, "migrate")
+    assert after is not None and after != before
+    command = batch.read_namespaced_job("migrate", namespace).spec.template.spec.containers[0]
+    assert command.command == ["sh", "-c", "exit 0"]
+    [deleted] = job_deletes(control_plane, namespace)
+    assert deleted.name == "migrate" and deleted.code == 200
+    assert deleted.request is not None
+    assert deleted.request["preconditions"] == {"uid": before, "resourceVersion": version}
+    created = [
+        w
+        for w in audit.writes_by_anyone(control_plane, deleted.received)
+        if (w.resource, w.name, w.verb) == ("jobs", "migrate", "patch") and not w.dry_run
+    ]
+    assert created and created[0].code == 201  # the apply after the delete created it
+
+
+def test_without_the_option_the_rest_is_applied_and_the_refusal_named(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit(
+        {
+            "job.yaml": job("migrate", "'true'"),
+            "other.yaml": job("cleanup", "'true'"),
+            "settings.yaml": config_map("one"),
+        }
+    )
+    url = git_server.file_url(git_repo)
+    assert sync(gitopsd, url, namespace, "--prune").code == 0
+    before = uid_of(admin_api, namespace, "migrate")
+
+    git_repo.commit(
+        {
+            "job.yaml": job("migrate", "'false'"),
+            "settings.yaml": config_map("two"),
+            "other.yaml": None,
+        }
+    )
+    refused = sync(gitopsd, url, namespace, "--prune")
+
+    assert refused.code == 2
+    assert f"batch/Job/{namespace}/migrate" in refused.err
+    assert "spec.template" in refused.err and "replace-on-immutable" in refused.err
+    assert f"refused    batch/Job/{namespace}/migrate" in refused.out
+    core: Any = client.CoreV1Api(admin_api)
+    assert core.read_namespaced_config_map("settings", namespace).data == {"k": "two"}
+    assert uid_of(admin_api, namespace, "migrate") == before
+    # the Job that left git is kept: the one refused might be it, renamed
+    assert uid_of(admin_api, namespace, "cleanup") is not None
+    assert "held_back" in refused.out
+    assert job_deletes(control_plane, namespace) == []
+
+    scope = ["-n", namespace, "--inventory-namespace", namespace, "--name", "app"]
+    diff = gitopsd("diff", url, "--allow-insecure-source", *scope)
+    assert diff.code == 1 and "spec.template" in diff.out
+
+
+def test_an_object_this_source_has_no_record_of_is_never_deleted(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit({"job.yaml": job("migrate", "'true'")})
+    url = git_server.file_url(git_repo)
+    assert sync(gitopsd, url, namespace).code == 0
+    batch: Any = client.BatchV1Api(admin_api)
+    labels = batch.read_namespaced_job("migrate", namespace).metadata.labels
+    # someone else deletes it and creates their own, copying gitopsd's label
+    batch.delete_namespaced_job("migrate", namespace, propagation_policy="Background")
+    copy = client.V1Job(
+        metadata=client.V1ObjectMeta(name="migrate", labels=labels),
+        spec=client.V1JobSpec(
+            suspend=True,
+            template=client.V1PodTemplateSpec(
+                spec=client.V1PodSpec(
+                    restart_policy="Never",
+                    containers=[client.V1Container(name="main", image="busybox")],
+                )
+            ),
+        ),
+    )
+    theirs = None
+
+    def created() -> bool:
+        nonlocal theirs
+        try:
+            theirs = batch.create_namespaced_job(namespace, copy).metadata.uid
+        except client.ApiException as error:
+            if error.status != 409:  # the first one is still being deleted
+                raise
+            return False
+        return True
+
+    wait_for(created, "their Job to be created", 30)
+    since = max(w.received for w in job_deletes(control_plane, namespace))
+
+    git_repo.commit({"job.yaml": job("migrate", "'false'", OPTION)})
+    refused = sync(gitopsd, url, namespace, "--replace-on-immutable")
+
+    assert refused.code == 2
+    assert "not_owned" in refused.err
+    assert uid_of(admin_api, namespace, "migrate") == theirs
+    assert [w for w in job_deletes(control_plane, namespace) if w.received > since] == []
