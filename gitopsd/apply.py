@@ -25,6 +25,7 @@ from gitopsd.objects import APPLYSET_ID_LABEL, Body, ObjectKey
 from gitopsd.ownership import Foreign, guarded, refusal, unowned, why
 from gitopsd.plan import DEFINITIONS, Plan, Wave, waves
 from gitopsd.resources import CONFIG_MAPS
+from gitopsd.sync_options import Option
 
 
 @dataclass
@@ -209,7 +210,8 @@ class Applier:
         """Moves fields that kubectl-style edits own to gitopsd, so the apply can remove them."""
         for target in targets:
             live = self.live.get(target.key)
-            operations = takeover_patch(live) if live else None
+            merging = Option.MERGE in target.options
+            operations = takeover_patch(live) if live and not merging else None
             if operations:
                 key = target.key
                 self.cluster.patch(target.served, key.namespace, key.name, operations)

@@ -20,6 +20,7 @@ from gitopsd.objects import (
     unpack,
     wave_of,
 )
+from gitopsd.sync_options import Option, options_of, unhonoured
 from gitopsd.synchooks import SyncHook
 
 
@@ -42,6 +43,10 @@ class Target:
     """Its sync wave (`objects.SYNC_WAVE_ANNOTATION`)."""
     hook: SyncHook | None = field(compare=False)
     """Its hook, if it is one (`gitopsd.synchooks`): then it is no member of the ApplySet."""
+    options: frozenset[Option] = field(compare=False)
+    """How it is synced (`gitopsd.sync_options`: its annotations, Argo CD's and Flux's)."""
+    notices: tuple[str, ...] = field(compare=False)
+    """The annotations of other tools it carries that gitopsd does not honour."""
 
     def __init__(
         self,
@@ -56,6 +61,13 @@ class Target:
         self.resource, self.read_from, self.hook = resource, read_from, hook
         self.fingerprint = diff.fingerprint(body)
         self.wave = wave_of(body)
+        self.options, self.notices = options_of(body), unhonoured(body)
+
+    def writes(self, present: bool) -> bool:
+        """A sync writes it: not skipped, and not create-only once it exists."""
+        return Option.SKIP not in self.options and not (
+            present and Option.CREATE_ONLY in self.options
+        )
 
     @property
     def body(self) -> Body:

@@ -30,7 +30,6 @@ from gitopsd.objects import (
     APPLYSET_ID_LABEL,
     APPLYSET_PART_OF_LABEL,
     APPLYSET_TOOLING_ANNOTATION,
-    PRUNE_ANNOTATION,
     Body,
     ObjectKey,
 )
@@ -222,11 +221,6 @@ def stored_stamps(parent: Body | None) -> bytes:
         return base64.b64decode(encoded, validate=True) if isinstance(encoded, str) else b""
     except ValueError:
         return b""
-
-
-def prune_disabled(live: Body) -> bool:
-    annotations = (live.get("metadata") or {}).get("annotations") or {}
-    return annotations.get(PRUNE_ANNOTATION) == "disabled"
 
 
 def gitopsd_parent(body: Body, applyset_id: str) -> ApplySet | None:

@@ -20,6 +20,8 @@ PRUNE_ANNOTATION = "gitopsd.io/prune"
 SYNC_WAVE_ANNOTATION = "gitopsd.io/sync-wave"
 """``gitopsd.io/sync-wave: "<int>"`` orders applies within a revision: lower waves first,
 each once the one before is healthy (default 0)."""
+ARGOCD_SYNC_WAVE_ANNOTATION = "argocd.argoproj.io/sync-wave"
+"""Argo CD's sync wave, read where gitopsd's is not written: the same meaning."""
 SYNC_WAVE = re.compile(r"^[-+]?[0-9]{1,9}$")
 """A wave number as the annotation writes it: a whole number, bounded so it stays an int."""
 
@@ -136,7 +138,9 @@ def wave_of(body: Body) -> int:
     """The sync wave of an object; 0 when it names none (or, on a live object someone
     edited, none that is valid: manifests are checked when read)."""
     annotations = (body.get("metadata") or {}).get("annotations") or {}
-    text = annotations.get(SYNC_WAVE_ANNOTATION) if isinstance(annotations, dict) else None
+    if not isinstance(annotations, dict):
+        return 0
+    text = annotations.get(SYNC_WAVE_ANNOTATION, annotations.get(ARGOCD_SYNC_WAVE_ANNOTATION))
     return int(text) if isinstance(text, str) and SYNC_WAVE.match(text) else 0
 
 

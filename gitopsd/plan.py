@@ -20,10 +20,10 @@ from gitopsd.changes import SENT, Action, Live, Measurement, Target
 from gitopsd.config import PrunePolicy, SyncSettings
 from gitopsd.diff import FieldChange
 from gitopsd.diff import State as DriftState
-from gitopsd.inventory import prune_disabled, uid_prefix
+from gitopsd.inventory import uid_prefix
 from gitopsd.objects import Body, GroupKind, ObjectKey, wave_of
 from gitopsd.resources import CUSTOM_RESOURCE_DEFINITION, NAMESPACE
-from gitopsd.sync_options import SYNC_OPTIONS_ANNOTATION, Option, options_of
+from gitopsd.sync_options import SYNC_OPTIONS_ANNOTATION, Option, prune_disabled
 
 DEFINITIONS = frozenset({NAMESPACE, CUSTOM_RESOURCE_DEFINITION})
 PROTECTED = DEFINITIONS | {
@@ -281,7 +281,8 @@ def plan_for(
         }
         plan = _holding(plan_changes(drifted, present, measured.differing), measured)
         return plan if plan.sent() else None
-    plan = plan_changes(targets, present, measured.differing)
+    written = [key for key, target in targets.items() if target.writes(key in present)]
+    plan = plan_changes(written, present, measured.differing)
     plan = _replacing(plan, settings, targets, live, measured)
     if settings.prune.enabled:
         held_back = {key.group_kind for key in plan.refused}
@@ -304,7 +305,7 @@ def _replacing(
         if key not in actions:
             continue
         asked = settings.replace_on_immutable or (
-            Option.REPLACE_ON_IMMUTABLE in options_of(targets[key].body)
+            Option.REPLACE_ON_IMMUTABLE in targets[key].options
         )
         why = _not_replaced(fields, asked, live.proven(key))
         actions[key] = Action.REFUSED if why else Action.REPLACED

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from gitopsd.changes import Action, Outcome
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.errors import ApplyError, ClusterError
-from gitopsd.inventory import ApplySet, prune_disabled, uid_prefix
+from gitopsd.inventory import ApplySet, uid_prefix
 from gitopsd.objects import GroupKind, ObjectKey
 from gitopsd.plan import PruneDecision, Refusal
+from gitopsd.sync_options import prune_disabled
 
 
 @dataclass

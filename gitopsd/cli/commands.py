@@ -91,6 +91,7 @@ def run_diff(arguments: argparse.Namespace) -> int:
         document = drift_json(None, [], {}) | health_json({}) | error_json(error)
         emit(json.dumps(document, indent=2) + "\n")
         return error.exit_code
+    _notify(result.desired.notices)
     origins = {key: str(target.origin) for key, target in result.desired.targets.items()}
     drifts, sha, healths = result.drifts, result.desired.revision.sha, result.health()
     out = io.StringIO()
@@ -122,6 +123,7 @@ def run_sync(arguments: argparse.Namespace) -> int:
         cluster = connect(arguments)
         settings = sync_settings(arguments, source_spec(arguments), cluster.namespace)
         result = _reconcile(arguments, cluster, Intent.ENFORCE, hooks)
+        _notify(result.desired.notices)
         report = result.report or SyncReport(result.desired.revision.sha)
         if arguments.wait and not arguments.dry_run:
             healths = _wait(cluster, result, settings, progress)
@@ -138,6 +140,12 @@ def run_sync(arguments: argparse.Namespace) -> int:
     _print_report(arguments.output, report, healths, error, progress.sha is not None)
     code = _sync_code(report, healths, _health_limit(arguments))
     return code if error is None or code == ExitCode.UNHEALTHY else error.exit_code
+
+
+def _notify(notices: list[str]) -> None:
+    """What of other tools' annotations gitopsd does not honour, once per object."""
+    for notice in notices:
+        print(f"gitopsd: warning: {notice}", file=sys.stderr)
 
 
 def _print_report(
@@ -170,7 +178,7 @@ def _wait(
 ) -> dict[ObjectKey, Health]:
     """Reads every object of the revision until all are Current, one Failed, or time is up."""
     waiting = HealthWait(cluster, settings.concurrency, on_progress=progress.waiting)
-    targets = result.desired.targets.values()
+    targets = result.desired.synced.values()
     return waiting.until_healthy(targets, settings.health_timeout_seconds)
 
 

@@ -201,8 +201,9 @@ def render_report(report: SyncReport, out: TextIO) -> None:
         print(f"  took over  {takeover}", file=out)
     counts = {action: report.changes.count(action) for action in Action}
     counts[Action.SKIPPED] += len(report.refused)
-    if not counts[Action.HOOK]:  # a sync without hooks says nothing of them
-        del counts[Action.HOOK]
+    for rare in (Action.HOOK, Action.REPLACED, Action.REFUSED):
+        if not counts[rare]:  # a sync without hooks says nothing of them, and so on
+            del counts[rare]
     print(", ".join(f"{n} {action}" for action, n in counts.items()), file=out)
 
 

@@ -40,6 +40,8 @@ class Reporter:
     """What it saw last (a GitSync's status is made of it)."""
     warned: set[ObjectKey] = field(default_factory=set)
     """The objects an Event said drifted, until they no longer do."""
+    noticed: set[str] = field(default_factory=set)
+    """What of other tools' annotations gitopsd does not honour, logged once each."""
     decided: dict[ObjectKey, str] = field(default_factory=dict)
     """The Event told of each object whose drift a rule alerts on or accepts, until that
     changes."""
@@ -91,6 +93,10 @@ class Reporter:
         targets = self.state.desired.targets if self.state.desired else {}
         self.report.inventory = Counter(key.group_kind for key in targets)
         self.log.info("read revision", extra={"revision": sha, "mode": self.config.mode})
+        notices = self.state.desired.notices if self.state.desired else []
+        for notice in [n for n in notices if n not in self.noticed]:
+            self.log.warning("%s", notice, extra={"revision": sha})
+        self.noticed = set(notices)
 
     def _measured(
         self,

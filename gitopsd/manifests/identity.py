@@ -17,6 +17,7 @@ from gitopsd.names import name_rule, namespace_problem, shown
 from gitopsd.objects import (
     APPLYSET_ID_LABEL,
     APPLYSET_PART_OF_LABEL,
+    ARGOCD_SYNC_WAVE_ANNOTATION,
     SYNC_WAVE,
     SYNC_WAVE_ANNOTATION,
     GroupKind,
@@ -155,13 +156,14 @@ def _check_labels(origin: Origin, label: str, metadata: dict[Any, Any]) -> None:
 
 def _check_wave(origin: Origin, label: str, metadata: dict[Any, Any]) -> None:
     annotations = metadata.get("annotations")
-    wave = annotations.get(SYNC_WAVE_ANNOTATION) if isinstance(annotations, dict) else None
-    if wave is not None and not (isinstance(wave, str) and SYNC_WAVE.match(wave)):
-        raise _invalid(
-            origin,
-            f"{label}: annotation {SYNC_WAVE_ANNOTATION} must be a whole number in quotes, "
-            f'such as "-1" or "2", not {shown(str(wave))}',
-        )
+    for name in (SYNC_WAVE_ANNOTATION, ARGOCD_SYNC_WAVE_ANNOTATION):
+        wave = annotations.get(name) if isinstance(annotations, dict) else None
+        if wave is not None and not (isinstance(wave, str) and SYNC_WAVE.match(wave)):
+            raise _invalid(
+                origin,
+                f"{label}: annotation {name} must be a whole number in quotes, "
+                f'such as "-1" or "2", not {shown(str(wave))}',
+            )
 
 
 def _check_drift_policy(origin: Origin, label: str, metadata: dict[Any, Any]) -> None:

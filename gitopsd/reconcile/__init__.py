@@ -117,7 +117,7 @@ class Result:
         """The health of every desired object, as the live objects read show it (NotFound:
         absent); `memo` spares objects assessed before at the same resourceVersion. After a
         sync, those are the objects as they were before it."""
-        return (memo or Assessments()).of(self.live.desired, self.desired.targets)
+        return (memo or Assessments()).of(self.live.desired, self.desired.synced)
 
 
 def reconcile_once(

@@ -25,6 +25,17 @@ class Desired:
     hooks: tuple[Target, ...] = ()
     """The hooks a sync of the revision runs, in no particular order."""
 
+    @property
+    def synced(self) -> dict[ObjectKey, Target]:
+        """The targets whose health counts: all but those a sync never writes (`skip`)."""
+        return {key: t for key, t in self.targets.items() if t.writes(present=False)}
+
+    @property
+    def notices(self) -> list[str]:
+        """What of other tools' annotations gitopsd does not honour, object by object."""
+        every = (*self.targets.values(), *self.hooks)
+        return [f"{t.key} ({t.origin}): {notice}" for t in every for notice in t.notices]
+
     @classmethod
     def of(cls, revision: source.Revision, resolved: Mapping[ObjectKey, Target]) -> Desired:
         """The revision's targets, hooks apart (a hook of no phase gitopsd runs: neither)."""

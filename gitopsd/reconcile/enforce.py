@@ -10,7 +10,7 @@ precondition that keeps it to what was read (`gitopsd.ownership`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gitopsd import inventory
 from gitopsd.apply import Applier, write
@@ -120,7 +120,7 @@ def make_changes(
         if runner.has(Phase.POST_SYNC) and not settings.dry_run:
             gate = WaveGate(HealthWait(cluster, settings.concurrency), settings)
             so = "its post-sync hooks did not run"
-            gate.until_healthy("the revision", list(desired.targets.values()), so)
+            gate.until_healthy("the revision", list(desired.synced.values()), so)
         runner.run(Phase.POST_SYNC)
     except GitopsdError:
         runner.run_failed()
@@ -146,7 +146,7 @@ def _hook_namespaces_first(desired: Desired, plan: Plan) -> tuple[Plan | None, P
     if not first:
         return None, plan
     rest = {key: action for key, action in plan.actions.items() if key not in first}
-    return Plan(first), Plan(rest, plan.prune)
+    return Plan(first), replace(plan, actions=rest)
 
 
 def _merged(before: ChangeSet, after: ChangeSet) -> ChangeSet:

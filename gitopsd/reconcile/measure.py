@@ -18,9 +18,10 @@ from gitopsd.changes import Live, Measurement, Target
 from gitopsd.cluster import Cluster
 from gitopsd.config import SyncSettings
 from gitopsd.drift_policy import Rule, object_rules
-from gitopsd.managed_fields import same_ownership
+from gitopsd.managed_fields import TAKEOVER_MANAGERS, same_ownership
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.ownership import as_unowned, unowned
+from gitopsd.sync_options import Option, options_of
 
 
 def resource_version(key: ObjectKey, live: Body) -> str:
@@ -119,7 +120,11 @@ def measure(
     """Dry-runs every present target the memo has not measured in its current state (and,
     with `validate_missing`, every absent one that can be: a sync sends nothing unless all
     of them pass), then names what differs."""
-    present = {k: b for k, b in live.desired.items() if b is not None and targets[k].resource}
+    present = {
+        key: body
+        for key, body in live.desired.items()
+        if body is not None and targets[key].resource and targets[key].writes(present=True)
+    }
     stale = [targets[key] for key, body in present.items() if not memo.fresh(targets[key], body)]
     checked = stale + (_ready_absent(targets, live) if validate_missing else [])
     applier = Applier(cluster, settings, live.desired)
@@ -134,11 +139,16 @@ def measure(
             )
             continue
         answer = expected.pop(target.key)
-        found = diff.compare(target.key, answer, current, target.body)
+        takeover = () if Option.MERGE in target.options else TAKEOVER_MANAGERS
+        found = diff.compare(target.key, answer, current, target.body, takeover)
         memo.remember(target, current, Measured(found, same_ownership(answer, current)))
     memo.keep_only(targets)
     measured = {key: memo.recall(key) for key in present}
-    drifts = [diff.missing(k, t.body) for k, t in targets.items() if live.desired[k] is None]
+    drifts = [
+        diff.missing(key, target.body)
+        for key, target in targets.items()
+        if live.desired[key] is None and target.writes(present=False)
+    ]
     modified = [
         diff.decided(m.drift, rules_for(targets[key], settings))
         for key, m in measured.items()
@@ -148,7 +158,7 @@ def measure(
     drifts += [
         diff.extraneous(k, body)
         for k, body in live.owned.items()
-        if k not in targets and live.proven(k)
+        if k not in targets and live.proven(k) and Option.IGNORE_EXTRANEOUS not in options_of(body)
     ]
     differing = {key for key, m in measured.items() if not m.in_sync}
     held = [drift for drift in modified if not drift.reported]
@@ -182,4 +192,8 @@ def with_owners(
 def _ready_absent(targets: Mapping[ObjectKey, Target], live: Live) -> list[Target]:
     """The absent targets a dry-run can check now (see apply.ready)."""
     desired = live.desired
-    return [t for k, t in targets.items() if desired[k] is None and ready(t, targets, desired)]
+    return [
+        t
+        for k, t in targets.items()
+        if desired[k] is None and t.writes(present=False) and ready(t, targets, desired)
+    ]

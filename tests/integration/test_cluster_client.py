@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gitopsd import diff, health, inventory
+from gitopsd import diff, health, inventory, sync_options
 from gitopsd.cluster import ApiError, Cluster, Resource
 from gitopsd.config import SyncSettings
 from gitopsd.managed_fields import takeover_patch
@@ -331,4 +331,4 @@ def test_the_projection_keeps_what_takeover_and_ownership_read(
         assert projected["metadata"]["resourceVersion"] == whole["metadata"]["resourceVersion"]
         assert inventory.uid_prefix(projected) == inventory.uid_prefix(whole)
         assert APPLYSET.owns(projected) and inventory.owner_of(projected) == APPLYSET.id
-        assert inventory.prune_disabled(projected) == (case.resource == SERVICES)
+        assert sync_options.prune_disabled(projected) == (case.resource == SERVICES)
