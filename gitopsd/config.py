@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from gitopsd.drift_policy import Rule
+from gitopsd.health.expressions import HealthCheck
+from gitopsd.objects import GroupKind
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -234,6 +236,14 @@ class SyncSettings:
     flight carry about 3x the dry-runs and applies per second of one, and more add little."""
     drift_rules: tuple[Rule, ...] = ()
     """The source's drift policy (`gitopsd.drift_policy`), after each object's own rules."""
+    health_checks: tuple[HealthCheck, ...] = ()
+    """The source's own health rules, each replacing the built-in rule of its kind."""
+
+    @property
+    def checks(self) -> dict[GroupKind, HealthCheck]:
+        """The source's own health rules by the group and kind they are for."""
+        return {check.group_kind: check for check in self.health_checks}
+
     replace_on_immutable: bool = False
     """Delete and create again an object whose immutable fields git changes (if this source
     provably owns it), as the sync option replace-on-immutable does for one object."""

@@ -32,6 +32,8 @@ class HealthWait:
     concurrency: int = 16
     on_progress: Callable[[Mapping[ObjectKey, Health]], None] = lambda healths: None
     """Hears the health of every object after each poll (a progress line, a log)."""
+    checks: health.Checks | None = None
+    """The source's own health rules."""
 
     def until_healthy(self, targets: Iterable[Target], timeout_seconds: float) -> Healths:
         """The health of each target when all are Current, one Failed, `timeout_seconds`
@@ -56,7 +58,8 @@ class HealthWait:
             return Health(Status.UNKNOWN, "NotServed", "its kind is not served")
         key = target.key
         try:
-            return health.assess(self.cluster.get(target.resource, key.namespace, key.name))
+            live = self.cluster.get(target.resource, key.namespace, key.name)
+            return health.assess(live, self.checks)
         except ClusterError as error:  # the next poll may read it; the verdict says why not
             return Health(Status.UNKNOWN, "ReadFailed", str(error).splitlines()[0][:300])
 

@@ -177,7 +177,9 @@ def _wait(
     cluster: Cluster, result: Result, settings: SyncSettings, progress: Progress
 ) -> dict[ObjectKey, Health]:
     """Reads every object of the revision until all are Current, one Failed, or time is up."""
-    waiting = HealthWait(cluster, settings.concurrency, on_progress=progress.waiting)
+    waiting = HealthWait(
+        cluster, settings.concurrency, on_progress=progress.waiting, checks=settings.checks
+    )
     targets = result.desired.synced.values()
     return waiting.until_healthy(targets, settings.health_timeout_seconds)
 

@@ -200,6 +200,14 @@ def cluster_arguments(parser: argparse.ArgumentParser) -> None:
         help="dry-run every object, also those the ApplySet parent's stamps vouch for as in sync",
     )
     add(
+        "--health-check-expr",
+        dest="health_checks",
+        action="append",
+        metavar="RULE",
+        help="a health rule of the source's own, as YAML, as Flux's healthCheckExprs "
+        "(repeatable, one per kind), e.g. \"{apiVersion: v1, kind: Service, current: 'true'}\"",
+    )
+    add(
         "--drift-rule",
         dest="drift_rules",
         action="append",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
@@ -32,7 +32,8 @@ from gitopsd.configfile.helm import (
     set_values,
     version_range,
 )
-from gitopsd.drift_policy import Rule, read_rules
+from gitopsd.configfile.sources import health_checks
+from gitopsd.drift_policy import read_rules
 from gitopsd.errors import ConfigError
 from gitopsd.names import DNS1123_LABEL, NameRule, namespace_problem, shown
 from gitopsd.reconcile import desired
@@ -136,18 +137,24 @@ def sync_settings(
     )
     _checked("--inventory-namespace", settings.inventory_namespace, DNS1123_LABEL)
     _checked("--namespace", settings.default_namespace, DNS1123_LABEL)
-    return replace(settings, drift_rules=drift_rules(getattr(arguments, "drift_rules", None)))
+    rules = _yaml_flags(getattr(arguments, "drift_rules", None), "--drift-rule")
+    checks = _yaml_flags(getattr(arguments, "health_checks", None), "--health-check-expr")
+    return replace(
+        settings,
+        drift_rules=read_rules(rules, "--drift-rule") if rules else (),
+        health_checks=health_checks(checks, "--health-check-expr") if checks else (),
+    )
 
 
-def drift_rules(texts: list[str] | None) -> tuple[Rule, ...]:
-    """The --drift-rule flags, each a rule written as YAML."""
-    rules = []
+def _yaml_flags(texts: list[str] | None, flag: str) -> list[Any]:
+    """A repeated flag whose every value is written as YAML (a rule, say)."""
+    values = []
     for text in texts or []:
         try:
-            rules.append(yaml.safe_load(text))
+            values.append(yaml.safe_load(text))
         except yaml.YAMLError as error:
-            raise ConfigError(f"--drift-rule {shown(text)}: not YAML: {error}") from None
-    return read_rules(rules, "--drift-rule") if rules else ()
+            raise ConfigError(f"{flag} {shown(text)}: not YAML: {error}") from None
+    return values
 
 
 def _given(defaults: Settings, arguments: argparse.Namespace, **flags: str) -> Settings:

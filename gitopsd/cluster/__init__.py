@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -18,7 +18,7 @@ from gitopsd.cluster.fanout import run_concurrently
 from gitopsd.cluster.projection import Projection
 from gitopsd.cluster.transport import Impersonating, PooledTransport
 from gitopsd.errors import ClusterError, ClusterReason
-from gitopsd.objects import FIELD_MANAGER, Body, Resource
+from gitopsd.objects import FIELD_MANAGER, Body, GroupKind, Resource
 from gitopsd.resources import CUSTOM_RESOURCE_DEFINITIONS, EVENTS
 
 __all__ = ["ApiError", "Cluster", "Counters", "Resource", "run_concurrently"]
@@ -43,6 +43,13 @@ class Cluster:
     in common."""
     namespace: str | None = None
     """The namespace the kubeconfig's context names: the CLI's default, as kubectl's."""
+
+    def keep_whole_status(self, kinds: Iterable[GroupKind]) -> None:
+        """Objects of `kinds` are read (and cached) with their whole status from now on: a
+        source's own health rules may read any field of it."""
+        wanted = {(kind.group, kind.kind) for kind in kinds}
+        if not wanted <= self.projection.whole_status:
+            self.projection.whole_status |= wanted
 
     @classmethod
     def connect(

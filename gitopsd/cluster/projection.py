@@ -52,6 +52,9 @@ class Projection:
     from several threads: a trie it hands out is never changed."""
 
     tries: dict[int, Body] = field(default_factory=dict)
+    whole_status: frozenset[tuple[str, str]] = frozenset()
+    """(apiVersion's group, kind) whose status is kept whole: a source's own health rules
+    may read any field of it."""
 
     def of(self, body: Body) -> Body:
         """`body` without what drift ignores, its managedFields tries and short strings
@@ -62,13 +65,19 @@ class Projection:
                 projected[sys.intern(key)] = self._metadata(value)
             elif key != "status":
                 projected[sys.intern(key)] = _strings_shared(value)
-        status = health.essentials(body)
+        status = body.get("status") if self._whole_status(body) else health.essentials(body)
         if status is not None and status != {}:  # an empty status assesses as none does
             projected["status"] = _strings_shared(status)
             generation = (body.get("metadata") or {}).get("generation")
             if generation is not None and isinstance(projected.get("metadata"), dict):
                 projected["metadata"]["generation"] = generation  # what status is compared with
         return projected
+
+    def _whole_status(self, body: Body) -> bool:
+        if not self.whole_status:
+            return False
+        group = str(body.get("apiVersion", "")).rpartition("/")[0]
+        return (group, str(body.get("kind", ""))) in self.whole_status
 
     def _metadata(self, metadata: Body) -> Body:
         kept = {}

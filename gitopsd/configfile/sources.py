@@ -35,6 +35,7 @@ from gitopsd.configfile.fields import (
 from gitopsd.configfile.helm import chart_settings
 from gitopsd.drift_policy import read_rules
 from gitopsd.errors import ConfigError
+from gitopsd.health import HealthCheck
 from gitopsd.names import shown
 
 
@@ -90,6 +91,7 @@ SOURCE_KEYS = {
     "helm",
     "drift",
     "replaceOnImmutable",
+    "healthCheckExprs",
 }
 LIMIT_KEYS = {setting.key for setting in LIMIT_SETTINGS.values()}
 GUARD_KEYS = {"allowEmpty", "allowMassPrune", "pruneBudgetPercent", "pruneProtected"}
@@ -218,7 +220,42 @@ def _settings(raw: dict[str, Any], name: str, where: str) -> SyncSettings:
         replace_on_immutable=boolean(
             raw, "replaceOnImmutable", where, SyncSettings.replace_on_immutable
         ),
+        health_checks=health_checks(raw.get("healthCheckExprs", []), where),
     )
+
+
+HEALTH_CHECK_KEYS = {"apiVersion", "kind", "current", "inProgress", "failed"}
+MAX_HEALTH_CHECKS = 100
+
+
+def health_checks(value: Any, where: str) -> tuple[HealthCheck, ...]:
+    """A source's healthCheckExprs, as Flux writes them; each expression compiled now, so a
+    bad one is refused naming the source, the kind and the expression's field."""
+    if not isinstance(value, list) or len(value) > MAX_HEALTH_CHECKS:
+        raise ConfigError(f"{where}: healthCheckExprs: expected a list of at most 100")
+    checks = tuple(
+        _health_check(item, f"{where}: healthCheckExprs[{i}]") for i, item in enumerate(value)
+    )
+    kinds = [str(check.group_kind) for check in checks]
+    repeated = sorted({kind for kind in kinds if kinds.count(kind) > 1})
+    if repeated:
+        raise ConfigError(f"{where}: healthCheckExprs: one rule per kind: {', '.join(repeated)}")
+    return checks
+
+
+def _health_check(item: Any, where: str) -> HealthCheck:
+    raw = mapping(item, where, HEALTH_CHECK_KEYS)
+    check = HealthCheck(
+        api_version=string(raw, "apiVersion", where, None),
+        kind=string(raw, "kind", where, None),
+        current=string(raw, "current", where, None),
+        in_progress=string(raw, "inProgress", where, "-") if "inProgress" in raw else "",
+        failed=string(raw, "failed", where, "-") if "failed" in raw else "",
+    )
+    problem = check.problem()
+    if problem:
+        raise ConfigError(f"{where} ({check.api_version} {check.kind}): {problem}")
+    return check
 
 
 def _limits(value: Any, where: str) -> Limits:

@@ -38,6 +38,7 @@ SHARED_KEYS = (
     "helm",
     "drift",
     "replaceOnImmutable",
+    "healthCheckExprs",
 )
 """Spec keys that are a file source's keys too, with the same meaning."""
 

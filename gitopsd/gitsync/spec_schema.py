@@ -14,6 +14,7 @@ from gitopsd.gitsync.openapi import (
     string,
     strings,
 )
+from gitopsd.health.expressions import MAX_EXPRESSION_CHARS
 
 REPOSITORY_URL = "^(https://|http://|ssh://|file://|oci://|[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:)"
 MAX_NAME = 50
@@ -171,6 +172,26 @@ DRIFT_RULE = object_(
     },
     required=["action"],
 )
+HEALTH_CHECK = object_(
+    "A health rule of this GitSync's own, as Flux's healthCheckExprs: CEL expressions over "
+    "an object of one group and kind (its fields as variables: status.phase == 'Ready'), "
+    "tried in order inProgress, failed, current; the first that holds decides, none: "
+    "InProgress. It replaces the built-in rule of the kind.",
+    {
+        "apiVersion": string(
+            "apiVersion of the kind (its group counts).", minLength=1, maxLength=253
+        ),
+        "kind": string("Kind.", minLength=1, maxLength=253),
+        "current": string(
+            "Holds when the object is Current.", minLength=1, maxLength=MAX_EXPRESSION_CHARS
+        ),
+        "inProgress": string(
+            "Holds while it is InProgress.", minLength=1, maxLength=MAX_EXPRESSION_CHARS
+        ),
+        "failed": string("Holds when it Failed.", minLength=1, maxLength=MAX_EXPRESSION_CHARS),
+    },
+    required=["apiVersion", "kind", "current"],
+)
 DEPENDENCY = object_(
     "Another GitSync.",
     {
@@ -222,6 +243,13 @@ SPEC = object_(
             "is healed, accepted, ignored or alerted on (docs: README, Drift policy).",
             "maxItems": MAX_RULES,
             "items": DRIFT_RULE,
+        },
+        "healthCheckExprs": {
+            "type": "array",
+            "description": "Health rules of this GitSync's own, one per kind (README: Health "
+            "rules).",
+            "maxItems": 100,
+            "items": HEALTH_CHECK,
         },
         "replaceOnImmutable": boolean(
             "Delete and create again an object whose fields that cannot change once set git "

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from gitopsd.health import core, definitions, jobs, workloads
+from gitopsd.health.expressions import HealthCheck
 from gitopsd.health.fields import MalformedError, list_, maybe_int, str_, text
 from gitopsd.health.generic import by_conditions
 from gitopsd.health.status_fields import EMPTY, STATUS_FIELDS, essentials
@@ -45,7 +46,9 @@ __all__ = [
     "MAX_SHARED",
     "STATUS_FIELDS",
     "Assessments",
+    "Checks",
     "Health",
+    "HealthCheck",
     "Status",
     "assess",
     "essentials",
@@ -57,12 +60,18 @@ MAX_SHARED = 4096
 """Distinct healths `Assessments` keeps one instance of."""
 
 
-def assess(body: Body | None) -> Health:
-    """The health of `body` as the API server returns it; None is an object that does not exist."""
+Checks = Mapping[GroupKind, HealthCheck]
+"""A source's own health rules (`expressions`), by the group and kind they replace the
+built-in rule of."""
+
+
+def assess(body: Body | None, checks: Checks | None = None) -> Health:
+    """The health of `body` as the API server returns it; None is an object that does not
+    exist. A kind `checks` has a rule for goes by that rule instead of the built-in one."""
     if body is None:
         return Health(Status.NOT_FOUND)
     try:
-        return _terminating(body) or _generation_behind(body) or _rule_for(body)(body)
+        return _terminating(body) or _generation_behind(body) or _rule_for(body, checks)(body)
     except MalformedError as error:
         return Health(Status.UNKNOWN, "Malformed", str(error))
 
@@ -87,7 +96,10 @@ class Assessments:
     megabyte less)."""
 
     def of(
-        self, found: Mapping[ObjectKey, Body | None], keys: Iterable[ObjectKey]
+        self,
+        found: Mapping[ObjectKey, Body | None],
+        keys: Iterable[ObjectKey],
+        checks: Checks | None = None,
     ) -> dict[ObjectKey, Health]:
         """The health of each of `keys`, from its live object in `found` (absent: NotFound);
         only the objects of `keys` are remembered for the next time."""
@@ -99,7 +111,7 @@ class Assessments:
             if before and version and before[0] == version:
                 now = before[1]
             else:
-                now = self._shared(assess(body))
+                now = self._shared(assess(body, checks))
             healths[key] = now
             if version:
                 remembered[key] = (version, now)
@@ -139,11 +151,12 @@ def _generation_behind(body: Body) -> Health | None:
     return Health(Status.IN_PROGRESS, "ObservedGeneration", message)
 
 
-def _rule_for(body: Body) -> Callable[[Body], Health]:
+def _rule_for(body: Body, checks: Checks | None) -> Callable[[Body], Health]:
     api_version = text(body.get("apiVersion"), "apiVersion")
     group = api_version.rpartition("/")[0]  # "" for the core group's "v1"
-    kind = text(body.get("kind"), "kind")
-    return _KIND_RULES.get(GroupKind(group, kind), by_conditions)
+    group_kind = GroupKind(group, text(body.get("kind"), "kind"))
+    check = (checks or {}).get(group_kind)
+    return check.assess if check else _KIND_RULES.get(group_kind, by_conditions)
 
 
 _KIND_RULES: dict[GroupKind, Callable[[Body], Health]] = {

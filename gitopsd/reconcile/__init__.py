@@ -20,7 +20,7 @@ from gitopsd.changes import Hooks, Live, Measurement, Target
 from gitopsd.cluster import Cluster
 from gitopsd.config import SourceSpec, SyncSettings
 from gitopsd.errors import ManifestError, Remedy
-from gitopsd.health import Assessments, Health
+from gitopsd.health import Assessments, Checks, Health
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.plan import Intent, Step, plan_for, step_for
 from gitopsd.reconcile.desired import Desired, applyset_of, fetch, read_revision, resolve
@@ -107,17 +107,20 @@ class Result:
     live: Live
     drifts: list[diff.Drift] = field(default_factory=list)
     step: Step = Step.NONE
-    report: SyncReport | None = None
     waiting: str = ""
     """Why the new revision was not applied (its source's dependencies), or ""."""
     held: list[diff.Drift] = field(default_factory=list)
     """Objects whose differences the drift policy accepts or ignores whole: no drift."""
+    checks: Checks | None = None
+    """The source's own health rules."""
+    report: SyncReport | None = None
+    """What a sync or heal did."""
 
     def health(self, memo: Assessments | None = None) -> dict[ObjectKey, Health]:
         """The health of every desired object, as the live objects read show it (NotFound:
         absent); `memo` spares objects assessed before at the same resourceVersion. After a
         sync, those are the objects as they were before it."""
-        return (memo or Assessments()).of(self.live.desired, self.desired.synced)
+        return (memo or Assessments()).of(self.live.desired, self.desired.synced, self.checks)
 
 
 def reconcile_once(
@@ -136,7 +139,8 @@ def reconcile_once(
     step, waiting = _step(intent, state.is_applied(desired), source.self_heal, hooks)
     measured = _measure(cluster, source.settings, desired, live, state, step)
     hooks.on_measured(measured, live.find)
-    result = Result(desired, live, measured.drifts, step, waiting=waiting, held=measured.held)
+    checks = source.settings.checks
+    result = Result(desired, live, measured.drifts, step, waiting, measured.held, checks)
     plan = plan_for(source.settings, step, desired.targets, live, measured)
     if plan is not None:
         hooks.on_plan(len(plan.actions))
@@ -159,7 +163,10 @@ def get_desired(
     source: Source, cluster: Cluster, state: State, hooks: Hooks, fetch: bool = True
 ) -> Desired:
     """The revision to reconcile (without `fetch`, the one read last): only a new revision
-    is read and resolved again (and reported to `hooks.on_revision`)."""
+    is read and resolved again (and reported to `hooks.on_revision`). The live objects of
+    the kinds the source has health rules of its own for are read with their whole status,
+    which those rules may read."""
+    cluster.keep_whole_status(source.settings.checks)
     if not fetch and state.desired is not None:
         return state.desired
     revision = _fetch(source, hooks)

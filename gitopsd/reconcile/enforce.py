@@ -118,7 +118,9 @@ def make_changes(
         if plan.prune is not None and hooks.may_prune():
             Pruning(parent).run(live, desired.targets, plan.prune, _record_of(live, report), report)
         if runner.has(Phase.POST_SYNC) and not settings.dry_run:
-            gate = WaveGate(HealthWait(cluster, settings.concurrency), settings)
+            gate = WaveGate(
+                HealthWait(cluster, settings.concurrency, checks=settings.checks), settings
+            )
             so = "its post-sync hooks did not run"
             gate.until_healthy("the revision", list(desired.synced.values()), so)
         runner.run(Phase.POST_SYNC)
@@ -171,7 +173,9 @@ def _apply(
         lambda key: _served(cluster, targets[key]),
         on_outcome=hooks.on_outcome,
         on_applied=hooks.on_applied,
-        await_wave=WaveGate(HealthWait(cluster, settings.concurrency), settings),
+        await_wave=WaveGate(
+            HealthWait(cluster, settings.concurrency, checks=settings.checks), settings
+        ),
     )
     try:
         return applier.run(plan, targets)

@@ -1,0 +1,107 @@
+"""Health rules users write, as Flux's healthCheckExprs: for one group and kind, CEL
+expressions over the object that say it is in progress, failed or current, in place of the
+built-in rule (a LoadBalancer Service on a cluster without a load balancer, a custom
+resource with a status convention of its own).
+
+The expressions are compiled and run by the CEL project's own runtime (cel-expr-python, the
+C++ implementation Kubernetes' and Flux's Go one is specified with), never by a hand-written
+evaluator; its iteration budget bounds what a tenant's expression may cost. As in Flux, the
+object's top-level fields are the variables (`status.phase == 'Ready'`): `apiVersion`,
+`kind`, `metadata`, `spec`, `status` and `data`, an absent one as an empty map. They are
+tried in order, in progress, failed, then current; the first that holds decides, and an
+object none holds for is in progress (an expression that cannot be evaluated, a field not
+there yet, holds not, and the message says why). Pure.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import cel_expr_python.cel as cel
+
+from gitopsd.health.vocabulary import Health, Status
+from gitopsd.objects import Body, GroupKind, group_of
+
+VARIABLES = ("apiVersion", "kind", "metadata", "spec", "status", "data")
+MAX_EXPRESSION_CHARS = 1024
+REASON = "HealthCheckExpr"
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """The expressions of one group and kind; `current` is required."""
+
+    api_version: str
+    kind: str
+    current: str
+    in_progress: str = ""
+    failed: str = ""
+
+    @property
+    def group_kind(self) -> GroupKind:
+        return GroupKind(group_of(self.api_version), self.kind)
+
+    def expressions(self) -> tuple[tuple[str, Status, str], ...]:
+        """(field, status, expression), in the order they are tried."""
+        return (
+            ("inProgress", Status.IN_PROGRESS, self.in_progress),
+            ("failed", Status.FAILED, self.failed),
+            ("current", Status.CURRENT, self.current),
+        )
+
+    def problem(self) -> str:
+        """Why an expression cannot be compiled (naming its field), or ""."""
+        for name, _, text in self.expressions():
+            if len(text) > MAX_EXPRESSION_CHARS:
+                return f"{name}: longer than {MAX_EXPRESSION_CHARS} characters"
+            try:
+                if text:
+                    _compiled(text)
+            except RuntimeError as error:
+                return f"{name}: {_first_line(str(error))}"
+        return "" if self.current else "current: an expression is required"
+
+    def assess(self, body: Body) -> Health:
+        """The health the expressions give `body`."""
+        variables = {name: body.get(name) or {} for name in VARIABLES}
+        failures = []
+        for name, status, text in self.expressions():
+            if not text:
+                continue
+            holds, why = _evaluate(text, variables)
+            if holds:
+                return Health(status, REASON, f"{name}: {text}")
+            if why:
+                failures.append(f"{name}: {why}")
+        detail = f" ({'; '.join(failures)})" if failures else ""
+        return Health(Status.IN_PROGRESS, REASON, f"not yet current: {self.current}{detail}")
+
+
+@functools.cache
+def _environment() -> Any:
+    return cel.NewEnv(variables={name: cel.Type.DYN for name in VARIABLES})
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(text: str) -> Any:
+    return _environment().compile(text)
+
+
+def _evaluate(text: str, variables: dict[str, Any]) -> tuple[bool, str]:
+    """Whether the expression holds, and if it cannot be evaluated, why."""
+    try:
+        value = _compiled(text).eval(data=variables)
+    except RuntimeError as error:  # the iteration budget spent, say
+        return False, _first_line(str(error))
+    if value.type() == cel.Type.ERROR:
+        return False, _first_line(str(value.value()))
+    result = value.value()
+    if not isinstance(result, bool):
+        return False, f"gives {value.type().name()}, not a bool"
+    return result, ""
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0][:300] if text.strip() else "failed"
