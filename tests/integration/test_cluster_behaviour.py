@@ -133,7 +133,7 @@ def test_prune_of_a_deployment_leaves_its_replica_sets_and_pods_to_garbage_colle
     assert daemon.value("gitopsd_errors_total") == 0
 
 
-def test_a_job_whose_template_changed_in_git_is_refused_naming_the_field(
+def test_a_job_whose_template_changed_in_git_is_refused_alone_naming_the_field(
     gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
     git_repo.commit({**job("migrate"), **config_maps("settings")})
@@ -146,8 +146,9 @@ def test_a_job_whose_template_changed_in_git_is_refused_naming_the_field(
 
     assert run.code == 2, run.text
     assert f"batch/Job/{namespace}/migrate" in run.err
-    assert "spec.template" in run.err and "field is immutable" in run.err
-    assert config_map_value_of(gitopsd, namespace, "settings") == "v"  # nothing applied
+    assert "spec.template" in run.err and "cannot change once set" in run.err
+    assert "gitopsd.io/sync-options: replace-on-immutable" in run.err  # what to do
+    assert config_map_value_of(gitopsd, namespace, "settings") == "w"  # the rest applied
 
 
 def config_map_value_of(gitopsd: Gitopsd, namespace: str, name: str) -> str:

@@ -194,6 +194,7 @@ def test_a_minimal_gitsync_is_stored_with_every_default(
         "prune": False,
         "selfHeal": True,
         "suspend": False,
+        "replaceOnImmutable": False,
         "guards": {
             "allowEmpty": False,
             "pruneBudgetPercent": 25,
