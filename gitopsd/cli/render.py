@@ -199,6 +199,8 @@ def render_report(report: SyncReport, out: TextIO) -> None:
         print(f"  {'skipped':<10} {key}  (prune refused: {reason})", file=out)
     for takeover in report.changes.takeovers:
         print(f"  took over  {takeover}", file=out)
+    for held in report.held:
+        print(f"  held       {held}", file=out)
     counts = {action: report.changes.count(action) for action in Action}
     counts[Action.SKIPPED] += len(report.refused)
     for rare in (Action.HOOK, Action.REPLACED, Action.REFUSED):
@@ -216,6 +218,7 @@ def report_json(report: SyncReport) -> dict[str, Any]:
         ],
         "prune_refused": [{"object": str(k), "reason": str(r)} for k, r in report.refused],
         "takeovers": report.changes.takeovers,
+        "held": report.held,
     }
 
 

@@ -34,6 +34,9 @@ class SyncReport:
     revision: str
     changes: ChangeSet = field(default_factory=ChangeSet)
     refused: list[tuple[ObjectKey, Refusal]] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
+    """Each field of an object written that the drift policy held as it was live, with the
+    rule that did: "apps/Deployment/shop/web: spec.replicas (accept by rule hpa)"."""
 
     @property
     def prune_blocked(self) -> bool:
@@ -100,7 +103,7 @@ def make_changes(
     no hook runs."""
     cluster, settings, applyset = parent.cluster, parent.settings, parent.applyset
     _refuse_foreign_parent(applyset, live, settings)
-    report = SyncReport(desired.revision.sha)
+    report = SyncReport(desired.revision.sha, held=_held(plan))
     ran: list[Outcome] = []
 
     def heard(outcome: Outcome) -> None:
@@ -130,6 +133,14 @@ def make_changes(
     finally:
         report.changes.outcomes += ran
     return report
+
+
+def _held(plan: Plan) -> list[str]:
+    return [
+        f"{key}: {change.path} ({change.decision} by rule {change.rule})"
+        for key, changes in sorted(plan.held.items())
+        for change in changes
+    ]
 
 
 def _hook_namespaces_first(desired: Desired, plan: Plan) -> tuple[Plan | None, Plan]:

@@ -171,7 +171,10 @@ def test_diff_shows_which_rule_decided_each_field_and_what_it_hid(
     assert "touched" in text  # not ignored without its rule, the label is drift
 
     # sync heals nothing a rule holds: the alerted value and the autoscaler's replicas stay
-    assert gitopsd("sync", url, "--allow-insecure-source", *scope, *rules).code == 0
+    synced = gitopsd("sync", url, "--allow-insecure-source", *scope, *rules)
+    assert synced.code == 0
+    held = f"held       ConfigMap/{namespace}/web-config: data.LOG_LEVEL (alert by rule config)"
+    assert held in synced.out
     core: Any = client.CoreV1Api(admin_api)
     assert core.read_namespaced_config_map("web-config", namespace).data["LOG_LEVEL"] == "debug"
     assert replicas(admin_api, namespace) == 5

@@ -162,6 +162,8 @@ def test_spec_fields_map_onto_the_source() -> None:
         },
         helm={"releaseName": "web", "valuesFiles": ["prod.yaml"], "values": {"replicas": 2}},
         drift=[{"name": "hpa", "paths": ["spec.replicas"], "action": "accept"}],
+        replaceOnImmutable=True,
+        healthCheckExprs=[{"apiVersion": "v1", "kind": "Service", "current": "true"}],
     )
     credentials = Credentials(username="bot", password_env=None)
 
@@ -192,6 +194,8 @@ def test_spec_fields_map_onto_the_source() -> None:
         release_name="web", values_files=("prod.yaml",), values='{"replicas":2}'
     )
     assert [rule.label for rule in source.settings.drift_rules] == ["hpa"]
+    assert source.settings.replace_on_immutable
+    assert list(source.settings.checks) == [GroupKind("", "Service")]
 
 
 @pytest.mark.parametrize("mode", list(Mode))
@@ -474,6 +478,20 @@ def test_drift_is_named_by_object_field_and_manager_never_by_value() -> None:
     ]
     told = json.dumps(current) + json.dumps([e.message for e in status.events(previous, current)])
     assert CANARY not in told
+
+
+def test_an_object_refused_alone_stalls_the_gitsync_naming_it() -> None:
+    report = synced()
+    report.not_applied = ["batch/Job/team/migrate: not applied: git changes spec.template"]
+
+    current = status.status_of(1, report, None, now=T0)
+
+    assert summary(current) == {
+        "Ready": ("False", "ApplyRefused"),
+        "Stalled": ("True", "ApplyRefused"),
+    }
+    assert "batch/Job/team/migrate" in conditions(current)["Ready"]["message"]
+    assert current["lastAppliedRevision"] == "abc123"  # the rest of it was applied
 
 
 def test_the_status_names_the_rule_that_decided_and_what_is_accepted() -> None:
