@@ -80,13 +80,13 @@ class Applier:
         self,
         targets: Iterable[Target],
         kept: Collection[ObjectKey] | None = None,
-        immutable: dict[ObjectKey, Immutable] | None = None,
+        immutable: dict[ObjectKey, tuple[str, ...]] | None = None,
     ) -> dict[ObjectKey, Body]:
         """Server-side dry-run of every target; any failure fails them all, except, when
         `immutable` is given, a change of fields that cannot change: those objects are put
-        there (a sync may replace them, or refuses them alone). The answers of the keys in
-        `kept` (default: all) are returned, projected as live objects are (drift on a
-        projection is drift on the whole), the others only checked ({})."""
+        there with those fields (a sync may replace them, or refuses them alone). The
+        answers of the keys in `kept` (default: all) are returned, projected as live objects
+        are (drift on a projection is drift on the whole), the others only checked ({})."""
         force = self.settings.force_conflicts
 
         def dry_run(target: Target) -> Body:
@@ -98,7 +98,7 @@ class Applier:
 
         answered, failures = self._answers(targets, dry_run)
         if immutable is not None:
-            immutable |= {f.key: Immutable(f.immutable, f.message) for f in failures if f.immutable}
+            immutable |= {f.key: f.immutable for f in failures if f.immutable}
             failures = [f for f in failures if not f.immutable]
         _raise(failures)
         return answered
@@ -333,14 +333,6 @@ class Failure(NamedTuple):
     reason: ClusterReason
     immutable: tuple[str, ...] = ()
     """The fields the server refused to change because they cannot change once set."""
-
-
-class Immutable(NamedTuple):
-    """An object git changes in fields that cannot change: replaced, or refused alone."""
-
-    fields: tuple[str, ...]
-    message: str
-    """The server's refusal, naming the object and its file."""
 
 
 def _error(failures: list[Failure]) -> ApplyError | None:

@@ -190,21 +190,9 @@ def _conditions(report: SourceReport, suspended: bool, ready: Document | None) -
             "Reconciling": ("True", "Progressing", message),
         }
     if report.not_applied:
-        count = len(report.not_applied)
-        kept = f"{count} object" + (" was" if count == 1 else "s were")
-        message = _short(f"{kept} not applied: " + "; ".join(report.not_applied))
-        return {
-            "Ready": ("False", "ApplyRefused", message),
-            "Stalled": ("True", "ApplyRefused", message),
-        }
+        return _stalled("ApplyRefused", "not applied", report.not_applied)
     if report.refused:
-        count = len(report.refused)
-        kept = f"{count} object" + (" was" if count == 1 else "s were")
-        message = _short(f"{kept} not pruned: " + "; ".join(report.refused))
-        return {
-            "Ready": ("False", "PruneBlocked", message),
-            "Stalled": ("True", "PruneBlocked", message),
-        }
+        return _stalled("PruneBlocked", "not pruned", report.refused)
     if report.waiting:
         return {
             "Ready": ("False", "DependencyNotReady", report.waiting),
@@ -214,6 +202,13 @@ def _conditions(report: SourceReport, suspended: bool, ready: Document | None) -
     if drifts:
         return {"Ready": ("False", "DriftDetected", _drift_message(drifts))}
     return _health_conditions(report)
+
+
+def _stalled(reason: str, what: str, objects: list[str]) -> Conditions:
+    """Objects the last sync left alone until a person acts, each with why."""
+    kept = f"{len(objects)} object" + (" was" if len(objects) == 1 else "s were")
+    message = _short(f"{kept} {what}: " + "; ".join(objects))
+    return {"Ready": ("False", reason, message), "Stalled": ("True", reason, message)}
 
 
 def _health_conditions(report: SourceReport) -> Conditions:

@@ -13,11 +13,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from gitopsd import diff, inventory
-from gitopsd.apply import Applier, Immutable, find_owners, ready
+from gitopsd.apply import Applier, find_owners, ready
 from gitopsd.changes import Live, Measurement, Target
 from gitopsd.cluster import Cluster
 from gitopsd.config import SyncSettings
 from gitopsd.drift_policy import Rule, object_rules
+from gitopsd.errors import ApplyError
 from gitopsd.managed_fields import TAKEOVER_MANAGERS, same_ownership
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.ownership import as_unowned, unowned
@@ -119,51 +120,82 @@ def measure(
 ) -> Measurement:
     """Dry-runs every present target the memo has not measured in its current state (and,
     with `validate_missing`, every absent one that can be: a sync sends nothing unless all
-    of them pass), then names what differs."""
+    of them pass), then names what differs, as the drift policy decides. Targets a sync
+    never writes (skip, or create-only once present) are not measured."""
     present = {
         key: body
         for key, body in live.desired.items()
         if body is not None and targets[key].resource and targets[key].writes(present=True)
     }
     stale = [targets[key] for key, body in present.items() if not memo.fresh(targets[key], body)]
-    checked = stale + (_ready_absent(targets, live) if validate_missing else [])
-    applier = Applier(cluster, settings, live.desired)
-    refused: dict[ObjectKey, Immutable] = {}
-    expected = applier.dry_run(checked, kept={t.key for t in stale}, immutable=refused)
-    for target in stale:
-        current = present[target.key]
-        if target.key in refused:
-            fields = refused[target.key].fields
-            memo.remember(
-                target, current, Measured(diff.unchangeable(target.key, fields), False, fields)
-            )
-            continue
-        answer = expected.pop(target.key)
-        takeover = () if Option.MERGE in target.options else TAKEOVER_MANAGERS
-        found = diff.compare(target.key, answer, current, target.body, takeover)
-        memo.remember(target, current, Measured(found, same_ownership(answer, current)))
+    absent = _ready_absent(targets, live) if validate_missing else []
+    _dry_run(Applier(cluster, settings, live.desired), stale, absent, present, memo)
     memo.keep_only(targets)
     measured = {key: memo.recall(key) for key in present}
-    drifts = [
-        diff.missing(key, target.body)
-        for key, target in targets.items()
-        if live.desired[key] is None and target.writes(present=False)
-    ]
     modified = [
         diff.decided(m.drift, rules_for(targets[key], settings))
         for key, m in measured.items()
         if m.drift
     ]
-    drifts += [drift for drift in modified if drift.reported]
-    drifts += [
-        diff.extraneous(k, body)
-        for k, body in live.owned.items()
-        if k not in targets and live.proven(k) and Option.IGNORE_EXTRANEOUS not in options_of(body)
+    drifts = [
+        *_missing(targets, live),
+        *(d for d in modified if d.reported),
+        *_extraneous(targets, live),
     ]
-    differing = {key for key, m in measured.items() if not m.in_sync}
-    held = [drift for drift in modified if not drift.reported]
-    immutable = {key: m.immutable for key, m in measured.items() if m.immutable}
-    return Measurement(sorted(drifts, key=lambda d: d.key), differing, immutable, held)
+    return Measurement(
+        sorted(drifts, key=lambda d: d.key),
+        differing={key for key, m in measured.items() if not m.in_sync},
+        immutable={key: m.immutable for key, m in measured.items() if m.immutable},
+        held=[drift for drift in modified if not drift.reported],
+    )
+
+
+def _dry_run(
+    applier: Applier,
+    stale: list[Target],
+    absent: list[Target],
+    present: Mapping[ObjectKey, Body],
+    memo: DriftMemo,
+) -> None:
+    """Dry-runs the stale targets (and checks the absent ones), and remembers what each
+    stale one measured: its drift, or the fields git changes that cannot change."""
+    refused: dict[ObjectKey, tuple[str, ...]] = {}
+    expected = applier.dry_run([*stale, *absent], {t.key for t in stale}, refused)
+    for target in stale:
+        current = present[target.key]
+        fields = refused.pop(target.key, ())
+        if fields:
+            drift = diff.unchangeable(target.key, fields)
+            memo.remember(target, current, Measured(drift, False, fields))
+            continue
+        answer = expected.pop(target.key)
+        takeover = () if Option.MERGE in target.options else TAKEOVER_MANAGERS
+        found = diff.compare(target.key, answer, current, target.body, takeover)
+        memo.remember(target, current, Measured(found, same_ownership(answer, current)))
+    if refused:  # an absent object cannot have a field that cannot change: say so
+        raise ApplyError(
+            [f"{key}: refused: {', '.join(fields)}" for key, fields in refused.items()]
+        )
+
+
+def _missing(targets: Mapping[ObjectKey, Target], live: Live) -> list[diff.Drift]:
+    return [
+        diff.missing(key, target.body)
+        for key, target in targets.items()
+        if live.desired[key] is None and target.writes(present=False)
+    ]
+
+
+def _extraneous(targets: Mapping[ObjectKey, Target], live: Live) -> list[diff.Drift]:
+    """What this source provably applied and git no longer holds (unless it asks not to be
+    reported once it left git)."""
+    return [
+        diff.extraneous(key, body)
+        for key, body in live.owned.items()
+        if key not in targets
+        and live.proven(key)
+        and Option.IGNORE_EXTRANEOUS not in options_of(body)
+    ]
 
 
 def rules_for(target: Target, settings: SyncSettings) -> tuple[Rule, ...]:
