@@ -57,6 +57,13 @@ def object_drift_series(samples: Any, name: str) -> list[Any]:
     ]
 
 
+def told(admin_api: Any, namespace: str, reason: str) -> list[Any]:
+    """The Events of `reason` on the Deployment web."""
+    core: Any = client.CoreV1Api(admin_api)
+    events = core.list_namespaced_event(namespace).items
+    return [e for e in events if e.reason == reason and e.involved_object.name == "web"]
+
+
 def heals_of_web(plane: ControlPlane, user: str, since: float) -> list[audit.Write]:
     return [
         w
@@ -86,6 +93,7 @@ def test_an_autoscalers_replicas_are_accepted_and_a_persons_edit_healed(
         assert object_drift_series(samples, "web") == []
     accepted = {"source": "app", "rule": "hpa-replicas", "action": "accept"}
     daemon.wait_value("gitopsd_drift_policy_fields", lambda v: v == 1, "accepted", 30, **accepted)
+    wait_for(lambda: len(told(admin_api, namespace, "DriftAccepted")) >= 1, "the Event")
 
     # a person's edit of the same field is healed, back to git's value; the daemon drains
     # watch events in order, so the HPA's writes before it have all been measured by then
@@ -97,7 +105,9 @@ def test_an_autoscalers_replicas_are_accepted_and_a_persons_edit_healed(
         control_plane, daemon.user, edited
     ), "the daemon wrote web while only the autoscaler changed it"
     assert len(heals_of_web(control_plane, daemon.user, edited)) >= 1
-    assert daemon.value("gitopsd_drift_objects") == 0
+    daemon.wait_value("gitopsd_drift_objects", lambda v: v == 0, "the heal measured", 10)
+    [event] = told(admin_api, namespace, "DriftAccepted")  # once, not once per write
+    assert "spec.replicas (by kube-controller-manager; rule hpa-replicas)" in event.message
 
     # the autoscaler takes over again, and a new revision keeps its replicas
     scale_as_the_hpa(admin_api, namespace, 6)
