@@ -115,7 +115,8 @@ class Reporter:
             self._observe_latency(drifts, changed, find)
         if self.config.mode == Mode.WARN:
             self._warn(drifts, find)
-        self._tell_decided(drifts, self.report.accepted, find)
+        if self.config.mode != Mode.OBSERVE:  # observe mode writes nothing, Events included
+            self._tell_decided(drifts, self.report.accepted, find)
 
     def _tell_decided(
         self,
