@@ -272,12 +272,16 @@ def object_rules(body: Body) -> tuple[Rule, ...]:
     Raises ConfigError saying what is wrong, for its manifest's file and line."""
     annotations = (body.get("metadata") or {}).get("annotations") or {}
     text = annotations.get(ANNOTATION)
-    return () if text is None else _annotation_rules(text)
+    if text is None:
+        return ()
+    if not isinstance(text, str):
+        raise ConfigError(f"{ANNOTATION}: expected YAML text, not {type(text).__name__}")
+    return _annotation_rules(text)
 
 
 @functools.lru_cache(maxsize=256)
-def _annotation_rules(text: Any) -> tuple[Rule, ...]:
-    if not isinstance(text, str) or len(text.encode()) > MAX_ANNOTATION_BYTES:
+def _annotation_rules(text: str) -> tuple[Rule, ...]:
+    if len(text.encode()) > MAX_ANNOTATION_BYTES:
         raise ConfigError(f"{ANNOTATION}: expected YAML of at most {MAX_ANNOTATION_BYTES} bytes")
     try:
         value = yaml.safe_load(text)

@@ -43,9 +43,16 @@ class Option(StrEnum):
 
 ARGOCD_SYNC_WORDS: Mapping[str, Option | None] = {
     "Replace=true": Option.REPLACE_ON_IMMUTABLE,
-    "ServerSideApply=true": None,  # gitopsd always applies server-side
     "Prune=false": None,  # prune_disabled
     "Delete=false": None,  # prune_disabled: gitopsd deletes only by pruning
+    # what gitopsd always does
+    "ServerSideApply=true": None,
+    "ApplyOutOfSyncOnly=true": None,  # only what differs is applied
+    "PruneLast=true": None,  # the prune comes after every apply
+    "PrunePropagationPolicy=background": None,
+    "RespectIgnoreDifferences=true": None,  # a held field is never written back
+    "FailOnSharedResource=true": None,  # another source's object is refused
+    "SkipDryRunOnMissingResource=true": None,  # dry-run once its CRD is established
 }
 FLUX_VALUES: Mapping[tuple[str, str], Option | None] = {
     (FLUX_SSA, "Ignore"): Option.SKIP,
@@ -58,6 +65,7 @@ FLUX_VALUES: Mapping[tuple[str, str], Option | None] = {
     (FLUX_RECONCILE, "enabled"): None,
     (FLUX_PRUNE, "disabled"): None,  # prune_disabled
     (FLUX_PRUNE, "enabled"): None,
+    (FLUX + "substitute", "disabled"): None,  # gitopsd substitutes no variables
 }
 
 

@@ -289,3 +289,9 @@ def test_an_annotation_too_large_or_not_yaml_is_refused() -> None:
         body = {"metadata": {"annotations": {"gitopsd.io/drift-policy": text}}}
         with pytest.raises(ConfigError, match=message.replace("[", "\\[")):
             object_rules(body)
+
+
+def test_an_annotation_that_is_no_string_is_refused() -> None:
+    body = {"metadata": {"annotations": {"gitopsd.io/drift-policy": [{"action": "ignore"}]}}}
+    with pytest.raises(ConfigError, match="expected YAML text, not list"):
+        object_rules(body)

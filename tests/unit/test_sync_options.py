@@ -56,6 +56,11 @@ CASES: dict[str, tuple[dict[str, str], set[Option], bool]] = {
         {Option.SKIP},
         False,
     ),
+    "what gitopsd always does": (
+        {ARGO_OPTIONS: "ServerSideApply=true,PruneLast=true,ApplyOutOfSyncOnly=true"},
+        set(),
+        False,
+    ),
     "none": ({}, set(), False),
 }
 
@@ -78,7 +83,7 @@ def test_argo_cds_sync_wave_is_read_where_gitopsds_is_not_written() -> None:
 def test_what_gitopsd_cannot_honour_is_said_each_time() -> None:
     body = annotated(
         **{
-            ARGO_OPTIONS: "Validate=false,Prune=false,PruneLast=true",
+            ARGO_OPTIONS: "Validate=false,Prune=false,PruneLast=true,Force=true",
             "argocd.argoproj.io/compare-options": "ServerSideDiff=true",
             "kustomize.toolkit.fluxcd.io/ssa": "Sometimes",
             "argocd.argoproj.io/hook": "PreSync",  # hooks are honoured (synchooks)
@@ -88,7 +93,7 @@ def test_what_gitopsd_cannot_honour_is_said_each_time() -> None:
     assert len(said) == 4
     assert "'ServerSideDiff=true'" in said[0]  # by annotation, then as written
     assert "argocd.argoproj.io/sync-options: 'Validate=false' is not honoured" in said[1]
-    assert "'PruneLast=true'" in said[2]
+    assert "'Force=true'" in said[2]  # PruneLast=true is what gitopsd does anyway
     assert "kustomize.toolkit.fluxcd.io/ssa: 'Sometimes'" in said[3]
     assert prune_disabled(body)  # what it can honour, it does
 
