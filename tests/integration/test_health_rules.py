@@ -5,6 +5,7 @@ convention of its own read, by `sync --wait` and by the daemon's watch cache."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from tests.harness.cli import Gitopsd
@@ -60,8 +61,14 @@ def test_a_rule_reads_a_custom_resources_own_status_convention(
     git_server: GitServer,
     git_repo: GitRepo,
     namespace: str,
+    tmp_path: Path,
 ) -> None:
-    git_repo.commit(WIDGETS)
+    # the Gauge CRD is cluster-wide and may be another test's source's: made here, not synced
+    crd = tmp_path / "crd.yaml"
+    crd.write_text(WIDGETS["crd.yaml"])
+    gitopsd.kubectl("apply", "--server-side", "--field-manager=test", "-f", str(crd))
+    gitopsd.kubectl("wait", "--for=condition=Established", "crd/gauges.health.example.com")
+    git_repo.commit({"gauge.yaml": WIDGETS["gauge.yaml"]})
     daemon = daemons.start(git_server.file_url(git_repo), healthCheckExprs=[GAUGE_RULE])
     controller = StatusWriter(gitopsd.kubectl, namespace)  # Gauges have no controller
     gauge = {"source": "app", "group_kind": "Gauge.health.example.com"}
