@@ -41,6 +41,8 @@ class Option(StrEnum):
     """Once it left git it is not reported as drift (a prune still deletes it)."""
 
 
+NONE: frozenset[Option] = frozenset()
+"""The options of most objects: one instance, as every target holds its own set."""
 ARGOCD_SYNC_WORDS: Mapping[str, Option | None] = {
     "Replace=true": Option.REPLACE_ON_IMMUTABLE,
     "Prune=false": None,  # prune_disabled
@@ -86,7 +88,7 @@ def options_of(body: Mapping[str, Any]) -> frozenset[Option]:
         found.add(Option.IGNORE_EXTRANEOUS)
     flux = {(name, value) for name, value in annotations.items() if isinstance(value, str)}
     found |= {option for pair in flux if (option := FLUX_VALUES.get(pair))}
-    return frozenset(found)
+    return frozenset(found) if found else NONE
 
 
 def prune_disabled(body: Mapping[str, Any]) -> bool:
