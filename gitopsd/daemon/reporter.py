@@ -200,11 +200,11 @@ class Reporter:
                 self.log.warning("not applied: %s", line, extra=revision)
 
     def _forget_drift_undone(self, drifts: list[diff.Drift], changes: ChangeSet) -> None:
-        """Objects the sync created or pruned leave the drift gauges now: until the watch
-        measures them again (after the poll), a scrape would count existing objects as
-        missing. Their ADDED and DELETED events measure them again. A configured object
-        stays until then: its write may not have undone its drift."""
-        undone = {o.key for o in changes.outcomes if o.action in (Action.CREATED, Action.PRUNED)}
+        """Objects the sync created (replaced ones too) or pruned leave the drift gauges now:
+        until the watch measures them again (after the poll), a scrape would count existing
+        objects as missing. Their ADDED and DELETED events measure them again. A configured
+        object stays until then: its write may not have undone its drift."""
+        undone = {o.key for o in changes.outcomes if o.action in UNDONE}
         if undone:
             self.recorder.drift(self.name, [d for d in drifts if d.key not in undone])
         # The report takes each write to have undone its object's drift (configured ones too,
@@ -243,7 +243,9 @@ class Reporter:
 
 
 APPLIED = Health(Status.IN_PROGRESS, "Applied", "applied; its new status is not read yet")
-WRITES = (Action.CREATED, Action.CONFIGURED)
+WRITES = (Action.CREATED, Action.CONFIGURED, Action.REPLACED)
+UNDONE = (Action.CREATED, Action.REPLACED, Action.PRUNED)
+"""What a sync's write undid whole: the object is as git has it, or gone."""
 
 
 def _event_line(changes: list[diff.FieldChange], reason: str) -> str:
