@@ -13,7 +13,8 @@ from tests.harness import audit
 from tests.harness.cli import Gitopsd, Run
 from tests.harness.controlplane import ControlPlane
 from tests.harness.gitserver import GitRepo, GitServer
-from tests.integration.test_replace import job, uid_of
+from tests.integration.test_replace import job, sync, uid_of
+from tests.integration.test_sync import scope
 
 
 def config_map(name: str, annotations: dict[str, str], value: str = "v") -> str:
@@ -36,14 +37,8 @@ KEPT = {
 """Objects that leave git in the second commit."""
 
 
-def sync(gitopsd: Gitopsd, url: str, namespace: str, *flags: str) -> Run:
-    scope = ["-n", namespace, "--inventory-namespace", namespace, "--name", "app"]
-    return gitopsd("sync", url, "--allow-insecure-source", *scope, *flags)
-
-
 def diff(gitopsd: Gitopsd, url: str, namespace: str) -> Run:
-    scope = ["-n", namespace, "--inventory-namespace", namespace, "--name", "app"]
-    return gitopsd("diff", url, "--allow-insecure-source", *scope)
+    return gitopsd("diff", url, *scope(namespace))
 
 
 def data(admin_api: Any, namespace: str, name: str) -> dict[str, str] | None:

@@ -17,6 +17,7 @@ from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.waiting import wait_for
 from tests.integration.test_daemon import replicas
+from tests.integration.test_sync import scope
 
 HPA = "kube-controller-manager"
 """The field manager of the HPA controller's writes (its user agent's program name)."""
@@ -129,8 +130,7 @@ def _with_image(image: str) -> str:
 
 
 def diff_json(gitopsd: Gitopsd, url: str, namespace: str, *flags: str) -> tuple[int, Any]:
-    scope = ["-n", namespace, "--inventory-namespace", namespace, "--name", "app", "-o", "json"]
-    run = gitopsd("diff", url, "--allow-insecure-source", *scope, *flags)
+    run = gitopsd("diff", url, *scope(namespace), "-o", "json", *flags)
     return run.code, json.loads(run.out)
 
 
@@ -139,8 +139,7 @@ def test_diff_shows_which_rule_decided_each_field_and_what_it_hid(
 ) -> None:
     git_repo.commit(example_files("app"))
     url = git_server.file_url(git_repo)
-    scope = ["-n", namespace, "--inventory-namespace", namespace, "--name", "app"]
-    assert gitopsd("sync", url, "--allow-insecure-source", *scope).code == 0
+    assert gitopsd("sync", url, *scope(namespace)).code == 0
     scale_as_the_hpa(admin_api, namespace, 5)
     gitopsd.kubectl("label", "service/web", "-n", namespace, "touched=by-hand")
     gitopsd.kubectl(
@@ -176,12 +175,12 @@ def test_diff_shows_which_rule_decided_each_field_and_what_it_hid(
     ignored = {d["object"]: d["ignored"] for d in shown["held"]}
     assert [c["path"] for c in ignored[f"Service/{namespace}/web"]] == ["metadata.labels.touched"]
 
-    text = gitopsd("diff", url, "--allow-insecure-source", *scope, *rules[:2]).out
+    text = gitopsd("diff", url, *scope(namespace), *rules[:2]).out
     assert "accepted apps/Deployment" in text and "accept by rule hpa-replicas" in text
     assert "touched" in text  # not ignored without its rule, the label is drift
 
     # sync heals nothing a rule holds: the alerted value and the autoscaler's replicas stay
-    synced = gitopsd("sync", url, "--allow-insecure-source", *scope, *rules)
+    synced = gitopsd("sync", url, *scope(namespace), *rules)
     assert synced.code == 0
     held = f"held       ConfigMap/{namespace}/web-config: data.LOG_LEVEL (alert by rule config)"
     assert held in synced.out

@@ -13,6 +13,7 @@ from tests.harness.cli import Gitopsd, Run
 from tests.harness.controlplane import ControlPlane
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.waiting import wait_for
+from tests.integration.test_sync import scope
 
 OPTION = "gitopsd.io/sync-options: replace-on-immutable"
 
@@ -33,8 +34,7 @@ def config_map(value: str) -> str:
 
 
 def sync(gitopsd: Gitopsd, url: str, namespace: str, *flags: str) -> Run:
-    scope = ["-n", namespace, "--inventory-namespace", namespace, "--name", "app"]
-    return gitopsd("sync", url, "--allow-insecure-source", *scope, *flags)
+    return gitopsd("sync", url, *scope(namespace), *flags)
 
 
 def uid_of(admin_api: Any, namespace: str, name: str) -> str | None:
@@ -127,8 +127,7 @@ def test_without_the_option_the_rest_is_applied_and_the_refusal_named(
     assert "held_back" in refused.out
     assert job_deletes(control_plane, namespace) == []
 
-    scope = ["-n", namespace, "--inventory-namespace", namespace, "--name", "app"]
-    diff = gitopsd("diff", url, "--allow-insecure-source", *scope)
+    diff = gitopsd("diff", url, *scope(namespace))
     assert diff.code == 1 and "spec.template" in diff.out
 
 
