@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gitopsd import diff, inventory
+from gitopsd.drift_policy import Rule, object_rules
 from gitopsd.objects import (
     Body,
     GroupKind,
@@ -47,6 +48,8 @@ class Target:
     """How it is synced (`gitopsd.sync_options`: its annotations, Argo CD's and Flux's)."""
     notices: tuple[str, ...] = field(compare=False)
     """The annotations of other tools it carries that gitopsd does not honour."""
+    rules: tuple[Rule, ...] = field(compare=False)
+    """Its own drift rules (`gitopsd.drift_policy`), before its source's."""
 
     def __init__(
         self,
@@ -62,6 +65,7 @@ class Target:
         self.fingerprint = diff.fingerprint(body)
         self.wave = wave_of(body)
         self.options, self.notices = options_of(body), unhonoured(body)
+        self.rules = object_rules(body)  # checked when its manifest was read
 
     def writes(self, present: bool) -> bool:
         """A sync writes it: not skipped, and not create-only once it exists."""

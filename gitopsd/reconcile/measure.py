@@ -17,7 +17,6 @@ from gitopsd.apply import Applier, find_owners, ready
 from gitopsd.changes import Live, Measurement, Target
 from gitopsd.cluster import Cluster
 from gitopsd.config import SyncSettings
-from gitopsd.drift_policy import Rule, object_rules
 from gitopsd.errors import ApplyError
 from gitopsd.managed_fields import TAKEOVER_MANAGERS, same_ownership
 from gitopsd.objects import Body, ObjectKey
@@ -133,7 +132,7 @@ def measure(
     memo.keep_only(targets)
     measured = {key: memo.recall(key) for key in present}
     modified = [
-        diff.decided(m.drift, rules_for(targets[key], settings))
+        diff.decided(m.drift, (*targets[key].rules, *settings.drift_rules))
         for key, m in measured.items()
         if m.drift
     ]
@@ -196,11 +195,6 @@ def _extraneous(targets: Mapping[ObjectKey, Target], live: Live) -> list[diff.Dr
         and live.proven(key)
         and Option.IGNORE_EXTRANEOUS not in options_of(body)
     ]
-
-
-def rules_for(target: Target, settings: SyncSettings) -> tuple[Rule, ...]:
-    """The object's own drift rules, then its source's."""
-    return (*object_rules(target.body), *settings.drift_rules)
 
 
 def with_owners(
