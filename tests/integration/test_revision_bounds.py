@@ -9,8 +9,6 @@ source keeps syncing."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +20,7 @@ from kubernetes import client
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import unique_name
+from tests.harness.memory import run_measured
 from tests.harness.waiting import wait_for
 from tests.integration.test_gitsync import config_map, config_map_value
 
@@ -88,21 +87,11 @@ def test_bi07_a_revision_bomb_is_refused_by_validate_naming_its_limit(
     command = [sys.executable, "-m", "gitopsd", "validate", url, "--path", "app"]
     command += ["--allow-insecure-source", "--cache-dir", str(tmp_path / "cache")]
 
-    code, err, peak_mib = measured(command, tmp_path)
+    code, err, peak_mib = run_measured(command, tmp_path)
 
     assert code == 2, err
     assert BOMBS[name][2] in err, err
     assert peak_mib < PEAK_RSS_MIB
-
-
-def measured(command: list[str], workdir: Path) -> tuple[int, str, float]:
-    """Runs `command`: its exit code, its stderr and its peak memory (MiB), as the kernel
-    counted them."""
-    with (workdir / "err").open("wb") as err:
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err)
-        _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return process.returncode, (workdir / "err").read_text(), usage.ru_maxrss / 1024
 
 
 def test_bi07_revision_bombs_never_exhaust_a_daemon_whose_other_source_keeps_syncing(
@@ -159,7 +148,7 @@ def test_only_the_trees_under_the_paths_are_listed(
     command = [sys.executable, "-m", "gitopsd", "validate", git_server.file_url(git_repo)]
     command += ["--path", "app", "--allow-insecure-source", "--cache-dir", str(tmp_path / "c")]
 
-    code, err, peak_mib = measured(command, tmp_path)
+    code, err, peak_mib = run_measured(command, tmp_path)
 
     assert code == 0, err
     assert peak_mib < PEAK_RSS_MIB
