@@ -31,6 +31,7 @@ from gitopsd.daemon.worker import SourceWorker
 from gitopsd.errors import ConfigError
 from gitopsd.metrics import Recorder
 from gitopsd.reconcile import desired
+from gitopsd.source import FetchLedger
 
 log = logging.getLogger("gitopsd.daemon")
 SOURCE_ALLOWS_INSECURE = "the source says allowInsecure: true"
@@ -52,6 +53,7 @@ class Daemon:
         self.recorder.count_api_requests(self.cluster.api.counters.snapshot)
         self.elector = self._elector()
         self.cluster.may_write = self._may_write
+        self.fetches = FetchLedger()
         self.workers = [self._worker(source) for source in sources]
         self.sources = Registry()
         for worker in self.workers:
@@ -79,6 +81,7 @@ class Daemon:
             stopping=self.stopping,
             scheduler=self.scheduler,
             sources=self.sources,
+            fetches=self.fetches,
             taken_parents=parents,
         )
 
@@ -142,6 +145,7 @@ class Daemon:
             cache_dir=self.config.cache_dir / "sources",
             leading=self.leading,
             stopping=self.stopping,
+            fetches=self.fetches,
         )
 
     def ready(self) -> bool:
@@ -181,7 +185,7 @@ class Daemon:
 
     def _hooks(self) -> dict[str, http.Hook]:
         return {
-            worker.name: http.Hook(worker.config.webhook_secret, worker.poll_soon)
+            worker.name: http.Hook(worker.config.webhook_secret, worker.announced)
             for worker in self.workers
             if worker.config.webhook_secret is not None
         }

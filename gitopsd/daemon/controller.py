@@ -24,8 +24,9 @@ from gitopsd import gitsync
 from gitopsd.backoff import Backoff
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.cache import Informer
+from gitopsd.config import Credentials
 from gitopsd.configfile import GitSyncSettings, SourceConfig, cycle_through
-from gitopsd.daemon.credentials import credentials_of
+from gitopsd.daemon.credentials import credentials_of, fingerprint
 from gitopsd.daemon.lifecycle import Lifecycle
 from gitopsd.daemon.publisher import StatusPublisher
 from gitopsd.daemon.queue import WorkQueue
@@ -37,6 +38,7 @@ from gitopsd.gitsync.status import SourceReport
 from gitopsd.metrics import Recorder
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.reconcile import desired
+from gitopsd.source import FetchLedger
 
 log = logging.getLogger("gitopsd.gitsync")
 RETIRE_GRACE_SECONDS = 30.0
@@ -52,6 +54,8 @@ class Served:
 
     gitsync: GitSync
     source: SourceConfig
+    repositories: Path
+    """Its cached repositories, shared with the GitSyncs that hold the same credentials."""
     worker: SourceWorker
 
 
@@ -66,6 +70,8 @@ class GitSyncController:
     scheduler: BaseScheduler
     sources: Registry
     """Every source the daemon runs: a GitSync's joins while it is served."""
+    fetches: FetchLedger | None = None
+    """The fetches shared by the sources of one repository, ref and credentials."""
     taken_parents: frozenset[tuple[str, str]] = frozenset()
     """(name, namespace) of the file sources' ApplySet parents: a GitSync may not share one."""
     served: dict[ObjectKey, Served] = field(default_factory=dict)
@@ -163,7 +169,7 @@ class GitSyncController:
         if wanted.deleting:
             self._retire(key)
             self.status.forget(key)
-            self.lifecycle.finalize(body, wanted, self._home(key.namespace, key.name) / "git")
+            self.lifecycle.finalize(body, wanted, self._home(key.namespace, key.name))
             return
         if not wanted.finalized:
             self.lifecycle.hold(body)
@@ -184,7 +190,9 @@ class GitSyncController:
     def _serve(self, key: ObjectKey, body: Body, wanted: GitSync) -> None:
         try:
             home = self._home(wanted.namespace, wanted.name)
-            source = wanted.source(credentials_of(self.cluster, wanted, home / "credentials"))
+            credentials = credentials_of(self.cluster, wanted, home / "credentials")
+            source = wanted.source(credentials)
+            repositories = self._repositories(credentials)
             desired.check_source(source.spec, GITSYNCS_ALLOW_INSECURE)
             self._check_parent(wanted)
             self._check_dependencies(wanted)
@@ -194,9 +202,10 @@ class GitSyncController:
             raise
         with self.lock:
             served = self.served.get(key)
-        if served is None or (served.source, served.gitsync.user) != (source, wanted.user):
+        now = (source, wanted.user, repositories)
+        if served is None or (served.source, served.gitsync.user, served.repositories) != now:
             self._retire(key)
-            served = self._start(key, wanted, source)
+            served = self._start(key, wanted, source, repositories)
         if wanted.requested != served.worker.requested:
             served.worker.request(wanted.requested)
         self.status.report(key, body, served.worker.report, suspended=False)
@@ -208,18 +217,21 @@ class GitSyncController:
                 f"in {wanted.namespace} is a file source's (same name and inventoryNamespace)"
             )
 
-    def _start(self, key: ObjectKey, wanted: GitSync, source: SourceConfig) -> Served:
+    def _start(
+        self, key: ObjectKey, wanted: GitSync, source: SourceConfig, repositories: Path
+    ) -> Served:
         cluster = self.cluster.impersonating(wanted.user) if wanted.user else self.cluster
         worker = SourceWorker(
             config=source,
             cluster=cluster,
             recorder=self.recorder,
-            cache_dir=self._home(key.namespace, key.name) / "git",
+            cache_dir=repositories,
             leading=self.leading,
             stopping=self.stopping,
+            fetches=self.fetches,
         )
         worker.requested = wanted.requested  # its first poll answers a request made before
-        served = Served(wanted, source, worker)
+        served = Served(wanted, source, repositories, worker)
         with self.lock:
             self.served[key] = served
         self.sources.add(worker, on_report=lambda: self.queue.add(key))  # and its status
@@ -252,11 +264,26 @@ class GitSyncController:
             return None
         self.sources.remove(served.worker)
         served.worker.retire(RETIRE_GRACE_SECONDS)
+        self._drop_if_unused(served.repositories)
         return served.worker
 
+    def _drop_if_unused(self, repositories: Path) -> None:
+        """Removes a cache of repositories that no served GitSync reads any more (its
+        credentials were rotated, or the last GitSync holding them went)."""
+        with self.lock:
+            used = any(served.repositories == repositories for served in self.served.values())
+        if not used:
+            shutil.rmtree(repositories, ignore_errors=True)
+
     def _home(self, namespace: str, name: str) -> Path:
-        """Its own cache: no GitSync reads a checkout fetched with another's credentials."""
+        """Its own folder, for the files of its credentials."""
         return self.cache_dir / "gitsyncs" / namespace / name
+
+    def _repositories(self, credentials: Credentials) -> Path:
+        """Where its repositories are cached: with the GitSyncs whose credentials are the
+        same, byte for byte (or none), so no GitSync reads what was fetched with
+        credentials it does not hold."""
+        return self.cache_dir / "gitsyncs" / "repositories" / fingerprint(credentials)
 
 
 def _everything(key: ObjectKey, body: Body) -> bool:

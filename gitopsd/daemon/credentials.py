@@ -5,6 +5,7 @@ fetch (so a rotated Secret is used from the next poll on). Never the daemon's ow
 from __future__ import annotations
 
 import base64
+import hashlib
 from pathlib import Path
 
 from gitopsd import gitsync
@@ -35,6 +36,16 @@ def credentials_of(cluster: Cluster, wanted: GitSync, folder: Path) -> Credentia
         ssh_key_file=paths["identity"],
         known_hosts_file=paths["known_hosts"],
     )
+
+
+def fingerprint(credentials: Credentials) -> str:
+    """What identifies the credentials, not where they are: their username and the bytes
+    of their files (a digest: it reveals none of them)."""
+    digest = hashlib.sha256(credentials.username.encode())
+    for path in (credentials.password_file, credentials.ssh_key_file, credentials.known_hosts_file):
+        content = path.read_bytes() if path is not None else b""
+        digest.update(b"\0%d\0" % len(content) + content)
+    return digest.hexdigest()[:32]
 
 
 def _secret(cluster: Cluster, wanted: GitSync) -> Body:

@@ -38,13 +38,13 @@ class Lifecycle:
         )
         self._patch(body, [operation])
 
-    def finalize(self, body: Body, wanted: GitSync, checkout: Path) -> None:
+    def finalize(self, body: Body, wanted: GitSync, home: Path) -> None:
         """With delete-policy prune, what it applied is withdrawn first (its source already
         stopped); then the finalizer goes, and the API server deletes the GitSync."""
         if not wanted.finalized or not self.leading.is_set():
             return
         if wanted.prune_on_delete:
-            self._withdraw(body, wanted, checkout)
+            self._withdraw(body, wanted, home)
         self.release(body)
         log.info("deleted", extra={"source": wanted.key})
 
@@ -59,7 +59,8 @@ class Lifecycle:
         index = finalizers.index(gitsync.FINALIZER)
         self._patch(body, [{"op": "remove", "path": f"/metadata/finalizers/{index}"}])
 
-    def _withdraw(self, body: Body, wanted: GitSync, checkout: Path) -> None:
+    def _withdraw(self, body: Body, wanted: GitSync, home: Path) -> None:
+        """Prunes what it applied, as if git held nothing (nothing is fetched)."""
         namespace = self.cluster.get(NAMESPACES, "", wanted.namespace) or {}
         if (namespace.get("metadata") or {}).get("deletionTimestamp"):
             message = f"namespace {wanted.namespace} is being deleted: nothing pruned"
@@ -67,7 +68,7 @@ class Lifecycle:
             return
         cluster = self.cluster.impersonating(wanted.user) if wanted.user else self.cluster
         source = wanted.source(Credentials(password_env=None))
-        report = withdraw(Source(source.spec, source.settings, checkout), cluster)
+        report = withdraw(Source(source.spec, source.settings, home), cluster)
         pruned = [o.key for o in report.changes.outcomes]
         self.cluster.event(
             body,

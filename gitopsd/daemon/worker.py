@@ -41,6 +41,7 @@ from gitopsd.reconcile import (
     reconcile_once,
 )
 from gitopsd.reconcile.measure import DriftMemo
+from gitopsd.source import FetchLedger, SharedFetch
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,8 @@ class SourceWorker:
     """Its polls in the scheduler, once scheduled."""
     requested: str = ""
     """The latest request to reconcile now; the report's handled_request once handled."""
+    fetches: FetchLedger | None = None
+    """The daemon's record of fetches, shared by its sources of one repository and ref."""
 
     def __post_init__(self) -> None:
         fence = self.cluster.may_write
@@ -111,12 +114,15 @@ class SourceWorker:
         self.cache = LiveCache(self.cluster, applyset.id, self._changed, self.halt)
         bounds = Bounds.of(config.settings, config.spec.limits)
         self.reader = CacheReader(self.cluster, self.cache, bounds)
-        self.source = Source(config.spec, config.settings, self.cache_dir, config.self_heal)
-        self.state = State(memo=DriftMemo(self.cache.content_version))
         self.queue = WorkQueue()
         self.poll_soon = Coalesced(self.poll, f"poll-{config.name}").request
         """Polls in the background (start-up, a new leader, a webhook): a burst of calls
         costs at most one poll after the one in flight, and one thread."""
+        self.shared = self._join(self.fetches)
+        self.source = Source(
+            config.spec, config.settings, self.cache_dir, config.self_heal, shared=self.shared
+        )
+        self.state = State(memo=DriftMemo(self.cache.content_version))
         self.reporter = Reporter(config, self.recorder, self.cluster, self.state)
         threading.Thread(target=self._drain, name=f"drift-{config.name}", daemon=True).start()
 
@@ -128,6 +134,14 @@ class SourceWorker:
     def report(self) -> SourceReport:
         """What it saw last (a GitSync's status is made of it)."""
         return self.reporter.report
+
+    def _join(self, fetches: FetchLedger | None) -> SharedFetch | None:
+        """Its fetches, shared with the other sources of its ref: a fetch within half its
+        interval is used, so it still asks the remote once an interval when alone."""
+        if fetches is None or not desired.is_git(self.config.spec):
+            return None
+        fresh_seconds = self.config.interval_seconds / 2
+        return fetches.join(self.config.spec, self.cache_dir, fresh_seconds, self.poll_soon)
 
     def ready(self) -> bool:
         return self.attempted.is_set() and self.cache.synced()
@@ -145,6 +159,8 @@ class SourceWorker:
         `grace_seconds` for the one in flight to end, then removes its jobs (a reconcile
         that ended meanwhile scheduled no retry: it saw the halt)."""
         self.halt.set()
+        if self.shared:
+            self.shared.leave()
         if self.busy.acquire(timeout=grace_seconds):
             self.busy.release()
         if self.jobs:
@@ -160,6 +176,13 @@ class SourceWorker:
         """Reconcile now, whatever the interval and backoff say (`gitopsd reconcile`, a
         GitSync's reconcile-requested-at); the report names `token` once it is done."""
         self.requested = token
+        self.announced()
+
+    def announced(self) -> None:
+        """Polls now, fetching from the remote (a webhook announced a push, or someone
+        asked to reconcile now): no recent fetch of another source stands in for it."""
+        if self.shared:
+            self.shared.forget()
         self.poll_soon()
 
     def poll(self) -> None:

@@ -28,7 +28,7 @@ from gitopsd.reconcile.enforce import ParentWriter, SyncReport, make_changes
 from gitopsd.reconcile.live import Bounds, CacheReader, ListReader, Reader
 from gitopsd.reconcile.measure import IN_SYNC, DriftMemo, measure, with_owners
 from gitopsd.resources import CONFIG_MAPS
-from gitopsd.source import Revision
+from gitopsd.source import Revision, Shared
 
 
 class KnownInvalid(Exception):
@@ -47,6 +47,9 @@ class Source:
     """In enforce mode, re-apply what drifted from the revision applied last."""
     refresh: bool = False
     """Dry-run every object, trusting no in-sync stamp of the parent's."""
+    shared: Shared | None = None
+    """Its git fetches, shared with the daemon's other sources of the same ref (None:
+    each poll fetches)."""
 
 
 @dataclass
@@ -195,7 +198,7 @@ def get_desired(
 def _fetch(source: Source, hooks: Hooks) -> Revision:
     started = time.monotonic()
     try:
-        return fetch(source.spec, source.cache_dir)
+        return fetch(source.spec, source.cache_dir, source.shared)
     finally:
         hooks.on_fetched(time.monotonic() - started)
 

@@ -44,13 +44,21 @@ class Desired:
         return cls(revision, members, hooks)
 
 
-def fetch(spec: SourceSpec, cache_dir: Path) -> source.Revision:
-    """A git revision, a local directory when the source is a path, or a chart's version."""
+def fetch(
+    spec: SourceSpec, cache_dir: Path, shared: source.Shared | None = None
+) -> source.Revision:
+    """A git revision (with `shared`, one another source fetched recently), a local
+    directory when the source is a path, or a chart's version."""
     if spec.helm.chart:
         return source.fetch_chart(spec, cache_dir)
     if is_local(spec.url):
         return source.read_directory(Path(spec.url))
-    return source.fetch(spec, cache_dir)
+    return source.fetch(spec, cache_dir, shared)
+
+
+def is_git(spec: SourceSpec) -> bool:
+    """Whether its revisions are fetched from a git repository (not a chart, a path)."""
+    return not (spec.helm.chart or is_local(spec.url))
 
 
 def check_source(spec: SourceSpec, allowed_by: str = source.FLAG_ALLOWS_INSECURE) -> None:

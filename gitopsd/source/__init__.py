@@ -7,7 +7,9 @@ file lock (`repository`). `fetch` resolves the ref to a commit and lists its fil
 only those its reader asks for, and writes out only what kustomize must read, into a
 private snapshot that nobody else writes to and that is removed after use (`tree`,
 `snapshots`; `snapshot` writes out the whole commit). So two sources on one URL (or a
-daemon and a CLI) never read each other's files.
+daemon and a CLI) never read each other's files. A daemon's sources that read one ref of
+one cached repository share its fetches (`sharing`): one fetch per interval, its new
+commit told to all of them.
 
 The git host is treated as hostile (docs/ARCHITECTURE.md, Trust boundaries): the URL and ref pass an
 allow-list before git runs (`policy`), git gets an environment built from nothing,
@@ -22,7 +24,8 @@ from gitopsd.source.charts import check_chart_source, fetch_chart
 from gitopsd.source.identity import checkout_identity
 from gitopsd.source.listing import Entry
 from gitopsd.source.policy import FLAG_ALLOWS_INSECURE, URL_USERINFO_ADVICE, check_url, mask_url
-from gitopsd.source.revision import Revision, fetch, read_directory
+from gitopsd.source.revision import Revision, Shared, fetch, read_directory
+from gitopsd.source.sharing import FetchLedger, SharedFetch
 from gitopsd.source.snapshots import STALE_SNAPSHOT_SECONDS
 from gitopsd.source.tree import GitTree, snapshot, tree
 
@@ -31,8 +34,11 @@ __all__ = [
     "STALE_SNAPSHOT_SECONDS",
     "URL_USERINFO_ADVICE",
     "Entry",
+    "FetchLedger",
     "GitTree",
     "Revision",
+    "Shared",
+    "SharedFetch",
     "check_chart_source",
     "check_url",
     "checkout_identity",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from gitopsd.config import SourceSpec
 from gitopsd.errors import SourceError, SourceReason
@@ -40,9 +42,21 @@ def read_directory(path: Path) -> Revision:
     return Revision(sha="", commit_time=None, url=str(root), directory=root)
 
 
-def fetch(spec: SourceSpec, cache_dir: Path) -> Revision:
+class Shared(Protocol):
+    """Fetches of one ref shared by several sources (see `sharing`)."""
+
+    def recent(self) -> Revision | None:
+        """A commit fetched recently enough to be used without fetching."""
+
+    def fetched(self, revision: Revision, started: float) -> None:
+        """Hears of a fetch begun at `started` (time.monotonic()) that found `revision`."""
+
+
+def fetch(spec: SourceSpec, cache_dir: Path, shared: Shared | None = None) -> Revision:
     """Fetches the commit the ref of `spec` names into the cache and describes it (its
-    files are listed only when they are read: see `tree`).
+    files are listed only when they are read: see `tree`); with `shared`, a commit fetched
+    recently by another source is used instead (asked under the repository's lock, so
+    those that waited for one fetch use it).
 
     A cache git cannot use is deleted and cloned again once. Raises ConfigError for a
     refused source, SourceError for everything else.
@@ -50,7 +64,14 @@ def fetch(spec: SourceSpec, cache_dir: Path) -> Revision:
     check_url(spec)
     runner = open_runner(spec, cache_dir)
     with locked(runner):
-        return recovering(runner, _fetched)
+        recent = shared.recent() if shared else None
+        if recent is not None:
+            return recent
+        started = time.monotonic()
+        revision = recovering(runner, _fetched)
+        if shared:
+            shared.fetched(revision, started)
+    return revision
 
 
 def _fetched(runner: Runner) -> Revision:

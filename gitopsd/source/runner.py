@@ -183,9 +183,13 @@ def open_runner(spec: SourceSpec, cache_dir: Path) -> Runner:
     cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     password = read_password(spec.credentials)
     env = environment(spec, cache_dir, password)
-    key = hashlib.sha256(spec.url.encode()).hexdigest()[:16]
     secrets = secret_forms(spec.credentials.username, password) if password else ()
-    return Runner(spec=spec, repo=cache_dir / f"{key}.git", env=env, secrets=secrets)
+    return Runner(spec, repository_path(spec, cache_dir), env, secrets)
+
+
+def repository_path(spec: SourceSpec, cache_dir: Path) -> Path:
+    """Where `spec`'s repository is cached: one bare repository per URL."""
+    return cache_dir / f"{hashlib.sha256(spec.url.encode()).hexdigest()[:16]}.git"
 
 
 def _pipes(process: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes]]:

@@ -1,0 +1,122 @@
+"""Fetches shared by the sources that read one repository's ref with one cache.
+
+A daemon's sources that name the same URL and ref, and keep it in the same cached
+repository (a GitSync shares one only with GitSyncs holding the same credentials), would
+each ask the remote for the same commit on their own interval. The ledger remembers what
+each (repository, ref) held when it was last fetched: a source's fetch begun within its
+`fresh_seconds` is not repeated, and the one that finds a new commit tells the others at
+once, so they read it without fetching again. A webhook or a request to reconcile now
+`forget`s the record: the next fetch goes to the remote.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gitopsd.config import SourceSpec
+from gitopsd.source.revision import Revision, fetch
+from gitopsd.source.runner import repository_path
+
+Key = tuple[Path, str]
+"""A cached repository and a ref in it."""
+
+
+@dataclass(frozen=True)
+class _Fetched:
+    revision: Revision
+    started: float
+    """time.monotonic() when the fetch began: it holds every commit pushed before then."""
+
+
+@dataclass
+class FetchLedger:
+    """What each cached repository's refs held when last fetched, and who reads them."""
+
+    records: dict[Key, _Fetched] = field(default_factory=dict)
+    readers: dict[Key, dict[int, Callable[[], None]]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def join(
+        self,
+        spec: SourceSpec,
+        cache_dir: Path,
+        fresh_seconds: float,
+        on_new_commit: Callable[[], None],
+    ) -> SharedFetch:
+        """A source's way to its ref: `on_new_commit` hears of a commit another reader
+        fetched (the source polls to read it)."""
+        key = (repository_path(spec, cache_dir), spec.ref)
+        shared = SharedFetch(self, key, spec, cache_dir, fresh_seconds)
+        with self.lock:
+            self.readers.setdefault(key, {})[id(shared)] = on_new_commit
+        return shared
+
+    def recent(self, key: Key, since: float) -> Revision | None:
+        with self.lock:
+            record = self.records.get(key)
+        return record.revision if record is not None and record.started >= since else None
+
+    def record(self, key: Key, fetched: _Fetched, by: SharedFetch) -> None:
+        """Keeps a finished fetch, and tells the other readers when its commit is new."""
+        with self.lock:
+            previous = self.records.get(key)
+            if previous is not None and previous.started > fetched.started:
+                return  # a fetch begun later finished first: it knows more
+            self.records[key] = fetched
+            new = previous is not None and previous.revision.sha != fetched.revision.sha
+            others = [
+                tell for reader, tell in self.readers.get(key, {}).items() if reader != id(by)
+            ]
+        for tell in others if new else ():
+            tell()
+
+    def forget(self, key: Key) -> None:
+        """The record stays stale, not gone: the next fetch still knows whether its commit
+        is new to the other readers."""
+        with self.lock:
+            record = self.records.get(key)
+            if record is not None:
+                self.records[key] = _Fetched(record.revision, float("-inf"))
+
+    def leave(self, key: Key, reader: SharedFetch) -> None:
+        with self.lock:
+            readers = self.readers.get(key, {})
+            readers.pop(id(reader), None)
+            if not readers:
+                self.readers.pop(key, None)
+                self.records.pop(key, None)
+
+
+@dataclass(eq=False)
+class SharedFetch:
+    """One source's fetches of its ref, through the ledger."""
+
+    ledger: FetchLedger
+    key: Key
+    spec: SourceSpec
+    cache_dir: Path
+    fresh_seconds: float
+    """How old a fetch by another reader may be for this source to use its commit."""
+
+    def fetch(self) -> Revision:
+        """The ref's commit: one fetched within `fresh_seconds`, or a fetch now (under the
+        repository's lock, so readers that wait on one fetch use its commit)."""
+        return fetch(self.spec, self.cache_dir, shared=self)
+
+    def recent(self) -> Revision | None:
+        return self.ledger.recent(self.key, time.monotonic() - self.fresh_seconds)
+
+    def fetched(self, revision: Revision, started: float) -> None:
+        self.ledger.record(self.key, _Fetched(revision, started), self)
+
+    def forget(self) -> None:
+        """The next fetch of this ref, by any reader, goes to the remote (a push was
+        announced, or someone asked to reconcile now)."""
+        self.ledger.forget(self.key)
+
+    def leave(self) -> None:
+        self.ledger.leave(self.key, self)
