@@ -128,7 +128,7 @@ def measure(
     }
     stale = [targets[key] for key, body in present.items() if not memo.fresh(targets[key], body)]
     absent = _ready_absent(targets, live) if validate_missing else []
-    _dry_run(Applier(cluster, settings, live.desired), stale, absent, present, memo)
+    _dry_run(cluster, Applier(cluster, settings, live.desired), stale, absent, live, memo)
     memo.keep_only(targets)
     measured = {key: memo.recall(key) for key in present}
     modified = [
@@ -150,10 +150,11 @@ def measure(
 
 
 def _dry_run(
+    cluster: Cluster,
     applier: Applier,
     stale: list[Target],
     absent: list[Target],
-    present: Mapping[ObjectKey, Body],
+    live: Live,
     memo: DriftMemo,
 ) -> None:
     """Dry-runs the stale targets (and checks the absent ones), and remembers what each
@@ -161,13 +162,15 @@ def _dry_run(
     refused: dict[ObjectKey, tuple[str, ...]] = {}
     expected = applier.dry_run([*stale, *absent], {t.key for t in stale}, refused)
     for target in stale:
-        current = present[target.key]
+        current = live.desired[target.key]
+        assert current is not None  # noqa: S101 - only present targets are stale
         fields = refused.pop(target.key, ())
         if fields:
             drift = diff.unchangeable(target.key, fields)
             memo.remember(target, current, Measured(drift, False, fields))
             continue
         answer = expected.pop(target.key)
+        current = _as_the_dry_run_saw_it(cluster, target, current, answer, live)
         takeover = () if Option.MERGE in target.options else TAKEOVER_MANAGERS
         found = diff.compare(target.key, answer, current, target.body, takeover)
         memo.remember(target, current, Measured(found, same_ownership(answer, current)))
@@ -175,6 +178,23 @@ def _dry_run(
         raise ApplyError(
             [f"{key}: refused: {', '.join(fields)}" for key, fields in refused.items()]
         )
+
+
+def _as_the_dry_run_saw_it(
+    cluster: Cluster, target: Target, read: Body, answer: Body, live: Live
+) -> Body:
+    """The live object the dry-run was made on. A dry-run answers with the version the
+    server holds; another means the object changed after it was read (a heal of the
+    daemon's own, whose watch event has not arrived yet), and comparing with what was read
+    would find drift that is gone: it is read again, and the newer body stands in."""
+    key = target.key
+    if resource_version(key, answer) == resource_version(key, read):
+        return read
+    newer = cluster.get(target.served, key.namespace, key.name, projected=True)
+    if newer is None:  # deleted since: its event follows, and the next check sees it gone
+        return read
+    live.desired[key] = newer
+    return newer
 
 
 def _missing(targets: Mapping[ObjectKey, Target], live: Live) -> list[diff.Drift]:

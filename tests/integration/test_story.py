@@ -141,3 +141,33 @@ def test_a_revision_waiting_for_its_dependencies_and_a_standby_write_nothing(
     assert {cm.metadata.name for cm in found} <= {"kube-root-ca.crt"}  # the CA publisher's
     assert told.state.applied_revision is None
     assert (told.reader.reads, told.reader.parent_writes) == (2, 0)
+
+
+def test_a_check_made_on_a_read_that_a_write_overtook_measures_the_object_as_it_is_now(
+    told: Story, admin_api: Any, namespace: str
+) -> None:
+    """As a drift check that reads the watch cache before its own heal's event arrived:
+    the object changed after it was read, and the dry-run says so by its version."""
+    told.run(Intent.ENFORCE)
+    core: Any = client.CoreV1Api(admin_api)
+    core.patch_namespaced_config_map("one", namespace, {"data": {"k": "edited by a person"}})
+    told.reader = OvertakenReader(told.reader.inner, admin_api=admin_api, namespace=namespace)
+
+    checked = told.run(Intent.HEAL)
+
+    assert (checked.drifts, checked.report) == ([], None)  # no heal of what is healed
+    assert data_of(admin_api, namespace, "one") == {"k": "v"}
+
+
+@dataclass
+class OvertakenReader(CountingReader):
+    """Reads, then git's value is written back to ConfigMap one: what it read is stale."""
+
+    admin_api: Any = None
+    namespace: str = ""
+
+    def read(self, applyset: inventory.ApplySet, targets: Targets) -> Live:
+        live = super().read(applyset, targets)
+        healed = {"data": {"k": "v"}}
+        client.CoreV1Api(self.admin_api).patch_namespaced_config_map("one", self.namespace, healed)
+        return live
