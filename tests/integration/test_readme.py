@@ -90,8 +90,9 @@ def test_the_waves_example_applies_the_app_once_its_migration_completed(
     gitopsd: Gitopsd, control_plane: ControlPlane
 ) -> None:
     """The Job controller completes the migration (kwok runs its pod); the app is applied
-    only after the controller's write of the Job's status that completed it (it may write
-    the status again after that, as it settles the pod's accounting)."""
+    only after the controller's write of the Job's status that completed it (since
+    Kubernetes 1.31 SuccessCriteriaMet comes a write before Complete; it may write the
+    status again after that, as it settles the pod's accounting)."""
     started = time.time()
 
     [_, synced] = run_block(gitopsd, "waves")
@@ -108,8 +109,10 @@ def test_the_waves_example_applies_the_app_once_its_migration_completed(
 
 
 def complete(job: Any) -> bool:
+    """Done, as gitopsd's health rule for Jobs reads it."""
     conditions = ((job or {}).get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Complete" and c.get("status") == "True" for c in conditions)
+    done = ("Complete", "SuccessCriteriaMet")
+    return any(c.get("type") in done and c.get("status") == "True" for c in conditions)
 
 
 @pytest.mark.parametrize("command", ["make demo", "make test"])
