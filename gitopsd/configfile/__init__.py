@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from gitopsd.config import Limits
-from gitopsd.configfile.fields import boolean, count, mapping, seconds, string, strings
+from gitopsd.configfile.fields import boolean, count, mapping, positive, seconds, string, strings
 from gitopsd.configfile.sources import (
     Mode,
     SourceConfig,
@@ -87,6 +87,9 @@ class DaemonConfig:
     object_series_budget: int = 500
     """Most gitopsd_object_drift series; further drifted objects are only counted."""
     shutdown_grace_seconds: float = 25.0
+    concurrent_reconciles: int = 8
+    """Threads that run the sources' polls (reconciles): at most this many at once,
+    however many sources and GitSyncs there are (Flux's --concurrent)."""
     sources: tuple[SourceConfig, ...] = ()
     git_syncs: GitSyncSettings = field(default_factory=GitSyncSettings)
     invalid_sources: tuple[tuple[str, str], ...] = ()
@@ -119,6 +122,7 @@ TOP_KEYS = {
     "leaderElection",
     "objectSeriesBudget",
     "shutdownGraceSeconds",
+    "concurrentReconciles",
     "sources",
     "gitSyncs",
 }
@@ -158,6 +162,9 @@ def load(path: Path) -> DaemonConfig:
         ),
         shutdown_grace_seconds=seconds(
             top, "shutdownGraceSeconds", str(path), DaemonConfig.shutdown_grace_seconds
+        ),
+        concurrent_reconciles=positive(
+            top, "concurrentReconciles", str(path), DaemonConfig.concurrent_reconciles
         ),
         sources=tuple(sources),
         git_syncs=_git_syncs(top.get("gitSyncs"), f"{path}: gitSyncs"),

@@ -26,6 +26,7 @@ from gitopsd.configfile import DaemonConfig, SourceConfig
 from gitopsd.daemon import http, logs
 from gitopsd.daemon.control import Control
 from gitopsd.daemon.controller import GitSyncController
+from gitopsd.daemon.queue import Pool
 from gitopsd.daemon.registry import Registry
 from gitopsd.daemon.worker import SourceWorker
 from gitopsd.errors import ConfigError
@@ -34,6 +35,11 @@ from gitopsd.reconcile import desired
 from gitopsd.source import FetchLedger
 
 log = logging.getLogger("gitopsd.daemon")
+STALLED_POLL_SECONDS = 10.0
+"""A poll running this long (a git host that hangs, until git's 60 s timeout) no longer
+holds a turn of the pool: the other sources' polls go on."""
+STALLED_THREADS = 4
+"""The pool's threads at most, stalled ones included, per turn (concurrentReconciles)."""
 SOURCE_ALLOWS_INSECURE = "the source says allowInsecure: true"
 """What permits a source's file:// or http:// repository, as its refusal says."""
 
@@ -54,21 +60,22 @@ class Daemon:
         self.elector = self._elector()
         self.cluster.may_write = self._may_write
         self.fetches = FetchLedger()
+        threads = config.concurrent_reconciles
+        self.pool = Pool(threads, "reconcile", STALLED_POLL_SECONDS, STALLED_THREADS * threads)
         self.workers = [self._worker(source) for source in sources]
         self.sources = Registry()
         for worker in self.workers:
             self.sources.add(worker)
-        # One thread per source (each runs at most one poll at a time), so sources that hang
-        # never hold the threads another one's schedule needs.
+        # The scheduler's jobs only put polls in the pool's queue: one thread is enough.
         self.scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(max_workers=max(len(self.workers), 1))},
+            executors={"default": ThreadPoolExecutor(max_workers=1)},
             job_defaults={"coalesce": True, "max_instances": 1},
         )
         self.controller = self._controller(sources)
 
     def _controller(self, sources: list[SourceConfig]) -> GitSyncController | None:
         """Operator mode, if enabled: GitSyncs beside the file sources. Their polls run in
-        their workers' own threads (poll_soon), so they hold no scheduler thread."""
+        the daemon's pool, as the file sources' do."""
         if not self.config.git_syncs.enabled:
             return None
         parents = frozenset((s.settings.name, s.settings.inventory_namespace) for s in sources)
@@ -81,6 +88,7 @@ class Daemon:
             stopping=self.stopping,
             scheduler=self.scheduler,
             sources=self.sources,
+            pool=self.pool,
             fetches=self.fetches,
             taken_parents=parents,
         )
@@ -145,6 +153,7 @@ class Daemon:
             cache_dir=self.config.cache_dir / "sources",
             leading=self.leading,
             stopping=self.stopping,
+            pool=self.pool,
             fetches=self.fetches,
         )
 
@@ -180,7 +189,7 @@ class Daemon:
 
     def _schedule(self) -> None:
         for worker in self.workers:
-            worker.schedule(self.scheduler, worker.name, worker.poll)
+            worker.schedule(self.scheduler, worker.name)
         self.scheduler.start()
 
     def _hooks(self) -> dict[str, http.Hook]:

@@ -29,7 +29,7 @@ from gitopsd.configfile import GitSyncSettings, SourceConfig, cycle_through
 from gitopsd.daemon.credentials import credentials_of, fingerprint
 from gitopsd.daemon.lifecycle import Lifecycle
 from gitopsd.daemon.publisher import StatusPublisher
-from gitopsd.daemon.queue import WorkQueue
+from gitopsd.daemon.queue import Pool, WorkQueue
 from gitopsd.daemon.registry import Registry
 from gitopsd.daemon.worker import SourceWorker
 from gitopsd.errors import ConfigError, GitopsdError
@@ -70,6 +70,8 @@ class GitSyncController:
     scheduler: BaseScheduler
     sources: Registry
     """Every source the daemon runs: a GitSync's joins while it is served."""
+    pool: Pool
+    """The threads that run every source's polls."""
     fetches: FetchLedger | None = None
     """The fetches shared by the sources of one repository, ref and credentials."""
     taken_parents: frozenset[tuple[str, str]] = frozenset()
@@ -228,6 +230,7 @@ class GitSyncController:
             cache_dir=repositories,
             leading=self.leading,
             stopping=self.stopping,
+            pool=self.pool,
             fetches=self.fetches,
         )
         worker.requested = wanted.requested  # its first poll answers a request made before
@@ -236,7 +239,7 @@ class GitSyncController:
             self.served[key] = served
         self.sources.add(worker, on_report=lambda: self.queue.add(key))  # and its status
         log.info("serving", extra={"source": wanted.key, "mode": source.mode})
-        worker.schedule(self.scheduler, _job(key), worker.poll_soon)
+        worker.schedule(self.scheduler, _job(key))
         return served
 
     def _check_dependencies(self, wanted: GitSync) -> None:

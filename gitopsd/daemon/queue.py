@@ -1,11 +1,14 @@
-"""Work that coalesces: the informer -> queue -> reconcile pattern, and triggered runs."""
+"""Work that coalesces: the informer -> queue -> reconcile pattern, and the pool of
+threads that runs every source's polls."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from gitopsd.objects import ObjectKey
 
@@ -46,37 +49,93 @@ class WorkQueue:
             return len(self._keys)
 
 
-class Coalesced:
-    """Runs `work` in one background thread on request. Requests made while it runs fold
-    into one more run after it (what they asked for may have changed meanwhile), so a
-    burst of requests costs at most two runs and one thread, and none is lost."""
+class Pool:
+    """The threads that run the daemon's polls, bounded by configuration, not by the number
+    of sources: `threads` polls run at once, and the rest wait their turn, first come,
+    first served. A poll that runs past `stalled_seconds` (a git host that hangs, until
+    git's own timeout) stops counting against `threads`, so it never delays the others;
+    at most `most` threads exist in all.
 
-    def __init__(self, work: Callable[[], None], name: str) -> None:
-        self._work = work
-        self._name = name
-        self._lock = threading.Lock()
-        self._running = False
-        self._again = False
+    A job is requested through the function `coalesced` returns: a request while it waits
+    is that same request, and one while it runs has it run once more after (what was asked
+    for may have changed meanwhile), so a burst costs at most two runs, no job runs twice
+    at once, and no request is lost."""
 
-    def request(self) -> None:
-        with self._lock:
-            if self._running:
-                self._again = True
-                return
-            self._running = True
-        threading.Thread(target=self._run, name=self._name, daemon=True).start()
+    def __init__(self, threads: int, name: str, stalled_seconds: float, most: int) -> None:
+        self.threads, self.name = threads, name
+        self.stalled_seconds, self.most = stalled_seconds, most
+        self._waiting: deque[_Job] = deque()
+        self._running: set[_Job] = set()
+        self._changed = threading.Condition()
+        self._started = 0
+        self._idle = 0
 
-    def _run(self) -> None:
+    def coalesced(self, work: Callable[[], None], name: str) -> Callable[[], None]:
+        job = _Job(work, name)
+        return lambda: self._request(job)
+
+    def _request(self, job: _Job) -> None:
+        with self._changed:
+            if job in self._running:
+                job.again = True
+            elif not job.waiting:
+                self._enqueue(job)
+
+    def _enqueue(self, job: _Job) -> None:
+        job.waiting = True
+        self._waiting.append(job)
+        if self._idle == 0 and self._started < self.most:
+            self._started += 1
+            number = self._started
+            threading.Thread(target=self._serve, name=f"{self.name}-{number}", daemon=True).start()
+        self._changed.notify_all()
+
+    def _serve(self) -> None:
         while True:
+            job = self._next()
             try:
-                self._work()
-            except Exception:  # the thread must live on to serve the requests that follow
-                log.exception("%s failed", self._name)
-            if not self._requested_again():
-                return
+                job.work()
+            except Exception:  # the thread must live on to serve the jobs that follow
+                log.exception("%s failed", job.name)
+            with self._changed:
+                self._running.discard(job)
+                if job.again:
+                    job.again = False
+                    self._enqueue(job)
+                self._changed.notify_all()  # a turn is free
 
-    def _requested_again(self) -> bool:
-        with self._lock:
-            again, self._again = self._again, False
-            self._running = again
-            return again
+    def _next(self) -> _Job:
+        with self._changed:
+            self._idle += 1
+            while not (self._waiting and self._counted() < self.threads):
+                self._changed.wait(self._until_a_stall())
+            self._idle -= 1
+            job = self._waiting.popleft()
+            job.waiting, job.started = False, time.monotonic()
+            self._running.add(job)
+            return job
+
+    def _counted(self) -> int:
+        """The running polls that count against `threads`: those not stalled."""
+        return len(self._not_stalled())
+
+    def _not_stalled(self) -> list[_Job]:
+        recent = time.monotonic() - self.stalled_seconds
+        return [job for job in self._running if job.started > recent]
+
+    def _until_a_stall(self) -> float | None:
+        """How long until a running poll stalls and frees a turn (None: none will)."""
+        counted = self._not_stalled()
+        if not (self._waiting and counted):
+            return None
+        first = min(job.started for job in counted) + self.stalled_seconds
+        return max(first - time.monotonic(), 0.01)
+
+
+@dataclass(eq=False)
+class _Job:
+    work: Callable[[], None]
+    name: str
+    waiting: bool = False
+    started: float = 0.0
+    again: bool = False

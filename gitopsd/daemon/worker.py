@@ -23,7 +23,7 @@ from gitopsd.backoff import Backoff
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.cache import LiveCache
 from gitopsd.configfile import Mode, SourceConfig
-from gitopsd.daemon.queue import Coalesced, WorkQueue
+from gitopsd.daemon.queue import Pool, WorkQueue
 from gitopsd.daemon.reporter import Reporter
 from gitopsd.errors import ApplyError, ClusterError, ClusterReason, GitopsdError, Remedy
 from gitopsd.gitsync.status import SourceReport
@@ -84,6 +84,8 @@ class SourceWorker:
     cache_dir: Path
     leading: threading.Event
     stopping: threading.Event
+    pool: Pool
+    """The daemon's threads that run polls: this source's wait their turn there."""
     busy: threading.Lock = field(default_factory=threading.Lock)
     backoff: Backoff = field(default_factory=Backoff)
     recheck_backoff: Backoff = field(default_factory=Backoff)
@@ -115,9 +117,9 @@ class SourceWorker:
         bounds = Bounds.of(config.settings, config.spec.limits)
         self.reader = CacheReader(self.cluster, self.cache, bounds)
         self.queue = WorkQueue()
-        self.poll_soon = Coalesced(self.poll, f"poll-{config.name}").request
-        """Polls in the background (start-up, a new leader, a webhook): a burst of calls
-        costs at most one poll after the one in flight, and one thread."""
+        self.poll_soon = self.pool.coalesced(self.poll, f"poll of {config.name}")
+        """Polls on one of the pool's threads (its interval, start-up, a new leader, a
+        webhook): a burst of calls costs at most one poll after the one in flight."""
         self.shared = self._join(self.fetches)
         self.source = Source(
             config.spec, config.settings, self.cache_dir, config.self_heal, shared=self.shared
@@ -146,11 +148,11 @@ class SourceWorker:
     def ready(self) -> bool:
         return self.attempted.is_set() and self.cache.synced()
 
-    def schedule(self, scheduler: BaseScheduler, job_id: str, run: Callable[[], None]) -> None:
-        """Runs `run` every interval of the source (with 10% jitter), and polls soon."""
+    def schedule(self, scheduler: BaseScheduler, job_id: str) -> None:
+        """Polls every interval of the source (with 10% jitter), and soon."""
         interval = self.config.interval_seconds
         jitter = max(interval * 0.1, 0.1)
-        scheduler.add_job(run, "interval", seconds=interval, jitter=jitter, id=job_id)
+        scheduler.add_job(self.poll_soon, "interval", seconds=interval, jitter=jitter, id=job_id)
         self.jobs = Jobs(scheduler, job_id)
         self.poll_soon()
 

@@ -45,7 +45,9 @@ def test_the_annotated_example_loads(tmp_path: Path) -> None:
     # Its webhook secret file exists only in a real install: that source is set aside, named.
     [(name, error)] = config.invalid_sources
     assert name == "platform" and "webhookSecretFile: cannot read" in error
-    assert error.startswith(f"{EXAMPLE}:52: source platform: ")
+    lines = EXAMPLE.read_text().splitlines()
+    line = next(n for n, text in enumerate(lines, 1) if "- name: platform" in text)
+    assert error.startswith(f"{EXAMPLE}:{line}: source platform: ")
 
 
 def test_a_minimal_source_takes_the_documented_defaults(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -20,7 +21,7 @@ from gitopsd.backoff import Backoff
 from gitopsd.daemon.control import Control
 from gitopsd.daemon.http import signature_valid
 from gitopsd.daemon.logs import ContextLog, JsonLines
-from gitopsd.daemon.queue import Coalesced, WorkQueue
+from gitopsd.daemon.queue import Pool, WorkQueue
 from gitopsd.daemon.registry import Registry
 from gitopsd.daemon.reporter import changed_since
 from gitopsd.daemon.worker import Jobs
@@ -55,32 +56,74 @@ def test_the_queue_hands_out_each_key_once_however_often_it_was_added() -> None:
     assert queue.take(timeout_seconds=0) == set()
 
 
-def running(name: str) -> int:
-    return sum(thread.name == name for thread in threading.enumerate())
-
-
-def test_se20_requests_during_a_run_fold_into_one_more_run_on_one_thread() -> None:
+def test_se20_requests_during_a_run_fold_into_one_more_run() -> None:
     started, finish = threading.Semaphore(0), threading.Event()
     runs: list[str] = []
 
     def work() -> None:
-        runs.append(threading.current_thread().name)
+        runs.append("poll")
         started.release()
         finish.wait(10)
 
-    poll = Coalesced(work, "poll-app")
-    poll.request()
+    poll = Pool(4, "requests", 60, 16).coalesced(work, "poll of app")
+    poll()
     assert started.acquire(timeout=10), "the first run never started"
-    for _ in range(200):  # replays while the first run is in flight
-        poll.request()
-    assert running("poll-app") == 1
+    for _ in range(200):  # replays while the first run is in flight, threads to spare
+        poll()
+    assert not started.acquire(timeout=0.2), "a second run began beside the first"
 
     finish.set()
     assert started.acquire(timeout=10), "the requests made during the run were lost"
-    wait_for(lambda: running("poll-app") == 0, "the runs to end")
-    assert runs == ["poll-app", "poll-app"]
-    poll.request()  # a request after the runs ended starts a new one
+    wait_for(lambda: not started.acquire(timeout=0.2), "no third run")
+    assert runs == ["poll", "poll"]
+    poll()  # a request after the runs ended starts a new one
     assert started.acquire(timeout=10) and len(runs) == 3
+
+
+def test_a_pool_runs_at_most_its_threads_at_once_however_many_sources_ask() -> None:
+    pool = Pool(2, "bounded", 60, 8)
+    finish = threading.Event()
+    lock = threading.Lock()
+    now, most, done = [0], [0], []
+
+    def work() -> None:
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        finish.wait(10)
+        with lock:
+            now[0] -= 1
+            done.append(1)
+
+    for number in range(20):
+        pool.coalesced(work, f"poll of source {number}")()
+    wait_for(lambda: now[0] == 2, "two polls running")
+    finish.set()
+    wait_for(lambda: len(done) == 20, "every source polled once")
+    assert most[0] == 2
+    assert sum(t.name.startswith("bounded-") for t in threading.enumerate()) <= 8
+
+
+def test_a_stalled_poll_frees_its_turn_and_threads_stay_bounded() -> None:
+    pool = Pool(1, "stalls", stalled_seconds=0.2, most=2)
+    release = threading.Event()
+    ran: list[str] = []
+
+    def hanging(name: str) -> Callable[[], None]:
+        def work() -> None:
+            ran.append(name)
+            release.wait(30)
+
+        return work
+
+    for name in ("hung", "next", "third"):
+        pool.coalesced(hanging(name), name)()
+    wait_for(lambda: ran == ["hung", "next"], "the next poll, once the first stalled")
+    assert sum(t.name.startswith("stalls-") for t in threading.enumerate()) == 2
+    assert ran == ["hung", "next"]  # two threads in all: the third waits for one
+
+    release.set()
+    wait_for(lambda: ran == ["hung", "next", "third"], "the third, once a thread is free")
 
 
 def test_a_run_that_raises_does_not_stop_later_runs() -> None:
@@ -91,10 +134,10 @@ def test_a_run_that_raises_does_not_stop_later_runs() -> None:
         if len(runs) == 1:
             raise RuntimeError("a bug")
 
-    poll = Coalesced(work, "poll-buggy")
-    poll.request()
-    wait_for(lambda: runs and running("poll-buggy") == 0, "the failed run to end")
-    poll.request()
+    poll = Pool(1, "buggy", 60, 4).coalesced(work, "poll of buggy")
+    poll()
+    wait_for(lambda: len(runs) == 1, "the failed run")
+    poll()
     wait_for(lambda: len(runs) == 2, "a run after the failed one")
 
 
