@@ -59,19 +59,23 @@ class Pool:
     A job is requested through the function `coalesced` returns: a request while it waits
     is that same request, and one while it runs has it run once more after (what was asked
     for may have changed meanwhile), so a burst costs at most two runs, no job runs twice
-    at once, and no request is lost."""
+    at once, and no request is lost. An urgent job (a drift check after a watch event,
+    which heals within about a second) goes before every job that is not."""
 
     def __init__(self, threads: int, name: str, stalled_seconds: float, most: int) -> None:
         self.threads, self.name = threads, name
         self.stalled_seconds, self.most = stalled_seconds, most
         self._waiting: deque[_Job] = deque()
+        self._urgent: deque[_Job] = deque()
         self._running: set[_Job] = set()
         self._changed = threading.Condition()
         self._started = 0
         self._idle = 0
 
-    def coalesced(self, work: Callable[[], None], name: str) -> Callable[[], None]:
-        job = _Job(work, name)
+    def coalesced(
+        self, work: Callable[[], None], name: str, urgent: bool = False
+    ) -> Callable[[], None]:
+        job = _Job(work, name, urgent)
         return lambda: self._request(job)
 
     def _request(self, job: _Job) -> None:
@@ -83,16 +87,24 @@ class Pool:
 
     def _enqueue(self, job: _Job) -> None:
         job.waiting = True
-        self._waiting.append(job)
-        if self._idle == 0 and self._started < self.most:
-            self._started += 1
-            number = self._started
-            threading.Thread(target=self._serve, name=f"{self.name}-{number}", daemon=True).start()
+        (self._urgent if job.urgent else self._waiting).append(job)
+        self._keep_one_waiting()
         self._changed.notify_all()
 
+    def _keep_one_waiting(self) -> None:
+        """While jobs wait, a thread waits with them (up to `most`), to take the turn a poll
+        that stalls frees: the threads that run are busy."""
+        if self._any_waiting() and self._idle == 0 and self._started < self.most:
+            self._started += 1
+            name = f"{self.name}-{self._started}"
+            self._idle += 1  # counted from now: the next request need not start another
+            threading.Thread(target=self._serve, name=name, daemon=True).start()
+
     def _serve(self) -> None:
+        counted = True  # as idle, by _keep_one_waiting
         while True:
-            job = self._next()
+            job = self._next(counted)
+            counted = False
             try:
                 job.work()
             except Exception:  # the thread must live on to serve the jobs that follow
@@ -104,15 +116,16 @@ class Pool:
                     self._enqueue(job)
                 self._changed.notify_all()  # a turn is free
 
-    def _next(self) -> _Job:
+    def _next(self, counted: bool) -> _Job:
         with self._changed:
-            self._idle += 1
-            while not (self._waiting and self._counted() < self.threads):
+            self._idle += 0 if counted else 1
+            while not (self._any_waiting() and self._counted() < self.threads):
                 self._changed.wait(self._until_a_stall())
             self._idle -= 1
-            job = self._waiting.popleft()
+            job = (self._urgent or self._waiting).popleft()
             job.waiting, job.started = False, time.monotonic()
             self._running.add(job)
+            self._keep_one_waiting()
             return job
 
     def _counted(self) -> int:
@@ -126,16 +139,20 @@ class Pool:
     def _until_a_stall(self) -> float | None:
         """How long until a running poll stalls and frees a turn (None: none will)."""
         counted = self._not_stalled()
-        if not (self._waiting and counted):
+        if not (self._any_waiting() and counted):
             return None
         first = min(job.started for job in counted) + self.stalled_seconds
         return max(first - time.monotonic(), 0.01)
+
+    def _any_waiting(self) -> bool:
+        return bool(self._urgent or self._waiting)
 
 
 @dataclass(eq=False)
 class _Job:
     work: Callable[[], None]
     name: str
+    urgent: bool
     waiting: bool = False
     started: float = 0.0
     again: bool = False

@@ -2,8 +2,9 @@
 
 `poll()` runs on the source's interval, at start and on a webhook: fetch, render (only a
 new revision), read live state from the watch cache, measure drift, and act by mode.
-Watch events put keys on a queue; `_drain` re-checks within about a second and, in
-enforce mode with selfHeal, corrects the drift at once.
+Watch events put keys on a queue and ask for a drift check (`_check`), which re-checks
+within about a second and, in enforce mode with selfHeal, corrects the drift at once. Both
+run on the daemon's pool of threads, a check before any poll that waits.
 """
 
 from __future__ import annotations
@@ -46,32 +47,32 @@ from gitopsd.source import FetchLedger, SharedFetch
 
 @dataclass(frozen=True)
 class Jobs:
-    """A source's jobs in the scheduler: its interval's polls, and the retry of a failed
-    one after its backoff (at most one pending; a new failure moves it)."""
+    """A source's jobs in the scheduler: its interval's polls, and what runs once after a
+    backoff: the retry of a failed poll, the drift check after a failed one (at most one of
+    each kind pending; a new failure moves it)."""
 
     scheduler: BaseScheduler
     job_id: str
 
-    def retry(self, poll: Callable[[], None], delay_seconds: float) -> None:
-        """Runs `poll` once, `delay_seconds` from now, however late the scheduler gets to
-        it (a busy pool must not drop it: the next try would wait a whole interval)."""
-        when = datetime.now(UTC) + timedelta(seconds=delay_seconds)
+    def later(self, kind: str, run: Callable[[], None], delay_seconds: float) -> None:
+        """Runs `run` once, `delay_seconds` from now, however late the scheduler gets to
+        it (a busy scheduler must not drop it: the next try would wait a whole interval)."""
+        when = datetime.now(UTC) + timedelta(seconds=max(delay_seconds, 0.0))
         self.scheduler.add_job(
-            poll,
+            run,
             "date",
             run_date=when,
-            id=self.retry_id,
+            id=self.once_id(kind),
             replace_existing=True,
             misfire_grace_time=None,
         )
 
-    @property
-    def retry_id(self) -> str:
-        """Its own: a source's successor under the same job id has retries of its own."""
-        return f"{self.job_id}/retry/{id(self)}"
+    def once_id(self, kind: str) -> str:
+        """Its own: a source's successor under the same job id has its own."""
+        return f"{self.job_id}/{kind}/{id(self)}"
 
     def remove(self) -> None:
-        for job_id in (self.job_id, self.retry_id):
+        for job_id in (self.job_id, self.once_id("retry"), self.once_id("check")):
             with suppress(JobLookupError):
                 self.scheduler.remove_job(job_id)
 
@@ -126,7 +127,9 @@ class SourceWorker:
         )
         self.state = State(memo=DriftMemo(self.cache.content_version))
         self.reporter = Reporter(config, self.recorder, self.cluster, self.state)
-        threading.Thread(target=self._drain, name=f"drift-{config.name}", daemon=True).start()
+        self.check_soon = self.pool.coalesced(self._check, f"drift check of {config.name}", True)
+        """Measures (and heals) the objects whose watch events are queued, on one of the
+        pool's threads, before any poll that waits."""
 
     @property
     def name(self) -> str:
@@ -201,6 +204,8 @@ class SourceWorker:
             self.report.handled_request = token
             self.attempted.set()
         self.on_report()
+        if len(self.queue):  # changes seen while it ran, or before its first end
+            self.check_soon()
 
     def _retry(self) -> None:
         """The end of a failed poll's backoff: poll now, whatever the clocks say of it."""
@@ -215,7 +220,7 @@ class SourceWorker:
         except GitopsdError as error:
             delay = self._failed(error, self.backoff)
             if delay is not None and self.jobs and not self.halt.is_set():
-                self.jobs.retry(self._retry, delay)
+                self.jobs.later("retry", self._retry, delay)
             return "failed"
         finally:
             self.report.finished += 1
@@ -298,22 +303,31 @@ class SourceWorker:
     def _changed(self, key: ObjectKey, body: Body | None) -> None:
         self.reporter.changed(key)
         self.queue.add(key)
+        self.check_soon()
 
-    def _drain(self) -> None:
-        while not (self.stopping.is_set() or self.halt.is_set()):
-            keys = self.queue.take(timeout_seconds=0.5)
-            if not keys or not self.leading.is_set():
-                for key in keys:  # a new leader measures everything in its first poll
-                    self.reporter.seen.pop(key, None)
-                continue
-            waiting = not self.recheck_backoff.ready()
-            if self.state.desired is None or not self.attempted.is_set() or waiting:
-                # The first poll may have measured before this change, or a failed check
-                # waits out its backoff: keep the keys for later.
-                self.queue.add_all(keys)
-                continue
+    def _check(self) -> None:
+        """Takes the queued keys and checks them, unless the source cannot yet: before
+        its first poll ends (which may have measured before these changes; it checks them
+        when it ends) and while a failed check waits out its backoff (checked after it)."""
+        if self.stopping.is_set() or self.halt.is_set():
+            return
+        keys = self.queue.take(timeout_seconds=0)
+        if not keys or not self.leading.is_set():
+            for key in keys:  # a new leader measures everything in its first poll
+                self.reporter.seen.pop(key, None)
+            return
+        if self.state.desired is None or not self.attempted.is_set():
+            self.queue.add_all(keys)
+        elif not self.recheck_backoff.ready():
+            self.queue.add_all(keys)
+            self._check_later(self.recheck_backoff.not_before - time.monotonic())
+        else:
             with self.busy, self._deadline():
                 self._recheck(keys)
+
+    def _check_later(self, delay_seconds: float) -> None:
+        if self.jobs and not self.halt.is_set():
+            self.jobs.later("check", self.check_soon, delay_seconds)
 
     def _recheck(self, keys: set[ObjectKey]) -> None:
         """Measures (and heals) after watch events. The snapshot is taken after `keys` were,
@@ -324,6 +338,8 @@ class SourceWorker:
             self._once(changed=keys)
             self.recheck_backoff.reset()
         except GitopsdError as error:
-            self._failed(error, self.recheck_backoff)
+            delay = self._failed(error, self.recheck_backoff)
             self.queue.add_all(keys)
+            if delay is not None:
+                self._check_later(delay)
         self.on_report()

@@ -105,7 +105,7 @@ def test_a_pool_runs_at_most_its_threads_at_once_however_many_sources_ask() -> N
 
 
 def test_a_stalled_poll_frees_its_turn_and_threads_stay_bounded() -> None:
-    pool = Pool(1, "stalls", stalled_seconds=0.2, most=2)
+    pool = Pool(1, "stalls", stalled_seconds=0.2, most=3)
     release = threading.Event()
     ran: list[str] = []
 
@@ -116,14 +116,14 @@ def test_a_stalled_poll_frees_its_turn_and_threads_stay_bounded() -> None:
 
         return work
 
-    for name in ("hung", "next", "third"):
+    for name in ("hung", "next", "third", "fourth"):
         pool.coalesced(hanging(name), name)()
-    wait_for(lambda: ran == ["hung", "next"], "the next poll, once the first stalled")
-    assert sum(t.name.startswith("stalls-") for t in threading.enumerate()) == 2
-    assert ran == ["hung", "next"]  # two threads in all: the third waits for one
+    wait_for(lambda: ran == ["hung", "next", "third"], "each poll, once the one before stalled")
+    assert sum(t.name.startswith("stalls-") for t in threading.enumerate()) == 3
+    assert ran == ["hung", "next", "third"]  # three threads in all: the fourth waits
 
     release.set()
-    wait_for(lambda: ran == ["hung", "next", "third"], "the third, once a thread is free")
+    wait_for(lambda: len(ran) == 4, "the fourth, once a thread is free")
 
 
 def test_a_run_that_raises_does_not_stop_later_runs() -> None:
@@ -298,15 +298,18 @@ def test_a_retry_runs_however_late_and_goes_with_its_source() -> None:
     try:
         ran = threading.Event()
         jobs = Jobs(scheduler, "app")
-        jobs.retry(ran.set, 0.0)
+        jobs.later("retry", ran.set, 0.0)
         [job] = scheduler.get_jobs()
-        assert job.misfire_grace_time is None  # a busy pool must not drop it
+        assert job.misfire_grace_time is None  # a busy scheduler must not drop it
         wait_for(ran.is_set, "the retry to run")
 
-        jobs.retry(ran.set, 3600.0)
+        jobs.later("retry", ran.set, 3600.0)
+        jobs.later("check", ran.set, 3600.0)
+        jobs.later("check", ran.set, 3600.0)  # moved, not added
         successor = Jobs(scheduler, "app")
-        successor.retry(ran.set, 3600.0)
+        successor.later("retry", ran.set, 3600.0)
+        assert len(scheduler.get_jobs()) == 3
         jobs.remove()
-        assert [j.id for j in scheduler.get_jobs()] == [successor.retry_id]  # its own stays
+        assert [j.id for j in scheduler.get_jobs()] == [successor.once_id("retry")]  # its own
     finally:
         scheduler.shutdown(wait=False)
