@@ -13,6 +13,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -192,12 +193,21 @@ class Daemon:
             worker.schedule(self.scheduler, worker.name)
         self.scheduler.start()
 
-    def _hooks(self) -> dict[str, http.Hook]:
-        return {
+    def _hooks(self) -> Callable[[str], http.Hook | None]:
+        """The webhooks by path: a file source's at its name, a GitSync's at
+        gitsyncs/NAMESPACE/NAME."""
+        sources = {
             worker.name: http.Hook(worker.config.webhook_secret, worker.announced)
             for worker in self.workers
             if worker.config.webhook_secret is not None
         }
+        controller = self.controller
+
+        def hook_of(path: str) -> http.Hook | None:
+            found = sources.get(path)
+            return found or (controller.hook_of(path) if controller else None)
+
+        return hook_of
 
     def stop(self, *_: object) -> None:
         self.stopping.set()

@@ -26,7 +26,8 @@ from gitopsd.cluster import Cluster
 from gitopsd.cluster.cache import Informer
 from gitopsd.config import Credentials
 from gitopsd.configfile import GitSyncSettings, SourceConfig, cycle_through
-from gitopsd.daemon.credentials import credentials_of, fingerprint
+from gitopsd.daemon.credentials import credentials_of, fingerprint, webhook_token
+from gitopsd.daemon.http import Hook
 from gitopsd.daemon.lifecycle import Lifecycle
 from gitopsd.daemon.publisher import StatusPublisher
 from gitopsd.daemon.queue import Pool, WorkQueue
@@ -57,6 +58,8 @@ class Served:
     repositories: Path
     """Its cached repositories, shared with the GitSyncs that hold the same credentials."""
     worker: SourceWorker
+    hook: Hook | None = None
+    """Its webhook: the key calls are signed with, and the poll a signed call asks for."""
 
 
 @dataclass
@@ -195,6 +198,7 @@ class GitSyncController:
             credentials = credentials_of(self.cluster, wanted, home / "credentials")
             source = wanted.source(credentials)
             repositories = self._repositories(credentials)
+            token = webhook_token(self.cluster, wanted)
             desired.check_source(source.spec, GITSYNCS_ALLOW_INSECURE)
             self._check_parent(wanted)
             self._check_dependencies(wanted)
@@ -208,9 +212,20 @@ class GitSyncController:
         if served is None or (served.source, served.gitsync.user, served.repositories) != now:
             self._retire(key)
             served = self._start(key, wanted, source, repositories)
+        served.hook = Hook(token, served.worker.announced) if token else None
         if wanted.requested != served.worker.requested:
             served.worker.request(wanted.requested)
         self.status.report(key, body, served.worker.report, suspended=False)
+
+    def hook_of(self, path: str) -> Hook | None:
+        """The webhook at /hooks/`path`, `gitsyncs/NAMESPACE/NAME`, of a served GitSync."""
+        prefix, _, rest = path.partition("/")
+        namespace, _, name = rest.partition("/")
+        if prefix != "gitsyncs" or not namespace or not name:
+            return None
+        with self.lock:
+            served = self.served.get(ObjectKey(gitsync.GROUP, gitsync.KIND, namespace, name))
+        return served.hook if served else None
 
     def _check_parent(self, wanted: GitSync) -> None:
         if (wanted.name, wanted.namespace) in self.taken_parents:

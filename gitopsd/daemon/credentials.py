@@ -48,20 +48,32 @@ def fingerprint(credentials: Credentials) -> str:
     return digest.hexdigest()[:32]
 
 
+def webhook_token(cluster: Cluster, wanted: GitSync) -> bytes | None:
+    """The key its webhook's calls are signed with: `token` of its webhook's Secret, read
+    as its secretRef is (no opt-in: the token is never sent anywhere, only checked against
+    calls); None without a webhook."""
+    if wanted.webhook_secret is None:
+        return None
+    field = "spec.webhook.secretRef"
+    secret = _read(cluster, wanted, wanted.webhook_secret, field)
+    token = (secret.get("data") or {}).get("token")
+    if not token:
+        name = f"{wanted.namespace}/{wanted.webhook_secret}"
+        raise ClusterError(
+            f"GitSync {wanted.key}: Secret {name} ({field}) has no key token",
+            ClusterReason.NOT_FOUND,
+        )
+    return base64.b64decode(token)
+
+
 def _secret(cluster: Cluster, wanted: GitSync) -> Body:
     """Its secretRef, read as its ServiceAccount where it has one (the API server decides
     whether that account may read it); otherwise with the daemon's rights, and used only
     if the Secret opts in to the GitSync's URL: whoever may create a GitSync must never
     have the daemon send a Secret they could not read to a server of their choosing."""
+    secret = _read(cluster, wanted, str(wanted.secret_name), "spec.repository.secretRef")
     name = f"{wanted.namespace}/{wanted.secret_name}"
     where = f"GitSync {wanted.key}: Secret {name} (spec.repository.secretRef)"
-    reader = cluster.impersonating(wanted.user) if wanted.user else cluster
-    try:
-        secret = reader.get(SECRETS, wanted.namespace, str(wanted.secret_name))
-    except ClusterError as error:
-        raise ClusterError(f"{where}: {error}", error.reason) from None
-    if secret is None:
-        raise ClusterError(f"{where} not found", ClusterReason.NOT_FOUND)
     if wanted.user is None and not credentials_allowed(secret, wanted.url):
         raise ClusterError(
             f"{where} does not allow its use for this repository URL: a GitSync without "
@@ -70,6 +82,20 @@ def _secret(cluster: Cluster, wanted: GitSync) -> Body:
             "ending in /); none of its values was used",
             ClusterReason.FORBIDDEN,
         )
+    return secret
+
+
+def _read(cluster: Cluster, wanted: GitSync, secret_name: str, field: str) -> Body:
+    """A Secret of its namespace, read as its ServiceAccount where it has one (the API
+    server decides whether that account may read it), otherwise with the daemon's rights."""
+    where = f"GitSync {wanted.key}: Secret {wanted.namespace}/{secret_name} ({field})"
+    reader = cluster.impersonating(wanted.user) if wanted.user else cluster
+    try:
+        secret = reader.get(SECRETS, wanted.namespace, secret_name)
+    except ClusterError as error:
+        raise ClusterError(f"{where}: {error}", error.reason) from None
+    if secret is None:
+        raise ClusterError(f"{where} not found", ClusterReason.NOT_FOUND)
     return secret
 
 

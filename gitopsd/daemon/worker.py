@@ -44,6 +44,12 @@ from gitopsd.reconcile import (
 from gitopsd.reconcile.measure import DriftMemo
 from gitopsd.source import FetchLedger, SharedFetch
 
+ANNOUNCE_SECONDS = 1.0
+"""At most one fetch a second for announced pushes (webhooks, requests to reconcile now)."""
+ONCE = ("retry", "check", "announce")
+"""The kinds of a source's one-off jobs: a failed poll's retry, a failed drift check's, a
+push announced within a second of the one before."""
+
 
 @dataclass(frozen=True)
 class Jobs:
@@ -72,7 +78,7 @@ class Jobs:
         return f"{self.job_id}/{kind}/{id(self)}"
 
     def remove(self) -> None:
-        for job_id in (self.job_id, self.once_id("retry"), self.once_id("check")):
+        for job_id in (self.job_id, *(self.once_id(kind) for kind in ONCE)):
             with suppress(JobLookupError):
                 self.scheduler.remove_job(job_id)
 
@@ -107,6 +113,8 @@ class SourceWorker:
     """The latest request to reconcile now; the report's handled_request once handled."""
     fetches: FetchLedger | None = None
     """The daemon's record of fetches, shared by its sources of one repository and ref."""
+    announced_at: float = float("-inf")
+    """When a push announced last had the source fetch (monotonic seconds)."""
 
     def __post_init__(self) -> None:
         fence = self.cluster.may_write
@@ -185,7 +193,16 @@ class SourceWorker:
 
     def announced(self) -> None:
         """Polls now, fetching from the remote (a webhook announced a push, or someone
-        asked to reconcile now): no recent fetch of another source stands in for it."""
+        asked to reconcile now): no recent fetch of another source stands in for it. At
+        most one such fetch a second: announcements within it are one, a second later."""
+        wait = self.announced_at + ANNOUNCE_SECONDS - time.monotonic()
+        if wait > 0 and self.jobs and not self.halt.is_set():
+            self.jobs.later("announce", self._fetch_now, wait)
+        else:
+            self._fetch_now()
+
+    def _fetch_now(self) -> None:
+        self.announced_at = time.monotonic()
         if self.shared:
             self.shared.forget()
         self.poll_soon()

@@ -56,6 +56,8 @@ class GitSync:
     prune_on_delete: bool
     suspend: bool = False
     secret_name: str | None = None
+    webhook_secret: str | None = None
+    """The Secret of its namespace whose `token` signs its webhook's calls; None: none."""
     service_account: str | None = None
     """Whom every request for it impersonates (a ServiceAccount of its namespace); None:
     the daemon itself, confined to the GitSync's namespace."""
@@ -138,6 +140,7 @@ def read(body: Body, settings: GitSyncSettings) -> GitSync:
         prune_on_delete=annotations.get(DELETE_POLICY_ANNOTATION) == "prune",
         suspend=spec.get("suspend") is True,
         secret_name=(repository.get("secretRef") or {}).get("name"),
+        webhook_secret=((spec.get("webhook") or {}).get("secretRef") or {}).get("name"),
         service_account=account,
         target_namespace=target,
         depends_on=depends_on,

@@ -259,6 +259,20 @@ SPEC = object_(
             SyncSettings.replace_on_immutable,
         ),
         "suspend": boolean("Stop reconciling until set back to false.", False),
+        "webhook": object_(
+            "A receiver for push events: POST /hooks/gitsyncs/NAMESPACE/NAME on the daemon's "
+            "listener, signed with the key `token` of this Secret (GitHub's "
+            "X-Hub-Signature-256, GitLab's X-Gitlab-Token, or X-Signature: sha256=HMAC); a "
+            "signed call polls now, fetching from the remote.",
+            {
+                "secretRef": object_(
+                    "A Secret in the GitSync's namespace, holding `token`.",
+                    {"name": string("The Secret's name.", pattern=DNS_SUBDOMAIN, maxLength=253)},
+                    required=["name"],
+                )
+            },
+            required=["secretRef"],
+        ),
         "targetNamespace": string(
             "Namespace of namespaced objects whose manifest names none (default: the "
             "GitSync's namespace).",

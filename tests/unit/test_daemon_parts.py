@@ -19,7 +19,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from gitopsd.backoff import Backoff
 from gitopsd.daemon.control import Control
-from gitopsd.daemon.http import signature_valid
+from gitopsd.daemon.http import signature_valid, signed
 from gitopsd.daemon.logs import ContextLog, JsonLines
 from gitopsd.daemon.queue import Pool, WorkQueue
 from gitopsd.daemon.registry import Registry
@@ -157,6 +157,37 @@ def test_a_run_that_raises_does_not_stop_later_runs() -> None:
 )
 def test_se20_webhook_signatures_follow_github(header: str | None, valid: bool) -> None:
     assert signature_valid(b"key", b"body", header) is valid
+
+
+def _mac(algorithm: str, key: bytes = b"key") -> str:
+    return f"{algorithm}=" + hmac.new(key, b"body", algorithm).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("headers", "valid"),
+    [
+        ({"x-hub-signature-256": _mac("sha256")}, True),
+        ({"x-hub-signature-256": _mac("sha256", b"other")}, False),
+        ({"x-gitlab-token": "key"}, True),
+        ({"x-gitlab-token": "ke"}, False),
+        ({"x-gitlab-token": ""}, False),
+        ({"x-gitlab-token": "k\u00e9y"}, False),  # latin-1, as the transport decodes
+        ({"x-signature": _mac("sha256")}, True),
+        ({"x-signature": _mac("sha512")}, True),
+        ({"x-signature": _mac("sha1")}, False),  # too weak to accept
+        ({"x-signature": _mac("sha512", b"other")}, False),
+        ({"x-signature": "md5=abc"}, False),
+        ({"x-signature": _mac("sha256")[7:]}, False),  # no algorithm
+        ({"x-hub-signature": _mac("sha1")}, False),  # GitHub's old SHA-1 header
+        ({}, False),
+        # the scheme the first header names decides: a bad signature is not excused
+        ({"x-hub-signature-256": "sha256=00", "x-gitlab-token": "key"}, False),
+    ],
+)
+def test_se20_a_webhook_is_signed_as_github_gitlab_or_a_generic_hmac(
+    headers: dict[str, str], valid: bool
+) -> None:
+    assert signed(b"key", b"body", headers) is valid
 
 
 def test_log_lines_are_json_with_the_call_context_merged_into_the_fixed_one() -> None:

@@ -49,7 +49,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
     monkeypatch.setattr(transport, "REQUEST_DEADLINE_SECONDS", 3.0)
     started = Server(("127.0.0.1", 0))
     hooks = {"app": http.Hook(SECRET, lambda: started.triggered.append("app"))}
-    endpoints = http.Endpoints(CollectorRegistry(), lambda: True, hooks)
+    endpoints = http.Endpoints(CollectorRegistry(), lambda: True, hooks.get)
     running = http.serve(("127.0.0.1", 0), endpoints)
     started.address = ("127.0.0.1", running.server_address[1])
     yield started
@@ -161,7 +161,10 @@ def test_se19_probes_are_answered_at_once_while_half_requests_hold_connections(
     of 57 probes of a thread-per-request server; here every probe, timed as the kubelet
     times it, is answered 200, through several cut-offs."""
     monkeypatch.setattr(transport, "REQUEST_DEADLINE_SECONDS", 1.0)
-    running = http.serve(("127.0.0.1", 0), http.Endpoints(CollectorRegistry(), lambda: True, {}))
+    nothing: dict[str, http.Hook] = {}
+    running = http.serve(
+        ("127.0.0.1", 0), http.Endpoints(CollectorRegistry(), lambda: True, nothing.get)
+    )
     address = ("127.0.0.1", running.server_address[1])
     attack = HalfRequests(address, 8)
     timeout = probe_timeout_seconds()

@@ -9,6 +9,7 @@ from gitopsd.daemon.http.endpoints import (
     Hook,
     serve_control,
     signature_valid,
+    signed,
 )
 from gitopsd.daemon.http.transport import MAX_DISCARDED_BYTES, MAX_PER_CLIENT, Server, serve
 
@@ -22,4 +23,5 @@ __all__ = [
     "serve",
     "serve_control",
     "signature_valid",
+    "signed",
 ]

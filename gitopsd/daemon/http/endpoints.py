@@ -1,4 +1,5 @@
-"""The daemon's only HTTP surface: /metrics, /healthz, /readyz and POST /hooks/<source>;
+"""The daemon's only HTTP surface: /metrics, /healthz, /readyz and the webhooks, POST
+/hooks/<source> and /hooks/gitsyncs/<namespace>/<name>;
 and on a listener of its own, bound to loopback, the control API of `gitopsd get` and
 `gitopsd reconcile`: GET /api/v1/sources and POST /api/v1/sources/<name>/reconcile.
 """
@@ -24,8 +25,8 @@ log = logging.getLogger("gitopsd.http")
 
 @dataclass(frozen=True)
 class Hook:
-    """A webhook: the HMAC-SHA256 key and what a correctly signed call triggers (it must
-    return at once: the server's one thread waits for it)."""
+    """A webhook: the key its calls are signed with, and what a correctly signed call
+    triggers (it must return at once: the server's one thread waits for it)."""
 
     secret: bytes
     trigger: Callable[[], None]
@@ -45,7 +46,8 @@ class Endpoints:
 
     registry: CollectorRegistry
     ready: Callable[[], bool]
-    hooks: Mapping[str, Hook]
+    hooks: Callable[[str], Hook | None]
+    """The webhook at /hooks/<path>, by its path."""
     control: ControlApi | None = None
     """Set on the control listener, which serves the control API and nothing else."""
 
@@ -71,7 +73,7 @@ class Endpoints:
         name, hook = request.path.removeprefix("/hooks/"), self._hook_of(request)
         if hook is None:
             return 404, b"not found\n", "text/plain"
-        if not signature_valid(hook.secret, body, request.headers.get("x-hub-signature-256")):
+        if not signed(hook.secret, body, request.headers):
             log.warning("webhook rejected: bad signature", extra={"source": name})
             return 401, b"bad signature\n", "text/plain"
         hook.trigger()
@@ -91,7 +93,7 @@ class Endpoints:
     def _hook_of(self, request: Request) -> Hook | None:
         if not request.path.startswith("/hooks/"):
             return None
-        return self.hooks.get(request.path.removeprefix("/hooks/"))
+        return self.hooks(request.path.removeprefix("/hooks/"))
 
 
 SOURCES = "/api/v1/sources"
@@ -108,7 +110,32 @@ REFUSED = (
 
 def serve_control(address: tuple[str, int], control: ControlApi) -> Server:
     """The control listener (bind it to loopback; each request is checked again)."""
-    return serve(address, Endpoints(CollectorRegistry(), lambda: True, {}, control))
+    return serve(address, Endpoints(CollectorRegistry(), lambda: True, _no_hook, control))
+
+
+def _no_hook(path: str) -> Hook | None:
+    return None
+
+
+def signed(secret: bytes, body: bytes, headers: Mapping[str, str]) -> bool:
+    """Whether the call carries `secret`'s proof, in the scheme its headers name: GitHub's
+    X-Hub-Signature-256, GitLab's X-Gitlab-Token (the token itself), or a generic
+    X-Signature (Flux's generic-hmac receiver: sha256= or sha512=, the hex HMAC of the raw
+    body). A call with none of them is not signed."""
+    if "x-hub-signature-256" in headers:
+        return signature_valid(secret, body, headers["x-hub-signature-256"])
+    if "x-gitlab-token" in headers:
+        return _same(secret, headers["x-gitlab-token"].encode("latin-1"))
+    if "x-signature" in headers:
+        algorithm, _, _ = headers["x-signature"].partition("=")
+        if algorithm in ("sha256", "sha512"):
+            expected = f"{algorithm}=" + hmac.new(secret, body, algorithm).hexdigest()
+            return _same(expected.encode(), headers["x-signature"].encode("latin-1"))
+    return False
+
+
+def _same(expected: bytes, given: bytes) -> bool:
+    return bool(expected) and hmac.compare_digest(expected, given)
 
 
 def signature_valid(secret: bytes, body: bytes, header: str | None) -> bool:
