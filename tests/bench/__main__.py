@@ -5,7 +5,8 @@ Starts a control plane, bare (kube-apiserver + etcd) and then with its controlle
 and measures on each, side by side: cold sync, no-op sync and no-op diff (gitopsd against
 kubectl), at the smallest size a chart's render and sync (gitopsd against helm and kubectl),
 then the daemon's cold start, idle cost, edit -> detection and heal latencies,
-one-file commit -> applied, and memory. Prints the tables and writes them to BENCHMARKS.md.
+one-file commit -> applied, and memory; then a fleet of GitSyncs served by one daemon.
+Prints the tables and writes them to BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from pathlib import Path
 
 from tests.bench import charts, machine, report
 from tests.bench.daemon import measure_daemon
+from tests.bench.fleet import FleetFigures, measure_fleet
+from tests.bench.fleet import table as fleet_table
 from tests.bench.lab import Lab
 from tests.bench.measure import BenchError
 from tests.bench.oneshot import side_by_side
@@ -35,15 +38,17 @@ def main() -> int:
     options = parser().parse_args()
     signal.signal(signal.SIGTERM, _interrupt)  # clean up on SIGTERM as on Ctrl-C
     try:
-        results, circumstances = benchmark(options)
+        results, circumstances, fleet = benchmark(options)
     except KeyboardInterrupt:
         print("bench: interrupted; the control plane and every child were stopped", file=sys.stderr)
         return 130
     except (BenchError, AssertionError, RuntimeError) as error:
         print(f"bench: error: {error}", file=sys.stderr)
         return 1
-    text = report.document(results, circumstances)
+    text = report.document(results, circumstances, fleet)
     print("\n" + report.markdown(results))
+    if fleet:
+        print("\n" + fleet_table(fleet))
     options.output.write_text(text)
     print(f"bench: wrote {options.output}")
     return 0
@@ -65,10 +70,13 @@ def parser() -> argparse.ArgumentParser:
         help="control planes to measure on: bare, controllers, or both (bare,controllers)",
     )
     add("--workdir", type=Path, help="keep the clusters' data, repositories and logs here")
+    add("--fleet", type=int, default=1000, help="GitSyncs of the fleet; 0: none (1000)")
     return parser
 
 
-def benchmark(options: argparse.Namespace) -> tuple[list[SizeResults], Circumstances]:
+def benchmark(
+    options: argparse.Namespace,
+) -> tuple[list[SizeResults], Circumstances, FleetFigures | None]:
     started, load = time.monotonic(), os.getloadavg()[0]
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     binaries = provide_binaries()
@@ -77,6 +85,9 @@ def benchmark(options: argparse.Namespace) -> tuple[list[SizeResults], Circumsta
     with _workdir(options.workdir) as workdir:
         for cluster in options.clusters:
             results += measure_cluster(binaries, cluster, workdir / cluster, options)
+        fleet = None
+        if options.fleet:
+            fleet = measure_fleet(binaries, workdir / "fleet", options.fleet, options.idle_seconds)
     circumstances = Circumstances(
         date=date,
         machine=machine.describe(binaries),
@@ -86,7 +97,7 @@ def benchmark(options: argparse.Namespace) -> tuple[list[SizeResults], Circumsta
         minutes=(time.monotonic() - started) / 60,
         load=(load, os.getloadavg()[0]),
     )
-    return results, circumstances
+    return results, circumstances, fleet
 
 
 def measure_cluster(

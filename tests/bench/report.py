@@ -10,6 +10,8 @@ from statistics import median
 
 from tests.bench import charts
 from tests.bench.daemon import DaemonFigures
+from tests.bench.fleet import FleetFigures
+from tests.bench.fleet import table as fleet_table
 from tests.bench.measure import Figure, percentile
 from tests.bench.oneshot import COLD, NOOP_DIFF, NOOP_SYNC, PHASES, TOOLS, OneShot
 
@@ -279,7 +281,9 @@ class Circumstances:
     """The 1-minute load average at the start and at the end: other work on the machine."""
 
 
-def document(results: Sequence[SizeResults], circumstances: Circumstances) -> str:
+def document(
+    results: Sequence[SizeResults], circumstances: Circumstances, fleet: FleetFigures | None
+) -> str:
     c = circumstances
     head = f"""# Benchmarks
 
@@ -293,7 +297,8 @@ across runs.
 Machine: {c.machine}. Load average (1 min): {c.load[0]:.1f} at the start, {c.load[1]:.1f}
 at the end.
 """
-    return "\n".join([head, markdown(results), METHOD])
+    fleet_section = ["## A fleet of GitSyncs\n", fleet_table(fleet), ""] if fleet else []
+    return "\n".join([head, markdown(results), *fleet_section, METHOD])
 
 
 METHOD = """## How it is measured
@@ -331,5 +336,12 @@ METHOD = """## How it is measured
   validate` of it against `helm template` alone, and `gitopsd sync` against `helm template
   | kubectl apply --server-side -f -`, each on a release of its own; then a commit beside
   the chart, and the renders the next read made (the parse cache counts them).
-- Targets are the project's, stated for 10k objects, beside each figure.
+- The fleet (tests/bench/fleet.py, `--fleet`, on a bare control plane of its own): one
+  daemon in operator mode and that many GitSyncs, each in a namespace of its own, all of
+  one repository of ten ConfigMaps and a Service (interval 1m, prune, a webhook). Ready:
+  from creating the GitSyncs until every one is Ready=True; then an idle window (audited
+  requests but the Lease's, CPU, VmRSS, threads); then a commit, one GitSync's webhook
+  called, until every GitSync's ConfigMap carries it.
+- Targets are the project's, stated for 10k objects (the fleet's: issue 33's, for 1,000
+  GitSyncs), beside each figure.
 """

@@ -1,0 +1,248 @@
+"""The fleet: one daemon serving many GitSyncs, each in a namespace of its own and all of one
+repository (ten ConfigMaps and a Service). Measured from outside, on a bare control plane of
+its own: from creating the GitSyncs to every one Ready, the daemon's memory and threads,
+what it costs idle (CPU and API requests, its Lease aside), and a commit announced by one
+GitSync's webhook until every GitSync applied it. `make bench` measures it (--fleet); alone:
+
+    python -m tests.bench.fleet --gitsyncs 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import hmac
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+from tests.bench.measure import BenchError, cpu_seconds, process_status, seconds_until
+from tests.harness import audit
+from tests.harness.controlplane import (
+    AUDITED_USER,
+    Binaries,
+    ControlPlane,
+    provide_binaries,
+    running_control_plane,
+)
+from tests.harness.daemon import DaemonProcess
+from tests.harness.gitserver import GitServer
+from tests.harness.kube import api_client
+
+GROUP, VERSION, PLURAL = "gitopsd.io", "v1alpha1", "gitsyncs"
+CRD = Path(__file__).resolve().parents[2] / "config" / "crd" / "gitsyncs.yaml"
+TOKEN = b"fleet-webhook-token"
+CONFIG_MAPS = 10
+
+
+@dataclass
+class FleetFigures:
+    gitsyncs: int
+    all_ready_seconds: float | None = None
+    rss_mib: float = 0.0
+    threads: int = 0
+    idle_seconds: float = 0.0
+    idle_cpu_seconds: float = 0.0
+    idle_requests: int = 0
+    commit_seconds: float | None = None
+    """From one webhook call to every GitSync carrying the commit (None: not within)."""
+
+
+def main() -> int:
+    options = _parser().parse_args()
+    with tempfile.TemporaryDirectory(prefix="gitopsd-fleet-") as temporary:
+        try:
+            figures = measure_fleet(
+                provide_binaries(), Path(temporary), options.gitsyncs, options.idle_seconds
+            )
+        except BenchError as error:
+            print(f"fleet: error: {error}", file=sys.stderr)
+            return 1
+    print(table(figures))
+    return 0
+
+
+def measure_fleet(
+    binaries: Binaries, workdir: Path, gitsyncs: int, idle_seconds: float
+) -> FleetFigures:
+    """`gitsyncs` GitSyncs served by one daemon, on a bare control plane of their own."""
+    print(f"bench: fleet of {gitsyncs:,} GitSyncs, work in {workdir}", flush=True)
+    workdir.mkdir(parents=True, exist_ok=True)
+    with running_control_plane(binaries, workdir / "cluster", with_controllers=False) as plane:
+        (workdir / "git").mkdir()
+        fleet = Fleet(plane, GitServer(root=workdir / "git"), workdir, gitsyncs)
+        try:
+            return fleet.measure(idle_seconds)
+        finally:
+            fleet.daemon.stop()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.fleet", description=__doc__)
+    parser.add_argument("--gitsyncs", type=int, default=1000, help="GitSyncs (1000)")
+    parser.add_argument("--idle-seconds", type=float, default=30.0, help="idle window (30)")
+    return parser
+
+
+class Fleet:
+    def __init__(self, plane: ControlPlane, server: GitServer, workdir: Path, count: int):
+        self.plane, self.count = plane, count
+        self.api = api_client(plane)
+        self.repo = server.create_repo("fleet")
+        self.repo.commit(manifests("one"))
+        self.url = server.file_url(self.repo)
+        settings = {"enabled": True, "allowInsecure": True}
+        self.daemon = DaemonProcess.configured(
+            workdir, "fleet", AUDITED_USER, plane.audited_kubeconfig, [], gitSyncs=settings
+        )
+
+    def measure(self, idle_seconds: float) -> FleetFigures:
+        figures = FleetFigures(self.count)
+        self.install()
+        self.daemon.start()
+        created = time.monotonic()
+        for number in range(self.count):
+            self.create(number)
+        deadline = 120.0 + 0.5 * self.count
+        figures.all_ready_seconds = seconds_until(self.all_ready, created, deadline, 0.5)
+        if figures.all_ready_seconds is None:
+            raise BenchError(f"not every GitSync was Ready within {deadline:.0f} s")
+        show("all ready", f"{figures.all_ready_seconds:.1f} s")
+        self.idle(figures, idle_seconds)
+        self.commit(figures)
+        return figures
+
+    def install(self) -> None:
+        definition = yaml.safe_load(CRD.read_text())
+        extensions: Any = client.ApiextensionsV1Api(self.api)
+        extensions.create_custom_resource_definition(definition)
+        seconds_until(self.established, time.monotonic(), 60, 0.2)
+        core: Any = client.CoreV1Api(self.api)
+        token = base64.b64encode(TOKEN).decode()
+        for number in range(self.count):
+            namespace = f"fleet-{number}"
+            core.create_namespace({"metadata": {"name": namespace}})
+            secret = {"metadata": {"name": "hook"}, "data": {"token": token}}
+            core.create_namespaced_secret(namespace, secret)
+
+    def established(self) -> bool:
+        extensions: Any = client.ApiextensionsV1Api(self.api)
+        crd = extensions.read_custom_resource_definition(f"{PLURAL}.{GROUP}")
+        return any(
+            c.type == "Established" and c.status == "True" for c in crd.status.conditions or []
+        )
+
+    def create(self, number: int) -> None:
+        namespace = f"fleet-{number}"
+        spec = {
+            "repository": {"url": self.url},
+            "interval": "1m",
+            "prune": True,
+            "webhook": {"secretRef": {"name": "hook"}},
+        }
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "GitSync",
+            "metadata": {"name": "app", "namespace": namespace},
+            "spec": spec,
+        }
+        objects: Any = client.CustomObjectsApi(self.api)
+        objects.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+
+    def all_ready(self) -> bool:
+        objects: Any = client.CustomObjectsApi(self.api)
+        found = objects.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
+        return len(found) == self.count and all(ready(gitsync) for gitsync in found)
+
+    def idle(self, figures: FleetFigures, seconds: float) -> None:
+        pid = self.pid
+        started, cpu = time.time(), cpu_seconds(pid)
+        time.sleep(seconds)  # the measurement is this window: nothing else happens in it
+        figures.idle_seconds = seconds
+        figures.idle_cpu_seconds = cpu_seconds(pid) - cpu
+        logged = audit.requests(self.plane, AUDITED_USER, started)
+        figures.idle_requests = sum(1 for r in logged if r.resource != "leases")
+        figures.rss_mib = process_status(pid, "VmRSS") / 2**20
+        figures.threads = len(list(Path(f"/proc/{pid}/task").iterdir()))
+        show(
+            f"idle {seconds:.0f} s",
+            f"{figures.idle_requests} requests, {figures.idle_cpu_seconds:.2f} s CPU, "
+            f"RSS {figures.rss_mib:.0f} MiB, {figures.threads} threads",
+        )
+
+    def commit(self, figures: FleetFigures) -> None:
+        """A commit announced by the first GitSync's webhook, until every one applied it."""
+        self.repo.commit(manifests("two"))
+        body = b'{"ref": "refs/heads/main"}'
+        signature = "sha256=" + hmac.new(TOKEN, body, hashlib.sha256).hexdigest()
+        started = time.monotonic()
+        status = self.daemon.post(
+            "/hooks/gitsyncs/fleet-0/app", body, {"X-Hub-Signature-256": signature}
+        )
+        if status != 202:
+            raise BenchError(f"the webhook answered {status}")
+        deadline = 60.0 + 0.2 * self.count
+        figures.commit_seconds = seconds_until(self.all_carry_it, started, deadline, 0.2)
+        show("commit", f"{figures.commit_seconds or 0:.1f} s to all {self.count}")
+
+    def all_carry_it(self) -> bool:
+        core: Any = client.CoreV1Api(self.api)
+        found = core.list_config_map_for_all_namespaces(field_selector="metadata.name=c0").items
+        return sum(1 for cm in found if (cm.data or {}).get("value") == "two") == self.count
+
+    @property
+    def pid(self) -> int:
+        assert self.daemon.process is not None
+        return self.daemon.process.pid
+
+
+def manifests(value: str) -> dict[str, str]:
+    """Ten ConfigMaps and a Service, namespaced by their GitSync."""
+    files = {
+        f"c{n}.yaml": f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c{n}\n"
+        f"data:\n  value: {value if n == 0 else 'same'}\n"
+        for n in range(CONFIG_MAPS)
+    }
+    files["service.yaml"] = (
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n"
+        "  selector: {app: web}\n  ports: [{port: 80}]\n"
+    )
+    return files
+
+
+def ready(gitsync: dict[str, Any]) -> bool:
+    conditions = (gitsync.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def table(figures: FleetFigures) -> str:
+    """The figures against issue 33's targets, as a Markdown table."""
+
+    def shown(value: float | None, unit: str) -> str:
+        return "never" if value is None else f"{value:.1f} {unit}"
+
+    rows = [
+        ("every GitSync Ready after creation", shown(figures.all_ready_seconds, "s"), "60 s"),
+        ("RSS", f"{figures.rss_mib:.0f} MiB", "220 MiB"),
+        ("threads", str(figures.threads), "64"),
+        (f"idle {figures.idle_seconds:.0f} s: API requests", str(figures.idle_requests), "0"),
+        (f"idle {figures.idle_seconds:.0f} s: CPU", f"{figures.idle_cpu_seconds:.2f} s", ""),
+        ("webhook -> all applied", shown(figures.commit_seconds, "s"), "5 s"),
+    ]
+    lines = [f"| {figures.gitsyncs:,} GitSyncs x 11 objects | measured | target |", "|---|---|---|"]
+    return "\n".join([*lines, *(f"| {a} | {b} | {c} |" for a, b, c in rows)])
+
+
+def show(step: str, text: str) -> None:
+    print(f"  fleet {step:<11} {text}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
