@@ -247,6 +247,7 @@ class GitSyncController:
             stopping=self.stopping,
             pool=self.pool,
             fetches=self.fetches,
+            tenant=key.namespace,
         )
         worker.requested = wanted.requested  # its first poll answers a request made before
         served = Served(wanted, source, repositories, worker)

@@ -54,7 +54,10 @@ class Pool:
     of sources: `threads` polls run at once, and the rest wait their turn, first come,
     first served. A poll that runs past `stalled_seconds` (a git host that hangs, until
     git's own timeout) stops counting against `threads`, so it never delays the others;
-    at most `most` threads exist in all.
+    at most `most` threads exist in all. The jobs of one tenant (a GitSync's namespace)
+    hold at most half of them at once, stalled or not, so a tenant whose GitSyncs name
+    hosts that hang cannot take every thread from the others (the configuration's own
+    sources, tenant "", are not held back).
 
     A job is requested through the function `coalesced` returns: a request while it waits
     is that same request, and one while it runs has it run once more after (what was asked
@@ -73,9 +76,9 @@ class Pool:
         self._idle = 0
 
     def coalesced(
-        self, work: Callable[[], None], name: str, urgent: bool = False
+        self, work: Callable[[], None], name: str, tenant: str = "", urgent: bool = False
     ) -> Callable[[], None]:
-        job = _Job(work, name, urgent)
+        job = _Job(work, name, tenant, urgent)
         return lambda: self._request(job)
 
     def _request(self, job: _Job) -> None:
@@ -119,14 +122,26 @@ class Pool:
     def _next(self, counted: bool) -> _Job:
         with self._changed:
             self._idle += 0 if counted else 1
-            while not (self._any_waiting() and self._counted() < self.threads):
+            while (job := self._eligible()) is None or self._counted() >= self.threads:
                 self._changed.wait(self._until_a_stall())
             self._idle -= 1
-            job = (self._urgent or self._waiting).popleft()
+            (self._urgent if job.urgent else self._waiting).remove(job)
             job.waiting, job.started = False, time.monotonic()
             self._running.add(job)
             self._keep_one_waiting()
             return job
+
+    def _eligible(self) -> _Job | None:
+        """The first waiting job (urgent ones first) whose tenant holds fewer than half of
+        the threads there may be."""
+        held: dict[str, int] = {}
+        for job in self._running:
+            held[job.tenant] = held.get(job.tenant, 0) + 1
+        share = max(self.most // 2, 1)
+        for job in (*self._urgent, *self._waiting):
+            if not job.tenant or held.get(job.tenant, 0) < share:
+                return job
+        return None
 
     def _counted(self) -> int:
         """The running polls that count against `threads`: those not stalled."""
@@ -152,6 +167,7 @@ class Pool:
 class _Job:
     work: Callable[[], None]
     name: str
+    tenant: str
     urgent: bool
     waiting: bool = False
     started: float = 0.0

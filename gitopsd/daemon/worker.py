@@ -113,6 +113,9 @@ class SourceWorker:
     """The latest request to reconcile now; the report's handled_request once handled."""
     fetches: FetchLedger | None = None
     """The daemon's record of fetches, shared by its sources of one repository and ref."""
+    tenant: str = ""
+    """Whose source it is, for the pool's fairness: a GitSync's namespace; "" for the
+    configuration's sources."""
     announced_at: float = float("-inf")
     """When a push announced last had the source fetch (monotonic seconds)."""
 
@@ -126,7 +129,7 @@ class SourceWorker:
         bounds = Bounds.of(config.settings, config.spec.limits)
         self.reader = CacheReader(self.cluster, self.cache, bounds)
         self.queue = WorkQueue()
-        self.poll_soon = self.pool.coalesced(self.poll, f"poll of {config.name}")
+        self.poll_soon = self.pool.coalesced(self.poll, f"poll of {config.name}", self.tenant)
         """Polls on one of the pool's threads (its interval, start-up, a new leader, a
         webhook): a burst of calls costs at most one poll after the one in flight."""
         self.shared = self._join(self.fetches)
@@ -135,7 +138,8 @@ class SourceWorker:
         )
         self.state = State(memo=DriftMemo(self.cache.content_version))
         self.reporter = Reporter(config, self.recorder, self.cluster, self.state)
-        self.check_soon = self.pool.coalesced(self._check, f"drift check of {config.name}", True)
+        check = f"drift check of {config.name}"
+        self.check_soon = self.pool.coalesced(self._check, check, self.tenant, urgent=True)
         """Measures (and heals) the objects whose watch events are queued, on one of the
         pool's threads, before any poll that waits."""
 

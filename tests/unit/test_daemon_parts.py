@@ -126,6 +126,29 @@ def test_a_stalled_poll_frees_its_turn_and_threads_stay_bounded() -> None:
     wait_for(lambda: len(ran) == 4, "the fourth, once a thread is free")
 
 
+def test_a_tenants_hung_polls_hold_at_most_its_share_of_the_threads() -> None:
+    pool = Pool(2, "tenants", stalled_seconds=0.1, most=8)  # a tenant's share: 4 threads
+    release = threading.Event()
+    ran: list[str] = []
+
+    def hanging(name: str) -> Callable[[], None]:
+        def work() -> None:
+            ran.append(name)
+            release.wait(30)
+
+        return work
+
+    for number in range(6):  # a tenant whose GitSyncs all name a host that hangs
+        pool.coalesced(hanging(f"hostile-{number}"), f"hostile {number}", "hostile")()
+    pool.coalesced(hanging("neighbour"), "neighbour", "neighbour")()
+    wait_for(lambda: "neighbour" in ran, "the neighbour's poll, beside the stalled ones")
+    assert sorted(ran) == [*(f"hostile-{n}" for n in range(4)), "neighbour"]
+    assert sum(t.name.startswith("tenants-") for t in threading.enumerate()) <= 8
+
+    release.set()
+    wait_for(lambda: len(ran) == 7, "the tenant's other polls, once its own ended")
+
+
 def test_a_run_that_raises_does_not_stop_later_runs() -> None:
     runs: list[int] = []
 
