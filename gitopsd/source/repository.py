@@ -77,9 +77,13 @@ def ensure_repository(runner: Runner) -> None:
 
 
 def fetch_ref(runner: Runner) -> str:
-    """Fetches the ref's commit (depth 1) into its own target ref and returns its sha."""
+    """Fetches the ref's commit (depth 1) into its own target ref and returns its sha;
+    a ref that still points where it did is only asked for, not fetched."""
     ref = runner.spec.ref
     target = TARGETS + hashlib.sha256(ref.encode()).hexdigest()[:16]
+    unchanged = _unchanged(runner, target)
+    if unchanged is not None:
+        return unchanged
     for source in _ref_candidates(ref):
         try:
             runner.fetch(f"+{source}:{target}")
@@ -91,6 +95,32 @@ def fetch_ref(runner: Runner) -> str:
     if _SHA.match(ref):
         return fetch_commit(runner, ref.lower(), target)
     raise runner.missing()
+
+
+def _unchanged(runner: Runner, target: str) -> str | None:
+    """The commit fetched last, if the remote's ref (the first of its candidates the
+    remote has) still points at it: `ls-remote` costs the remote a listing of a few refs,
+    not a fetch's negotiation."""
+    candidates = tuple(_ref_candidates(runner.spec.ref))
+    if not candidates or _interrupted(runner):
+        return None  # a commit's sha is fetched by it; a killed git's cache is cloned again
+    try:
+        fetched = runner.resolve(target)
+    except SourceError:
+        return None  # never fetched into this cache
+    remote = runner.remote_refs(candidates)
+    found = next((name for name in candidates if name in remote), None)
+    if found is None:
+        return None  # the fetch says why it is missing
+    now = remote.get(f"{found}^{{}}", remote[found])  # a tag: the commit it points at
+    return fetched if now == fetched else None
+
+
+def _interrupted(runner: Runner) -> bool:
+    """Whether a git was killed in the cache: its lock files are left (none of ours runs
+    now: we hold the cache's lock), and the fetch that meets them clones again."""
+    locks = (*runner.repo.glob("*.lock"), *(runner.repo / "refs").rglob("*.lock"))
+    return bool(locks)
 
 
 def _ref_candidates(ref: str) -> Iterator[str]:

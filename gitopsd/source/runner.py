@@ -41,6 +41,9 @@ _GIT_OPTIONS = (
     "-c", "fetch.unpackLimit=1",  # every fetch is kept as one pack, which --fsize bounds
 )  # fmt: skip
 
+MAX_LISTED_REFS_BYTES = 64 * 1024
+"""Most of `ls-remote`'s answer read for the few refs a source names."""
+
 # First match wins: auth and host-key failures also print "could not read from remote".
 _CAUSES: tuple[tuple[SourceReason, re.Pattern[str]], ...] = tuple(
     (reason, re.compile(pattern, re.IGNORECASE))
@@ -97,10 +100,11 @@ class Runner:
         return out if isinstance(out, bytes) else out.encode()
 
     @contextmanager
-    def records(self, *args: str) -> Iterator[Iterator[bytes]]:
-        """The NUL-terminated records git writes for `args`, read as they come: what a
-        listing costs is bounded by its reader, who may stop at any record (git is killed
-        then), never by what git would write. Raises SourceError as `run_bytes` does."""
+    def records(self, *args: str, separator: bytes = b"\0") -> Iterator[Iterator[bytes]]:
+        """The records git writes for `args` (NUL-terminated, or ended by `separator`),
+        read as they come: what a listing costs is bounded by its reader, who may stop at
+        any record by raising (git is killed then), never by what git would write. Raises
+        SourceError as `run_bytes` does."""
         running = git.Git(self.repo.parent).execute(
             self._command(args), as_process=True, env=self.env
         )
@@ -115,7 +119,7 @@ class Runner:
         timer = threading.Timer(self.spec.timeout_seconds, expire)
         timer.start()
         try:
-            yield _split_records(out)
+            yield _split_records(out, separator)
             status, err = process.wait(), errors.read().decode(errors="replace")
         finally:
             timer.cancel()
@@ -145,6 +149,26 @@ class Runner:
                 raise self.error("", SourceReason.TOO_LARGE) from None
             raise
 
+    def remote_refs(self, names: tuple[str, ...]) -> dict[str, str]:
+        """What the remote's refs `names` point at now (`ls-remote`: the refs only, no
+        objects), a tag's peeled commit under its name + "^{}". A server that answers with
+        more than a listing of them could be is cut off, as too large."""
+        found: dict[str, str] = {}
+        read = 0
+        with self.records(
+            "ls-remote", "--end-of-options", self.spec.url, *names, separator=b"\n"
+        ) as lines:
+            for line in lines:
+                read += len(line) + 1
+                if read > MAX_LISTED_REFS_BYTES:
+                    cause = (
+                        f"its listing of {len(names)} refs ran past {MAX_LISTED_REFS_BYTES} bytes"
+                    )
+                    raise self.failed(cause, SourceReason.TOO_LARGE)
+                sha, _, name = line.decode(errors="replace").partition("\t")
+                found[name.strip()] = sha.strip()
+        return found
+
     def _pack_reached_limit(self) -> bool:
         """index-pack killed at the file-size limit leaves only "invalid index-pack output"
         behind, and its partial pack, which shows why (and is removed: it is garbage)."""
@@ -164,11 +188,15 @@ class Runner:
         )
 
     def error(self, cause: str, reason: SourceReason) -> SourceError:
+        """A failure of git's; a timeout or a write past the size bound says which bound."""
         if reason == SourceReason.TIMEOUT:
             cause = f"no answer within {self.spec.timeout_seconds:g} s"
         if reason == SourceReason.TOO_LARGE:
             limit = self.spec.limits.max_fetch_bytes
             cause = f"git received more than {limit} bytes ({how_to_raise('max_fetch_bytes')})"
+        return self.failed(cause, reason)
+
+    def failed(self, cause: str, reason: SourceReason) -> SourceError:
         message = f"git source {self.spec.url} at ref {self.spec.ref!r} failed ({reason}): {cause}"
         return SourceError(self.scrub(message), reason)
 
@@ -198,10 +226,10 @@ def _pipes(process: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes]]:
     return process.stdout, process.stderr
 
 
-def _split_records(stream: IO[bytes]) -> Iterator[bytes]:
+def _split_records(stream: IO[bytes], separator: bytes) -> Iterator[bytes]:
     pending = b""
     while chunk := os.read(stream.fileno(), 64 * 1024):
-        *records, pending = (pending + chunk).split(b"\0")
+        *records, pending = (pending + chunk).split(separator)
         yield from records
     if pending:
         yield pending

@@ -30,6 +30,7 @@ from gitopsd.errors import ConfigError, SourceError
 from gitopsd.reconcile.desired import read_revision
 from gitopsd.source import GitTree, Revision, check_url, fetch, mask_url, read_directory, snapshot
 from gitopsd.source import tree as source_tree
+from gitopsd.source.runner import open_runner
 from tests.harness.gitserver import GitRepo, GitServer, git
 from tests.harness.waiting import wait_for
 
@@ -824,3 +825,64 @@ def test_fa16_a_fetch_that_never_ends_is_cut_off_by_size(
     assert "more than 1048576 bytes (--max-fetch-bytes, limits.maxFetchBytes)" in str(refused.value)
     written = sum(path.stat().st_size for path in files_under(cache))
     assert written <= 2 * 1024 * 1024
+
+
+# --- an unchanged ref is asked for, not fetched ---------------------------------------
+
+
+def git_commands(records: Path) -> set[str]:
+    """The subcommands the recorded git children ran (of those these tests ask about)."""
+    known = {"fetch", "ls-remote"}
+    return {arg for argv, _ in spied(records) for arg in argv if arg in known}
+
+
+@pytest.mark.parametrize("ref", ["main", "HEAD", "v1"])
+def test_an_unchanged_ref_is_listed_not_fetched_and_a_moved_one_fetched(
+    git_server: GitServer, git_repo: GitRepo, cache: Path, spy_git: Path, ref: str
+) -> None:
+    first = git_repo.commit({"a.yaml": "1\n"})
+    git_repo.tag("v1", first)
+    spec = file_spec(git_server, git_repo, ref)
+    assert fetch(spec, cache).sha == first
+    forget_spied(spy_git)
+
+    assert fetch(spec, cache).sha == first
+    assert "ls-remote" in git_commands(spy_git) and "fetch" not in git_commands(spy_git)
+
+    second = git_repo.commit({"a.yaml": "2\n"})
+    git_repo.tag("v1", second)  # moved, as a release tag sometimes is
+    forget_spied(spy_git)
+    assert fetch(spec, cache).sha == second
+    assert "fetch" in git_commands(spy_git)
+
+
+class _EndlessRefs(BaseHTTPRequestHandler):
+    """Smart HTTP, protocol v0: advertises refs/heads/main 100,000 times (git prints each)."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-git-upload-pack-advertisement")
+        self.end_headers()
+        head = pkt_line("# service=git-upload-pack\n") + b"0000"
+        head += pkt_line(f"{ENDLESS_SHA} HEAD\0symref=HEAD:refs/heads/main\n")
+        line = pkt_line(f"{ENDLESS_SHA} refs/heads/main\n")
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self.wfile.write(head + line * 100_000 + b"0000")
+
+
+def test_fa16_a_listing_of_refs_past_any_listing_of_them_is_cut_off(cache: Path) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EndlessRefs)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/repo.git"
+    runner = open_runner(SourceSpec(url=url, ref="main", allow_insecure=True), cache)
+    try:
+        with pytest.raises(SourceError) as refused:
+            runner.remote_refs(("refs/heads/main",))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert refused.value.reason == "too_large"
+    assert "its listing of 1 refs ran past 65536 bytes" in str(refused.value)
