@@ -85,6 +85,8 @@ def test_an_autoscalers_replicas_are_accepted_and_a_persons_edit_healed(
     git_repo.commit(example_files("app"))
     daemon = daemons.start(git_server.file_url(git_repo), drift=[ACCEPT_HPA])
     wait_for(lambda: replicas(admin_api, namespace) == 2, "the app to be applied")
+    # the sync's report follows its writes: until then the series say what it measured first
+    wait_for(lambda: object_drift_series(daemon.samples(), "web") == [], "the sync reported")
     started = time.time()
 
     # ten minutes of an HPA's writes (one per 15 s sync period), compressed into a loop
