@@ -16,8 +16,9 @@ from gitopsd.config import SyncSettings
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import ControlPlane
+from tests.harness.faultproxy import Fault, FaultProxy, Request
 from tests.harness.gitserver import GitRepo, GitServer
-from tests.harness.kube import admin_service_account, kubeconfig_for
+from tests.harness.kube import admin_service_account
 from tests.harness.waiting import wait_for
 from tests.integration.test_prune import config_map_files, config_maps
 from tests.integration.test_sync import scope
@@ -25,6 +26,14 @@ from tests.integration.test_sync import scope
 OBJECTS = 500
 IN_FLIGHT = SyncSettings(name="any").concurrency
 """At most this many requests were already sent when the signal was handled."""
+
+
+def _write_of_a_new_config_map(request: Request) -> bool:
+    return (
+        request.method == "PATCH"
+        and "/configmaps/new" in request.path
+        and "dryRun" not in request.query
+    )
 
 
 def creates(plane: ControlPlane, user: str, since: float = 0.0) -> list[audit.Write]:
@@ -49,6 +58,7 @@ def test_fa21_a_signal_stops_a_sync_without_new_requests_or_prune(
     git_repo: GitRepo,
     namespace: str,
     tmp_path: Path,
+    proxy: FaultProxy,
 ) -> None:
     git_repo.commit(config_map_files("victim"))
     url = git_server.file_url(git_repo)
@@ -56,7 +66,10 @@ def test_fa21_a_signal_stops_a_sync_without_new_requests_or_prune(
     new = [f"new{i}" for i in range(OBJECTS)]
     git_repo.commit({"victim.yaml": None, **config_map_files(*new)})
     user, token = admin_service_account(admin_api, namespace, "cli")
-    kubeconfig = kubeconfig_for(control_plane, tmp_path / "cli.kubeconfig", "cli", token)
+    # each write takes a while, as on a busy API server: the signal comes mid-apply on any
+    # machine (a fast one once applied all 500 before the test saw 20)
+    proxy.inject(Fault(when=_write_of_a_new_config_map, delay_seconds=0.2))
+    kubeconfig = proxy.kubeconfig(tmp_path / "cli.kubeconfig", "cli", token)
     argv = [sys.executable, "-m", "gitopsd", "sync", url, *scope(namespace), "--prune"]
     argv += ["--allow-mass-prune", "--kubeconfig", str(kubeconfig)]
     argv += ["--cache-dir", str(tmp_path / "cache")]
