@@ -104,10 +104,9 @@ def test_a_pool_runs_at_most_its_threads_at_once_however_many_sources_ask() -> N
     assert sum(t.name.startswith("bounded-") for t in threading.enumerate()) <= 8
 
 
-def test_a_stalled_poll_frees_its_turn_and_threads_stay_bounded() -> None:
-    pool = Pool(1, "stalls", stalled_seconds=0.2, most=3)
-    release = threading.Event()
-    ran: list[str] = []
+def hanging_until(release: threading.Event, ran: list[str]) -> Callable[[str], Callable[[], None]]:
+    """Polls named as they are made, each noting its name in `ran` when it starts and then
+    hanging until `release` (as a poll of a git host that never answers)."""
 
     def hanging(name: str) -> Callable[[], None]:
         def work() -> None:
@@ -115,6 +114,15 @@ def test_a_stalled_poll_frees_its_turn_and_threads_stay_bounded() -> None:
             release.wait(30)
 
         return work
+
+    return hanging
+
+
+def test_a_stalled_poll_frees_its_turn_and_threads_stay_bounded() -> None:
+    pool = Pool(1, "stalls", stalled_seconds=0.2, most=3)
+    release = threading.Event()
+    ran: list[str] = []
+    hanging = hanging_until(release, ran)
 
     for name in ("hung", "next", "third", "fourth"):
         pool.coalesced(hanging(name), name)()
@@ -130,13 +138,7 @@ def test_a_tenants_hung_polls_hold_at_most_its_share_of_the_threads() -> None:
     pool = Pool(2, "tenants", stalled_seconds=0.1, most=8)  # a tenant's share: 4 threads
     release = threading.Event()
     ran: list[str] = []
-
-    def hanging(name: str) -> Callable[[], None]:
-        def work() -> None:
-            ran.append(name)
-            release.wait(30)
-
-        return work
+    hanging = hanging_until(release, ran)
 
     for number in range(6):  # a tenant whose GitSyncs all name a host that hangs
         pool.coalesced(hanging(f"hostile-{number}"), f"hostile {number}", "hostile")()
