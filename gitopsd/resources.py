@@ -12,6 +12,14 @@ SECRETS = Resource("", "v1", "Secret", "secrets", namespaced=True)
 NAMESPACES = Resource("", "v1", "Namespace", "namespaces", namespaced=False)
 EVENTS = Resource("", "v1", "Event", "events", namespaced=True)
 LEASES = Resource("coordination.k8s.io", "v1", "Lease", "leases", namespaced=True)
+ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io",
+    "v1",
+    "SelfSubjectAccessReview",
+    "selfsubjectaccessreviews",
+    namespaced=False,
+)
+"""Asks what the requester may do (every authenticated user may ask about itself)."""
 CUSTOM_RESOURCE_DEFINITIONS = Resource(
     "apiextensions.k8s.io",
     "v1",

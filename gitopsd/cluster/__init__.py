@@ -19,7 +19,7 @@ from gitopsd.cluster.projection import Projection
 from gitopsd.cluster.transport import Impersonating, PooledTransport
 from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.objects import FIELD_MANAGER, Body, GroupKind, Resource
-from gitopsd.resources import CUSTOM_RESOURCE_DEFINITIONS, EVENTS
+from gitopsd.resources import ACCESS_REVIEWS, CUSTOM_RESOURCE_DEFINITIONS, EVENTS
 
 __all__ = ["ApiError", "Cluster", "Counters", "Resource", "run_concurrently"]
 
@@ -235,6 +235,30 @@ class Cluster:
         connections, request tally, discovery and fencing."""
         transport = Impersonating(self.api.transport, user)
         return replace(self, api=replace(self.api, transport=transport, reachable=True))
+
+    @property
+    def identity(self) -> str:
+        """Whom its requests act as: the impersonated user, or "" for this process itself."""
+        transport = self.api.transport
+        return transport.user if isinstance(transport, Impersonating) else ""
+
+    def may_watch_everywhere(self, resource: Resource) -> bool:
+        """Whether its identity may list and watch `resource` in all namespaces (asked with
+        SelfSubjectAccessReviews, which change nothing); False when it cannot be asked."""
+        try:
+            return all(self._allowed(verb, resource) for verb in ("list", "watch"))
+        except ClusterError:
+            return False
+
+    def _allowed(self, verb: str, resource: Resource) -> bool:
+        attributes = {"verb": verb, "group": resource.group, "resource": resource.plural}
+        review = {
+            "apiVersion": ACCESS_REVIEWS.api_version,
+            "kind": ACCESS_REVIEWS.kind,
+            "spec": {"resourceAttributes": attributes},
+        }
+        answer: Body = self.api.request("POST", ACCESS_REVIEWS.path(""), body=review)
+        return bool((answer.get("status") or {}).get("allowed"))
 
     def _fence(self) -> None:
         if not self.may_write():

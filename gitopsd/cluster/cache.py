@@ -1,25 +1,24 @@
-"""A live cache fed by LIST + WATCH, one informer per group/kind and namespace.
+"""An informer: a live cache of one resource in one namespace (or all), fed by LIST + WATCH.
 
-Each informer lists once, then watches from the list's resourceVersion with bookmarks. Its
+It lists once, then watches from the list's resourceVersion with bookmarks. Its
 thread never dies: after any failure (a cut or refused connection, an empty stream, a bug)
 it reports unsynced and backs off with jitter, then watches again from the last version
 it saw; only 410 Gone (history compacted past that version) makes it list again. A
 Forbidden answer is kept too, so that a reconcile waiting for the cache fails at once with
 the refusal (its resource, namespace and user) instead of at a deadline. It keeps the
-objects a source cares about: those labelled as its own (for prune) and those git declares
-(to see them before they are ours, and conflicts), each as its projection (what drift,
-attribution, ownership and health read; see `projection`). A change that touches more
-than status, or changes the object's health, reaches `on_change`, so drift and health are
-evaluated again within about a second of an edit or a rollout's progress; a no-op
-reconcile reads only memory.
+objects its `keep` says (for the daemon's sources, see `watches`: those an ApplySet of a
+source labels as its own and those git declares), each as its projection (what drift,
+attribution, ownership and health read; see `projection`), indexed by their ApplySet. A
+change that touches more than status, or changes the object's health, reaches
+`on_change`, so drift and health are evaluated again within about a second of an edit or
+a rollout's progress; a no-op reconcile reads only memory.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from gitopsd import health
@@ -27,21 +26,18 @@ from gitopsd.backoff import Backoff
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.cluster.api import ApiError
 from gitopsd.errors import ClusterError, ClusterReason
-from gitopsd.objects import APPLYSET_PART_OF_LABEL, Body, GroupKind, ObjectKey, key_of
+from gitopsd.objects import APPLYSET_PART_OF_LABEL, Body, ObjectKey, key_of
 
 log = logging.getLogger("gitopsd.cache")
 FIRST_BACKOFF_SECONDS = 0.2
 MAX_BACKOFF_SECONDS = 10.0
-REFUSAL_CHECK_SECONDS = 0.1
-STOPPED = "the watch cache stopped: this source is stopping"
-"""What a read gets from a cache that stops meanwhile (the process shutting down, the source
-retired), as a fenced ClusterError: the reconcile ends there, as at its next write."""
 
-OnChange = Callable[[ObjectKey, Body | None], None]
-"""Called with the object's key and its new body (None when deleted or no longer kept)."""
+Change = Callable[[ObjectKey, Body | None, Body | None], None]
+"""Called with the object's key, the body held before and the new one (None: none held)."""
 Keep = Callable[[ObjectKey, Body], bool]
-Scope = tuple[GroupKind, str]
-"""A group/kind and a namespace ("" for cluster-scoped kinds): what one informer watches."""
+Unless = Callable[[ObjectKey, Body | None], bool]
+Owned = tuple[str, str]
+"""An ApplySet id and a namespace ("" for cluster-scoped objects): whose objects, where."""
 
 
 def content(body: Body | None) -> object:
@@ -56,8 +52,14 @@ def content(body: Body | None) -> object:
     return {**{k: v for k, v in body.items() if k != "status"}, "metadata": metadata}
 
 
-def _version(body: Body) -> str:
+def resource_version(body: Body) -> str:
     return str((body.get("metadata") or {}).get("resourceVersion", ""))
+
+
+def owner_of(body: Body | None) -> str:
+    """The id of the ApplySet that labels `body` as its own, or ""."""
+    labels = ((body or {}).get("metadata") or {}).get("labels") or {}
+    return str(labels.get(APPLYSET_PART_OF_LABEL) or "")
 
 
 @dataclass
@@ -66,7 +68,7 @@ class Informer:
     resource: Resource
     namespace: str
     keep: Keep
-    on_change: OnChange
+    on_change: Change
     stopping: threading.Event
     whole: bool = False
     """Keep bodies whole (status and generation too), not projected: for a controller's own
@@ -74,6 +76,10 @@ class Informer:
     store: dict[ObjectKey, Body] = field(default_factory=dict)
     content_versions: dict[ObjectKey, str] = field(default_factory=dict)
     """The resourceVersion of each object's last change of content (not of status)."""
+    owned: dict[Owned, set[ObjectKey]] = field(default_factory=dict)
+    """The keys held, by the ApplySet that labels them and their namespace."""
+    catching_up: list[set[ObjectKey]] = field(default_factory=list)
+    """For each `catch_up` in progress, the keys recorded since it began."""
     synced: threading.Event = field(default_factory=threading.Event)
     retired: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -117,17 +123,21 @@ class Informer:
         return ClusterError(f"watch of {self.resource.plural} in {where}: {error}", error.reason)
 
     def _relist(self) -> str:
+        """Lists, and holds what the list holds. What to keep is asked as late as can be: an
+        object someone began to keep meanwhile (and caught up on) stays."""
         items, version = self.cluster.list_with_version(
             self.resource, self.namespace, projected=not self.whole
         )
         listed = {key_of(item): item for item in items}
-        fresh = {key: item for key, item in listed.items() if self.keep(key, item)}
         with self.lock:
-            previous = self.store
-        for key in previous.keys() - fresh.keys():
+            held = set(self.store)
+        for key in held - listed.keys():
             self._record(key, None)
-        for key, body in fresh.items():
-            self._record(key, body)
+        for key, body in listed.items():
+            if self.keep(key, body):
+                self._record(key, body)
+            elif key in held:
+                self._record(key, None)
         self.synced.set()
         self.refusal = None
         return version
@@ -147,7 +157,7 @@ class Informer:
             kind, body = event.get("type"), event.get("object") or {}
             if kind == "ERROR":
                 raise ApiError(int(body.get("code", 500)), str(body.get("message", "watch error")))
-            self.version = _version(body) or self.version
+            self.version = resource_version(body) or self.version
             if kind == "BOOKMARK":
                 continue
             body = {"apiVersion": self.resource.api_version, "kind": self.resource.kind, **body}
@@ -157,21 +167,63 @@ class Informer:
             self._record(key, kept_body if kept else None)
         return delivered
 
-    def _record(self, key: ObjectKey, body: Body | None) -> None:
+    def _record(self, key: ObjectKey, body: Body | None, unless: Unless | None = None) -> None:
         """Stores the newest body (None: gone); a change of content moves its version and
-        is reported."""
+        is reported. `unless`, asked under the lock with the body held, vetoes it."""
         with self.lock:
             previous = self.store.get(key)
+            if unless is not None and unless(key, previous):
+                return
+            for seen in self.catching_up:
+                seen.add(key)
             changed = content(previous) != content(body)
+            self._index(key, previous, body)
             if body is None:
                 self.store.pop(key, None)
                 self.content_versions.pop(key, None)
             else:
                 self.store[key] = body
                 if changed:
-                    self.content_versions[key] = _version(body)
+                    self.content_versions[key] = resource_version(body)
         if changed or self._health_changed(previous, body):
-            self.on_change(key, body)
+            self.on_change(key, previous, body)
+
+    def _index(self, key: ObjectKey, previous: Body | None, body: Body | None) -> None:
+        before, now = owner_of(previous), owner_of(body)
+        if previous is not None and (body is None or before != now):
+            keys = self.owned.get((before, key.namespace), set())
+            keys.discard(key)
+            if not keys:
+                self.owned.pop((before, key.namespace), None)
+        if body is not None:
+            self.owned.setdefault((now, key.namespace), set()).add(key)
+
+    def catch_up(self, namespace: str) -> None:
+        """Lists `namespace` ("": all) again and holds the objects now kept that it did not
+        hold: someone began to keep them after they were listed. A consistent list is at
+        least as new as any event the watch delivered before it was asked; an object the
+        watch recorded since is left as the watch has it."""
+        seen: set[ObjectKey] = set()
+        with self.lock:
+            self.catching_up.append(seen)
+        try:
+            items = self.cluster.list_objects(self.resource, namespace, projected=not self.whole)
+            for item in items:
+                key = key_of(item)
+                if self.keep(key, item):  # what the watch recorded is as new, or newer
+                    self._record(key, item, lambda k, held: held is not None or k in seen)
+        finally:
+            with self.lock:
+                self.catching_up.remove(seen)
+
+    def owned_by(self, owned: Owned) -> dict[ObjectKey, Body]:
+        """The objects held that an ApplySet labels as its own, in one namespace."""
+        with self.lock:
+            return {key: self.store[key] for key in self.owned.get(owned, ())}
+
+    def held(self, keys: Iterable[ObjectKey]) -> dict[ObjectKey, Body]:
+        with self.lock:
+            return {key: self.store[key] for key in keys if key in self.store}
 
     def _health_changed(self, previous: Body | None, body: Body | None) -> bool:
         """A status change that moves the object's health (a rollout's progress). A
@@ -190,105 +242,17 @@ class Informer:
         one, which must not borrow the version of content it does not have."""
         with self.lock:
             newest = self.store.get(key)
-            if newest is None or _version(newest) != _version(body):
+            if newest is None or resource_version(newest) != resource_version(body):
                 return None
             return self.content_versions.get(key)
 
-    def purge(self) -> None:
-        """Drops objects no longer kept (they left git and are not ours)."""
-        with self.lock:
-            dropped = [key for key, body in self.store.items() if not self.keep(key, body)]
-        for key in dropped:
-            self._record(key, None)
+    def forget(self, keys: Iterable[ObjectKey]) -> None:
+        """Drops those of `keys` no longer kept (they left git and are no one's)."""
+        for key in keys:
+            self._record(key, None, lambda k, held: held is None or self.keep(k, held))
 
     def _back_off(self, cause: object) -> None:
         delay = self.backoff.failed()
         plural = self.resource.plural
         log.warning("watch of %s failed, retrying in %.1f s: %s", plural, delay, cause)
         self.stopping.wait(delay)
-
-
-@dataclass
-class LiveCache:
-    """The live objects of one source (owned by its ApplySet `applyset_id`, or wanted by git),
-    kept current by informers."""
-
-    cluster: Cluster
-    applyset_id: str
-    on_change: OnChange
-    stopping: threading.Event = field(default_factory=threading.Event)
-    wanted: frozenset[ObjectKey] = frozenset()
-    informers: dict[Scope, Informer] = field(default_factory=dict)
-
-    def ensure(self, needed: Mapping[Scope, Resource], wanted: Iterable[ObjectKey]) -> None:
-        """Watches each resource in its namespace ("": cluster-wide) and keeps the objects
-        of `wanted`. An informer that may have dropped a newly wanted object lists again; one
-        whose scope nothing needs any more stops."""
-        wanted = frozenset(wanted)
-        grown = {(key.group_kind, key.namespace) for key in wanted - self.wanted}
-        shrunk = bool(self.wanted - wanted)
-        self.wanted = wanted
-        for scope in self.informers.keys() - needed.keys():
-            self.informers.pop(scope).retired.set()
-        for scope, resource in needed.items():
-            current = self.informers.get(scope)
-            if current is None or current.resource != resource or scope in grown:
-                self._start(resource, scope[1], current)
-            elif shrunk:
-                current.purge()
-
-    def _keep(self, key: ObjectKey, body: Body) -> bool:
-        labels = (body.get("metadata") or {}).get("labels") or {}
-        return labels.get(APPLYSET_PART_OF_LABEL) == self.applyset_id or key in self.wanted
-
-    def _start(self, resource: Resource, namespace: str, previous: Informer | None) -> None:
-        """Starts an informer; one it replaces hands over what it knew, so that the new
-        list reports only real changes."""
-        informer = Informer(
-            self.cluster, resource, namespace, self._keep, self.on_change, self.stopping
-        )
-        if previous is not None:
-            previous.retired.set()
-            with previous.lock:
-                informer.store = dict(previous.store)
-                informer.content_versions = dict(previous.content_versions)
-        self.informers[(GroupKind(resource.group, resource.kind), namespace)] = informer
-        name = f"informer-{resource.plural}-{namespace or 'cluster'}"
-        threading.Thread(target=informer.run, name=name, daemon=True).start()
-
-    def wait_synced(self, timeout_seconds: float) -> bool:
-        """Whether every informer synced within the timeout; raises at once the refusal of
-        one the API server forbids to list or watch (it would not sync in time either), and
-        STOPPED once the cache is stopping (its informers never will sync)."""
-        deadline = time.monotonic() + timeout_seconds
-        for informer in list(self.informers.values()):
-            while not informer.synced.wait(min(REFUSAL_CHECK_SECONDS, deadline - time.monotonic())):
-                if informer.refusal is not None:
-                    raise informer.refusal
-                if self.stopping.is_set():
-                    raise ClusterError(STOPPED, ClusterReason.FENCED)
-                if time.monotonic() >= deadline:
-                    return False
-        return True
-
-    def synced(self) -> bool:
-        return all(i.synced.is_set() for i in list(self.informers.values()))
-
-    def objects(self) -> dict[ObjectKey, Body]:
-        found: dict[ObjectKey, Body] = {}
-        for informer in list(self.informers.values()):
-            with informer.lock:
-                found.update(informer.store)
-        return found
-
-    def content_version(self, key: ObjectKey, body: Body) -> str:
-        """A version of `body` that moves when its content does, not when only its status
-        does (falls back to the resourceVersion). A drift check that read `body` just before
-        a newer event arrived is remembered under `body`'s version, so the event's content is
-        checked too."""
-        informer = self.informers.get((key.group_kind, key.namespace))
-        known = informer.content_version(key, body) if informer else None
-        return known or _version(body)
-
-    def stop(self) -> None:
-        self.stopping.set()

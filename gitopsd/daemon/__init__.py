@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 from gitopsd import configfile
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.lease import LeaderElector
+from gitopsd.cluster.watches import Watches
 from gitopsd.configfile import DaemonConfig, SourceConfig
 from gitopsd.daemon import http, logs
 from gitopsd.daemon.control import Control
@@ -61,6 +62,7 @@ class Daemon:
         self.elector = self._elector()
         self.cluster.may_write = self._may_write
         self.fetches = FetchLedger()
+        self.watches = Watches(self.stopping)
         threads = config.concurrent_reconciles
         self.pool = Pool(threads, "reconcile", STALLED_POLL_SECONDS, STALLED_THREADS * threads)
         self.workers = [self._worker(source) for source in sources]
@@ -91,6 +93,7 @@ class Daemon:
             sources=self.sources,
             pool=self.pool,
             fetches=self.fetches,
+            watches=self.watches,
             taken_parents=parents,
         )
 
@@ -156,6 +159,7 @@ class Daemon:
             stopping=self.stopping,
             pool=self.pool,
             fetches=self.fetches,
+            watches=self.watches,
         )
 
     def ready(self) -> bool:

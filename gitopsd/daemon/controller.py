@@ -24,6 +24,7 @@ from gitopsd import gitsync
 from gitopsd.backoff import Backoff
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.cache import Informer
+from gitopsd.cluster.watches import Watches
 from gitopsd.config import Credentials
 from gitopsd.configfile import GitSyncSettings, SourceConfig, cycle_through
 from gitopsd.daemon.credentials import credentials_of, fingerprint, webhook_token
@@ -75,6 +76,8 @@ class GitSyncController:
     """Every source the daemon runs: a GitSync's joins while it is served."""
     pool: Pool
     """The threads that run every source's polls."""
+    watches: Watches
+    """The informers shared by the daemon's sources."""
     fetches: FetchLedger | None = None
     """The fetches shared by the sources of one repository, ref and credentials."""
     taken_parents: frozenset[tuple[str, str]] = frozenset()
@@ -116,7 +119,7 @@ class GitSyncController:
             with informer.lock:
                 self.queue.add_all(set(informer.store))
 
-    def _changed(self, key: ObjectKey, body: Body | None) -> None:
+    def _changed(self, key: ObjectKey, previous: Body | None, body: Body | None) -> None:
         self.queue.add(key)
 
     def _run(self) -> None:
@@ -247,6 +250,7 @@ class GitSyncController:
             stopping=self.stopping,
             pool=self.pool,
             fetches=self.fetches,
+            watches=self.watches,
             tenant=key.namespace,
         )
         worker.requested = wanted.requested  # its first poll answers a request made before

@@ -22,7 +22,7 @@ from apscheduler.schedulers.base import BaseScheduler
 
 from gitopsd.backoff import Backoff
 from gitopsd.cluster import Cluster
-from gitopsd.cluster.cache import LiveCache
+from gitopsd.cluster.watches import LiveCache, Watches
 from gitopsd.configfile import Mode, SourceConfig
 from gitopsd.daemon.queue import Pool, WorkQueue
 from gitopsd.daemon.reporter import Reporter
@@ -93,6 +93,8 @@ class SourceWorker:
     stopping: threading.Event
     pool: Pool
     """The daemon's threads that run polls: this source's wait their turn there."""
+    watches: Watches
+    """The daemon's informers, shared by its sources."""
     busy: threading.Lock = field(default_factory=threading.Lock)
     backoff: Backoff = field(default_factory=Backoff)
     recheck_backoff: Backoff = field(default_factory=Backoff)
@@ -125,7 +127,7 @@ class SourceWorker:
         self.cluster = replace(self.cluster, may_write=lambda: fence() and not self._done())
         config = self.config
         applyset = desired.applyset_of(config.settings)
-        self.cache = LiveCache(self.cluster, applyset.id, self._changed, self.halt)
+        self.cache = LiveCache(self.watches, self.cluster, applyset.id, self._changed, self.halt)
         bounds = Bounds.of(config.settings, config.spec.limits)
         self.reader = CacheReader(self.cluster, self.cache, bounds)
         self.queue = WorkQueue()
@@ -176,6 +178,7 @@ class SourceWorker:
         `grace_seconds` for the one in flight to end, then removes its jobs (a reconcile
         that ended meanwhile scheduled no retry: it saw the halt)."""
         self.halt.set()
+        self.cache.stop()
         if self.shared:
             self.shared.leave()
         if self.busy.acquire(timeout=grace_seconds):

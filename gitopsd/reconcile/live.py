@@ -22,7 +22,7 @@ from typing import Protocol
 from gitopsd import inventory
 from gitopsd.changes import Live, Target
 from gitopsd.cluster import Cluster, Resource, run_concurrently
-from gitopsd.cluster.cache import LiveCache, Scope
+from gitopsd.cluster.watches import LiveCache, Scope
 from gitopsd.config import Limits, SyncSettings, how_to_raise
 from gitopsd.errors import ClusterError, ClusterReason, ManifestError, ManifestReason
 from gitopsd.objects import Body, GroupKind, ObjectKey, key_of

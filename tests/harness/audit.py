@@ -38,9 +38,15 @@ class Write:
     """The request's body, where the policy logs it (a DELETE's options)."""
 
 
+QUESTIONS = frozenset({"selfsubjectaccessreviews", "subjectaccessreviews", "tokenreviews"})
+"""Created, yet stored nowhere: a review only asks the API server what someone may do."""
+
+
 def writes(plane: ControlPlane, user: str, since: float = 0.0) -> list[Write]:
-    """Every write request by `user` received at or after `since`, dry-runs included."""
-    return [w for w in requests(plane, user, since) if w.verb in WRITE_VERBS]
+    """Every write request by `user` received at or after `since`, dry-runs included (a
+    review, which only asks, is not one)."""
+    logged = requests(plane, user, since)
+    return [w for w in logged if w.verb in WRITE_VERBS and w.resource not in QUESTIONS]
 
 
 def requests(plane: ControlPlane, user: str, since: float = 0.0) -> list[Write]:
@@ -66,7 +72,12 @@ def _logged(plane: ControlPlane, since: float) -> list[Write]:
 
 def writes_by_anyone(plane: ControlPlane, since: float = 0.0) -> list[Write]:
     """Every write request any user made at or after `since`, dry-runs excluded."""
-    return [w for w in _logged(plane, since) if w.verb in WRITE_VERBS and not w.dry_run]
+    logged = _logged(plane, since)
+    return [
+        w
+        for w in logged
+        if w.verb in WRITE_VERBS and not w.dry_run and w.resource not in QUESTIONS
+    ]
 
 
 def impersonated(plane: ControlPlane, acting_as: str, since: float = 0.0) -> list[Write]:

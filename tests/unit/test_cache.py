@@ -1,6 +1,7 @@
 """How the watch cache takes events: what it keeps, what it reports, and the content
-version that status-only updates do not move, and how an informer lives through a broken
-watch. Events are fed in directly, or by a scripted stand-in for the cluster: no API."""
+version that status-only updates do not move, how an informer lives through a broken
+watch, and how sources share informers without seeing each other's objects. Events are fed
+in directly, or by a scripted stand-in for the cluster: no API."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import pytest
 
 from gitopsd import health
 from gitopsd.cluster import ApiError, Cluster, Resource
-from gitopsd.cluster.cache import Informer, LiveCache, content
+from gitopsd.cluster.cache import Informer, content
 from gitopsd.cluster.projection import Projection
+from gitopsd.cluster.watches import LiveCache, Watches
 from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.objects import APPLYSET_PART_OF_LABEL, Body, ObjectKey
 from tests.harness.waiting import wait_for
@@ -23,12 +25,15 @@ DEPLOYMENTS = Resource("apps", "v1", "Deployment", "deployments", namespaced=Tru
 WEB = ObjectKey("apps", "Deployment", "n", "web")
 
 
-def deployment(version: str, replicas: int = 1, ready: int = 0, owner: str = "") -> Body:
+def deployment(
+    version: str, replicas: int = 1, ready: int = 0, owner: str = "", key: ObjectKey = WEB
+) -> Body:
     labels = {APPLYSET_PART_OF_LABEL: owner} if owner else {}
+    metadata = {"name": key.name, "namespace": key.namespace, "resourceVersion": version}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": "n", "resourceVersion": version, "labels": labels},
+        "metadata": {**metadata, "labels": labels},
         "spec": {"replicas": replicas},
         "status": {"readyReplicas": ready},
     }
@@ -38,7 +43,7 @@ def informer(keep: Any = lambda key, body: True) -> tuple[Informer, list[ObjectK
     changes: list[ObjectKey] = []
     no_cluster = cast(Cluster, None)
     fed = Informer(
-        no_cluster, DEPLOYMENTS, "n", keep, lambda key, _: changes.append(key), threading.Event()
+        no_cluster, DEPLOYMENTS, "n", keep, lambda key, *_: changes.append(key), threading.Event()
     )
     return fed, changes
 
@@ -96,26 +101,30 @@ def test_a_deletion_is_reported_and_forgotten() -> None:
     assert cache.content_version(WEB, deployment("1")) is None
 
 
-def test_objects_no_longer_kept_are_purged_and_reported() -> None:
+def test_objects_no_longer_kept_are_forgotten_and_reported() -> None:
     wanted = {WEB}
     cache, changes = informer(lambda key, body: key in wanted)
     cache._record(WEB, deployment("1"))
+    cache.forget([WEB])
+    assert WEB in cache.store  # still kept
     wanted.clear()
 
-    cache.purge()
+    cache.forget([WEB])
 
     assert WEB not in cache.store and changes == [WEB, WEB]
 
 
-def test_the_cache_keeps_owned_and_wanted_objects_only() -> None:
-    live = LiveCache(cast(Cluster, None), "applyset-ours-v1", lambda key, body: None)
-    live.wanted = frozenset({WEB})
-    api = ObjectKey("apps", "Deployment", "n", "api")
+def test_the_informer_indexes_what_it_holds_by_applyset_and_namespace() -> None:
+    cache, _ = informer()
+    cache._record(WEB, deployment("1", owner="applyset-ours-v1"))
+    assert cache.owned_by(("applyset-ours-v1", "n")) == {WEB: cache.store[WEB]}
 
-    assert live._keep(WEB, deployment("1"))
-    assert live._keep(api, deployment("1", owner="applyset-ours-v1"))
-    assert not live._keep(api, deployment("1", owner="applyset-other-v1"))
-    assert not live._keep(api, deployment("1"))
+    cache._record(WEB, deployment("2", owner="applyset-other-v1"))  # relabelled
+    assert cache.owned_by(("applyset-ours-v1", "n")) == {}
+    assert list(cache.owned_by(("applyset-other-v1", "n"))) == [WEB]
+
+    cache._record(WEB, None)
+    assert cache.owned == {}
 
 
 def test_a_body_older_than_the_newest_event_keeps_its_own_version() -> None:
@@ -131,7 +140,8 @@ def test_a_body_older_than_the_newest_event_keeps_its_own_version() -> None:
 
 
 def test_without_an_informer_the_content_version_is_the_resource_version() -> None:
-    live = LiveCache(cast(Cluster, None), "applyset-ours-v1", lambda key, body: None)
+    watches = Watches(threading.Event())
+    live = LiveCache(watches, cast(Cluster, None), "applyset-ours-v1", lambda key, body: None)
 
     assert live.content_version(WEB, deployment("7")) == "7"
 
@@ -139,9 +149,17 @@ def test_without_an_informer_the_content_version_is_the_resource_version() -> No
 def test_a_snapshot_keeps_its_own_version_when_an_edit_arrives_while_it_is_measured() -> None:
     """Else a drift measured on the snapshot would be remembered as that of the edit, and
     the edit, once its key is taken from the queue, never measured."""
-    live = LiveCache(cast(Cluster, None), "applyset-ours-v1", lambda key, body: None)
-    fed, _ = informer()
-    live.informers[(WEB.group_kind, "n")] = fed
+    live, cluster = view("applyset-ours-v1")
+    try:
+        live.ensure({(WEB.group_kind, "n"): DEPLOYMENTS}, [WEB])
+        fed = shared_informer(live)
+        wait_for(fed.synced.is_set, "the informer to sync")
+        check_snapshot_versions(live, fed)
+    finally:
+        cluster.stopping.set()
+
+
+def check_snapshot_versions(live: LiveCache, fed: Informer) -> None:
     fed._record(WEB, deployment("1"))
     fed._record(WEB, deployment("2", ready=1))  # status only
     snapshot = live.objects()[WEB]
@@ -154,13 +172,17 @@ def test_a_snapshot_keeps_its_own_version_when_an_edit_arrives_while_it_is_measu
 
 
 def test_an_informer_whose_scope_nothing_needs_any_more_is_retired() -> None:
-    live = LiveCache(cast(Cluster, None), "applyset-ours-v1", lambda key, body: None)
-    stale, _ = informer()
-    live.informers[(WEB.group_kind, "n")] = stale
+    live, cluster = view("applyset-ours-v1")
+    try:
+        live.ensure({(WEB.group_kind, "n"): DEPLOYMENTS}, [WEB])
+        stale = shared_informer(live)
 
-    live.ensure({}, wanted=[])
+        live.ensure({}, wanted=[])
 
-    assert live.informers == {} and stale.retired.is_set()
+        assert live.joined == {} and stale.retired.is_set()
+        assert live.watches.informers == {}
+    finally:
+        cluster.stopping.set()
 
 
 Step = Exception | list[Body | Exception]
@@ -177,6 +199,11 @@ class ScriptedCluster:
     list_errors: list[Exception] = field(default_factory=list)
     """Raised by the first lists, one each."""
     projection: Projection = field(default_factory=Projection)
+    objects: list[Body] = field(default_factory=list)
+    """What lists return, in any namespace."""
+    identity: str = ""
+    everywhere: bool = True
+    """Whether its identity may list and watch in all namespaces."""
     lists: int = 0
     projected: list[bool] = field(default_factory=list)
     """Whether each list asked for projections."""
@@ -185,11 +212,19 @@ class ScriptedCluster:
     def list_with_version(
         self, resource: Resource, namespace: str, projected: bool
     ) -> tuple[list[Body], str]:
-        self.lists += 1
         self.projected.append(projected)
         if self.list_errors:
             raise self.list_errors.pop(0)
-        return [], "10"
+        return self.list_objects(resource, namespace), "10"
+
+    def list_objects(
+        self, resource: Resource, namespace: str, projected: bool = True
+    ) -> list[Body]:
+        self.lists += 1
+        return [o for o in self.objects if namespace in ("", o["metadata"]["namespace"])]
+
+    def may_watch_everywhere(self, resource: Resource) -> bool:
+        return self.everywhere
 
     def watch(self, resource: Resource, namespace: str, version: str) -> Iterator[Body]:
         self.watched_from.append(version)
@@ -217,7 +252,7 @@ def run_informer(
     stopping = threading.Event()
     cluster = ScriptedCluster(script, stopping, list_errors or [])
     fed = Informer(
-        cast(Cluster, cluster), DEPLOYMENTS, "n", lambda k, b: True, lambda k, b: None, stopping
+        cast(Cluster, cluster), DEPLOYMENTS, "n", lambda k, b: True, lambda *_: None, stopping
     )
     threading.Thread(target=fed.run, daemon=True).start()
     return fed, cluster
@@ -264,9 +299,9 @@ def test_410_gone_lists_again_and_an_unexpected_error_does_not_end_the_thread() 
 
 def test_a_forbidden_list_fails_the_wait_for_sync_at_once_naming_what_and_where() -> None:
     forbidden = ApiError(403, 'deployments.apps is forbidden: User "u" cannot list resource')
-    fed, cluster = run_informer([], list_errors=[forbidden, forbidden])
-    live = LiveCache(cast(Cluster, cluster), "applyset-ours-v1", lambda key, body: None)
-    live.informers[(WEB.group_kind, "n")] = fed
+    live, _ = view("applyset-ours-v1", list_errors=[forbidden, forbidden], everywhere=False)
+    live.ensure({(WEB.group_kind, "n"): DEPLOYMENTS}, [WEB])
+    fed = shared_informer(live)
     try:
         wait_for(lambda: fed.refusal, "the informer to be refused")
         with pytest.raises(ClusterError) as refused:
@@ -283,9 +318,9 @@ def test_a_forbidden_list_fails_the_wait_for_sync_at_once_naming_what_and_where(
 def test_a_wait_for_sync_ends_at_once_when_the_cache_stops() -> None:
     """SIGTERM during a first reconcile: the informers stop and will never sync."""
     down = ClusterError("WATCH deployments: Connection refused", ClusterReason.UNREACHABLE)
-    fed, cluster = run_informer([down] * 100)
-    live = LiveCache(cast(Cluster, cluster), "applyset-ours-v1", lambda key, body: None)
-    live.informers[(WEB.group_kind, "n")] = fed
+    live, _ = view("applyset-ours-v1", script=[down] * 100)
+    live.ensure({(WEB.group_kind, "n"): DEPLOYMENTS}, [WEB])
+    fed = shared_informer(live)
     threading.Timer(0.2, live.stop).start()
     try:
         with pytest.raises(ClusterError) as stopped:
@@ -307,3 +342,152 @@ def test_the_informer_keeps_projections_of_what_it_lists_and_watches() -> None:
         assert fed.store[WEB]["metadata"]["managedFields"] == managed
     finally:
         fed.stopping.set()
+
+
+def view(
+    applyset_id: str,
+    watches: Watches | None = None,
+    identity: str = "",
+    changes: list[tuple[ObjectKey, Body | None]] | None = None,
+    **scripted: Any,
+) -> tuple[LiveCache, ScriptedCluster]:
+    """A source's view through `watches` (new ones unless given), as `identity`: what its
+    informers see is scripted; the changes it hears go to `changes`."""
+    stopping = watches.stopping if watches else threading.Event()
+    cluster = ScriptedCluster(scripted.pop("script", []), stopping, **scripted)
+    cluster.identity = identity
+    heard = changes if changes is not None else []
+    on_change = lambda key, body: heard.append((key, body))  # noqa: E731
+    live = LiveCache(watches or Watches(stopping), cast(Cluster, cluster), applyset_id, on_change)
+    return live, cluster
+
+
+def shared_informer(live: LiveCache) -> Informer:
+    (informer,) = {id(j.informer): j.informer for j in live.joined.values()}.values()
+    return informer
+
+
+A, B = ObjectKey("apps", "Deployment", "a", "web"), ObjectKey("apps", "Deployment", "b", "web")
+IN_A, IN_B = (A.group_kind, "a"), (B.group_kind, "b")
+
+
+def test_sources_of_one_identity_share_one_watch_of_all_namespaces_yet_see_only_theirs() -> None:
+    first, cluster = view("applyset-a-v1")
+    second, _ = view("applyset-b-v1", first.watches)
+    cluster.objects = [
+        deployment("1", owner="applyset-a-v1", key=A),
+        deployment("2", owner="applyset-b-v1", key=B),
+        deployment("3", owner="applyset-a-v1", key=B),  # a's label, in b's namespace
+    ]
+    try:
+        first.ensure({IN_A: DEPLOYMENTS}, [])
+        second.ensure({IN_B: DEPLOYMENTS}, [])
+        fed = shared_informer(first)
+        wait_for(fed.synced.is_set, "the shared informer to sync")
+
+        assert shared_informer(second) is fed and fed.namespace == ""  # one watch, everywhere
+        assert list(first.objects()) == [A]  # not its label's object in b: b is not its scope
+        assert second.objects()[B]["metadata"]["resourceVersion"] == "2"
+    finally:
+        cluster.stopping.set()
+
+
+def test_each_identity_has_its_own_informers_and_without_rights_everywhere_one_per_namespace() -> (
+    None
+):
+    daemon, cluster = view("applyset-a-v1")
+    tenant, _ = view("applyset-b-v1", daemon.watches, identity="system:serviceaccount:b:sync")
+    cast(ScriptedCluster, tenant.cluster).everywhere = False
+    try:
+        daemon.ensure({IN_A: DEPLOYMENTS}, [A])
+        tenant.ensure({IN_B: DEPLOYMENTS}, [B])
+
+        assert shared_informer(daemon) is not shared_informer(tenant)
+        assert shared_informer(tenant).namespace == "b"
+        assert len(daemon.watches.informers) == 2
+    finally:
+        cluster.stopping.set()
+
+
+def test_a_source_that_joins_a_running_informer_catches_up_on_what_it_skipped() -> None:
+    first, cluster = view("applyset-a-v1")
+    second, _ = view("applyset-b-v1", first.watches)
+    cluster.objects = [deployment("1", key=A), deployment("2", owner="applyset-b-v1", key=B)]
+    try:
+        first.ensure({IN_A: DEPLOYMENTS}, [])  # wants nothing yet: A is skipped
+        fed = shared_informer(first)
+        wait_for(fed.synced.is_set, "the informer to sync")
+        assert fed.store == {}
+
+        second.ensure({IN_B: DEPLOYMENTS}, [])
+        first.ensure({IN_A: DEPLOYMENTS}, [A])
+
+        assert list(second.objects()) == [B] and list(first.objects()) == [A]
+        assert cluster.lists == 3  # the informer's list, then one catch-up each
+    finally:
+        cluster.stopping.set()
+
+
+def test_a_catch_up_leaves_what_the_watch_recorded_since_it_began() -> None:
+    """The list may be older than an event the watch delivered meanwhile."""
+    _, cluster = view("applyset-a-v1")
+    cluster.objects = [deployment("1", owner="applyset-a-v1", key=A)]
+    fed = Informer(
+        cast(Cluster, cluster),
+        DEPLOYMENTS,
+        "",
+        lambda k, b: True,
+        lambda *_: None,
+        cluster.stopping,
+    )
+    listed = cluster.list_objects
+
+    def event_during_the_list(
+        resource: Resource, namespace: str, projected: bool = True
+    ) -> list[Body]:
+        found = listed(resource, namespace)
+        fed._record(A, deployment("5", replicas=3, owner="applyset-a-v1", key=A))
+        return found
+
+    cluster.list_objects = event_during_the_list  # type: ignore[method-assign]
+    fed.catch_up("a")
+
+    assert fed.store[A]["metadata"]["resourceVersion"] == "5"
+
+
+def test_a_source_that_leaves_drops_what_only_it_kept_and_the_last_stops_the_informer() -> None:
+    first, cluster = view("applyset-a-v1")
+    second, _ = view("applyset-b-v1", first.watches)
+    cluster.objects = [deployment("1", key=A), deployment("2", key=B)]
+    try:
+        first.ensure({IN_A: DEPLOYMENTS, IN_B: DEPLOYMENTS}, [A, B])
+        second.ensure({IN_B: DEPLOYMENTS}, [B])
+        fed = shared_informer(first)
+        wait_for(lambda: len(fed.store) == 2, "both objects held")
+
+        first.stop()
+        assert set(fed.store) == {B} and not fed.retired.is_set()  # second still wants B
+
+        second.stop()
+        assert fed.retired.is_set() and fed.store == {} and first.watches.informers == {}
+    finally:
+        cluster.stopping.set()
+
+
+def test_a_relabelled_object_leaves_one_source_and_reaches_the_other() -> None:
+    heard_a: list[tuple[ObjectKey, Body | None]] = []
+    heard_b: list[tuple[ObjectKey, Body | None]] = []
+    first, cluster = view("applyset-a-v1", changes=heard_a)
+    second, _ = view("applyset-b-v1", first.watches, changes=heard_b)
+    try:
+        first.ensure({IN_A: DEPLOYMENTS}, [])
+        second.ensure({IN_A: DEPLOYMENTS}, [])
+        fed = shared_informer(first)
+        fed._record(A, deployment("1", owner="applyset-a-v1", key=A))
+        fed._record(A, deployment("2", owner="applyset-b-v1", key=A))
+
+        assert [body is not None for _, body in heard_a] == [True, False]
+        assert [body is not None for _, body in heard_b] == [True]
+        assert list(second.objects()) == [A] and first.objects() == {}
+    finally:
+        cluster.stopping.set()
