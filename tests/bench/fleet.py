@@ -16,7 +16,8 @@ import hmac
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,8 @@ class FleetFigures:
     idle_seconds: float = 0.0
     idle_cpu_seconds: float = 0.0
     idle_requests: int = 0
+    idle_kinds: Counter[str] = field(default_factory=Counter)
+    """The idle requests by verb and resource."""
     commit_seconds: float | None = None
     """From one webhook call to every GitSync carrying the commit (None: not within)."""
 
@@ -168,13 +171,16 @@ class Fleet:
         figures.idle_seconds = seconds
         figures.idle_cpu_seconds = cpu_seconds(pid) - cpu
         logged = audit.requests(self.plane, AUDITED_USER, started)
-        figures.idle_requests = sum(1 for r in logged if r.resource != "leases")
+        idle = [r for r in logged if r.resource != "leases"]
+        figures.idle_requests = len(idle)
+        figures.idle_kinds = Counter(f"{r.verb} {r.resource}" for r in idle)
         figures.rss_mib = process_status(pid, "VmRSS") / 2**20
         figures.threads = len(list(Path(f"/proc/{pid}/task").iterdir()))
         show(
             f"idle {seconds:.0f} s",
             f"{figures.idle_requests} requests, {figures.idle_cpu_seconds:.2f} s CPU, "
-            f"RSS {figures.rss_mib:.0f} MiB, {figures.threads} threads",
+            f"RSS {figures.rss_mib:.0f} MiB, {figures.threads} threads; "
+            f"{_most(figures.idle_kinds)}",
         )
 
     def commit(self, figures: FleetFigures) -> None:
@@ -217,6 +223,12 @@ def manifests(value: str) -> dict[str, str]:
     return files
 
 
+def _most(kinds: Counter[str]) -> str:
+    """The commonest requests, as "(list configmaps: 3, ...)"; "" when there were none."""
+    common = ", ".join(f"{kind}: {count}" for kind, count in kinds.most_common(4))
+    return f"({common})" if common else ""
+
+
 def ready(gitsync: dict[str, Any]) -> bool:
     conditions = (gitsync.get("status") or {}).get("conditions") or []
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
@@ -232,7 +244,11 @@ def table(figures: FleetFigures) -> str:
         ("every GitSync Ready after creation", shown(figures.all_ready_seconds, "s"), "60 s"),
         ("RSS", f"{figures.rss_mib:.0f} MiB", "220 MiB"),
         ("threads", str(figures.threads), "64"),
-        (f"idle {figures.idle_seconds:.0f} s: API requests", str(figures.idle_requests), "0"),
+        (
+            f"idle {figures.idle_seconds:.0f} s: API requests",
+            f"{figures.idle_requests} {_most(figures.idle_kinds)}".strip(),
+            "0",
+        ),
         (f"idle {figures.idle_seconds:.0f} s: CPU", f"{figures.idle_cpu_seconds:.2f} s", ""),
         ("webhook -> all applied", shown(figures.commit_seconds, "s"), "5 s"),
     ]
