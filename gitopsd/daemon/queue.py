@@ -44,6 +44,11 @@ class WorkQueue:
         self._last_take = time.monotonic()
         return batch
 
+    def wait_for(self, keys: set[ObjectKey], timeout_seconds: float) -> bool:
+        """Whether every one of `keys` is queued within the timeout."""
+        with self._ready:
+            return self._ready.wait_for(lambda: keys <= self._keys, timeout_seconds)
+
     def __len__(self) -> int:
         with self._ready:
             return len(self._keys)

@@ -25,7 +25,7 @@ from gitopsd.cluster import Cluster
 from gitopsd.cluster.watches import LiveCache, Watches
 from gitopsd.configfile import Mode, SourceConfig
 from gitopsd.daemon.queue import Pool, WorkQueue
-from gitopsd.daemon.reporter import Reporter
+from gitopsd.daemon.reporter import APPLIED, Reporter
 from gitopsd.errors import ApplyError, ClusterError, ClusterReason, GitopsdError, Remedy
 from gitopsd.gitsync.status import SourceReport
 from gitopsd.metrics import Recorder
@@ -45,6 +45,9 @@ from gitopsd.reconcile.measure import DriftMemo
 from gitopsd.source import FetchLedger, SharedFetch
 
 ANNOUNCE_SECONDS = 1.0
+SETTLE_SECONDS = 2.0
+"""How long a poll that wrote waits for its writes' watch events, so that what it reports
+(a request's answer, a GitSync's status) carries their health, not "not read yet"."""
 """At most one fetch a second for announced pushes (webhooks, requests to reconcile now)."""
 ONCE = ("retry", "check", "announce")
 """The kinds of a source's one-off jobs: a failed poll's retry, a failed drift check's, a
@@ -225,11 +228,20 @@ class SourceWorker:
             started = time.monotonic()
             result = self._reconcile()
             self.recorder.reconciled(self.name, result, time.monotonic() - started, time.time())
+            self._settle()
             self.report.handled_request = token
             self.attempted.set()
         self.on_report()
         if len(self.queue):  # changes seen while it ran, or before its first end
             self.check_soon()
+
+    def _settle(self) -> None:
+        """Checks what the poll just wrote once the watch brings it back (briefly waited
+        for): its health is then read, not assumed."""
+        health = self.report.health or {}
+        written = {key for key, assessed in health.items() if assessed == APPLIED}
+        if written and self.leading.is_set() and self.queue.wait_for(written, SETTLE_SECONDS):
+            self._recheck(self.queue.take(timeout_seconds=0))
 
     def _retry(self) -> None:
         """The end of a failed poll's backoff: poll now, whatever the clocks say of it."""
@@ -335,19 +347,34 @@ class SourceWorker:
         when it ends) and while a failed check waits out its backoff (checked after it)."""
         if self.stopping.is_set() or self.halt.is_set():
             return
+        if not self.busy.acquire(blocking=False):
+            return  # the poll or check in flight takes the queue when it ends
+        try:
+            checked = self._check_queued()
+        finally:
+            self.busy.release()
+        if checked:
+            self.on_report()
+            if len(self.queue):  # changes seen while it ran
+                self.check_soon()
+
+    def _check_queued(self) -> bool:
+        """Checks the queued keys if it may now; says whether it did."""
         keys = self.queue.take(timeout_seconds=0)
         if not keys or not self.leading.is_set():
             for key in keys:  # a new leader measures everything in its first poll
                 self.reporter.seen.pop(key, None)
-            return
+            return False
         if self.state.desired is None or not self.attempted.is_set():
             self.queue.add_all(keys)
         elif not self.recheck_backoff.ready():
             self.queue.add_all(keys)
             self._check_later(self.recheck_backoff.not_before - time.monotonic())
         else:
-            with self.busy, self._deadline():
+            with self._deadline():
                 self._recheck(keys)
+            return True
+        return False
 
     def _check_later(self, delay_seconds: float) -> None:
         if self.jobs and not self.halt.is_set():
@@ -366,4 +393,3 @@ class SourceWorker:
             self.queue.add_all(keys)
             if delay is not None:
                 self._check_later(delay)
-        self.on_report()

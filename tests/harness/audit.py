@@ -74,9 +74,7 @@ def writes_by_anyone(plane: ControlPlane, since: float = 0.0) -> list[Write]:
     """Every write request any user made at or after `since`, dry-runs excluded."""
     logged = _logged(plane, since)
     return [
-        w
-        for w in logged
-        if w.verb in WRITE_VERBS and not w.dry_run and w.resource not in QUESTIONS
+        w for w in logged if w.verb in WRITE_VERBS and not w.dry_run and w.resource not in QUESTIONS
     ]
 
 

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import yaml
-from kubernetes import client
+from kubernetes import client, watch
 
 from tests.harness import audit
 from tests.harness.cli import EXAMPLES, Gitopsd, example_files
@@ -204,6 +204,55 @@ def test_a_gitsync_is_created_updated_suspended_resumed_and_deleted(
     assert config_map_value(admin_api, namespace, "b") == "one"
     logs = daemon.logs()
     assert git_server.password not in logs
+
+
+def test_a_new_revision_is_reported_with_the_health_its_writes_were_read_back_with(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+) -> None:
+    """Every status a sync publishes carries its writes' health as the watch brought them
+    back: Ready goes from one revision's Succeeded to the next's, never through "applied;
+    its new status is not read yet" (and a request is not answered with it)."""
+    git_repo.commit({"a.yaml": config_map("a")})
+    operator(daemons, namespace)
+    create(
+        admin_api,
+        namespace,
+        "web",
+        {"repository": {"url": git_server.file_url(git_repo)}, "interval": "1h"},
+    )
+    found = wait_ready(admin_api, namespace, "web", "True", "Succeeded")
+    second = git_repo.commit({"a.yaml": config_map("a", value="two")})
+    objects: Any = client.CustomObjectsApi(admin_api)
+    stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
+        objects.list_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        resource_version=found["metadata"]["resourceVersion"],
+        timeout_seconds=60,
+    )
+    annotation = {"gitopsd.io/reconcile-requested-at": "second"}
+    objects.patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "web", {"metadata": {"annotations": annotation}}
+    )
+
+    readies: list[dict[str, Any]] = []
+    status: dict[str, Any] = {}
+    for event in stream:
+        status = event["object"].get("status") or {}
+        readies.append(condition(event["object"], "Ready"))
+        if status.get("lastHandledReconcileAt") == "second":
+            break
+
+    assert status.get("lastAppliedRevision") == second
+    assert readies[-1]["reason"] == "Succeeded"
+    assert not [r for r in readies if "not read yet" in r.get("message", "")]
 
 
 def test_drift_shows_in_status_and_events_without_values_and_heals_in_enforce_mode(
