@@ -213,8 +213,8 @@ class Informer:
                 if self.keep(key, item):  # what the watch recorded is as new, or newer
                     self._record(key, item, lambda k, held: held is not None or k in seen)
         finally:
-            with self.lock:
-                self.catching_up.remove(seen)
+            with self.lock:  # by identity: two catch-ups may have seen the same keys
+                self.catching_up = [other for other in self.catching_up if other is not seen]
 
     def owned_by(self, owned: Owned) -> dict[ObjectKey, Body]:
         """The objects held that an ApplySet labels as its own, in one namespace."""

@@ -491,3 +491,33 @@ def test_a_relabelled_object_leaves_one_source_and_reaches_the_other() -> None:
         assert list(second.objects()) == [A] and first.objects() == {}
     finally:
         cluster.stopping.set()
+
+
+def test_catch_ups_at_once_each_end_on_their_own() -> None:
+    """Two sources joining at once catch up with equal (empty) sets of keys seen."""
+    _, cluster = view("applyset-a-v1")
+    fed = Informer(
+        cast(Cluster, cluster),
+        DEPLOYMENTS,
+        "",
+        lambda k, b: True,
+        lambda *_: None,
+        cluster.stopping,
+    )
+    listed = cluster.list_objects
+    nested: list[bool] = []
+
+    def another_catch_up_meanwhile(
+        resource: Resource, namespace: str, projected: bool = True
+    ) -> list[Body]:
+        if not nested:
+            nested.append(True)
+            fed.catch_up("b")  # begins and ends within the first one
+            fed._record(A, deployment("7", key=A))  # an event the first one must see
+        return listed(resource, namespace)
+
+    cluster.list_objects = another_catch_up_meanwhile  # type: ignore[method-assign]
+    fed.catch_up("a")
+
+    assert fed.catching_up == []
+    assert fed.store[A]["metadata"]["resourceVersion"] == "7"  # not the list's older body
