@@ -85,6 +85,10 @@ class GitSyncController:
     served: dict[ObjectKey, Served] = field(default_factory=dict)
     retries: dict[ObjectKey, tuple[float, Backoff]] = field(default_factory=dict)
     queue: WorkQueue = field(default_factory=WorkQueue)
+    """GitSyncs to look at: changed, or their source reported."""
+    changed: set[ObjectKey] = field(default_factory=set)
+    """Those of the queue whose object changed (or whose retry is due): read again whole,
+    Secrets included; the others only have their status written."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -117,18 +121,41 @@ class GitSyncController:
         self.status.forget_all()
         for informer in self.informers:
             with informer.lock:
-                self.queue.add_all(set(informer.store))
+                keys = set(informer.store)
+            with self.lock:
+                self.changed |= keys
+            self.queue.add_all(keys)
 
     def _changed(self, key: ObjectKey, previous: Body | None, body: Body | None) -> None:
+        with self.lock:
+            self.changed.add(key)
+        self.queue.add(key)
+
+    def _reported(self, key: ObjectKey) -> None:
         self.queue.add(key)
 
     def _run(self) -> None:
         while not self.stopping.is_set():
-            keys = self.queue.take(timeout_seconds=0.5) | self._due()
-            for key in sorted(keys):
+            keys = self.queue.take(timeout_seconds=0.5)
+            due = self._due()
+            with self.lock:
+                changed, self.changed = (self.changed & keys) | due, self.changed - keys
+            for key in sorted(keys | due):
                 if self.stopping.is_set():
                     return
-                self._sync_safely(key)
+                if key in changed:
+                    self._sync_safely(key)
+                else:
+                    self._publish(key)
+
+    def _publish(self, key: ObjectKey) -> None:
+        """Writes the status its source's report makes: a poll's or a check's end costs no
+        read of the GitSync's Secrets."""
+        body = self._body(key)
+        with self.lock:
+            served = self.served.get(key)
+        if body is not None and served is not None:
+            self.status.report(key, body, served.worker.report, suspended=False)
 
     def _due(self) -> set[ObjectKey]:
         now = time.monotonic()
@@ -257,7 +284,7 @@ class GitSyncController:
         served = Served(wanted, source, repositories, worker)
         with self.lock:
             self.served[key] = served
-        self.sources.add(worker, on_report=lambda: self.queue.add(key))  # and its status
+        self.sources.add(worker, on_report=lambda: self._reported(key))  # and its status
         log.info("serving", extra={"source": wanted.key, "mode": source.mode})
         worker.schedule(self.scheduler, _job(key))
         return served

@@ -9,16 +9,29 @@ import base64
 import hashlib
 import hmac
 import json
+import time
 from typing import Any
 
 from kubernetes import client
 
+from tests.harness import audit
+from tests.harness.controlplane import AUDITED_USER, ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.waiting import wait_for
 from tests.integration.test_daemon import config_map_value
-from tests.integration.test_gitsync import condition, create, get, operator, wait_ready
+from tests.integration.test_gitsync import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    condition,
+    create,
+    get,
+    operator,
+    wait_ready,
+)
 from tests.integration.test_shared_fetches import each_in_its_folder
+from tests.integration.test_tenant_boundary import audited_operator
 
 TOKEN = b"a-webhook-token-9d1c"
 PUSH = json.dumps({"ref": "refs/heads/main", "after": "0" * 40}).encode()
@@ -67,6 +80,42 @@ def test_se20_a_signed_push_is_applied_at_once_and_read_by_the_gitsyncs_sharing_
         git_repo.commit(each_in_its_folder("ab", value))
         assert daemon.post(hook, PUSH, headers) == 202
         wait_for(lambda: values(admin_api, namespace) == [value, value], f"both at {value}")  # noqa: B023 - waited for in this turn of the loop
+
+
+def test_a_gitsyncs_polls_read_no_secret_only_a_change_of_it_does(
+    daemons: Daemons,
+    admin_api: Any,
+    gitsync_crd: str,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    control_plane: ControlPlane,
+) -> None:
+    """Its webhook token is read when the GitSync is read afresh, not at each poll's end (a
+    thousand GitSyncs polling each minute made that most of an idle daemon's requests)."""
+    git_repo.commit(each_in_its_folder("a", "one"))
+    core: Any = client.CoreV1Api(admin_api)
+    core.create_namespaced_secret(
+        namespace, {"metadata": {"name": "hook"}, "data": {"token": _b64(TOKEN)}}
+    )
+    daemon = audited_operator(daemons, control_plane, namespace)
+    repository = {"url": git_server.file_url(git_repo)}
+    spec = {"repository": repository, "paths": ["a"], "webhook": {"secretRef": {"name": "hook"}}}
+    create(admin_api, namespace, "a", spec)  # polled every second
+    wait_ready(admin_api, namespace, "a", "True", "Succeeded")
+    started, source = time.time(), f"{namespace}/a"
+    polls = daemon.value("gitopsd_reconcile_total", source=source)
+    daemon.wait_value("gitopsd_reconcile_total", lambda v: v >= polls + 3, "3 polls", source=source)
+
+    def secrets_read() -> list[audit.Write]:
+        logged = audit.requests(control_plane, AUDITED_USER, started)
+        return [r for r in logged if r.resource == "secrets"]
+
+    assert secrets_read() == []
+    client.CustomObjectsApi(admin_api).patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "a", {"metadata": {"labels": {"x": "y"}}}
+    )
+    wait_for(secrets_read, "the changed GitSync's Secret read afresh")
 
 
 def values(admin_api: Any, namespace: str) -> list[str | None]:
