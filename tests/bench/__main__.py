@@ -87,7 +87,7 @@ def benchmark(
             results += measure_cluster(binaries, cluster, workdir / cluster, options)
         fleet = None
         if options.fleet:
-            fleet = measure_fleet(binaries, workdir / "fleet", options.fleet, options.idle_seconds)
+            fleet = measure_fleet(binaries, workdir / "fleet", options.fleet)
     circumstances = Circumstances(
         date=date,
         machine=machine.describe(binaries),

@@ -41,6 +41,8 @@ GROUP, VERSION, PLURAL = "gitopsd.io", "v1alpha1", "gitsyncs"
 CRD = Path(__file__).resolve().parents[2] / "config" / "crd" / "gitsyncs.yaml"
 TOKEN = b"fleet-webhook-token"
 CONFIG_MAPS = 10
+INTERVAL_SECONDS = 60
+"""Each GitSync's interval, and the idle window: every GitSync polls once within it."""
 
 
 @dataclass
@@ -62,9 +64,7 @@ def main() -> int:
     options = _parser().parse_args()
     with tempfile.TemporaryDirectory(prefix="gitopsd-fleet-") as temporary:
         try:
-            figures = measure_fleet(
-                provide_binaries(), Path(temporary), options.gitsyncs, options.idle_seconds
-            )
+            figures = measure_fleet(provide_binaries(), Path(temporary), options.gitsyncs)
         except BenchError as error:
             print(f"fleet: error: {error}", file=sys.stderr)
             return 1
@@ -72,9 +72,7 @@ def main() -> int:
     return 0
 
 
-def measure_fleet(
-    binaries: Binaries, workdir: Path, gitsyncs: int, idle_seconds: float
-) -> FleetFigures:
+def measure_fleet(binaries: Binaries, workdir: Path, gitsyncs: int) -> FleetFigures:
     """`gitsyncs` GitSyncs served by one daemon, on a bare control plane of their own."""
     print(f"bench: fleet of {gitsyncs:,} GitSyncs, work in {workdir}", flush=True)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -82,7 +80,7 @@ def measure_fleet(
         (workdir / "git").mkdir()
         fleet = Fleet(plane, GitServer(root=workdir / "git"), workdir, gitsyncs)
         try:
-            return fleet.measure(idle_seconds)
+            return fleet.measure()
         finally:
             fleet.daemon.stop()
 
@@ -90,7 +88,6 @@ def measure_fleet(
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.fleet", description=__doc__)
     parser.add_argument("--gitsyncs", type=int, default=1000, help="GitSyncs (1000)")
-    parser.add_argument("--idle-seconds", type=float, default=30.0, help="idle window (30)")
     return parser
 
 
@@ -106,7 +103,7 @@ class Fleet:
             workdir, "fleet", AUDITED_USER, plane.audited_kubeconfig, [], gitSyncs=settings
         )
 
-    def measure(self, idle_seconds: float) -> FleetFigures:
+    def measure(self) -> FleetFigures:
         figures = FleetFigures(self.count)
         self.install()
         self.daemon.start()
@@ -118,7 +115,7 @@ class Fleet:
         if figures.all_ready_seconds is None:
             raise BenchError(f"not every GitSync was Ready within {deadline:.0f} s")
         show("all ready", f"{figures.all_ready_seconds:.1f} s")
-        self.idle(figures, idle_seconds)
+        self.idle(figures, INTERVAL_SECONDS)
         self.commit(figures)
         return figures
 
@@ -146,7 +143,7 @@ class Fleet:
         namespace = f"fleet-{number}"
         spec = {
             "repository": {"url": self.url},
-            "interval": "1m",
+            "interval": f"{INTERVAL_SECONDS}s",
             "prune": True,
             "webhook": {"secretRef": {"name": "hook"}},
         }
@@ -173,7 +170,9 @@ class Fleet:
         logged = audit.requests(self.plane, AUDITED_USER, started)
         idle = [r for r in logged if r.resource != "leases"]
         figures.idle_requests = len(idle)
-        figures.idle_kinds = Counter(f"{r.verb} {r.resource}" for r in idle)
+        figures.idle_kinds = Counter(
+            f"{r.verb} {r.resource}{' (dry-run)' if r.dry_run else ''}" for r in idle
+        )
         figures.rss_mib = process_status(pid, "VmRSS") / 2**20
         figures.threads = len(list(Path(f"/proc/{pid}/task").iterdir()))
         show(

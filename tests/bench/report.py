@@ -339,8 +339,9 @@ METHOD = """## How it is measured
 - The fleet (tests/bench/fleet.py, `--fleet`, on a bare control plane of its own): one
   daemon in operator mode and that many GitSyncs, each in a namespace of its own, all of
   one repository of ten ConfigMaps and a Service (interval 1m, prune, a webhook). Ready:
-  from creating the GitSyncs until every one is Ready=True; then an idle window (audited
-  requests but the Lease's, CPU, VmRSS, threads); then a commit, one GitSync's webhook
+  from creating the GitSyncs until every one is Ready=True; then an idle window of one
+  interval, in which every GitSync polls once (audited requests but the Lease's, CPU,
+  VmRSS, threads); then a commit, one GitSync's webhook
   called, until every GitSync's ConfigMap carries it.
 - Targets are the project's, stated for 10k objects (the fleet's: issue 33's, for 1,000
   GitSyncs), beside each figure.
