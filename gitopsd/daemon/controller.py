@@ -16,6 +16,7 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from apscheduler.schedulers.base import BaseScheduler
@@ -46,6 +47,8 @@ log = logging.getLogger("gitopsd.gitsync")
 RETIRE_GRACE_SECONDS = 30.0
 """How long a retired source's reconcile in flight may take to end (its writes are fenced
 at once): a deletion's prune waits for it."""
+REREAD_SECONDS = 10.0
+"""At most one read of a GitSync's Secrets per this for webhook calls it refuses."""
 GITSYNCS_ALLOW_INSECURE = "the daemon's configuration says gitSyncs.allowInsecure: true"
 """What permits a GitSync's file:// or http:// repository, as its refusal says."""
 
@@ -87,6 +90,8 @@ class GitSyncController:
     queue: WorkQueue = field(default_factory=WorkQueue)
     """GitSyncs to look at: changed, or their source reported."""
     changed: set[ObjectKey] = field(default_factory=set)
+    reread_at: dict[ObjectKey, float] = field(default_factory=dict)
+    """When a refused webhook call last had its GitSync read again (monotonic seconds)."""
     """Those of the queue whose object changed (or whose retry is due): read again whole,
     Secrets included; the others only have their status written."""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -127,12 +132,32 @@ class GitSyncController:
             self.queue.add_all(keys)
 
     def _changed(self, key: ObjectKey, previous: Body | None, body: Body | None) -> None:
+        self._reread(key)
+
+    def _reported(self, key: ObjectKey) -> None:
+        """A poll or check ended: its status is written; after a failure the GitSync is read
+        whole, so a rotated credential is used by the next poll."""
+        with self.lock:
+            served = self.served.get(key)
+        if served is not None and served.worker.report.failure is not None:
+            self._reread(key)
+        else:
+            self.queue.add(key)
+
+    def _reread(self, key: ObjectKey) -> None:
         with self.lock:
             self.changed.add(key)
         self.queue.add(key)
 
-    def _reported(self, key: ObjectKey) -> None:
-        self.queue.add(key)
+    def _refused(self, key: ObjectKey) -> None:
+        """A webhook call failed its signature: the token is read again (its Secret may
+        have been rotated), at most once in REREAD_SECONDS, whoever keeps calling."""
+        now = time.monotonic()
+        with self.lock:
+            if now < self.reread_at.get(key, float("-inf")) + REREAD_SECONDS:
+                return
+            self.reread_at[key] = now
+        self._reread(key)
 
     def _run(self) -> None:
         while not self.stopping.is_set():
@@ -242,7 +267,8 @@ class GitSyncController:
         if served is None or (served.source, served.gitsync.user, served.repositories) != now:
             self._retire(key)
             served = self._start(key, wanted, source, repositories)
-        served.hook = Hook(token, served.worker.announced) if token else None
+        refused = partial(self._refused, key)
+        served.hook = Hook(token, served.worker.announced, refused) if token else None
         if wanted.requested != served.worker.requested:
             served.worker.request(wanted.requested)
         self.status.report(key, body, served.worker.report, suspended=False)

@@ -206,6 +206,39 @@ def test_a_gitsync_is_created_updated_suspended_resumed_and_deleted(
     assert git_server.password not in logs
 
 
+def test_a_rotated_git_password_is_read_after_the_poll_the_old_one_failed(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+) -> None:
+    """Polls that succeed read no Secret; one that fails has its GitSync read whole, so the
+    rotated Secret is used by the next poll (nothing about the GitSync changed)."""
+    git_repo.commit({"a.yaml": config_map("a")})
+    url = git_server.http_url(git_repo)
+    secret = credentials_secret(admin_api, namespace, git_server, url)
+    operator(daemons, namespace)
+    create(admin_api, namespace, "web", {"repository": {"url": url, "secretRef": {"name": secret}}})
+    wait_ready(admin_api, namespace, "web", "True", "Succeeded")
+    old, new = git_server.password, "rotated-" + git_server.password
+    git_server.password = new
+    try:
+        wait_for(
+            lambda: condition(get(admin_api, namespace, "web"), "Ready").get("status") == "False",
+            "the old password refused",
+        )
+        core: Any = client.CoreV1Api(admin_api)
+        core.patch_namespaced_secret(secret, namespace, {"stringData": {"password": new}})
+        git_repo.commit({"a.yaml": config_map("a", value="after")})
+
+        wait_for(lambda: config_map_value(admin_api, namespace, "a") == "after", "the commit")
+        wait_ready(admin_api, namespace, "web", "True", "Succeeded")
+    finally:
+        git_server.password = old
+
+
 def test_a_new_revision_is_reported_with_the_health_its_writes_were_read_back_with(
     admin_api: Any,
     namespace: str,

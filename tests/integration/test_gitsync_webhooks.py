@@ -117,6 +117,17 @@ def test_a_gitsyncs_polls_read_no_secret_only_a_change_of_it_does(
     )
     wait_for(secrets_read, "the changed GitSync's Secret read afresh")
 
+    rotated = b"a-rotated-token-77e0"
+    core.patch_namespaced_secret("hook", namespace, {"data": {"token": _b64(rotated)}})
+    signed = {
+        "X-Hub-Signature-256": "sha256=" + hmac.new(rotated, PUSH, hashlib.sha256).hexdigest()
+    }
+    assert daemon.post(f"/hooks/gitsyncs/{namespace}/a", PUSH, signed) == 401  # the old token
+    wait_for(
+        lambda: daemon.post(f"/hooks/gitsyncs/{namespace}/a", PUSH, signed) == 202,
+        "the rotated token read after a refused call",
+    )
+
 
 def values(admin_api: Any, namespace: str) -> list[str | None]:
     return [config_map_value(admin_api, namespace, name) for name in "ab"]

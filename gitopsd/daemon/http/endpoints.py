@@ -30,6 +30,8 @@ class Hook:
 
     secret: bytes
     trigger: Callable[[], None]
+    refused: Callable[[], None] = lambda: None
+    """Hears of a call whose signature did not match (the key may have been rotated)."""
 
 
 class ControlApi(Protocol):
@@ -75,6 +77,7 @@ class Endpoints:
             return 404, b"not found\n", "text/plain"
         if not signed(hook.secret, body, request.headers):
             log.warning("webhook rejected: bad signature", extra={"source": name})
+            hook.refused()
             return 401, b"bad signature\n", "text/plain"
         hook.trigger()
         return 202, b"accepted\n", "text/plain"  # the payload only triggers a fetch
