@@ -148,12 +148,13 @@ class Watches:
         namespace = joined.owned[1]
         joined.audience.remove(view, namespace, joined.wanted)
         joined.informer.forget([*joined.wanted, *joined.informer.owned_by(joined.owned)])
+        informer = joined.informer
+        shared = (view.cluster.identity, informer.resource, informer.namespace)
         with self.lock:
-            if joined.audience.empty():
-                joined.informer.retired.set()
-                informer = joined.informer
-                shared = (view.cluster.identity, informer.resource, informer.namespace)
-                self.informers.pop(shared, None)
+            found = self.informers.get(shared)
+            if joined.audience.empty() and found is not None and found[0] is informer:
+                informer.retired.set()
+                del self.informers[shared]
 
     def _watched(self, cluster: Cluster, resource: Resource, namespace: str) -> str:
         """The namespace to watch for `namespace`: "" (all) where the identity may."""
