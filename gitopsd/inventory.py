@@ -232,10 +232,3 @@ def gitopsd_parent(body: Body, applyset_id: str) -> ApplySet | None:
     applyset = ApplySet(name, namespace)
     gitopsd = tooling.startswith("gitopsd/") and name.startswith(PARENT_PREFIX)
     return applyset if gitopsd and applyset.id == applyset_id else None
-
-
-def owner_of(live: Body) -> str | None:
-    """The ApplySet id a live object belongs to, if any."""
-    labels = (live.get("metadata") or {}).get("labels") or {}
-    owner: str | None = labels.get(APPLYSET_PART_OF_LABEL)
-    return owner

@@ -144,6 +144,13 @@ def wave_of(body: Body) -> int:
     return int(text) if isinstance(text, str) and SYNC_WAVE.match(text) else 0
 
 
+def owner_of(body: Body | None) -> str | None:
+    """The id of the ApplySet that labels an object as its own, if any."""
+    labels = ((body or {}).get("metadata") or {}).get("labels") or {}
+    owner: str | None = labels.get(APPLYSET_PART_OF_LABEL)
+    return owner
+
+
 def key_of(body: Body) -> ObjectKey:
     """The identity of an object as the API returns it."""
     metadata = body.get("metadata") or {}

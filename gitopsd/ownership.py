@@ -23,8 +23,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from gitopsd.diff import Drift, State
-from gitopsd.inventory import ApplySet, owner_of
-from gitopsd.objects import Body, ObjectKey
+from gitopsd.inventory import ApplySet
+from gitopsd.objects import Body, ObjectKey, owner_of
 
 ABSENT_VERSION = "1"
 """The resourceVersion that makes a server-side apply create-only (see above)."""

@@ -26,7 +26,7 @@ from gitopsd.backoff import Backoff
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.cluster.api import ApiError
 from gitopsd.errors import ClusterError, ClusterReason
-from gitopsd.objects import APPLYSET_PART_OF_LABEL, Body, ObjectKey, key_of
+from gitopsd.objects import Body, ObjectKey, key_of, owner_of
 
 log = logging.getLogger("gitopsd.cache")
 FIRST_BACKOFF_SECONDS = 0.2
@@ -54,12 +54,6 @@ def content(body: Body | None) -> object:
 
 def resource_version(body: Body) -> str:
     return str((body.get("metadata") or {}).get("resourceVersion", ""))
-
-
-def owner_of(body: Body | None) -> str:
-    """The id of the ApplySet that labels `body` as its own, or ""."""
-    labels = ((body or {}).get("metadata") or {}).get("labels") or {}
-    return str(labels.get(APPLYSET_PART_OF_LABEL) or "")
 
 
 @dataclass
@@ -189,7 +183,7 @@ class Informer:
             self.on_change(key, previous, body)
 
     def _index(self, key: ObjectKey, previous: Body | None, body: Body | None) -> None:
-        before, now = owner_of(previous), owner_of(body)
+        before, now = owner_of(previous) or "", owner_of(body) or ""
         if previous is not None and (body is None or before != now):
             keys = self.owned.get((before, key.namespace), set())
             keys.discard(key)

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from gitopsd.cluster import Cluster, Resource
-from gitopsd.cluster.cache import Informer, Owned, owner_of, resource_version
+from gitopsd.cluster.cache import Informer, Owned, resource_version
 from gitopsd.errors import ClusterError, ClusterReason
-from gitopsd.objects import Body, GroupKind, ObjectKey
+from gitopsd.objects import Body, GroupKind, ObjectKey, owner_of
 
 REFUSAL_CHECK_SECONDS = 0.1
 STOPPED = "the watch cache stopped: this source is stopping"
@@ -53,7 +53,7 @@ class Audience:
             return set()
         with self.lock:
             wanting = self.wanting.get(key, set())
-            return wanting | self.owners.get((owner_of(body), key.namespace), set())
+            return wanting | self.owners.get((owner_of(body) or "", key.namespace), set())
 
     def keep(self, key: ObjectKey, body: Body) -> bool:
         return bool(self.keepers(key, body))
@@ -132,8 +132,9 @@ class Watches:
 
     def want(self, joined: Joined, view: LiveCache, keys: frozenset[ObjectKey]) -> None:
         """Has the informer keep more of git's keys for `view`, catching up on them."""
-        joined.audience.add(view, joined.owned[1], keys - joined.wanted)
-        if keys - joined.wanted:
+        added = keys - joined.wanted
+        joined.audience.add(view, joined.owned[1], added)
+        if added:
             joined.informer.catch_up(joined.owned[1])
         self._unwant(joined, view, joined.wanted - keys)
         joined.wanted = keys

@@ -90,10 +90,10 @@ class GitSyncController:
     queue: WorkQueue = field(default_factory=WorkQueue)
     """GitSyncs to look at: changed, or their source reported."""
     changed: set[ObjectKey] = field(default_factory=set)
-    reread_at: dict[ObjectKey, float] = field(default_factory=dict)
-    """When a refused webhook call last had its GitSync read again (monotonic seconds)."""
     """Those of the queue whose object changed (or whose retry is due): read again whole,
     Secrets included; the others only have their status written."""
+    reread_at: dict[ObjectKey, float] = field(default_factory=dict)
+    """When a refused webhook call last had its GitSync read again (monotonic seconds)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:

@@ -45,10 +45,10 @@ from gitopsd.reconcile.measure import DriftMemo
 from gitopsd.source import FetchLedger, SharedFetch
 
 ANNOUNCE_SECONDS = 1.0
+"""At most one fetch a second for announced pushes (webhooks, requests to reconcile now)."""
 SETTLE_SECONDS = 2.0
 """How long a poll that wrote waits for its writes' watch events, so that what it reports
 (a request's answer, a GitSync's status) carries their health, not "not read yet"."""
-"""At most one fetch a second for announced pushes (webhooks, requests to reconcile now)."""
 ONCE = ("retry", "check", "announce")
 """The kinds of a source's one-off jobs: a failed poll's retry, a failed drift check's, a
 push announced within a second of the one before."""

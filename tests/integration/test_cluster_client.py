@@ -17,7 +17,7 @@ from gitopsd import diff, health, inventory, sync_options
 from gitopsd.cluster import ApiError, Cluster, Resource
 from gitopsd.config import SyncSettings
 from gitopsd.managed_fields import takeover_patch
-from gitopsd.objects import PRUNE_ANNOTATION, Body, ObjectKey, key_of
+from gitopsd.objects import PRUNE_ANNOTATION, Body, ObjectKey, key_of, owner_of
 from tests.harness.controlplane import ControlPlane
 from tests.harness.faultproxy import Answer, Fault, FaultProxy, Request
 from tests.harness.kube import unique_name
@@ -330,5 +330,5 @@ def test_the_projection_keeps_what_takeover_and_ownership_read(
         assert projected["metadata"]["managedFields"] == whole["metadata"]["managedFields"]
         assert projected["metadata"]["resourceVersion"] == whole["metadata"]["resourceVersion"]
         assert inventory.uid_prefix(projected) == inventory.uid_prefix(whole)
-        assert APPLYSET.owns(projected) and inventory.owner_of(projected) == APPLYSET.id
+        assert APPLYSET.owns(projected) and owner_of(projected) == APPLYSET.id
         assert sync_options.prune_disabled(projected) == (case.resource == SERVICES)

@@ -47,9 +47,7 @@ def test_se20_a_signed_push_is_applied_at_once_and_read_by_the_gitsyncs_sharing_
 ) -> None:
     git_repo.commit(each_in_its_folder("ab", "one"))
     core: Any = client.CoreV1Api(admin_api)
-    core.create_namespaced_secret(
-        namespace, {"metadata": {"name": "hook"}, "data": {"token": _b64(TOKEN)}}
-    )
+    hook_secret(core, namespace)
     daemon = operator(daemons, namespace)
     repository = {"url": git_server.file_url(git_repo)}
     webhook = {"secretRef": {"name": "hook"}}
@@ -95,9 +93,7 @@ def test_a_gitsyncs_polls_read_no_secret_only_a_change_of_it_does(
     thousand GitSyncs polling each minute made that most of an idle daemon's requests)."""
     git_repo.commit(each_in_its_folder("a", "one"))
     core: Any = client.CoreV1Api(admin_api)
-    core.create_namespaced_secret(
-        namespace, {"metadata": {"name": "hook"}, "data": {"token": _b64(TOKEN)}}
-    )
+    hook_secret(core, namespace)
     daemon = audited_operator(daemons, control_plane, namespace)
     repository = {"url": git_server.file_url(git_repo)}
     spec = {"repository": repository, "paths": ["a"], "webhook": {"secretRef": {"name": "hook"}}}
@@ -126,6 +122,13 @@ def test_a_gitsyncs_polls_read_no_secret_only_a_change_of_it_does(
     wait_for(
         lambda: daemon.post(f"/hooks/gitsyncs/{namespace}/a", PUSH, signed) == 202,
         "the rotated token read after a refused call",
+    )
+
+
+def hook_secret(core: Any, namespace: str) -> None:
+    """The Secret `hook` whose key `token` signs the GitSyncs' webhook calls."""
+    core.create_namespaced_secret(
+        namespace, {"metadata": {"name": "hook"}, "data": {"token": _b64(TOKEN)}}
     )
 
 

@@ -428,18 +428,17 @@ def test_a_source_that_joins_a_running_informer_catches_up_on_what_it_skipped() 
         cluster.stopping.set()
 
 
+def keeping_everything(cluster: ScriptedCluster) -> Informer:
+    """An informer of all namespaces, not started: its catch-ups are run by the test."""
+    keep_all, unheard = (lambda key, body: True), (lambda *_: None)
+    return Informer(cast(Cluster, cluster), DEPLOYMENTS, "", keep_all, unheard, cluster.stopping)
+
+
 def test_a_catch_up_leaves_what_the_watch_recorded_since_it_began() -> None:
     """The list may be older than an event the watch delivered meanwhile."""
     _, cluster = view("applyset-a-v1")
     cluster.objects = [deployment("1", owner="applyset-a-v1", key=A)]
-    fed = Informer(
-        cast(Cluster, cluster),
-        DEPLOYMENTS,
-        "",
-        lambda k, b: True,
-        lambda *_: None,
-        cluster.stopping,
-    )
+    fed = keeping_everything(cluster)
     listed = cluster.list_objects
 
     def event_during_the_list(
@@ -496,14 +495,7 @@ def test_a_relabelled_object_leaves_one_source_and_reaches_the_other() -> None:
 def test_catch_ups_at_once_each_end_on_their_own() -> None:
     """Two sources joining at once catch up with equal (empty) sets of keys seen."""
     _, cluster = view("applyset-a-v1")
-    fed = Informer(
-        cast(Cluster, cluster),
-        DEPLOYMENTS,
-        "",
-        lambda k, b: True,
-        lambda *_: None,
-        cluster.stopping,
-    )
+    fed = keeping_everything(cluster)
     listed = cluster.list_objects
     nested: list[bool] = []
 
