@@ -202,7 +202,15 @@ class Recorder:
 
     def _define_process(self, registry: CollectorRegistry) -> None:
         self.leader = Gauge(
-            "gitopsd_leader", "1 while this process holds the leader lease.", registry=registry
+            "gitopsd_leader",
+            "1 while this process holds the leader lease (with sharding: its own, and writes "
+            "for its share).",
+            registry=registry,
+        )
+        self.replicas = Gauge(
+            "gitopsd_shard_members",
+            "With sharding: the replicas that share the sources, as this one last listed them.",
+            registry=registry,
         )
 
     def _counter(
@@ -366,6 +374,9 @@ class Recorder:
 
     def set_leader(self, leading: bool) -> None:
         self.leader.set(1 if leading else 0)
+
+    def set_shard_members(self, count: int) -> None:
+        self.replicas.set(count)
 
 
 def _object_labels(source: str, drift: Drift) -> tuple[str, ...]:

@@ -61,6 +61,12 @@ CHART_NAME = NameRule(
     re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*"),
     250,
 )
+LABEL_VALUE = NameRule(
+    "a label value: at most 63 letters, digits, '-', '_' and '.', "
+    "starting and ending with a letter or digit",
+    re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"),
+    63,
+)
 PATH_SEGMENT = NameRule(
     "usable as a URL path segment: not '.' or '..', and without '/' or '%'",
     re.compile(r"(?!\.\.?\Z)[^/%]+"),

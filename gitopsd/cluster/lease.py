@@ -27,7 +27,8 @@ log = logging.getLogger("gitopsd.lease")
 MICRO = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
-def _now() -> str:
+def now_micro() -> str:
+    """The time now as a Lease's MicroTime."""
     return datetime.now(UTC).strftime(MICRO)
 
 
@@ -118,7 +119,7 @@ class LeaderElector:
         return self._write("PUT", LEASES.path(self.namespace, self.name), body)
 
     def _spec(self, acquired: bool, transitions: int) -> dict[str, object]:
-        now = _now()
+        now = now_micro()
         spec: dict[str, object] = {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": int(self.lease_seconds),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -28,13 +28,20 @@ from gitopsd.configfile.sources import (
 )
 from gitopsd.errors import ConfigError, ManifestError
 from gitopsd.manifests import parse_file
-from gitopsd.names import DNS1123_SUBDOMAIN, namespace_problem, shown
+from gitopsd.names import (
+    DNS1123_LABEL,
+    DNS1123_SUBDOMAIN,
+    LABEL_VALUE,
+    namespace_problem,
+    shown,
+)
 
 __all__ = [
     "DaemonConfig",
     "GitSyncSettings",
     "LeaderElection",
     "Mode",
+    "Sharding",
     "SourceConfig",
     "cycle_in",
     "cycle_through",
@@ -51,6 +58,13 @@ class LeaderElection:
     lease_seconds: float = 15.0
     renew_deadline_seconds: float = 10.0
     retry_seconds: float = 2.0
+
+
+@dataclass(frozen=True)
+class Sharding(LeaderElection):
+    """Replicas that share the sources, each holding a Lease of its own (NAME-POD, in
+    `namespace`): a source belongs to the one that rendezvous-hashes highest with its
+    tenant (a GitSync's namespace; the configuration's sources are one tenant)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +85,9 @@ class GitSyncSettings:
     """Permit a GitSync's dependsOn to name a GitSync of another namespace (Flux's
     --no-cross-namespace-refs, inverted): its status would tell one tenant the state of
     another's GitSync, so it is off."""
+    shard: str | None = None
+    """Serve only the GitSyncs labelled sharding.gitopsd.io/key=SHARD (Flux's
+    sharding.fluxcd.io/key); None: only those without the label."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +101,7 @@ class DaemonConfig:
     context: str | None = None
     allow_exec_credentials: bool = False
     leader_election: LeaderElection = field(default_factory=LeaderElection)
+    sharding: Sharding = field(default_factory=Sharding)
     object_series_budget: int = 500
     """Most gitopsd_object_drift series; further drifted objects are only counted."""
     shutdown_grace_seconds: float = 25.0
@@ -120,6 +138,7 @@ TOP_KEYS = {
     "context",
     "allowExecCredentials",
     "leaderElection",
+    "sharding",
     "objectSeriesBudget",
     "shutdownGraceSeconds",
     "concurrentReconciles",
@@ -132,6 +151,7 @@ GITSYNC_KEYS = {
     "defaultServiceAccount",
     "allowInsecure",
     "crossNamespaceRefs",
+    "shard",
 }
 LEADER_KEYS = {"enabled", "namespace", "name", "leaseDuration", "renewDeadline", "retryPeriod"}
 
@@ -147,6 +167,13 @@ def load(path: Path) -> DaemonConfig:
             f"{path}: controlListen: {control_listen!r} is not on loopback; the control API "
             "answers local clients only (in a pod: kubectl port-forward)"
         )
+    leader_election = _leases(LeaderElection, top.get("leaderElection"), f"{path}: leaderElection")
+    sharding = _leases(Sharding, top.get("sharding"), f"{path}: sharding")
+    if leader_election.enabled and sharding.enabled:
+        raise ConfigError(
+            f"{path}: leaderElection and sharding are both enabled; with sharding every "
+            "replica writes for its own share, fenced by its own Lease: disable leaderElection"
+        )
     return DaemonConfig(
         listen=listen,
         control_listen=control_listen,
@@ -156,7 +183,8 @@ def load(path: Path) -> DaemonConfig:
         allow_exec_credentials=boolean(
             top, "allowExecCredentials", str(path), DaemonConfig.allow_exec_credentials
         ),
-        leader_election=_leader(top.get("leaderElection"), f"{path}: leaderElection"),
+        leader_election=leader_election,
+        sharding=sharding,
         object_series_budget=count(
             top, "objectSeriesBudget", str(path), DaemonConfig.object_series_budget
         ),
@@ -224,7 +252,18 @@ def _git_syncs(value: Any, where: str) -> GitSyncSettings:
         cross_namespace_refs=boolean(
             raw, "crossNamespaceRefs", where, GitSyncSettings.cross_namespace_refs
         ),
+        shard=_shard(raw, where),
     )
+
+
+def _shard(raw: dict[str, Any], where: str) -> str | None:
+    if "shard" not in raw:
+        return None
+    shard = string(raw, "shard", where, "")
+    problem = LABEL_VALUE.problem(shard)
+    if problem:
+        raise ConfigError(f"{where}: shard: {shown(shard)} {problem}")
+    return shard
 
 
 def _account(raw: dict[str, Any], where: str) -> str:
@@ -235,18 +274,28 @@ def _account(raw: dict[str, Any], where: str) -> str:
     return name
 
 
-def _leader(value: Any, where: str) -> LeaderElection:
+Leases = TypeVar("Leases", bound=LeaderElection)
+
+
+def _leases(kind: type[Leases], value: Any, where: str) -> Leases:
+    """Leader election's or sharding's settings: the same keys, of Leases (sharding's name
+    also labels its Leases, so it is a DNS-1123 label)."""
     raw = mapping(value or {}, where, LEADER_KEYS)
-    election = LeaderElection(
-        enabled=boolean(raw, "enabled", where, LeaderElection.enabled),
-        namespace=string(raw, "namespace", where, LeaderElection.namespace),
-        name=string(raw, "name", where, LeaderElection.name),
-        lease_seconds=seconds(raw, "leaseDuration", where, LeaderElection.lease_seconds),
-        renew_deadline_seconds=seconds(
-            raw, "renewDeadline", where, LeaderElection.renew_deadline_seconds
-        ),
-        retry_seconds=seconds(raw, "retryPeriod", where, LeaderElection.retry_seconds),
+    election = kind(
+        enabled=boolean(raw, "enabled", where, kind.enabled),
+        namespace=string(raw, "namespace", where, kind.namespace),
+        name=string(raw, "name", where, kind.name),
+        lease_seconds=seconds(raw, "leaseDuration", where, kind.lease_seconds),
+        renew_deadline_seconds=seconds(raw, "renewDeadline", where, kind.renew_deadline_seconds),
+        retry_seconds=seconds(raw, "retryPeriod", where, kind.retry_seconds),
     )
+    rule = DNS1123_LABEL if kind is Sharding else DNS1123_SUBDOMAIN
+    problem = rule.problem(election.name)
+    if problem:
+        raise ConfigError(f"{where}: name: {shown(election.name)} {problem}")
+    problem = namespace_problem(election.namespace)
+    if problem:
+        raise ConfigError(f"{where}: namespace: {shown(election.namespace)} {problem}")
     if not election.retry_seconds < election.renew_deadline_seconds < election.lease_seconds:
         raise ConfigError(f"{where}: need retryPeriod < renewDeadline < leaseDuration")
     return election

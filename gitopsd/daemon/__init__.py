@@ -1,13 +1,15 @@
 """`gitopsd run`: keeps every configured source in sync until SIGTERM.
 
 One APScheduler interval job per source polls git; watch caches turn live edits into
-drift checks within about a second; a Lease elects the one replica that writes.
+drift checks within about a second; a Lease elects the one replica that writes, or, with
+sharding, each replica holds a Lease of its own and writes for its share of the sources.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -23,6 +25,7 @@ from prometheus_client import CollectorRegistry
 from gitopsd import configfile
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.lease import LeaderElector
+from gitopsd.cluster.shards import Membership
 from gitopsd.cluster.watches import Watches
 from gitopsd.configfile import DaemonConfig, SourceConfig
 from gitopsd.daemon import http, logs
@@ -31,6 +34,7 @@ from gitopsd.daemon.controller import GitSyncController
 from gitopsd.daemon.queue import Pool
 from gitopsd.daemon.registry import Registry
 from gitopsd.daemon.worker import SourceWorker
+from gitopsd.daemon.writers import Writers
 from gitopsd.errors import ConfigError
 from gitopsd.metrics import Recorder
 from gitopsd.reconcile import desired
@@ -51,8 +55,10 @@ class Daemon:
         self.config = config
         self.set_aside = list(config.invalid_sources)
         sources = self._usable(config.sources)
+        self.file_sources = sources
         self.stopping = threading.Event()
         self.leading = threading.Event()
+        self.lock = threading.Lock()
         self.registry = CollectorRegistry()
         self.recorder = Recorder(self.registry, config.object_series_budget)
         self.cluster = Cluster.connect(
@@ -60,15 +66,17 @@ class Daemon:
         )
         self.recorder.count_api_requests(self.cluster.api.counters.snapshot)
         self.elector = self._elector()
+        self.membership = self._membership()
         self.cluster.may_write = self._may_write
+        self.writers = Writers(self.cluster, self.leading, self.membership)
         self.fetches = FetchLedger()
         self.watches = Watches(self.stopping)
         threads = config.concurrent_reconciles
         self.pool = Pool(threads, "reconcile", STALLED_POLL_SECONDS, STALLED_THREADS * threads)
-        self.workers = [self._worker(source) for source in sources]
+        self.workers: list[SourceWorker] = []
+        """The configuration's sources running here: all of them, or with sharding none
+        unless this replica's share holds their tenant ("")."""
         self.sources = Registry()
-        for worker in self.workers:
-            self.sources.add(worker)
         # The scheduler's jobs only put polls in the pool's queue: one thread is enough.
         self.scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(max_workers=1)},
@@ -87,7 +95,7 @@ class Daemon:
             cluster=self.cluster,
             recorder=self.recorder,
             cache_dir=self.config.cache_dir,
-            leading=self.leading,
+            writers=self.writers,
             stopping=self.stopping,
             scheduler=self.scheduler,
             sources=self.sources,
@@ -117,8 +125,8 @@ class Daemon:
     def _elector(self) -> LeaderElector | None:
         election = self.config.leader_election
         if not election.enabled:
-            self.leading.set()
-            self.recorder.set_leader(True)
+            self.leading.set()  # with sharding, each source's gate is its share's
+            self.recorder.set_leader(not self.config.sharding.enabled)
             return None
         return LeaderElector(
             self.cluster,
@@ -130,6 +138,63 @@ class Daemon:
             election.retry_seconds,
             self._leadership,
         )
+
+    def _membership(self) -> Membership | None:
+        sharding = self.config.sharding
+        if not sharding.enabled:
+            return None
+        pod = f"{socket.gethostname()}-{os.getpid()}".lower()
+        member = re.sub(r"[^a-z0-9-]+", "-", f"{sharding.name}-{pod}")[:63].strip("-")
+        return Membership(
+            self.cluster,
+            sharding.namespace,
+            sharding.name,
+            self.config.git_syncs.shard,
+            member,
+            f"{socket.gethostname()}_{os.getpid()}",
+            sharding.lease_seconds,
+            sharding.renew_deadline_seconds,
+            sharding.retry_seconds,
+            self._shares_changed,
+            self.stopping,
+        )
+
+    def _shares_changed(self) -> None:
+        """The replicas, or whether this one may write, changed: each source's gate follows
+        its tenant's share; GitSyncs no longer in it retire, those new to it start."""
+        membership = self.membership
+        if membership is None:  # only a Membership calls this
+            return
+        self.recorder.set_leader(membership.writing())
+        self.recorder.set_shard_members(len(membership.members))
+        for worker in self.sources.workers():
+            worker.lead(membership.may_write(worker.tenant))
+        if membership.owns(""):
+            self._run_file_sources()
+        else:
+            self._retire_file_sources()
+        if self.controller:
+            self.controller.requeue_all()
+
+    def _run_file_sources(self) -> None:
+        """Starts the configuration's sources, unless they run already."""
+        with self.lock:
+            if self.workers or self.stopping.is_set():
+                return
+            started = self.workers = [self._worker(source) for source in self.file_sources]
+        for worker in started:
+            self.sources.add(worker)
+            worker.schedule(self.scheduler, worker.name)
+
+    def _retire_file_sources(self) -> None:
+        """Stops them (another replica's share now): their writes are fenced at once, so
+        nothing waits for the reconcile in flight; their metric series go with them."""
+        with self.lock:
+            retired, self.workers = self.workers, []
+        for worker in retired:
+            self.sources.remove(worker)
+            worker.retire()
+            self.recorder.forget(worker.name)
 
     def _may_write(self) -> bool:
         """Fencing, checked before every write: none once shutting down, none without the
@@ -152,10 +217,10 @@ class Daemon:
     def _worker(self, source: SourceConfig) -> SourceWorker:
         return SourceWorker(
             config=source,
-            cluster=self.cluster,
+            cluster=self.writers.cluster_for(""),
             recorder=self.recorder,
             cache_dir=self.config.cache_dir / "sources",
-            leading=self.leading,
+            leading=self.writers.gate_for(""),
             stopping=self.stopping,
             pool=self.pool,
             fetches=self.fetches,
@@ -165,10 +230,12 @@ class Daemon:
     def ready(self) -> bool:
         """Leadership known, the API server reachable, every source tried and its watch
         caches synced: false during an outage, true again once the caches caught up."""
-        known = self.elector is None or self.elector.state_known
+        lease = self.elector or self.membership
+        known = lease is None or lease.state_known
         reachable = self.cluster.api.reachable
         serving = self.controller is None or self.controller.ready()
-        workers = all(worker.ready() for worker in self.workers)
+        with self.lock:
+            workers = all(worker.ready() for worker in self.workers)
         return known and reachable and serving and workers
 
     def run(self) -> int:
@@ -177,12 +244,14 @@ class Daemon:
             log.error("set aside: %s", error, extra={"source": name})
         endpoints = http.Endpoints(self.registry, self.ready, self._hooks())
         server = http.serve(self.config.listen_address, endpoints)
-        control = Control(self.sources.workers, self.leading.is_set, lambda: list(self.set_aside))
+        control = Control(self.sources.workers, lambda: list(self.set_aside))
         control_server = http.serve_control(self.config.control_address, control)
         log.info("serving /metrics, /healthz, /readyz and /hooks on %s", self.config.listen)
         log.info("serving the control API on %s", self.config.control_listen)
         if self.elector:
             self.elector.start()
+        if self.membership:
+            self.membership.start()
         self._schedule()
         if self.controller:
             self.controller.start()
@@ -193,23 +262,24 @@ class Daemon:
         return 0
 
     def _schedule(self) -> None:
-        for worker in self.workers:
-            worker.schedule(self.scheduler, worker.name)
+        """The configuration's sources start now; with sharding, once the share holds them."""
+        if self.membership is None:
+            self._run_file_sources()
         self.scheduler.start()
 
     def _hooks(self) -> Callable[[str], http.Hook | None]:
         """The webhooks by path: a file source's at its name, a GitSync's at
-        gitsyncs/NAMESPACE/NAME."""
-        sources = {
-            worker.name: http.Hook(worker.config.webhook_secret, worker.announced)
-            for worker in self.workers
-            if worker.config.webhook_secret is not None
-        }
+        gitsyncs/NAMESPACE/NAME (only those running here)."""
         controller = self.controller
 
         def hook_of(path: str) -> http.Hook | None:
-            found = sources.get(path)
-            return found or (controller.hook_of(path) if controller else None)
+            if path.startswith("gitsyncs/"):
+                return controller.hook_of(path) if controller else None
+            with self.lock:
+                worker = next((w for w in self.workers if w.name == path), None)
+            if worker is None or worker.config.webhook_secret is None:
+                return None
+            return http.Hook(worker.config.webhook_secret, worker.announced)
 
         return hook_of
 
@@ -233,6 +303,8 @@ class Daemon:
             worker.retire(grace_seconds=max(deadline - time.monotonic(), 0))
         if self.elector:
             self.elector.release()
+        if self.membership:
+            self.membership.release()
         log.info("stopped")
 
 

@@ -15,8 +15,9 @@ from gitopsd.errors import ExitCode
 from gitopsd.gitsync.status import Document, Failure, failed_status, status_of, summary
 
 NOT_LEADING = (
-    "this replica is a standby: it only reads, so a reconcile here would apply nothing; "
-    "port-forward to the leader's pod (the holder of the Lease gitopsd in gitopsd-system)"
+    "this replica does not write for this source (a standby, or another replica's share): "
+    "it only reads, so a reconcile here would apply nothing; port-forward to the pod that "
+    "writes (the leader, the holder of the Lease gitopsd in gitopsd-system)"
 )
 
 
@@ -24,7 +25,6 @@ NOT_LEADING = (
 class Control:
     workers: Callable[[], list[SourceWorker]]
     """Every source running now: the configuration's, and the GitSyncs served."""
-    leading: Callable[[], bool]
     set_aside: Callable[[], list[tuple[str, str]]] = list
     """(name, error) of the configuration's sources that cannot run."""
 
@@ -43,7 +43,7 @@ class Control:
             namespace, _, gitsync = name.partition("/")
             hint = f"gitopsd reconcile {gitsync} --gitsync -n {namespace}"
             return 409, {"error": f"{name} is a GitSync: {hint}"}
-        if not self.leading():
+        if not worker.leading.is_set():
             return 409, {"error": NOT_LEADING}
         token = str(time.time_ns())  # grows: a caller waits for its own, or a later one
         worker.request(token)

@@ -6,7 +6,8 @@ check of its source. One thread takes the keys and reconciles each GitSync: its 
 (`lifecycle`), its credentials (`credentials`), its source's worker (started, replaced when
 its spec changed, retired when it is suspended or gone), then its status (`publisher`). A
 key that fails is retried with backoff. Only the leader writes; a standby keeps its caches
-warm, as for file sources.
+warm, as for file sources. With sharding, a replica serves only the GitSyncs of its share
+(`writers`), and only those of its shard label.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from gitopsd import gitsync
 from gitopsd.backoff import Backoff
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.cache import Informer
+from gitopsd.cluster.shards import SHARD_LABEL
 from gitopsd.cluster.watches import Watches
 from gitopsd.config import Credentials
 from gitopsd.configfile import GitSyncSettings, SourceConfig, cycle_through
@@ -35,9 +37,10 @@ from gitopsd.daemon.publisher import StatusPublisher
 from gitopsd.daemon.queue import Pool, WorkQueue
 from gitopsd.daemon.registry import Registry
 from gitopsd.daemon.worker import SourceWorker
+from gitopsd.daemon.writers import Writers
 from gitopsd.errors import ConfigError, GitopsdError
 from gitopsd.gitsync.spec import GitSync, dependencies, read
-from gitopsd.gitsync.status import SourceReport
+from gitopsd.gitsync.status import SourceReport, unready_status
 from gitopsd.metrics import Recorder
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.reconcile import desired
@@ -72,7 +75,8 @@ class GitSyncController:
     cluster: Cluster
     recorder: Recorder
     cache_dir: Path
-    leading: threading.Event
+    writers: Writers
+    """Which GitSyncs this replica serves, and the fence of each one's writes."""
     stopping: threading.Event
     scheduler: BaseScheduler
     sources: Registry
@@ -97,8 +101,8 @@ class GitSyncController:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self.status = StatusPublisher(self.cluster, self.leading)
-        self.lifecycle = Lifecycle(self.cluster, self.leading)
+        self.status = StatusPublisher(self.writers)
+        self.lifecycle = Lifecycle(self.writers)
         self.informers = [
             Informer(
                 cluster=self.cluster,
@@ -111,6 +115,8 @@ class GitSyncController:
             )
             for namespace in self.settings.namespaces or ("",)
         ]
+        if self.writers.membership is not None:
+            self.sources.elsewhere = self._unready_elsewhere
 
     def start(self) -> None:
         for informer in self.informers:
@@ -122,7 +128,8 @@ class GitSyncController:
         return all(informer.synced.is_set() for informer in self.informers)
 
     def requeue_all(self) -> None:
-        """A new leader writes every status and finalizer afresh."""
+        """A new leader writes every status and finalizer afresh; a replica whose share
+        changed starts and retires GitSyncs to match."""
         self.status.forget_all()
         for informer in self.informers:
             with informer.lock:
@@ -208,6 +215,11 @@ class GitSyncController:
 
     def _sync(self, key: ObjectKey) -> None:
         body = self._body(key)
+        if body is not None and not self._serves(key, body):
+            if self._retire(key):  # another replica's (or shard's) now
+                self.status.forget(key)
+                self.recorder.forget(f"{key.namespace}/{key.name}")
+            return
         if body is None:  # deleted: its source, files and metric series go with it
             self._retire(key)
             self.status.forget(key)
@@ -239,6 +251,20 @@ class GitSyncController:
             self.status.report(key, body, last, suspended=True)
             return
         self._serve(key, body, wanted)
+
+    def _unready_elsewhere(self, name: str) -> str:
+        """Why GitSync `name` (namespace/name), not served here (with sharding: maybe by
+        another replica), is not ready, from its status; its dependents see a change at
+        their next poll, not at once as they do when it runs here."""
+        namespace, _, gitsync_name = name.partition("/")
+        return unready_status(
+            self._body(ObjectKey(gitsync.GROUP, gitsync.KIND, namespace, gitsync_name))
+        )
+
+    def _serves(self, key: ObjectKey, body: Body) -> bool:
+        labels = body["metadata"].get("labels") or {}
+        in_shard = labels.get(SHARD_LABEL) == self.settings.shard
+        return in_shard and self.writers.serves(key.namespace)
 
     def _body(self, key: ObjectKey) -> Body | None:
         for informer in self.informers:
@@ -293,13 +319,14 @@ class GitSyncController:
     def _start(
         self, key: ObjectKey, wanted: GitSync, source: SourceConfig, repositories: Path
     ) -> Served:
-        cluster = self.cluster.impersonating(wanted.user) if wanted.user else self.cluster
+        fenced = self.writers.cluster_for(key.namespace)
+        cluster = fenced.impersonating(wanted.user) if wanted.user else fenced
         worker = SourceWorker(
             config=source,
             cluster=cluster,
             recorder=self.recorder,
             cache_dir=repositories,
-            leading=self.leading,
+            leading=self.writers.gate_for(key.namespace),
             stopping=self.stopping,
             pool=self.pool,
             fetches=self.fetches,

@@ -1,11 +1,10 @@
 """A GitSync's life at its ends: the finalizer added while it exists, and, once it is being
 deleted, what it applied withdrawn (with delete-policy prune) before the finalizer goes and
-the API server deletes it. Only the leader writes."""
+the API server deletes it. Only the replica that writes for it does."""
 
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 from gitopsd import gitsync
 from gitopsd.cluster import Cluster
 from gitopsd.config import Credentials
+from gitopsd.daemon.writers import Writers
 from gitopsd.gitsync.spec import GitSync
 from gitopsd.objects import Body
 from gitopsd.reconcile import Source, withdraw
@@ -23,12 +23,12 @@ log = logging.getLogger("gitopsd.gitsync")
 
 @dataclass(frozen=True)
 class Lifecycle:
-    cluster: Cluster
-    leading: threading.Event
+    writers: Writers
 
     def hold(self, body: Body) -> None:
-        """Adds the finalizer (leader only)."""
-        if not self.leading.is_set():
+        """Adds the finalizer (by the replica that writes for it only)."""
+        cluster = self._cluster(body)
+        if not cluster.may_write():
             return
         finalizers = body["metadata"].get("finalizers")
         operation: dict[str, Any] = (
@@ -36,15 +36,16 @@ class Lifecycle:
             if finalizers
             else {"op": "add", "path": "/metadata/finalizers", "value": [gitsync.FINALIZER]}
         )
-        self._patch(body, [operation])
+        _patch(cluster, body, [operation])
 
     def finalize(self, body: Body, wanted: GitSync, home: Path) -> None:
         """With delete-policy prune, what it applied is withdrawn first (its source already
         stopped); then the finalizer goes, and the API server deletes the GitSync."""
-        if not wanted.finalized or not self.leading.is_set():
+        cluster = self._cluster(body)
+        if not wanted.finalized or not cluster.may_write():
             return
         if wanted.prune_on_delete:
-            self._withdraw(body, wanted, home)
+            self._withdraw(cluster, body, wanted, home)
         self.release(body)
         log.info("deleted", extra={"source": wanted.key})
 
@@ -52,25 +53,29 @@ class Lifecycle:
         """Removes the finalizer (the API server then deletes the GitSync), if it holds it;
         `warning` says what was left undone."""
         finalizers = body["metadata"].get("finalizers") or []
-        if gitsync.FINALIZER not in finalizers or not self.leading.is_set():
+        cluster = self._cluster(body)
+        if gitsync.FINALIZER not in finalizers or not cluster.may_write():
             return
         if warning:
-            self.cluster.event(body, "PruneSkipped", warning)
+            cluster.event(body, "PruneSkipped", warning)
         index = finalizers.index(gitsync.FINALIZER)
-        self._patch(body, [{"op": "remove", "path": f"/metadata/finalizers/{index}"}])
+        _patch(cluster, body, [{"op": "remove", "path": f"/metadata/finalizers/{index}"}])
 
-    def _withdraw(self, body: Body, wanted: GitSync, home: Path) -> None:
+    def _cluster(self, body: Body) -> Cluster:
+        return self.writers.cluster_for(body["metadata"]["namespace"])
+
+    def _withdraw(self, cluster: Cluster, body: Body, wanted: GitSync, home: Path) -> None:
         """Prunes what it applied, as if git held nothing (nothing is fetched)."""
-        namespace = self.cluster.get(NAMESPACES, "", wanted.namespace) or {}
+        namespace = cluster.get(NAMESPACES, "", wanted.namespace) or {}
         if (namespace.get("metadata") or {}).get("deletionTimestamp"):
             message = f"namespace {wanted.namespace} is being deleted: nothing pruned"
-            self.cluster.event(body, "PruneSkipped", message)
+            cluster.event(body, "PruneSkipped", message)
             return
-        cluster = self.cluster.impersonating(wanted.user) if wanted.user else self.cluster
+        acting = cluster.impersonating(wanted.user) if wanted.user else cluster
         source = wanted.source(Credentials(password_env=None))
-        report = withdraw(Source(source.spec, source.settings, home), cluster)
+        report = withdraw(Source(source.spec, source.settings, home), acting)
         pruned = [o.key for o in report.changes.outcomes]
-        self.cluster.event(
+        cluster.event(
             body,
             "Pruned",
             f"deleted with delete-policy prune: pruned {len(pruned)} objects",
@@ -78,17 +83,16 @@ class Lifecycle:
         )
         if report.refused:
             kept = "; ".join(f"{key} ({reason})" for key, reason in report.refused)
-            self.cluster.event(body, "PruneBlocked", f"kept by the prune guards: {kept}")
+            cluster.event(body, "PruneBlocked", f"kept by the prune guards: {kept}")
 
-    def _patch(self, body: Body, operations: list[dict[str, Any]]) -> None:
-        """A JSON patch of the GitSync as seen: a newer version fails the test, and is
-        handled when its own watch event arrives."""
-        metadata = body["metadata"]
-        version = {
-            "op": "test",
-            "path": "/metadata/resourceVersion",
-            "value": metadata["resourceVersion"],
-        }
-        self.cluster.patch(
-            gitsync.RESOURCE, metadata["namespace"], metadata["name"], [version, *operations]
-        )
+
+def _patch(cluster: Cluster, body: Body, operations: list[dict[str, Any]]) -> None:
+    """A JSON patch of the GitSync as seen: a newer version fails the test, and is handled
+    when its own watch event arrives."""
+    metadata = body["metadata"]
+    version = {
+        "op": "test",
+        "path": "/metadata/resourceVersion",
+        "value": metadata["resourceVersion"],
+    }
+    cluster.patch(gitsync.RESOURCE, metadata["namespace"], metadata["name"], [version, *operations])

@@ -1,14 +1,13 @@
 """A GitSync's status, written through the status subresource only when it changed (and
-only by the leader), with the Events a change of status is worth."""
+only by the replica that writes for it), with the Events a change of status is worth."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gitopsd import gitsync
-from gitopsd.cluster import Cluster
+from gitopsd.daemon.writers import Writers
 from gitopsd.errors import GitopsdError
 from gitopsd.gitsync.spec import requested_of
 from gitopsd.gitsync.status import Document, Failure, SourceReport, events, failed_status, status_of
@@ -17,8 +16,7 @@ from gitopsd.objects import Body, ObjectKey
 
 @dataclass
 class StatusPublisher:
-    cluster: Cluster
-    leading: threading.Event
+    writers: Writers
     written: dict[ObjectKey, Document] = field(default_factory=dict)
     """The status written last per GitSync (the watch may not have brought it back yet)."""
 
@@ -35,15 +33,16 @@ class StatusPublisher:
         self.written.pop(key, None)
 
     def forget_all(self) -> None:
-        """A new leader writes every status afresh."""
+        """A new leader (or a replica whose share changed) writes every status afresh."""
         self.written.clear()
 
     def _publish(
         self, key: ObjectKey, body: Body, status_for: Callable[[int, Document | None], Document]
     ) -> None:
-        """Writes the status `status_for(generation, previous status)` if it changed (leader
-        only), with the Events the change is worth."""
-        if not self.leading.is_set():
+        """Writes the status `status_for(generation, previous status)` if it changed (by the
+        replica that writes for it only), with the Events the change is worth."""
+        cluster = self.writers.cluster_for(key.namespace)
+        if not cluster.may_write():
             return
         live = body.get("status") or None
         previous = self.written.get(key, live)
@@ -51,7 +50,7 @@ class StatusPublisher:
         if status == live:
             self.written[key] = status
             return
-        self.cluster.apply_status(gitsync.RESOURCE, key.namespace, key.name, status)
+        cluster.apply_status(gitsync.RESOURCE, key.namespace, key.name, status)
         self.written[key] = status
         for event in events(previous, status):
-            self.cluster.event(body, event.reason, event.message, event.type)
+            cluster.event(body, event.reason, event.message, event.type)

@@ -16,6 +16,9 @@ from gitopsd.gitsync.status import unready
 @dataclass
 class Registry:
     running: dict[str, SourceWorker] = field(default_factory=dict)
+    elsewhere: Callable[[str], str] = lambda name: "it is not running"
+    """Why a source not running here is not ready ("" once it is): with sharding, a
+    GitSync of another namespace may be another replica's, read from its status."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, worker: SourceWorker, on_report: Callable[[], None] = lambda: None) -> None:
@@ -48,7 +51,7 @@ class Registry:
         reasons = []
         for name in needed:
             worker = workers.get(name)
-            why = unready(worker.report) if worker else "it is not running"
+            why = unready(worker.report) if worker else self.elsewhere(name)
             if why:
                 reasons.append(f"source {name}: {why}")
         return "; ".join(reasons)

@@ -12,18 +12,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.base import BaseScheduler
 
 from gitopsd.backoff import Backoff
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.watches import LiveCache, Watches
 from gitopsd.configfile import Mode, SourceConfig
+from gitopsd.daemon.jobs import Jobs
 from gitopsd.daemon.queue import Pool, WorkQueue
 from gitopsd.daemon.reporter import APPLIED, Reporter
 from gitopsd.errors import ApplyError, ClusterError, ClusterReason, GitopsdError, Remedy
@@ -49,41 +48,6 @@ ANNOUNCE_SECONDS = 1.0
 SETTLE_SECONDS = 2.0
 """How long a poll that wrote waits for its writes' watch events, so that what it reports
 (a request's answer, a GitSync's status) carries their health, not "not read yet"."""
-ONCE = ("retry", "check", "announce")
-"""The kinds of a source's one-off jobs: a failed poll's retry, a failed drift check's, a
-push announced within a second of the one before."""
-
-
-@dataclass(frozen=True)
-class Jobs:
-    """A source's jobs in the scheduler: its interval's polls, and what runs once after a
-    backoff: the retry of a failed poll, the drift check after a failed one (at most one of
-    each kind pending; a new failure moves it)."""
-
-    scheduler: BaseScheduler
-    job_id: str
-
-    def later(self, kind: str, run: Callable[[], None], delay_seconds: float) -> None:
-        """Runs `run` once, `delay_seconds` from now, however late the scheduler gets to
-        it (a busy scheduler must not drop it: the next try would wait a whole interval)."""
-        when = datetime.now(UTC) + timedelta(seconds=max(delay_seconds, 0.0))
-        self.scheduler.add_job(
-            run,
-            "date",
-            run_date=when,
-            id=self.once_id(kind),
-            replace_existing=True,
-            misfire_grace_time=None,
-        )
-
-    def once_id(self, kind: str) -> str:
-        """Its own: a source's successor under the same job id has its own."""
-        return f"{self.job_id}/{kind}/{id(self)}"
-
-    def remove(self) -> None:
-        for job_id in (self.job_id, *(self.once_id(kind) for kind in ONCE)):
-            with suppress(JobLookupError):
-                self.scheduler.remove_job(job_id)
 
 
 @dataclass
@@ -188,6 +152,16 @@ class SourceWorker:
             self.busy.release()
         if self.jobs:
             self.jobs.remove()
+
+    def lead(self, writing: bool) -> None:
+        """Its own gate (with sharding) opened or closed: once open, it applies the revision
+        afresh at once, as a new leader does."""
+        if writing and not self.leading.is_set():
+            self.leading.set()
+            self.forget_applied()
+            self.poll_soon()
+        elif not writing:
+            self.leading.clear()
 
     def forget_applied(self) -> None:
         """A new leader applies the revision again at its next poll, and dates no drift by

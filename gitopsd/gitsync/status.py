@@ -18,7 +18,7 @@ from gitopsd.diff import Drift, FieldChange, State
 from gitopsd.errors import ConfigError, ExitCode, GitopsdError, Remedy
 from gitopsd.gitsync.schema import MAX_DRIFTED_SHOWN
 from gitopsd.health import Health, Status, overall, unhealthy
-from gitopsd.objects import GroupKind, ObjectKey
+from gitopsd.objects import Body, GroupKind, ObjectKey
 
 MAX_MESSAGE = 2000
 Document = dict[str, Any]
@@ -89,6 +89,21 @@ def unready(report: SourceReport) -> str:
         _health_message(report.health) if overall(report.health.values()) != Status.CURRENT else ""
     )
     return failing
+
+
+def unready_status(body: Body | None) -> str:
+    """As `unready`, for a GitSync another replica serves: read from its status, which
+    says Ready=True once its source applied its revision and every object is Current."""
+    if body is None:
+        return "it does not exist"
+    status = body.get("status") or {}
+    conditions = status.get("conditions") or []
+    ready: dict[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
+    if status.get("observedGeneration") != body["metadata"].get("generation"):
+        return "its status is not of its latest generation yet"
+    if ready.get("status") != "True":
+        return f"it is not ready ({ready.get('reason') or 'no status yet'})"
+    return ""
 
 
 @dataclass(frozen=True)

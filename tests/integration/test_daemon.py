@@ -573,11 +573,19 @@ def test_a_kind_the_cluster_lacks_is_retried_until_its_crd_appears(
     gitopsd.kubectl("apply", "-f", str(crd))
 
     custom: Any = client.CustomObjectsApi(admin_api)
-    wait_for(
-        lambda: custom.list_namespaced_custom_object(group, "v1", namespace, "bobs")["items"],
-        "the Bob, once its kind is served",
-        90,
-    )
+
+    def bobs() -> list[Any] | None:
+        try:
+            found: list[Any] = custom.list_namespaced_custom_object(group, "v1", namespace, "bobs")[
+                "items"
+            ]
+        except client.ApiException as error:
+            if error.status == 404:  # the new kind is not served yet: not Established
+                return None
+            raise
+        return found
+
+    wait_for(bobs, "the Bob, once its kind is served", 90)
 
 
 def bob_definition(group: str) -> str:

@@ -54,7 +54,7 @@ def test_only_the_leader_writes_and_a_standby_takes_over_when_it_dies(
     )
     assert standby.value("gitopsd_reconcile_total", result="success") == 0  # it only read
     refused = gitopsd("reconcile", "app", "--daemon", standby.control_url)
-    assert refused.code == 4 and "this replica is a standby" in refused.err
+    assert refused.code == 4 and "does not write for this source" in refused.err
 
     assert {w.name for w in audit.changes(control_plane, leader.user)} >= {"a", "gitopsd-app"}
     assert audit.changes(control_plane, standby.user) == []

@@ -20,11 +20,11 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from gitopsd.backoff import Backoff
 from gitopsd.daemon.control import Control
 from gitopsd.daemon.http import signature_valid, signed
+from gitopsd.daemon.jobs import Jobs
 from gitopsd.daemon.logs import ContextLog, JsonLines
 from gitopsd.daemon.queue import Pool, WorkQueue
 from gitopsd.daemon.registry import Registry
 from gitopsd.daemon.reporter import changed_since
-from gitopsd.daemon.worker import Jobs
 from gitopsd.gitsync.status import SourceReport
 from gitopsd.health import Health, Status
 from gitopsd.objects import ObjectKey
@@ -317,16 +317,20 @@ class StubWorker:
     name: str
     report: SourceReport = field(default_factory=SourceReport)
     asked: list[str] = field(default_factory=list)
+    leading: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self.leading.set()
 
     def request(self, token: str) -> None:
         self.asked.append(token)
 
 
-def control_of(*workers: StubWorker, leading: bool = True) -> Control:
-    return Control(lambda: list(workers), lambda: leading, lambda: [("broken", "bad spec")])  # type: ignore[arg-type]
+def control_of(*workers: StubWorker) -> Control:
+    return Control(lambda: list(workers), lambda: [("broken", "bad spec")])  # type: ignore[arg-type]
 
 
-def test_control_asks_the_leaders_file_source_and_names_what_it_refuses() -> None:
+def test_control_asks_the_writing_replicas_file_source_and_names_what_it_refuses() -> None:
     app, web = StubWorker("app"), StubWorker("team/web")
 
     status, answer = control_of(app, web).reconcile("app")
@@ -334,8 +338,9 @@ def test_control_asks_the_leaders_file_source_and_names_what_it_refuses() -> Non
     assert control_of(app).reconcile("nope") == (404, {"error": "no source nope runs here"})
     status, answer = control_of(web).reconcile("team/web")
     assert status == 409 and "gitopsd reconcile web --gitsync -n team" in answer["error"]
-    status, answer = control_of(app, leading=False).reconcile("app")
-    assert status == 409 and "standby" in answer["error"] and app.asked == [app.asked[0]]
+    app.leading.clear()  # a standby, or another replica's share
+    status, answer = control_of(app).reconcile("app")
+    assert status == 409 and "does not write for" in answer["error"] and app.asked == [app.asked[0]]
 
 
 def test_control_lists_running_sources_and_those_set_aside() -> None:

@@ -888,3 +888,27 @@ def test_a_gitsync_that_cannot_run_answers_a_reconcile_request_with_its_failure(
     failed = status.failed_status(3, failure, None, handled="2026-11-25T20:00:00Z")
     assert failed["lastHandledReconcileAt"] == "2026-11-25T20:00:00Z"
     assert status.summary("team/web", failed, suspended=False)["failed"] is True
+
+
+def _served_elsewhere(generation: int, observed: int, ready: str) -> dict[str, Any]:
+    condition = {"type": "Ready", "status": ready, "reason": "Succeeded" if ready == "True" else "Failed"}
+    return {
+        "metadata": {"generation": generation},
+        "status": {"observedGeneration": observed, "conditions": [condition]},
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (_served_elsewhere(2, 2, "True"), ""),
+        (_served_elsewhere(2, 1, "True"), "its status is not of its latest generation yet"),
+        (_served_elsewhere(2, 2, "False"), "it is not ready (Failed)"),
+        ({"metadata": {"generation": 1}}, "its status is not of its latest generation yet"),
+        (None, "it does not exist"),
+    ],
+)
+def test_a_dependency_another_replica_serves_is_ready_by_its_status_of_its_generation(
+    body: dict[str, Any] | None, why: str
+) -> None:
+    assert status.unready_status(body) == why

@@ -1,0 +1,203 @@
+"""Replicas that share the GitSyncs: each holds a Lease of its own, serves the tenants
+(namespaces) that rendezvous-hash to it, and writes for nothing else; a replica killed
+has its share taken over within the lease duration, one stopped at once. Who wrote what is
+read from the API server's audit log, by each replica's own ServiceAccount."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import time
+import urllib.request
+from functools import partial
+from typing import Any
+
+from kubernetes import client
+
+from gitopsd.cluster.shards import GROUP_LABEL, SHARD_LABEL, rank
+from gitopsd.daemon.http.endpoints import CONTROL_HEADER, SOURCES
+from tests.harness import audit
+from tests.harness.controlplane import ControlPlane
+from tests.harness.daemon import DaemonProcess, Daemons
+from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.kube import unique_name
+from tests.harness.waiting import wait_for
+from tests.integration.test_gitsync import config_map, config_map_value, create, wait_ready
+
+
+def replicas(
+    daemons: Daemons, count: int, shard: str, url: str = "", **timing: str
+) -> dict[str, DaemonProcess]:
+    """`count` replicas sharing the GitSyncs labelled with `shard` (and, given `url`, a
+    file source `app` of it, into the test's namespace), by their Lease names, once each
+    sees them all and writes for its share."""
+    sharding = {
+        "enabled": True,
+        "namespace": daemons.namespace,
+        "leaseDuration": "4s",
+        "renewDeadline": "3s",
+        "retryPeriod": "1s",
+        **timing,
+    }
+    settings = {"enabled": True, "allowInsecure": True, "shard": shard}
+    sources = [daemons.source(url)] if url else []
+    started = [
+        daemons.start_with(sources, f"replica-{n}", gitSyncs=settings, sharding=sharding).start()
+        for n in range(count)
+    ]
+    for replica in started:
+        replica.wait_value("gitopsd_shard_members", lambda v: v == count, "all replicas seen")
+        replica.wait_value("gitopsd_leader", lambda v: v == 1, "the replica to write")
+    return {lease_of(daemons, replica): replica for replica in started}
+
+
+def lease_of(daemons: Daemons, replica: DaemonProcess) -> str:
+    """The name of the replica's own Lease (its holder is HOSTNAME_PID)."""
+    assert replica.process is not None
+    holder = f"{socket.gethostname()}_{replica.process.pid}"
+    leases: Any = client.CoordinationV1Api(daemons.admin_api)
+    found = leases.list_namespaced_lease(daemons.namespace, label_selector=GROUP_LABEL).items
+    name: str = next(lease.metadata.name for lease in found if lease.spec.holder_identity == holder)
+    return name
+
+
+def owner(members: list[str], tenant: str) -> str:
+    return max(members, key=lambda member: rank(member, tenant))
+
+
+def source_in(namespace: str) -> str:
+    """The source that writes in a namespace: a tenant's GitSync, or the file source."""
+    return f"{namespace}/app" if namespace.startswith("shard-") else "app"
+
+
+def tenant_of(namespace: str) -> str:
+    """Its share's key: the GitSync's namespace, or "" for the configuration's sources."""
+    return namespace if namespace.startswith("shard-") else ""
+
+
+def tenants(admin_api: Any, members: list[str], each: int) -> dict[str, str]:
+    """New namespaces, `each` of them owned by each member, with the owner's name."""
+    chosen: dict[str, str] = {}
+    while len(chosen) < each * len(members):
+        name = unique_name("shard")
+        held = owner(members, name)
+        if sum(1 for m in chosen.values() if m == held) < each:
+            chosen[name] = held
+    core: Any = client.CoreV1Api(admin_api)
+    for name in chosen:
+        core.create_namespace({"metadata": {"name": name}})
+    return chosen
+
+
+def sync_each(admin_api: Any, owned: dict[str, str], url: str, shard: str) -> None:
+    labels = {SHARD_LABEL: shard}
+    for namespace in owned:
+        create(admin_api, namespace, "app", {"repository": {"url": url}}, labels=labels)
+    for namespace in owned:
+        wait_ready(admin_api, namespace, "app", "True", "Succeeded")
+
+
+def writers(
+    plane: ControlPlane,
+    members: dict[str, DaemonProcess],
+    owned: dict[str, str],
+    since: float = 0.0,
+) -> dict[str, set[str]]:
+    """Which replicas wrote in each tenant's namespace (its objects, its GitSync's status
+    and finalizer, its Events), by Lease name."""
+    by_user = {replica.user: member for member, replica in members.items()}
+    found: dict[str, set[str]] = {namespace: set() for namespace in owned}
+    for write in audit.writes_by_anyone(plane, since):
+        if write.namespace in found and write.user in by_user and write.resource != "leases":
+            found[write.namespace].add(by_user[write.user])
+    return found
+
+
+def running(replica: DaemonProcess) -> set[str]:
+    """The sources the replica runs, as its control API (`gitopsd get`) lists them."""
+    url, header = f"{replica.control_url}{SOURCES}", {CONTROL_HEADER: "1"}
+    asking = urllib.request.Request(url, headers=header)  # noqa: S310 - http to loopback
+    with urllib.request.urlopen(asking, timeout=5) as answer:  # noqa: S310
+        return {line["name"] for line in json.load(answer)}
+
+
+def runs(replica: DaemonProcess, member: str, owned: dict[str, str]) -> bool:
+    """Whether the replica runs exactly the sources of its share."""
+    return running(replica) == {source_in(ns) for ns, m in owned.items() if m == member}
+
+
+def applied(admin_api: Any, owned: dict[str, str], value: str, deadline: float = 60) -> None:
+    def everywhere() -> bool:
+        return all(config_map_value(admin_api, ns, "a") == value for ns in owned)
+
+    wait_for(everywhere, f"ConfigMap a = {value} in every tenant", deadline)
+
+
+def test_gitsyncs_spread_over_replicas_and_a_killed_ones_share_moves_within_the_lease(
+    control_plane: ControlPlane,
+    admin_api: Any,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+) -> None:
+    git_repo.commit({"a.yaml": config_map("a")})
+    url = git_server.file_url(git_repo)
+    shard = unique_name("s")
+    members = replicas(daemons, 3, shard, url)
+    joined_at = time.time()  # the first to start wrote for everything until then
+    owned = tenants(admin_api, list(members), each=2)
+    sync_each(admin_api, owned, url, shard)
+    owned[daemons.namespace] = owner(list(members), "")  # the file source's share
+    applied(admin_api, owned, "one")
+
+    found = writers(control_plane, members, owned, since=joined_at)
+    assert all(found[ns] == {m} for ns, m in owned.items() if ns != daemons.namespace)
+    assert found[daemons.namespace] <= {owned[daemons.namespace]}  # no drift: the first applied
+    for member, replica in members.items():  # and runs nothing of the others' shares
+        assert runs(replica, member, owned)
+
+    killed = owned[daemons.namespace]  # a share of two tenants and the file source
+    killed_at = time.time()
+    members[killed].signal(signal.SIGKILL)
+    git_repo.commit({"a.yaml": config_map("a", value="two")})
+
+    survivors = [member for member in members if member != killed]
+    applied(admin_api, owned, "two")
+    moved = {ns: owner(survivors, tenant_of(ns)) for ns in owned}
+    assert writers(control_plane, members, owned, since=killed_at) == {
+        ns: {m} for ns, m in moved.items()
+    }
+    assert all(moved[ns] == m for ns, m in owned.items() if m != killed)  # only its share moved
+    for member in survivors:
+        runs_its_share = partial(runs, members[member], member, moved)
+        wait_for(runs_its_share, f"{member} to run its new share")
+
+
+def test_a_stopped_replica_hands_its_share_over_at_once(
+    control_plane: ControlPlane,
+    admin_api: Any,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+) -> None:
+    git_repo.commit({"a.yaml": config_map("a")})
+    shard = unique_name("s")
+    long_lease = {"leaseDuration": "120s", "renewDeadline": "5s"}
+    members = replicas(daemons, 2, shard, **long_lease)
+    owned = tenants(admin_api, list(members), each=1)
+    sync_each(admin_api, owned, git_server.file_url(git_repo), shard)
+
+    stopping = owned[next(iter(owned))]
+    staying = next(member for member in members if member != stopping)
+    assert members[stopping].stop() == 0
+    stopped_at = time.time()
+    git_repo.commit({"a.yaml": config_map("a", value="two")})
+
+    # Released, not expired: taken over long before the 120 s lease would run out.
+    applied(admin_api, owned, "two", deadline=30)
+    assert writers(control_plane, members, owned, since=stopped_at) == {
+        ns: {staying} for ns in owned
+    }
