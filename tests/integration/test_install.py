@@ -297,8 +297,14 @@ def test_the_namespaced_account_syncs_its_namespace_and_nothing_else(
     assert can_i(install, token, "create", "namespaces") == "no"
 
 
+@pytest.mark.parametrize("leases", ["leaderElection", "sharding"])
 def test_with_no_sources_the_daemon_leads_and_serves_health_on_the_lease_rights_alone(
-    gitopsd: Gitopsd, daemons: Daemons, admin_api: Any, namespace: str, tmp_path: Path
+    gitopsd: Gitopsd,
+    daemons: Daemons,
+    admin_api: Any,
+    namespace: str,
+    tmp_path: Path,
+    leases: str,
 ) -> None:
     install = Install.of(gitopsd, "manager", namespace, tmp_path)  # no rights on objects
     install.apply()
@@ -306,11 +312,14 @@ def test_with_no_sources_the_daemon_leads_and_serves_health_on_the_lease_rights_
     user = f"system:serviceaccount:{namespace}:{install.account}"
     election = {"enabled": True, "namespace": namespace, "name": "gitopsd"}
 
-    daemon = daemons.configure_as(user, token, [], "empty", leaderElection=election).start()
+    daemon = daemons.configure_as(user, token, [], "empty", **{leases: election}).start()
 
     daemon.wait_value("gitopsd_leader", lambda v: v == 1, "the lease, taken with its Role")
     wait_for(lambda: daemon.get("/readyz")[0] == 200, "an empty daemon to be ready")
     assert daemon.stop() == 0
+    coordination: Any = client.CoordinationV1Api(admin_api)
+    released = coordination.list_namespaced_lease(namespace).items
+    assert [lease.spec.holder_identity for lease in released] == [""]  # given up, at once
 
 
 OPERATOR_CRDS = Path(__file__).resolve().parents[1] / "prometheus" / "operator-crds.sh"

@@ -17,6 +17,7 @@ import yaml
 from kubernetes import client
 
 from gitopsd import configfile
+from gitopsd.errors import ConfigError
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
 from tests.harness.controllers import USERS
@@ -223,3 +224,23 @@ def test_the_install_overlay_renders_the_daemon_with_its_image_and_configuration
     [volume] = [v for v in pod["volumes"] if v["name"] == "config"]
     assert volume["configMap"]["name"] == config_map["metadata"]["name"]
     assert [s.name for s in configfile.load(overlay / "gitopsd.yaml").sources] == ["platform"]
+
+
+def test_the_sharding_block_in_place_of_leader_election_configures_sharded_replicas(
+    tmp_path: Path,
+) -> None:
+    """The README's `sharding` block, put into its overlay's gitopsd.yaml instead of
+    `leaderElection`, loads as sharding; beside it, it is refused (they exclude each
+    other). Replicas so configured are run by tests/integration/test_sharding.py."""
+    config = yaml.safe_load(doc_text("overlay-config", "yaml"))
+    sharding = yaml.safe_load(doc_text("sharding", "yaml"))
+    path = tmp_path / "gitopsd.yaml"
+    path.write_text(yaml.safe_dump({**config, **sharding, "leaderElection": {"enabled": False}}))
+
+    loaded = configfile.load(path)
+
+    assert loaded.sharding.enabled and not loaded.leader_election.enabled
+    assert (loaded.sharding.namespace, loaded.sharding.name) == ("gitopsd-system", "gitopsd")
+    path.write_text(yaml.safe_dump({**config, **sharding}))
+    with pytest.raises(ConfigError, match="leaderElection and sharding are both enabled"):
+        configfile.load(path)
