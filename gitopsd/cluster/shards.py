@@ -83,7 +83,8 @@ class Membership:
     """Hears that the members, or whether this replica may write, changed."""
     stopping: threading.Event = field(default_factory=threading.Event)
     members: tuple[str, ...] = ()
-    """The members as last listed (this one only while its Lease is fresh)."""
+    """The members as last listed, this one among them even while its own Lease lapsed (it
+    writes nothing then, but keeps its share's sources warm for when it renews)."""
     _renewed_at: float | None = None  # monotonic start of the last successful renewal
     _listed_at: float | None = None  # monotonic start of the last successful list
     _arrived_at: float | None = None  # when its renewals last resumed after a lapse
@@ -191,8 +192,7 @@ class Membership:
         self._see(leases, started)
         self._listed_at = started
         others = tuple(name for name, seen in self._sightings.items() if seen.alive(started))
-        mine = (self.member,) if self._lease_fresh(started) else ()
-        self.members = tuple(sorted(others + mine))
+        self.members = tuple(sorted((*others, self.member)))
         arrived = self._arrived_at
         if self._holding_until == float("inf") and arrived is not None and started >= arrived:
             self._holding_until = arrived + self.renew_deadline_seconds if others else arrived
@@ -221,10 +221,6 @@ class Membership:
                 self._sightings[name] = Sighting(record, now, seconds, version)
             else:
                 seen.resource_version = version
-
-    def _lease_fresh(self, now: float) -> bool:
-        renewed = self._renewed_at
-        return renewed is not None and now - renewed < self.renew_deadline_seconds
 
     def _collect(self, now: float) -> None:
         """Deletes the Leases of members that stopped a lease duration ago (a replica's

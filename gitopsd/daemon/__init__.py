@@ -59,6 +59,8 @@ class Daemon:
         self.stopping = threading.Event()
         self.leading = threading.Event()
         self.lock = threading.Lock()
+        self.writing = False
+        """With sharding: whether this replica wrote for its share when last told."""
         self.registry = CollectorRegistry()
         self.recorder = Recorder(self.registry, config.object_series_budget)
         self.cluster = Cluster.connect(
@@ -144,7 +146,7 @@ class Daemon:
         if not sharding.enabled:
             return None
         pod = f"{socket.gethostname()}-{os.getpid()}".lower()
-        member = re.sub(r"[^a-z0-9-]+", "-", f"{sharding.name}-{pod}")[:63].strip("-")
+        member = re.sub(r"[^a-z0-9-]+", "-", f"{sharding.name}-{pod}")[:253].strip("-")
         return Membership(
             self.cluster,
             sharding.namespace,
@@ -165,7 +167,9 @@ class Daemon:
         membership = self.membership
         if membership is None:  # only a Membership calls this
             return
-        self.recorder.set_leader(membership.writing())
+        writing, was_writing = membership.writing(), self.writing
+        self.writing = writing
+        self.recorder.set_leader(writing)
         self.recorder.set_shard_members(len(membership.members))
         for worker in self.sources.workers():
             worker.lead(membership.may_write(worker.tenant))
@@ -173,8 +177,10 @@ class Daemon:
             self._run_file_sources()
         else:
             self._retire_file_sources()
-        if self.controller:
-            self.controller.requeue_all()
+        if self.controller and writing and not was_writing:
+            self.controller.requeue_all()  # its finalizers and statuses, as a new leader's
+        elif self.controller:
+            self.controller.reshard()
 
     def _run_file_sources(self) -> None:
         """Starts the configuration's sources, unless they run already."""

@@ -128,8 +128,8 @@ class GitSyncController:
         return all(informer.synced.is_set() for informer in self.informers)
 
     def requeue_all(self) -> None:
-        """A new leader writes every status and finalizer afresh; a replica whose share
-        changed starts and retires GitSyncs to match."""
+        """A new leader (with sharding: a replica that starts writing for its share) reads
+        every GitSync again, and writes its status and finalizer afresh."""
         self.status.forget_all()
         for informer in self.informers:
             with informer.lock:
@@ -137,6 +137,22 @@ class GitSyncController:
             with self.lock:
                 self.changed |= keys
             self.queue.add_all(keys)
+
+    def reshard(self) -> None:
+        """This replica's share changed: the GitSyncs that left it retire, those that joined
+        it start; those it keeps go on undisturbed (their Secrets are not read again)."""
+        with self.lock:
+            served = set(self.served)
+        moved = set()
+        for informer in self.informers:
+            with informer.lock:
+                bodies = dict(informer.store)
+            moved |= {
+                key for key, body in bodies.items() if (key in served) != self._serves(key, body)
+            }
+        with self.lock:
+            self.changed |= moved
+        self.queue.add_all(moved)
 
     def _changed(self, key: ObjectKey, previous: Body | None, body: Body | None) -> None:
         self._reread(key)
@@ -293,6 +309,8 @@ class GitSyncController:
         if served is None or (served.source, served.gitsync.user, served.repositories) != now:
             self._retire(key)
             served = self._start(key, wanted, source, repositories)
+        if self.writers.membership is not None:  # its gate may have moved while it started
+            served.worker.lead(self.writers.writes_for(key.namespace))
         refused = partial(self._refused, key)
         served.hook = Hook(token, served.worker.announced, refused) if token else None
         if wanted.requested != served.worker.requested:

@@ -45,6 +45,8 @@ class DaemonFigures:
     idle_seconds: float = 0.0
     idle_requests: int = 0
     idle_cpu_seconds: float = 0.0
+    settled_rss: int = 0
+    """Bytes resident right after the cold start settled, as an outside harness sees it."""
     rss: int = 0
     """Bytes resident after the idle period, every object cached."""
     peak_rss: int = 0
@@ -118,7 +120,12 @@ class Kept:
         self.settle(deadline)
         requested = requests(self.lab.plane, AUDITED_USER, started, time.time())
         figures = DaemonFigures(applied - started, requested)
-        show("cold start", f"{figures.cold_start_seconds:.2f} s, {requested:,} requests")
+        figures.settled_rss = process_status(self.pid, "VmRSS")
+        show(
+            "cold start",
+            f"{figures.cold_start_seconds:.2f} s, {requested:,} requests, "
+            f"RSS {figures.settled_rss / 2**20:.0f} MiB once settled",
+        )
         return figures
 
     def idle(self, figures: DaemonFigures, seconds: float) -> None:

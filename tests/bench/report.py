@@ -200,6 +200,7 @@ def daemon_rows(result: SizeResults) -> list[tuple[str, ...]]:
     cold_requests = typical(lambda d: d.cold_start_requests)
     idle = typical(lambda d: d.idle_requests)
     rss = typical(lambda d: d.rss)
+    settled_rss = typical(lambda d: d.settled_rss)
     commit = commit_target(size)
     window = f"idle {typical(lambda d: d.idle_seconds):.0f} s"
     return [
@@ -208,6 +209,7 @@ def daemon_rows(result: SizeResults) -> list[tuple[str, ...]]:
             seconds(typical(lambda d: d.cold_start_seconds)),
         ),
         plain("cold start: requests until settled", per_object(cold_requests, size)),
+        rss_row(f"cold start: RSS once settled, {size:,} objects cached", size, settled_rss),
         judged(f"{window}: requests", f"{idle:.0f}", IDLE_REQUESTS, idle),
         plain(f"{window}: CPU", seconds(typical(lambda d: d.idle_cpu_seconds))),
         judged("edit -> metric", spread(detected), DETECTION_P50, percentile(detected, 0.5)),
@@ -216,7 +218,7 @@ def daemon_rows(result: SizeResults) -> list[tuple[str, ...]]:
         plain(
             "one-file commit: requests", f"{median(samples(d.commit_requests for d in runs)):,.0f}"
         ),
-        rss_row(size, rss),
+        rss_row(f"RSS with {size:,} objects cached, after the idle window", size, rss),
         plain("peak RSS (VmHWM)", f"{typical(lambda d: d.peak_rss) / MiB:.0f} MiB"),
     ]
 
@@ -233,8 +235,8 @@ def judged(name: str, shown: str, target: Target, value: float) -> tuple[str, ..
     return (name, shown, target.shown, target.verdict(value))
 
 
-def rss_row(size: int, rss: float) -> tuple[str, ...]:
-    name, shown = f"RSS with {size:,} objects cached", f"{rss / MiB:.0f} MiB"
+def rss_row(name: str, size: int, rss: float) -> tuple[str, ...]:
+    shown = f"{rss / MiB:.0f} MiB"
     if size < 10_000:
         return plain(name, shown)
     return judged(name, shown, DAEMON_RSS_AT_10K, rss)
@@ -327,7 +329,8 @@ METHOD = """## How it is measured
   webhook) keeps a set of its own. Cold start: from the process's start to its
   `gitopsd_last_success_timestamp_seconds`; its requests are counted until it settled
   (nothing drifts, its request tally stood still 2 s). Idle: audited requests and CPU over
-  30 s (`--idle-seconds`), then VmRSS. Each edit patches one ConfigMap through the admin
+  30 s (`--idle-seconds`), then VmRSS (and VmRSS once the cold start settled, the moment an
+  outside harness sees it first). Each edit patches one ConfigMap through the admin
   API; edit -> metric is the time until `gitopsd_drift_detection_seconds_count` grows,
   edit -> heal until the live field is git's again (sampled every 20 ms). Each commit
   changes one file, is pushed, and the webhook is called; commit -> applied is the time

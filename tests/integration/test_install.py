@@ -310,9 +310,10 @@ def test_with_no_sources_the_daemon_leads_and_serves_health_on_the_lease_rights_
     install.apply()
     token = token_of(admin_api, namespace, install.account)
     user = f"system:serviceaccount:{namespace}:{install.account}"
-    election = {"enabled": True, "namespace": namespace, "name": "gitopsd"}
+    election: dict[str, Any] = {"enabled": True, "namespace": namespace, "name": "gitopsd"}
+    top: dict[str, Any] = {leases: election}
 
-    daemon = daemons.configure_as(user, token, [], "empty", **{leases: election}).start()
+    daemon = daemons.configure_as(user, token, [], "empty", "", **top).start()
 
     daemon.wait_value("gitopsd_leader", lambda v: v == 1, "the lease, taken with its Role")
     wait_for(lambda: daemon.get("/readyz")[0] == 200, "an empty daemon to be ready")

@@ -891,7 +891,11 @@ def test_a_gitsync_that_cannot_run_answers_a_reconcile_request_with_its_failure(
 
 
 def _served_elsewhere(generation: int, observed: int, ready: str) -> dict[str, Any]:
-    condition = {"type": "Ready", "status": ready, "reason": "Succeeded" if ready == "True" else "Failed"}
+    condition = {
+        "type": "Ready",
+        "status": ready,
+        "reason": "Succeeded" if ready == "True" else "Failed",
+    }
     return {
         "metadata": {"generation": generation},
         "status": {"observedGeneration": observed, "conditions": [condition]},
