@@ -4,7 +4,11 @@ its own: from creating the GitSyncs to every one Ready, the daemon's memory and 
 what it costs idle (CPU and API requests, its Lease aside), and a commit announced by one
 GitSync's webhook until every GitSync applied it. `make bench` measures it (--fleet); alone:
 
-    python -m tests.bench.fleet --gitsyncs 1000
+    python -m tests.bench.fleet --gitsyncs 1000 [--replicas 3]
+
+With replicas, they share the GitSyncs by sharding, on the same machine: memory and threads
+are the largest replica's, idle CPU all of theirs, and the webhook is called on the replica
+that serves its GitSync (the others' share hears of the commit at its next poll).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ INTERVAL_SECONDS = 60
 @dataclass
 class FleetFigures:
     gitsyncs: int
+    replicas: int = 1
     all_ready_seconds: float | None = None
     rss_mib: float = 0.0
     threads: int = 0
@@ -64,7 +69,9 @@ def main() -> int:
     options = _parser().parse_args()
     with tempfile.TemporaryDirectory(prefix="gitopsd-fleet-") as temporary:
         try:
-            figures = measure_fleet(provide_binaries(), Path(temporary), options.gitsyncs)
+            figures = measure_fleet(
+                provide_binaries(), Path(temporary), options.gitsyncs, options.replicas
+            )
         except BenchError as error:
             print(f"fleet: error: {error}", file=sys.stderr)
             return 1
@@ -72,41 +79,55 @@ def main() -> int:
     return 0
 
 
-def measure_fleet(binaries: Binaries, workdir: Path, gitsyncs: int) -> FleetFigures:
-    """`gitsyncs` GitSyncs served by one daemon, on a bare control plane of their own."""
+def measure_fleet(
+    binaries: Binaries, workdir: Path, gitsyncs: int, replicas: int = 1
+) -> FleetFigures:
+    """`gitsyncs` GitSyncs served by `replicas` daemons (sharing them by sharding), on a
+    bare control plane of their own."""
     print(f"bench: fleet of {gitsyncs:,} GitSyncs, work in {workdir}", flush=True)
     workdir.mkdir(parents=True, exist_ok=True)
     with running_control_plane(binaries, workdir / "cluster", with_controllers=False) as plane:
         (workdir / "git").mkdir()
-        fleet = Fleet(plane, GitServer(root=workdir / "git"), workdir, gitsyncs)
+        fleet = Fleet(plane, GitServer(root=workdir / "git"), workdir, gitsyncs, replicas)
         try:
             return fleet.measure()
         finally:
-            fleet.daemon.stop()
+            for daemon in fleet.daemons:
+                daemon.stop()
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.fleet", description=__doc__)
     parser.add_argument("--gitsyncs", type=int, default=1000, help="GitSyncs (1000)")
+    parser.add_argument("--replicas", type=int, default=1, help="daemons sharing them (1)")
     return parser
 
 
 class Fleet:
-    def __init__(self, plane: ControlPlane, server: GitServer, workdir: Path, count: int):
+    def __init__(
+        self, plane: ControlPlane, server: GitServer, workdir: Path, count: int, replicas: int
+    ):
         self.plane, self.count = plane, count
         self.api = api_client(plane)
         self.repo = server.create_repo("fleet")
         self.repo.commit(manifests("one"))
         self.url = server.file_url(self.repo)
-        settings = {"enabled": True, "allowInsecure": True}
-        self.daemon = DaemonProcess.configured(
-            workdir, "fleet", AUDITED_USER, plane.audited_kubeconfig, [], gitSyncs=settings
-        )
+        top: dict[str, Any] = {"gitSyncs": {"enabled": True, "allowInsecure": True}}
+        if replicas > 1:
+            top["sharding"] = {"enabled": True, "namespace": "default"}
+        kubeconfig = plane.audited_kubeconfig
+        self.daemons = [
+            DaemonProcess.configured(workdir, f"fleet-{n}", AUDITED_USER, kubeconfig, [], **top)
+            for n in range(replicas)
+        ]
 
     def measure(self) -> FleetFigures:
-        figures = FleetFigures(self.count)
+        figures = FleetFigures(self.count, len(self.daemons))
         self.install()
-        self.daemon.start()
+        for daemon in self.daemons:
+            daemon.start()
+        for daemon in self.daemons:  # each writes for its share (past its hold) before
+            daemon.wait_value("gitopsd_leader", lambda v: v == 1, "the replica to write", 60)
         created = time.monotonic()
         for number in range(self.count):
             self.create(number)
@@ -162,19 +183,19 @@ class Fleet:
         return len(found) == self.count and all(ready(gitsync) for gitsync in found)
 
     def idle(self, figures: FleetFigures, seconds: float) -> None:
-        pid = self.pid
-        started, cpu = time.time(), cpu_seconds(pid)
+        pids = self.pids
+        started, cpu = time.time(), sum(cpu_seconds(pid) for pid in pids)
         time.sleep(seconds)  # the measurement is this window: nothing else happens in it
         figures.idle_seconds = seconds
-        figures.idle_cpu_seconds = cpu_seconds(pid) - cpu
+        figures.idle_cpu_seconds = sum(cpu_seconds(pid) for pid in pids) - cpu
         logged = audit.requests(self.plane, AUDITED_USER, started)
         idle = [r for r in logged if r.resource != "leases"]
         figures.idle_requests = len(idle)
         figures.idle_kinds = Counter(
             f"{r.verb} {r.resource}{' (dry-run)' if r.dry_run else ''}" for r in idle
         )
-        figures.rss_mib = process_status(pid, "VmRSS") / 2**20
-        figures.threads = len(list(Path(f"/proc/{pid}/task").iterdir()))
+        figures.rss_mib = max(process_status(pid, "VmRSS") for pid in pids) / 2**20
+        figures.threads = max(len(list(Path(f"/proc/{pid}/task").iterdir())) for pid in pids)
         show(
             f"idle {seconds:.0f} s",
             f"{figures.idle_requests} requests, {figures.idle_cpu_seconds:.2f} s CPU, "
@@ -188,11 +209,10 @@ class Fleet:
         body = b'{"ref": "refs/heads/main"}'
         signature = "sha256=" + hmac.new(TOKEN, body, hashlib.sha256).hexdigest()
         started = time.monotonic()
-        status = self.daemon.post(
-            "/hooks/gitsyncs/fleet-0/app", body, {"X-Hub-Signature-256": signature}
-        )
-        if status != 202:
-            raise BenchError(f"the webhook answered {status}")
+        headers = {"X-Hub-Signature-256": signature}
+        answers = [d.post("/hooks/gitsyncs/fleet-0/app", body, headers) for d in self.daemons]
+        if 202 not in answers:  # the replica that serves fleet-0; the others know no such hook
+            raise BenchError(f"the webhook answered {answers}")
         deadline = 60.0 + 0.2 * self.count
         figures.commit_seconds = seconds_until(self.all_carry_it, started, deadline, 0.2)
         show("commit", f"{figures.commit_seconds or 0:.1f} s to all {self.count}")
@@ -203,9 +223,8 @@ class Fleet:
         return sum(1 for cm in found if (cm.data or {}).get("value") == "two") == self.count
 
     @property
-    def pid(self) -> int:
-        assert self.daemon.process is not None
-        return self.daemon.process.pid
+    def pids(self) -> list[int]:
+        return [daemon.process.pid for daemon in self.daemons if daemon.process is not None]
 
 
 def manifests(value: str) -> dict[str, str]:
@@ -251,7 +270,9 @@ def table(figures: FleetFigures) -> str:
         (f"idle {figures.idle_seconds:.0f} s: CPU", f"{figures.idle_cpu_seconds:.2f} s", ""),
         ("webhook -> all applied", shown(figures.commit_seconds, "s"), "5 s"),
     ]
-    lines = [f"| {figures.gitsyncs:,} GitSyncs x 11 objects | measured | target |", "|---|---|---|"]
+    replicas = f", {figures.replicas} replicas" if figures.replicas > 1 else ""
+    head = f"| {figures.gitsyncs:,} GitSyncs x 11 objects{replicas} | measured | target |"
+    lines = [head, "|---|---|---|"]
     return "\n".join([*lines, *(f"| {a} | {b} | {c} |" for a, b, c in rows)])
 
 
