@@ -17,6 +17,7 @@ from kubernetes import client
 
 from gitopsd.cluster.shards import GROUP_LABEL, SHARD_LABEL, rank
 from gitopsd.daemon.http.endpoints import CONTROL_HEADER, SOURCES
+from gitopsd.gitsync import FINALIZER
 from tests.harness import audit
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
@@ -27,27 +28,34 @@ from tests.integration.test_gitsync import config_map, config_map_value, create,
 
 
 def replicas(
-    daemons: Daemons, count: int, shard: str, url: str = "", **timing: str
+    daemons: Daemons,
+    count: int,
+    shard: str,
+    url: str = "",
+    first: int = 0,
+    timing: dict[str, str] | None = None,
 ) -> dict[str, DaemonProcess]:
     """`count` replicas sharing the GitSyncs labelled with `shard` (and, given `url`, a
     file source `app` of it, into the test's namespace), by their Lease names, once each
-    sees them all and writes for its share."""
+    sees `first + count` replicas (`first` started before) and writes for its share;
+    `timing` overrides the Leases' durations."""
     sharding = {
         "enabled": True,
         "namespace": daemons.namespace,
         "leaseDuration": "4s",
         "renewDeadline": "3s",
         "retryPeriod": "1s",
-        **timing,
+        **(timing or {}),
     }
     settings = {"enabled": True, "allowInsecure": True, "shard": shard}
     sources = [daemons.source(url)] if url else []
     started = [
         daemons.start_with(sources, f"replica-{n}", gitSyncs=settings, sharding=sharding).start()
-        for n in range(count)
+        for n in range(first, first + count)
     ]
+    seen = first + count
     for replica in started:
-        replica.wait_value("gitopsd_shard_members", lambda v: v == count, "all replicas seen")
+        replica.wait_value("gitopsd_shard_members", lambda v: v == seen, "all replicas seen")
         replica.wait_value("gitopsd_leader", lambda v: v == 1, "the replica to write")
     return {lease_of(daemons, replica): replica for replica in started}
 
@@ -186,7 +194,7 @@ def test_a_stopped_replica_hands_its_share_over_at_once(
     git_repo.commit({"a.yaml": config_map("a")})
     shard = unique_name("s")
     long_lease = {"leaseDuration": "120s", "renewDeadline": "5s"}
-    members = replicas(daemons, 2, shard, **long_lease)
+    members = replicas(daemons, 2, shard, timing=long_lease)
     owned = tenants(admin_api, list(members), each=1)
     sync_each(admin_api, owned, git_server.file_url(git_repo), shard)
 
@@ -201,3 +209,37 @@ def test_a_stopped_replica_hands_its_share_over_at_once(
     assert writers(control_plane, members, owned, since=stopped_at) == {
         ns: {staying} for ns in owned
     }
+
+
+def test_a_replica_that_joins_takes_its_share_after_its_hold_and_the_other_lets_it_go(
+    control_plane: ControlPlane,
+    admin_api: Any,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+) -> None:
+    git_repo.commit({"a.yaml": config_map("a")})
+    shard = unique_name("s")
+    members = replicas(daemons, 1, shard)
+    (alone,) = members
+    owned = tenants(admin_api, [alone], each=12)  # one in 4,096 would all stay with it
+    sync_each(admin_api, owned, git_server.file_url(git_repo), shard)
+
+    members |= replicas(daemons, 1, shard, first=1)  # a scale-up: its share moves to it
+    joined_at = time.time()
+    moved = {ns: owner(list(members), ns) for ns in owned}
+    (joined,) = set(members) - {alone}
+    for member, replica in members.items():
+        wait_for(partial(runs, replica, member, moved), f"{member} to run its share")
+    members[alone].wait_value("gitopsd_shard_members", lambda v: v == 2, "the new replica seen")
+    git_repo.commit({"a.yaml": config_map("a", value="two")})
+
+    applied(admin_api, moved, "two")
+    assert joined in moved.values()
+    assert writers(control_plane, members, moved, since=joined_at) == {
+        ns: {m} for ns, m in moved.items()
+    }
+    for namespace in moved:  # what it took over: finalizer kept, status of the new commit
+        gitsync = wait_ready(admin_api, namespace, "app", "True", "Succeeded")
+        assert FINALIZER in gitsync["metadata"]["finalizers"]
