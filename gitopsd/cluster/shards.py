@@ -38,6 +38,8 @@ from gitopsd.resources import LEASES
 log = logging.getLogger("gitopsd.shards")
 GROUP_LABEL = "gitopsd.io/replica-of"
 """On each replica's Lease: the name of its group (sharding.name)."""
+ADDRESS_ANNOTATION = "gitopsd.io/hooks-address"
+"""On a replica's Lease: host:port where it serves webhooks (forwarded calls reach it)."""
 SHARD_LABEL = "sharding.gitopsd.io/key"
 """On a GitSync: the shard that serves it (Flux's sharding.fluxcd.io/key); on a Lease:
 the shard its replica serves."""
@@ -51,6 +53,8 @@ class Sighting:
     moved_at: float
     seconds: float
     resource_version: str = ""
+    address: str = ""
+    """Where its webhooks are served (host:port), as its Lease advertises."""
 
     @property
     def released(self) -> bool:
@@ -79,6 +83,9 @@ class Membership:
     lease_seconds: float
     renew_deadline_seconds: float
     retry_seconds: float
+    address: str = ""
+    """Where this replica serves webhooks for the others to forward calls to (host:port);
+    "": it cannot be reached."""
     on_change: Callable[[], None] = lambda: None
     """Hears that the members, or whether this replica may write, changed."""
     stopping: threading.Event = field(default_factory=threading.Event)
@@ -102,6 +109,11 @@ class Membership:
     def owner(self, key: str) -> str | None:
         members = self.members
         return max(members, key=lambda member: rank(member, key)) if members else None
+
+    def address_of(self, member: str) -> str:
+        """Where another live member serves webhooks, as its Lease says ("": unknown)."""
+        seen = self._sightings.get(member)
+        return seen.address if seen is not None and seen.alive(time.monotonic()) else ""
 
     def owns(self, key: str) -> bool:
         """The last list gives it `key` (it may still be holding back its writes)."""
@@ -173,6 +185,8 @@ class Membership:
         if self.shard is not None:
             labels[SHARD_LABEL] = self.shard
         metadata: Body = {"name": self.member, "namespace": self.namespace, "labels": labels}
+        if self.address:
+            metadata["annotations"] = {ADDRESS_ANNOTATION: self.address}
         if lease is not None:
             metadata["resourceVersion"] = lease["metadata"]["resourceVersion"]
         return {
@@ -218,9 +232,10 @@ class Membership:
             seen = self._sightings.get(name)
             if seen is None or seen.record != record:
                 seconds = seconds or self.lease_seconds
-                self._sightings[name] = Sighting(record, now, seconds, version)
-            else:
-                seen.resource_version = version
+                seen = self._sightings[name] = Sighting(record, now, seconds, version)
+            seen.resource_version = version
+            annotations = lease["metadata"].get("annotations") or {}
+            seen.address = str(annotations.get(ADDRESS_ANNOTATION, ""))
 
     def _collect(self, now: float) -> None:
         """Deletes the Leases of members that stopped a lease duration ago (a replica's

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -31,6 +32,7 @@ from gitopsd.configfile import DaemonConfig, SourceConfig
 from gitopsd.daemon import http, logs
 from gitopsd.daemon.control import Control
 from gitopsd.daemon.controller import GitSyncController
+from gitopsd.daemon.forwarding import Forwarder
 from gitopsd.daemon.queue import Pool
 from gitopsd.daemon.registry import Registry
 from gitopsd.daemon.worker import SourceWorker
@@ -46,6 +48,8 @@ STALLED_POLL_SECONDS = 10.0
 holds a turn of the pool: the other sources' polls go on."""
 STALLED_THREADS = 4
 """The pool's threads at most, stalled ones included, per turn (concurrentReconciles)."""
+WILDCARDS = ("0.0.0.0", "::", "")  # noqa: S104 - recognized, never bound
+"""Listen hosts that are every interface: no address another replica can reach."""
 SOURCE_ALLOWS_INSECURE = "the source says allowInsecure: true"
 """What permits a source's file:// or http:// repository, as its refusal says."""
 
@@ -71,6 +75,7 @@ class Daemon:
         self.membership = self._membership()
         self.cluster.may_write = self._may_write
         self.writers = Writers(self.cluster, self.leading, self.membership)
+        self.forwarder = Forwarder(self.stopping)
         self.fetches = FetchLedger()
         self.watches = Watches(self.stopping)
         threads = config.concurrent_reconciles
@@ -148,18 +153,29 @@ class Daemon:
         pod = f"{socket.gethostname()}-{os.getpid()}".lower()
         member = re.sub(r"[^a-z0-9-]+", "-", f"{sharding.name}-{pod}")[:253].strip("-")
         return Membership(
-            self.cluster,
-            sharding.namespace,
-            sharding.name,
-            self.config.git_syncs.shard,
-            member,
-            f"{socket.gethostname()}_{os.getpid()}",
-            sharding.lease_seconds,
-            sharding.renew_deadline_seconds,
-            sharding.retry_seconds,
-            self._shares_changed,
-            self.stopping,
+            cluster=self.cluster,
+            namespace=sharding.namespace,
+            group=sharding.name,
+            shard=self.config.git_syncs.shard,
+            member=member,
+            identity=f"{socket.gethostname()}_{os.getpid()}",
+            lease_seconds=sharding.lease_seconds,
+            renew_deadline_seconds=sharding.renew_deadline_seconds,
+            retry_seconds=sharding.retry_seconds,
+            address=self._advertised(),
+            on_change=self._shares_changed,
+            stopping=self.stopping,
         )
+
+    def _advertised(self) -> str:
+        """host:port where the other replicas reach this one's webhooks: the pod's IP
+        (POD_IP, from the downward API) on the listen port, else the listen address unless
+        it is a wildcard ("": none, calls for its share are not forwarded to it)."""
+        host, port = self.config.listen_address
+        host = os.environ.get("POD_IP") or host
+        if host in WILDCARDS:
+            return ""
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
     def _shares_changed(self) -> None:
         """The replicas, or whether this one may write, changed: each source's gate follows
@@ -258,6 +274,7 @@ class Daemon:
             self.elector.start()
         if self.membership:
             self.membership.start()
+            self.forwarder.start()
         self._schedule()
         if self.controller:
             self.controller.start()
@@ -273,14 +290,29 @@ class Daemon:
             self._run_file_sources()
         self.scheduler.start()
 
-    def _hooks(self) -> Callable[[str], http.Hook | None]:
+    def _forward(self, path: str) -> http.Forward | None:
+        """With sharding, a call for a GitSync of another replica's share is forwarded to
+        that replica, if its Lease says where it serves webhooks."""
+        membership, controller = self.membership, self.controller
+        gitsync = controller.served_elsewhere(path) if controller and membership else None
+        if membership is None or gitsync is None:
+            return None
+        owner = membership.owner(gitsync.namespace)
+        address = membership.address_of(owner) if owner and owner != membership.member else ""
+        if not address:
+            return None
+        where = f"gitsyncs/{gitsync.namespace}/{gitsync.name}"
+        return http.Forward(partial(self.forwarder.send, address, where))
+
+    def _hooks(self) -> Callable[[str], http.Hook | http.Forward | None]:
         """The webhooks by path: a file source's at its name, a GitSync's at
         gitsyncs/NAMESPACE/NAME (only those running here)."""
         controller = self.controller
 
-        def hook_of(path: str) -> http.Hook | None:
+        def hook_of(path: str) -> http.Hook | http.Forward | None:
             if path.startswith("gitsyncs/"):
-                return controller.hook_of(path) if controller else None
+                found = controller.hook_of(path) if controller else None
+                return found or self._forward(path)
             with self.lock:
                 worker = next((w for w in self.workers if w.name == path), None)
             if worker is None or worker.config.webhook_secret is None:

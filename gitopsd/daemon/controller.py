@@ -1,6 +1,7 @@
 """Operator mode: GitSync objects served as sources, by the controller pattern.
 
-An informer per served namespace (or one for all) keeps every GitSync; a change of one
+The GitSyncs are watched (`gitsyncs`: an informer per served namespace, or one for all);
+a change of one
 (not of its status) puts its key on a de-duplicating queue, and so does each poll and drift
 check of its source. One thread takes the keys and reconciles each GitSync: its finalizer
 (`lifecycle`), its credentials (`credentials`), its source's worker (started, replaced when
@@ -25,12 +26,12 @@ from apscheduler.schedulers.base import BaseScheduler
 from gitopsd import gitsync
 from gitopsd.backoff import Backoff
 from gitopsd.cluster import Cluster
-from gitopsd.cluster.cache import Informer
 from gitopsd.cluster.shards import SHARD_LABEL
 from gitopsd.cluster.watches import Watches
 from gitopsd.config import Credentials
 from gitopsd.configfile import GitSyncSettings, SourceConfig, cycle_through
 from gitopsd.daemon.credentials import credentials_of, fingerprint, webhook_token
+from gitopsd.daemon.gitsyncs import GitSyncs, hook_key
 from gitopsd.daemon.http import Hook
 from gitopsd.daemon.lifecycle import Lifecycle
 from gitopsd.daemon.publisher import StatusPublisher
@@ -103,53 +104,35 @@ class GitSyncController:
     def __post_init__(self) -> None:
         self.status = StatusPublisher(self.writers)
         self.lifecycle = Lifecycle(self.writers)
-        self.informers = [
-            Informer(
-                cluster=self.cluster,
-                resource=gitsync.RESOURCE,
-                namespace=namespace,
-                keep=_everything,
-                on_change=self._changed,
-                stopping=self.stopping,
-                whole=True,
-            )
-            for namespace in self.settings.namespaces or ("",)
-        ]
+        self.gitsyncs = GitSyncs(
+            self.cluster, self.settings.namespaces, self._changed, self.stopping
+        )
         if self.writers.membership is not None:
             self.sources.elsewhere = self._unready_elsewhere
 
     def start(self) -> None:
-        for informer in self.informers:
-            where = informer.namespace or "all-namespaces"
-            threading.Thread(target=informer.run, name=f"gitsyncs-{where}", daemon=True).start()
+        self.gitsyncs.start()
         threading.Thread(target=self._run, name="gitsync-controller", daemon=True).start()
 
     def ready(self) -> bool:
-        return all(informer.synced.is_set() for informer in self.informers)
+        return self.gitsyncs.synced()
 
     def requeue_all(self) -> None:
         """A new leader (with sharding: a replica that starts writing for its share) reads
         every GitSync again, and writes its status and finalizer afresh."""
         self.status.forget_all()
-        for informer in self.informers:
-            with informer.lock:
-                keys = set(informer.store)
-            with self.lock:
-                self.changed |= keys
-            self.queue.add_all(keys)
+        keys = set(self.gitsyncs.bodies())
+        with self.lock:
+            self.changed |= keys
+        self.queue.add_all(keys)
 
     def reshard(self) -> None:
         """This replica's share changed: the GitSyncs that left it retire, those that joined
         it start; those it keeps go on undisturbed (their Secrets are not read again)."""
         with self.lock:
             served = set(self.served)
-        moved = set()
-        for informer in self.informers:
-            with informer.lock:
-                bodies = dict(informer.store)
-            moved |= {
-                key for key, body in bodies.items() if (key in served) != self._serves(key, body)
-            }
+        bodies = self.gitsyncs.bodies()
+        moved = {key for key, body in bodies.items() if (key in served) != self._serves(key, body)}
         with self.lock:
             self.changed |= moved
         self.queue.add_all(moved)
@@ -278,16 +261,15 @@ class GitSyncController:
         )
 
     def _serves(self, key: ObjectKey, body: Body) -> bool:
+        return self._serves_label(body) and self.writers.serves(key.namespace)
+
+    def _serves_label(self, body: Body) -> bool:
+        """Its shard label is this daemon's gitSyncs.shard (both none, or equal)."""
         labels = body["metadata"].get("labels") or {}
-        in_shard = labels.get(SHARD_LABEL) == self.settings.shard
-        return in_shard and self.writers.serves(key.namespace)
+        return labels.get(SHARD_LABEL) == self.settings.shard
 
     def _body(self, key: ObjectKey) -> Body | None:
-        for informer in self.informers:
-            found = informer.get(key)
-            if found is not None:
-                return found
-        return None
+        return self.gitsyncs.get(key)
 
     def _serve(self, key: ObjectKey, body: Body, wanted: GitSync) -> None:
         try:
@@ -319,13 +301,19 @@ class GitSyncController:
 
     def hook_of(self, path: str) -> Hook | None:
         """The webhook at /hooks/`path`, `gitsyncs/NAMESPACE/NAME`, of a served GitSync."""
-        prefix, _, rest = path.partition("/")
-        namespace, _, name = rest.partition("/")
-        if prefix != "gitsyncs" or not namespace or not name:
-            return None
+        key = hook_key(path)
         with self.lock:
-            served = self.served.get(ObjectKey(gitsync.GROUP, gitsync.KIND, namespace, name))
+            served = self.served.get(key) if key else None
         return served.hook if served else None
+
+    def served_elsewhere(self, path: str) -> ObjectKey | None:
+        """The GitSync at webhook path `gitsyncs/NAMESPACE/NAME`, if it exists in this
+        replica's shard but another replica's share serves it (sharding)."""
+        key = hook_key(path)
+        body = self._body(key) if key else None
+        if key is None or body is None or self.writers.serves(key.namespace):
+            return None
+        return key if self._serves_label(body) else None
 
     def _check_parent(self, wanted: GitSync) -> None:
         if (wanted.name, wanted.namespace) in self.taken_parents:
@@ -363,14 +351,10 @@ class GitSyncController:
     def _check_dependencies(self, wanted: GitSync) -> None:
         """A GitSync on a cycle of dependencies would wait for itself forever."""
         graph = {}
-        for informer in self.informers:
-            with informer.lock:
-                bodies = list(informer.store.values())
-            for body in bodies:
-                metadata = body.get("metadata") or {}
-                namespace = str(metadata.get("namespace", ""))
-                name = f"{namespace}/{metadata.get('name')}"
-                graph[name] = dependencies(body.get("spec") or {}, namespace)
+        for key, body in self.gitsyncs.bodies().items():
+            graph[f"{key.namespace}/{key.name}"] = dependencies(
+                body.get("spec") or {}, key.namespace
+            )
         graph[wanted.key] = wanted.depends_on
         cycle = cycle_through(graph, wanted.key)
         if cycle:
@@ -405,10 +389,6 @@ class GitSyncController:
         same, byte for byte (or none), so no GitSync reads what was fetched with
         credentials it does not hold."""
         return self.cache_dir / "gitsyncs" / "repositories" / fingerprint(credentials)
-
-
-def _everything(key: ObjectKey, body: Body) -> bool:
-    return True
 
 
 def _job(key: ObjectKey) -> str:

@@ -5,6 +5,8 @@ read from the API server's audit log, by each replica's own ServiceAccount."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import signal
 import socket
@@ -25,6 +27,7 @@ from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import unique_name
 from tests.harness.waiting import wait_for
 from tests.integration.test_gitsync import config_map, config_map_value, create, wait_ready
+from tests.integration.test_gitsync_webhooks import PUSH, TOKEN, hook_secret
 
 
 def replicas(
@@ -243,3 +246,45 @@ def test_a_replica_that_joins_takes_its_share_after_its_hold_and_the_other_lets_
     for namespace in moved:  # what it took over: finalizer kept, status of the new commit
         gitsync = wait_ready(admin_api, namespace, "app", "True", "Succeeded")
         assert FINALIZER in gitsync["metadata"]["finalizers"]
+
+
+def test_a_webhook_call_on_another_replica_is_forwarded_to_the_one_that_serves_it(
+    admin_api: Any,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+) -> None:
+    git_repo.commit({"a.yaml": config_map("a")})
+    shard = unique_name("s")
+    members = replicas(daemons, 2, shard)
+    owned = tenants(admin_api, list(members), each=1)
+    core: Any = client.CoreV1Api(admin_api)
+    spec = {
+        "repository": {"url": git_server.file_url(git_repo)},
+        "interval": "1h",  # hourly: whatever is applied within the test was announced
+        "webhook": {"secretRef": {"name": "hook"}},
+    }
+    for namespace in owned:
+        hook_secret(core, namespace)
+        create(admin_api, namespace, "app", spec, labels={SHARD_LABEL: shard})
+    for namespace in owned:
+        wait_ready(admin_api, namespace, "app", "True", "Succeeded")
+    git_repo.commit({"a.yaml": config_map("a", value="two")})
+    tenant, served_by = next(iter(owned.items()))
+    other = members[next(member for member in members if member != served_by)]
+    path = f"/hooks/gitsyncs/{tenant}/app"
+
+    forged = {"X-Hub-Signature-256": "sha256=" + "0" * 64}
+    assert other.post(path, PUSH, forged) == 202  # forwarded: the token is not known here
+    wait_for(lambda: "answered 401" in other.logs(), "the serving replica's refusal, logged")
+    assert other.post(path, PUSH, {**signed(PUSH), "X-Gitopsd-Forwarded": "1"}) == 404  # once
+    assert config_map_value(admin_api, tenant, "a") == "one"
+
+    assert other.post(path, PUSH, signed(PUSH)) == 202
+    wait_for(lambda: config_map_value(admin_api, tenant, "a") == "two", "the announced commit")
+    assert TOKEN.decode() not in other.logs()
+
+
+def signed(body: bytes) -> dict[str, str]:
+    return {"X-Hub-Signature-256": "sha256=" + hmac.new(TOKEN, body, hashlib.sha256).hexdigest()}

@@ -316,3 +316,17 @@ def test_the_control_api_answers_loopback_clients_only() -> None:
     assert refused.startswith(b"HTTP/1.0 403 ") and b"loopback clients only" in refused
     assert listed == 403
     assert control.asked == []
+
+
+def test_a_call_for_another_replicas_gitsync_is_handed_on_with_its_signature_headers_only() -> None:
+    handed: list[tuple[bytes, dict[str, str]]] = []
+    forward = http.Forward(lambda body, headers: handed.append((body, headers)))
+    endpoints = http.Endpoints(CollectorRegistry(), lambda: True, lambda path: forward)
+    headers = {"x-hub-signature-256": GOOD, "authorization": "Bearer x", "cookie": "c=1"}
+
+    answer = endpoints.answer(transport.Request("POST", "/hooks/gitsyncs/a/b", headers), BODY)
+
+    assert answer[0] == 202 and handed == [(BODY, {"x-hub-signature-256": GOOD})]
+    forwarded = {**headers, "x-gitopsd-forwarded": "1"}
+    again = endpoints.answer(transport.Request("POST", "/hooks/gitsyncs/a/b", forwarded), BODY)
+    assert again[0] == 404 and len(handed) == 1  # a forwarded call goes no further

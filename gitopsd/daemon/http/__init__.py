@@ -6,6 +6,7 @@ bounded in what any client may hold.
 from gitopsd.daemon.http.endpoints import (
     ControlApi,
     Endpoints,
+    Forward,
     Hook,
     serve_control,
     signature_valid,
@@ -18,6 +19,7 @@ __all__ = [
     "MAX_PER_CLIENT",
     "ControlApi",
     "Endpoints",
+    "Forward",
     "Hook",
     "Server",
     "serve",

@@ -34,6 +34,20 @@ class Hook:
     """Hears of a call whose signature did not match (the key may have been rotated)."""
 
 
+SIGNATURE_HEADERS = ("x-hub-signature-256", "x-gitlab-token", "x-signature")
+"""The headers a webhook call is signed in (`signed`): what a forwarded call carries on."""
+FORWARDED_HEADER = "x-gitopsd-forwarded"
+"""On a call one replica forwarded to another: forwarded no further."""
+
+
+@dataclass(frozen=True)
+class Forward:
+    """A webhook another replica serves (sharding): the call is handed to `send` (its body
+    and signature headers) for that replica to check and act on, and answered at once."""
+
+    send: Callable[[bytes, dict[str, str]], None]
+
+
 class ControlApi(Protocol):
     """What the control API serves (gitopsd.daemon.control)."""
 
@@ -48,8 +62,8 @@ class Endpoints:
 
     registry: CollectorRegistry
     ready: Callable[[], bool]
-    hooks: Callable[[str], Hook | None]
-    """The webhook at /hooks/<path>, by its path."""
+    hooks: Callable[[str], Hook | Forward | None]
+    """The webhook at /hooks/<path>, by its path: served here, or by another replica."""
     control: ControlApi | None = None
     """Set on the control listener, which serves the control API and nothing else."""
 
@@ -73,8 +87,12 @@ class Endpoints:
 
     def _post(self, request: Request, body: bytes) -> Reply:
         name, hook = request.path.removeprefix("/hooks/"), self._hook_of(request)
-        if hook is None:
-            return 404, b"not found\n", "text/plain"
+        if hook is None or (isinstance(hook, Forward) and FORWARDED_HEADER in request.headers):
+            return 404, b"not found\n", "text/plain"  # a forwarded call is forwarded once
+        if isinstance(hook, Forward):
+            signature = {h: v for h, v in request.headers.items() if h in SIGNATURE_HEADERS}
+            hook.send(body, signature)
+            return 202, b"forwarded to the replica that serves it\n", "text/plain"
         if not signed(hook.secret, body, request.headers):
             log.warning("webhook rejected: bad signature", extra={"source": name})
             hook.refused()
@@ -93,7 +111,7 @@ class Endpoints:
             return 503, b"not ready\n", "text/plain"
         return 404, b"not found\n", "text/plain"
 
-    def _hook_of(self, request: Request) -> Hook | None:
+    def _hook_of(self, request: Request) -> Hook | Forward | None:
         if not request.path.startswith("/hooks/"):
             return None
         return self.hooks(request.path.removeprefix("/hooks/"))
