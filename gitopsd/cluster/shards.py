@@ -164,9 +164,8 @@ class Membership:
             log.info("joined the replicas of %s as %s", self.group, self.member)
 
     def _write_lease(self) -> Body:
-        """Its Lease, renewed over the version last written (or read: a restarted process
-        of the same pod finds its predecessor's); changed by another, it is read again at
-        the next round."""
+        """Its Lease, renewed over the version last written (or read, once); changed by
+        another (deleted as expired after a long pause), it is read again next round."""
         lease = self._lease or self.cluster.get(LEASES, self.namespace, self.member)
         try:
             if lease is None:
@@ -239,7 +238,7 @@ class Membership:
 
     def _collect(self, now: float) -> None:
         """Deletes the Leases of members that stopped a lease duration ago (a replica's
-        Lease is named after its pod: each restart leaves one behind). The delete is
+        Lease is named after its process: each restart leaves one behind). The delete is
         conditional on the version seen: a Lease renewed meanwhile stays."""
         for name, seen in list(self._sightings.items()):
             if seen.alive(now) or now < seen.moved_at + seen.seconds:

@@ -62,7 +62,7 @@ class LeaderElection:
 
 @dataclass(frozen=True)
 class Sharding(LeaderElection):
-    """Replicas that share the sources, each holding a Lease of its own (NAME-POD, in
+    """Replicas that share the sources, each holding a Lease of its own (NAME-POD-RANDOM, in
     `namespace`): a source belongs to the one that rendezvous-hashes highest with its
     tenant (a GitSync's namespace; the configuration's sources are one tenant)."""
 

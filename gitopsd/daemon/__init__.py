@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import secrets
 import signal
 import socket
 import sys
@@ -150,8 +151,10 @@ class Daemon:
         sharding = self.config.sharding
         if not sharding.enabled:
             return None
-        pod = f"{socket.gethostname()}-{os.getpid()}".lower()
-        member = re.sub(r"[^a-z0-9-]+", "-", f"{sharding.name}-{pod}")[:253].strip("-")
+        # Unique per process, whatever the host: two replicas of one name would each take
+        # the same share (pods on the host's network share its name, and both may be pid 1).
+        pod = re.sub(r"[^a-z0-9-]+", "-", socket.gethostname().lower()).strip("-")
+        member = f"{sharding.name}-{pod[:180]}-{secrets.token_hex(4)}"  # <= 253 characters
         return Membership(
             cluster=self.cluster,
             namespace=sharding.namespace,
