@@ -41,11 +41,16 @@ ALERTS = {
     "GitopsdSourceStale",
     "GitopsdPruneBlocked",
     "GitopsdNoLeader",
+    "GitopsdReplicaNotWriting",
     "GitopsdErrorsRising",
     "GitopsdSourceUnhealthy",
 }
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
-UNLABELLED = {"gitopsd_leader", "gitopsd_api_requests_total"}  # no source label (docs/metrics.md)
+UNLABELLED = {
+    "gitopsd_leader",
+    "gitopsd_shard_members",
+    "gitopsd_api_requests_total",
+}  # no source label (docs/metrics.md)
 METRIC = re.compile(r"\b(gitopsd_[a-z_]+?)(_bucket|_count|_sum)?\b(\{[^}]*\})?")
 # Grafana's rate interval is at least four scrapes; this one also holds everything the test
 # makes happen, so each latency quantile has two observations in its window.
@@ -334,6 +339,7 @@ ALERT_SHAPES = {
     "GitopsdSourceStale": per_source("failing"),  # never succeeded; the others just did
     "GitopsdPruneBlocked": shape(("source", "reason"), ("pruning", "threshold")),
     "GitopsdNoLeader": shape(()),  # the daemon leads
+    "GitopsdReplicaNotWriting": shape(()),  # no sharding: no members
     "GitopsdErrorsRising": shape(("source", "stage", "reason"), ("failing", "cluster", "invalid")),
     "GitopsdSourceUnhealthy": shape(("source", "status"), ("drifting", "InProgress")),
 }
