@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.api import ApiError
@@ -53,6 +54,7 @@ class Sighting:
     moved_at: float
     seconds: float
     resource_version: str = ""
+    uid: str = ""
     address: str = ""
     """Where its webhooks are served (host:port), as its Lease advertises."""
 
@@ -225,38 +227,34 @@ class Membership:
                 continue
             spec = lease.get("spec") or {}
             duration = spec.get("leaseDurationSeconds")
-            seconds = float(duration) if isinstance(duration, int) and duration > 0 else 0.0
+            valid = isinstance(duration, int) and duration > 0
+            seconds = float(cast(int, duration)) if valid else self.lease_seconds
             record = (spec.get("holderIdentity"), spec.get("renewTime"), duration)
-            version = str(lease["metadata"].get("resourceVersion", ""))
             seen = self._sightings.get(name)
             if seen is None or seen.record != record:
-                seconds = seconds or self.lease_seconds
-                seen = self._sightings[name] = Sighting(record, now, seconds, version)
-            seen.resource_version = version
-            annotations = lease["metadata"].get("annotations") or {}
-            seen.address = str(annotations.get(ADDRESS_ANNOTATION, ""))
+                seen = self._sightings[name] = Sighting(record, now, seconds)
+            metadata = lease["metadata"]
+            seen.resource_version = str(metadata.get("resourceVersion", ""))
+            seen.uid = str(metadata.get("uid", ""))
+            seen.address = str((metadata.get("annotations") or {}).get(ADDRESS_ANNOTATION, ""))
 
     def _collect(self, now: float) -> None:
         """Deletes the Leases of members that stopped a lease duration ago (a replica's
         Lease is named after its process: each restart leaves one behind). The delete is
         conditional on the version seen: a Lease renewed meanwhile stays."""
         for name, seen in list(self._sightings.items()):
-            if seen.alive(now) or now < seen.moved_at + seen.seconds:
+            if now < seen.moved_at + seen.seconds:
                 continue
             del self._sightings[name]
-            if seen.resource_version:
-                self._delete(name, seen.resource_version)
+            if seen.uid:
+                self._delete(name, seen)
 
-    def _delete(self, name: str, version: str) -> None:
-        options = {
-            "apiVersion": "v1",
-            "kind": "DeleteOptions",
-            "preconditions": {"resourceVersion": version},
-        }
+    def _delete(self, name: str, seen: Sighting) -> None:
+        """Exactly the Lease seen: one renewed (or replaced) since stays (409)."""
         try:
-            self.cluster.api.request("DELETE", LEASES.path(self.namespace, name), (), options)
+            self.cluster.delete(LEASES, self.namespace, name, seen.uid, seen.resource_version)
         except ApiError as error:
-            if error.status not in (404, 409):
+            if error.status != 409:
                 raise
 
     def _tell(self) -> None:

@@ -297,8 +297,10 @@ class Daemon:
         """With sharding, a call for a GitSync of another replica's share is forwarded to
         that replica, if its Lease says where it serves webhooks."""
         membership, controller = self.membership, self.controller
-        gitsync = controller.served_elsewhere(path) if controller and membership else None
-        if membership is None or gitsync is None:
+        if membership is None or controller is None:
+            return None
+        gitsync = controller.served_elsewhere(path)
+        if gitsync is None:
             return None
         owner = membership.owner(gitsync.namespace)
         address = membership.address_of(owner) if owner and owner != membership.member else ""

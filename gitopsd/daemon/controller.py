@@ -1,14 +1,13 @@
 """Operator mode: GitSync objects served as sources, by the controller pattern.
 
 The GitSyncs are watched (`gitsyncs`: an informer per served namespace, or one for all);
-a change of one
-(not of its status) puts its key on a de-duplicating queue, and so does each poll and drift
-check of its source. One thread takes the keys and reconciles each GitSync: its finalizer
-(`lifecycle`), its credentials (`credentials`), its source's worker (started, replaced when
-its spec changed, retired when it is suspended or gone), then its status (`publisher`). A
-key that fails is retried with backoff. Only the leader writes; a standby keeps its caches
-warm, as for file sources. With sharding, a replica serves only the GitSyncs of its share
-(`writers`), and only those of its shard label.
+a change of one (not of its status) puts its key on a de-duplicating queue, and so does
+each poll and drift check of its source. One thread takes the keys and reconciles each
+GitSync: its finalizer (`lifecycle`), its credentials (`credentials`), its source's worker
+(started, replaced when its spec changed, retired when it is suspended or gone), then its
+status (`publisher`). A key that fails is retried with backoff. Only the leader writes; a
+standby keeps its caches warm, as for file sources. With sharding, a replica serves only
+the GitSyncs of its share (`writers`), and only those of its shard label.
 """
 
 from __future__ import annotations
@@ -291,8 +290,8 @@ class GitSyncController:
         if served is None or (served.source, served.gitsync.user, served.repositories) != now:
             self._retire(key)
             served = self._start(key, wanted, source, repositories)
-        if self.writers.membership is not None:  # its gate may have moved while it started
-            served.worker.lead(self.writers.writes_for(key.namespace))
+        if membership := self.writers.membership:  # its gate may have moved while it started
+            served.worker.lead(membership.may_write(key.namespace))
         refused = partial(self._refused, key)
         served.hook = Hook(token, served.worker.announced, refused) if token else None
         if wanted.requested != served.worker.requested:

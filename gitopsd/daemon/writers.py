@@ -27,11 +27,6 @@ class Writers:
         """Whether this replica runs the tenant's GitSyncs (with sharding: its share)."""
         return self.membership is None or self.membership.owns(tenant)
 
-    def writes_for(self, tenant: str) -> bool:
-        if self.membership is None:
-            return self.leading.is_set()
-        return self.membership.may_write(tenant)
-
     def cluster_for(self, tenant: str) -> Cluster:
         """The client for the tenant's writes: fenced by its share too, with sharding."""
         membership = self.membership

@@ -97,8 +97,7 @@ def unready_status(body: Body | None) -> str:
     if body is None:
         return "it does not exist"
     status = body.get("status") or {}
-    conditions = status.get("conditions") or []
-    ready: dict[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
+    ready = _condition(status, "Ready") or {}
     if status.get("observedGeneration") != body["metadata"].get("generation"):
         return "its status is not of its latest generation yet"
     if ready.get("status") != "True":

@@ -184,6 +184,13 @@ def test_gitsyncs_spread_over_replicas_and_a_killed_ones_share_moves_within_the_
     for member in survivors:
         runs_its_share = partial(runs, members[member], member, moved)
         wait_for(runs_its_share, f"{member} to run its new share")
+    leases: Any = client.CoordinationV1Api(admin_api)
+
+    def collected() -> bool:  # a lease duration after it expired, the survivors delete it
+        found = leases.list_namespaced_lease(daemons.namespace, label_selector=GROUP_LABEL)
+        return {lease.metadata.name for lease in found.items} == set(survivors)
+
+    wait_for(collected, "the killed replica's Lease deleted", 30)
 
 
 def test_a_stopped_replica_hands_its_share_over_at_once(

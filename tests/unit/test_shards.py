@@ -52,10 +52,12 @@ class Leases:
             return self._answer(409, {}) if found else self._store(body)
         if found is None:
             return self._answer(404, {})
-        wanted = (body.get("metadata") or {}).get("resourceVersion") or (
-            body.get("preconditions") or {}
-        ).get("resourceVersion")
-        if wanted != found["metadata"]["resourceVersion"]:
+        preconditions = body.get("preconditions") or {}
+        wanted = (body.get("metadata") or {}).get("resourceVersion") or preconditions.get(
+            "resourceVersion"
+        )
+        uid = preconditions.get("uid", found["metadata"]["uid"])
+        if (wanted, uid) != (found["metadata"]["resourceVersion"], found["metadata"]["uid"]):
             return self._answer(409, {})
         if method == "DELETE":
             del self.stored[name]
@@ -74,6 +76,8 @@ class Leases:
     def _store(self, body: dict[str, Any]) -> Answer:
         self.version += 1
         body["metadata"]["resourceVersion"] = str(self.version)
+        kept = self.stored.get(body["metadata"]["name"], {}).get("metadata", {}).get("uid")
+        body["metadata"]["uid"] = kept or f"uid-{self.version}"  # an update keeps it
         self.stored[body["metadata"]["name"]] = body
         return self._answer(201, body)
 
