@@ -230,7 +230,7 @@ def _parent(
     settings: SyncSettings,
     live: Live,
     state: State,
-    written: Callable[[], None],
+    written: Callable[[Body | None], None],
     restamp: bool,
 ) -> ParentWriter:
     """The writer of the parent as read, with the stamps of what the memo holds in sync."""

@@ -63,8 +63,8 @@ class ParentWriter:
     restamp: bool
     """Write a parent whose record is current but whose stamps are not: a sync does, so the
     next run measures only what changes; a heal does not, to cost one write, not two."""
-    written: Callable[[], None]
-    """Hears of each write of the parent."""
+    written: Callable[[Body | None], None]
+    """Hears of each write of the parent: the parent it answered, None if it failed."""
     live: Body | None
     """The parent as read (None: absent), then as written: each write is preconditioned on
     it, so a parent deleted and made anew by someone else meanwhile is never overwritten."""
@@ -81,11 +81,12 @@ class ParentWriter:
         if unchanged and stamps == self.stored_stamps:
             return
         parent = self.applyset.parent(record, stamps)
+        answer = None
         try:
             subject = str(self.applyset.key)
             answer = write(self.cluster, CONFIG_MAPS, parent, self.live, True, subject=subject)
         finally:  # even a failed write may have reached the server
-            self.written()
+            self.written(answer)
         self.live, self.stored_stamps = answer, stamps
 
 

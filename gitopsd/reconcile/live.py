@@ -62,8 +62,9 @@ class Reader(Protocol):
     def read(self, applyset: inventory.ApplySet, targets: Targets) -> Live:
         """The parent, the objects it owns and every desired object that exists."""
 
-    def written(self) -> None:
-        """The parent was (re)written: the next read must read it again."""
+    def written(self, answer: Body | None) -> None:
+        """The parent was (re)written, and answered `answer`: the parent now (None: the
+        write failed, yet may have reached the server, so the next read reads it)."""
 
 
 @dataclass
@@ -93,7 +94,7 @@ class ListReader:
         unserved = unserved_kinds(self.cluster, kinds_of(record))
         return live_from(applyset, parent, record, objects, targets, unserved)
 
-    def written(self) -> None:
+    def written(self, answer: Body | None) -> None:
         """Every read is fresh."""
 
     def _list_all(
@@ -137,7 +138,8 @@ def _by_scope(targets: Targets) -> dict[tuple[GroupKind, str], list[Target]]:
 
 @dataclass
 class CacheReader:
-    """Reads the daemon's watch cache; the parent is read once per write of it."""
+    """Reads the daemon's watch cache; the parent is read once, then taken from the
+    answer to each write of it (read again after a write that failed)."""
 
     cluster: Cluster
     cache: LiveCache
@@ -150,10 +152,7 @@ class CacheReader:
 
     def read(self, applyset: inventory.ApplySet, targets: Targets) -> Live:
         if self.stale:
-            self.parent = self.cluster.get(CONFIG_MAPS, applyset.namespace, applyset.name)
-            self.recorded = self.bounds.record(self.parent)
-            self.recorded_kinds = kinds_of(self.recorded)
-            self.stale = False
+            self._keep(self.cluster.get(CONFIG_MAPS, applyset.namespace, applyset.name))
         self.cache.ensure(watched(self.bounds, self.cluster, self.recorded, targets), targets)
         if not self.cache.wait_synced(CACHE_SYNC_SECONDS):
             raise ClusterError("the watch cache did not sync in time", ClusterReason.TIMEOUT)
@@ -161,8 +160,17 @@ class CacheReader:
         unserved = unserved_kinds(self.cluster, self.recorded_kinds)
         return live_from(applyset, self.parent, self.recorded, objects, targets, unserved)
 
-    def written(self) -> None:
-        self.stale = True
+    def written(self, answer: Body | None) -> None:
+        if answer is None:
+            self.stale = True
+        else:
+            self._keep(answer)
+
+    def _keep(self, parent: Body | None) -> None:
+        self.parent = parent
+        self.recorded = self.bounds.record(parent)
+        self.recorded_kinds = kinds_of(self.recorded)
+        self.stale = False
 
 
 def live_from(

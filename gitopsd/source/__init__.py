@@ -9,7 +9,8 @@ private snapshot that nobody else writes to and that is removed after use (`tree
 `snapshots`; `snapshot` writes out the whole commit). So two sources on one URL (or a
 daemon and a CLI) never read each other's files. A daemon's sources that read one ref of
 one cached repository share its fetches (`sharing`): one fetch per interval, its new
-commit told to all of them.
+commit told to all of them, and what the first of them read of it (its listing, its
+blobs) the others take without running git (`reads`).
 
 The git host is treated as hostile (docs/ARCHITECTURE.md, Trust boundaries): the URL and ref pass an
 allow-list before git runs (`policy`), git gets an environment built from nothing,

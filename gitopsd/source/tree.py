@@ -27,6 +27,7 @@ from pathlib import Path
 from gitopsd.config import SourceSpec, how_to_raise
 from gitopsd.errors import ManifestError, ManifestReason
 from gitopsd.source.listing import WHOLE, Entry, children, covers, list_paths
+from gitopsd.source.reads import RECENT_READS
 from gitopsd.source.repository import ensure_commit, locked, read_blobs, recovering
 from gitopsd.source.revision import Revision
 from gitopsd.source.runner import Runner, open_runner
@@ -135,11 +136,29 @@ class GitTree:
         wanted = list(paths)
         left = self._limits.max_entries - len(self._entries)
         sha, known = self._revision.sha, self._entries.keys()
-        with locked(self._runner):
-            found = recovering(self._runner, lambda r: _listed(r, sha, wanted, left, known))
+        if known:  # a further listing, of what a kustomization reaches: this tree's own
+            with locked(self._runner):
+                found = recovering(self._runner, lambda r: _listed(r, sha, wanted, left, known))
+        else:
+            found = self._first_listing(tuple(wanted), left)
         self._entries.update(found)
         self._listed.extend(wanted)
         self._children = None
+
+    def _first_listing(self, paths: tuple[str, ...], limit: int) -> dict[str, Entry]:
+        """The listing of the source's paths: as another source of this repository read it
+        lately, or read now (asked again under the lock, so those that waited for one
+        listing use it)."""
+        repo, sha = self._runner.repo, self._revision.sha
+        found = RECENT_READS.listing(repo, sha, paths, limit)
+        if found is not None:
+            return found
+        with locked(self._runner):
+            found = RECENT_READS.listing(repo, sha, paths, limit)
+            if found is None:
+                found = recovering(self._runner, lambda r: _listed(r, sha, list(paths), limit, ()))
+                RECENT_READS.keep_listing(repo, sha, paths, limit, found)
+        return found
 
     def _files_under(self, rels: Sequence[str]) -> list[str]:
         """The regular files that are `rels` or lie in directories among them (symlinks are
@@ -174,11 +193,26 @@ class GitTree:
         if not rels:
             return {}
         blob_of = {rel: self._entries[rel].blob for rel in rels}
-        blobs = sorted(set(blob_of.values()))
-        with locked(self._runner):
-            contents = recovering(self._runner, lambda r: read_blobs(r, self._revision.sha, blobs))
-        self.blobs_read += len(blobs)
+        contents = self._contents(sorted(set(blob_of.values())))
         return {rel: contents[blob] for rel, blob in blob_of.items()}
+
+    def _contents(self, blobs: list[str]) -> dict[str, bytes]:
+        """The blobs' contents: those another source of this repository read lately, and
+        the rest from the object store in one git (asked again under the lock)."""
+        repo = self._runner.repo
+        contents = RECENT_READS.contents(repo, blobs)
+        if len(contents) == len(blobs):
+            return contents
+        with locked(self._runner):
+            contents = RECENT_READS.contents(repo, blobs)
+            missing = [blob for blob in blobs if blob not in contents]
+            if missing:
+                sha = self._revision.sha
+                read = recovering(self._runner, lambda r: read_blobs(r, sha, missing))
+                RECENT_READS.keep_contents(repo, read)
+                contents.update(read)
+                self.blobs_read += len(missing)
+        return contents
 
 
 def _listed(

@@ -2,7 +2,8 @@
 
 A sync dry-runs each object once and applies only what is absent or differs; the CLI lists
 a kind per namespace instead of getting each object; the daemon dry-runs and applies only
-what a new revision changed, and its own writes cost no second dry-run. The parent's in-sync
+what a new revision changed, its own writes cost no second dry-run, and the parent it wrote
+is not read back. The parent's in-sync
 stamps spare a later run (CLI or daemon) the dry-runs of what nothing changed since.
 """
 
@@ -278,6 +279,10 @@ def test_the_daemon_dry_runs_and_applies_only_what_a_commit_changed(
     objects = [w for w in writes if w.resource == "configmaps" and w.name != "gitopsd-app"]
     assert writes_by_name(objects, dry_run=True) == Counter({"cm3": 1})
     assert writes_by_name(objects, dry_run=False) == Counter({"cm3": 1})
+    parent = [
+        r for r in audit.requests(control_plane, daemon.user, since) if r.name == "gitopsd-app"
+    ]
+    assert [r.verb for r in parent] == ["patch"]  # its write's answer is the parent it reads
 
 
 def test_a_daemon_starting_dry_runs_only_what_changed_since_the_last_sync(

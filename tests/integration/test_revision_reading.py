@@ -8,7 +8,9 @@ from __future__ import annotations
 import dataclasses
 import shutil
 from pathlib import Path
+from typing import Any
 
+import git
 import pytest
 
 from gitopsd import manifests, source
@@ -56,6 +58,37 @@ def test_a_new_revision_reads_only_its_changed_file(
     assert found == read(spec, cache, manifests.ParseCache())[0]  # as a cold read finds it
     assert {m.key.name: m.body.get("data") for m in found}["app-7"] == {"changed": "yes"}
     assert not (cache / "snapshots").exists()  # nothing was written out
+
+
+def test_sources_of_one_repository_read_a_commit_they_share_with_one_git(
+    git_server: GitServer, git_repo: GitRepo, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sources that follow one ref read its new commit at the same moment: what the first
+    listed and read, the next (a parse cache of its own) takes without running git."""
+    git_repo.commit(APPS)
+    spec = file_spec(git_server, git_repo)
+    revision = source.fetch(spec, cache)
+    first = read_tree(spec, cache, revision)
+    gits: list[Any] = []
+    execute = git.Git.execute
+
+    def counted(self: git.Git, command: Any, **options: Any) -> Any:
+        gits.append(command)
+        return execute(self, command, **options)
+
+    monkeypatch.setattr(git.Git, "execute", counted)
+    second = read_tree(spec, cache, revision)
+
+    assert (first[1], second, gits) == (30, (first[0], 0), [])
+
+
+def read_tree(
+    spec: SourceSpec, cache: Path, revision: source.Revision
+) -> tuple[list[Manifest], int]:
+    """`revision`'s manifests, read as a source of its own would, and the blobs read."""
+    with source.tree(spec, cache, revision) as files:
+        assert isinstance(files, source.GitTree)
+        return manifests.load(files, ["."], cache=manifests.ParseCache()), files.blobs_read
 
 
 def test_the_limits_count_files_that_were_not_read_again(

@@ -16,6 +16,7 @@ from gitopsd import inventory
 from gitopsd.changes import Action, Hooks
 from gitopsd.cluster import Cluster
 from gitopsd.config import SourceSpec, SyncSettings
+from gitopsd.objects import Body
 from gitopsd.reconcile import Intent, ListReader, Live, Source, State, Step, read_only
 from gitopsd.reconcile import reconcile_once as reconcile
 from gitopsd.reconcile.live import Targets
@@ -36,7 +37,7 @@ class CountingReader:
         self.reads += 1
         return self.inner.read(applyset, targets)
 
-    def written(self) -> None:
+    def written(self, answer: Body | None) -> None:
         self.parent_writes += 1
 
 
