@@ -25,6 +25,7 @@ from apscheduler.schedulers.base import BaseScheduler
 from gitopsd import gitsync
 from gitopsd.backoff import Backoff
 from gitopsd.cluster import Cluster
+from gitopsd.cluster.cache import content
 from gitopsd.cluster.shards import SHARD_LABEL
 from gitopsd.cluster.watches import Watches
 from gitopsd.config import Credentials
@@ -137,7 +138,10 @@ class GitSyncController:
         self.queue.add_all(moved)
 
     def _changed(self, key: ObjectKey, previous: Body | None, body: Body | None) -> None:
-        self._reread(key)
+        if _finalizer_joined(previous, body):
+            self.queue.add(key)  # the daemon's own hold: nothing it serves by changed
+        else:
+            self._reread(key)
 
     def _reported(self, key: ObjectKey) -> None:
         """A poll or check ended: its status is written; after a failure the GitSync is read
@@ -392,3 +396,19 @@ class GitSyncController:
 
 def _job(key: ObjectKey) -> str:
     return f"gitsync:{key.namespace}/{key.name}"
+
+
+def _finalizer_joined(previous: Body | None, body: Body | None) -> bool:
+    """Whether the change is the daemon's finalizer joining the GitSync's, and nothing more
+    (its spec, labels and annotations are as they were)."""
+    if previous is None or body is None:
+        return False
+    before = previous["metadata"].get("finalizers") or []
+    if (body["metadata"].get("finalizers") or []) != [*before, gitsync.FINALIZER]:
+        return False
+    return content(_without_finalizers(previous)) == content(_without_finalizers(body))
+
+
+def _without_finalizers(body: Body) -> Body:
+    metadata = {k: v for k, v in body["metadata"].items() if k != "finalizers"}
+    return {**body, "metadata": metadata}

@@ -80,7 +80,7 @@ def test_se20_a_signed_push_is_applied_at_once_and_read_by_the_gitsyncs_sharing_
         wait_for(lambda: values(admin_api, namespace) == [value, value], f"both at {value}")  # noqa: B023 - waited for in this turn of the loop
 
 
-def test_a_gitsyncs_polls_read_no_secret_only_a_change_of_it_does(
+def test_a_gitsync_reads_its_secret_once_at_creation_and_again_only_when_it_changes(
     daemons: Daemons,
     admin_api: Any,
     gitsync_crd: str,
@@ -90,24 +90,27 @@ def test_a_gitsyncs_polls_read_no_secret_only_a_change_of_it_does(
     control_plane: ControlPlane,
 ) -> None:
     """Its webhook token is read when the GitSync is read afresh, not at each poll's end (a
-    thousand GitSyncs polling each minute made that most of an idle daemon's requests)."""
+    thousand GitSyncs polling each minute made that most of an idle daemon's requests), nor
+    when the daemon's own finalizer joins it (a thousand created at once read each twice)."""
     git_repo.commit(each_in_its_folder("a", "one"))
     core: Any = client.CoreV1Api(admin_api)
     hook_secret(core, namespace)
     daemon = audited_operator(daemons, control_plane, namespace)
     repository = {"url": git_server.file_url(git_repo)}
     spec = {"repository": repository, "paths": ["a"], "webhook": {"secretRef": {"name": "hook"}}}
+    created = time.time()
     create(admin_api, namespace, "a", spec)  # polled every second
     wait_ready(admin_api, namespace, "a", "True", "Succeeded")
     started, source = time.time(), f"{namespace}/a"
     polls = daemon.value("gitopsd_reconcile_total", source=source)
     daemon.wait_value("gitopsd_reconcile_total", lambda v: v >= polls + 3, "3 polls", source=source)
 
-    def secrets_read() -> list[audit.Write]:
-        logged = audit.requests(control_plane, AUDITED_USER, started)
+    def secrets_read(since: float | None = None) -> list[audit.Write]:
+        logged = audit.requests(control_plane, AUDITED_USER, since or started)
         return [r for r in logged if r.resource == "secrets"]
 
     assert secrets_read() == []
+    assert [(r.verb, r.name) for r in secrets_read(created)] == [("get", "hook")]
     client.CustomObjectsApi(admin_api).patch_namespaced_custom_object(
         GROUP, VERSION, namespace, PLURAL, "a", {"metadata": {"labels": {"x": "y"}}}
     )
