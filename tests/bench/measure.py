@@ -68,13 +68,15 @@ def run(argv: Sequence[str], log_file: Path, deadline_seconds: float, codes: Seq
 
 class HighWater:
     """Samples a child's VmHWM, the kernel's peak of its resident set since exec, until it
-    exits (growth in its last POLL_SECONDS may be missed). Not wait4's ru_maxrss: Linux
-    counts in it the resident set the forked child shared with this process before exec,
-    so every child read at least as large as the benchmark itself (152 MiB for each tool
-    once the benchmark had generated a set of 10,000 objects)."""
+    exits or is stopped (growth in its last POLL_SECONDS may be missed); or another figure
+    of it (`read`), such as its threads. Not wait4's ru_maxrss: Linux counts in it the
+    resident set the forked child shared with this process before exec, so every child
+    read at least as large as the benchmark itself (152 MiB for each tool once the
+    benchmark had generated a set of 10,000 objects)."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, read: Callable[[int], int] | None = None) -> None:
         self.pid = pid
+        self.read = read or (lambda pid: process_status(pid, "VmHWM"))
         self.peak = 0
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._sample, name="high-water", daemon=True)
@@ -88,7 +90,7 @@ class HighWater:
     def _sample(self) -> None:
         while not self.done.is_set():
             try:
-                self.peak = max(self.peak, process_status(self.pid, "VmHWM"))
+                self.peak = max(self.peak, self.read(self.pid))
             except (OSError, BenchError):
                 return  # it exited: a zombie has no memory left to report
             self.done.wait(POLL_SECONDS)
@@ -139,6 +141,10 @@ def process_status(pid: int, field: str) -> int:
         if line.startswith(f"{field}:"):
             return int(line.split()[1]) * 1024
     raise BenchError(f"/proc/{pid}/status has no {field}")
+
+
+def threads(pid: int) -> int:
+    return sum(1 for _ in Path(f"/proc/{pid}/task").iterdir())
 
 
 def cpu_seconds(pid: int) -> float:

@@ -344,8 +344,9 @@ METHOD = """## How it is measured
   one repository of ten ConfigMaps and a Service (interval 1m, prune, a webhook). Ready:
   from creating the GitSyncs until every one is Ready=True; then an idle window of one
   interval, in which every GitSync polls once (audited requests but the Lease's, CPU,
-  VmRSS, threads); then a commit, one GitSync's webhook
-  called, until every GitSync's ConfigMap carries it.
+  VmRSS); then a commit, one GitSync's webhook
+  called, until every GitSync's ConfigMap carries it. Threads: the most the daemon ran at
+  once over all of it.
 - Targets are the project's, stated for 10k objects (the fleet's: issue 33's, for 1,000
   GitSyncs), beside each figure.
 """
