@@ -25,7 +25,6 @@ from apscheduler.schedulers.base import BaseScheduler
 from gitopsd import gitsync
 from gitopsd.backoff import Backoff
 from gitopsd.cluster import Cluster
-from gitopsd.cluster.cache import content
 from gitopsd.cluster.shards import SHARD_LABEL
 from gitopsd.cluster.watches import Watches
 from gitopsd.config import Credentials
@@ -33,7 +32,7 @@ from gitopsd.configfile import GitSyncSettings, SourceConfig, cycle_through
 from gitopsd.daemon.credentials import credentials_of, fingerprint, webhook_token
 from gitopsd.daemon.gitsyncs import GitSyncs, hook_key
 from gitopsd.daemon.http import Hook
-from gitopsd.daemon.lifecycle import Lifecycle
+from gitopsd.daemon.lifecycle import Lifecycle, finalizer_joined
 from gitopsd.daemon.publisher import StatusPublisher
 from gitopsd.daemon.queue import Pool, WorkQueue
 from gitopsd.daemon.registry import Registry
@@ -138,7 +137,7 @@ class GitSyncController:
         self.queue.add_all(moved)
 
     def _changed(self, key: ObjectKey, previous: Body | None, body: Body | None) -> None:
-        if _finalizer_joined(previous, body):
+        if finalizer_joined(previous, body):
             self.queue.add(key)  # the daemon's own hold: nothing it serves by changed
         else:
             self._reread(key)
@@ -396,19 +395,3 @@ class GitSyncController:
 
 def _job(key: ObjectKey) -> str:
     return f"gitsync:{key.namespace}/{key.name}"
-
-
-def _finalizer_joined(previous: Body | None, body: Body | None) -> bool:
-    """Whether the change is the daemon's finalizer joining the GitSync's, and nothing more
-    (its spec, labels and annotations are as they were)."""
-    if previous is None or body is None:
-        return False
-    before = previous["metadata"].get("finalizers") or []
-    if (body["metadata"].get("finalizers") or []) != [*before, gitsync.FINALIZER]:
-        return False
-    return content(_without_finalizers(previous)) == content(_without_finalizers(body))
-
-
-def _without_finalizers(body: Body) -> Body:
-    metadata = {k: v for k, v in body["metadata"].items() if k != "finalizers"}
-    return {**body, "metadata": metadata}

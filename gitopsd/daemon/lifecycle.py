@@ -11,6 +11,7 @@ from typing import Any
 
 from gitopsd import gitsync
 from gitopsd.cluster import Cluster
+from gitopsd.cluster.cache import content
 from gitopsd.config import Credentials
 from gitopsd.daemon.writers import Writers
 from gitopsd.gitsync.spec import GitSync
@@ -96,3 +97,19 @@ def _patch(cluster: Cluster, body: Body, operations: list[dict[str, Any]]) -> No
         "value": metadata["resourceVersion"],
     }
     cluster.patch(gitsync.RESOURCE, metadata["namespace"], metadata["name"], [version, *operations])
+
+
+def finalizer_joined(previous: Body | None, body: Body | None) -> bool:
+    """Whether the change is the daemon's finalizer joining the GitSync's, and nothing more
+    (its spec, labels and annotations are as they were)."""
+    if previous is None or body is None:
+        return False
+    before = previous["metadata"].get("finalizers") or []
+    if (body["metadata"].get("finalizers") or []) != [*before, gitsync.FINALIZER]:
+        return False
+    return content(_without_finalizers(previous)) == content(_without_finalizers(body))
+
+
+def _without_finalizers(body: Body) -> Body:
+    metadata = {k: v for k, v in body["metadata"].items() if k != "finalizers"}
+    return {**body, "metadata": metadata}

@@ -6,7 +6,8 @@ reaches, each listed when first asked for, all within the revision's entry limit
 and sizing it reads no file. Contents come from the object store: all the files the reader
 asks for in one `git cat-file --batch`, under the repository's lock. A file whose parse the
 reader has cached is never read at all, so a new revision costs work only for the files
-that changed.
+that changed; and what another source of the same cached repository listed and read of
+the commit lately is taken from it (`reads`), without git.
 
 Only kustomize needs files on disk: what it may reach is written into a private snapshot
 (nobody else writes to it), removed when the tree is closed. The bytes written are the
