@@ -14,6 +14,7 @@ from typing import Any
 
 from kubernetes import client
 
+from gitopsd.daemon.worker import ANNOUNCE_SECONDS
 from tests.bench.lab import Lab
 from tests.bench.measure import (
     POLL_SECONDS,
@@ -95,6 +96,8 @@ class Kept:
             lab.workdir, self.name, AUDITED_USER, kubeconfig, [source]
         )
         self.core: Any = client.CoreV1Api(api_client(lab.plane))
+        self.poked_at: float | None = None
+        """When the webhook was last called (time.monotonic())."""
 
     def measure(self, edits: int, commits: int, idle_seconds: float) -> DaemonFigures:
         figures = self.cold_start()
@@ -161,7 +164,11 @@ class Kept:
         seconds_until(lambda: self.drifted() == 0, time.monotonic(), EDIT_DEADLINE_SECONDS, 0.1)
 
     def commit(self, figures: DaemonFigures, number: int) -> None:
-        """A commit of one changed file, announced by the webhook; times it to the cluster."""
+        """A commit of one changed file, announced by the webhook; times it to the cluster.
+        Announcements within ANNOUNCE_SECONDS of the last are one, fetched when it ends:
+        each commit waits that long after the last, as pushes a second or more apart do."""
+        if self.poked_at is not None:
+            time.sleep(max(0.0, self.poked_at + ANNOUNCE_SECONDS - time.monotonic()))
         index = self.objects.apps - number
         namespace, name = self.objects.app(index)
         revision, reconciles = f"c{number}", self.reconciles()
@@ -197,6 +204,7 @@ class Kept:
         wait_until(quiet, "the daemon to settle", deadline_seconds, step=0.5)
 
     def poke(self) -> None:
+        self.poked_at = time.monotonic()
         body = b"{}"
         signature = "sha256=" + hmac.new(self.hook_secret, body, hashlib.sha256).hexdigest()
         status = self.daemon.post(f"/hooks/{self.name}", body, {"X-Hub-Signature-256": signature})
