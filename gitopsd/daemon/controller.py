@@ -138,7 +138,7 @@ class GitSyncController:
 
     def _changed(self, key: ObjectKey, previous: Body | None, body: Body | None) -> None:
         if finalizer_joined(previous, body):
-            self.queue.add(key)  # the daemon's own hold: nothing it serves by changed
+            self.queue.add(key)  # the daemon's own hold: nothing it serves changed
         else:
             self._reread(key)
 
