@@ -333,8 +333,9 @@ METHOD = """## How it is measured
   outside harness sees it first). Each edit patches one ConfigMap through the admin
   API; edit -> metric is the time until `gitopsd_drift_detection_seconds_count` grows,
   edit -> heal until the live field is git's again (sampled every 20 ms). Each commit
-  changes one file, is pushed, and the webhook is called; commit -> applied is the time
-  from the push until the live ConfigMap carries the change.
+  changes one file, is pushed a second or more after the last webhook call (calls within
+  a second are one, fetched when it ends), and the webhook is called; commit -> applied
+  is the time from the push until the live ConfigMap carries the change.
 - A chart of as many objects, at the smallest size (tests/bench/charts.py): `gitopsd
   validate` of it against `helm template` alone, and `gitopsd sync` against `helm template
   | kubectl apply --server-side -f -`, each on a release of its own; then a commit beside
