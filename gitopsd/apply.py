@@ -18,14 +18,17 @@ from gitopsd.cluster import ApiError, Cluster, Resource, run_concurrently
 from gitopsd.config import SyncSettings
 from gitopsd.diff import FieldChange, held_as_live
 from gitopsd.errors import ApplyError, ClusterError, ClusterReason
-from gitopsd.inventory import ApplySet, gitopsd_parent, uid_prefix
+from gitopsd.foreign_owners import find_owners
+from gitopsd.inventory import ApplySet, uid_prefix
 from gitopsd.managed_fields import lost_fields, takeover_patch
 from gitopsd.masking import redact, secret_values
-from gitopsd.objects import APPLYSET_ID_LABEL, Body, ObjectKey
-from gitopsd.ownership import Foreign, guarded, refusal, unowned, why
+from gitopsd.objects import Body, ObjectKey
+from gitopsd.ownership import guarded, refusal, unowned, why
 from gitopsd.plan import DEFINITIONS, Plan, Wave, waves
-from gitopsd.resources import CONFIG_MAPS
 from gitopsd.sync_options import Option
+
+TAKEOVER_ATTEMPTS = 4
+"""Tries of a takeover that a controller's writes to the same object keep outdating."""
 
 
 @dataclass
@@ -209,12 +212,28 @@ class Applier:
     def _take_over(self, targets: list[Target]) -> None:
         """Moves fields that kubectl-style edits own to gitopsd, so the apply can remove them."""
         for target in targets:
-            live = self.live.get(target.key)
-            merging = Option.MERGE in target.options
-            operations = takeover_patch(live) if live and not merging else None
-            if operations:
-                key = target.key
+            if Option.MERGE not in target.options:
+                self._take_over_fields(target)
+
+    def _take_over_fields(self, target: Target) -> None:
+        """The takeover is written under the resourceVersion read: an object a controller
+        wrote meanwhile (its status) is read again and its takeover made anew; one that was
+        replaced is left to the apply, which refuses it by uid."""
+        key, live = target.key, self.live.get(target.key)
+        for attempt in range(TAKEOVER_ATTEMPTS):
+            operations = takeover_patch(live) if live else None
+            if not operations:
+                return
+            try:
                 self.cluster.patch(target.served, key.namespace, key.name, operations)
+                return
+            except ClusterError as error:
+                if error.reason != ClusterReason.CONFLICT or attempt == TAKEOVER_ATTEMPTS - 1:
+                    raise
+            now = self.cluster.get(target.served, key.namespace, key.name, projected=True)
+            if now is None or _uid(now) != _uid(live or {}):
+                return
+            self.live[key] = live = now
 
     def _apply(
         self, targets: list[Target], held: Mapping[ObjectKey, Sequence[FieldChange]]
@@ -309,6 +328,10 @@ def write(
         ) from None
 
 
+def _uid(body: Body) -> str:
+    return str((body.get("metadata") or {}).get("uid", ""))
+
+
 def _identity(answer: Body) -> Body:
     metadata = answer.get("metadata") or {}
     return {"metadata": {k: metadata[k] for k in ("uid", "resourceVersion") if k in metadata}}
@@ -357,27 +380,3 @@ def _attempt(target: Target, call: Callable[[Target], Body]) -> Body | Failure:
         immutable = error.immutable if isinstance(error, ApiError) else ()
         line = f"{target.key} ({target.origin}): {message}"
         return Failure(target.key, line, error.reason, immutable)
-
-
-def find_owners(
-    cluster: Cluster,
-    foreign: Iterable[Foreign],
-    namespace: str = "",
-    known: dict[str, ApplySet | None] | None = None,
-) -> dict[str, ApplySet]:
-    """The gitopsd parents of the ApplySets that `foreign` objects belong to, as far as this
-    identity may list ConfigMaps in `namespace` ("" for all): one LIST per set, only for an
-    object refused, and none for a set in `known` (what earlier calls found, kept there)."""
-    known = {} if known is None else known
-    wanted = {f.owner for f in foreign if f.owner and not f.appeared}
-    for applyset_id in wanted - known.keys():
-        known[applyset_id] = _parent(cluster, applyset_id, namespace)
-    return {i: parent for i in wanted if (parent := known[i]) is not None}
-
-
-def _parent(cluster: Cluster, applyset_id: str, namespace: str) -> ApplySet | None:
-    try:
-        bodies = cluster.list_objects(CONFIG_MAPS, namespace, f"{APPLYSET_ID_LABEL}={applyset_id}")
-    except ClusterError:
-        return None  # not allowed, or not answered: the message gives the id alone
-    return next((p for body in bodies if (p := gitopsd_parent(body, applyset_id))), None)

@@ -117,8 +117,7 @@ def _request(cluster: Cluster, namespace: str, name: str, token: str) -> None:
             cluster.patch(gitsync.RESOURCE, namespace, name, _annotate(body, token))
             return
         except ClusterError as error:
-            moved = error.reason in (ClusterReason.INVALID, ClusterReason.CONFLICT)
-            if not moved or attempt == ANNOTATE_ATTEMPTS - 1:
+            if error.reason != ClusterReason.CONFLICT or attempt == ANNOTATE_ATTEMPTS - 1:
                 raise
 
 

@@ -25,6 +25,9 @@ __all__ = ["ApiError", "Cluster", "Counters", "Resource", "run_concurrently"]
 
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML, so the body is sent as JSON
 JSON_PATCH = "application/json-patch+json"
+PATCH_NOT_APPLICABLE = "the server rejected our request due to an error in our request"
+"""The API server's whole answer (422, no causes) when a JSON patch's operations do not apply
+to the object: its `test` of the resourceVersion failed, or a path is no longer there."""
 LIST_RESTARTS = 3
 """How often a list whose snapshot expired while it was read starts over before failing."""
 
@@ -142,11 +145,18 @@ class Cluster:
         return created
 
     def patch(self, resource: Resource, namespace: str, name: str, operations: list[Any]) -> Body:
-        """A JSON patch (RFC 6902); callers include a `test` of resourceVersion to be safe."""
+        """A JSON patch (RFC 6902) made from the object as read, with a `test` of its
+        resourceVersion: operations that no longer apply mean the object changed since it
+        was read, a conflict (409) to read again for, not an invalid request."""
         path = resource.path(namespace, name)
-        patched: Body = self.api.request(
-            "PATCH", path, (), operations, content_type=JSON_PATCH, fence=self._fence
-        )
+        try:
+            patched: Body = self.api.request(
+                "PATCH", path, (), operations, content_type=JSON_PATCH, fence=self._fence
+            )
+        except ApiError as error:
+            if (error.status, str(error)) != (422, PATCH_NOT_APPLICABLE):
+                raise
+            raise ApiError(409, f"PATCH {path}: changed since it was read") from None
         return patched
 
     def delete(

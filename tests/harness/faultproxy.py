@@ -63,8 +63,9 @@ def throttled(retry_after_seconds: int) -> Answer:
 class Fault:
     """For requests `when` matches: wait `delay_seconds` (and at `hold`, until as many
     requests as it has parties are there: proof that they were in flight at once), then
-    cut the connection, give `answer`, or (with neither) pass the request on. `times`
-    bounds how often it fires."""
+    cut the connection, give `answer`, or (with neither) pass the request on. `meanwhile`
+    runs first: a write of the test's own that lands while the request is in flight.
+    `times` bounds how often it fires."""
 
     when: Callable[[Request], bool]
     answer: Answer | None = None
@@ -73,6 +74,7 @@ class Fault:
     hold: threading.Barrier | None = None
     times: int | None = None
     fired: int = 0
+    meanwhile: Callable[[], None] | None = None
 
 
 @dataclass
@@ -192,6 +194,8 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         proxy = self.server.proxy
         fault = proxy.fault_for(request)
+        if fault and fault.meanwhile:
+            fault.meanwhile()
         if fault and fault.delay_seconds:
             proxy.stopped.wait(fault.delay_seconds)
         if fault and fault.hold:

@@ -16,6 +16,7 @@ import pytest
 from gitopsd import diff, health, inventory, sync_options
 from gitopsd.cluster import ApiError, Cluster, Resource
 from gitopsd.config import SyncSettings
+from gitopsd.errors import ClusterReason
 from gitopsd.managed_fields import takeover_patch
 from gitopsd.objects import PRUNE_ANNOTATION, Body, ObjectKey, key_of, owner_of
 from tests.harness.controlplane import ControlPlane
@@ -332,3 +333,24 @@ def test_the_projection_keeps_what_takeover_and_ownership_read(
         assert inventory.uid_prefix(projected) == inventory.uid_prefix(whole)
         assert APPLYSET.owns(projected) and owner_of(projected) == APPLYSET.id
         assert sync_options.prune_disabled(projected) == (case.resource == SERVICES)
+
+
+def test_a_json_patch_whose_version_test_fails_is_a_conflict(
+    admin: Cluster, namespace: str
+) -> None:
+    """The API server answers a failed `test` operation 422 Invalid; it means the object
+    changed since it was read, so gitopsd calls it a conflict (read again, try again)."""
+    created = admin.create(CONFIG_MAPS, config_map(namespace, "tested"))
+    version = created["metadata"]["resourceVersion"]
+    admin.patch(CONFIG_MAPS, namespace, "tested", [{"op": "add", "path": "/data/k", "value": "w"}])
+    stale = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+        {"op": "add", "path": "/data/k", "value": "x"},
+    ]
+
+    with pytest.raises(ApiError) as raised:
+        admin.patch(CONFIG_MAPS, namespace, "tested", stale)
+
+    assert (raised.value.status, raised.value.reason) == (409, ClusterReason.CONFLICT)
+    assert "changed since it was read" in str(raised.value)
+    assert (admin.get(CONFIG_MAPS, namespace, "tested") or {})["data"] == {"k": "w"}

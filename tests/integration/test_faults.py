@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
@@ -248,3 +249,49 @@ def test_a_failed_reconcile_is_retried_after_its_backoff_not_at_the_next_interva
     wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the retry to sync", 10)
     assert "retrying in" in daemon.logs()
     no_thread_died(daemon)
+
+
+def test_a_takeover_outdated_by_another_write_is_read_again_and_made(
+    gitopsd: Gitopsd,
+    proxy: FaultProxy,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """A controller's write between the sync's read and its takeover of kubectl's fields
+    fails the takeover's resourceVersion test (422 from the API server): the object is read
+    again and its takeover made anew, and the sync heals the edit (it ended with exit 2)."""
+    git_repo.commit(config_maps("a"))
+    url = git_server.file_url(git_repo)
+    assert gitopsd("sync", url, *scope(namespace)).code == 0
+    edit_out_of_band(gitopsd, namespace, "edited")
+
+    def controller_writes() -> None:
+        annotate = ("annotate", "configmap", "a", "seen=yes", "--field-manager=a-controller")
+        gitopsd.kubectl("-n", namespace, *annotate)
+
+    takeover = proxy.inject(
+        Fault(json_patch_of(namespace, "a"), meanwhile=controller_writes, times=1)
+    )
+    kubeconfig = proxy.kubeconfig(tmp_path / "kubeconfig")
+
+    run = gitopsd("sync", url, *scope(namespace), "--kubeconfig", str(kubeconfig))
+
+    assert run.code == 0, run.text
+    assert takeover.fired == 1
+    live: Any = client.CoreV1Api(admin_api).read_namespaced_config_map("a", namespace)
+    assert live.data == {"k": "v"}  # kubectl's edit healed
+    assert live.metadata.annotations == {"seen": "yes"}  # the controller's write kept
+    assert gitopsd("diff", url, *scope(namespace)).code == 0
+
+
+def json_patch_of(namespace: str, name: str) -> Any:
+    """Matches a JSON patch (no field manager, unlike an apply) of ConfigMap `name`."""
+
+    def matches(request: Request) -> bool:
+        path = f"/api/v1/namespaces/{namespace}/configmaps/{name}"
+        return request.method == "PATCH" and request.path == path and request.query == ""
+
+    return matches
