@@ -78,6 +78,13 @@ def writes_by_anyone(plane: ControlPlane, since: float = 0.0) -> list[Write]:
     ]
 
 
+def deletes(plane: ControlPlane, namespace: str, since: float = 0.0) -> list[Write]:
+    """Every DELETE anyone sent for an object of `namespace` at or after `since`, dry-runs
+    included: "nothing was pruned" read from what the server received."""
+    logged = _logged(plane, since)
+    return [w for w in logged if w.verb == "delete" and w.namespace == namespace]
+
+
 def impersonated(plane: ControlPlane, acting_as: str, since: float = 0.0) -> list[Write]:
     """Every logged request made as `acting_as` by whoever impersonated it."""
     return [w for w in _logged(plane, since) if w.acting_as == acting_as]

@@ -1,6 +1,7 @@
 """Bad input (the catalogue's BI cases, docs/ARCHITECTURE.md) gets a clear error naming the
 file or object, and nothing in the cluster changes: a valid ConfigMap committed beside the
-bad file is never created."""
+bad file is never created, and with prune on, the owned objects the bad revision leaves out
+are not deleted (read from the audit log)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tests.harness import audit
 from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import AUDITED_USER, ControlPlane
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.integration.test_no_prune_under_faults import OWNED, owned_files, versions
 from tests.integration.test_prune import config_maps
 from tests.integration.test_sync import scope
 from tests.unit.test_manifests import HOSTILE_NAMES
@@ -26,8 +28,9 @@ LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)
 )
 SENTINEL = Path("/tmp/gitopsd-bi17-sentinel")
+CANARY = "Q0FOQVJZ" + "c2VjcmV0"  # base64 of CANARYsecret: a value no output may hold
 
-BAD_INPUTS = {
+BAD_INPUTS: dict[str, tuple[dict[str, str | bytes], int, list[str]]] = {
     "BI-01 malformed YAML": (
         {"bad.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [unclosed\n"},
         INVALID,
@@ -62,6 +65,46 @@ BAD_INPUTS = {
         ["bad.yaml:1", "Bob", "no CRD"],
     ),
     "BI-08 billion laughs": ({"bad.yaml": LAUGHS}, INVALID, ["bad.yaml", "alias"]),
+    "BI-09 deep nesting": (
+        {"bad.yaml": "a: " + "[" * 20000 + "]" * 20000 + "\n"},
+        INVALID,
+        ["bad.yaml:1:", "nested deeper than the limit"],
+    ),
+    "BI-10 NUL bytes": (
+        {"bad.yaml": b"apiVersion: v1\nkind: ConfigMap\x00\n"},
+        INVALID,
+        ["bad.yaml:2", "NUL byte at byte offset 30"],
+    ),
+    "BI-11 Latin-1": (
+        {
+            "bad.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: caf\xe9\n".encode(
+                "latin-1"
+            )
+        },
+        INVALID,
+        ["bad.yaml:4", "invalid UTF-8 at byte offset 52"],
+    ),
+    "BI-11 UTF-16": (
+        {"bad.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n".encode("utf-16")},
+        INVALID,
+        ["bad.yaml:1", "NUL byte at byte offset 3", "must be UTF-8"],
+    ),
+    "BI-18 invalid base64 in a Secret": (
+        {
+            "bad.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\ndata:\n"
+            f"  password: {CANARY}*\n"
+        },
+        INVALID,
+        ["bad.yaml:1", "Secret s: data key 'password' is not valid base64"],
+    ),
+    "BI-22 a number where a string belongs": (
+        {
+            "bad.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"
+            "data:\n  mode: 0755\n"
+        },
+        INVALID,
+        ["ConfigMap/", "bad.yaml:1", ".data.mode: expected string"],
+    ),
     "BI-14 invalid name": (
         {"bad.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Bad_Name\n"},
         INVALID,
@@ -112,16 +155,24 @@ def test_bad_input_is_a_clear_error_and_changes_nothing(
     git_repo: GitRepo,
     namespace: str,
     case: str,
+    control_plane: ControlPlane,
 ) -> None:
     files, code, mentions = BAD_INPUTS[case]
-    git_repo.commit({**GOOD, **files})
+    url = git_server.file_url(git_repo)
+    git_repo.commit(owned_files(""))
+    assert gitopsd("sync", url, *scope(namespace), "--prune").code == 0
+    before, since = versions(admin_api, namespace), time.time()
+    git_repo.commit({**GOOD, **files, **{f"{name}.yaml": None for name in OWNED}})
 
-    run = gitopsd("sync", git_server.file_url(git_repo), *scope(namespace), "--prune")
+    run = gitopsd("sync", url, *scope(namespace), "--prune")
 
     assert run.code == code, run.text
     for mention in mentions:
         assert mention in run.err, f"{mention!r} not in {run.err!r}"
-    assert config_maps(admin_api, namespace) == set()  # not even the ApplySet parent
+    assert CANARY not in run.text
+    assert "good" not in config_maps(admin_api, namespace)
+    assert audit.deletes(control_plane, namespace, since) == []
+    assert versions(admin_api, namespace) == before  # owned, left out, kept unchanged
     assert not SENTINEL.exists()
 
 

@@ -429,11 +429,16 @@ def test_a_heal_that_fails_is_retried_after_its_backoff(
     assert daemon.value("gitopsd_reconcile_total", source="app") == 1  # retried by the watch path
 
 
-def test_self_heal_goes_on_while_git_is_unreachable(
-    daemons: Daemons, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+def test_fa15_self_heal_goes_on_while_git_is_unreachable_and_nothing_is_pruned(
+    daemons: Daemons,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
 ) -> None:
     git_repo.commit(config_maps("a"))
-    daemon = daemons.start(git_server.file_url(git_repo))
+    daemon = daemons.start(git_server.file_url(git_repo), prune=True)
     wait_for(value_is(admin_api, namespace, "a", "v"), "the ConfigMap")
     gone = git_repo.bare.rename(git_repo.bare.with_suffix(".gone"))
     try:
@@ -454,6 +459,7 @@ def test_self_heal_goes_on_while_git_is_unreachable(
     assert retry is not None
     backoff_ends = moment(fetches[-1]["time"]) + float(retry.group(1))
     assert moment(healed) < backoff_ends
+    assert audit.deletes(control_plane, namespace) == []
 
 
 def moment(logged: str) -> float:
@@ -514,13 +520,19 @@ def test_warn_mode_records_an_event_and_changes_nothing_else(
 
 
 def test_a_bad_commit_keeps_the_last_good_state_and_waits_for_a_new_one(
-    daemons: Daemons, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+    daemons: Daemons,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
 ) -> None:
-    git_repo.commit(config_maps("a"))
-    daemon = daemons.start(git_server.file_url(git_repo))
-    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first commit")
+    git_repo.commit(config_maps("a", "b"))
+    daemon = daemons.start(git_server.file_url(git_repo), prune=True)
+    wait_for(lambda: config_map_value(admin_api, namespace, "b") == "v", "the first commit")
 
-    git_repo.commit({**config_maps("a", value="w"), "broken.yaml": "kind: [unclosed\n"})
+    bad = {**config_maps("a", value="w"), "b.yaml": None, "broken.yaml": "kind: [unclosed\n"}
+    git_repo.commit(bad)
 
     daemon.wait_value(
         "gitopsd_errors_total",
@@ -539,12 +551,15 @@ def test_a_bad_commit_keeps_the_last_good_state_and_waits_for_a_new_one(
     )
     assert daemon.value("gitopsd_errors_total", source="app", stage="manifests") == 1
     assert config_map_value(admin_api, namespace, "a") == "v"
+    assert config_map_value(admin_api, namespace, "b") == "v"  # left out, and prune is on
+    assert audit.deletes(control_plane, namespace) == []
     [error] = [line for line in daemon.log_lines() if line["level"] == "error"]
     assert re.match(r"broken\.yaml:\d+:\d+: .*; waiting for a new revision$", error["message"])
     assert (error["reason"], error["stage"]) == ("syntax", "manifests")
 
     git_repo.commit({"broken.yaml": None})
     wait_for(lambda: config_map_value(admin_api, namespace, "a") == "w", "the fixed commit")
+    wait_for(lambda: config_map_value(admin_api, namespace, "b") is None, "b pruned then")
 
 
 def test_a_kind_the_cluster_lacks_is_retried_until_its_crd_appears(

@@ -962,6 +962,43 @@ def test_a_sops_encrypted_secret_is_refused_without_its_values(tmp_path: Path) -
     assert names(load(tmp_path, ["cm.yaml"])) == ["a"]  # only Secrets carry SOPS
 
 
+SECRET = "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\n"
+
+
+@pytest.mark.parametrize(
+    "data",
+    ["{password: c2VjcmV0}", '{password: "c2Vj\\ncmV0"}', "{}", "{empty: ''}", "null"],
+    ids=["plain", "line-broken", "none", "empty value", "null"],
+)
+def test_a_secrets_base64_data_is_read(tmp_path: Path, data: str) -> None:
+    write(tmp_path, {"secret.yaml": f"{SECRET}data: {data}\nstringData: {{raw: '*'}}\n"})
+
+    assert names(load(tmp_path, ["."])) == ["db"]
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (f"{{password: {CANARY}*}}", "key 'password' is not valid base64 (value not shown)"),
+        ("{password: c2VjcmV}", "key 'password' is not valid base64"),  # unpadded
+        ("{port: 5432}", "key 'port' is not valid base64"),
+        (f"[{CANARY}]", "data must be a mapping"),
+    ],
+    ids=["not the alphabet", "unpadded", "a number", "a list"],
+)
+def test_bi18_a_secret_whose_data_is_not_base64_is_refused_naming_the_key_only(
+    tmp_path: Path, data: str, says: str
+) -> None:
+    write(tmp_path, {"secret.yaml": f"{SECRET}data: {data}\n"})
+
+    error = load_error(tmp_path, ("secret.yaml",))
+
+    assert error.reason == "invalid"
+    assert str(error).startswith("secret.yaml:1: document 1: Secret db: data")
+    assert says in str(error)
+    assert CANARY not in str(error) and "c2VjcmV" not in str(error)
+
+
 @pytest.mark.parametrize(
     "text",
     [
