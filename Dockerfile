@@ -35,12 +35,10 @@ FROM ${HELM_IMAGE} AS helm
 FROM ${BASE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 RUN python3 -m venv /opt/gitopsd
-# The dependencies first, read from pyproject.toml alone: a change of the source reuses them.
-COPY pyproject.toml /src/
-RUN python3 -c 'import tomllib, sys; print(*tomllib.load(sys.stdin.buffer)["project"]["dependencies"], sep="\n")' \
-        < /src/pyproject.toml > /src/requirements.txt \
-    && /opt/gitopsd/bin/pip install --quiet --requirement /src/requirements.txt
-COPY README.md /src/
+# The dependencies first, the locked set with its hashes: a change of the source reuses them.
+COPY requirements/runtime.txt /src/requirements/
+RUN /opt/gitopsd/bin/pip install --quiet --require-hashes --requirement /src/requirements/runtime.txt
+COPY pyproject.toml README.md /src/
 COPY gitopsd /src/gitopsd
 RUN /opt/gitopsd/bin/pip install --quiet --no-deps /src \
     && /opt/gitopsd/bin/pip uninstall --quiet --yes setuptools wheel pip

@@ -7,18 +7,33 @@
 # `make test`).
 # `make crd` writes config/crd/gitsyncs.yaml from gitopsd/gitsync/schema.py (a test fails
 # when the two disagree).
+# `make lock` resolves pyproject.toml's ranges anew into requirements/runtime.txt (the
+# image's) and requirements/dev.txt (CI's and the tests'), each pin with its hashes.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test demo bench crd lint control-plane prometheus image-tools clean
+.PHONY: test demo bench crd lint lock control-plane prometheus image-tools clean
 
-$(BIN)/.installed: pyproject.toml
+# The locked set, hashes required, then gitopsd itself without resolving anything again.
+$(BIN)/.installed: pyproject.toml requirements/dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet --editable '.[dev]'
+	$(BIN)/pip install --quiet --require-hashes --requirement requirements/dev.txt
+	$(BIN)/pip install --quiet --no-deps --editable .
 	touch $@
+
+lock:
+	$(PYTHON) -m venv $(VENV)-lock
+	$(VENV)-lock/bin/pip install --quiet pip-tools
+	CUSTOM_COMPILE_COMMAND="make lock" $(VENV)-lock/bin/pip-compile --quiet --upgrade \
+		--generate-hashes --strip-extras --allow-unsafe --no-emit-find-links \
+		--output-file requirements/runtime.txt pyproject.toml
+	CUSTOM_COMPILE_COMMAND="make lock" $(VENV)-lock/bin/pip-compile --quiet --upgrade \
+		--generate-hashes --strip-extras --allow-unsafe --no-emit-find-links --extra dev \
+		--output-file requirements/dev.txt pyproject.toml
+	rm -rf $(VENV)-lock
 
 control-plane:
 	tests/controlplane/provide.sh >/dev/null
@@ -34,11 +49,13 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	@# known vulnerabilities of the locked set (OSV); one line, and a pass, when offline
+	$(BIN)/python -m tests.supply_chain.advisories requirements/dev.txt
 
 # Lint runs beside the tests, on the core they leave free most of the time; its output
 # follows theirs, and either failing fails the target.
 test: $(BIN)/.installed control-plane prometheus image-tools
-	@echo "lint (ruff, mypy --strict, import contracts) runs beside the tests; its output follows"
+	@echo "lint (ruff, mypy --strict, import contracts, dependency audit) runs beside the tests; its output follows"
 	@$(MAKE) --no-print-directory lint > $(VENV)/lint.log 2>&1 & linting=$$!; \
 	$(BIN)/pytest; tested=$$?; \
 	wait $$linting; linted=$$?; cat $(VENV)/lint.log; \
