@@ -32,8 +32,10 @@ def prune(
     decision: PruneDecision,
     recorded: Mapping[ObjectKey, str],
     resource_of: Callable[[GroupKind], Resource | None],
+    on_outcome: Callable[[Outcome], None] = lambda outcome: None,
 ) -> PruneResult:
-    """Deletes what the decision allows, re-checking ownership right before each delete."""
+    """Deletes what the decision allows, re-checking ownership right before each delete;
+    tells `on_outcome` of each as it is gone."""
     result = PruneResult([], [], None)
     failures: list[ClusterError] = []
     for key in decision.delete:
@@ -50,6 +52,7 @@ def prune(
             result.refused.append((key, done))
         else:  # deleted, or already gone
             result.pruned.append(Outcome(key, Action.PRUNED))
+            on_outcome(result.pruned[-1])
     if failures:
         result.error = ApplyError([str(f) for f in failures], failures[0].reason, action="prune")
     return result

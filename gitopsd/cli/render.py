@@ -163,7 +163,7 @@ class Progress:
         self.outcomes.append(outcome)
         self.done_count += 1
         if self.shown:
-            filled = self.WIDTH * self.done_count // self.total
+            filled = min(self.WIDTH, self.WIDTH * self.done_count // self.total)
             bar = "#" * filled + "-" * (self.WIDTH - filled)
             print(
                 f"\r[{bar}] {self.done_count}/{self.total} {outcome.key}"[:100].ljust(100),

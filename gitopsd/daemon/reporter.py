@@ -180,9 +180,6 @@ class Reporter:
         self._forget_drift_undone(result.drifts, report.changes)
         self.recorder.changes(self.name, report.changes)
         self.recorder.refused(self.name, [str(reason) for _, reason in report.refused])
-        for outcome in report.changes.outcomes:
-            if outcome.action == Action.PRUNED:
-                self._log_outcome(outcome)
         for key, reason in report.refused:
             self.log.warning("prune refused (%s)", reason, extra={**revision, "object": str(key)})
         for takeover in report.changes.takeovers:

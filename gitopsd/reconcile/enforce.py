@@ -120,7 +120,8 @@ def make_changes(
         report.changes = _merged(report.changes, _apply(desired, rest, live, hooks, parent))
         runner.run(Phase.SYNC)
         if plan.prune is not None and hooks.may_prune():
-            Pruning(parent).run(live, desired.targets, plan.prune, _record_of(live, report), report)
+            pruning = Pruning(parent, hooks.on_outcome)
+            pruning.run(live, desired.targets, plan.prune, _record_of(live, report), report)
         if runner.has(Phase.POST_SYNC) and not settings.dry_run:
             gate = WaveGate(
                 HealthWait(cluster, settings.concurrency, checks=settings.checks), settings
@@ -228,9 +229,11 @@ class WaveGate:
 @dataclass(frozen=True)
 class Pruning:
     """A sync's last step: deletes what the plan's decision allows, then records what is
-    gone."""
+    gone. Each delete is told to `on_outcome` as it is done: a prune that fails part-way
+    still says what it deleted."""
 
     parent: ParentWriter
+    on_outcome: Callable[[Outcome], None] = lambda outcome: None
 
     def run(
         self,
@@ -245,10 +248,13 @@ class Pruning:
         if self.parent.settings.dry_run:
             dry = [Outcome(k, Action.PRUNED, "dry run") for k in decision.delete]
             report.changes.outcomes += dry
+            for outcome in dry:
+                self.on_outcome(outcome)
             return
         cluster, applyset = self.parent.cluster, self.parent.applyset
         unserved = unserved_kinds(cluster, kinds_of(record))
-        result = prune(cluster, applyset, decision, record, cluster.discovery.preferred)
+        resource_of = cluster.discovery.preferred
+        result = prune(cluster, applyset, decision, record, resource_of, self.on_outcome)
         report.changes.outcomes += result.pruned
         report.refused.extend(result.refused)
         # What is gone leaves the record; an object that failed to delete stays, to be

@@ -20,6 +20,7 @@ import pytest
 from kubernetes import client
 
 from tests.harness import audit
+from tests.harness.admission import deny
 from tests.harness.cli import Gitopsd, example_files
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
@@ -354,49 +355,9 @@ def test_objects_a_sync_created_are_not_exported_as_missing_once_it_finished(
 
 
 def refuse_git_values(admin_api: Any, namespace: str) -> Callable[[], None]:
-    """A ValidatingAdmissionPolicy that refuses, in `namespace`, any ConfigMap update to
-    git's value (dry-runs too); returns what removes it."""
-    admission: Any = client.AdmissionregistrationV1Api(admin_api)
-    name = f"refuse-git-values-{namespace}"
-    admission.create_validating_admission_policy(
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": [""],
-                            "apiVersions": ["v1"],
-                            "operations": ["UPDATE"],
-                            "resources": ["configmaps"],
-                        }
-                    ]
-                },
-                "validations": [
-                    {"expression": "object.data.k != 'v'", "message": "git's value is refused"}
-                ],
-            },
-        }
-    )
-    admission.create_validating_admission_policy_binding(
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "policyName": name,
-                "validationActions": ["Deny"],
-                "matchResources": {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-                },
-            },
-        }
-    )
-
-    def remove() -> None:
-        admission.delete_validating_admission_policy_binding(name)
-        admission.delete_validating_admission_policy(name)
-
-    return remove
+    """Refuses, in `namespace`, any ConfigMap update to git's value (dry-runs too)."""
+    expression = "object.data.k != 'v'"
+    return deny(admin_api, namespace, "refuse-git-values", ["UPDATE"], expression, "refused")
 
 
 def refused(admin_api: Any, namespace: str, name: str, value: str) -> bool:

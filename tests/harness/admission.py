@@ -1,0 +1,62 @@
+"""ValidatingAdmissionPolicies the tests put in a namespace's way: the API server itself
+refuses the requests they match (dry-runs too), as a cluster's own policy would."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+
+
+def deny(
+    admin_api: Any,
+    namespace: str,
+    name: str,
+    operations: list[str],
+    expression: str,
+    message: str,
+) -> Callable[[], None]:
+    """Refuses each ConfigMap request of `operations` in `namespace` for which `expression`
+    (CEL, over `object` and `oldObject`) is false; returns what removes the policy."""
+    admission: Any = client.AdmissionregistrationV1Api(admin_api)
+    name = f"{name}-{namespace}"
+    rule = {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}
+    admission.create_validating_admission_policy(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [{**rule, "operations": operations}]},
+                "validations": [{"expression": expression, "message": message}],
+            },
+        }
+    )
+    admission.create_validating_admission_policy_binding(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+                },
+            },
+        }
+    )
+
+    def remove() -> None:
+        admission.delete_validating_admission_policy_binding(name)
+        admission.delete_validating_admission_policy(name)
+
+    return remove
+
+
+def refuses(request: Callable[[], Any]) -> bool:
+    """Whether the API server refuses `request` (a dry-run that a policy should match): a
+    new policy takes effect once the server's informers have it, not at its creation."""
+    try:
+        request()
+    except client.ApiException as error:
+        return bool(error.status in (400, 403, 422))
+    return False

@@ -1,0 +1,114 @@
+"""The cluster's own admission refusing gitopsd (the catalogue's FA-11 and FA-12), by a
+ValidatingAdmissionPolicy on the real API server: a refused dry-run applies nothing and
+prunes nothing; a refused delete keeps its object recorded, the rest of the prune goes on,
+and the next sync deletes it once the policy is gone. Read from the audit log."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kubernetes import client
+
+from tests.harness import audit
+from tests.harness.admission import deny, refuses
+from tests.harness.cli import Gitopsd
+from tests.harness.controlplane import ControlPlane
+from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.waiting import wait_for
+from tests.integration.test_daemon import config_map_value
+from tests.integration.test_no_prune_under_faults import versions
+from tests.integration.test_prune import config_maps
+from tests.integration.test_sync import drift_of, scope
+
+DENY_LABEL = "fault.test/deny"
+
+
+def config_map(name: str, value: str = "v", labels: str = "") -> dict[str, str]:
+    metadata = f"  name: {name}\n" + (f"  labels: {{{labels}}}\n" if labels else "")
+    body = f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n{metadata}data:\n  k: {value}\n"
+    return {f"{name}.yaml": body}
+
+
+def test_fa11_a_dry_run_refused_by_admission_applies_nothing_and_prunes_nothing(
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit({**config_map("a"), **config_map("b")})
+    url = git_server.file_url(git_repo)
+    assert gitopsd("sync", url, *scope(namespace), "--prune").code == 0
+    labelled = f"!has(object.metadata.labels) || !('{DENY_LABEL}' in object.metadata.labels)"
+    remove = deny(admin_api, namespace, "fa11", ["CREATE", "UPDATE"], labelled, "no deny label")
+    probe = {"metadata": {"name": "probe", "labels": {DENY_LABEL: "yes"}}}
+    core: Any = client.CoreV1Api(admin_api)
+    try:
+        create = lambda: core.create_namespaced_config_map(namespace, probe, dry_run="All")  # noqa: E731
+        wait_for(lambda: refuses(create), "the policy to take effect")
+        git_repo.commit(
+            {
+                **config_map("a", "w"),
+                "b.yaml": None,
+                **config_map("c"),
+                **config_map("d", labels=f"{DENY_LABEL}: 'yes'"),
+            }
+        )
+        before, since = versions(admin_api, namespace), time.time()
+
+        run = gitopsd("sync", url, *scope(namespace), "--prune")
+    finally:
+        remove()
+
+    assert run.code == 2, run.text
+    assert f"ConfigMap/{namespace}/d (d.yaml:1)" in run.err and "no deny label" in run.err
+    writes = audit.writes(control_plane, "admin", since)
+    assert [w for w in writes if w.namespace == namespace and not w.dry_run] == []
+    assert versions(admin_api, namespace) == before
+    assert config_maps(admin_api, namespace) >= {"a", "b"} and "c" not in config_maps(
+        admin_api, namespace
+    )
+
+
+def test_fa12_a_delete_refused_by_admission_stays_recorded_and_is_retried(
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    kept = f"{DENY_LABEL}: 'yes'"
+    others = {name: body for n in "adefghij" for name, body in config_map(n).items()}
+    git_repo.commit({**others, **config_map("b", labels=kept), **config_map("c")})
+    url = git_server.file_url(git_repo)
+    assert gitopsd("sync", url, *scope(namespace), "--prune").code == 0
+    unlabelled = (
+        f"!has(oldObject.metadata.labels) || !('{DENY_LABEL}' in oldObject.metadata.labels)"
+    )
+    remove = deny(admin_api, namespace, "fa12", ["DELETE"], unlabelled, "b is kept by policy")
+    core: Any = client.CoreV1Api(admin_api)
+    try:
+        delete = lambda: core.delete_namespaced_config_map("b", namespace, dry_run="All")  # noqa: E731
+        wait_for(lambda: refuses(delete), "the policy to take effect")
+        git_repo.commit({"b.yaml": None, "c.yaml": None})
+        run = gitopsd("sync", url, *scope(namespace), "--prune")
+        assert run.code == 2, run.text  # the server's answer is 422 Invalid
+        assert f"ConfigMap/{namespace}/b: delete failed" in run.err
+        assert "b is kept by policy" in run.err
+        assert f"pruned     ConfigMap/{namespace}/c" in run.out  # said, though the sync failed
+        assert "1 pruned" in run.out
+        assert config_maps(admin_api, namespace) >= {"a", "b"}
+        assert "c" not in config_maps(admin_api, namespace)  # the rest of the prune went on
+        [still] = drift_of(gitopsd, url, namespace)  # still recorded as this source's
+        assert (still["object"], still["state"]) == (f"ConfigMap/{namespace}/b", "extraneous")
+    finally:
+        remove()
+    wait_for(lambda: not refuses(delete), "the policy's removal to take effect")
+
+    again = gitopsd("sync", url, *scope(namespace), "--prune")
+    assert again.code == 0, again.text
+    assert "b" not in config_maps(admin_api, namespace)
+    assert config_map_value(admin_api, namespace, "a") == "v"
