@@ -295,3 +295,63 @@ def json_patch_of(namespace: str, name: str) -> Any:
         return request.method == "PATCH" and request.path == path and request.query == ""
 
     return matches
+
+
+def test_fa08_a_parent_written_by_another_meanwhile_takes_one_write_and_keeps_theirs(
+    gitopsd: Gitopsd,
+    proxy: FaultProxy,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """FA-08, decided otherwise than a retry on conflict: the ApplySet parent is written by
+    server-side apply under its uid, not its resourceVersion, so another's write between
+    the read and the write is no conflict: one attempt, their field kept, one prune."""
+    git_repo.commit(config_maps("a", "b"))
+    url = git_server.file_url(git_repo)
+    assert gitopsd("sync", url, *scope(namespace), "--prune").code == 0
+    git_repo.commit({"b.yaml": None, **config_maps("c")})
+
+    def another_writes() -> None:
+        note = ("annotate", "configmap", PARENT, "note=kept", "--field-manager=an-admin")
+        gitopsd.kubectl("-n", namespace, *note)
+
+    parent_write = proxy.inject(
+        Fault(apply_of(namespace, PARENT), meanwhile=another_writes, times=1)
+    )
+    kubeconfig = proxy.kubeconfig(tmp_path / "kubeconfig")
+    since = time.time()
+
+    run = gitopsd("sync", url, *scope(namespace), "--prune", "--kubeconfig", str(kubeconfig))
+
+    assert run.code == 0, run.text
+    assert parent_write.fired == 1
+    to_parent = [
+        w
+        for w in audit.changes(control_plane, "admin", since)
+        if (w.namespace, w.name, w.verb) == (namespace, PARENT, "patch")
+        and "fieldManager=gitopsd" in w.uri
+    ]
+    assert to_parent and {w.code for w in to_parent} == {200}  # none refused, none tried again
+    deletes = audit.deletes(control_plane, namespace, since)
+    assert [(w.name, w.code) for w in deletes] == [("b", 200)]
+    live: Any = client.CoreV1Api(admin_api).read_namespaced_config_map(PARENT, namespace)
+    assert live.metadata.annotations["note"] == "kept"
+    assert gitopsd("diff", url, *scope(namespace)).code == 0
+
+
+PARENT = "gitopsd-test"
+
+
+def apply_of(namespace: str, name: str) -> Any:
+    """Matches a server-side apply (not a dry-run) of ConfigMap `name`."""
+
+    def matches(request: Request) -> bool:
+        path = f"/api/v1/namespaces/{namespace}/configmaps/{name}"
+        applying = "fieldManager=gitopsd" in request.query and "dryRun" not in request.query
+        return request.method == "PATCH" and request.path == path and applying
+
+    return matches
