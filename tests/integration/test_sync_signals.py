@@ -28,7 +28,7 @@ IN_FLIGHT = SyncSettings(name="any").concurrency
 """At most this many requests were already sent when the signal was handled."""
 
 
-def _write_of_a_new_config_map(request: Request) -> bool:
+def write_of_a_new_config_map(request: Request) -> bool:
     return (
         request.method == "PATCH"
         and "/configmaps/new" in request.path
@@ -68,7 +68,7 @@ def test_fa21_a_signal_stops_a_sync_without_new_requests_or_prune(
     user, token = admin_service_account(admin_api, namespace, "cli")
     # each write takes a while, as on a busy API server: the signal comes mid-apply on any
     # machine (a fast one once applied all 500 before the test saw 20)
-    proxy.inject(Fault(when=_write_of_a_new_config_map, delay_seconds=0.2))
+    proxy.inject(Fault(when=write_of_a_new_config_map, delay_seconds=0.2))
     kubeconfig = proxy.kubeconfig(tmp_path / "cli.kubeconfig", "cli", token)
     argv = [sys.executable, "-m", "gitopsd", "sync", url, *scope(namespace), "--prune"]
     argv += ["--allow-mass-prune", "--kubeconfig", str(kubeconfig)]

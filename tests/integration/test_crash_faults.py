@@ -1,0 +1,143 @@
+"""A sync cut off part-way by a crash, with prune on: the API server killed mid-apply
+(FA-02), the daemon killed mid-apply (FA-20). Nothing is pruned in that run; the ApplySet
+parent records only objects that exist; the next sync converges, with every object it
+created recorded and nothing deleted that git holds. Read from the audit log and the
+cluster."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from gitopsd import inventory
+from tests.harness import audit
+from tests.harness.cli import Gitopsd
+from tests.harness.controlplane import ControlPlane
+from tests.harness.daemon import Daemons
+from tests.harness.faultproxy import Fault, FaultProxy
+from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.kube import admin_service_account
+from tests.harness.waiting import wait_for
+from tests.integration.test_prune import config_map_files, config_maps
+from tests.integration.test_sync import scope
+from tests.integration.test_sync_signals import creates, write_of_a_new_config_map
+
+NEW = [f"new{i}" for i in range(200)]
+PARENT = "gitopsd-test"
+CLUSTER_FAILED = 4
+
+
+def recorded_names(admin_api: Any, namespace: str, parent_name: str = PARENT) -> dict[str, str]:
+    """name -> uid prefix of each ConfigMap the parent records."""
+    parent = client.CoreV1Api(admin_api).read_namespaced_config_map(parent_name, namespace)
+    record = inventory.recorded(admin_api.sanitize_for_serialization(parent))
+    return {key.name: uid for key, uid in record.items() if key.kind == "ConfigMap"}
+
+
+def uid_prefixes(admin_api: Any, namespace: str) -> dict[str, str]:
+    items: Any = client.CoreV1Api(admin_api).list_namespaced_config_map(namespace).items
+    return {
+        i.metadata.name: inventory.uid_prefix({"metadata": {"uid": i.metadata.uid}}) for i in items
+    }
+
+
+def test_fa02_an_api_server_killed_mid_apply_prunes_nothing_and_the_next_sync_converges(
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    tmp_path: Path,
+    proxy: FaultProxy,
+) -> None:
+    git_repo.commit(config_map_files("victim"))
+    url = git_server.file_url(git_repo)
+    assert gitopsd("sync", url, *scope(namespace), "--prune").code == 0
+    git_repo.commit({"victim.yaml": None, **config_map_files(*NEW)})
+    user, token = admin_service_account(admin_api, namespace, "cli")
+    proxy.inject(Fault(when=write_of_a_new_config_map, delay_seconds=0.2))  # mid-apply, surely
+    kubeconfig = proxy.kubeconfig(tmp_path / "cli.kubeconfig", "cli", token)
+    argv = [sys.executable, "-m", "gitopsd", "sync", url, *scope(namespace), "--prune"]
+    argv += ["--allow-mass-prune", "--kubeconfig", str(kubeconfig)]
+    argv += ["--cache-dir", str(tmp_path / "cache")]
+    with (tmp_path / "out").open("w+") as out, (tmp_path / "err").open("w+") as err:
+        process = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        try:
+            wait_for(lambda: len(creates(control_plane, user)) >= 20, "the sync to be applying")
+            with control_plane.apiserver_stopped():
+                code = process.wait(180)
+        finally:
+            process.kill()
+        errors = Path(err.name).read_text()
+
+    assert code == CLUSTER_FAILED, errors
+    assert [w for w in audit.changes(control_plane, user) if w.verb == "delete"] == []
+    live = uid_prefixes(admin_api, namespace)
+    assert "victim" in live
+    assert 20 <= len([name for name in live if name.startswith("new")]) < len(NEW)
+    recorded = recorded_names(admin_api, namespace)
+    assert all(live.get(name) == uid for name, uid in recorded.items()), recorded  # no ghosts
+
+    proxy.clear()
+    again = gitopsd("sync", url, *scope(namespace), "--prune", "--allow-mass-prune")
+    assert again.code == 0, again.text
+    assert config_maps(admin_api, namespace) >= set(NEW) and "victim" not in config_maps(
+        admin_api, namespace
+    )
+    assert recorded_names(admin_api, namespace) == {
+        name: uid for name, uid in uid_prefixes(admin_api, namespace).items() if name in NEW
+    }
+
+
+def test_fa20_a_daemon_killed_mid_apply_converges_on_restart_and_orphans_nothing(
+    daemons: Daemons,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    proxy: FaultProxy,
+) -> None:
+    kept = [f"keep{i}" for i in range(10)]
+    git_repo.commit(config_map_files("victim", *kept))
+    url = git_server.file_url(git_repo)
+    daemon = daemons.start(url, server=proxy.url, prune=True)
+    wait_for(lambda: {"victim", *kept} <= config_maps(admin_api, namespace), "the first sync")
+    since = time.time()
+    proxy.inject(Fault(when=write_of_a_new_config_map, delay_seconds=0.2))
+    git_repo.commit({"victim.yaml": None, **config_map_files(*NEW)})
+    wait_for(lambda: len(creates(control_plane, daemon.user, since)) >= 20, "it to be applying")
+
+    assert daemon.process is not None
+    daemon.process.kill()  # SIGKILL: no finishing anything
+    daemon.process.wait(30)
+    killed_at = time.time()
+    assert [w for w in audit.changes(control_plane, daemon.user, since) if w.verb == "delete"] == []
+    live = config_maps(admin_api, namespace)
+    assert "victim" in live and len(live & set(NEW)) < len(NEW)
+
+    proxy.clear()
+    daemon.start()
+    wanted = {*kept, *NEW}
+    wait_for(
+        lambda: set(recorded_names(admin_api, namespace, "gitopsd-app")) == wanted,
+        "the restarted daemon to converge",
+        120,
+    )
+    assert config_maps(admin_api, namespace) >= wanted and "victim" not in config_maps(
+        admin_api, namespace
+    )
+    deleted = [
+        w.name for w in audit.changes(control_plane, daemon.user, since) if w.verb == "delete"
+    ]
+    assert deleted == ["victim"]  # once, after the restart
+    assert all(w.received >= killed_at for w in audit.deletes(control_plane, namespace, since))
+    live_uids = uid_prefixes(admin_api, namespace)
+    recorded = recorded_names(admin_api, namespace, "gitopsd-app")
+    assert all(live_uids[name] == uid for name, uid in recorded.items())  # no orphans, no ghosts
