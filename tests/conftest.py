@@ -11,6 +11,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from tests.harness.canary import Canary
 from tests.harness.cli import Gitopsd
 from tests.harness.controllers import NODES
 from tests.harness.controlplane import (
@@ -66,6 +67,13 @@ def namespace(admin_api: Any) -> str:
     per namespace, a minute and a half over the suite, on the cores the tests need
     (test_cluster_behaviour.py deletes namespaces for real)."""
     return create_namespace(admin_api)
+
+
+@pytest.fixture
+def canary() -> Canary:
+    """A fresh secret value for a test that handles a Secret or a credential; it looks for
+    the value in every form it could leak in (tests.harness.canary)."""
+    return Canary.fresh()
 
 
 @pytest.fixture

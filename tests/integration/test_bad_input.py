@@ -5,7 +5,6 @@ are not deleted (read from the audit log)."""
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.harness import audit
+from tests.harness.canary import Canary
 from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import AUDITED_USER, ControlPlane
 from tests.harness.gitserver import GitRepo, GitServer
@@ -169,7 +169,7 @@ def test_bad_input_is_a_clear_error_and_changes_nothing(
     assert run.code == code, run.text
     for mention in mentions:
         assert mention in run.err, f"{mention!r} not in {run.err!r}"
-    assert CANARY not in run.text
+    Canary(CANARY).assert_absent(run.text, "gitopsd's output")
     assert "good" not in config_maps(admin_api, namespace)
     assert audit.deletes(control_plane, namespace, since) == []
     assert versions(admin_api, namespace) == before  # owned, left out, kept unchanged
@@ -236,22 +236,24 @@ spec:
 
 
 def test_secret_values_never_appear_in_diff_or_sync_output(
-    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    canary: Canary,
 ) -> None:
-    canary = "CANARY-0123456789abcdef"
-    forms = [canary, base64.b64encode(canary.encode()).decode(), "CANARY-changed"]
+    changed = Canary.fresh()
     secret = (
         "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\n"
-        f"stringData:\n  token: {canary}\n  user: admin\n"
+        f"stringData:\n  token: {json.dumps(canary.value)}\n  user: admin\n"
     )
     git_repo.commit({"secret.yaml": secret})
     url = git_server.file_url(git_repo)
     first = gitopsd("sync", url, *scope(namespace))
     assert first.code == 0, first.text
-    changed = base64.b64encode(b"CANARY-changed").decode()
-    gitopsd.kubectl(
-        "patch", "secret/creds", "-n", namespace, "-p", json.dumps({"data": {"token": changed}})
-    )
+    patch = json.dumps({"data": {"token": changed.base64}})
+    gitopsd.kubectl("patch", "secret/creds", "-n", namespace, "-p", patch)
 
     text = gitopsd("diff", url, *scope(namespace))
     as_json = gitopsd("diff", url, *scope(namespace), "-o", "json")
@@ -271,8 +273,10 @@ def test_secret_values_never_appear_in_diff_or_sync_output(
     ]
     assert second.code == 0
     for run in (first, text, as_json, second):
-        for form in forms:
-            assert form not in run.text
+        canary.assert_absent(run.text, "gitopsd's output")
+        changed.assert_absent(run.text, "gitopsd's output")
+    canary.assert_not_in_cluster(admin_api, namespace)
+    changed.assert_not_in_cluster(admin_api, namespace)
 
 
 def test_validate_checks_a_local_directory_offline(gitopsd: Gitopsd, tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from kubernetes import client
 
 from tests.harness import audit
 from tests.harness.admission import deny
+from tests.harness.canary import Canary
 from tests.harness.cli import Gitopsd, example_files
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
@@ -29,8 +30,6 @@ from tests.harness.kube import Gate, unique_name
 from tests.harness.prometheus import Prometheus, PrometheusBinaries
 from tests.harness.waiting import wait_for
 from tests.integration.test_health import deployment
-
-CANARY = "CANARY-5e1f0c2ab9d84c7e"
 
 
 def config_maps(*names: str, value: str = "v") -> dict[str, str]:
@@ -781,13 +780,18 @@ def test_an_invalid_config_is_a_clear_error_at_start(tmp_path: Path) -> None:
 
 
 def test_one_invalid_source_never_stops_the_others(
-    daemons: Daemons, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+    daemons: Daemons,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    canary: Canary,
 ) -> None:
     git_repo.commit(config_maps("a"))
     url = git_server.file_url(git_repo)
     sources = [
         daemons.source(url, name="broken", interval="forever"),
-        daemons.source(f"https://user:{CANARY}@git.example.com/org/repo.git", name="leaky"),
+        daemons.source(f"https://user:{canary.url_encoded}@git.example.com/r.git", name="leaky"),
         daemons.source(url),
     ]
     daemon = daemons.start_with(sources, "daemon").start()
@@ -802,7 +806,8 @@ def test_one_invalid_source_never_stops_the_others(
     }
     assert "interval: expected a duration" in set_aside["broken"]
     assert "not in the URL" in set_aside["leaky"]
-    assert CANARY not in daemon.logs() + daemon.metrics()
+    canary.assert_absent(daemon.logs(), "the logs")
+    canary.assert_absent(daemon.metrics(), "/metrics")
 
 
 @pytest.fixture

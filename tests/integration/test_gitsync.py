@@ -12,6 +12,7 @@ import yaml
 from kubernetes import client, watch
 
 from tests.harness import audit
+from tests.harness.canary import Canary
 from tests.harness.cli import EXAMPLES, Gitopsd, example_files
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
@@ -20,7 +21,6 @@ from tests.harness.kube import Gate, create_namespace
 from tests.harness.waiting import wait_for
 
 GROUP, VERSION, PLURAL = "gitopsd.io", "v1alpha1", "gitsyncs"
-CANARY = "canary-7f3e9a1b5c"
 
 
 def config_map(name: str, value: str = "one", namespace: str = "") -> str:
@@ -296,9 +296,11 @@ def test_drift_shows_in_status_and_events_without_values_and_heals_in_enforce_mo
     git_server: GitServer,
     git_repo: GitRepo,
     gitopsd: Gitopsd,
+    canary: Canary,
 ) -> None:
+    value = json.dumps(canary.value)
     secret = (
-        f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\nstringData:\n  token: {CANARY}\n"
+        f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\nstringData:\n  token: {value}\n"
     )
     git_repo.commit({"token.yaml": secret, "c.yaml": config_map("c")})
     daemon = operator(daemons, namespace)
@@ -308,7 +310,8 @@ def test_drift_shows_in_status_and_events_without_values_and_heals_in_enforce_mo
     patch_spec(admin_api, namespace, "watch", {"mode": "observe"})
     wait_ready(admin_api, namespace, "watch", "True", "Succeeded")
 
-    live = json.dumps({"stringData": {"token": f"{CANARY}-live"}})
+    changed = Canary.fresh()
+    live = json.dumps({"stringData": {"token": changed.value}})
     gitopsd.kubectl("patch", "secret", "token", "-n", namespace, "--type=merge", "-p", live)
     other = '{"data": {"value": "other"}}'
     gitopsd.kubectl("patch", "configmap", "c", "-n", namespace, "--type=merge", "-p", other)
@@ -331,10 +334,10 @@ def test_drift_shows_in_status_and_events_without_values_and_heals_in_enforce_mo
     patch_spec(admin_api, namespace, "watch", {"mode": "enforce"})
     wait_ready(admin_api, namespace, "watch", "True", "Succeeded")
     assert config_map_value(admin_api, namespace, "c") == "one"
-    shown = [str(get(admin_api, namespace, "watch"))]
-    shown += [event.message for event in events(admin_api, namespace, "watch")]
-    shown += [daemon.logs()]
-    assert not [text for text in shown if CANARY in text]
+    for leaked in (canary, changed):
+        leaked.assert_not_in_cluster(admin_api, namespace)  # status, Events, the parent
+        leaked.assert_absent(daemon.logs(), "the logs")
+        leaked.assert_absent(daemon.metrics(), "/metrics")
 
 
 def test_delete_policy_prune_withdraws_what_the_gitsync_applied(

@@ -15,6 +15,7 @@ from kubernetes import client
 from gitopsd import manifests, source
 from gitopsd.config import ChartSettings
 from gitopsd.reconcile.desired import read_revision
+from tests.harness.canary import Canary
 from tests.harness.cli import Gitopsd, example_files
 from tests.harness.controlplane import Binaries
 from tests.harness.daemon import Daemons
@@ -331,7 +332,7 @@ def test_se02_a_value_never_leaks_from_a_secret_or_a_failure(
     gitopsd.kubectl("patch", "secret/db", "-n", namespace, "-p", '{"stringData":{"password":"x"}}')
     shown = gitopsd("diff", url, *scope(namespace), *chart, "-o", "json")
     assert shown.code == 1, shown.text
-    assert CANARY not in shown.text
+    Canary(CANARY).assert_absent(shown.text, "the diff")
 
     strict = (*chart, "--helm-set", "strict=true")
     failed = "hello: helm template failed: Error: execution error at (hello/templates/check.yaml"
@@ -341,7 +342,7 @@ def test_se02_a_value_never_leaks_from_a_secret_or_a_failure(
     ):
         assert refused.code == 2, refused.text
         assert failed in refused.err
-        assert CANARY not in refused.text
+        Canary(CANARY).assert_absent(refused.text, "the refusal")
 
 
 def test_a_gitsync_renders_its_chart_with_the_values_of_its_spec(
