@@ -297,7 +297,7 @@ class Applier:
     def _send(self, target: Target, call: Callable[[Target], Body]) -> Body | Failure:
         """Once the cluster is fenced (stopping on a signal, or the leader lease lost), the
         runner still takes each queued target, but sends no request for it."""
-        if not self.cluster.may_write():
+        if not self.cluster.writable():
             not_sent = f"{target.key} ({target.origin}): not sent: writes are fenced"
             return Failure(target.key, not_sent, ClusterReason.FENCED)
         return _attempt(target, call)

@@ -67,7 +67,7 @@ class HealthWait:
         """Waits until the next poll; False when the deadline comes first or the cluster is
         fenced meanwhile."""
         next_poll = time.monotonic() + POLL_SECONDS
-        while self.cluster.may_write():
+        while self.cluster.writable():
             now = time.monotonic()
             if now >= deadline:
                 return False

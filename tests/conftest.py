@@ -11,6 +11,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from tests.harness import census
 from tests.harness.canary import Canary
 from tests.harness.cli import Gitopsd
 from tests.harness.controllers import NODES
@@ -126,12 +127,22 @@ def gitopsd(
 
 @pytest.fixture
 def daemons(
-    control_plane: ControlPlane, admin_api: Any, namespace: str, tmp_path: Path
+    control_plane: ControlPlane,
+    binaries: Binaries,
+    admin_api: Any,
+    namespace: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> Iterator[Daemons]:
-    """`gitopsd run` as real subprocesses; all stopped when the test ends."""
+    """`gitopsd run` as real subprocesses; all stopped when the test ends, then the census
+    taken (tests.harness.census) unless the test is marked `census_exempt` with why."""
     started = Daemons(control_plane, admin_api, namespace, tmp_path)
     yield started
     started.stop_all()
+    if request.node.get_closest_marker("census_exempt") is None:
+        users = sorted({daemon.user for daemon in started.started})
+        found = census.problems(control_plane, binaries.kubectl, admin_api, namespace, users)
+        assert found == [], "the census after the test:\n" + "\n".join(found)
 
 
 @pytest.fixture

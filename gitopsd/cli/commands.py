@@ -211,7 +211,7 @@ def connect(arguments: argparse.Namespace) -> Cluster:
     cluster = Cluster.connect(
         arguments.kubeconfig, arguments.context, arguments.allow_exec_credentials
     )
-    cluster.may_write = STOP.running
+    cluster.stopping = STOP.stopped
     return cluster
 
 

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 
 class Stop:
     """SIGINT or SIGTERM, caught: the writes in flight finish, no other write or dry-run
-    starts (the cluster is fenced), nothing is pruned, the command reports what it did and
-    exits 128 + the signal's number (130, 143)."""
+    starts (the cluster is fenced) but the ApplySet parent's record of what was applied,
+    nothing is pruned, the command reports what it did and exits 128 + the signal's number
+    (130, 143)."""
 
     def __init__(self) -> None:
         self.signal: int | None = None
@@ -30,6 +31,9 @@ class Stop:
 
     def running(self) -> bool:
         return self.signal is None
+
+    def stopped(self) -> bool:
+        return self.signal is not None
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

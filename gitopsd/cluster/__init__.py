@@ -38,7 +38,10 @@ class Cluster:
     discovery: Discovery
     may_write: Callable[[], bool] = lambda: True
     """Fencing, checked before every attempt of every write (retries included): a daemon
-    that lost its lease or is shutting down writes nothing."""
+    that lost its lease, or whose source is another replica's now, writes nothing."""
+    stopping: Callable[[], bool] = lambda: False
+    """A signal asked the process to stop: no write is sent but the record of what was
+    done (`recording`), so nothing it applied is left out of its ApplySet's record."""
     page_size: int = 500
     """Objects per LIST request: a list of 10,000 objects never arrives as one answer."""
     projection: Projection = field(default_factory=Projection)
@@ -270,8 +273,16 @@ class Cluster:
         answer: Body = self.api.request("POST", ACCESS_REVIEWS.path(""), body=review)
         return bool((answer.get("status") or {}).get("allowed"))
 
+    def writable(self) -> bool:
+        """Whether a write would be sent now: held, and not stopping."""
+        return self.may_write() and not self.stopping()
+
+    def recording(self) -> Cluster:
+        """This cluster for the one write a stopping process still makes: its record."""
+        return replace(self, stopping=lambda: False)
+
     def _fence(self) -> None:
-        if not self.may_write():
+        if not self.writable():
             raise ClusterError(
                 "write refused: this process is shutting down or does not hold the leader lease",
                 ClusterReason.FENCED,

@@ -75,6 +75,7 @@ class Daemon:
         self.elector = self._elector()
         self.membership = self._membership()
         self.cluster.may_write = self._may_write
+        self.cluster.stopping = self.stopping.is_set
         self.writers = Writers(self.cluster, self.leading, self.membership)
         self.forwarder = Forwarder(self.stopping)
         self.fetches = FetchLedger()
@@ -222,10 +223,10 @@ class Daemon:
             self.recorder.forget(worker.name)
 
     def _may_write(self) -> bool:
-        """Fencing, checked before every write: none once shutting down, none without the
-        lease (a replica that lost it learns so from its own clock, before writing)."""
-        leader = self.elector is None or self.elector.is_leader()
-        return leader and not self.stopping.is_set()
+        """Fencing, checked before every write: none without the lease (a replica that lost
+        it learns so from its own clock, before writing); once shutting down, none but a
+        source's record of what it applied (Cluster.stopping)."""
+        return self.elector is None or self.elector.is_leader()
 
     def _leadership(self, leading: bool) -> None:
         self.recorder.set_leader(leading)
@@ -337,13 +338,14 @@ class Daemon:
             continue
 
     def _shut_down(self) -> None:
-        """No new work (writes are fenced from now on), the reconcile in flight ends at its
-        next write or on its own within the grace period, then the lease is given up."""
+        """No new work (writes are fenced from now on, all but a source's record of what it
+        applied), the reconcile in flight ends at its next write or on its own within the
+        grace period, then the lease is given up."""
         log.info("shutting down")
         self.scheduler.shutdown(wait=False)
         deadline = time.monotonic() + self.config.shutdown_grace_seconds
         for worker in self.sources.workers():
-            worker.retire(grace_seconds=max(deadline - time.monotonic(), 0))
+            worker.stop(grace_seconds=max(deadline - time.monotonic(), 0))
         if self.elector:
             self.elector.release()
         if self.membership:

@@ -29,7 +29,7 @@ class Lifecycle:
     def hold(self, body: Body) -> None:
         """Adds the finalizer (by the replica that writes for it only)."""
         cluster = self._cluster(body)
-        if not cluster.may_write():
+        if not cluster.writable():
             return
         finalizers = body["metadata"].get("finalizers")
         operation: dict[str, Any] = (
@@ -43,7 +43,7 @@ class Lifecycle:
         """With delete-policy prune, what it applied is withdrawn first (its source already
         stopped); then the finalizer goes, and the API server deletes the GitSync."""
         cluster = self._cluster(body)
-        if not wanted.finalized or not cluster.may_write():
+        if not wanted.finalized or not cluster.writable():
             return
         if wanted.prune_on_delete:
             self._withdraw(cluster, body, wanted, home)
@@ -55,7 +55,7 @@ class Lifecycle:
         `warning` says what was left undone."""
         finalizers = body["metadata"].get("finalizers") or []
         cluster = self._cluster(body)
-        if gitsync.FINALIZER not in finalizers or not cluster.may_write():
+        if gitsync.FINALIZER not in finalizers or not cluster.writable():
             return
         if warning:
             cluster.event(body, "PruneSkipped", warning)

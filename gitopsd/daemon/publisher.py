@@ -42,7 +42,7 @@ class StatusPublisher:
         """Writes the status `status_for(generation, previous status)` if it changed (by the
         replica that writes for it only), with the Events the change is worth."""
         cluster = self.writers.cluster_for(key.namespace)
-        if not cluster.may_write():
+        if not cluster.writable():
             return
         live = body.get("status") or None
         previous = self.written.get(key, live)

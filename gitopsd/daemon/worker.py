@@ -140,6 +140,14 @@ class SourceWorker:
         self.jobs = Jobs(scheduler, job_id)
         self.poll_soon()
 
+    def stop(self, grace_seconds: float) -> None:
+        """At shutdown: no new work starts (the daemon's stop is set, and fences every write
+        but a record); the reconcile in flight gets up to `grace_seconds` to end, recording
+        what it applied, before the source retires."""
+        if self.busy.acquire(timeout=grace_seconds):
+            self.busy.release()
+        self.retire()
+
     def retire(self, grace_seconds: float = 0.0) -> None:
         """Stops its watches, polls and drift checks, and fences its writes; waits up to
         `grace_seconds` for the one in flight to end, then removes its jobs (a reconcile
@@ -229,7 +237,7 @@ class SourceWorker:
             return "skipped"  # a bad revision stays bad: wait for the next one
         except GitopsdError as error:
             delay = self._failed(error, self.backoff)
-            if delay is not None and self.jobs and not self.halt.is_set():
+            if delay is not None and self.jobs:
                 self.jobs.later("retry", self._retry, delay)
             return "failed"
         finally:
@@ -295,7 +303,7 @@ class SourceWorker:
                 f"did not finish within its timeout of {limit:g} s: {cause}", ClusterReason.TIMEOUT
             )
         delay = None
-        if self.halt.is_set():
+        if self.halt.is_set() or self.stopping.is_set():
             retry = "not retried: the source is stopping"
         elif error.remedy == Remedy.NEW_REVISION:
             retry = "waiting for a new revision"

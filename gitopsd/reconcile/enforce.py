@@ -84,7 +84,8 @@ class ParentWriter:
         answer = None
         try:
             subject = str(self.applyset.key)
-            answer = write(self.cluster, CONFIG_MAPS, parent, self.live, True, subject=subject)
+            recording = self.cluster.recording()  # even when stopping: what was done
+            answer = write(recording, CONFIG_MAPS, parent, self.live, True, subject=subject)
         finally:  # even a failed write may have reached the server
             self.written(answer)
         self.live, self.stored_stamps = answer, stamps

@@ -123,7 +123,7 @@ class HookRunner:
         deadline = time.monotonic() + self.settings.health_timeout_seconds
         uid = earlier["metadata"]["uid"]
         while (live := self._read(target)) is not None and live["metadata"]["uid"] == uid:
-            if time.monotonic() > deadline or not self.cluster.may_write():
+            if time.monotonic() > deadline or not self.cluster.writable():
                 raise ApplyError(
                     [f"{target.key}: the hook's earlier run was not gone in time"],
                     ClusterReason.TIMEOUT,

@@ -12,10 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client
-
-from gitopsd import inventory
 from tests.harness import audit
+from tests.harness.census import recorded_names, uid_prefixes
 from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import Daemons
@@ -30,20 +28,6 @@ from tests.integration.test_sync_signals import creates, write_of_a_new_config_m
 NEW = [f"new{i}" for i in range(200)]
 PARENT = "gitopsd-test"
 CLUSTER_FAILED = 4
-
-
-def recorded_names(admin_api: Any, namespace: str, parent_name: str = PARENT) -> dict[str, str]:
-    """name -> uid prefix of each ConfigMap the parent records."""
-    parent = client.CoreV1Api(admin_api).read_namespaced_config_map(parent_name, namespace)
-    record = inventory.recorded(admin_api.sanitize_for_serialization(parent))
-    return {key.name: uid for key, uid in record.items() if key.kind == "ConfigMap"}
-
-
-def uid_prefixes(admin_api: Any, namespace: str) -> dict[str, str]:
-    items: Any = client.CoreV1Api(admin_api).list_namespaced_config_map(namespace).items
-    return {
-        i.metadata.name: inventory.uid_prefix({"metadata": {"uid": i.metadata.uid}}) for i in items
-    }
 
 
 def test_fa02_an_api_server_killed_mid_apply_prunes_nothing_and_the_next_sync_converges(
@@ -81,7 +65,7 @@ def test_fa02_an_api_server_killed_mid_apply_prunes_nothing_and_the_next_sync_co
     live = uid_prefixes(admin_api, namespace)
     assert "victim" in live
     assert 20 <= len([name for name in live if name.startswith("new")]) < len(NEW)
-    recorded = recorded_names(admin_api, namespace)
+    recorded = recorded_names(admin_api, namespace, PARENT)
     assert all(live.get(name) == uid for name, uid in recorded.items()), recorded  # no ghosts
 
     proxy.clear()
@@ -90,7 +74,7 @@ def test_fa02_an_api_server_killed_mid_apply_prunes_nothing_and_the_next_sync_co
     assert config_maps(admin_api, namespace) >= set(NEW) and "victim" not in config_maps(
         admin_api, namespace
     )
-    assert recorded_names(admin_api, namespace) == {
+    assert recorded_names(admin_api, namespace, PARENT) == {
         name: uid for name, uid in uid_prefixes(admin_api, namespace).items() if name in NEW
     }
 

@@ -14,6 +14,7 @@ import pytest
 
 from gitopsd.config import SyncSettings
 from tests.harness import audit
+from tests.harness.census import recorded_names
 from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import ControlPlane
 from tests.harness.faultproxy import Fault, FaultProxy, Request
@@ -86,7 +87,11 @@ def test_fa21_a_signal_stops_a_sync_without_new_requests_or_prune(
 
     applied = [w for w in creates(control_plane, user) if w.code < 300]
     assert len(applied) < OBJECTS  # it stopped
-    assert len(audit.changes(control_plane, user, stopped_at)) <= IN_FLIGHT
+    after = audit.changes(control_plane, user, stopped_at)
+    records = [w for w in after if w.name == "gitopsd-test"]
+    assert len(records) == 1 and len(after) - len(records) <= IN_FLIGHT
+    recorded = recorded_names(admin_api, namespace, "gitopsd-test")
+    assert set(recorded) == {"victim", *(w.name for w in applied)}  # what it did, kept
     assert [w for w in audit.changes(control_plane, user) if w.verb == "delete"] == []
     assert "victim" in config_maps(admin_api, namespace)  # not pruned
     assert summary.count(f"created    ConfigMap/{namespace}/new") == len(applied)
