@@ -58,5 +58,34 @@ def refuses(request: Callable[[], Any]) -> bool:
     try:
         request()
     except client.ApiException as error:
-        return bool(error.status in (400, 403, 422))
+        return bool(error.status >= 400)  # a policy's 403 or 422, a dead webhook's 500
     return False
+
+
+def dead_webhook(admin_api: Any, namespace: str, port: int) -> Callable[[], None]:
+    """A validating webhook for ConfigMap writes in `namespace` that nothing serves (a
+    closed port), with failurePolicy Fail: the API server refuses every such request, as
+    when a cluster's policy engine is down; returns what removes it."""
+    admission: Any = client.AdmissionregistrationV1Api(admin_api)
+    name = f"dead-{namespace}.gitopsd.test"
+    rule = {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}
+    admission.create_validating_webhook_configuration(
+        {
+            "metadata": {"name": name},
+            "webhooks": [
+                {
+                    "name": name,
+                    "clientConfig": {"url": f"https://127.0.0.1:{port}/validate"},
+                    "rules": [{**rule, "operations": ["CREATE", "UPDATE", "DELETE"]}],
+                    "failurePolicy": "Fail",
+                    "sideEffects": "None",
+                    "admissionReviewVersions": ["v1"],
+                    "timeoutSeconds": 2,
+                    "namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": namespace}
+                    },
+                }
+            ],
+        }
+    )
+    return lambda: admission.delete_validating_webhook_configuration(name)

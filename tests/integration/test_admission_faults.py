@@ -11,9 +11,9 @@ from typing import Any
 from kubernetes import client
 
 from tests.harness import audit
-from tests.harness.admission import deny, refuses
+from tests.harness.admission import dead_webhook, deny, refuses
 from tests.harness.cli import Gitopsd
-from tests.harness.controlplane import ControlPlane
+from tests.harness.controlplane import ControlPlane, free_port
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.waiting import wait_for
 from tests.integration.test_daemon import config_map_value
@@ -112,3 +112,42 @@ def test_fa12_a_delete_refused_by_admission_stays_recorded_and_is_retried(
     assert again.code == 0, again.text
     assert "b" not in config_maps(admin_api, namespace)
     assert config_map_value(admin_api, namespace, "a") == "v"
+
+
+def test_fa24_a_webhook_that_is_down_applies_nothing_prunes_nothing_and_then_recovers(
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    others = {name: body for n in "abcdefgh" for name, body in config_map(n).items()}
+    git_repo.commit({**others, **config_map("gone")})
+    url = git_server.file_url(git_repo)
+    assert gitopsd("sync", url, *scope(namespace), "--prune").code == 0
+    git_repo.commit({**config_map("a", "w"), "gone.yaml": None, **config_map("new")})
+    remove = dead_webhook(admin_api, namespace, free_port())
+    core: Any = client.CoreV1Api(admin_api)
+    probe = {"metadata": {"name": "probe"}}
+    create = lambda: core.create_namespaced_config_map(namespace, probe, dry_run="All")  # noqa: E731
+    try:
+        wait_for(lambda: refuses(create), "the webhook to be called")
+        before, since = versions(admin_api, namespace), time.time()
+
+        run = gitopsd("sync", url, *scope(namespace), "--prune")
+
+        assert run.code == 4, run.text  # the cluster failed, not the input
+        assert f"ConfigMap/{namespace}/" in run.err and "failed calling webhook" in run.err
+        changes = audit.changes(control_plane, "admin", since)
+        assert [w for w in changes if w.namespace == namespace] == []  # dry-runs only
+        assert versions(admin_api, namespace) == before
+    finally:
+        remove()
+    wait_for(lambda: not refuses(create), "the webhook's removal to take effect")
+
+    again = gitopsd("sync", url, *scope(namespace), "--prune")
+    assert again.code == 0, again.text
+    assert "gone" not in config_maps(admin_api, namespace)
+    assert {"new", "a"} <= config_maps(admin_api, namespace)
+    assert config_map_value(admin_api, namespace, "a") == "w"
