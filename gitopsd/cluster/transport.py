@@ -17,6 +17,15 @@ from urllib.parse import urlsplit
 
 import urllib3
 
+RETRIES = urllib3.Retry(
+    total=3, allowed_methods=frozenset({"GET", "HEAD"}), respect_retry_after_header=False
+)
+"""What urllib3 may retry by itself: a connection that failed before the request went out
+(a stale pooled one), or a read that broke. Not an answer: urllib3's default retries a 429
+or 503 that has a Retry-After, for DELETE and PUT too, unseen by `Api`, whose retries are
+the ones counted, bounded and fenced (a replica that lost its lease must not send that
+DELETE again)."""
+
 
 class Transport(Protocol):
     def send(
@@ -63,6 +72,7 @@ class PooledTransport:
             headers={**self.client.default_headers, **self._credentials(), **headers},
             timeout=urllib3.Timeout(connect=connect, read=read),
             redirect=False,  # an API server does not redirect; credentials never follow one
+            retries=RETRIES,
             preload_content=False,
         )
 

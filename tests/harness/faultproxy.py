@@ -16,6 +16,7 @@ import http.client
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -74,6 +75,8 @@ class Fault:
     hold: threading.Barrier | None = None
     times: int | None = None
     fired: int = 0
+    fired_at: list[float] = field(default_factory=list)
+    """When it fired (monotonic seconds), each time."""
     meanwhile: Callable[[], None] | None = None
 
 
@@ -133,6 +136,7 @@ class FaultProxy:
             for fault in self.faults:
                 if fault.when(request) and (fault.times is None or fault.fired < fault.times):
                     fault.fired += 1
+                    fault.fired_at.append(time.monotonic())
                     return fault
         return None
 

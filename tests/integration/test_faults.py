@@ -5,6 +5,7 @@ is read from exit codes, /readyz, metrics, the cluster and the audit log."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,10 @@ def test_fa09_a_throttled_cli_waits_out_retry_after_and_succeeds(
 ) -> None:
     git_repo.commit(config_maps("a"))
     kubeconfig = proxy.kubeconfig(tmp_path / "kubeconfig")
-    throttle = proxy.inject(Fault(everything, throttled(1), times=3))
+    path = f"/api/v1/namespaces/{namespace}/configmaps/{PARENT}"
+    throttle = proxy.inject(
+        Fault(lambda r: r.method == "GET" and r.path == path, throttled(2), times=3)
+    )
 
     run = gitopsd(
         "diff", git_server.file_url(git_repo), *scope(namespace), "--kubeconfig", str(kubeconfig)
@@ -97,6 +101,9 @@ def test_fa09_a_throttled_cli_waits_out_retry_after_and_succeeds(
 
     assert run.code == 1, run.text  # drift: ConfigMap a is missing
     assert throttle.fired == 3
+    # each try of the one read came after the 2 s asked (without: 0.2 s, 0.4 s)
+    waits = [later - earlier for earlier, later in itertools.pairwise(throttle.fired_at)]
+    assert len(waits) == 2 and min(waits) >= 2.0, waits
 
 
 def test_fa03_watches_cut_or_answered_with_html_recover_and_heal_what_changed_meanwhile(

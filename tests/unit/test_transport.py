@@ -89,3 +89,17 @@ def test_a_server_under_a_path_is_addressed_under_it_and_redirects_are_not_follo
     assert sent["url"] == "/k8s/clusters/c-1/api/v1/namespaces/n/configmaps/a?dryRun=All"
     assert sent["body"] == b"{}" and sent["redirect"] is False
     assert sent["preload_content"] is False
+
+
+def test_urllib3_retries_no_answer_the_api_server_gave() -> None:
+    """Statuses are Api's to retry (counted, bounded, fenced); urllib3's default would send
+    a DELETE again after a 429 or 503 with Retry-After, behind the fence's back."""
+    transport, pool = transport_for("https://api.example", ["t"])
+
+    transport.send("DELETE", "/api/v1/namespaces/n/configmaps/a", b"{}", {}, (5, 30))
+
+    retries = pool.sent[0]["retries"]
+    for method in ("DELETE", "PUT", "PATCH", "POST", "GET"):
+        for status in (413, 429, 500, 503):
+            assert not retries.is_retry(method, status, has_retry_after=True), (method, status)
+    assert retries.total == 3 and retries.allowed_methods == frozenset({"GET", "HEAD"})
