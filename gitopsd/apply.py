@@ -7,6 +7,7 @@ keeps it to what was read (`gitopsd.ownership`). Deletes are `gitopsd.prune`'s.
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -283,9 +284,14 @@ class Applier:
     def _answers(
         self, targets: Iterable[Target], call: Callable[[Target], Body]
     ) -> tuple[dict[ObjectKey, Body], list[Failure]]:
-        """Calls the API for every target concurrently: the answers, and every failure."""
+        """Calls the API for every target concurrently: the answers, and every failure. Once
+        a request finds the API server gone (no answer, or none in time), the targets still
+        queued are not sent: each would wait out its own timeout against a hung server."""
         chosen = list(targets)
-        answers = run_concurrently(chosen, lambda t: self._send(t, call), self.settings.concurrency)
+        gone = threading.Event()
+        answers = run_concurrently(
+            chosen, lambda t: self._send(t, call, gone), self.settings.concurrency
+        )
         failures = [answer for answer in answers if isinstance(answer, Failure)]
         answered = {
             t.key: answer
@@ -294,13 +300,21 @@ class Applier:
         }
         return answered, failures
 
-    def _send(self, target: Target, call: Callable[[Target], Body]) -> Body | Failure:
-        """Once the cluster is fenced (stopping on a signal, or the leader lease lost), the
-        runner still takes each queued target, but sends no request for it."""
+    def _send(
+        self, target: Target, call: Callable[[Target], Body], gone: threading.Event
+    ) -> Body | Failure:
+        """Once the cluster is fenced (stopping on a signal, or the leader lease lost), or
+        `gone`, the runner still takes each queued target, but sends no request for it."""
         if not self.cluster.writable():
             not_sent = f"{target.key} ({target.origin}): not sent: writes are fenced"
             return Failure(target.key, not_sent, ClusterReason.FENCED)
-        return _attempt(target, call)
+        if gone.is_set():
+            not_sent = f"{target.key} ({target.origin}): not sent: the API server stopped answering"
+            return Failure(target.key, not_sent, ClusterReason.UNREACHABLE)
+        answer = _attempt(target, call)
+        if isinstance(answer, Failure) and answer.reason == ClusterReason.UNREACHABLE:
+            gone.set()
+        return answer
 
 
 def write(

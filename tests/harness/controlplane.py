@@ -224,6 +224,18 @@ class ControlPlane:
             # waits for an API server to talk to
             self.processes.insert(place, self.processes.pop())
 
+    @contextlib.contextmanager
+    def apiserver_paused(self) -> Iterator[None]:
+        """kube-apiserver stopped with SIGSTOP for the body (its connections stay open and
+        say nothing: a hung server, not a dead one), then SIGCONT, even when the body
+        raises."""
+        assert self.apiserver is not None
+        self.apiserver.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            self.apiserver.send_signal(signal.SIGCONT)
+
     def _spawn(
         self, name: str, argv: list[str], environment: dict[str, str] | None = None
     ) -> subprocess.Popen[bytes]:

@@ -125,3 +125,46 @@ def test_fa20_a_daemon_killed_mid_apply_converges_on_restart_and_orphans_nothing
     live_uids = uid_prefixes(admin_api, namespace)
     recorded = recorded_names(admin_api, namespace, "gitopsd-app")
     assert all(live_uids[name] == uid for name, uid in recorded.items())  # no orphans, no ghosts
+
+
+def test_fa03_an_api_server_that_hangs_mid_apply_times_the_sync_out_and_prunes_nothing(
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    tmp_path: Path,
+    proxy: FaultProxy,
+) -> None:
+    """SIGSTOP, not a kill: connections stay open and nothing answers. The requests in
+    flight end at their 30 s timeout, the sync fails and deletes nothing; after SIGCONT the
+    next sync converges."""
+    git_repo.commit(config_map_files("victim"))
+    url = git_server.file_url(git_repo)
+    assert gitopsd("sync", url, *scope(namespace), "--prune").code == 0
+    git_repo.commit({"victim.yaml": None, **config_map_files(*NEW)})
+    user, token = admin_service_account(admin_api, namespace, "cli")
+    proxy.inject(Fault(when=write_of_a_new_config_map, delay_seconds=0.2))
+    kubeconfig = proxy.kubeconfig(tmp_path / "cli.kubeconfig", "cli", token)
+    argv = [sys.executable, "-m", "gitopsd", "sync", url, *scope(namespace), "--prune"]
+    argv += ["--allow-mass-prune", "--kubeconfig", str(kubeconfig)]
+    argv += ["--cache-dir", str(tmp_path / "cache")]
+    with (tmp_path / "out").open("w+") as out, (tmp_path / "err").open("w+") as err:
+        process = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        try:
+            wait_for(lambda: len(creates(control_plane, user)) >= 20, "the sync to be applying")
+            with control_plane.apiserver_paused():
+                code = process.wait(120)  # its requests' own timeout ends them, not SIGCONT
+        finally:
+            process.kill()
+        errors = Path(err.name).read_text()
+
+    assert code == CLUSTER_FAILED, errors
+    assert "timed out" in errors or "timeout" in errors, errors
+    assert [w for w in audit.changes(control_plane, user) if w.verb == "delete"] == []
+    assert "victim" in config_maps(admin_api, namespace)
+    proxy.clear()
+    again = gitopsd("sync", url, *scope(namespace), "--prune", "--allow-mass-prune")
+    assert again.code == 0, again.text
+    assert "victim" not in config_maps(admin_api, namespace)

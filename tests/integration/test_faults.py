@@ -362,3 +362,27 @@ def apply_of(namespace: str, name: str) -> Any:
         return request.method == "PATCH" and request.path == path and applying
 
     return matches
+
+
+def test_fa01_a_daemon_started_while_the_api_server_is_down_waits_alive_and_converges(
+    daemons: Daemons,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit(config_maps("a"))
+    daemon = daemons.start_with([daemons.source(git_server.file_url(git_repo))], "daemon")
+
+    with control_plane.apiserver_stopped():
+        daemon.start()  # waits for /healthz: alive without an API server
+        assert daemon.get("/readyz")[0] == 503
+        daemon.wait_value(
+            "gitopsd_errors_total", lambda v: v >= 2, "tries that back off", 90, stage="cluster"
+        )
+        assert daemon.process is not None and daemon.process.poll() is None  # no crash loop
+
+    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the sync", 90)
+    wait_for(lambda: daemon.get("/readyz")[0] == 200, "/readyz once the API server is up", 60)
+    no_thread_died(daemon)
