@@ -10,7 +10,7 @@ takes the manifests of a file the parse cache knows by blob id as they were (`re
 `Manifest` once its identity (by Kubernetes' naming rules) and labels are valid; `index`
 keys the manifests by object and rejects duplicates (`identity`).
 
-Hostile input is the normal case here (the catalogue's BI cases, docs/ARCHITECTURE.md):
+Hostile input is the normal case here (the catalogue's BI cases, README.md):
 every limit is checked before the work it bounds, and no error message echoes file content
 beyond key names, so a Secret's value can never leak through one.
 

@@ -1,4 +1,4 @@
-"""Bad input (the catalogue's BI cases, docs/ARCHITECTURE.md) gets a clear error naming the
+"""Bad input (the catalogue's BI cases, README.md) gets a clear error naming the
 file or object, and nothing in the cluster changes: a valid ConfigMap committed beside the
 bad file is never created, and with prune on, the owned objects the bad revision leaves out
 are not deleted (read from the audit log)."""
@@ -243,6 +243,8 @@ def test_secret_values_never_appear_in_diff_or_sync_output(
     namespace: str,
     canary: Canary,
 ) -> None:
+    """SE-01, SE-07: a Secret's values, git's and a live one, are masked in the dry-run results
+    diff and sync show, and written nowhere in the cluster."""
     changed = Canary.fresh()
     secret = (
         "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\n"

@@ -763,6 +763,7 @@ def ready_replicas(gitopsd: Gitopsd, namespace: str, name: str) -> str:
 
 
 def test_an_invalid_config_is_a_clear_error_at_start(tmp_path: Path) -> None:
+    """BI-20."""
     config = tmp_path / "gitopsd.yaml"
     config.write_text("listen: 127.0.0.1:9090\nsources:\n  - name: app\n    mode: sometimes\n")
 
@@ -787,6 +788,7 @@ def test_one_invalid_source_never_stops_the_others(
     namespace: str,
     canary: Canary,
 ) -> None:
+    """BI-20: one bad source is set aside, the others run."""
     git_repo.commit(config_maps("a"))
     url = git_server.file_url(git_repo)
     sources = [

@@ -267,7 +267,7 @@ def test_a_takeover_outdated_by_another_write_is_read_again_and_made(
     namespace: str,
     tmp_path: Path,
 ) -> None:
-    """A controller's write between the sync's read and its takeover of kubectl's fields
+    """FA-25: A controller's write between the sync's read and its takeover of kubectl's fields
     fails the takeover's resourceVersion test (422 from the API server): the object is read
     again and its takeover made anew, and the sync heals the edit (it ended with exit 2)."""
     git_repo.commit(config_maps("a"))

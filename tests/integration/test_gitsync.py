@@ -298,6 +298,7 @@ def test_drift_shows_in_status_and_events_without_values_and_heals_in_enforce_mo
     gitopsd: Gitopsd,
     canary: Canary,
 ) -> None:
+    """SE-04:"""
     value = json.dumps(canary.value)
     secret = (
         f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\nstringData:\n  token: {value}\n"

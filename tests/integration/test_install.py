@@ -99,6 +99,7 @@ def pod_of(deployment: dict[str, Any], name: str) -> dict[str, Any]:
 def test_the_daemon_pod_is_admitted_where_pod_security_is_restricted(
     gitopsd: Gitopsd, namespace: str, tmp_path: Path
 ) -> None:
+    """SE-10."""
     install = Install.of(gitopsd, "manager", namespace, tmp_path)
     install.apply()  # the shipped Namespace (here: the test's) enforces "restricted"
     labels = json.loads(gitopsd.kubectl("get", "namespace", namespace, "-o", "json"))
@@ -186,6 +187,7 @@ def test_the_shipped_account_syncs_and_is_refused_what_the_cluster_rbac_does_not
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
+    """SE-08."""
     url = git_server.file_url(git_repo)
     install, daemon = app_synced_by("default", gitopsd, daemons, admin_api, git_repo, url)
 

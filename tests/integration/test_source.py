@@ -583,6 +583,7 @@ def test_git_children_get_no_secret_on_argv_and_a_scratch_environment(
     spy_git: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """SE-06."""
     git_repo.commit({"a.yaml": "1\n"})
     monkeypatch.setenv("GITOPSD_GIT_PASSWORD", git_server.password)
     monkeypatch.setenv("GITOPSD_TEST_PARENT_ONLY", "must not reach git")
@@ -609,6 +610,7 @@ def test_git_children_get_no_secret_on_argv_and_a_scratch_environment(
 
 
 def test_ssh_runs_with_pinned_host_keys_only(tmp_path: Path, cache: Path, spy_git: Path) -> None:
+    """SE-13: no host key is trusted on first use."""
     keys = tmp_path / "ssh keys"
     keys.mkdir()
     (keys / "known_hosts").write_text("")

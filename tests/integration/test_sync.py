@@ -163,6 +163,8 @@ def test_a_deleted_object_is_reported_missing_and_recreated(
 def test_a_field_taken_by_another_manager_is_attributed_and_taken_back(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
+    """FA-07, as decided: the conflict is forced by default and each loss reported; with
+    --no-force-conflicts it is reported instead."""
     git_repo.commit(example_files("app"))
     url = git_server.file_url(git_repo)
     assert gitopsd("sync", url, *scope(namespace)).code == 0

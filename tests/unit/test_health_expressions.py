@@ -62,6 +62,7 @@ def test_an_expression_that_cannot_be_evaluated_holds_not_and_says_why() -> None
 
 
 def test_the_iteration_budget_bounds_an_expression() -> None:
+    """BI-21."""
     costly = HealthCheck(
         "example.com/v1",
         "Widget",

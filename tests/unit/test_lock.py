@@ -1,4 +1,4 @@
-"""The locked dependency set (requirements/, written by `make lock`) that CI and the image
+"""SE-21: the locked dependency set (requirements/, written by `make lock`) that CI and the image
 install: it must satisfy pyproject.toml's ranges, which library users get, and pin every
 package with its hashes, so that two fresh installs are the same install."""
 

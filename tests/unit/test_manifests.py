@@ -947,6 +947,7 @@ def test_other_applyset_names_in_labels_are_fine(tmp_path: Path) -> None:
 
 
 def test_a_sops_encrypted_secret_is_refused_without_its_values(tmp_path: Path) -> None:
+    """SE-18."""
     secret = (
         "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\n"
         f"data: {{password: {CANARY}}}\nsops: {{mac: {CANARY}, version: 3.8.1}}\n"

@@ -157,7 +157,7 @@ PRUNE_CASES = {
         (CONFIG_MAP,),
         (),
     ),
-    "protected kinds": (
+    "protected kinds (SE-17)": (
         config_maps(8),
         owned(NAMESPACE, CRD, PVC, *config_maps(8)),
         PrunePolicy(),
