@@ -23,7 +23,7 @@ from tests.harness import audit
 from tests.harness.admission import deny
 from tests.harness.canary import Canary
 from tests.harness.cli import Gitopsd, example_files
-from tests.harness.controlplane import ControlPlane
+from tests.harness.controlplane import AUDITED_USER, ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import Gate, unique_name
@@ -725,13 +725,31 @@ def test_sigterm_mid_sync_stops_the_applies_and_never_starts_a_prune(
 
 
 def test_a_no_op_reconcile_makes_no_api_request(
-    daemons: Daemons, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+    daemons: Daemons,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
 ) -> None:
+    """Judged by the API server: the daemon runs as the user whose every request the audit
+    log records, reads and watches included."""
     git_repo.commit({**example_files("app"), **config_maps(*[f"cm{i}" for i in range(30)])})
-    daemon = daemons.start(git_server.file_url(git_repo))
+    source = daemons.source(git_server.file_url(git_repo))
+    token = control_plane.audited_token
+    daemon = daemons.configure_as(AUDITED_USER, token, [source], "daemon").start()
     wait_for(lambda: replicas(admin_api, namespace) == 2, "the app to be applied")
+    quiet_window(daemon)  # its own tally says it settled
 
-    quiet_window(daemon, reconciles=5)  # fails if each poll reads or dry-runs objects
+    started = time.time()
+    polls = daemon.value("gitopsd_reconcile_total", result="success")
+    daemon.wait_value(
+        "gitopsd_reconcile_total", lambda v: v >= polls + 5, "5 polls", result="success"
+    )
+    ended = time.time()
+
+    sent = [r for r in audit.requests(control_plane, AUDITED_USER, started) if r.received < ended]
+    assert sent == [], [(r.verb, r.resource, r.name) for r in sent]
 
 
 def test_status_only_updates_are_ignored(

@@ -245,11 +245,13 @@ def test_a_wave_that_does_not_become_healthy_holds_back_later_waves_and_prune(
     assert f"apps/Deployment/{namespace}/db: Failed: ProgressDeadlineExceeded" in run.err
     assert not exists(gitopsd, namespace, "configmap", "app")
     assert exists(gitopsd, namespace, "configmap", "old")  # nothing pruned
+    assert exists(gitopsd, namespace, "deployment", "db")  # FA-26: nor rolled back
 
 
 def test_sync_as_json_says_what_it_applied_before_a_wave_timed_out(
     gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
+    """FA-26: a health wait that times out rolls nothing back."""
     # No node matches: db stays InProgress past the timeout.
     git_repo.commit({**deployment("db", pods_on=NOWHERE), **config_map("app", wave="1")})
 
@@ -264,6 +266,7 @@ def test_sync_as_json_says_what_it_applied_before_a_wave_timed_out(
     assert document["error"]["reason"] == "unhealthy"
     assert "sync wave 0 is not healthy" in document["error"]["message"]
     assert not exists(gitopsd, namespace, "configmap", "app")
+    assert exists(gitopsd, namespace, "deployment", "db")  # kept as applied, not rolled back
 
 
 def test_an_invalid_sync_wave_is_refused_before_anything_is_applied(
