@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TypeVar
 
 from gitopsd.errors import SourceError, SourceReason
@@ -43,14 +44,25 @@ def locked(runner: Runner) -> Iterator[None]:
 def recovering(runner: Runner, step: Callable[[Runner], T]) -> T:
     """Runs `step`; a cache git cannot use is deleted and `step` runs once more on a fresh
     clone. Whatever broke it (a killed fetch, truncated objects, a broken repository) is
-    gone with it; a fresh clone that fails again is reported, not retried."""
+    gone with it; a fresh clone that fails again is reported, not retried. A step that
+    ran out of space leaves no partial write behind to keep the disk full."""
     try:
         return guard_os(runner, step)
     except SourceError as error:
+        if error.reason == SourceReason.NOSPACE:
+            discard_partial_writes(runner.repo)
         if error.reason != SourceReason.CORRUPT:
             raise
     shutil.rmtree(runner.repo, ignore_errors=True)
     return guard_os(runner, step)
+
+
+def discard_partial_writes(repo: Path) -> None:
+    """git's files of a write it did not finish: a pack or object half received
+    (`objects/**/tmp_*`, which git leaves when the disk fills) and its locks."""
+    temporary = (repo / "objects").rglob("tmp_*")
+    for path in [*temporary, *repo.glob("*.lock"), *repo.glob("refs/**/*.lock")]:
+        path.unlink(missing_ok=True)
 
 
 def guard_os(runner: Runner, step: Callable[[Runner], T]) -> T:
