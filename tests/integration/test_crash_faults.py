@@ -1,5 +1,5 @@
-"""A sync cut off part-way by a crash, with prune on: the API server killed mid-apply
-(FA-02), the daemon killed mid-apply (FA-20). Nothing is pruned in that run; the ApplySet
+"""A sync cut off part-way, with prune on: the API server killed (FA-02) or hung (FA-03)
+mid-apply, the daemon killed mid-apply (FA-20). Nothing is pruned in that run; the ApplySet
 parent records only objects that exist; the next sync converges, with every object it
 created recorded and nothing deleted that git holds. Read from the audit log and the
 cluster."""
@@ -9,8 +9,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.harness import audit
 from tests.harness.census import recorded_names, uid_prefixes
@@ -30,7 +34,19 @@ PARENT = "gitopsd-test"
 CLUSTER_FAILED = 4
 
 
-def test_fa02_an_api_server_killed_mid_apply_prunes_nothing_and_the_next_sync_converges(
+@dataclass(frozen=True)
+class Applying:
+    """A CLI sync of 200 new objects and one left out, prune on, each write slowed by the
+    fault proxy: applying when a test gets it, so whatever the test does lands mid-apply."""
+
+    url: str
+    user: str
+    process: subprocess.Popen[bytes]
+    err: Path
+
+
+@pytest.fixture
+def applying(
     gitopsd: Gitopsd,
     control_plane: ControlPlane,
     admin_api: Any,
@@ -39,13 +55,13 @@ def test_fa02_an_api_server_killed_mid_apply_prunes_nothing_and_the_next_sync_co
     namespace: str,
     tmp_path: Path,
     proxy: FaultProxy,
-) -> None:
+) -> Iterator[Applying]:
     git_repo.commit(config_map_files("victim"))
     url = git_server.file_url(git_repo)
     assert gitopsd("sync", url, *scope(namespace), "--prune").code == 0
     git_repo.commit({"victim.yaml": None, **config_map_files(*NEW)})
     user, token = admin_service_account(admin_api, namespace, "cli")
-    proxy.inject(Fault(when=write_of_a_new_config_map, delay_seconds=0.2))  # mid-apply, surely
+    proxy.inject(Fault(when=write_of_a_new_config_map, delay_seconds=0.2))
     kubeconfig = proxy.kubeconfig(tmp_path / "cli.kubeconfig", "cli", token)
     argv = [sys.executable, "-m", "gitopsd", "sync", url, *scope(namespace), "--prune"]
     argv += ["--allow-mass-prune", "--kubeconfig", str(kubeconfig)]
@@ -54,12 +70,24 @@ def test_fa02_an_api_server_killed_mid_apply_prunes_nothing_and_the_next_sync_co
         process = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
         try:
             wait_for(lambda: len(creates(control_plane, user)) >= 20, "the sync to be applying")
-            with control_plane.apiserver_stopped():
-                code = process.wait(180)
+            yield Applying(url, user, process, Path(err.name))
         finally:
             process.kill()
-        errors = Path(err.name).read_text()
+            process.wait()
 
+
+def test_fa02_an_api_server_killed_mid_apply_prunes_nothing_and_the_next_sync_converges(
+    applying: Applying,
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    namespace: str,
+    proxy: FaultProxy,
+) -> None:
+    with control_plane.apiserver_stopped():
+        code = applying.process.wait(180)
+
+    url, user, errors = applying.url, applying.user, applying.err.read_text()
     assert code == CLUSTER_FAILED, errors
     assert [w for w in audit.changes(control_plane, user) if w.verb == "delete"] == []
     live = uid_prefixes(admin_api, namespace)
@@ -128,38 +156,20 @@ def test_fa20_a_daemon_killed_mid_apply_converges_on_restart_and_orphans_nothing
 
 
 def test_fa03_an_api_server_that_hangs_mid_apply_times_the_sync_out_and_prunes_nothing(
+    applying: Applying,
     gitopsd: Gitopsd,
     control_plane: ControlPlane,
     admin_api: Any,
-    git_server: GitServer,
-    git_repo: GitRepo,
     namespace: str,
-    tmp_path: Path,
     proxy: FaultProxy,
 ) -> None:
     """SIGSTOP, not a kill: connections stay open and nothing answers. The requests in
     flight end at their 30 s timeout, the sync fails and deletes nothing; after SIGCONT the
     next sync converges."""
-    git_repo.commit(config_map_files("victim"))
-    url = git_server.file_url(git_repo)
-    assert gitopsd("sync", url, *scope(namespace), "--prune").code == 0
-    git_repo.commit({"victim.yaml": None, **config_map_files(*NEW)})
-    user, token = admin_service_account(admin_api, namespace, "cli")
-    proxy.inject(Fault(when=write_of_a_new_config_map, delay_seconds=0.2))
-    kubeconfig = proxy.kubeconfig(tmp_path / "cli.kubeconfig", "cli", token)
-    argv = [sys.executable, "-m", "gitopsd", "sync", url, *scope(namespace), "--prune"]
-    argv += ["--allow-mass-prune", "--kubeconfig", str(kubeconfig)]
-    argv += ["--cache-dir", str(tmp_path / "cache")]
-    with (tmp_path / "out").open("w+") as out, (tmp_path / "err").open("w+") as err:
-        process = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
-        try:
-            wait_for(lambda: len(creates(control_plane, user)) >= 20, "the sync to be applying")
-            with control_plane.apiserver_paused():
-                code = process.wait(120)  # its requests' own timeout ends them, not SIGCONT
-        finally:
-            process.kill()
-        errors = Path(err.name).read_text()
+    with control_plane.apiserver_paused():
+        code = applying.process.wait(120)  # its requests' own timeout ends them, not SIGCONT
 
+    url, user, errors = applying.url, applying.user, applying.err.read_text()
     assert code == CLUSTER_FAILED, errors
     assert "timed out" in errors or "timeout" in errors, errors
     assert [w for w in audit.changes(control_plane, user) if w.verb == "delete"] == []

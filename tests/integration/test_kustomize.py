@@ -190,6 +190,27 @@ def test_kustomizes_own_error_is_kept(
     )
 
 
+def test_bi13_a_cycle_of_kustomizations_is_refused_without_hanging(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit(
+        {
+            "app/kustomization.yaml": "resources: [../base]\n",
+            "base/kustomization.yaml": "resources: [../app, cm.yaml]\n",
+            "base/cm.yaml": GOOD,
+        }
+    )
+
+    assert_refused(
+        gitopsd,
+        admin_api,
+        git_server.file_url(git_repo),
+        namespace,
+        ["app: kustomize failed: error:", "cycle"],
+        flags=("--path", "app"),
+    )
+
+
 SECRET_INPUTS = {
     "env file with a bad byte": (
         "secretGenerator:\n- name: s\n  envs: [s.env]\n",
