@@ -309,7 +309,8 @@ class Applier:
             not_sent = f"{target.key} ({target.origin}): not sent: writes are fenced"
             return Failure(target.key, not_sent, ClusterReason.FENCED)
         if gone.is_set():
-            not_sent = f"{target.key} ({target.origin}): not sent: the API server stopped answering"
+            why = "an earlier request of this sync could not reach the API server"
+            not_sent = f"{target.key} ({target.origin}): not sent: {why}"
             return Failure(target.key, not_sent, ClusterReason.UNREACHABLE)
         answer = _attempt(target, call)
         if isinstance(answer, Failure) and answer.reason == ClusterReason.UNREACHABLE:

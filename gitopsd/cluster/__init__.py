@@ -28,6 +28,7 @@ JSON_PATCH = "application/json-patch+json"
 PATCH_NOT_APPLICABLE = "the server rejected our request due to an error in our request"
 """The API server's whole answer (422, no causes) when a JSON patch's operations do not apply
 to the object: its `test` of the resourceVersion failed, or a path is no longer there."""
+VERSION = "/metadata/resourceVersion"
 LIST_RESTARTS = 3
 """How often a list whose snapshot expired while it was read starts over before failing."""
 
@@ -157,9 +158,12 @@ class Cluster:
                 "PATCH", path, (), operations, content_type=JSON_PATCH, fence=self._fence
             )
         except ApiError as error:
-            if (error.status, str(error)) != (422, PATCH_NOT_APPLICABLE):
+            versioned = any(
+                op.get("op") == "test" and op.get("path") == VERSION for op in operations
+            )
+            if not versioned or (error.status, str(error)) != (422, PATCH_NOT_APPLICABLE):
                 raise
-            raise ApiError(409, f"PATCH {path}: changed since it was read") from None
+            raise ApiError(409, f"PATCH {path}: changed since it was read ({error})") from None
         return patched
 
     def delete(

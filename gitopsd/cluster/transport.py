@@ -12,19 +12,40 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from types import TracebackType
+from typing import Any, Protocol, Self
 from urllib.parse import urlsplit
 
 import urllib3
+from urllib3.connectionpool import ConnectionPool
+from urllib3.response import BaseHTTPResponse
 
-RETRIES = urllib3.Retry(
+
+class _Retries(urllib3.Retry):
+    """What urllib3 may retry by itself: a connection that failed before the request went
+    out, or a GET or HEAD whose connection broke (a pooled one the server had closed). Not a
+    read that timed out: against a hung server each try would wait the whole timeout again.
+    And not an answer: urllib3's default retries a 429 or 503 with a Retry-After, for DELETE
+    and PUT too, unseen by `Api`, whose retries are the ones counted, bounded and fenced (a
+    replica that lost its lease must not send that DELETE again)."""
+
+    def increment(
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: BaseHTTPResponse | None = None,
+        error: Exception | None = None,
+        _pool: ConnectionPool | None = None,
+        _stacktrace: TracebackType | None = None,
+    ) -> Self:
+        if isinstance(error, urllib3.exceptions.ReadTimeoutError):
+            raise error
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
+RETRIES = _Retries(
     total=3, allowed_methods=frozenset({"GET", "HEAD"}), respect_retry_after_header=False
 )
-"""What urllib3 may retry by itself: a connection that failed before the request went out
-(a stale pooled one), or a read that broke. Not an answer: urllib3's default retries a 429
-or 503 that has a Retry-After, for DELETE and PUT too, unseen by `Api`, whose retries are
-the ones counted, bounded and fenced (a replica that lost its lease must not send that
-DELETE again)."""
 
 
 class Transport(Protocol):

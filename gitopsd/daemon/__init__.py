@@ -168,8 +168,7 @@ class Daemon:
             retry_seconds=sharding.retry_seconds,
             address=self._advertised(),
             on_change=self._shares_changed,
-            stopping=self.stopping,
-        )
+        )  # its own stop, set by release(): it renews through the grace, so records are written
 
     def _advertised(self) -> str:
         """host:port where the other replicas reach this one's webhooks: the pod's IP

@@ -237,7 +237,7 @@ class SourceWorker:
             return "skipped"  # a bad revision stays bad: wait for the next one
         except GitopsdError as error:
             delay = self._failed(error, self.backoff)
-            if delay is not None and self.jobs:
+            if delay is not None and self.jobs and not self.halt.is_set():
                 self.jobs.later("retry", self._retry, delay)
             return "failed"
         finally:

@@ -146,7 +146,7 @@ def reconcile_once(
     result = Result(desired, live, measured.drifts, step, waiting, measured.held, checks)
     plan = plan_for(source.settings, step, desired.targets, live, measured)
     if plan is not None:
-        hooks.on_plan(len(plan.actions))
+        hooks.on_plan(len(plan.actions) + len(plan.prune.delete if plan.prune else ()))
         parent = _parent(cluster, source.settings, live, state, reader.written, step == Step.SYNC)
         seeding = _seeding(hooks, state.memo, plan.held)
         result.report = make_changes(desired, plan, live, seeding, parent, step == Step.SYNC)

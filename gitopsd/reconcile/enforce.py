@@ -77,6 +77,8 @@ class ParentWriter:
         unchanged = record == before
         if self.settings.dry_run or (unchanged and not self.restamp):
             return  # a heal hashes no stamps
+        if unchanged and self.cluster.stopping():
+            return  # a stopping process writes its record, not stamps alone
         stamps = inventory.encode_stamps(record, self.stamps())
         if unchanged and stamps == self.stored_stamps:
             return

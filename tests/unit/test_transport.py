@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+import urllib3
+
 from gitopsd.cluster.transport import PooledTransport
 
 
@@ -103,3 +106,10 @@ def test_urllib3_retries_no_answer_the_api_server_gave() -> None:
         for status in (413, 429, 500, 503):
             assert not retries.is_retry(method, status, has_retry_after=True), (method, status)
     assert retries.total == 3 and retries.allowed_methods == frozenset({"GET", "HEAD"})
+    broken = urllib3.exceptions.ProtocolError("Connection aborted.")
+    assert retries.increment("GET", "/api", error=broken).total == 2  # a closed pooled one
+    with pytest.raises(urllib3.exceptions.ProtocolError):
+        retries.increment("DELETE", "/api", error=broken)  # a write is never sent twice
+    hung = urllib3.exceptions.ReadTimeoutError(None, "/api", "read timed out")  # type: ignore[arg-type]
+    with pytest.raises(urllib3.exceptions.ReadTimeoutError):
+        retries.increment("GET", "/api", error=hung)  # a hung server is not waited for again
