@@ -7,6 +7,7 @@ assertions speak.
 from __future__ import annotations
 
 import secrets
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import yaml
 from kubernetes import client
 
 from tests.harness.controlplane import ControlPlane, write_kubeconfig
+from tests.harness.waiting import wait_for
 
 
 def api_client(plane: ControlPlane, token: str | None = None) -> Any:
@@ -87,6 +89,7 @@ class Gate:
 
     def __init__(self, api: Any, namespace: str, node: str) -> None:
         self.api = api
+        self.namespace = namespace
         self.label = f"gate.gitopsd.io/{namespace}"
         self.node = node
 
@@ -101,10 +104,39 @@ class Gate:
         return str(yaml.safe_dump(owner))
 
     def open(self) -> None:
+        """Labels the node to match, then waits until every held pod is bound. A scheduler
+        that found no node for a pod a moment before the label came may miss the node's
+        change and not look again for five minutes (seen: 12:44:10.826 unschedulable, the
+        label at .850, bound at 12:49:26), so the node is touched again every 2 s until then."""
         self._label_node("open")
+        nudged = [time.monotonic()]
+
+        def bound() -> bool:
+            if all(pod.spec.node_name for pod in self._held()):
+                return True
+            if time.monotonic() - nudged[0] >= 2.0:
+                nudged[0] = time.monotonic()
+                self._touch_node()
+            return False
+
+        wait_for(bound, "the held pods to be scheduled once the gate opened", 60)
+
+    def _held(self) -> list[Any]:
+        core: Any = client.CoreV1Api(self.api)
+        pods = core.list_namespaced_pod(self.namespace).items
+        return [p for p in pods if (p.spec.node_selector or {}).get(self.label) == "open"]
+
+    def _touch_node(self) -> None:
+        """A label change (an annotation's would not do: the scheduler's node-affinity
+        check listens to label updates only)."""
+        core: Any = client.CoreV1Api(self.api)
+        touched = {f"{self.label}-touched": str(time.monotonic_ns())}
+        core.patch_node(self.node, {"metadata": {"labels": touched}})
 
     def close(self) -> None:
-        self._label_node(None)
+        core: Any = client.CoreV1Api(self.api)
+        labels = {self.label: None, f"{self.label}-touched": None}
+        core.patch_node(self.node, {"metadata": {"labels": labels}})
 
     def _label_node(self, value: str | None) -> None:
         core: Any = client.CoreV1Api(self.api)
