@@ -64,6 +64,19 @@ BAD_INPUTS: dict[str, tuple[dict[str, str | bytes], int, list[str]]] = {
         INVALID,
         ["bad.yaml:1", "Bob", "no CRD"],
     ),
+    "BI-07 an object over the limit": (
+        {
+            "big.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  k: "
+            + "x" * (4 * 1024 * 1024)
+        },
+        INVALID,
+        ["big.yaml:1:1", "object is 4.0 MiB, over the per-object limit of 3 MiB"],
+    ),
+    "BI-07 more documents than the limit": (
+        {"bad.yaml": "a: 1\n---\n" * 50_001},
+        INVALID,
+        ["bad.yaml:100000:1", "more than 50000 YAML documents", "limits.maxDocuments"],
+    ),
     "BI-08 billion laughs": ({"bad.yaml": LAUGHS}, INVALID, ["bad.yaml", "alias"]),
     "BI-09 deep nesting": (
         {"bad.yaml": "a: " + "[" * 20000 + "]" * 20000 + "\n"},
@@ -179,23 +192,30 @@ def test_bad_input_is_a_clear_error_and_changes_nothing(
 @pytest.mark.parametrize(
     "target", ["/etc/passwd", "../../outside/canary.yaml", "sub/../../escape.yaml", "."]
 )
-def test_symlinks_are_refused_and_their_targets_never_read(
+def test_bi12_symlinks_are_refused_their_targets_never_read_and_nothing_pruned(
     gitopsd: Gitopsd,
     admin_api: Any,
     git_server: GitServer,
     git_repo: GitRepo,
     namespace: str,
     target: str,
+    control_plane: ControlPlane,
 ) -> None:
-    git_repo.commit(GOOD)
+    url = git_server.file_url(git_repo)
+    git_repo.commit(owned_files(""))
+    assert gitopsd("sync", url, *scope(namespace), "--prune").code == 0
+    before, since = versions(admin_api, namespace), time.time()
+    git_repo.commit({**GOOD, **{f"{name}.yaml": None for name in OWNED}})
     git_repo.commit_symlink("link.yaml", target)
 
-    run = gitopsd("sync", git_server.file_url(git_repo), *scope(namespace))
+    run = gitopsd("sync", url, *scope(namespace), "--prune")
 
     assert run.code == INVALID, run.text
     assert "link.yaml" in run.err and "symlink" in run.err
     assert "root:" not in run.text
     assert "good" not in config_maps(admin_api, namespace)
+    assert audit.deletes(control_plane, namespace, since) == []
+    assert versions(admin_api, namespace) == before
 
 
 def test_a_custom_resource_applies_with_its_crd_in_one_commit(
