@@ -153,8 +153,10 @@ class Api:
             if answer.status < 300:
                 return _decoded(f"{method} {path}", answer.data or b"null", answer)
             error = self._error(answer)
-            if error.status not in RETRYABLE_STATUSES or attempt == self.max_attempts:
+            if error.status not in RETRYABLE_STATUSES:
                 raise error
+            if attempt == self.max_attempts:
+                raise _gave_up(method, path, error, attempt)
             time.sleep(_retry_delay(attempt, answer.headers.get("Retry-After")))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -249,6 +251,14 @@ class Api:
             raise self._unreachable("WATCH", path, error) from None
         self.reachable = True
         return response
+
+
+def _gave_up(method: str, path: str, error: ApiError, attempts: int) -> ApiError:
+    """The last answer of a request retried in vain, with the request it answered: a
+    server's timeout or overload message ("Timeout: request did not complete within the
+    allotted timeout") names no object."""
+    said = f"{method} {path}: {error} (HTTP {error.status}, {attempts} tries)"
+    return ApiError(error.status, said, error.immutable)
 
 
 def _target(path: str, query: Sequence[tuple[str, str]]) -> str:

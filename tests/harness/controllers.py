@@ -157,6 +157,29 @@ STORAGE_CLASS = {
 """The default StorageClass: a claim without a class (a StatefulSet's) is bound at once."""
 
 
+def probe(name: str) -> dict[str, object]:
+    """A Deployment of one pod, whose readiness needs the deployment and replica set
+    controllers, the scheduler and kwok all watching the API server."""
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": {"gitopsd-harness": "probe"}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "probe", "image": "probe"}]},
+            },
+        },
+    }
+
+
+def probe_ready(found: Any) -> bool:
+    return bool(found.get("status", {}).get("readyReplicas") == 1)
+
+
 def node_ready(found: Any) -> bool:
     conditions = found.get("status", {}).get("conditions", [])
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)

@@ -17,10 +17,10 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tests.harness import controllers
 from tests.harness.controllers import ControllerBinaries, as_arguments
@@ -152,10 +152,18 @@ class ControlPlane:
     """The control plane's processes as children; `start()` returns once the API server is
     ready and, with `with_controllers`, the controllers are healthy and the nodes Ready."""
 
-    def __init__(self, binaries: Binaries, workdir: Path, with_controllers: bool = True) -> None:
+    def __init__(
+        self,
+        binaries: Binaries,
+        workdir: Path,
+        with_controllers: bool = True,
+        flags: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
         self.binaries = binaries
         self.workdir = workdir
         self.with_controllers = with_controllers
+        self.flags = flags or {}
+        """More flags by component ("etcd", "kube-apiserver"), for a plane of a test's own."""
         self.pki = workdir / "pki"
         self.admin_token = secrets.token_hex(16)
         self.audited_token = secrets.token_hex(16)
@@ -164,6 +172,7 @@ class ControlPlane:
         self.etcd_url = ""
         self.processes: list[subprocess.Popen[bytes]] = []
         self.apiserver: subprocess.Popen[bytes] | None = None
+        self.etcd: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -211,7 +220,8 @@ class ControlPlane:
     def apiserver_stopped(self) -> Iterator[None]:
         """Stops kube-apiserver (etcd keeps every object) for the body, then starts it again
         on the same port with the same certificates and tokens, even when the body raises,
-        and returns once it is ready: later tests find the control plane as it was."""
+        and returns once it and the controllers are at work: later tests find the control
+        plane as it was."""
         assert self.apiserver is not None
         _stop(self.apiserver)
         place = self.processes.index(self.apiserver)
@@ -223,18 +233,31 @@ class ControlPlane:
             # back in its place: stopped after the controllers and kwok, whose own shutdown
             # waits for an API server to talk to
             self.processes.insert(place, self.processes.pop())
+            self._await_controllers()
 
     @contextlib.contextmanager
     def apiserver_paused(self) -> Iterator[None]:
         """kube-apiserver stopped with SIGSTOP for the body (its connections stay open and
         say nothing: a hung server, not a dead one), then SIGCONT, even when the body
-        raises."""
+        raises, and returns once the controllers are at work again."""
         assert self.apiserver is not None
         self.apiserver.send_signal(signal.SIGSTOP)
         try:
             yield
         finally:
             self.apiserver.send_signal(signal.SIGCONT)
+            self._await_controllers()
+
+    @contextlib.contextmanager
+    def etcd_paused(self) -> Iterator[None]:
+        """etcd stopped with SIGSTOP for the body, the API server left running, then
+        SIGCONT, even when the body raises."""
+        assert self.etcd is not None
+        self.etcd.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            self.etcd.send_signal(signal.SIGCONT)
 
     def _spawn(
         self, name: str, argv: list[str], environment: dict[str, str] | None = None
@@ -255,9 +278,10 @@ class ControlPlane:
             "--initial-cluster": f"default={peer_url}",
             "--unsafe-no-fsync": "true",
             "--log-level": "warn",
+            **self.flags.get("etcd", {}),
         }
-        process = self._spawn("etcd", [str(self.binaries.etcd), *as_arguments(flags)])
-        self._wait_until_ready("etcd", process, lambda: _etcd_healthy(client_url))
+        self.etcd = self._spawn("etcd", [str(self.binaries.etcd), *as_arguments(flags)])
+        self._wait_until_ready("etcd", self.etcd, lambda: _etcd_healthy(client_url))
         return client_url
 
     def _start_apiserver(self) -> None:
@@ -296,6 +320,7 @@ class ControlPlane:
             "--audit-policy-file": str(policy),
             "--audit-log-path": str(self.audit_log),
             "--audit-log-mode": "blocking",  # written before the answer: tests read it at once
+            **self.flags.get("kube-apiserver", {}),
         }
         binary = str(self.binaries.kube_apiserver)
         self.apiserver = self._spawn("kube-apiserver", [binary, *as_arguments(flags)])
@@ -316,6 +341,24 @@ class ControlPlane:
         self._wait_until_ready("kwok", running["kwok"], self._nodes_ready)
         manager = running["kube-controller-manager"]
         self._wait_until_ready("kube-controller-manager", manager, self._default_account)
+
+    def _await_controllers(self) -> None:
+        """Returns once a Deployment made now has its pod Ready. After the API server was
+        gone, each controller's watches start again after a backoff of their own: the
+        deployment controller was seen creating a ReplicaSet it had made 45 s before, over
+        and over, its informer not yet watching again."""
+        if not self.with_controllers:
+            return
+        name = f"probe-{secrets.token_hex(4)}"
+        deployments = "/apis/apps/v1/namespaces/default/deployments"
+        self.request("POST", deployments, controllers.probe(name))
+
+        def ready() -> bool:
+            return controllers.probe_ready(self.request("GET", f"{deployments}/{name}"))
+
+        manager = next(p for p in self.processes if _named(p, "kube-controller-manager"))
+        self._wait_until_ready("kube-controller-manager", manager, ready)
+        self.request("DELETE", f"{deployments}/{name}")
 
     def _components(self) -> list[controllers.Component]:
         """The controllers' processes, each with a kubeconfig of its own user."""
@@ -377,6 +420,10 @@ class ControlPlane:
             return False
 
 
+def _named(process: subprocess.Popen[bytes], name: str) -> bool:
+    return Path(cast(list[str], process.args)[0]).name == name
+
+
 def _stop(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM, then SIGKILL after a grace period."""
     if process.poll() is None:
@@ -423,10 +470,13 @@ def process_alive(pid: int) -> bool:
 
 @contextlib.contextmanager
 def running_control_plane(
-    binaries: Binaries, workdir: Path, with_controllers: bool = True
+    binaries: Binaries,
+    workdir: Path,
+    with_controllers: bool = True,
+    flags: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Iterator[ControlPlane]:
     """Starts a control plane and stops it on exit, even when the body raises."""
-    plane = ControlPlane(binaries, workdir, with_controllers)
+    plane = ControlPlane(binaries, workdir, with_controllers, flags)
     try:
         plane.start()
         yield plane
