@@ -1,5 +1,6 @@
 """gitopsd's one-shot commands against kubectl, side by side in one run: a cold sync, a
-no-op sync and a no-op diff, each tool on a set of objects of its own.
+no-op sync and a no-op diff, each tool on a set of objects of its own (the catalogue's LD-01
+and LD-02 at 10,000 objects: durations, requests per object, peak RSS).
 
 kubectl cannot apply a CRD and its custom resources in one command ("ensure CRDs are
 installed first"), so its cold sync is what a kubectl user has to run: apply cluster/
