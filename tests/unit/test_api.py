@@ -117,6 +117,31 @@ def test_fa09_retry_after_may_be_an_http_date(monkeypatch: pytest.MonkeyPatch) -
     assert 0.4 <= waits[2] <= 0.8  # as without one: backoff with jitter (third attempt)
 
 
+def test_fa05_a_request_retried_in_vain_says_which_request_and_how_often(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("gitopsd.cluster.api.time.sleep", lambda _: None)
+    timeout = b'{"message": "Timeout: request did not complete within the allotted timeout"}'
+    transport = Transport([Answer(504, timeout) for _ in range(5)])
+
+    with pytest.raises(ApiError) as failed:
+        Api(transport).request("GET", "/api/v1/namespaces/n/configmaps/parent")
+
+    assert str(failed.value) == (
+        "GET /api/v1/namespaces/n/configmaps/parent: Timeout: request did not complete "
+        "within the allotted timeout (HTTP 504, 5 tries)"
+    )
+    assert failed.value.status == 504 and failed.value.reason == ClusterReason.TIMEOUT
+
+
+def test_a_refusal_is_not_retried_and_keeps_the_servers_words() -> None:
+    transport = Transport([Answer(422, b'{"message": "configmaps \\"a\\" is invalid"}')])
+
+    with pytest.raises(ApiError, match=r'^configmaps "a" is invalid$'):
+        Api(transport).request("PATCH", "/api/v1/namespaces/n/configmaps/a")
+    assert len(transport.sent) == 1
+
+
 def test_fa23_the_fence_is_checked_before_every_attempt_not_only_the_first() -> None:
     transport = Transport([throttled(), throttled(), Answer(200)])
     leading = [True]
