@@ -254,10 +254,12 @@ class Api:
 
 
 def _gave_up(method: str, path: str, error: ApiError, attempts: int) -> ApiError:
-    """The last answer of a request retried in vain, with the request it answered: a
-    server's timeout or overload message ("Timeout: request did not complete within the
-    allotted timeout") names no object."""
-    said = f"{method} {path}: {error} (HTTP {error.status}, {attempts} tries)"
+    """The last answer of a request retried in vain, followed by the request it answered:
+    a server's timeout or overload message ("Timeout: request did not complete within the
+    allotted timeout") names no object, and callers that name one put it first."""
+    tries = "1 try" if attempts == 1 else f"{attempts} tries"
+    status = "" if str(error) == f"HTTP {error.status}" else f"HTTP {error.status}, "
+    said = f"{error} ({method} {path}: {status}{tries})"
     return ApiError(error.status, said, error.immutable)
 
 

@@ -117,7 +117,7 @@ def test_fa09_retry_after_may_be_an_http_date(monkeypatch: pytest.MonkeyPatch) -
     assert 0.4 <= waits[2] <= 0.8  # as without one: backoff with jitter (third attempt)
 
 
-def test_fa05_a_request_retried_in_vain_says_which_request_and_how_often(
+def test_a_request_retried_in_vain_says_which_request_and_how_often(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("gitopsd.cluster.api.time.sleep", lambda _: None)
@@ -128,10 +128,19 @@ def test_fa05_a_request_retried_in_vain_says_which_request_and_how_often(
         Api(transport).request("GET", "/api/v1/namespaces/n/configmaps/parent")
 
     assert str(failed.value) == (
-        "GET /api/v1/namespaces/n/configmaps/parent: Timeout: request did not complete "
-        "within the allotted timeout (HTTP 504, 5 tries)"
+        "Timeout: request did not complete within the allotted timeout "
+        "(GET /api/v1/namespaces/n/configmaps/parent: HTTP 504, 5 tries)"
     )
     assert failed.value.status == 504 and failed.value.reason == ClusterReason.TIMEOUT
+
+
+def test_a_bare_status_is_not_said_twice() -> None:
+    transport = Transport([Answer(503, b"")])
+
+    with pytest.raises(ApiError) as failed:
+        Api(transport, max_attempts=1).request("DELETE", "/api/v1/namespaces/n/configmaps/a")
+
+    assert str(failed.value) == "HTTP 503 (DELETE /api/v1/namespaces/n/configmaps/a: 1 try)"
 
 
 def test_a_refusal_is_not_retried_and_keeps_the_servers_words() -> None:
