@@ -20,7 +20,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from tests.harness import controllers
 from tests.harness.controllers import ControllerBinaries, as_arguments
@@ -173,6 +173,7 @@ class ControlPlane:
         self.processes: list[subprocess.Popen[bytes]] = []
         self.apiserver: subprocess.Popen[bytes] | None = None
         self.etcd: subprocess.Popen[bytes] | None = None
+        self.controllers: list[subprocess.Popen[bytes]] = []
 
     @property
     def url(self) -> str:
@@ -220,8 +221,8 @@ class ControlPlane:
     def apiserver_stopped(self) -> Iterator[None]:
         """Stops kube-apiserver (etcd keeps every object) for the body, then starts it again
         on the same port with the same certificates and tokens, even when the body raises,
-        and returns once it and the controllers are at work: later tests find the control
-        plane as it was."""
+        and returns once it and the controllers (`_restart_controllers`) are at work: later
+        tests find the control plane as it was."""
         assert self.apiserver is not None
         _stop(self.apiserver)
         place = self.processes.index(self.apiserver)
@@ -233,31 +234,31 @@ class ControlPlane:
             # back in its place: stopped after the controllers and kwok, whose own shutdown
             # waits for an API server to talk to
             self.processes.insert(place, self.processes.pop())
-            self._await_controllers()
+            self._restart_controllers()
 
     @contextlib.contextmanager
     def apiserver_paused(self) -> Iterator[None]:
         """kube-apiserver stopped with SIGSTOP for the body (its connections stay open and
         say nothing: a hung server, not a dead one), then SIGCONT, even when the body
-        raises, and returns once the controllers are at work again."""
+        raises, and returns once the controllers (`_restart_controllers`) are at work."""
         assert self.apiserver is not None
         self.apiserver.send_signal(signal.SIGSTOP)
         try:
             yield
         finally:
             self.apiserver.send_signal(signal.SIGCONT)
-            self._await_controllers()
+            self._restart_controllers()
 
-    @contextlib.contextmanager
-    def etcd_paused(self) -> Iterator[None]:
-        """etcd stopped with SIGSTOP for the body, the API server left running, then
-        SIGCONT, even when the body raises."""
+    def pause_etcd(self) -> None:
+        """Stops etcd with SIGSTOP, the API server left running: its requests to etcd hang."""
         assert self.etcd is not None
         self.etcd.send_signal(signal.SIGSTOP)
-        try:
-            yield
-        finally:
-            self.etcd.send_signal(signal.SIGCONT)
+
+    def resume_etcd(self) -> None:
+        """SIGCONT to etcd; returns once the API server says it reaches etcd again."""
+        assert self.etcd is not None
+        self.etcd.send_signal(signal.SIGCONT)
+        self._await("kube-apiserver to reach etcd", lambda: self._apiserver_ready("/readyz/etcd"))
 
     def _spawn(
         self, name: str, argv: list[str], environment: dict[str, str] | None = None
@@ -326,39 +327,85 @@ class ControlPlane:
         self.apiserver = self._spawn("kube-apiserver", [binary, *as_arguments(flags)])
         self._wait_until_ready("kube-apiserver", self.apiserver, self._apiserver_ready)
 
-    def _start_controllers(self) -> None:
+    def _start_controllers(self, register: bool = True) -> None:
         """Starts the controllers and kwok, each once healthy; then registers kwok's nodes
-        and StorageClass, and returns once every node is Ready and the `default` namespace
-        has its ServiceAccount (the controllers are at work)."""
+        and StorageClass (unless they are there from before), and returns once every node
+        is Ready and the `default` namespace has its ServiceAccount (the controllers are at
+        work)."""
         running = {}
         for component in self._components():
             process = self._spawn(component.name, component.argv, component.environment)
             self._wait_until_ready(component.name, process, component.healthy)
             running[component.name] = process
-        for name in controllers.NODES:
-            self.request("POST", "/api/v1/nodes", controllers.node(name))
-        self.request("POST", STORAGE_CLASSES, controllers.STORAGE_CLASS)
+        self.controllers = list(running.values())
+        if register:
+            for name in controllers.NODES:
+                self.request("POST", "/api/v1/nodes", controllers.node(name))
+            self.request("POST", STORAGE_CLASSES, controllers.STORAGE_CLASS)
         self._wait_until_ready("kwok", running["kwok"], self._nodes_ready)
         manager = running["kube-controller-manager"]
         self._wait_until_ready("kube-controller-manager", manager, self._default_account)
 
-    def _await_controllers(self) -> None:
-        """Returns once a Deployment made now has its pod Ready. After the API server was
-        gone, each controller's watches start again after a backoff of their own: the
+    def _restart_controllers(self) -> None:
+        """Replaces the controllers and kwok with fresh ones once the API server is back,
+        and returns once a probe Deployment has its pod Ready. An informer that lost the
+        API server watches again only after a backoff of its own, up to a minute (the
         deployment controller was seen creating a ReplicaSet it had made 45 s before, over
-        and over, its informer not yet watching again."""
+        and over); a fresh one lists at once."""
         if not self.with_controllers:
             return
+        for process in self.controllers:
+            _stop(process)
+            self.processes.remove(process)
+        self._start_controllers(register=False)
+        self._await_probe()
+
+    def _await_probe(self) -> None:
+        """Returns once a Deployment made now has its pod Ready: the deployment and replica
+        set controllers, the scheduler and kwok are at work."""
         name = f"probe-{secrets.token_hex(4)}"
         deployments = "/apis/apps/v1/namespaces/default/deployments"
-        self.request("POST", deployments, controllers.probe(name))
+        self._await(
+            "the API server to take a write",
+            lambda: self._sent("POST", deployments, controllers.probe(name)),
+        )
+        try:
+            probe = f"{deployments}/{name}"
+            self._await(
+                "the controllers to be at work again",
+                lambda: self._answered(probe, controllers.probe_ready),
+            )
+        finally:
+            self._sent("DELETE", f"{deployments}/{name}")
 
-        def ready() -> bool:
-            return controllers.probe_ready(self.request("GET", f"{deployments}/{name}"))
+    def _await(self, what: str, ready: Callable[[], bool]) -> None:
+        """Polls `ready` until true; raises at START_DEADLINE_SECONDS, leaving the plane
+        running (it is the other tests' too)."""
+        deadline = time.monotonic() + START_DEADLINE_SECONDS
+        while not ready():
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"timed out after {START_DEADLINE_SECONDS:.0f} s waiting for {what}"
+                )
+            time.sleep(0.2)
 
-        manager = next(p for p in self.processes if _named(p, "kube-controller-manager"))
-        self._wait_until_ready("kube-controller-manager", manager, ready)
-        self.request("DELETE", f"{deployments}/{name}")
+    def _sent(self, method: str, path: str, body: object = None) -> bool:
+        """Whether the request was answered with success, or found its work done (409 or
+        404: a try before it was lost on the way back); other answers are not."""
+        try:
+            self.request(method, path, body)
+        except urllib.error.HTTPError as error:
+            return error.code in (404, 409)
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return False
+        return True
+
+    def _answered(self, path: str, check: Callable[[Any], bool]) -> bool:
+        """Whether a GET of `path` answers an object for which `check` holds."""
+        try:
+            return check(self.request("GET", path))
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return False
 
     def _components(self) -> list[controllers.Component]:
         """The controllers' processes, each with a kubeconfig of its own user."""
@@ -408,9 +455,9 @@ class ControlPlane:
                 raise RuntimeError(f"{name} did not become ready; its log ends:\n{log_tail}")
             time.sleep(0.2)
 
-    def _apiserver_ready(self) -> bool:
+    def _apiserver_ready(self, check: str = "/readyz") -> bool:
         request = urllib.request.Request(  # noqa: S310 - our own https URL
-            f"{self.url}/readyz", headers={"Authorization": f"Bearer {self.admin_token}"}
+            f"{self.url}{check}", headers={"Authorization": f"Bearer {self.admin_token}"}
         )
         context = ssl.create_default_context(cafile=str(self.ca_file))
         try:
@@ -418,10 +465,6 @@ class ControlPlane:
                 return bool(answer.status == 200)
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             return False
-
-
-def _named(process: subprocess.Popen[bytes], name: str) -> bool:
-    return Path(cast(list[str], process.args)[0]).name == name
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
