@@ -114,9 +114,19 @@ CASES: dict[str, Case] = {
     "FA-25": Case("an external edit between diff and apply"),
     "FA-26": Case("a health check that times out: no rollback, no prune of the object"),
     "FA-27": Case("a target namespace being deleted"),
-    "LD-01": Case("10,000 objects, first sync (make bench)"),
+    "LD-01": Case(
+        "10,000 objects, first sync: duration, requests per object, peak RSS (make bench "
+        "spreads them over ten namespaces)"
+    ),
     "LD-02": Case("a no-op resync: no mutating request (make bench)"),
-    "LD-03": Case("1,000 namespaces of 10 objects, one namespace denied"),
+    "LD-03": Case(
+        "1,000 namespaces of 10 objects, one namespace denied",
+        (
+            "failures are not isolated by namespace: the Namespaces go first, then one "
+            "namespace's refused objects stop the revision before any object is written, each "
+            "named (a revision is applied whole or not at all, as a Flux Kustomization is)"
+        ),
+    ),
     "LD-04": Case("pruning 5,000 objects in one commit: the mass-prune guard"),
     "LD-05": Case(
         "objects at the size limits",

@@ -3,7 +3,7 @@ refuses the requests they match (dry-runs too), as a cluster's own policy would.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubernetes import client
@@ -16,9 +16,11 @@ def deny(
     operations: list[str],
     expression: str,
     message: str,
+    labels: Mapping[str, str] | None = None,
 ) -> Callable[[], None]:
-    """Refuses each ConfigMap request of `operations` in `namespace` for which `expression`
-    (CEL, over `object` and `oldObject`) is false; returns what removes the policy."""
+    """Refuses each ConfigMap request of `operations` in `namespace` (or, given `labels`, in
+    every namespace that has them) for which `expression` (CEL, over `object` and
+    `oldObject`) is false; returns what removes the policy."""
     admission: Any = client.AdmissionregistrationV1Api(admin_api)
     name = f"{name}-{namespace}"
     rule = {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}
@@ -39,7 +41,9 @@ def deny(
                 "policyName": name,
                 "validationActions": ["Deny"],
                 "matchResources": {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+                    "namespaceSelector": {
+                        "matchLabels": labels or {"kubernetes.io/metadata.name": namespace}
+                    }
                 },
             },
         }

@@ -151,3 +151,76 @@ def test_fa24_a_webhook_that_is_down_applies_nothing_prunes_nothing_and_then_rec
     assert "gone" not in config_maps(admin_api, namespace)
     assert {"new", "a"} <= config_maps(admin_api, namespace)
     assert config_map_value(admin_api, namespace, "a") == "w"
+
+
+SPREAD, PER_NAMESPACE, DENIED = 20, 3, 7
+CLOSED = "fault.test/closed"
+"""The label of the namespaces the LD-03 policy closes: only the denied one has it in git."""
+
+
+def spread_over_namespaces(prefix: str) -> dict[str, str]:
+    """SPREAD Namespaces `prefix`-nNN, each with PER_NAMESPACE ConfigMaps, one file each;
+    namespace number DENIED labelled CLOSED."""
+    files = {}
+    for n in range(SPREAD):
+        name = f"{prefix}-n{n:02d}"
+        labels = f"  labels: {{{CLOSED}: 'yes'}}\n" if n == DENIED else ""
+        files[f"{name}/namespace.yaml"] = (
+            f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n{labels}"
+        )
+        for m in range(PER_NAMESPACE):
+            files[f"{name}/c{m}.yaml"] = (
+                f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c{m}\n"
+                f"  namespace: {name}\ndata:\n  k: v\n"
+            )
+    return files
+
+
+def test_ld03_one_namespace_refused_among_many_applies_none_of_their_objects(
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    """LD-03 at a test's scale (20 new namespaces of 3 objects): the Namespaces go first,
+    then one namespace whose objects a policy refuses stops the revision before any object
+    of any namespace is written, each refused one named; with the policy gone, one sync
+    brings every namespace."""
+    core: Any = client.CoreV1Api(admin_api)
+    closed, denied, probed = {CLOSED: "yes"}, f"{namespace}-n{DENIED:02d}", f"{namespace}-probe"
+    core.create_namespace({"metadata": {"name": probed, "labels": closed}})
+    git_repo.commit(spread_over_namespaces(namespace))
+    url = git_server.file_url(git_repo)
+
+    def create() -> Any:
+        probe = {"metadata": {"name": "probe"}}
+        return core.create_namespaced_config_map(probed, probe, dry_run="All")
+
+    remove = deny(admin_api, namespace, "ld03", ["CREATE"], "false", "namespace closed", closed)
+    try:
+        wait_for(lambda: refuses(create), "the policy to take effect")
+        since = time.time()
+
+        run = gitopsd("sync", url, *scope(namespace))
+    finally:
+        remove()
+
+    assert run.code == 2, run.text
+    for m in range(PER_NAMESPACE):
+        assert f"ConfigMap/{denied}/c{m}" in run.err, run.err
+    assert "namespace closed" in run.err, run.err
+    written = [
+        w
+        for w in audit.writes(control_plane, "admin", since)
+        if w.resource == "configmaps" and w.namespace.startswith(f"{namespace}-n") and not w.dry_run
+    ]
+    assert written == []
+    names = {item.metadata.name for item in core.list_namespace().items}
+    assert {f"{namespace}-n{n:02d}" for n in range(SPREAD)} <= names  # staged first
+
+    wait_for(lambda: not refuses(create), "the policy to be gone")
+    assert gitopsd("sync", url, *scope(namespace)).code == 0
+    for n in range(SPREAD):
+        assert config_maps(admin_api, f"{namespace}-n{n:02d}") >= {"c0", "c1", "c2"}

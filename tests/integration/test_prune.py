@@ -76,8 +76,6 @@ def test_an_empty_source_prunes_nothing_unless_allowed(
 def test_pruning_beyond_the_budget_is_refused_unless_allowed(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
-    """LD-04's guard at eight objects: the budget is a share of the record, so 5,000 of a
-    record of 10,000 meet the same verdict."""
     names = [f"cm{i}" for i in range(8)]
     url = synced(gitopsd, git_server, git_repo, namespace, *names)
     git_repo.commit(dict.fromkeys([f"{name}.yaml" for name in names[:3]]))  # 3 of 8 > 25%
