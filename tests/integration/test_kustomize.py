@@ -1,5 +1,5 @@
 """Kustomize renders only what the revision holds and runs none of its code (SE-15, SE-11,
-SE-12, SE-02, BI-07). Each hostile repository is committed to a real git repository and read
+SE-12, SE-02, BI-07, BI-13: a cycle refused with prune on prunes nothing). Each hostile repository is committed to a real git repository and read
 by `gitopsd validate` and `gitopsd sync` with the real kubectl: refused with a clear error,
 no sentinel file written, no canary in any output, nothing created in the namespace."""
 
@@ -9,6 +9,7 @@ import base64
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,13 +18,15 @@ import pytest
 from kubernetes import client
 
 from gitopsd import sandbox
+from tests.harness import audit
 from tests.harness.canary import Canary
 from tests.harness.cli import Gitopsd
-from tests.harness.controlplane import Binaries
+from tests.harness.controlplane import Binaries, ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.loopback import Loopback, serving
 from tests.integration.test_gitsync import create, get, operator, wait_ready
+from tests.integration.test_no_prune_under_faults import owned_files, versions
 from tests.integration.test_prune import config_maps
 from tests.integration.test_sync import config_map, scope
 
@@ -190,25 +193,37 @@ def test_kustomizes_own_error_is_kept(
     )
 
 
-def test_bi13_a_cycle_of_kustomizations_is_refused_without_hanging(
-    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+def test_bi13_a_cycle_of_kustomizations_is_refused_without_hanging_or_pruning(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    control_plane: ControlPlane,
 ) -> None:
+    url, flags = git_server.file_url(git_repo), ("--path", "app", "--prune")
+    owned = {f"app/{name}": text for name, text in owned_files("").items() if text}
+    listed = f"resources: [{', '.join(name.removeprefix('app/') for name in owned)}]\n"
+    git_repo.commit({"app/kustomization.yaml": listed, **owned})
+    assert gitopsd("sync", url, *scope(namespace), *flags).code == 0
+    before, since = versions(admin_api, namespace), time.time()
+    assert len(before) == len(owned)
     git_repo.commit(
         {
             "app/kustomization.yaml": "resources: [../base]\n",
             "base/kustomization.yaml": "resources: [../app, cm.yaml]\n",
             "base/cm.yaml": GOOD,
+            **dict.fromkeys(owned),
         }
     )
 
-    assert_refused(
-        gitopsd,
-        admin_api,
-        git_server.file_url(git_repo),
-        namespace,
-        ["app: kustomize failed: error:", "cycle"],
-        flags=("--path", "app"),
-    )
+    run = gitopsd("sync", url, *scope(namespace), *flags)
+
+    assert run.code == INVALID, run.text
+    assert "app: kustomize failed: error:" in run.err and "cycle" in run.err, run.err
+    assert "good" not in config_maps(admin_api, namespace)
+    assert audit.deletes(control_plane, namespace, since) == []
+    assert versions(admin_api, namespace) == before  # owned, left out, kept unchanged
 
 
 SECRET_INPUTS = {
