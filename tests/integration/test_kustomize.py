@@ -1,7 +1,8 @@
 """Kustomize renders only what the revision holds and runs none of its code (SE-15, SE-11,
-SE-12, SE-02, BI-07, BI-13: a cycle refused with prune on prunes nothing). Each hostile repository is committed to a real git repository and read
-by `gitopsd validate` and `gitopsd sync` with the real kubectl: refused with a clear error,
-no sentinel file written, no canary in any output, nothing created in the namespace."""
+SE-12, SE-02, BI-07, BI-13). Each hostile repository is committed to a real git repository
+and read by `gitopsd validate` and `gitopsd sync` with the real kubectl: refused with a
+clear error, no sentinel file written, no canary in any output, nothing created in the
+namespace (and with prune on, nothing deleted)."""
 
 from __future__ import annotations
 
