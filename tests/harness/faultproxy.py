@@ -52,6 +52,16 @@ class Answer:
     truncated: bool = False
 
 
+def write_of_config_map(name: str) -> Callable[[Request], bool]:
+    """A `Fault.when` matching the writes (a PATCH, not a dry-run) of ConfigMap `name`."""
+
+    def matches(request: Request) -> bool:
+        is_write = request.method == "PATCH" and "dryRun" not in request.query
+        return is_write and request.path.endswith(f"/configmaps/{name}")
+
+    return matches
+
+
 HTML_PAGE = Answer(200, b"<html><body>Please sign in</body></html>", "text/html")
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from tests.harness import audit
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import Daemons
-from tests.harness.faultproxy import Fault, FaultProxy, Request
+from tests.harness.faultproxy import Fault, FaultProxy, write_of_config_map
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.waiting import wait_for
 from tests.integration.test_daemon import config_map_value, config_maps
@@ -20,11 +20,6 @@ from tests.integration.test_daemon import config_map_value, config_maps
 BURST = 20
 MOST_SYNCS = 3
 """The held sync, one of whatever was fetched while it was held, one of HEAD."""
-
-
-def write_of_app(request: Request) -> bool:
-    is_write = request.method == "PATCH" and "dryRun" not in request.query
-    return is_write and request.path.endswith("/configmaps/app")
 
 
 def finished(lines: list[dict[str, Any]], revision: str) -> bool:
@@ -54,7 +49,7 @@ def test_ld06_a_burst_of_commits_is_coalesced_one_sync_at_a_time_and_ends_at_hea
         for n in range(2, BURST + 1):
             commits.append(git_repo.commit(config_maps("app", value=f"v{n}")))
 
-    held = proxy.inject(Fault(write_of_app, meanwhile=push_the_burst, times=1))
+    held = proxy.inject(Fault(write_of_config_map("app"), meanwhile=push_the_burst, times=1))
     since = time.time()
     commits.append(git_repo.commit(config_maps("app", value="v1")))
     first_noted.set()

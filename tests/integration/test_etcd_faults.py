@@ -23,7 +23,7 @@ from gitopsd.cluster.api import Api
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import AUDITED_USER, Binaries, ControlPlane, running_control_plane
-from tests.harness.faultproxy import Fault, FaultProxy, Request
+from tests.harness.faultproxy import Fault, FaultProxy, write_of_config_map
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import api_client
 from tests.integration.test_no_prune_under_faults import OWNED, owned_files
@@ -89,11 +89,6 @@ def tries_by_object(plane: ControlPlane, since: float) -> dict[str, list[float]]
     return tries
 
 
-def write_of_app(request: Request) -> bool:
-    is_write = request.method == "PATCH" and "dryRun" not in request.query
-    return is_write and request.path.endswith("/configmaps/app")
-
-
 def test_fa05_etcd_stopped_mid_apply_fails_the_sync_prunes_nothing_and_the_next_converges(
     own_plane: ControlPlane,
     gitopsd: Gitopsd,
@@ -105,7 +100,7 @@ def test_fa05_etcd_stopped_mid_apply_fails_the_sync_prunes_nothing_and_the_next_
     synced_with_owned_objects(gitopsd, own_plane, git_repo, url)
     proxy = FaultProxy(own_plane).start()
     # etcd stops as the first write of an object goes out: the reads and dry-runs are done
-    stop = proxy.inject(Fault(write_of_app, meanwhile=own_plane.pause_etcd, times=1))
+    stop = proxy.inject(Fault(write_of_config_map("app"), meanwhile=own_plane.pause_etcd, times=1))
     kubeconfig = proxy.kubeconfig(tmp_path / "kubeconfig", AUDITED_USER, own_plane.audited_token)
     since = time.time()
     try:

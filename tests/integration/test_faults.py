@@ -17,7 +17,15 @@ from tests.harness import audit
 from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
-from tests.harness.faultproxy import HTML_PAGE, Answer, Fault, FaultProxy, Request, throttled
+from tests.harness.faultproxy import (
+    HTML_PAGE,
+    Answer,
+    Fault,
+    FaultProxy,
+    Request,
+    throttled,
+    write_of_config_map,
+)
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.waiting import wait_for
 from tests.integration.test_daemon import config_map_value, config_maps
@@ -183,12 +191,8 @@ def test_fa23_a_leader_that_loses_its_lease_while_throttled_writes_nothing_after
     standby = daemons.start(url, "second", top={"leaderElection": election})
     wait_for(lambda: standby.get("/readyz")[0] == 200, "the standby to be ready")
 
-    def write_of_a(request: Request) -> bool:
-        is_write = request.method == "PATCH" and "dryRun" not in request.query
-        return is_write and request.path.endswith("/configmaps/a")
-
     # Each "retry later" outlasts the 3 s renew deadline; the third attempt would pass.
-    throttle = proxy.inject(Fault(write_of_a, throttled(5), times=2))
+    throttle = proxy.inject(Fault(write_of_config_map("a"), throttled(5), times=2))
     git_repo.commit(config_maps("a", value="w"))
     wait_for(lambda: throttle.fired >= 1, "the leader's write to be throttled")
     lost_at = time.time()
