@@ -11,7 +11,6 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from gitopsd.backoff import jittered
 from gitopsd.changes import SENT, Action, ChangeSet, Outcome, Target
@@ -19,10 +18,10 @@ from gitopsd.cluster import ApiError, Cluster, Resource, run_concurrently
 from gitopsd.config import SyncSettings
 from gitopsd.diff import FieldChange, held_as_live
 from gitopsd.errors import ApplyError, ClusterError, ClusterReason
+from gitopsd.failures import Failure, attempted, error_of, raise_for
 from gitopsd.foreign_owners import find_owners
 from gitopsd.inventory import ApplySet, uid_prefix
 from gitopsd.managed_fields import lost_fields, takeover_patch
-from gitopsd.masking import redact, secret_values
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.ownership import guarded, refusal, unowned, why
 from gitopsd.plan import DEFINITIONS, Plan, Wave, waves
@@ -104,7 +103,7 @@ class Applier:
         if immutable is not None:
             immutable |= {f.key: f.immutable for f in failures if f.immutable}
             failures = [f for f in failures if not f.immutable]
-        _raise(failures)
+        raise_for(failures, self.settings)
         return answered
 
     def _check_owned(self, keys: Iterable[ObjectKey], targets: Mapping[ObjectKey, Target]) -> None:
@@ -114,7 +113,9 @@ class Applier:
             return
         foreign = list(unowned(self.applyset, keys, self.live, self.read, self.settings.adopt))
         owners = find_owners(self.cluster, foreign, self.settings.confined_to or "")
-        lines = [f"{f.key} ({targets[f.key].origin}): {why(f, owners)}" for f in foreign]
+        lines = [
+            f"{f.key} ({targets[f.key].origin}): {why(f, owners, self.settings)}" for f in foreign
+        ]
         if lines:
             raise ApplyError(lines, ClusterReason.CONFLICT)
 
@@ -196,7 +197,7 @@ class Applier:
             self.live[key] = None
             return {}
 
-        _raise(self._answers(targets, delete)[1])
+        raise_for(self._answers(targets, delete)[1], self.settings)
 
     def _await_gone(self, target: Target, uid: str) -> None:
         key, deadline = target.key, time.monotonic() + self.settings.crd_timeout_seconds
@@ -255,7 +256,7 @@ class Applier:
             return answer if live else _identity(answer)
 
         answered, failures = self._answers(targets, apply)
-        return answered, _error(failures)
+        return answered, error_of(failures, self.settings)
 
     def _record(
         self, target: Target, action: Action, result: Body | None, detail: str = ""
@@ -312,7 +313,7 @@ class Applier:
             why = "an earlier request of this sync could not reach the API server"
             not_sent = f"{target.key} ({target.origin}): not sent: {why}"
             return Failure(target.key, not_sent, ClusterReason.UNREACHABLE)
-        answer = _attempt(target, call)
+        answer = attempted(target, call)
         if isinstance(answer, Failure) and answer.reason == ClusterReason.UNREACHABLE:
             gone.set()
         return answer
@@ -361,37 +362,3 @@ def ready(
     namespace_key = ObjectKey("", "Namespace", "", key.namespace)
     new_namespace = key.namespace and namespace_key in targets and live.get(namespace_key) is None
     return not new_namespace and target.resource is not None
-
-
-class Failure(NamedTuple):
-    """One object's failed request: a line naming the object and its file, and why."""
-
-    key: ObjectKey
-    message: str
-    reason: ClusterReason
-    immutable: tuple[str, ...] = ()
-    """The fields the server refused to change because they cannot change once set."""
-
-
-def _error(failures: list[Failure]) -> ApplyError | None:
-    """One error naming every failure, or None."""
-    if not failures:
-        return None
-    return ApplyError([f.message for f in failures], failures[0].reason)
-
-
-def _raise(failures: list[Failure]) -> None:
-    error = _error(failures)
-    if error is not None:
-        raise error
-
-
-def _attempt(target: Target, call: Callable[[Target], Body]) -> Body | Failure:
-    """The answer, or the failure: the object, its file, the API's message and reason."""
-    try:
-        return call(target)
-    except ClusterError as error:
-        message = redact(str(error), secret_values([target.body]))
-        immutable = error.immutable if isinstance(error, ApiError) else ()
-        line = f"{target.key} ({target.origin}): {message}"
-        return Failure(target.key, line, error.reason, immutable)

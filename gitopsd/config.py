@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import NamedTuple
 
 from gitopsd.drift_policy import Rule
 from gitopsd.health.expressions import HealthCheck
 from gitopsd.objects import GroupKind
+from gitopsd.target_identity import (
+    Charts,
+    TargetIdentity,
+    Tool,
+    canonical_url,
+    paths_from_root,
+)
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -180,6 +188,21 @@ class SourceSpec:
     helm: ChartSettings = field(default_factory=ChartSettings)
 
 
+def target_of(
+    spec: SourceSpec, namespace: str, tool: Tool, checkout: tuple[str, str] | None = None
+) -> TargetIdentity:
+    """The target a sync of `spec` into `namespace` is; a local directory inside a git
+    checkout is given as its `checkout`, the repository's (remote URL, path inside it)."""
+    where, paths = (
+        (spec.url, spec.paths) if is_local(spec.url) else (canonical_url(spec.url), spec.paths)
+    )
+    if checkout is not None:
+        where, paths = checkout[0], paths_from_root(checkout[1], spec.paths)
+    helm = spec.helm
+    charts = Charts(helm.chart, helm.release_name, helm.namespace, helm.values_files, helm.values)
+    return TargetIdentity(tool, where, paths, namespace, spec.include, spec.exclude, charts)
+
+
 def is_local(url: str) -> bool:
     """A directory read in place, without git: no scheme, and not git's user@host:path."""
     return "://" not in url and not re.match(r"^[\w.-]+@[\w.-]+:", url)
@@ -205,6 +228,81 @@ class PrunePolicy:
     """Namespaces never pruned, opt-in or not."""
 
 
+class Setting(StrEnum):
+    """A setting a remedy names, in the words of the place it is read (`SyncSettings.say`)."""
+
+    ADOPT = "adopt"
+    NAME = "name"
+    REPLACE_ON_IMMUTABLE = "replace_on_immutable"
+    INVENTORY_NAMESPACE = "inventory_namespace"
+    CREATE_NAMESPACE = "create_namespace"
+    PRUNE = "prune"
+    ALLOW_EMPTY = "allow_empty"
+    PRUNE_BUDGET = "prune_budget"
+    ALLOW_MASS_PRUNE = "allow_mass_prune"
+    PRUNE_PROTECTED = "prune_protected"
+
+
+WORDS: dict[Setting, dict[Tool, str]] = {
+    Setting.ADOPT: {Tool.CLI: "--adopt", Tool.DAEMON: "adopt: true", Tool.GITSYNC: "spec.adopt"},
+    Setting.NAME: {Tool.CLI: "--name", Tool.DAEMON: "name", Tool.GITSYNC: "metadata.name"},
+    Setting.REPLACE_ON_IMMUTABLE: {
+        Tool.CLI: "--replace-on-immutable",
+        Tool.DAEMON: "replaceOnImmutable: true",
+        Tool.GITSYNC: "spec.replaceOnImmutable",
+    },
+    Setting.INVENTORY_NAMESPACE: {
+        Tool.CLI: "--inventory-namespace",
+        Tool.DAEMON: "inventoryNamespace",
+        Tool.GITSYNC: "the GitSync's namespace",
+    },
+    Setting.CREATE_NAMESPACE: {
+        Tool.CLI: "--create-namespace",
+        Tool.DAEMON: "createNamespace: true",
+        Tool.GITSYNC: "spec.createNamespace",
+    },
+    Setting.PRUNE: {Tool.CLI: "--prune", Tool.DAEMON: "prune: true", Tool.GITSYNC: "spec.prune"},
+    Setting.ALLOW_EMPTY: {
+        Tool.CLI: "--allow-empty",
+        Tool.DAEMON: "guards.allowEmpty: true",
+        Tool.GITSYNC: "spec.guards.allowEmpty",
+    },
+    Setting.PRUNE_BUDGET: {
+        Tool.CLI: "--prune-budget PERCENT",
+        Tool.DAEMON: "guards.pruneBudgetPercent",
+        Tool.GITSYNC: "spec.guards.pruneBudgetPercent",
+    },
+    Setting.ALLOW_MASS_PRUNE: {
+        Tool.CLI: "--allow-mass-prune",
+        Tool.DAEMON: "guards.allowMassPrune: true",
+        Tool.GITSYNC: "spec.guards.allowMassPrune",
+    },
+    Setting.PRUNE_PROTECTED: {
+        Tool.CLI: "--prune-protected",
+        Tool.DAEMON: "guards.pruneProtected: true",
+        Tool.GITSYNC: "spec.guards.pruneProtected",
+    },
+}
+"""Each setting as the command line, the daemon's configuration file and a GitSync name it."""
+
+
+EARLIER_INVENTORY_NAMESPACE = "default"
+"""Where gitopsd kept a source's record by default before it kept it where the source
+applies into."""
+
+
+@dataclass(frozen=True)
+class EarlierRecord:
+    """Where a gitopsd from before targets were told apart may have kept a source's record
+    (`gitopsd.reconcile.records`): its parent, gitopsd-`name` in `namespace`."""
+
+    name: str
+    namespace: str
+    named: bool
+    """The user named the source (--name, a daemon source): the name is the source, so its
+    record is this source's; else it is only if `target_identity.claims` says so."""
+
+
 @dataclass(frozen=True)
 class SyncSettings:
     """How one source is reconciled into the cluster."""
@@ -213,9 +311,19 @@ class SyncSettings:
     """The source's name (SOURCE_NAME); its ApplySet parent is the ConfigMap gitopsd-<name>.
     Keep it stable: a new name is a new source that owns nothing yet."""
     inventory_namespace: str = "default"
-    """Namespace of the ApplySet parent ConfigMap."""
+    """Namespace of the ApplySet parent ConfigMap (the CLI and a daemon source: by default,
+    `default_namespace`, as kubectl's ApplySet does with -n)."""
     default_namespace: str = "default"
     """Namespace for namespaced objects whose manifest names none."""
+    tool: Tool = Tool.CLI
+    """Who syncs it: its remedies name settings in that tool's words (`say`)."""
+    identity: TargetIdentity | None = None
+    """What makes its target another target (`gitopsd.target_identity`), kept on its parent."""
+    earlier: tuple[EarlierRecord, ...] = ()
+    """Where an earlier gitopsd may have kept its record, to be found and moved."""
+    create_namespace: bool = False
+    """Create `default_namespace` when it does not exist (as Argo CD's CreateNamespace=true),
+    labelled as this source's creation; it is never pruned."""
     force_conflicts: bool = True
     """Take fields over from other managers (reported); False reports conflicts instead."""
     adopt: bool = False
@@ -247,6 +355,10 @@ class SyncSettings:
     replace_on_immutable: bool = False
     """Delete and create again an object whose immutable fields git changes (if this source
     provably owns it), as the sync option replace-on-immutable does for one object."""
+
+    def say(self, setting: Setting) -> str:
+        """`setting` as the place this source's settings are written in names it."""
+        return WORDS[setting][self.tool]
 
 
 # How sizes and durations are written, on the command line and in the configuration file.

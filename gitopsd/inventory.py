@@ -36,6 +36,9 @@ from gitopsd.objects import (
 from gitopsd.synchooks import HOOK_OF_LABEL
 
 ADDITIONAL_NAMESPACES_ANNOTATION = "applyset.kubernetes.io/additional-namespaces"
+CREATED_BY_LABEL = "gitopsd.io/created-by"
+"""On a namespace a source created for itself (createNamespace): that source's ApplySet id.
+It is no member of the set, so it is never pruned."""
 TOOLING = "gitopsd/v1"
 PARENT_PREFIX = "gitopsd-"
 """The one naming rule, for the CLI and the daemon alike: source X has parent gitopsd-X."""
@@ -81,9 +84,15 @@ class ApplySet:
     def key(self) -> ObjectKey:
         return ObjectKey("", "ConfigMap", self.namespace, self.name)
 
-    def parent(self, record: Mapping[ObjectKey, str], stamps: bytes = b"") -> Body:
+    def parent(
+        self,
+        record: Mapping[ObjectKey, str],
+        stamps: bytes = b"",
+        annotations: Mapping[str, str] | None = None,
+    ) -> Body:
         """The parent object to apply: the record, where its members live (so the LISTs
-        that find them stay narrow), and the stamps (see encode_stamps) if they fit."""
+        that find them stay narrow), the stamps (see encode_stamps) if they fit, and
+        `annotations` of the caller's (the target's identity)."""
         group_kinds = {key.group_kind for key in record}
         others = sorted({key.namespace for key in record} - {self.namespace, ""})
         encoded = encode_record(record)
@@ -98,6 +107,7 @@ class ApplySet:
                 "namespace": self.namespace,
                 "labels": {APPLYSET_ID_LABEL: self.id},
                 "annotations": {
+                    **(annotations or {}),
                     APPLYSET_TOOLING_ANNOTATION: TOOLING,
                     APPLYSET_GROUP_KINDS_ANNOTATION: ",".join(sorted(map(str, set(group_kinds)))),
                     ADDITIONAL_NAMESPACES_ANNOTATION: ",".join(others),

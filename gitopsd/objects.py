@@ -65,7 +65,8 @@ class Origin:
     line: int
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}"
+        """file:line; a setting that made the object (line 0) by its name alone."""
+        return f"{self.path}:{self.line}" if self.line else self.path
 
 
 def pack(body: Body) -> bytes:

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
+from gitopsd.config import Setting, SyncSettings
 from gitopsd.diff import Drift, State
 from gitopsd.inventory import ApplySet
 from gitopsd.objects import Body, ObjectKey, owner_of
+from gitopsd.target_identity import Tool, described, same_place
 
 ABSENT_VERSION = "1"
 """The resourceVersion that makes a server-side apply create-only (see above)."""
@@ -95,36 +98,78 @@ def unowned(
             yield Foreign(key, owner_of(body))
 
 
-def why(foreign: Foreign, owners: Mapping[str, ApplySet]) -> str:
-    """Why `foreign` is not written, in the same words for `diff` and `sync`; `owners` are
-    the gitopsd parents found for ApplySet ids. Never advice to take an object over from
-    another gitopsd source: that would be a fight between two sources."""
+@dataclass(frozen=True)
+class Owner:
+    """The gitopsd source another object's ApplySet label names, as its parent says."""
+
+    applyset: ApplySet
+    identity: Mapping[str, Any] | None = None
+    """The target its parent records (`target_identity.identity_of`); None when its parent
+    keeps none (an earlier gitopsd wrote it)."""
+
+
+def why(foreign: Foreign, owners: Mapping[str, Owner], settings: SyncSettings) -> str:
+    """Why `foreign` is not written, in the same words for `diff` and `sync`, and with
+    remedies in the words of the place `settings` come from; `owners` are the gitopsd
+    parents found for ApplySet ids. Taking an object over from another gitopsd source is
+    advised only where that source is a `gitopsd sync` of this very target."""
     if foreign.appeared:
         return CREATED_MEANWHILE
+    adopt = settings.say(Setting.ADOPT)
+    if settings.tool == Tool.CLI:
+        adopt = f"sync {adopt}"  # said by diff too
     if foreign.owner is None:
-        return (
-            "exists and no gitopsd source manages it; sync --adopt takes it over (rule: not_owned)"
-        )
-    parent = owners.get(foreign.owner)
-    if parent is None:
+        return f"exists and no gitopsd source manages it; {adopt} takes it over (rule: not_owned)"
+    owner = owners.get(foreign.owner)
+    if owner is None:
         return (
             f"exists and belongs to ApplySet {foreign.owner}, whose parent is no gitopsd "
             "source this identity can read (rule: not_owned)"
         )
-    name = parent.source_name
+    parent = owner.applyset
+    where = f"ConfigMap {parent.namespace}/{parent.name}"
+    if _recorded_by_cli_here(owner, settings):
+        return (
+            f"is recorded by a `gitopsd sync` of the same repository, paths and namespace "
+            f"(its parent: {where}); to take its objects over, set {adopt} (rule: not_owned)"
+        )
+    recorded = f", {described(owner.identity)}" if owner.identity else ""
     return (
-        f"exists and belongs to gitopsd source {name} (its parent: ConfigMap "
-        f"{parent.namespace}/{parent.name}); if that is this source under another name, sync "
-        f"with --name {name}, else remove the object from that source first (rule: not_owned)"
+        f"exists and is owned by another target: gitopsd source {parent.source_name} (its "
+        f"parent: {where}{recorded}); {_same_target_remedy(parent, settings)}, else remove "
+        "the object from that source first (rule: not_owned)"
     )
 
 
+def _recorded_by_cli_here(owner: Owner, settings: SyncSettings) -> bool:
+    """A daemon source or GitSync meets what a CLI sync of its own target applied."""
+    identity = owner.identity
+    return (
+        identity is not None
+        and identity.get("tool") == Tool.CLI
+        and settings.tool != Tool.CLI
+        and settings.identity is not None
+        and same_place(identity, settings.identity)
+    )
+
+
+def _same_target_remedy(parent: ApplySet, settings: SyncSettings) -> str:
+    """How to sync as the target that owns the object, where settings can say so."""
+    if settings.tool == Tool.GITSYNC:
+        return f"if it is this GitSync's target, set {settings.say(Setting.ADOPT)}"
+    name = settings.say(Setting.NAME)
+    return f"if this sync is that target, give it {name} {parent.source_name}"
+
+
 def as_unowned(
-    drifts: Iterable[Drift], foreign: Iterable[Foreign], owners: Mapping[str, ApplySet]
+    drifts: Iterable[Drift],
+    foreign: Iterable[Foreign],
+    owners: Mapping[str, Owner],
+    settings: SyncSettings,
 ) -> list[Drift]:
     """`drifts` with each foreign object reported as unowned, and why, as a sync would
     refuse it (whether or not its fields differ)."""
-    reasons = {f.key: why(f, owners) for f in foreign}
+    reasons = {f.key: why(f, owners, settings) for f in foreign}
     kept = [d for d in drifts if d.key not in reasons]
     marked = [
         replace(d, state=State.UNOWNED, reason=reasons.pop(d.key))

@@ -140,6 +140,10 @@ class Refusal(StrEnum):
 class PruneDecision:
     delete: tuple[ObjectKey, ...]  # in delete order
     refused: tuple[tuple[ObjectKey, Refusal], ...]
+    owned: int = 0
+    """Objects this source provably owns: what the budget is a share of."""
+    budget: int = 0
+    """Most objects the budget lets one sync prune."""
 
     @property
     def blocked(self) -> bool:
@@ -169,7 +173,8 @@ def decide_prune(
     )
     held = _refuse_all([k for k in decision.delete if k.group_kind in held_back], Refusal.HELD_BACK)
     delete = tuple(key for key in decision.delete if key.group_kind not in held_back)
-    return PruneDecision(delete, (*decision.refused, *held.refused, *hidden.refused))
+    refused = (*decision.refused, *held.refused, *hidden.refused)
+    return replace(decision, delete=delete, refused=refused)
 
 
 def _decide(
@@ -191,8 +196,9 @@ def _decide(
     deletable = [key for key in candidates if key not in kept]
     budget = max(1, math.floor(len(owned) * policy.budget_percent / 100))
     if len(deletable) > budget and not policy.allow_mass_prune:
-        return PruneDecision((), (*refused, *_refuse_all(deletable, Refusal.THRESHOLD).refused))
-    return PruneDecision(tuple(deletable), tuple(refused))
+        over = _refuse_all(deletable, Refusal.THRESHOLD).refused
+        return PruneDecision((), (*refused, *over), len(owned), budget)
+    return PruneDecision(tuple(deletable), tuple(refused), len(owned), budget)
 
 
 def _kept(key: ObjectKey, live: Body, owned: set[ObjectKey], policy: PrunePolicy) -> Refusal | None:
@@ -229,6 +235,8 @@ class Plan:
     """The fields of objects sent that the drift policy holds as they are live."""
     refused: Mapping[ObjectKey, str] = field(default_factory=dict)
     """Why each REFUSED object is not applied."""
+    left_git: tuple[ObjectKey, ...] = ()
+    """Objects this source provably owns that left git, kept since prune is off."""
 
     def sent(self) -> set[ObjectKey]:
         """The targets to write: created, configured or replaced."""
@@ -287,6 +295,9 @@ def plan_for(
     if settings.prune.enabled:
         held_back = {key.group_kind for key in plan.refused}
         plan = replace(plan, prune=_prune_decision(settings, targets, live, held_back))
+    else:
+        left = tuple(sorted(key for key in live.owned if key not in targets and live.proven(key)))
+        plan = replace(plan, left_git=left)
     return _holding(plan, measured)
 
 

@@ -92,6 +92,7 @@ def run_diff(arguments: argparse.Namespace) -> int:
         emit(json.dumps(document, indent=2) + "\n")
         return error.exit_code
     _notify(result.desired.notices)
+    _notify(result.notices, "note")
     origins = {key: str(target.origin) for key, target in result.desired.targets.items()}
     drifts, sha, healths = result.drifts, result.desired.revision.sha, result.health()
     out = io.StringIO()
@@ -124,6 +125,7 @@ def run_sync(arguments: argparse.Namespace) -> int:
         settings = sync_settings(arguments, source_spec(arguments), cluster.namespace)
         result = _reconcile(arguments, cluster, Intent.ENFORCE, hooks)
         _notify(result.desired.notices)
+        _notify(result.notices, "note")
         report = result.report or SyncReport(result.desired.revision.sha)
         if arguments.wait and not arguments.dry_run:
             healths = _wait(cluster, result, settings, progress)
@@ -142,10 +144,11 @@ def run_sync(arguments: argparse.Namespace) -> int:
     return code if error is None or code == ExitCode.UNHEALTHY else error.exit_code
 
 
-def _notify(notices: list[str]) -> None:
-    """What of other tools' annotations gitopsd does not honour, once per object."""
+def _notify(notices: list[str], kind: str = "warning") -> None:
+    """What people should know of the reconcile: what of other tools' annotations gitopsd
+    does not honour (once per object, a warning), a record moved (a note)."""
     for notice in notices:
-        print(f"gitopsd: warning: {notice}", file=sys.stderr)
+        print(f"gitopsd: {kind}: {notice}", file=sys.stderr)
 
 
 def _print_report(

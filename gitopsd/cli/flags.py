@@ -174,12 +174,20 @@ def cluster_arguments(parser: argparse.ArgumentParser) -> None:
     add(
         "--name",
         help="the source's name, as in the daemon's config: its ApplySet parent is the "
-        "ConfigMap gitopsd-NAME (default: derived from SOURCE and --path; a checkout by its "
-        "remote URL and its path in the repository)",
+        "ConfigMap gitopsd-NAME (default: made of SOURCE and everything that makes the sync "
+        "a target of its own: --path, --include, --exclude, --namespace and the --helm-* "
+        "flags; a checkout is known by its remote URL and its path in the repository)",
     )
     add(
         "--inventory-namespace",
-        help=f"namespace of the ApplySet parent (default {SyncSettings.inventory_namespace!r})",
+        help="namespace of the ApplySet parent (default: the namespace it applies into, "
+        "--namespace)",
+    )
+    switch(
+        group,
+        "--create-namespace",
+        "create --namespace if it does not exist, labelled as this source's creation; it is "
+        "never pruned",
     )
     add(
         "--namespace",

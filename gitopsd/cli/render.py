@@ -201,12 +201,22 @@ def render_report(report: SyncReport, out: TextIO) -> None:
         print(f"  took over  {takeover}", file=out)
     for held in report.held:
         print(f"  held       {held}", file=out)
+    for refusal in report.refusals:
+        print(refusal, file=out)
+    if report.left_git:
+        print(_left_git(report.left_git), file=out)
     counts = {action: report.changes.count(action) for action in Action}
     counts[Action.SKIPPED] += len(report.refused)
     for rare in (Action.HOOK, Action.REPLACED, Action.REFUSED):
         if not counts[rare]:  # a sync without hooks says nothing of them, and so on
             del counts[rare]
-    print(", ".join(f"{n} {action}" for action, n in counts.items()), file=out)
+    summary = ", ".join(f"{n} {action}" for action, n in counts.items())
+    print(f"{summary} (dry run: nothing was changed)" if report.dry_run else summary, file=out)
+
+
+def _left_git(count: int) -> str:
+    objects = f"{count} object{'s' if count != 1 else ''} this source applied"
+    return f"{objects} left git and {'were' if count != 1 else 'was'} kept: --prune deletes them"
 
 
 def report_json(report: SyncReport) -> dict[str, Any]:
@@ -217,6 +227,9 @@ def report_json(report: SyncReport) -> dict[str, Any]:
             for o in report.changes.outcomes
         ],
         "prune_refused": [{"object": str(k), "reason": str(r)} for k, r in report.refused],
+        "prune_refusals": report.refusals,
+        "left_git": report.left_git,
+        "dry_run": report.dry_run,
         "takeovers": report.changes.takeovers,
         "held": report.held,
     }

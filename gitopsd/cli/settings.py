@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import yaml
 
 from gitopsd.config import (
+    EARLIER_INVENTORY_NAMESPACE,
     LIMIT_SETTINGS,
     SOURCE_NAME,
     SOURCE_NAME_RULE,
     ChartSettings,
     Credentials,
+    EarlierRecord,
     Limits,
     PrunePolicy,
     SourceSpec,
@@ -37,6 +39,7 @@ from gitopsd.drift_policy import read_rules
 from gitopsd.errors import ConfigError
 from gitopsd.names import DNS1123_LABEL, NameRule, namespace_problem, shown
 from gitopsd.reconcile import desired
+from gitopsd.target_identity import Tool
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -108,7 +111,8 @@ def sync_settings(
     arguments: argparse.Namespace, spec: SourceSpec, context_namespace: str | None = None
 ) -> SyncSettings:
     """`context_namespace`, the kubeconfig context's, is the default namespace for objects
-    that name none, as for kubectl and Flux."""
+    that name none, as for kubectl and Flux; the record is kept there too, unless
+    --inventory-namespace says otherwise."""
     prune = _given(
         PrunePolicy(),
         arguments,
@@ -118,15 +122,11 @@ def sync_settings(
         budget_percent="prune_budget",
         prune_protected="prune_protected",
     )
+    namespace = arguments.default_namespace or context_namespace or SyncSettings.default_namespace
+    _checked("--namespace", namespace, DNS1123_LABEL)
     settings = _given(
-        SyncSettings(
-            name=_source_name(arguments, spec),
-            prune=prune,
-            default_namespace=context_namespace or SyncSettings.default_namespace,
-        ),
+        SyncSettings(name="", prune=prune, default_namespace=namespace),
         arguments,
-        inventory_namespace="inventory_namespace",
-        default_namespace="default_namespace",
         force_conflicts="force_conflicts",
         adopt="adopt",
         dry_run="dry_run",
@@ -134,16 +134,45 @@ def sync_settings(
         health_timeout_seconds="timeout",
         concurrency="concurrency",
         replace_on_immutable="replace_on_immutable",
+        create_namespace="create_namespace",
     )
-    _checked("--inventory-namespace", settings.inventory_namespace, DNS1123_LABEL)
-    _checked("--namespace", settings.default_namespace, DNS1123_LABEL)
     rules = _yaml_flags(getattr(arguments, "drift_rules", None), "--drift-rule")
     checks = _yaml_flags(getattr(arguments, "health_checks", None), "--health-check-expr")
     return replace(
         settings,
+        **_record_settings(arguments, spec, namespace),
         drift_rules=read_rules(rules, "--drift-rule") if rules else (),
         health_checks=health_checks(checks, "--health-check-expr") if checks else (),
     )
+
+
+def _record_settings(
+    arguments: argparse.Namespace, spec: SourceSpec, namespace: str
+) -> dict[str, Any]:
+    """Which record the sync keeps, and where: the source's name (--name, else one made of
+    its target's identity), the namespace of its parent (--inventory-namespace, else the one
+    it applies into), the identity the parent keeps, and where an earlier gitopsd may have
+    kept the record instead (`reconcile.records` moves it)."""
+    identity = desired.target_identity(spec, namespace, Tool.CLI)
+    name = arguments.name or desired.default_name(spec, identity)
+    if not SOURCE_NAME.match(name):
+        raise ConfigError(f"--name {shown(name)}: {SOURCE_NAME_RULE}")
+    chosen_namespace = arguments.inventory_namespace
+    if chosen_namespace is not None:
+        _checked("--inventory-namespace", chosen_namespace, DNS1123_LABEL)
+    inventory_namespace = chosen_namespace or namespace
+    earlier = EarlierRecord(
+        arguments.name or desired.earlier_default_name(spec),
+        chosen_namespace or EARLIER_INVENTORY_NAMESPACE,
+        named=arguments.name is not None,
+    )
+    moved = (earlier.name, earlier.namespace) != (name, inventory_namespace)
+    return {
+        "name": name,
+        "inventory_namespace": inventory_namespace,
+        "identity": identity,
+        "earlier": (earlier,) if moved else (),
+    }
 
 
 def _yaml_flags(texts: list[str] | None, flag: str) -> list[Any]:
@@ -170,14 +199,6 @@ def _given(defaults: Settings, arguments: argparse.Namespace, **flags: str) -> S
             if value is not None
         },
     )
-
-
-def _source_name(arguments: argparse.Namespace, spec: SourceSpec) -> str:
-    """The daemon's naming rule: --name X owns the same objects as the daemon's source X."""
-    name: str = arguments.name or desired.default_name(spec)
-    if not SOURCE_NAME.match(name):
-        raise ConfigError(f"--name {shown(name)}: {SOURCE_NAME_RULE}")
-    return name
 
 
 def _checked(flag: str, value: str, rule: NameRule) -> None:

@@ -9,15 +9,18 @@ from enum import StrEnum
 from typing import Any
 
 from gitopsd.config import (
+    EARLIER_INVENTORY_NAMESPACE,
     LIMIT_SETTINGS,
     SOURCE_NAME,
     SOURCE_NAME_RULE,
     Credentials,
+    EarlierRecord,
     Limits,
     PrunePolicy,
     SourceSpec,
     SyncSettings,
     is_local,
+    target_of,
 )
 from gitopsd.configfile.fields import (
     boolean,
@@ -37,6 +40,7 @@ from gitopsd.drift_policy import read_rules
 from gitopsd.errors import ConfigError
 from gitopsd.health import HealthCheck
 from gitopsd.names import shown
+from gitopsd.target_identity import Tool
 
 
 class Mode(StrEnum):
@@ -84,6 +88,7 @@ SOURCE_KEYS = {
     "allowInsecure",
     "forceConflicts",
     "adopt",
+    "createNamespace",
     "concurrency",
     "webhookSecretFile",
     "limits",
@@ -176,10 +181,15 @@ def source(item: Any, where: str) -> SourceConfig:
             "true to read a commit)"
         )
     timeout = seconds(raw, "timeout", where, SourceConfig.timeout_seconds)
+    settings = _settings(raw, name, where)
     return SourceConfig(
         name=name,
         spec=spec,
-        settings=replace(_settings(raw, name, where), health_timeout_seconds=timeout),
+        settings=replace(
+            settings,
+            health_timeout_seconds=timeout,
+            identity=target_of(spec, settings.default_namespace, Tool.DAEMON),
+        ),
         interval_seconds=seconds(raw, "interval", where, SourceConfig.interval_seconds),
         mode=_mode(raw, where),
         self_heal=boolean(raw, "selfHeal", where, SourceConfig.self_heal),
@@ -206,12 +216,13 @@ def _settings(raw: dict[str, Any], name: str, where: str) -> SyncSettings:
         budget_percent=percent(guards, "pruneBudgetPercent", where, PrunePolicy.budget_percent),
         prune_protected=boolean(guards, "pruneProtected", where, PrunePolicy.prune_protected),
     )
+    default_namespace = namespace(raw, "namespace", where, SyncSettings.default_namespace)
     return SyncSettings(
         name=name,
-        inventory_namespace=namespace(
-            raw, "inventoryNamespace", where, SyncSettings.inventory_namespace
-        ),
-        default_namespace=namespace(raw, "namespace", where, SyncSettings.default_namespace),
+        **_record_place(raw, name, default_namespace, where),
+        default_namespace=default_namespace,
+        tool=Tool.DAEMON,
+        create_namespace=boolean(raw, "createNamespace", where, SyncSettings.create_namespace),
         force_conflicts=boolean(raw, "forceConflicts", where, SyncSettings.force_conflicts),
         adopt=boolean(raw, "adopt", where, SyncSettings.adopt),
         prune=prune,
@@ -222,6 +233,17 @@ def _settings(raw: dict[str, Any], name: str, where: str) -> SyncSettings:
         ),
         health_checks=health_checks(raw.get("healthCheckExprs", []), where),
     )
+
+
+def _record_place(
+    raw: dict[str, Any], name: str, default_namespace: str, where: str
+) -> dict[str, Any]:
+    """Where the source's parent is (inventoryNamespace, else the namespace it applies into)
+    and where gitopsd kept it before that was the default (`default`), to be moved."""
+    inventory = namespace(raw, "inventoryNamespace", where, default_namespace)
+    earlier = EarlierRecord(name, EARLIER_INVENTORY_NAMESPACE, named=True)
+    moved = "inventoryNamespace" not in raw and inventory != earlier.namespace
+    return {"inventory_namespace": inventory, "earlier": (earlier,) if moved else ()}
 
 
 HEALTH_CHECK_KEYS = {"apiVersion", "kind", "current", "inProgress", "failed"}

@@ -182,6 +182,10 @@ class Reporter:
         self.recorder.refused(self.name, [str(reason) for _, reason in report.refused])
         for key, reason in report.refused:
             self.log.warning("prune refused (%s)", reason, extra={**revision, "object": str(key)})
+        for refusal in report.refusals:
+            self.log.warning("%s", refusal, extra=revision)
+        for notice in result.notices:
+            self.log.info("%s", notice, extra=revision)
         for takeover in report.changes.takeovers:
             self.log.info("took over %s", takeover, extra=revision)
         changed = [o for o in report.changes.outcomes if o.action != Action.UNCHANGED]

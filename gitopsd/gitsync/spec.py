@@ -22,6 +22,7 @@ from gitopsd.gitsync import (
 )
 from gitopsd.names import DNS1123_SUBDOMAIN, shown
 from gitopsd.objects import Body
+from gitopsd.target_identity import Tool
 
 MAX_REQUEST = 256
 """The most of a reconcile request's value that its status echoes."""
@@ -39,6 +40,8 @@ SHARED_KEYS = (
     "drift",
     "replaceOnImmutable",
     "healthCheckExprs",
+    "adopt",
+    "createNamespace",
 )
 """Spec keys that are a file source's keys too, with the same meaning."""
 
@@ -89,11 +92,13 @@ class GitSync:
         where = f"GitSync {self.key}: spec"
         config = configfile.source({"name": self.name, **self.fields}, where)
         confined = self.namespace if self.service_account is None else None
+        settings = config.settings
+        identity = settings.identity and replace(settings.identity, tool=Tool.GITSYNC)
         return replace(
             config,
             name=self.key,
             spec=replace(config.spec, credentials=credentials),
-            settings=replace(config.settings, confined_to=confined),
+            settings=replace(settings, confined_to=confined, tool=Tool.GITSYNC, identity=identity),
             depends_on=self.depends_on,
         )
 

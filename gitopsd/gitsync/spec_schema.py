@@ -258,6 +258,16 @@ SPEC = object_(
             "gitopsd.io/sync-options: replace-on-immutable).",
             SyncSettings.replace_on_immutable,
         ),
+        "adopt": boolean(
+            "Take over existing objects of its revision that no source, or another gitopsd "
+            "source, owns (such as those a `gitopsd sync` of the same repository recorded).",
+            SyncSettings.adopt,
+        ),
+        "createNamespace": boolean(
+            "Create the namespace it applies into (targetNamespace) when it does not exist, "
+            "as Argo CD's CreateNamespace=true; it is never pruned.",
+            SyncSettings.create_namespace,
+        ),
         "suspend": boolean("Stop reconciling until set back to false.", False),
         "webhook": object_(
             "A receiver for push events: POST /hooks/gitsyncs/NAMESPACE/NAME on the daemon's "

@@ -22,7 +22,9 @@ from gitopsd.config import SourceSpec, SyncSettings
 from gitopsd.errors import ManifestError, Remedy
 from gitopsd.health import Assessments, Checks, Health
 from gitopsd.objects import Body, ObjectKey
+from gitopsd.ownership import Owner
 from gitopsd.plan import Intent, Step, plan_for, step_for
+from gitopsd.reconcile import records
 from gitopsd.reconcile.desired import Desired, applyset_of, fetch, read_revision, resolve
 from gitopsd.reconcile.enforce import ParentWriter, SyncReport, make_changes
 from gitopsd.reconcile.live import Bounds, CacheReader, ListReader, Reader
@@ -65,9 +67,13 @@ class State:
     applied_revision: str | None = None
     """The revision last applied whole; None makes the next enforcing reconcile sync."""
     assessments: Assessments = field(default_factory=Assessments)
-    owners: dict[str, inventory.ApplySet | None] = field(default_factory=dict)
+    owners: dict[str, Owner | None] = field(default_factory=dict)
     """The gitopsd parent found for each ApplySet id that objects of others carry (None:
     none found): looked up once, not at every drift check."""
+    looked_for_earlier: bool = False
+    """Whether a record an earlier gitopsd kept elsewhere was looked for (once a state)."""
+    earlier: records.Move | None = None
+    """That record, until a sync moved it into the source's parent."""
 
     def known(self, revision: Revision) -> Desired | None:
         """The revision as read before, if it is the one read last; raises KnownInvalid if
@@ -118,6 +124,8 @@ class Result:
     """The source's own health rules."""
     report: SyncReport | None = None
     """What a sync or heal did."""
+    notices: list[str] = field(default_factory=list)
+    """What the caller should tell people of the reconcile (a record moved)."""
 
     def health(self, memo: Assessments | None = None) -> dict[ObjectKey, Health]:
         """The health of every desired object, as the live objects read show it (NotFound:
@@ -137,21 +145,45 @@ def reconcile_once(
     """One pass of the story. Raises KnownInvalid for a revision that failed before."""
     hooks = hooks or Hooks()
     desired = get_desired(source, cluster, state, hooks, fetch=intent.polls)
-    live = reader.read(applyset_of(source.settings), desired.targets)
-    state.trust_stamps(desired, live, source.refresh)
     step, waiting = _step(intent, state.is_applied(desired), source.self_heal, hooks)
-    measured = _measure(cluster, source.settings, desired, live, state, step)
+    settings, desired, notices = _record_of(source, cluster, reader, state, desired, step)
+    live = reader.read(applyset_of(settings), desired.targets)
+    state.trust_stamps(desired, live, source.refresh)
+    measured = _measure(cluster, settings, desired, live, state, step)
     hooks.on_measured(measured, live.find)
-    checks = source.settings.checks
-    result = Result(desired, live, measured.drifts, step, waiting, measured.held, checks)
-    plan = plan_for(source.settings, step, desired.targets, live, measured)
+    result = Result(desired, live, measured.drifts, step, waiting, measured.held, settings.checks)
+    result.notices = notices
+    plan = plan_for(settings, step, desired.targets, live, measured)
     if plan is not None:
         hooks.on_plan(len(plan.actions) + len(plan.prune.delete if plan.prune else ()))
-        parent = _parent(cluster, source.settings, live, state, reader.written, step == Step.SYNC)
+        parent = _parent(cluster, settings, live, state, reader.written, step == Step.SYNC)
         seeding = _seeding(hooks, state.memo, plan.held)
         result.report = make_changes(desired, plan, live, seeding, parent, step == Step.SYNC)
         state.done(desired, step)
     return result
+
+
+def _record_of(
+    source: Source, cluster: Cluster, reader: Reader, state: State, desired: Desired, step: Step
+) -> tuple[SyncSettings, Desired, list[str]]:
+    """The settings and members to reconcile with, and what to tell of them: the source's
+    own, unless an earlier gitopsd kept its record elsewhere (`records`). A pass that writes
+    moves it first; any other pass reads it where it is."""
+    settings = source.settings
+    if not state.looked_for_earlier:
+        state.earlier = records.find(cluster, settings, desired.targets)
+        state.looked_for_earlier = True
+    move = state.earlier
+    if move is None:
+        return settings, desired, []
+    if step != Step.NONE and not settings.dry_run:
+        records.carry_out(cluster, move, settings, Bounds.of(settings, source.spec.limits))
+        reader.written(None)  # the parent is read anew
+        state.earlier = None
+        return settings, desired, [f"moved {move.earlier.key} to {move.into.key}"]
+    if move.resumed:
+        return settings, desired, [move.note]
+    return move.read_as_earlier(settings), desired.members_of(move.earlier), [move.note]
 
 
 def read_only(
@@ -222,7 +254,7 @@ def _measure(
     write checks the absent targets by dry-run too: a sync sends nothing unless all pass."""
     measured = measure(cluster, settings, desired.targets, live, state.memo, step != Step.NONE)
     applyset = applyset_of(settings)
-    return with_owners(cluster, settings, applyset, live, measured, state.owners)
+    return with_owners(cluster, settings, applyset, desired.targets, live, measured, state.owners)
 
 
 def _parent(

@@ -11,10 +11,21 @@ from pathlib import Path
 from gitopsd import helm, inventory, kustomize, manifests, source, synchooks
 from gitopsd.changes import Target
 from gitopsd.cluster import Cluster, Resource
-from gitopsd.config import ChartSettings, Credentials, SourceSpec, SyncSettings, is_local
+from gitopsd.config import (
+    ChartSettings,
+    Credentials,
+    Setting,
+    SourceSpec,
+    SyncSettings,
+    is_local,
+    target_of,
+)
 from gitopsd.errors import ManifestError, ManifestReason
 from gitopsd.helm.chart import RemoteDependency
-from gitopsd.objects import GroupKind, Manifest, ObjectKey
+from gitopsd.objects import Body, GroupKind, Manifest, ObjectKey, Origin
+from gitopsd.resources import NAMESPACES
+from gitopsd.sync_options import SYNC_OPTIONS_ANNOTATION, Option
+from gitopsd.target_identity import TargetIdentity, Tool
 
 
 @dataclass(frozen=True)
@@ -35,6 +46,19 @@ class Desired:
         """What of other tools' annotations gitopsd does not honour, object by object."""
         every = (*self.targets.values(), *self.hooks)
         return [f"{t.key} ({t.origin}): {notice}" for t in every for notice in t.notices]
+
+    def members_of(self, applyset: inventory.ApplySet) -> Desired:
+        """The revision with its targets labelled as members (and hooks) of `applyset`."""
+
+        def relabelled(target: Target, label: Callable[[Body], Body]) -> Target:
+            body = label(target.body)
+            return Target(
+                target.key, body, target.origin, target.resource, target.read_from, target.hook
+            )
+
+        targets = {key: relabelled(t, applyset.member) for key, t in self.targets.items()}
+        hooks = tuple(relabelled(t, applyset.hook) for t in self.hooks)
+        return replace(self, targets=targets, hooks=hooks)
 
     @classmethod
     def of(cls, revision: source.Revision, resolved: Mapping[ObjectKey, Target]) -> Desired:
@@ -149,7 +173,30 @@ def resolve(
         body = applyset.hook(resolved.body) if hook else applyset.member(resolved.body)
         return Target(resolved.key, body, resolved.origin, resource, manifest, hook)
 
-    return manifests.index(target_of(manifest) for manifest in found)
+    targets = manifests.index(target_of(manifest) for manifest in found)
+    if settings.create_namespace:
+        targets = _creating_namespace(targets, settings, applyset)
+    return targets
+
+
+def _creating_namespace(
+    targets: dict[ObjectKey, Target], settings: SyncSettings, applyset: inventory.ApplySet
+) -> dict[ObjectKey, Target]:
+    """`targets` with the namespace it applies into, unless the revision declares it: made
+    when absent, before anything else, and never written after (create-only). It is no
+    member of the set, only labelled as made by it, so no prune ever deletes it."""
+    name = settings.default_namespace
+    key = ObjectKey("", "Namespace", "", name)
+    if key in targets:
+        return targets
+    metadata = {
+        "name": name,
+        "labels": {inventory.CREATED_BY_LABEL: applyset.id},
+        "annotations": {SYNC_OPTIONS_ANNOTATION: str(Option.CREATE_ONLY)},
+    }
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
+    origin = Origin(settings.say(Setting.CREATE_NAMESPACE), 0)
+    return {key: Target(key, body, origin, NAMESPACES), **targets}
 
 
 def _resolves_as(prior: Target, manifest: Manifest, cluster: Cluster) -> bool:
@@ -256,15 +303,35 @@ def _with_namespace(manifest: Manifest, namespaced: bool, default: str) -> Manif
     return Manifest(key, manifest.api_version, body, manifest.origin)
 
 
-def default_name(spec: SourceSpec) -> str:
-    """A stable source name: its base name plus a hash of what it is. A local checkout is
-    known by its repository's remote URL and its path there, so two checkouts of it (two
-    CI workspaces) are one source; a directory outside git by its absolute path."""
-    where, named = spec.url, Path(spec.url.rstrip("/")).name
-    if spec.helm.chart:  # a chart repository holds many charts: the chart names the source
-        where, named = f"{spec.url}\n{spec.helm.chart}", spec.helm.chart
+def target_identity(spec: SourceSpec, namespace: str, tool: Tool) -> TargetIdentity:
+    """The target a sync of `spec` into `namespace` is. A local checkout is its repository's
+    remote and its paths from the repository's root, so two checkouts of it (two CI
+    workspaces) and the daemon syncing that repository are one target; a directory outside
+    git is known by its absolute path."""
+    checkout = source.checkout_of(Path(spec.url)) if is_local(spec.url) else None
+    return target_of(spec, namespace, tool, checkout)
+
+
+def default_name(spec: SourceSpec, identity: TargetIdentity) -> str:
+    """A stable source name: its base name plus a hash of its target's identity, so two
+    targets never share a record (`gitopsd.target_identity`)."""
+    return f"{_base_name(spec)}-{identity.digest()}"
+
+
+def earlier_default_name(spec: SourceSpec) -> str:
+    """The name gitopsd gave the source before targets were told apart: its base name plus
+    a hash of its source and paths only (`reconcile.records` finds records kept under it)."""
+    where = spec.url
+    if spec.helm.chart:
+        where = f"{spec.url}\n{spec.helm.chart}"
     elif is_local(spec.url):
         where = source.checkout_identity(Path(spec.url)) or spec.url
-    base = re.sub(r"[^a-z0-9-]+", "-", named.lower().removesuffix(".git"))
     digest = hashlib.sha256(f"{where}\n{sorted(spec.paths)}".encode()).hexdigest()[:8]
-    return f"{base.strip('-')[:30] or 'source'}-{digest}"
+    return f"{_base_name(spec)}-{digest}"
+
+
+def _base_name(spec: SourceSpec) -> str:
+    """The directory's, repository's or chart's name, as a name may hold it."""
+    named = spec.helm.chart or Path(spec.url.rstrip("/")).name
+    base = re.sub(r"[^a-z0-9-]+", "-", named.lower().removesuffix(".git"))
+    return base.strip("-")[:30] or "source"

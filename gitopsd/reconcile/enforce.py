@@ -24,6 +24,8 @@ from gitopsd.prune import prune
 from gitopsd.reconcile.desired import Desired
 from gitopsd.reconcile.live import kinds_of, unserved_kinds
 from gitopsd.reconcile.phases import HookRunner
+from gitopsd.reconcile.records import parent_annotations
+from gitopsd.refusals import explain_refusals
 from gitopsd.resources import CONFIG_MAPS, NAMESPACES
 from gitopsd.synchooks import Phase
 from gitopsd.waiting import HealthWait, not_healthy
@@ -37,6 +39,13 @@ class SyncReport:
     held: list[str] = field(default_factory=list)
     """Each field of an object written that the drift policy held as it was live, with the
     rule that did: "apps/Deployment/shop/web: spec.replicas (accept by rule hpa)"."""
+    refusals: list[str] = field(default_factory=list)
+    """One line per prune guard that refused, with its numbers, the objects it kept and
+    what overrides it (`plan.explain_refusals`)."""
+    left_git: int = 0
+    """Objects the source owns that left git, kept because prune is off."""
+    dry_run: bool = False
+    """Nothing was changed: every write was a server-side dry run."""
 
     @property
     def prune_blocked(self) -> bool:
@@ -82,7 +91,7 @@ class ParentWriter:
         stamps = inventory.encode_stamps(record, self.stamps())
         if unchanged and stamps == self.stored_stamps:
             return
-        parent = self.applyset.parent(record, stamps)
+        parent = self.applyset.parent(record, stamps, parent_annotations(self.settings))
         answer = None
         try:
             subject = str(self.applyset.key)
@@ -107,7 +116,12 @@ def make_changes(
     no hook runs."""
     cluster, settings, applyset = parent.cluster, parent.settings, parent.applyset
     _refuse_foreign_parent(applyset, live, settings)
-    report = SyncReport(desired.revision.sha, held=_held(plan))
+    report = SyncReport(
+        desired.revision.sha,
+        held=_held(plan),
+        left_git=len(plan.left_git),
+        dry_run=settings.dry_run,
+    )
     ran: list[Outcome] = []
 
     def heard(outcome: Outcome) -> None:
@@ -248,6 +262,20 @@ class Pruning:
     ) -> None:
         """Deletes what the decision allows, then records what is gone."""
         report.refused.extend(decision.refused)
+        settings = self.parent.settings
+        try:
+            self._delete(live, members, decision, record, report)
+        finally:
+            report.refusals = explain_refusals(report.refused, decision, settings)
+
+    def _delete(
+        self,
+        live: Live,
+        members: Mapping[ObjectKey, Target],
+        decision: PruneDecision,
+        record: inventory.Record,
+        report: SyncReport,
+    ) -> None:
         if self.parent.settings.dry_run:
             dry = [Outcome(k, Action.PRUNED, "dry run") for k in decision.delete]
             report.changes.outcomes += dry

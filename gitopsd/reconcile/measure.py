@@ -21,7 +21,7 @@ from gitopsd.errors import ApplyError
 from gitopsd.foreign_owners import find_owners
 from gitopsd.managed_fields import TAKEOVER_MANAGERS, same_ownership
 from gitopsd.objects import Body, ObjectKey
-from gitopsd.ownership import as_unowned, unowned
+from gitopsd.ownership import Owner, as_unowned, unowned
 from gitopsd.sync_options import Option, options_of
 
 
@@ -46,6 +46,8 @@ class Measured:
 
 
 IN_SYNC = Measured(None, owned_as_declared=True)
+ABSENT = "absent"
+"""The version the memo keeps for an object that does not exist: no resourceVersion is it."""
 
 
 def stamp(fingerprint: str, version: str) -> bytes:
@@ -79,6 +81,18 @@ class DriftMemo:
 
     def recall(self, key: ObjectKey) -> Measured:
         return self.seen[key][2] if key in self.seen else IN_SYNC
+
+    def remember_absent(self, target: Target, answer: Body) -> None:
+        """An absent target's dry-run, as a create: what the server would store."""
+        drift = diff.missing(target.key, answer)
+        self.seen[target.key] = (target.fingerprint, ABSENT, Measured(drift, False))
+
+    def missing(self, target: Target) -> diff.Drift | None:
+        """What the server would store of an absent target, if its dry-run of this very body
+        is remembered."""
+        fingerprint, version, measured = self.seen.get(target.key, ("", "", IN_SYNC))
+        fresh = (fingerprint, version) == (target.fingerprint, ABSENT)
+        return measured.drift if fresh else None
 
     def stamps(self) -> dict[ObjectKey, bytes]:
         """A stamp for every object last found in sync, for the parent to keep."""
@@ -118,17 +132,21 @@ def measure(
     memo: DriftMemo,
     validate_missing: bool = False,
 ) -> Measurement:
-    """Dry-runs every present target the memo has not measured in its current state (and,
-    with `validate_missing`, every absent one that can be: a sync sends nothing unless all
-    of them pass), then names what differs, as the drift policy decides. Targets a sync
-    never writes (skip, or create-only once present) are not measured."""
+    """Dry-runs every present target the memo has not measured in its current state, and
+    every absent one that can be, as a create (`validate_missing`, a pass that may write:
+    each of them, as a sync sends nothing unless all pass; else those whose body the memo
+    has not dry-run), then names what differs, as the drift policy decides: a missing
+    object as the server would store it. Targets a sync never writes (skip, or create-only
+    once present) are not measured."""
     present = {
         key: body
         for key, body in live.desired.items()
         if body is not None and targets[key].resource and targets[key].writes(present=True)
     }
     stale = [targets[key] for key, body in present.items() if not memo.fresh(targets[key], body)]
-    absent = _ready_absent(targets, live) if validate_missing else []
+    absent = _ready_absent(targets, live)
+    if not validate_missing:
+        absent = [target for target in absent if memo.missing(target) is None]
     _dry_run(cluster, Applier(cluster, settings, live.desired), stale, absent, live, memo)
     memo.keep_only(targets)
     measured = {key: memo.recall(key) for key in present}
@@ -138,7 +156,7 @@ def measure(
         if m.drift
     ]
     drifts = [
-        *_missing(targets, live),
+        *_missing(targets, live, memo),
         *(d for d in modified if d.reported),
         *_extraneous(targets, live),
     ]
@@ -161,7 +179,11 @@ def _dry_run(
     """Dry-runs the stale targets (and checks the absent ones), and remembers what each
     stale one measured: its drift, or the fields git changes that cannot change."""
     refused: dict[ObjectKey, tuple[str, ...]] = {}
-    expected = applier.dry_run([*stale, *absent], {t.key for t in stale}, refused)
+    kept = {t.key for t in (*stale, *absent)}
+    expected = applier.dry_run([*stale, *absent], kept, refused)
+    for target in absent:
+        if target.key in expected:
+            memo.remember_absent(target, expected.pop(target.key))
     for target in stale:
         current = live.desired[target.key]
         assert current is not None  # noqa: S101 - only present targets are stale
@@ -198,9 +220,11 @@ def _as_the_dry_run_saw_it(
     return newer
 
 
-def _missing(targets: Mapping[ObjectKey, Target], live: Live) -> list[diff.Drift]:
+def _missing(targets: Mapping[ObjectKey, Target], live: Live, memo: DriftMemo) -> list[diff.Drift]:
+    """Each absent target as the server would store it, where it could be dry-run; as git
+    has it where not yet (its namespace or CRD comes with the sync)."""
     return [
-        diff.missing(key, target.body)
+        memo.missing(target) or diff.missing(key, target.body)
         for key, target in targets.items()
         if live.desired[key] is None and target.writes(present=False)
     ]
@@ -222,18 +246,21 @@ def with_owners(
     cluster: Cluster,
     settings: SyncSettings,
     applyset: inventory.ApplySet,
+    targets: Mapping[ObjectKey, Target],
     live: Live,
     measurement: Measurement,
-    known: dict[str, inventory.ApplySet | None],
+    known: dict[str, Owner | None],
 ) -> Measurement:
-    """`measurement` with every present object that is not this source's to write reported
-    as unowned, with the reason a sync would give for refusing it; owners are looked up
-    once (`known`), and only where the source may look (a confined one: its namespace)."""
-    foreign = list(unowned(applyset, live.desired, live.desired, live.desired, settings.adopt))
+    """`measurement` with every present object a sync would write that is not this source's
+    reported as unowned, with the reason a sync would give for refusing it (one it never
+    writes, create-only once it exists, it never refuses); owners are looked up once
+    (`known`), and only where the source may look (a confined one: its namespace)."""
+    written = [key for key, body in live.desired.items() if body and targets[key].writes(True)]
+    foreign = list(unowned(applyset, written, live.desired, live.desired, settings.adopt))
     if not foreign:
         return measurement
     owners = find_owners(cluster, foreign, settings.confined_to or "", known)
-    return replace(measurement, drifts=as_unowned(measurement.drifts, foreign, owners))
+    return replace(measurement, drifts=as_unowned(measurement.drifts, foreign, owners, settings))
 
 
 def _ready_absent(targets: Mapping[ObjectKey, Target], live: Live) -> list[Target]:

@@ -22,7 +22,7 @@ range allows, checked against its digest and unpacked, bounded, into the cache.
 """
 
 from gitopsd.source.charts import check_chart_source, fetch_chart
-from gitopsd.source.identity import checkout_identity
+from gitopsd.source.identity import Checkout, checkout_identity, checkout_of
 from gitopsd.source.listing import Entry
 from gitopsd.source.policy import FLAG_ALLOWS_INSECURE, URL_USERINFO_ADVICE, check_url, mask_url
 from gitopsd.source.revision import Revision, Shared, fetch, read_directory
@@ -34,6 +34,7 @@ __all__ = [
     "FLAG_ALLOWS_INSECURE",
     "STALE_SNAPSHOT_SECONDS",
     "URL_USERINFO_ADVICE",
+    "Checkout",
     "Entry",
     "FetchLedger",
     "GitTree",
@@ -43,6 +44,7 @@ __all__ = [
     "check_chart_source",
     "check_url",
     "checkout_identity",
+    "checkout_of",
     "fetch",
     "fetch_chart",
     "mask_url",

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import NamedTuple
+
+from gitopsd.target_identity import canonical_url
 
 MAX_CONFIG_BYTES = 1024 * 1024
 _SECTION = re.compile(r'^\s*\[\s*remote\s+"([^"]*)"\s*\]', re.IGNORECASE)
@@ -16,18 +19,29 @@ _OTHER_SECTION = re.compile(r"^\s*\[")
 _URL = re.compile(r"^\s*url\s*=\s*(.*?)\s*$", re.IGNORECASE)
 
 
-def checkout_identity(directory: Path) -> str | None:
-    """`<remote URL>#<path inside the repository>` for a directory inside a git checkout
-    whose repository has a remote (origin, else the first), without userinfo or `.git`;
-    None otherwise."""
+class Checkout(NamedTuple):
+    url: str
+    """The repository's remote (origin, else the first), without userinfo or `.git`."""
+    inside: str
+    """The directory's path inside the repository ("." for its root)."""
+
+
+def checkout_of(directory: Path) -> Checkout | None:
+    """What a directory inside a git checkout whose repository has a remote is; None for
+    any other directory."""
     root = _work_tree_root(directory)
     if root is None:
         return None
     url = _remote_url(_git_dir(root / ".git"))
     if url is None:
         return None
-    inside = directory.relative_to(root).as_posix()
-    return f"{_canonical(url)}#{inside}"
+    return Checkout(canonical_url(url), directory.relative_to(root).as_posix())
+
+
+def checkout_identity(directory: Path) -> str | None:
+    """`<remote URL>#<path inside the repository>` (`checkout_of`), or None."""
+    checkout = checkout_of(directory)
+    return f"{checkout.url}#{checkout.inside}" if checkout else None
 
 
 def _work_tree_root(directory: Path) -> Path | None:
@@ -60,12 +74,6 @@ def _remote_url(git_dir: Path) -> str | None:
         if remote is not None and url and remote not in urls:
             urls[remote] = url.group(1).strip('"')
     return urls.get("origin") or next(iter(urls.values()), None)
-
-
-def _canonical(url: str) -> str:
-    """The same repository however it was cloned: no user or token, no `.git`, no `/`."""
-    url = re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", r"\1", url, flags=re.IGNORECASE)
-    return url.rstrip("/").removesuffix(".git")
 
 
 def _read(path: Path) -> str:

@@ -218,9 +218,10 @@ def test_an_object_of_another_source_is_refused_naming_that_source(
     where = ["--allow-insecure-source", "-n", namespace, "--inventory-namespace", namespace]
     assert gitopsd("sync", url, *where, "--name", "first").code == 0
     reason = (
-        f"exists and belongs to gitopsd source first (its parent: ConfigMap "
-        f"{namespace}/gitopsd-first); if that is this source under another name, sync with "
-        "--name first, else remove the object from that source first (rule: not_owned)"
+        f"exists and is owned by another target: gitopsd source first (its parent: "
+        f"ConfigMap {namespace}/gitopsd-first, gitopsd sync of {url.removesuffix('.git')} "
+        f"(paths .) into namespace {namespace}); if this sync is that target, give it --name "
+        "first, else remove the object from that source first (rule: not_owned)"
     )
 
     diff_run = gitopsd("diff", url, *where, "--name", "second")

@@ -190,6 +190,7 @@ def test_sync_flags_set_what_they_name() -> None:
     assert not synced.prune.allow_empty
     assert not synced.force_conflicts and synced.crd_timeout_seconds == 5
     assert (synced.concurrency, synced.default_namespace) == (3, "team")
+    assert synced.inventory_namespace == "team"  # the record lives where it applies
 
 
 def test_diff_takes_concurrency_and_never_prunes() -> None:
@@ -244,7 +245,7 @@ def test_help_shows_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
         "--max-fetch-bytes BYTES largest pack git may receive (default 2Gi)",
         "most owned objects one sync may prune (default 25)",
         "Established (default 60)",
-        "namespace of the ApplySet parent (default 'default')",
+        "namespace of the ApplySet parent (default: the namespace it applies into, --namespace)",
         "file names to read (default *.yaml, *.yml, *.json)",
     ]:
         assert documented in help_text

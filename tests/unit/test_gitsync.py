@@ -13,7 +13,14 @@ from typing import Any
 
 import pytest
 
-from gitopsd.config import ChartSettings, Credentials, PrunePolicy, SourceSpec, parse_duration
+from gitopsd.config import (
+    ChartSettings,
+    Credentials,
+    PrunePolicy,
+    Setting,
+    SourceSpec,
+    parse_duration,
+)
 from gitopsd.configfile import GitSyncSettings, Mode, SourceConfig
 from gitopsd.diff import Drift, FieldChange, State
 from gitopsd.drift_policy import Decision
@@ -225,7 +232,6 @@ def test_daemon_only_settings_in_a_spec_are_ignored() -> None:
         namespace="kube-system",
         inventoryNamespace="kube-system",
         forceConflicts=False,
-        adopt=True,
     )
 
     read = spec.read(body, GitSyncSettings())
@@ -238,8 +244,21 @@ def test_daemon_only_settings_in_a_spec_are_ignored() -> None:
     assert source.settings.default_namespace == "team"
     assert source.settings.inventory_namespace == "team"
     assert source.settings.confined_to == "team"
-    assert not source.settings.adopt
+    assert source.settings.force_conflicts
     assert "credentials" not in read.fields and "webhookSecretFile" not in read.fields
+
+
+def test_adopt_and_create_namespace_are_a_tenants_to_set() -> None:
+    """Remedies a GitSync's status names (spec.adopt) are fields of its spec; both act only
+    within what the GitSync may write (its namespace, or its service account's rights)."""
+    source = spec.read(gitsync(adopt=True, createNamespace=True), GitSyncSettings()).source(
+        NO_CREDENTIALS
+    )
+
+    assert source.settings.adopt
+    assert source.settings.create_namespace
+    assert source.settings.tool == "gitsync"
+    assert source.settings.say(Setting.ADOPT) == "spec.adopt"
 
 
 def test_without_a_service_account_a_gitsync_is_confined_to_its_namespace() -> None:

@@ -3,8 +3,11 @@ server's refusal of it means, and which live objects a sync may not write."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from gitopsd.config import SourceSpec, SyncSettings
 from gitopsd.diff import Drift, FieldChange, State
 from gitopsd.inventory import ApplySet, gitopsd_parent
 from gitopsd.objects import APPLYSET_PART_OF_LABEL, APPLYSET_TOOLING_ANNOTATION, Body, ObjectKey
@@ -12,14 +15,23 @@ from gitopsd.ownership import (
     ABSENT_VERSION,
     CREATED_MEANWHILE,
     Foreign,
+    Owner,
     as_unowned,
     guarded,
     refusal,
     unowned,
     why,
 )
+from gitopsd.reconcile.desired import target_identity
+from gitopsd.target_identity import TargetIdentity, Tool
 
 APPLYSET = ApplySet("gitopsd-app", "apps")
+CLI = SyncSettings("app")
+REPOSITORY = SourceSpec("https://git.example.com/org/app")
+DAEMON = SyncSettings(
+    "app", tool=Tool.DAEMON, identity=target_identity(REPOSITORY, "apps", Tool.DAEMON)
+)
+GITSYNC = SyncSettings("apps/app", tool=Tool.GITSYNC)
 KEY = ObjectKey("", "ConfigMap", "apps", "web")
 MANIFEST: Body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web"}}
 
@@ -80,7 +92,8 @@ OWNERSHIP = [
 def test_only_what_this_source_owns_or_adopts_as_read_is_written(
     now: Body | None, read: Body | None, adopt: bool, refused: str | None
 ) -> None:
-    found = {f.key: why(f, {}) for f in unowned(APPLYSET, [KEY], {KEY: now}, {KEY: read}, adopt)}
+    foreign = unowned(APPLYSET, [KEY], {KEY: now}, {KEY: read}, adopt)
+    found = {f.key: why(f, {}, CLI) for f in foreign}
     if refused is None:
         assert found == {}
     else:
@@ -90,18 +103,54 @@ def test_only_what_this_source_owns_or_adopts_as_read_is_written(
 OTHER = ApplySet.of_source("app-1a2b3c4d", "ci")
 
 
-def test_an_object_of_another_gitopsd_source_is_named_by_that_source_never_adopt() -> None:
-    said = why(Foreign(KEY, OTHER.id), {OTHER.id: OTHER})
+def test_an_object_of_another_target_is_named_by_that_target_never_adopt() -> None:
+    said = why(Foreign(KEY, OTHER.id), {OTHER.id: Owner(OTHER)}, CLI)
     assert (
-        "belongs to gitopsd source app-1a2b3c4d (its parent: ConfigMap ci/gitopsd-app-1a2b3c4d)"
-        in said
+        "is owned by another target: gitopsd source app-1a2b3c4d (its parent: ConfigMap "
+        "ci/gitopsd-app-1a2b3c4d)" in said
     )
-    assert "sync with --name app-1a2b3c4d" in said
+    assert "if this sync is that target, give it --name app-1a2b3c4d" in said
     assert "--adopt" not in said
 
 
-def test_an_object_no_source_manages_may_be_adopted() -> None:
-    assert "sync --adopt takes it over" in why(Foreign(KEY, None), {})
+def test_the_other_target_is_described_as_its_parent_records_it() -> None:
+    identity = target_identity(REPOSITORY, "prod", Tool.CLI)
+    owner = Owner(OTHER, json.loads(identity.annotation()))
+
+    said = why(Foreign(KEY, OTHER.id), {OTHER.id: owner}, CLI)
+
+    assert "gitopsd sync of https://git.example.com/org/app (paths .) into namespace prod" in said
+
+
+def test_a_daemon_source_meeting_a_cli_sync_of_its_own_target_is_told_to_adopt() -> None:
+    cli_here = target_identity(REPOSITORY, "apps", Tool.CLI)
+    elsewhere = target_identity(REPOSITORY, "prod", Tool.CLI)
+
+    said = why(Foreign(KEY, OTHER.id), {OTHER.id: Owner(OTHER, _recorded(cli_here))}, DAEMON)
+    other = why(Foreign(KEY, OTHER.id), {OTHER.id: Owner(OTHER, _recorded(elsewhere))}, DAEMON)
+
+    assert "is recorded by a `gitopsd sync` of the same repository, paths and namespace" in said
+    assert "set adopt: true" in said
+    assert "owned by another target" in other and "give it name app-1a2b3c4d" in other
+
+
+def _recorded(identity: TargetIdentity) -> dict[str, object]:
+    found: dict[str, object] = json.loads(identity.annotation())
+    return found
+
+
+@pytest.mark.parametrize(
+    ("settings", "remedy"),
+    [
+        (CLI, "--adopt takes it over"),
+        (DAEMON, "adopt: true takes it over"),
+        (GITSYNC, "spec.adopt"),
+    ],
+)
+def test_an_object_no_source_manages_may_be_adopted_in_the_words_of_the_place(
+    settings: SyncSettings, remedy: str
+) -> None:
+    assert remedy in why(Foreign(KEY, None), {}, settings)
 
 
 def parent(name: str, namespace: str, tooling: str = "gitopsd/v1") -> Body:
@@ -127,7 +176,7 @@ def test_a_parent_is_known_by_the_hash_of_its_name_not_by_its_label(
 def test_diff_reports_an_unowned_object_as_sync_would_refuse_it() -> None:
     modified = Drift(KEY, State.MODIFIED, (FieldChange("data.k", "a", "b", "kubectl-edit"),))
     same = ObjectKey("", "ConfigMap", "apps", "same")
-    drifts = as_unowned([modified], [Foreign(KEY, None), Foreign(same, OTHER.id)], {})
+    drifts = as_unowned([modified], [Foreign(KEY, None), Foreign(same, OTHER.id)], {}, CLI)
     assert [(d.key, d.state) for d in drifts] == [(same, State.UNOWNED), (KEY, State.UNOWNED)]
     assert drifts[1].changes == modified.changes  # what differs is still shown
     assert "no gitopsd source manages it" in drifts[1].reason

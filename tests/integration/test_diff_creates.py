@@ -1,0 +1,127 @@
+"""`diff` catches what `sync` would refuse: it dry-runs an object that does not exist yet as
+a create, says once that a namespace is missing, and shows what the server would store."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from tests.harness import audit
+from tests.harness.cli import Gitopsd
+from tests.harness.controlplane import ControlPlane
+from tests.integration.test_prune import config_maps
+from tests.integration.test_targets import folder
+
+INVALID = 2
+CLUSTER_FAILED = 4
+DRIFT = 1
+DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+spec:
+  {replicas}: 2
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      containers: [{{name: web, image: registry.example/web:1}}]
+"""
+
+
+def written_in(plane: ControlPlane, namespace: str, since: float) -> list[audit.Write]:
+    """What anyone wrote in `namespace` since `since`, dry-runs aside."""
+    return [w for w in audit.writes_by_anyone(plane, since) if w.namespace == namespace]
+
+
+def deployment(name: str, replicas: str = "replicas") -> str:
+    return DEPLOYMENT.format(name=name, replicas=replicas)
+
+
+def test_diff_fails_an_invalid_new_object_as_sync_would_naming_each(
+    control_plane: ControlPlane, gitopsd: Gitopsd, namespace: str, tmp_path: Path
+) -> None:
+    """The reproduction: a Deployment that does not exist yet with `spec.replica` (a typo),
+    and a second one with the same typo: diff fails with exit 2 naming both, file and line
+    and the field, and writes nothing but dry-runs."""
+    files = {"web.yaml": deployment("web", "replica"), "api.yaml": deployment("api", "replica")}
+    m = folder(tmp_path / "m", **files)
+    since = time.time()
+
+    diff = gitopsd("diff", str(m), "-n", namespace)
+    sync = gitopsd("sync", str(m), "-n", namespace)
+
+    assert diff.code == INVALID, diff.text
+    for name in ("web", "api"):
+        line = f"apps/Deployment/{namespace}/{name} ({name}.yaml:1)"
+        assert line in diff.err, diff.err
+    assert diff.err.count(".spec.replica: field not declared in schema") == 2
+    assert sync.code == INVALID, sync.text
+    assert written_in(control_plane, namespace, since) == []
+
+
+def test_diff_shows_a_missing_object_as_the_server_would_store_it(
+    gitopsd: Gitopsd, namespace: str, tmp_path: Path
+) -> None:
+    m = folder(tmp_path / "m", **{"web.yaml": deployment("web")})
+
+    diff = gitopsd("diff", str(m), "-n", namespace)
+
+    assert diff.code == DRIFT, diff.text
+    assert f"missing apps/Deployment/{namespace}/web (web.yaml:1)" in diff.out
+    assert "+  revisionHistoryLimit: 10" in diff.out  # the server's default, not git's
+    assert "+  progressDeadlineSeconds: 600" in diff.out
+    assert "uid" not in diff.out and "creationTimestamp" not in diff.out
+
+
+def test_a_missing_namespace_is_said_once_with_its_remedy(
+    control_plane: ControlPlane, gitopsd: Gitopsd, admin_api: Any, tmp_path: Path
+) -> None:
+    absent = f"absent-{secrets.token_hex(4)}"
+    m = folder(tmp_path / "m", "a", "b", "c", "d")
+    since = time.time()
+
+    diff = gitopsd("diff", str(m), "-n", absent)
+    sync = gitopsd("sync", str(m), "-n", absent)
+
+    remedy = "create it, or add the Namespace to the revision, or give --create-namespace"
+    for run in (diff, sync):
+        assert run.code == CLUSTER_FAILED, run.text
+        assert run.err.count(f"namespace {absent} does not exist") == 1, run.err
+        assert "4 of its objects go there" in run.err and remedy in run.err
+        assert "not found" not in run.err  # not once per object
+    assert written_in(control_plane, absent, since) == []
+
+
+def test_create_namespace_makes_it_first_labelled_as_the_sources_and_never_prunes_it(
+    control_plane: ControlPlane, gitopsd: Gitopsd, admin_api: Any, tmp_path: Path
+) -> None:
+    core: Any = client.CoreV1Api(admin_api)
+    target = f"new-{secrets.token_hex(4)}"
+    m = folder(tmp_path / "m", "a", "b")
+
+    diff = gitopsd("diff", str(m), "-n", target, "--create-namespace")
+    synced = gitopsd("sync", str(m), "-n", target, "--create-namespace", "--prune")
+
+    assert diff.code == DRIFT, diff.text
+    assert f"missing Namespace/{target} (--create-namespace)" in diff.out
+    assert synced.code == 0, synced.text
+    assert f"created    Namespace/{target}" in synced.out
+    namespace = core.read_namespace(target)
+    assert namespace.metadata.labels["gitopsd.io/created-by"].startswith("applyset-")
+    assert "applyset.kubernetes.io/part-of" not in namespace.metadata.labels
+    assert config_maps(admin_api, target) >= {"a", "b"}
+    since = time.time()
+
+    again = gitopsd("sync", str(m), "-n", target, "--prune", "--prune-protected")
+
+    assert again.code == 0, again.text
+    assert "pruned     " not in again.out
+    namespaces = audit.writes_by_anyone(control_plane, since)
+    assert [w for w in namespaces if w.resource == "namespaces"] == []
+    assert gitopsd("diff", str(m), "-n", target, "--create-namespace").code == 0
