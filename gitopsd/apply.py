@@ -20,6 +20,7 @@ from gitopsd.diff import FieldChange, held_as_live
 from gitopsd.errors import ApplyError, ClusterError, ClusterReason
 from gitopsd.failures import Failure, attempted, error_of, raise_for
 from gitopsd.foreign_owners import find_owners
+from gitopsd.immutable import changed_fields
 from gitopsd.inventory import ApplySet, uid_prefix
 from gitopsd.managed_fields import lost_fields, takeover_patch
 from gitopsd.objects import Body, ObjectKey
@@ -99,12 +100,20 @@ class Applier:
             )
             return answer if wanted else {}
 
-        answered, failures = self._answers(targets, dry_run)
+        chosen = {target.key: target for target in targets}
+        answered, failures = self._answers(chosen.values(), dry_run)
         if immutable is not None:
-            immutable |= {f.key: f.immutable for f in failures if f.immutable}
+            immutable |= {f.key: self._changed(f, chosen[f.key]) for f in failures if f.immutable}
             failures = [f for f in failures if not f.immutable]
         raise_for(failures, self.settings)
         return answered
+
+    def _changed(self, refused: Failure, target: Target) -> tuple[str, ...]:
+        """The fields git changes of those the server refused to change: the server names
+        the whole field it guards (a StatefulSet's `spec`), the diff names what git changes
+        under it (its volumeClaimTemplates' storage)."""
+        live = self.live.get(target.key) or {}
+        return changed_fields(target.body, live, refused.immutable, refused.changeable)
 
     def _check_owned(self, keys: Iterable[ObjectKey], targets: Mapping[ObjectKey, Target]) -> None:
         """An existing object that this source does not own is taken over only with --adopt,

@@ -166,10 +166,11 @@ def missing(key: ObjectKey, desired: Body) -> Drift:
     return Drift(key, State.MISSING, desired=mask(normalize(desired)))
 
 
-def unchangeable(key: ObjectKey, fields: Sequence[str]) -> Drift:
-    """git changes fields of the live object that cannot change once set."""
+def unchangeable(key: ObjectKey, fields: Sequence[str], remedy: str) -> Drift:
+    """git changes fields of the live object that cannot change once set; `remedy` says
+    how to have it replaced."""
     named = ", ".join(fields) or "a field"
-    why = f"git changes {named}, which cannot change once set (sync option replace-on-immutable)"
+    why = f"git changes {named}, which cannot change once set; {remedy}"
     return Drift(key, State.MODIFIED, reason=why)
 
 

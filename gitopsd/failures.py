@@ -26,6 +26,8 @@ class Failure(NamedTuple):
     """The fields the server refused to change because they cannot change once set."""
     missing_namespace: str = ""
     """The namespace the object goes to, which does not exist ("" for other failures)."""
+    changeable: tuple[str, ...] = ()
+    """Of the `immutable` fields' own fields, those the server said may change."""
 
 
 MISSING_NAMESPACE = re.compile(r'^namespaces "([^"]+)" not found')
@@ -78,6 +80,8 @@ def attempted(target: Target, call: Callable[[Target], Body]) -> Body | Failure:
         return call(target)
     except ClusterError as error:
         message = redact(str(error), secret_values([target.body]))
-        immutable = error.immutable if isinstance(error, ApiError) else ()
+        api = error if isinstance(error, ApiError) else None
+        immutable, changeable = (api.immutable, api.changeable) if api else ((), ())
         line = f"{target.key} ({target.origin}): {message}"
-        return Failure(target.key, line, error.reason, immutable, _missing_namespace(error))
+        missing = _missing_namespace(error)
+        return Failure(target.key, line, error.reason, immutable, missing, changeable)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from enum import IntEnum, StrEnum
 
 from gitopsd.changes import SENT, Action, Live, Measurement, Target
-from gitopsd.config import PrunePolicy, SyncSettings
+from gitopsd.config import PrunePolicy, Setting, SyncSettings
 from gitopsd.diff import FieldChange
 from gitopsd.diff import State as DriftState
 from gitopsd.inventory import uid_prefix
@@ -318,20 +318,18 @@ def _replacing(
         asked = settings.replace_on_immutable or (
             Option.REPLACE_ON_IMMUTABLE in targets[key].options
         )
-        why = _not_replaced(fields, asked, live.proven(key))
+        why = _not_replaced(fields, asked, live.proven(key), settings)
         actions[key] = Action.REFUSED if why else Action.REPLACED
         if why:
             refused[key] = why
     return replace(plan, actions=actions, refused=refused)
 
 
-def _not_replaced(fields: tuple[str, ...], asked: bool, owned: bool) -> str:
+def _not_replaced(fields: tuple[str, ...], asked: bool, owned: bool, settings: SyncSettings) -> str:
     named = ", ".join(fields) or "a field"
     if not asked:
         return (
-            f"not applied: git changes {named}, which cannot change once set; to delete and "
-            f"create it again, annotate it {SYNC_OPTIONS_ANNOTATION}: "
-            f"{Option.REPLACE_ON_IMMUTABLE} (or set replaceOnImmutable on the source)"
+            f"not applied: git changes {named}, which cannot change once set; {replacing(settings)}"
         )
     if not owned:
         return (
@@ -339,6 +337,15 @@ def _not_replaced(fields: tuple[str, ...], asked: bool, owned: bool) -> str:
             "source has no record of applying the object it finds (rule: not_owned)"
         )
     return ""
+
+
+def replacing(settings: SyncSettings) -> str:
+    """How to have an object whose immutable fields git changes deleted and made again, in
+    the words of the place the source's settings are written."""
+    return (
+        f"to delete and create it again, give {settings.say(Setting.REPLACE_ON_IMMUTABLE)} "
+        f"or annotate it {SYNC_OPTIONS_ANNOTATION}: {Option.REPLACE_ON_IMMUTABLE}"
+    )
 
 
 def _holding(plan: Plan, measured: Measurement) -> Plan:

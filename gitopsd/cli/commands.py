@@ -77,6 +77,7 @@ def run_validate(arguments: argparse.Namespace) -> int:
         desired.fetch(spec, arguments.cache_dir), spec, arguments.cache_dir
     )
     manifests.index(found)
+    _notify(list(desired.empty_warning(found, spec)))
     emit(f"{len(found)} objects valid\n")
     return ExitCode.OK
 

@@ -15,6 +15,7 @@ import email.utils
 import gc
 import http.client
 import json
+import re
 import ssl
 import threading
 import time
@@ -111,12 +112,20 @@ class Answer:
 class ApiError(ClusterError):
     """A request the API server answered with an error status; `immutable`: the fields it
     refused to change because they cannot change once set (a Job's template, a
-    Deployment's selector)."""
+    Deployment's selector); `changeable`: those of their fields it said may change (a
+    StatefulSet's spec: "for fields other than 'replicas', 'template', …")."""
 
-    def __init__(self, status: int, message: str, immutable: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        immutable: tuple[str, ...] = (),
+        changeable: tuple[str, ...] = (),
+    ) -> None:
         super().__init__(message, REASON_BY_STATUS.get(status, ClusterReason.SERVER))
         self.status = status
         self.immutable = immutable
+        self.changeable = changeable
 
 
 @dataclass
@@ -208,7 +217,8 @@ class Api:
                 f"{self.server} refused the credentials (401 Unauthorized): the token or "
                 "client certificate is wrong or has expired; log in again or fix the kubeconfig",
             )
-        return ApiError(status, _status_message(answer), _immutable_fields(answer))
+        immutable, changeable = _immutable_fields(answer)
+        return ApiError(status, _status_message(answer), immutable, changeable)
 
     def _unreachable(self, method: str, path: str, error: BaseException) -> ClusterError:
         self.reachable = False
@@ -260,7 +270,7 @@ def _gave_up(method: str, path: str, error: ApiError, attempts: int) -> ApiError
     tries = "1 try" if attempts == 1 else f"{attempts} tries"
     status = "" if str(error) == f"HTTP {error.status}" else f"HTTP {error.status}, "
     said = f"{error} ({method} {path}: {status}{tries})"
-    return ApiError(error.status, said, error.immutable)
+    return ApiError(error.status, said, error.immutable, error.changeable)
 
 
 def _target(path: str, query: Sequence[tuple[str, str]]) -> str:
@@ -336,20 +346,27 @@ IMMUTABLE_WORDS = ("field is immutable", "may not change once set", "are forbidd
 for fields other than ... are forbidden`)."""
 
 
-def _immutable_fields(answer: Answer) -> tuple[str, ...]:
-    """The fields an Invalid answer refuses as immutable, from its causes."""
+CHANGEABLE = re.compile(r"for fields other than (.*) are forbidden")
+
+
+def _immutable_fields(answer: Answer) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The fields an Invalid answer refuses as immutable, from its causes, and the fields
+    under them it names as ones that may change."""
     if answer.status != 422:
-        return ()
+        return (), ()
     try:
         status = json.loads(answer.data or b"{}")
-        causes = status["details"]["causes"]
-        return tuple(
-            str(cause.get("field", ""))
-            for cause in causes
-            if any(words in str(cause.get("message", "")) for words in IMMUTABLE_WORDS)
-        )
+        causes = [
+            (str(cause.get("field", "")), str(cause.get("message", "")))
+            for cause in status["details"]["causes"]
+        ]
     except (ValueError, KeyError, TypeError, AttributeError):
-        return ()
+        return (), ()
+    refused = [(f, m) for f, m in causes if any(words in m for words in IMMUTABLE_WORDS)]
+    said = " ".join(m for _, m in refused)
+    changeable = CHANGEABLE.search(said)
+    names = tuple(re.findall(r"'([^']+)'", changeable[1])) if changeable else ()
+    return tuple(field for field, _ in refused), names
 
 
 def _cause(error: BaseException) -> str:

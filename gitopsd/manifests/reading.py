@@ -61,8 +61,10 @@ def load(
     cache: ParseCache | None = None,
     render_kustomization: Render | None = None,
     render_chart: RenderChart | None = None,
+    paths_named: bool = False,
 ) -> list[Manifest]:
-    """Every manifest under `paths` (relative to the root), in a stable order.
+    """Every manifest under `paths` (relative to the root), in a stable order; a path
+    that holds nothing to read is an error when the user named it (`paths_named`).
 
     `root` is a directory read in place, where `blob_ids` may map root-relative posix paths
     to git blob shas, or a tree that knows its own (a git revision's). A file whose blob
@@ -71,7 +73,8 @@ def load(
     invalid input, SourceError when the tree cannot be read.
     """
     tree = Directory(root, blob_ids) if isinstance(root, Path) else root
-    selected = list(sources(tree, paths, Globs(tuple(include), tuple(exclude))))
+    globs = Globs(tuple(include), tuple(exclude))
+    selected = list(sources(tree, paths, globs, paths_named))
     cache = cache if cache is not None else ParseCache()
     reader = _Reader(tree, limits, cache, render_kustomization, render_chart)
     tree.prefetch(reader.unparsed(selected))

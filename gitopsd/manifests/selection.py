@@ -50,15 +50,33 @@ class Globs:
         return any(fnmatchcase(rel, glob) for glob in self.exclude)
 
 
-def sources(tree: Tree, paths: Sequence[str], globs: Globs) -> Iterator[Source]:
-    """Each file or kustomization once, even when configured paths overlap."""
+def sources(
+    tree: Tree, paths: Sequence[str], globs: Globs, named: bool = False
+) -> Iterator[Source]:
+    """Each file or kustomization once, even when configured paths overlap. A path the user
+    `named` that holds nothing to read is an error: a typo there would sync nothing."""
     seen: set[Source] = set()
     for configured in paths:
         top = _checked_path(tree, configured)
+        found = False
         for source in _walk(tree, top, globs):
+            found = True
             if source not in seen:
                 seen.add(source)
                 yield source
+        if named and not found:
+            raise ManifestError(_nothing_at(configured, globs), ManifestReason.INVALID)
+
+
+def _nothing_at(configured: str, globs: Globs) -> str:
+    skipped = (
+        f", or the exclude globs ({', '.join(globs.exclude)}) skip them" if globs.exclude else ""
+    )
+    return (
+        f"path {configured}: holds no manifest to read: no file there is named "
+        f"{', '.join(globs.include)}{skipped}, and no directory holds a kustomization or "
+        "a Chart.yaml"
+    )
 
 
 def _checked_path(tree: Tree, configured: str) -> str:

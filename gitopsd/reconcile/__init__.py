@@ -25,7 +25,14 @@ from gitopsd.objects import Body, ObjectKey
 from gitopsd.ownership import Owner
 from gitopsd.plan import Intent, Step, plan_for, step_for
 from gitopsd.reconcile import records
-from gitopsd.reconcile.desired import Desired, applyset_of, fetch, read_revision, resolve
+from gitopsd.reconcile.desired import (
+    Desired,
+    applyset_of,
+    empty_warning,
+    fetch,
+    read_revision,
+    resolve,
+)
 from gitopsd.reconcile.enforce import ParentWriter, SyncReport, make_changes
 from gitopsd.reconcile.live import Bounds, CacheReader, ListReader, Reader
 from gitopsd.reconcile.measure import IN_SYNC, DriftMemo, measure, with_owners
@@ -222,7 +229,7 @@ def get_desired(
     except ManifestError as error:
         state.invalid(revision, error)
         raise
-    desired = state.read(Desired.of(revision, targets))
+    desired = state.read(Desired.of(revision, targets, empty_warning(found, source.spec)))
     hooks.on_revision(revision.sha)
     return desired
 

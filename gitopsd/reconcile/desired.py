@@ -35,6 +35,8 @@ class Desired:
     """The ApplySet's members."""
     hooks: tuple[Target, ...] = ()
     """The hooks a sync of the revision runs, in no particular order."""
+    warnings: tuple[str, ...] = ()
+    """What people should know of the revision as a whole (it holds no manifest)."""
 
     @property
     def synced(self) -> dict[ObjectKey, Target]:
@@ -45,7 +47,8 @@ class Desired:
     def notices(self) -> list[str]:
         """What of other tools' annotations gitopsd does not honour, object by object."""
         every = (*self.targets.values(), *self.hooks)
-        return [f"{t.key} ({t.origin}): {notice}" for t in every for notice in t.notices]
+        notices = [f"{t.key} ({t.origin}): {notice}" for t in every for notice in t.notices]
+        return [*self.warnings, *notices]
 
     def members_of(self, applyset: inventory.ApplySet) -> Desired:
         """The revision with its targets labelled as members (and hooks) of `applyset`."""
@@ -61,11 +64,28 @@ class Desired:
         return replace(self, targets=targets, hooks=hooks)
 
     @classmethod
-    def of(cls, revision: source.Revision, resolved: Mapping[ObjectKey, Target]) -> Desired:
+    def of(
+        cls,
+        revision: source.Revision,
+        resolved: Mapping[ObjectKey, Target],
+        warnings: tuple[str, ...] = (),
+    ) -> Desired:
         """The revision's targets, hooks apart (a hook of no phase gitopsd runs: neither)."""
         members = {key: target for key, target in resolved.items() if target.hook is None}
         hooks = tuple(t for t in resolved.values() if t.hook is not None and t.hook.phases)
-        return cls(revision, members, hooks)
+        return cls(revision, members, hooks, warnings)
+
+
+def empty_warning(found: list[Manifest], spec: SourceSpec) -> tuple[str, ...]:
+    """The warning a revision without a single manifest earns (a path the user named that
+    holds nothing is an error instead: `manifests.load`)."""
+    if found:
+        return ()
+    named = ", ".join(spec.include)
+    return (
+        f"the source holds no manifest: no file under {', '.join(spec.paths)} is named "
+        f"{named} (or those that are hold no object); a sync of it applies nothing",
+    )
 
 
 def fetch(
@@ -120,6 +140,7 @@ def read_revision(
             cache=cache,
             render_kustomization=kustomize.renderer(charts.inflate if charts else None),
             render_chart=charts,
+            paths_named=spec.paths != SourceSpec.paths,
         )
 
 

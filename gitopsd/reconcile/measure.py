@@ -22,6 +22,7 @@ from gitopsd.foreign_owners import find_owners
 from gitopsd.managed_fields import TAKEOVER_MANAGERS, same_ownership
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.ownership import Owner, as_unowned, unowned
+from gitopsd.plan import replacing
 from gitopsd.sync_options import Option, options_of
 
 
@@ -189,7 +190,7 @@ def _dry_run(
         assert current is not None  # noqa: S101 - only present targets are stale
         fields = refused.pop(target.key, ())
         if fields:
-            drift = diff.unchangeable(target.key, fields)
+            drift = diff.unchangeable(target.key, fields, replacing(applier.settings))
             memo.remember(target, current, Measured(drift, False, fields))
             continue
         answer = expected.pop(target.key)

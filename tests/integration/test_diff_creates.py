@@ -125,3 +125,23 @@ def test_create_namespace_makes_it_first_labelled_as_the_sources_and_never_prune
     namespaces = audit.writes_by_anyone(control_plane, since)
     assert [w for w in namespaces if w.resource == "namespaces"] == []
     assert gitopsd("diff", str(m), "-n", target, "--create-namespace").code == 0
+
+
+def test_a_named_path_that_holds_no_manifest_is_an_error_an_unnamed_one_a_warning(
+    gitopsd: Gitopsd, namespace: str, tmp_path: Path
+) -> None:
+    """A typo in --path (a directory of notes, not manifests) would sync nothing, and with
+    --prune try to delete everything: refused. A source that holds nothing at all is said."""
+    m = folder(tmp_path / "m", "a", **{"docs/README.md": "# notes\n"})
+    empty = folder(tmp_path / "empty", **{"README.md": "# nothing here\n"})
+
+    named = gitopsd("diff", str(m), "-n", namespace, "--path", "docs")
+    unnamed = gitopsd("diff", str(empty), "-n", namespace)
+    validated = gitopsd("validate", str(empty))
+
+    assert named.code == INVALID, named.text
+    assert "path docs: holds no manifest to read: no file there is named *.yaml" in named.err
+    assert unnamed.code == 0, unnamed.text
+    warning = "gitopsd: warning: the source holds no manifest: no file under . is named *.yaml"
+    assert warning in unnamed.err
+    assert validated.code == 0 and warning in validated.err, validated.text

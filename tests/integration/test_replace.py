@@ -180,3 +180,45 @@ def test_an_object_this_source_has_no_record_of_is_never_deleted(
     assert "not_owned" in refused.err
     assert uid_of(admin_api, namespace, "migrate") == theirs
     assert [w for w in job_deletes(control_plane, namespace) if w.received > since] == []
+
+
+def stateful_set(storage: str, replicas: int) -> str:
+    return f"""\
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {{name: db}}
+spec:
+  replicas: {replicas}
+  serviceName: db
+  selector: {{matchLabels: {{app: db}}}}
+  template:
+    metadata: {{labels: {{app: db}}}}
+    spec:
+      containers: [{{name: db, image: registry.example/db:1}}]
+  volumeClaimTemplates:
+    - metadata: {{name: data}}
+      spec:
+        accessModes: [ReadWriteOnce]
+        resources: {{requests: {{storage: {storage}}}}}
+"""
+
+
+def test_an_immutable_refusal_names_the_field_git_changes_not_the_servers(
+    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    """The server says only that a StatefulSet's `spec` may change in some fields; the
+    refusal names the one the commit changed, and the remedy in the CLI's words."""
+    git_repo.commit({"db.yaml": stateful_set("1Gi", replicas=1)})
+    url = git_server.file_url(git_repo)
+    assert sync(gitopsd, url, namespace).code == 0
+    git_repo.commit({"db.yaml": stateful_set("2Gi", replicas=2)})
+
+    diff = gitopsd("diff", url, *scope(namespace))
+    refused = sync(gitopsd, url, namespace)
+
+    named = "git changes spec.volumeClaimTemplates[0].spec.resources.requests.storage, which"
+    assert diff.code == 1 and named in diff.out, diff.text
+    assert refused.code == 2, refused.text
+    assert f"refused    apps/StatefulSet/{namespace}/db  (not applied: {named}" in refused.out
+    assert "give --replace-on-immutable or annotate it" in refused.out
+    assert "spec.replicas" not in refused.out  # it may change: it is no reason
