@@ -17,6 +17,8 @@ from gitopsd.reconcile.desired import earlier_default_name
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import ControlPlane
+from tests.harness.daemon import Daemons
+from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import create_namespace
 from tests.integration.test_prune import config_maps
 
@@ -256,3 +258,41 @@ def test_a_sync_without_prune_says_what_left_git_and_a_dry_run_says_it_is_one(
     assert (document["left_git"], document["dry_run"]) == (2, False)
     assert dry.out.rstrip().endswith("(dry run: nothing was changed)"), dry.out
     assert config_maps(admin_api, namespace) >= {"a", "b", "c"}
+
+
+def test_a_daemon_source_meeting_a_cli_sync_of_its_target_says_so_backs_off_then_adopts(
+    daemons: Daemons,
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    """From the CLI to the daemon: objects `gitopsd sync` of the same repository, paths and
+    namespace recorded are refused with the setting that takes them over, the refusal backs
+    off (each retry waits at least as long as the one before) and is counted; with
+    `adopt: true` the daemon takes them over, and then the CLI's record owns nothing."""
+    git_repo.commit({"a.yaml": CONFIG_MAP.format(name="a")})
+    url = git_server.file_url(git_repo)
+    assert gitopsd("sync", url, "-n", namespace, "--allow-insecure-source").code == 0
+
+    daemon = daemons.start(url)
+    daemon.wait_value("gitopsd_errors_total", lambda v: v >= 3, "three refusals", 60)
+
+    refusals = [line for line in daemon.log_lines() if line.get("reason") == "conflict"]
+    said = refusals[0]["message"]
+    assert f"ConfigMap/{namespace}/a (a.yaml:1): is recorded by a `gitopsd sync`" in said
+    assert "to take its objects over, set adopt: true" in said
+    waits = [float(line["message"].rpartition("retrying in ")[2].split()[0]) for line in refusals]
+    assert waits == sorted(waits) and waits[2] >= 2.0, waits
+    daemon.stop()
+
+    adopting = daemons.start(url, name="adopting", adopt=True)
+    adopting.wait_value(
+        "gitopsd_reconcile_total", lambda v: v >= 1, "a sync", source="app", result="success"
+    )
+
+    diff = gitopsd("diff", url, "-n", namespace, "--allow-insecure-source")
+    assert diff.code == 1, diff.text
+    assert "is owned by another target: gitopsd source app" in diff.out
+    assert f"daemon source of {url.removesuffix('.git')} (paths .) into namespace" in diff.out

@@ -1,0 +1,77 @@
+"""A person with rights in one namespace can use gitopsd there: the record lives where the
+source applies, and nothing outside the namespace is needed (nor read, where it would be
+refused: a record an earlier gitopsd kept in `default` is not looked for)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from tests.harness.cli import Gitopsd
+from tests.harness.controlplane import ControlPlane
+from tests.harness.kube import kubeconfig_for, service_account_token
+from tests.integration.test_prune import config_maps
+from tests.integration.test_targets import folder, parents
+
+DRIFT = 1
+
+
+def account(
+    plane: ControlPlane, admin_api: Any, namespace: str, at: Path, role: str, *extra: str
+) -> str:
+    """A kubeconfig for a ServiceAccount of `namespace` bound, there only, to the
+    ClusterRole `role`, and to a Role granting `extra` verbs on ConfigMaps."""
+    name = f"{role}-user"
+    token = service_account_token(admin_api, namespace, name)
+    rbac: Any = client.RbacAuthorizationV1Api(admin_api)
+    subject = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+    role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}
+    binding = {"metadata": {"name": name}, "roleRef": role_ref, "subjects": subject}
+    rbac.create_namespaced_role_binding(namespace, binding)
+    if extra:
+        rule = {"apiGroups": [""], "resources": ["configmaps"], "verbs": list(extra)}
+        rbac.create_namespaced_role(namespace, {"metadata": {"name": name}, "rules": [rule]})
+        own = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
+        rbac.create_namespaced_role_binding(
+            namespace, {"metadata": {"name": f"{name}-own"}, "roleRef": own, "subjects": subject}
+        )
+    return str(kubeconfig_for(plane, at / f"{name}.kubeconfig", name, token))
+
+
+def test_a_user_with_edit_in_one_namespace_diffs_and_syncs_there(
+    control_plane: ControlPlane, gitopsd: Gitopsd, admin_api: Any, namespace: str, tmp_path: Path
+) -> None:
+    kubeconfig = account(control_plane, admin_api, namespace, tmp_path, "edit")
+    one = folder(tmp_path / "one", "a", "b")
+    as_editor = ("-n", namespace, "--kubeconfig", kubeconfig)
+
+    diff = gitopsd("diff", str(one), *as_editor)
+    synced = gitopsd("sync", str(one), *as_editor, "--prune")
+    folder(one, "a")
+    pruned = gitopsd("sync", str(one), *as_editor, "--prune")
+
+    assert diff.code == DRIFT, diff.text
+    assert synced.code == 0, synced.text
+    assert pruned.code == 0, pruned.text
+    assert f"pruned     ConfigMap/{namespace}/b" in pruned.out
+    assert config_maps(admin_api, namespace) >= {"a"}
+    assert len(parents(admin_api, namespace)) == 1  # its record, in its namespace
+
+
+def test_a_user_who_may_view_and_patch_for_a_dry_run_can_diff(
+    control_plane: ControlPlane, gitopsd: Gitopsd, admin_api: Any, namespace: str, tmp_path: Path
+) -> None:
+    one = folder(tmp_path / "one", "a")
+    assert gitopsd("sync", str(one), "-n", namespace).code == 0
+    (one / "a.yaml").write_text((one / "a.yaml").read_text().replace("k: v", "k: w"))
+    kubeconfig = account(control_plane, admin_api, namespace, tmp_path, "view", "patch")
+
+    diff = gitopsd("diff", str(one), "-n", namespace, "--kubeconfig", kubeconfig, "-o", "json")
+
+    assert diff.code == DRIFT, diff.text
+    [drift] = json.loads(diff.out)["drift"]
+    assert (drift["name"], drift["state"]) == ("a", "modified")
+    assert [change["path"] for change in drift["changes"]] == ["data.k"]
