@@ -58,7 +58,8 @@ def _no_namespace(namespace: str, keys: list[ObjectKey], settings: SyncSettings)
         remedy += f", or give {settings.say(Setting.CREATE_NAMESPACE)}"
     return (
         f"namespace {namespace} does not exist, and this revision does not create it: "
-        f"{len(keys)} of its objects go there ({objects}); {remedy}"
+        f"{len(keys)} of its objects {'goes' if len(keys) == 1 else 'go'} there ({objects}); "
+        f"{remedy}"
     )
 
 

@@ -223,6 +223,7 @@ def get_desired(
             state.parse_cache,
             namespace=source.settings.default_namespace,
             cluster=cluster,
+            empty_allowed=source.settings.prune.allow_empty,
         )
         previous = state.desired.targets if state.desired else None
         targets = resolve(found, cluster, source.settings, previous)

@@ -122,11 +122,13 @@ def read_revision(
     *,
     namespace: str = "default",
     cluster: Cluster | None = None,
+    empty_allowed: bool = False,
 ) -> list[Manifest]:
     """The manifests of exactly `revision`, its files read from git's object store (only
     those `cache` has not parsed), or a local directory's in place. Charts render into
     `namespace` unless their settings name one, for `cluster`'s capabilities (without a
-    cluster, helm's defaults)."""
+    cluster, helm's defaults). A path the source names that holds nothing to read is an
+    error, unless an empty source is allowed (allowEmpty): then it is what was meant."""
     charts = helm.renderer(
         spec.helm, namespace, _capabilities(cluster), _dependencies(spec, cache_dir)
     )
@@ -140,7 +142,7 @@ def read_revision(
             cache=cache,
             render_kustomization=kustomize.renderer(charts.inflate if charts else None),
             render_chart=charts,
-            paths_named=spec.paths != SourceSpec.paths,
+            paths_named=spec.paths != SourceSpec.paths and not empty_allowed,
         )
 
 

@@ -91,7 +91,10 @@ def test_fa27_a_namespace_being_deleted_fails_its_source_clearly_while_others_go
     release_blocker(admin_api, doomed)
     wait_for(lambda: namespace_phase(admin_api, doomed) is None, "the namespace gone", 60)
     git_repo.commit(under("doomed", config_maps("a", value="z")))  # tried at once
-    gone = f'{a} (doomed/a.yaml:1): namespaces "{doomed}" not found'
+    gone = (
+        f"namespace {doomed} does not exist, and this revision does not create it: "
+        f"1 of its objects goes there ({a})"
+    )
     wait_for(lambda: any(gone in m for m in messages(daemon, "doomed")), "the namespace named")
     git_repo.commit(under("other", config_maps("b", value="x")))
     wait_for(lambda: config_map_value(admin_api, namespace, "b", "k") == "x", "other goes on")

@@ -145,3 +145,7 @@ def test_a_named_path_that_holds_no_manifest_is_an_error_an_unnamed_one_a_warnin
     warning = "gitopsd: warning: the source holds no manifest: no file under . is named *.yaml"
     assert warning in unnamed.err
     assert validated.code == 0 and warning in validated.err, validated.text
+    # an empty source allowed: a named path that holds nothing is what was meant
+    allowed = ("--path", "docs", "--allow-empty", "--prune", "--dry-run")
+    meant = gitopsd("sync", str(m), "-n", namespace, *allowed)
+    assert meant.code == 0 and "no file under docs is named *.yaml" in meant.err, meant.text

@@ -195,6 +195,8 @@ def test_a_minimal_gitsync_is_stored_with_every_default(
         "selfHeal": True,
         "suspend": False,
         "replaceOnImmutable": False,
+        "adopt": False,
+        "createNamespace": False,
         "guards": {
             "allowEmpty": False,
             "pruneBudgetPercent": 25,

@@ -20,7 +20,7 @@ from tests.harness import audit
 from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import ControlPlane
 from tests.harness.gitserver import GitRepo, GitServer, git
-from tests.integration.test_prune import PRUNE_BLOCKED, config_map_files, config_maps
+from tests.integration.test_prune import config_map_files, config_maps
 from tests.integration.test_sync import scope
 
 INVALID, SOURCE_FAILED = 2, 3
@@ -74,7 +74,12 @@ FAULTS: dict[str, tuple[Callable[[GitRepo], Callable[[], None]], int, str]] = {
     "FA-15 git unreachable": (unreachable, SOURCE_FAILED, "failed (unreachable)"),
     "FA-18 branch deleted": (branch_deleted, SOURCE_FAILED, "doomed"),
     "FA-18 path deleted": (path_deleted, INVALID, "path app not found in the revision"),
-    "FA-18 force-pushed to an empty tree": (emptied_by_force_push, PRUNE_BLOCKED, "empty_source"),
+    # the path the source names holds no manifest now: refused before anything is planned
+    "FA-18 force-pushed to an empty tree": (
+        emptied_by_force_push,
+        INVALID,
+        "path app: holds no manifest to read",
+    ),
 }
 
 
