@@ -184,10 +184,10 @@ def _record_of(
     if move is None:
         return settings, desired, []
     if step != Step.NONE and not settings.dry_run:
-        records.carry_out(cluster, move, settings, Bounds.of(settings, source.spec.limits))
+        moved = records.carry_out(cluster, move, settings, Bounds.of(settings, source.spec.limits))
         reader.written(None)  # the parent is read anew
         state.earlier = None
-        return settings, desired, [f"moved {move.earlier.key} to {move.into.key}"]
+        return settings, desired, [moved]
     if move.resumed:
         return settings, desired, [move.note]
     return move.read_as_earlier(settings), desired.members_of(move.earlier), [move.note]

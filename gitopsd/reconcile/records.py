@@ -89,17 +89,28 @@ def find(cluster: Cluster, settings: SyncSettings, desired: Iterable[ObjectKey])
     return None
 
 
-def carry_out(cluster: Cluster, move: Move, settings: SyncSettings, bounds: Bounds) -> None:
-    """Moves the record (see the module's docstring); raises ClusterError if a step
-    fails, and the next pass carries on from there."""
+def carry_out(cluster: Cluster, move: Move, settings: SyncSettings, bounds: Bounds) -> str:
+    """Moves the record (see the module's docstring) and says what it did; raises
+    ClusterError if a step fails, and the next pass carries on from there. An earlier parent
+    this identity may not delete is left, owning nothing any more, and said."""
     if not move.resumed:
         _create(cluster, move, settings)
     _relabel(cluster, move, settings, bounds)
-    metadata = move.parent["metadata"]
-    earlier = move.earlier
-    cluster.delete(
-        CONFIG_MAPS, earlier.namespace, earlier.name, metadata["uid"], metadata["resourceVersion"]
-    )
+    moved = f"moved {move.earlier.key} to {move.into.key}"
+    metadata, earlier = move.parent["metadata"], move.earlier
+    try:
+        cluster.delete(
+            CONFIG_MAPS,
+            earlier.namespace,
+            earlier.name,
+            metadata["uid"],
+            metadata["resourceVersion"],
+        )
+    except ClusterError as error:
+        if error.reason != ClusterReason.FORBIDDEN:
+            raise
+        return f"{moved}; the earlier parent, which now owns nothing, is yours to delete ({error})"
+    return moved
 
 
 def _claimed(

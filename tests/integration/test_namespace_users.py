@@ -14,7 +14,7 @@ from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import ControlPlane
 from tests.harness.kube import kubeconfig_for, service_account_token
 from tests.integration.test_prune import config_maps
-from tests.integration.test_targets import folder, parents
+from tests.integration.test_targets import earlier_record, folder, parents
 
 DRIFT = 1
 
@@ -75,3 +75,30 @@ def test_a_user_who_may_view_and_patch_for_a_dry_run_can_diff(
     [drift] = json.loads(diff.out)["drift"]
     assert (drift["name"], drift["state"]) == ("a", "modified")
     assert [change["path"] for change in drift["changes"]] == ["data.k"]
+
+
+def test_an_earlier_record_a_user_may_read_but_not_delete_is_moved_and_said(
+    control_plane: ControlPlane, gitopsd: Gitopsd, admin_api: Any, namespace: str, tmp_path: Path
+) -> None:
+    one = folder(tmp_path / "one", "a")
+    earlier = earlier_record(gitopsd, admin_api, one, namespace)
+    kubeconfig = account(control_plane, admin_api, namespace, tmp_path, "edit")
+    rbac: Any = client.RbacAuthorizationV1Api(admin_api)
+    reader = f"{namespace}-reader"
+    rule = {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}
+    rbac.create_namespaced_role("default", {"metadata": {"name": reader}, "rules": [rule]})
+    subject = {"kind": "ServiceAccount", "name": "edit-user", "namespace": namespace}
+    role = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": reader}
+    binding = {"metadata": {"name": reader}, "roleRef": role, "subjects": [subject]}
+    rbac.create_namespaced_role_binding("default", binding)
+    as_editor = ("-n", namespace, "--kubeconfig", kubeconfig)
+
+    moved = gitopsd("sync", str(one), *as_editor)
+    again = gitopsd("sync", str(one), *as_editor)
+
+    assert moved.code == 0, moved.text
+    assert f"moved ConfigMap/default/{earlier} to ConfigMap/{namespace}/" in moved.err
+    assert "the earlier parent, which now owns nothing, is yours to delete" in moved.err
+    assert again.code == 0 and "gitopsd: note" not in again.err, again.text
+    assert earlier in parents(admin_api, "default")
+    assert gitopsd("diff", str(one), *as_editor).code == 0
