@@ -493,5 +493,5 @@ def test_a_failed_hook_of_a_wave_holds_back_later_waves_and_prune(
     failed = gitopsd("sync", url, *scope(namespace), "--prune")
 
     assert failed.code == UNHEALTHY, failed.text
+    assert config_maps(admin_api, namespace) == {"gitopsd-test", "old"}  # no wave 2, no prune
     assert f"batch/Job/{namespace}/check: sync hook in wave 1 did not succeed" in failed.err
-    assert config_maps(admin_api, namespace) == {"gitopsd-test", "old"}
