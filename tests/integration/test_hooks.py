@@ -8,8 +8,9 @@ from typing import Any
 
 from kubernetes import client
 
-from gitopsd import health
+from gitopsd import health, inventory
 from gitopsd.health import Status
+from gitopsd.objects import ObjectKey
 from tests.harness import audit
 from tests.harness.cli import Gitopsd, Run
 from tests.harness.controllers import FAILING_POD_LABEL
@@ -281,6 +282,9 @@ def test_a_pre_sync_hook_runs_in_a_namespace_its_own_revision_creates(
         assert "2 created" in synced.out
         assert config_maps(admin_api, home) == {"app"}
         assert drift_of(gitopsd, url, namespace) == []
+        parent = core.read_namespaced_config_map("gitopsd-test", namespace)
+        record = inventory.recorded(admin_api.sanitize_for_serialization(parent))
+        assert ObjectKey("", "Namespace", "", home) in record  # applied first, recorded too
     finally:
         core.delete_namespace(home)
 
