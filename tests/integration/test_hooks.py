@@ -499,3 +499,32 @@ def test_a_failed_hook_of_a_wave_holds_back_later_waves_and_prune(
     assert failed.code == UNHEALTHY, failed.text
     assert config_maps(admin_api, namespace) == {"gitopsd-test", "old"}  # no wave 2, no prune
     assert f"batch/Job/{namespace}/check: sync hook in wave 1 did not succeed" in failed.err
+
+
+def test_a_hook_of_a_later_wave_never_takes_an_object_made_at_its_name_while_a_wave_waits(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    gate: Gate,
+) -> None:
+    """The hook is read right before it is written, not when the sync began (SE-16)."""
+    marker = config_map("marker", {"argocd.argoproj.io/hook": "Sync", ARGO_WAVE: "1"})
+    git_repo.commit({"backend.yaml": gate.hold(replica_set("backend")), "marker.yaml": marker})
+    apps: Any = client.AppsV1Api(admin_api)
+    core: Any = client.CoreV1Api(admin_api)
+
+    def someone_makes_it_while_wave_0_waits() -> None:
+        wait_for(lambda: apps.list_namespaced_replica_set(namespace).items, "wave 0", 120)
+        theirs = {"metadata": {"name": "marker"}, "data": {"owner": "someone else"}}
+        core.create_namespaced_config_map(namespace, theirs)
+        gate.open()
+
+    with meanwhile(someone_makes_it_while_wave_0_waits):
+        refused = gitopsd("sync", git_server.file_url(git_repo), *scope(namespace))
+
+    assert refused.code == 4, refused.text
+    assert f"ConfigMap/{namespace}/marker: is a sync hook of source test" in refused.err
+    theirs = core.read_namespaced_config_map("marker", namespace)
+    assert theirs.data == {"owner": "someone else"} and not theirs.metadata.labels
