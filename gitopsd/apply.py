@@ -51,6 +51,8 @@ class Applier:
     only its uid and resourceVersion)."""
     await_wave: Callable[[Wave, list[Target]], None] = lambda wave, targets: None
     """Returns once a wave's objects are healthy; raises ApplyError when they are not."""
+    run_hooks: Callable[[list[ObjectKey]], None] = lambda keys: None
+    """Runs a wave's sync hooks (`Wave.hooks`), in order; raises ApplyError when one fails."""
 
     def __post_init__(self) -> None:
         self.read = self.live
@@ -58,22 +60,23 @@ class Applier:
         self.live = dict(self.live)
 
     def run(self, plan: Plan, targets: Mapping[ObjectKey, Target]) -> ChangeSet:
-        """Applies what the plan sends, wave by wave and tier by tier; a wave waits until
-        the one before is healthy, then its objects are read again and their ownership
-        checked anew (the Namespaces and CRDs, which go first, are waited for only until
-        they are served, so what follows them is not read again). Objects that could not be
-        dry-run before (their namespace or CRD comes with this sync) are dry-run at their
-        tier, all of a tier before any of it is applied. Every write carries its
-        precondition (`ownership`). Raises ApplyError on failure."""
+        """Applies what the plan sends, wave by wave and tier by tier, then runs the wave's
+        sync hooks; a wave waits until the one before is healthy, then its objects are read
+        again and their ownership checked anew (the Namespaces and CRDs, which go first, are
+        waited for only until they are served, so what follows them is not read again).
+        Objects that could not be dry-run before (their namespace or CRD comes with this
+        sync) are dry-run at their tier, all of a tier before any of it is applied. Every
+        write carries its precondition (`ownership`). Raises ApplyError on failure."""
         self._check_owned(plan.actions, targets)  # every object of the plan, before any write
         deferred = {k for k in plan.sent() if not ready(targets[k], targets, self.live)}
-        ordered = waves(plan.actions, {key: targets[key].wave for key in plan.actions})
+        ordered = waves(plan.actions, {key: targets[key].wave for key in plan.actions}, plan.hooks)
         waited = False
         for number, wave in enumerate(ordered, start=1):
             if waited:  # time passed since the read: what this wave writes is read again
                 self._read_again([key for key in wave.keys if key in plan.sent()], targets)
             for tier in wave.tiers:
                 self._run_tier(tier, plan, targets, deferred)
+            self.run_hooks(wave.hooks)  # each read right before it runs, as it is written
             later = number < len(ordered)
             waited = later and wave.number is not None and not self.settings.dry_run
             if waited:

@@ -138,11 +138,17 @@ def path_segment(text: str) -> str:
 def wave_of(body: Body) -> int:
     """The sync wave of an object; 0 when it names none (or, on a live object someone
     edited, none that is valid: manifests are checked when read)."""
+    named = named_wave(body)
+    return 0 if named is None else named
+
+
+def named_wave(body: Body) -> int | None:
+    """The sync wave an object's annotations name (gitopsd's, else Argo CD's), if any."""
     annotations = (body.get("metadata") or {}).get("annotations") or {}
     if not isinstance(annotations, dict):
-        return 0
+        return None
     text = annotations.get(SYNC_WAVE_ANNOTATION, annotations.get(ARGOCD_SYNC_WAVE_ANNOTATION))
-    return int(text) if isinstance(text, str) and SYNC_WAVE.match(text) else 0
+    return int(text) if isinstance(text, str) and SYNC_WAVE.match(text) else None
 
 
 def owner_of(body: Body | None) -> str | None:

@@ -5,8 +5,8 @@ last (`step_for`); what it writes follows from what was measured (`plan_for`). E
 is created, configured or left unchanged, as the drift measured says; owned objects that
 left git are pruned or refused by the guards. Apply order: Namespaces and
 CRDs, then (after the CRDs are Established) the sync waves, lowest first (each once the one
-before is healthy), each in tiers: its cluster-scoped objects before its namespaced ones.
-Deletes come last, in the reverse order.
+before is healthy), each in tiers: its cluster-scoped objects before its namespaced ones,
+then the sync hooks that name the wave. Deletes come last, in the reverse order.
 """
 
 from __future__ import annotations
@@ -99,26 +99,50 @@ def tiers(keys: Iterable[ObjectKey]) -> list[list[ObjectKey]]:
 
 @dataclass(frozen=True)
 class Wave:
-    """Objects applied together, tier by tier; the next wave waits until they are healthy.
+    """Objects applied together, tier by tier, then the sync hooks of the wave, one after
+    another (as Argo CD, objects before hooks); the next wave waits until they are healthy.
     `number` None: the Namespaces and CRDs, which go first whatever wave they name."""
 
     number: int | None
     tiers: list[list[ObjectKey]]
+    hooks: list[ObjectKey] = field(default_factory=list)
+    """The sync hooks that run in the wave (`hook_waves`), in their order: by key."""
 
     @property
     def keys(self) -> list[ObjectKey]:
+        """Its objects, hooks apart."""
         return [key for tier in self.tiers for key in tier]
 
 
-def waves(keys: Iterable[ObjectKey], wave_of_key: Mapping[ObjectKey, int]) -> list[Wave]:
-    """`keys` in apply order: the definitions, then each sync wave, lowest first; empty
-    ones dropped."""
+def waves(
+    keys: Iterable[ObjectKey], wave_of_key: Mapping[ObjectKey, int], hooks: Mapping[ObjectKey, int]
+) -> list[Wave]:
+    """`keys` in apply order: the definitions, then each sync wave, lowest first, with the
+    sync hooks `hooks` puts in it (a wave may hold hooks alone); empty ones dropped."""
+    objects = _by_wave((key, _wave_number(key, wave_of_key)) for key in keys)
+    ran = _by_wave(hooks.items())
+    order = sorted(objects.keys() | ran.keys(), key=lambda n: (n is not None, n or 0))
+    return [Wave(n, tiers(objects.get(n, [])), sorted(ran.get(n, []))) for n in order]
+
+
+def _wave_number(key: ObjectKey, wave_of_key: Mapping[ObjectKey, int]) -> int | None:
+    """None for the definitions: they go first, whatever wave they name."""
+    return None if key.group_kind in DEFINITIONS else wave_of_key.get(key, 0)
+
+
+def _by_wave(
+    numbered: Iterable[tuple[ObjectKey, int | None]],
+) -> dict[int | None, list[ObjectKey]]:
     grouped: dict[int | None, list[ObjectKey]] = {}
-    for key in keys:
-        number = None if key.group_kind in DEFINITIONS else wave_of_key.get(key, 0)
+    for key, number in numbered:
         grouped.setdefault(number, []).append(key)
-    order = sorted(grouped, key=lambda number: (number is not None, number or 0))
-    return [Wave(number, tiers(grouped[number])) for number in order]
+    return grouped
+
+
+def hook_waves(hooks: Iterable[Target]) -> dict[ObjectKey, int]:
+    """The sync hooks that run within the waves, each with its wave: those that name one
+    (`SyncHook.sync_wave`). The others run in their phases' own turn."""
+    return {t.key: wave for t in hooks if t.hook and (wave := t.hook.sync_wave) is not None}
 
 
 class Refusal(StrEnum):
@@ -237,6 +261,9 @@ class Plan:
     """Why each REFUSED object is not applied."""
     left_git: tuple[ObjectKey, ...] = ()
     """Objects this source provably owns that left git, kept since prune is off."""
+    hooks: Mapping[ObjectKey, int] = field(default_factory=dict)
+    """The sync hooks that run within its waves, each with its wave (`hook_waves`): a sync
+    that runs hooks puts them in."""
 
     def sent(self) -> set[ObjectKey]:
         """The targets to write: created, configured or replaced."""

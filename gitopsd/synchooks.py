@@ -1,8 +1,9 @@
 """Sync hooks, pure: which objects of a revision are hooks, in which phase, cleaned up how.
 
 A hook is applied in its phase of a sync (pre-sync, before anything else; sync, after the
-ordinary objects; post-sync, once they are healthy; sync-fail, when a sync failed), and the
-sync waits until it is healthy (a Job complete) before it goes on. Hooks are not members
+ordinary objects, or, when it names a sync wave, in that wave, as Argo CD runs it; post-sync,
+once they are healthy; sync-fail, when a sync failed), and the sync waits until it is
+healthy (a Job complete) before it goes on. Hooks are not members
 of the ApplySet: never pruned as ordinary objects, never reported as drift, and a heal never
 runs them. They carry `HOOK_OF_LABEL` instead, and only an object with this source's value
 there is ever deleted as a hook.
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from gitopsd.errors import ManifestError
-from gitopsd.objects import SYNC_WAVE, SYNC_WAVE_ANNOTATION, Body
+from gitopsd.objects import SYNC_WAVE, SYNC_WAVE_ANNOTATION, Body, named_wave
 
 HOOK_OF_LABEL = "gitopsd.io/hook-of"
 """The ApplySet id of the source a hook object belongs to."""
@@ -106,6 +107,21 @@ class SyncHook:
     delete_policies: frozenset[DeletePolicy]
     weight: int
     """Order within a phase: lower first."""
+    wave: int | None = None
+    """The sync wave its annotations name (gitopsd's, else Argo CD's; Helm's weight is no
+    wave), if any."""
+
+    @property
+    def sync_wave(self) -> int | None:
+        """The wave of the sync phase it runs in, after that wave's objects are applied: the
+        one a sync hook names. None: it runs in its phases' own turn (a sync hook that names
+        no wave runs after every wave)."""
+        return self.wave if Phase.SYNC in self.phases else None
+
+    def runs_apart(self, phase: Phase) -> bool:
+        """It runs in `phase`'s own turn, and not within a wave (`sync_wave`)."""
+        in_wave = phase == Phase.SYNC and self.sync_wave is not None
+        return phase in self.phases and not in_wave
 
 
 def hook_of(body: Body, where: str) -> SyncHook | None:
@@ -116,11 +132,13 @@ def hook_of(body: Body, where: str) -> SyncHook | None:
         return None
     for dialect in DIALECTS:
         if dialect.hook in annotations:
-            return _read(dialect, annotations, where)
+            return _read(dialect, annotations, where, named_wave(body))
     return None
 
 
-def _read(dialect: Dialect, annotations: Mapping[str, object], where: str) -> SyncHook:
+def _read(
+    dialect: Dialect, annotations: Mapping[str, object], where: str, wave: int | None
+) -> SyncHook:
     phases = {
         dialect.phases[value]
         for value in _values(annotations, dialect.hook, dialect.phases, where)
@@ -139,6 +157,7 @@ def _read(dialect: Dialect, annotations: Mapping[str, object], where: str) -> Sy
         frozenset(phase for phase in phases if phase is not None),
         policies or DEFAULT_POLICIES,
         int(weight),
+        wave,
     )
 
 

@@ -110,10 +110,11 @@ def make_changes(
     parent: ParentWriter,
     runs_hooks: bool = False,
 ) -> SyncReport:
-    """Runs the pre-sync hooks, applies the plan's objects (staged), records them, runs the
-    sync hooks, prunes (if allowed), then runs the post-sync hooks once every object is
-    healthy; a failure on the way runs the sync-fail hooks. Without `runs_hooks` (a heal),
-    no hook runs."""
+    """Runs the pre-sync hooks, applies the plan's objects (staged; the sync hooks that name
+    a wave run in it, after its objects), records them, runs the other sync hooks, prunes
+    (if allowed), then runs the post-sync hooks once every object is healthy; a failure on
+    the way runs the sync-fail hooks. Without `runs_hooks` (a heal), no hook runs. The
+    report's outcomes come in the order they were done, hooks' among objects'."""
     cluster, settings, applyset = parent.cluster, parent.settings, parent.applyset
     _refuse_foreign_parent(applyset, live, settings)
     report = SyncReport(
@@ -122,20 +123,20 @@ def make_changes(
         left_git=len(plan.left_git),
         dry_run=settings.dry_run,
     )
-    ran: list[Outcome] = []
 
     def heard(outcome: Outcome) -> None:
-        ran.append(outcome)
+        report.changes.outcomes.append(outcome)
         hooks.on_outcome(outcome)
 
     runner = HookRunner(cluster, settings, applyset, desired.hooks if runs_hooks else (), heard)
     first, rest = _hook_namespaces_first(desired, plan) if runs_hooks else (None, plan)
     try:
         if first is not None:
-            report.changes = _apply(desired, first, live, hooks, parent)
+            _apply(desired, first, live, hooks, parent, report.changes, runner.run_wave)
         runner.run(Phase.PRE_SYNC)
-        report.changes = _merged(report.changes, _apply(desired, rest, live, hooks, parent))
-        runner.run(Phase.SYNC)
+        in_waves = replace(rest, hooks=runner.in_waves)
+        _apply(desired, in_waves, live, hooks, parent, report.changes, runner.run_wave)
+        runner.run(Phase.SYNC)  # the sync hooks that name no wave
         if plan.prune is not None and hooks.may_prune():
             pruning = Pruning(parent, hooks.on_outcome)
             pruning.run(live, desired.targets, plan.prune, _record_of(live, report), report)
@@ -149,8 +150,6 @@ def make_changes(
     except GitopsdError:
         runner.run_failed()
         raise
-    finally:
-        report.changes.outcomes += ran
     return report
 
 
@@ -181,18 +180,17 @@ def _hook_namespaces_first(desired: Desired, plan: Plan) -> tuple[Plan | None, P
     return Plan(first), replace(plan, actions=rest)
 
 
-def _merged(before: ChangeSet, after: ChangeSet) -> ChangeSet:
-    return ChangeSet(
-        before.outcomes + after.outcomes,
-        before.takeovers + after.takeovers,
-        {**before.applied, **after.applied},
-    )
-
-
 def _apply(
-    desired: Desired, plan: Plan, live: Live, hooks: Hooks, parent: ParentWriter
-) -> ChangeSet:
-    """Applies the plan's objects, wave by wave, and records them in the parent."""
+    desired: Desired,
+    plan: Plan,
+    live: Live,
+    hooks: Hooks,
+    parent: ParentWriter,
+    changes: ChangeSet,
+    run_hooks: Callable[[list[ObjectKey]], None],
+) -> None:
+    """Applies the plan's objects, wave by wave (with the sync hooks of each, `run_hooks`),
+    into `changes`, and records what is applied so far in the parent."""
     cluster, settings, applyset = parent.cluster, parent.settings, parent.applyset
     targets = desired.targets
     applier = Applier(
@@ -201,14 +199,16 @@ def _apply(
         live.desired,
         applyset,
         lambda key: _served(cluster, targets[key]),
+        changes=changes,
         on_outcome=hooks.on_outcome,
         on_applied=hooks.on_applied,
         await_wave=WaveGate(
             HealthWait(cluster, settings.concurrency, checks=settings.checks), settings
         ),
+        run_hooks=run_hooks,
     )
     try:
-        return applier.run(plan, targets)
+        applier.run(plan, targets)
     finally:  # what was applied is recorded even when a later object failed
         parent.write(live.recorded, {**live.recorded, **applier.changes.applied})
 

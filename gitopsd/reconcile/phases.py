@@ -1,10 +1,12 @@
 """A sync's hooks, run phase by phase (`gitopsd.synchooks` says which objects, and how).
 
-In a phase, hooks run one after another, lower weight first: an earlier run of the hook is
-deleted first when its policy says so (the default), the hook is applied, and the sync waits
-until it is healthy (a Job complete, a Pod succeeded, anything else Current) or Failed, or
-the health timeout passes. Its delete policy then cleans it up. The first hook that does not
-succeed fails the phase: the sync stops there, and runs its sync-fail hooks.
+In a phase, hooks run one after another, lower weight first (a sync hook that names a sync
+wave runs in that wave instead, once the wave's objects are applied: `run_wave`): an earlier
+run of the hook is deleted first when its policy says so (the default), the hook is applied,
+and the sync waits until it is healthy (a Job complete, a Pod succeeded, anything else
+Current) or Failed, or the health timeout passes. Its delete policy then cleans it up. The
+first hook that does not succeed fails the phase: the sync stops there, and runs its
+sync-fail hooks.
 
 An object is deleted as a hook only when it carries this source's hook label, under the
 uid read a moment before; an object of that name that is not this source's hook stops the
@@ -27,7 +29,8 @@ from gitopsd.config import SyncSettings
 from gitopsd.errors import ApplyError, ClusterReason, GitopsdError
 from gitopsd.health import Health, Status
 from gitopsd.objects import Body, ObjectKey
-from gitopsd.synchooks import DeletePolicy, Phase
+from gitopsd.plan import hook_waves
+from gitopsd.synchooks import DeletePolicy, Phase, SyncHook
 from gitopsd.waiting import POLL_SECONDS, HealthWait
 
 
@@ -43,9 +46,22 @@ class HookRunner:
         return bool(self._due(phase))
 
     def run(self, phase: Phase) -> None:
-        """Runs the phase's hooks in order; raises ApplyError at the first that fails."""
+        """Runs the phase's hooks in order (not the sync hooks that run within a wave:
+        `run_wave`); raises ApplyError at the first that fails."""
         for target in self._due(phase):
             self._run(target, phase)
+
+    @property
+    def in_waves(self) -> dict[ObjectKey, int]:
+        """The sync hooks that run within the waves, each with its wave (`run_wave`)."""
+        return hook_waves(self.hooks)
+
+    def run_wave(self, keys: Sequence[ObjectKey]) -> None:
+        """Runs a wave's sync hooks (`plan.Wave.hooks`) in their order, once its objects are
+        applied; raises ApplyError at the first that fails."""
+        by_key = {target.key: target for target in self.hooks}
+        for key in keys:
+            self._run(by_key[key], Phase.SYNC)
 
     def run_failed(self) -> None:
         """The sync-fail hooks, once a sync failed: a failure of theirs is heard as their
@@ -54,14 +70,14 @@ class HookRunner:
             self.run(Phase.SYNC_FAIL)
 
     def _due(self, phase: Phase) -> list[Target]:
-        due = [t for t in self.hooks if t.hook is not None and phase in t.hook.phases]
+        due = [t for t in self.hooks if t.hook is not None and t.hook.runs_apart(phase)]
         return sorted(due, key=lambda t: (t.hook.weight if t.hook else 0, str(t.key)))
 
     def _run(self, target: Target, phase: Phase) -> None:
         assert target.hook is not None  # noqa: S101 - run() selects hooks only
-        policies = target.hook.delete_policies
+        policies, what = target.hook.delete_policies, _what(target.hook, phase)
         if self.settings.dry_run:
-            self.on_outcome(Outcome(target.key, Action.HOOK, f"{phase} hook, dry run"))
+            self.on_outcome(Outcome(target.key, Action.HOOK, f"{what}, dry run"))
             return
         target = self._start(target, phase)
         verdict = self._verdict(target)
@@ -69,11 +85,11 @@ class HookRunner:
         cleanup = DeletePolicy.HOOK_SUCCEEDED if succeeded else DeletePolicy.HOOK_FAILED
         if cleanup in policies and (ran := self._read(target)) is not None:
             self._delete(target, ran)
-        self.on_outcome(Outcome(target.key, Action.HOOK, f"{phase} hook: {verdict}"))
+        self.on_outcome(Outcome(target.key, Action.HOOK, f"{what}: {verdict}"))
         if not succeeded:
             raise ApplyError(
                 [
-                    f"{target.key}: {phase} hook did not succeed: {verdict} (waited up to "
+                    f"{target.key}: {what} did not succeed: {verdict} (waited up to "
                     f"{self.settings.health_timeout_seconds:g} s)"
                 ],
                 ClusterReason.UNHEALTHY,
@@ -133,6 +149,12 @@ class HookRunner:
     def _verdict(self, target: Target) -> Health:
         wait = HealthWait(self.cluster, concurrency=1)
         return wait.until_healthy([target], self.settings.health_timeout_seconds)[target.key]
+
+
+def _what(hook: SyncHook, phase: Phase) -> str:
+    """What a hook's outcome and failure call it: "pre-sync hook", "sync hook in wave 1"."""
+    wave = hook.sync_wave if phase == Phase.SYNC else None
+    return f"{phase} hook" if wave is None else f"{phase} hook in wave {wave}"
 
 
 def _named(target: Target, name: str) -> Target:

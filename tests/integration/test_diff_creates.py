@@ -12,7 +12,7 @@ from kubernetes import client
 
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
-from tests.harness.controlplane import ControlPlane
+from tests.harness.controlplane import AUDITED_USER, ControlPlane
 from tests.integration.test_prune import config_maps
 from tests.integration.test_targets import folder
 
@@ -35,8 +35,9 @@ spec:
 
 
 def written_in(plane: ControlPlane, namespace: str, since: float) -> list[audit.Write]:
-    """What anyone wrote in `namespace` since `since`, dry-runs aside."""
-    return [w for w in audit.writes_by_anyone(plane, since) if w.namespace == namespace]
+    """What gitopsd, run as the audited user, wrote in `namespace` since `since`, dry-runs
+    aside (the namespace's controllers write there too)."""
+    return [w for w in audit.changes(plane, AUDITED_USER, since) if w.namespace == namespace]
 
 
 def deployment(name: str, replicas: str = "replicas") -> str:
@@ -53,8 +54,9 @@ def test_diff_fails_an_invalid_new_object_as_sync_would_naming_each(
     m = folder(tmp_path / "m", **files)
     since = time.time()
 
-    diff = gitopsd("diff", str(m), "-n", namespace)
-    sync = gitopsd("sync", str(m), "-n", namespace)
+    audited = ("--kubeconfig", str(control_plane.audited_kubeconfig))
+    diff = gitopsd("diff", str(m), "-n", namespace, *audited)
+    sync = gitopsd("sync", str(m), "-n", namespace, *audited)
 
     assert diff.code == INVALID, diff.text
     for name in ("web", "api"):
@@ -63,6 +65,8 @@ def test_diff_fails_an_invalid_new_object_as_sync_would_naming_each(
     assert diff.err.count(".spec.replica: field not declared in schema") == 2
     assert sync.code == INVALID, sync.text
     assert written_in(control_plane, namespace, since) == []
+    dry_runs = [w for w in audit.writes(control_plane, AUDITED_USER, since) if w.dry_run]
+    assert len(dry_runs) >= 4, dry_runs  # each object dry-run by diff and by sync
 
 
 def test_diff_shows_a_missing_object_as_the_server_would_store_it(
@@ -86,8 +90,9 @@ def test_a_missing_namespace_is_said_once_with_its_remedy(
     m = folder(tmp_path / "m", "a", "b", "c", "d")
     since = time.time()
 
-    diff = gitopsd("diff", str(m), "-n", absent)
-    sync = gitopsd("sync", str(m), "-n", absent)
+    audited = ("--kubeconfig", str(control_plane.audited_kubeconfig))
+    diff = gitopsd("diff", str(m), "-n", absent, *audited)
+    sync = gitopsd("sync", str(m), "-n", absent, *audited)
 
     remedy = "create it, or add the Namespace to the revision, or give --create-namespace"
     for run in (diff, sync):

@@ -8,14 +8,17 @@ from typing import Any
 
 from kubernetes import client
 
-from gitopsd import health
+from gitopsd import health, inventory
 from gitopsd.health import Status
+from gitopsd.objects import ObjectKey
 from tests.harness import audit
-from tests.harness.cli import Gitopsd
+from tests.harness.cli import Gitopsd, Run
 from tests.harness.controllers import FAILING_POD_LABEL
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.kube import Gate
+from tests.harness.status_writer import meanwhile
 from tests.harness.waiting import wait_for
 from tests.integration.test_gitsync import create, operator, wait_ready
 from tests.integration.test_helm import HELLO_CHART
@@ -279,5 +282,249 @@ def test_a_pre_sync_hook_runs_in_a_namespace_its_own_revision_creates(
         assert "2 created" in synced.out
         assert config_maps(admin_api, home) == {"app"}
         assert drift_of(gitopsd, url, namespace) == []
+        parent = core.read_namespaced_config_map("gitopsd-test", namespace)
+        record = inventory.recorded(admin_api.sanitize_for_serialization(parent))
+        assert ObjectKey("", "Namespace", "", home) in record  # applied first, recorded too
     finally:
         core.delete_namespace(home)
+
+
+# Sync hooks in the waves of the sync phase, as Argo CD's sync-waves example has them
+
+
+def sync_waves_example(revision: str, gate: Gate) -> dict[str, str]:
+    """argocd-example-apps/sync-waves, as its annotations write it: a PreSync Job named by
+    the server; wave 0 (no annotation) a ReplicaSet and a Service; a wave-1 Sync Job (the
+    maintenance page up); wave 2 the frontend's ReplicaSet and Service; a wave-3 Sync Job
+    (the page down). The backend's pods wait for `gate`; `revision` labels both Services,
+    so a new one writes to waves 0 and 2."""
+    presync = job("upgrade-sql-schema", {"argocd.argoproj.io/hook": "PreSync"})
+    page = {"argocd.argoproj.io/hook": "Sync", HOOK_POLICY: "BeforeHookCreation"}
+    return {
+        "upgrade-sql-schema.yaml": presync.replace(
+            "  name: upgrade-sql-schema\n", "  generateName: upgrade-sql-schema-\n"
+        ),
+        "backend.yaml": gate.hold(replica_set("backend")) + service("backend", revision),
+        "maint-page-up.yaml": job("maint-page-up", {**page, ARGO_WAVE: "1"}),
+        "frontend.yaml": replica_set("frontend", "2") + service("frontend", revision, "2"),
+        "maint-page-down.yaml": job("maint-page-down", {**page, ARGO_WAVE: "3"}),
+    }
+
+
+ARGO_WAVE, HOOK_POLICY = "argocd.argoproj.io/sync-wave", "argocd.argoproj.io/hook-delete-policy"
+
+
+def replica_set(name: str, wave: str = "") -> str:
+    annotations = f"\n  annotations: {{{ARGO_WAVE}: '{wave}'}}" if wave else ""
+    return f"""apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: {name}{annotations}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{tier: {name}}}}}
+  template:
+    metadata: {{labels: {{tier: {name}}}}}
+    spec:
+      containers: [{{name: main, image: "registry.k8s.io/pause:3.10"}}]
+"""
+
+
+def service(name: str, revision: str, wave: str = "") -> str:
+    annotations = f"\n  annotations: {{{ARGO_WAVE}: '{wave}'}}" if wave else ""
+    return f"""---
+apiVersion: v1
+kind: Service
+metadata:
+  name: {name}
+  labels: {{revision: '{revision}'}}{annotations}
+spec:
+  selector: {{tier: {name}}}
+  ports: [{{port: 80}}]
+"""
+
+
+def writes_in(plane: ControlPlane, namespace: str, since: float) -> list[audit.Write]:
+    """What gitopsd wrote to the namespace's objects (its ApplySet parent apart), in the
+    order the API server received it."""
+    written = audit.changes(plane, "admin", since)
+    mine = [w for w in written if w.namespace == namespace and w.name != "gitopsd-test"]
+    return sorted(mine, key=lambda w: w.received)
+
+
+def reported(run: Run) -> list[str]:
+    """Each line of a sync's report, as "hook Job/maint-page-up", in its order."""
+    rows = [line.split()[:2] for line in run.out.splitlines() if line.startswith("  ")]
+    return [f"{action} {key.split('/')[-3]}/{key.split('/')[-1]}" for action, key in rows[1:]]
+
+
+def shown(write: audit.Write) -> str:
+    """As "patch jobs/maint-page-up"; a create names no object (the server names it)."""
+    return f"{write.verb} {write.resource}/{write.name}"
+
+
+def completed(plane: ControlPlane, namespace: str, name: str, since: float) -> float:
+    """When the Job controller wrote the status that made Job `name` Current."""
+    return min(
+        w.received
+        for w in audit.writes_by_anyone(plane, since)
+        if w.uri.startswith(f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}/status")
+        and health.assess(dict(w.answer or {})).status == Status.CURRENT
+    )
+
+
+def test_sync_hooks_run_in_their_waves_as_in_argo_cds_sync_waves_example(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    gate: Gate,
+) -> None:
+    git_repo.commit(sync_waves_example("1", gate))
+    url = git_server.file_url(git_repo)
+    apps: Any = client.AppsV1Api(admin_api)
+    hooks_while_wave_0_unhealthy: list[set[str]] = []
+
+    def wave_0_held() -> None:
+        wait_for(lambda: apps.list_namespaced_replica_set(namespace).items, "wave 0", 120)
+        hooks_while_wave_0_unhealthy.append(set(jobs(admin_api, namespace)))
+        gate.open()
+
+    before = time.time()
+    dry = gitopsd("sync", url, *scope(namespace), "--dry-run")
+
+    assert dry.code == 0, dry.text
+    assert reported(dry) == [  # the hooks in their waves, none run
+        "hook Job/upgrade-sql-schema-",
+        "created Service/backend",
+        "created ReplicaSet/backend",
+        "hook Job/maint-page-up",
+        "created Service/frontend",
+        "created ReplicaSet/frontend",
+        "hook Job/maint-page-down",
+    ]
+    assert "(sync hook in wave 1, dry run)" in dry.out
+    assert writes_in(control_plane, namespace, before) == []
+
+    started = time.time()
+    with meanwhile(wave_0_held):
+        synced = gitopsd("sync", url, *scope(namespace))
+
+    assert synced.code == 0, synced.text
+    [ran] = hooks_while_wave_0_unhealthy  # only the pre-sync hook: wave 1 waits for wave 0
+    assert len(ran) == 1 and next(iter(ran)).startswith("upgrade-sql-schema-"), ran
+    written = writes_in(control_plane, namespace, started)
+    order = [shown(w) for w in written]  # a wave's objects are applied concurrently
+    assert order[0] == "create jobs/"  # the PreSync Job, named by the server
+    assert sorted(order[1:3]) == ["patch replicasets/backend", "patch services/backend"]
+    assert order[3] == "patch jobs/maint-page-up"
+    assert sorted(order[4:6]) == ["patch replicasets/frontend", "patch services/frontend"]
+    assert order[6:] == ["patch jobs/maint-page-down"]
+    page_up = completed(control_plane, namespace, "maint-page-up", started)
+    assert written[3].received < page_up < written[4].received  # complete before wave 2
+
+    # a new revision runs every hook again, in the same waves (BeforeHookCreation: the
+    # earlier run of a named hook deleted first)
+    first_runs = {name: j.metadata.uid for name, j in jobs(admin_api, namespace).items()}
+    git_repo.commit(sync_waves_example("2", gate))
+    again = time.time()
+
+    resynced = gitopsd("sync", url, *scope(namespace))
+
+    assert resynced.code == 0, resynced.text
+    assert [shown(w) for w in writes_in(control_plane, namespace, again)] == [
+        "create jobs/",
+        "patch services/backend",
+        "delete jobs/maint-page-up",
+        "patch jobs/maint-page-up",
+        "patch services/frontend",
+        "delete jobs/maint-page-down",
+        "patch jobs/maint-page-down",
+    ]
+    second_runs = jobs(admin_api, namespace)
+    assert len(second_runs) == 4  # two runs of the PreSync Job, one of each named one
+    for name in ("maint-page-up", "maint-page-down"):
+        assert second_runs[name].metadata.uid != first_runs[name]
+
+
+def test_within_a_wave_objects_go_before_its_hooks_and_hooks_that_name_no_wave_last(
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    in_wave = {"gitopsd.io/hook": "sync", "gitopsd.io/sync-wave": "1"}
+    git_repo.commit(
+        {
+            "settings.yaml": config_map("settings", {"gitopsd.io/sync-wave": "1"}),
+            "check.yaml": job("check", in_wave),
+            "late.yaml": config_map("late", {"gitopsd.io/sync-wave": "2"}),
+            "after-all.yaml": job("after-all", {"gitopsd.io/hook": "sync"}),
+        }
+    )
+    started = time.time()
+
+    synced = gitopsd("sync", git_server.file_url(git_repo), *scope(namespace))
+
+    assert synced.code == 0, synced.text
+    assert [shown(w) for w in writes_in(control_plane, namespace, started)] == [
+        "patch configmaps/settings",
+        "patch jobs/check",
+        "patch configmaps/late",
+        "patch jobs/after-all",
+    ]
+
+
+def test_a_failed_hook_of_a_wave_holds_back_later_waves_and_prune(
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+) -> None:
+    git_repo.commit({"old.yaml": config_map("old")})
+    url = git_server.file_url(git_repo)
+    assert gitopsd("sync", url, *scope(namespace)).code == 0
+    git_repo.commit(
+        {
+            "old.yaml": None,
+            "check.yaml": job(
+                "check", {"argocd.argoproj.io/hook": "Sync", ARGO_WAVE: "1"}, fails=True
+            ),
+            "late.yaml": config_map("late", {ARGO_WAVE: "2"}),
+        }
+    )
+
+    failed = gitopsd("sync", url, *scope(namespace), "--prune")
+
+    assert failed.code == UNHEALTHY, failed.text
+    assert config_maps(admin_api, namespace) == {"gitopsd-test", "old"}  # no wave 2, no prune
+    assert f"batch/Job/{namespace}/check: sync hook in wave 1 did not succeed" in failed.err
+
+
+def test_a_hook_of_a_later_wave_never_takes_an_object_made_at_its_name_while_a_wave_waits(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    gate: Gate,
+) -> None:
+    """The hook is read right before it is written, not when the sync began (SE-16)."""
+    marker = config_map("marker", {"argocd.argoproj.io/hook": "Sync", ARGO_WAVE: "1"})
+    git_repo.commit({"backend.yaml": gate.hold(replica_set("backend")), "marker.yaml": marker})
+    apps: Any = client.AppsV1Api(admin_api)
+    core: Any = client.CoreV1Api(admin_api)
+
+    def someone_makes_it_while_wave_0_waits() -> None:
+        wait_for(lambda: apps.list_namespaced_replica_set(namespace).items, "wave 0", 120)
+        theirs = {"metadata": {"name": "marker"}, "data": {"owner": "someone else"}}
+        core.create_namespaced_config_map(namespace, theirs)
+        gate.open()
+
+    with meanwhile(someone_makes_it_while_wave_0_waits):
+        refused = gitopsd("sync", git_server.file_url(git_repo), *scope(namespace))
+
+    assert refused.code == 4, refused.text
+    assert f"ConfigMap/{namespace}/marker: is a sync hook of source test" in refused.err
+    theirs = core.read_namespaced_config_map("marker", namespace)
+    assert theirs.data == {"owner": "someone else"} and not theirs.metadata.labels

@@ -12,12 +12,14 @@ from gitopsd.changes import Action, Live, Measurement, Target
 from gitopsd.config import PrunePolicy, SyncSettings
 from gitopsd.diff import Drift, State
 from gitopsd.inventory import uid_prefix
+from gitopsd.objects import ARGOCD_SYNC_WAVE_ANNOTATION as ARGO_WAVE
 from gitopsd.objects import ObjectKey, Origin
 from gitopsd.plan import (
     Intent,
     Refusal,
     Step,
     decide_prune,
+    hook_waves,
     plan_changes,
     plan_for,
     step_for,
@@ -25,6 +27,7 @@ from gitopsd.plan import (
     waves,
 )
 from gitopsd.sync_options import SYNC_OPTIONS_ANNOTATION as SYNC_OPTIONS
+from gitopsd.synchooks import hook_of
 
 NAMESPACE = ObjectKey("", "Namespace", "", "team")
 CRD = ObjectKey("apiextensions.k8s.io", "CustomResourceDefinition", "", "widgets.example.com")
@@ -45,7 +48,7 @@ def test_waves_come_after_the_definitions_lowest_first_each_in_tiers() -> None:
     numbers = {early: -1, CLUSTER_ROLE: 2, late: 2, CRD: 5, NAMESPACE: 7}
     keys = [late, DEPLOYMENT, CLUSTER_ROLE, CRD, early, NAMESPACE, CONFIG_MAP]
 
-    ordered = waves(keys, numbers)
+    ordered = waves(keys, numbers, {})
 
     assert [(w.number, w.tiers) for w in ordered] == [
         (None, [[NAMESPACE, CRD]]),  # definitions go first, whatever wave they name
@@ -57,8 +60,55 @@ def test_waves_come_after_the_definitions_lowest_first_each_in_tiers() -> None:
 
 
 def test_one_wave_without_definitions_is_one_wave() -> None:
-    assert [(w.number, w.tiers) for w in waves([CONFIG_MAP], {})] == [(0, [[CONFIG_MAP]])]
-    assert waves([], {}) == []
+    assert [(w.number, w.tiers) for w in waves([CONFIG_MAP], {}, {})] == [(0, [[CONFIG_MAP]])]
+    assert waves([], {}, {}) == []
+
+
+def job(name: str) -> ObjectKey:
+    return ObjectKey("batch", "Job", "team", name)
+
+
+def test_a_waves_sync_hooks_run_after_its_objects_and_a_wave_may_hold_hooks_alone() -> None:
+    """Argo CD's sync-waves example, and the edges: a hook below every object's wave (after
+    the definitions, which go first whatever wave they name), and one above them all."""
+    backend, frontend = CONFIG_MAP, ObjectKey("", "Service", "team", "frontend")
+    numbers = {frontend: 2, NAMESPACE: 5}
+    hooks = {
+        job("page-up"): 1,
+        job("page-down"): 3,
+        job("smoke"): 0,
+        job("early"): -1,
+        job("check-b"): 2,
+        job("check-a"): 2,
+    }
+
+    ordered = waves([frontend, NAMESPACE, backend, DEPLOYMENT], numbers, hooks)
+
+    assert [(w.number, w.tiers, w.hooks) for w in ordered] == [
+        (None, [[NAMESPACE]], []),
+        (-1, [], [job("early")]),
+        (0, [[backend, DEPLOYMENT]], [job("smoke")]),  # objects first, then hooks
+        (1, [], [job("page-up")]),
+        (2, [[frontend]], [job("check-a"), job("check-b")]),  # one after another, by key
+        (3, [], [job("page-down")]),
+    ]
+    assert ordered[2].keys == [backend, DEPLOYMENT]  # what the wave waits for: objects
+
+
+def hook_target(name: str, annotations: dict[str, str]) -> Target:
+    body = {"metadata": {"name": name, "annotations": annotations}}
+    return Target(job(name), body, Origin("jobs.yaml", 1), None, hook=hook_of(body, "jobs.yaml:1"))
+
+
+def test_only_sync_hooks_that_name_a_wave_run_within_the_waves() -> None:
+    hooks = [
+        hook_target("page-up", {"argocd.argoproj.io/hook": "Sync", ARGO_WAVE: "1"}),
+        hook_target("after-all", {"argocd.argoproj.io/hook": "Sync"}),
+        hook_target("migrate", {"argocd.argoproj.io/hook": "PreSync", ARGO_WAVE: "1"}),
+        hook_target("zero", {"gitopsd.io/hook": "sync", "gitopsd.io/sync-wave": "0"}),
+    ]
+
+    assert hook_waves(hooks) == {job("page-up"): 1, job("zero"): 0}
 
 
 def test_prune_deletes_the_highest_wave_first() -> None:

@@ -17,9 +17,12 @@ SUCCEEDED, FAILED = DeletePolicy.HOOK_SUCCEEDED, DeletePolicy.HOOK_FAILED
 
 
 def hook(
-    phases: set[Phase], policies: set[DeletePolicy] | None = None, weight: int = 0
+    phases: set[Phase],
+    policies: set[DeletePolicy] | None = None,
+    weight: int = 0,
+    wave: int | None = None,
 ) -> SyncHook:
-    return SyncHook(frozenset(phases), frozenset(policies or {BEFORE}), weight)
+    return SyncHook(frozenset(phases), frozenset(policies or {BEFORE}), weight, wave)
 
 
 HOOKS: dict[str, tuple[dict[str, str], SyncHook | None]] = {
@@ -31,7 +34,7 @@ HOOKS: dict[str, tuple[dict[str, str], SyncHook | None]] = {
             "gitopsd.io/hook-delete-policy": "hook-succeeded,hook-failed",
             "gitopsd.io/sync-wave": "-2",
         },
-        hook({SYNC, FAIL}, {SUCCEEDED, FAILED}, -2),
+        hook({SYNC, FAIL}, {SUCCEEDED, FAILED}, -2, wave=-2),
     ),
     "Argo CD PreSync": (
         {
@@ -39,7 +42,7 @@ HOOKS: dict[str, tuple[dict[str, str], SyncHook | None]] = {
             "argocd.argoproj.io/hook-delete-policy": "HookSucceeded",
             "argocd.argoproj.io/sync-wave": "5",
         },
-        hook({PRE}, {SUCCEEDED}, 5),
+        hook({PRE}, {SUCCEEDED}, 5, wave=5),
     ),
     "Argo CD PostSync and SyncFail": (
         {"argocd.argoproj.io/hook": "PostSync,SyncFail"},
@@ -78,6 +81,65 @@ def test_hooks_are_read_from_every_tools_annotations(
     body = {"metadata": {"name": "x", "annotations": annotations}}
 
     assert hook_of(body, "jobs.yaml:1") == expected
+
+
+IN_WAVES: dict[str, tuple[dict[str, str], int | None]] = {
+    "Argo CD's Sync hook of wave 1 (its sync-waves example)": (
+        {"argocd.argoproj.io/hook": "Sync", "argocd.argoproj.io/sync-wave": "1"},
+        1,
+    ),
+    "gitopsd's sync hook of a negative wave": (
+        {"gitopsd.io/hook": "sync", "gitopsd.io/sync-wave": "-1"},
+        -1,
+    ),
+    "wave 0 named: runs in wave 0": ({"gitopsd.io/hook": "sync", "gitopsd.io/sync-wave": "0"}, 0),
+    "gitopsd's wave wins over Argo CD's, as for objects": (
+        {
+            "argocd.argoproj.io/hook": "Sync",
+            "gitopsd.io/sync-wave": "4",
+            "argocd.argoproj.io/sync-wave": "2",
+        },
+        4,
+    ),
+    "Argo CD's wave on gitopsd's hook": (
+        {"gitopsd.io/hook": "sync", "argocd.argoproj.io/sync-wave": "3"},
+        3,
+    ),
+    "a sync hook that names no wave: after every wave": ({"gitopsd.io/hook": "sync"}, None),
+    "Helm's weight is no wave": ({"gitopsd.io/hook": "sync", "helm.sh/hook-weight": "2"}, None),
+    "a sync and sync-fail hook: its wave in the sync phase": (
+        {"argocd.argoproj.io/hook": "Sync,SyncFail", "argocd.argoproj.io/sync-wave": "2"},
+        2,
+    ),
+    "a pre-sync hook's wave orders its phase": (
+        {"argocd.argoproj.io/hook": "PreSync", "argocd.argoproj.io/sync-wave": "1"},
+        None,
+    ),
+    "so does a post-sync hook's": (
+        {"gitopsd.io/hook": "post-sync", "gitopsd.io/sync-wave": "1"},
+        None,
+    ),
+    "and a Helm hook's weight": ({"helm.sh/hook": "pre-install", "helm.sh/hook-weight": "1"}, None),
+}
+
+
+@pytest.mark.parametrize(("annotations", "wave"), IN_WAVES.values(), ids=IN_WAVES.keys())
+def test_a_sync_hook_that_names_a_wave_runs_in_that_wave(
+    annotations: dict[str, str], wave: int | None
+) -> None:
+    found = hook_of({"metadata": {"name": "x", "annotations": annotations}}, "jobs.yaml:1")
+
+    assert found is not None
+    assert found.sync_wave == wave
+    assert found.runs_apart(SYNC) == (SYNC in found.phases and wave is None)
+
+
+def test_a_hook_in_a_wave_still_runs_apart_in_its_other_phases() -> None:
+    both = hook({SYNC, FAIL}, wave=2)
+
+    assert not both.runs_apart(SYNC)  # in wave 2 instead
+    assert both.runs_apart(FAIL)
+    assert not both.runs_apart(PRE)
 
 
 INVALID = {
