@@ -7,6 +7,9 @@
 # `make test`).
 # `make crd` writes config/crd/gitsyncs.yaml from gitopsd/gitsync/schema.py (a test fails
 # when the two disagree).
+# `make schemas` writes gitopsd/validation/kubernetes.json, the built-in kinds' schemas that
+# `gitopsd validate` checks against, from the OpenAPI spec of the k8s.io/kubernetes module
+# tests/controlplane/kube/go.sum pins (needs Go; a test fails when the two disagree).
 # `make lock` resolves pyproject.toml's ranges anew into requirements/runtime.txt (the
 # image's) and requirements/dev.txt (CI's and the tests'), each pin with its hashes.
 
@@ -14,7 +17,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test demo bench crd lint lock control-plane prometheus image-tools clean
+.PHONY: test demo bench crd schemas lint lock control-plane prometheus image-tools clean
 
 # The locked set, hashes required, then gitopsd itself without resolving anything again.
 $(BIN)/.installed: pyproject.toml requirements/dev.txt
@@ -69,6 +72,10 @@ bench: $(BIN)/.installed control-plane
 
 crd: $(BIN)/.installed
 	$(BIN)/python -m gitopsd.gitsync.schema > config/crd/gitsyncs.yaml
+
+schemas: $(BIN)/.installed
+	$(BIN)/python -m tests.kubernetes_schemas > gitopsd/validation/kubernetes.json.partial
+	mv gitopsd/validation/kubernetes.json.partial gitopsd/validation/kubernetes.json
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
