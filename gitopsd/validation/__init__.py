@@ -1,0 +1,64 @@
+"""Manifests checked against the schemas of their kinds, offline, as the API server would
+check them with fieldValidation=Strict: every problem of every object, none left for
+`sync` to find.
+
+A `Catalogue` (`catalogue`) knows the kinds there are schemas for: the built-in kinds of
+the Kubernetes version gitopsd is tested against, from the OpenAPI v3 spec that version
+publishes (shipped as `kubernetes.json`), or the kinds a cluster serves, from its own
+OpenAPI v3 documents; and the kinds the CRDs of the revision define. `strict` closes the
+schemas so that a field they do not declare is an error, `keywords` reads them as the API
+server does (jsonschema's draft 4 with Kubernetes' extensions), `problems` says what is
+wrong without a value, and `suggestions` what an unknown kind may have meant.
+
+Pure: the caller reads the cluster's documents (gitopsd.cluster) and passes them in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from referencing.exceptions import Unresolvable
+
+from gitopsd.objects import Manifest
+from gitopsd.validation.catalogue import Catalogue, Kind, built_in, served
+from gitopsd.validation.problems import Problem, field_path, message_of
+from gitopsd.validation.suggestions import unknown_kind
+
+__all__ = ["Catalogue", "Problem", "built_in", "check", "served"]
+
+
+def check(manifests: Iterable[Manifest], catalogue: Catalogue) -> list[Problem]:
+    """Every problem of every manifest, object by object in the order given, each
+    object's by field."""
+    found = list(manifests)
+    catalogue = catalogue.with_definitions(found)
+    return [problem for manifest in found for problem in _problems(manifest, catalogue)]
+
+
+def _problems(manifest: Manifest, catalogue: Catalogue) -> list[Problem]:
+    kind = catalogue.find(manifest.api_version, manifest.key.kind)
+    if kind is None:
+        why = unknown_kind(manifest.api_version, manifest.key.kind, catalogue)
+        return [Problem(manifest.origin, manifest.key, "", why)]
+    found = [*_scope(manifest, kind), *_schema(manifest, kind, catalogue)]
+    return sorted(found, key=lambda problem: problem.path)
+
+
+def _scope(manifest: Manifest, kind: Kind) -> Iterator[Problem]:
+    namespace = manifest.key.namespace
+    if namespace and not kind.namespaced:
+        why = f"{kind.kind} is cluster-scoped, but names namespace {namespace}"
+        yield Problem(manifest.origin, manifest.key, ".metadata.namespace", why)
+
+
+def _schema(manifest: Manifest, kind: Kind, catalogue: Catalogue) -> list[Problem]:
+    if kind.schema is None:
+        return []
+    try:
+        errors = list(catalogue.validator(kind).iter_errors(manifest.body))
+    except (Unresolvable, re.error) as error:  # a CRD's schema: the server refuses the CRD
+        why = f"the schema of {kind.kind} {kind.api_version} cannot be used: {error}"
+        return [Problem(manifest.origin, manifest.key, "", why)]
+    where = manifest.origin, manifest.key
+    return [Problem(*where, field_path(e.absolute_path), message_of(e)) for e in errors]

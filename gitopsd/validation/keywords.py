@@ -1,0 +1,112 @@
+"""Kubernetes' schema dialect, as the API server reads an object with fieldValidation=Strict.
+
+OpenAPI 3.0 schemas are JSON Schema draft 4 (a boolean `exclusiveMinimum`, `$ref` beside
+nothing else), so jsonschema's Draft4Validator does the work; this module changes only
+what the API server reads differently:
+
+- null is no value: a field set to null is a field left out (the server decodes null as
+  unset), so null neither fails a schema nor counts as a required field given;
+- a whole number written as a float (`2.0`) is an integer, as the server converts it;
+- a field the schema does not declare is one error of its own, at its own path
+  (`strict.py` says which objects declare all of theirs);
+- `x-kubernetes-int-or-string` takes an integer or a string;
+- a string where a Quantity goes must be one (format `quantity`, which `strict.py` puts
+  on the Quantity schema), in the grammar the Quantity schema's own description gives; no
+  other format is checked (the server takes an int32 field's overflow, for one).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from jsonschema import Draft4Validator, FormatChecker, TypeChecker, ValidationError, validators
+from jsonschema.protocols import Validator
+
+UNDECLARED = "field not declared in schema"
+"""The API server's own words for an unknown field under fieldValidation=Strict."""
+
+QUANTITY = re.compile(
+    r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)"  # <signedNumber>
+    r"(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+))?$"  # <suffix>
+)
+
+
+def _properties(
+    validator: Any, properties: Mapping[str, Any], instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for name, subschema in properties.items():
+        if instance.get(name) is not None:
+            yield from validator.descend(instance[name], subschema, path=name, schema_path=name)
+
+
+def _additional_properties(
+    validator: Any, allowed: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    """Each undeclared field is an error at its own path, as the API server lists them."""
+    if not validator.is_type(instance, "object"):
+        return
+    declared = schema.get("properties", {})
+    for name in sorted(set(instance) - set(declared), key=str):
+        if allowed is False:
+            yield ValidationError(UNDECLARED, path=[name])
+        elif isinstance(allowed, dict) and instance[name] is not None:
+            yield from validator.descend(instance[name], allowed, path=name)
+
+
+def _required(
+    validator: Any, required: list[str], instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for name in required:
+        if instance.get(name) is None:
+            yield ValidationError("required", path=[name])
+
+
+def _int_or_string(
+    validator: Any, int_or_string: bool, instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    if int_or_string and not (
+        validator.is_type(instance, "integer") or validator.is_type(instance, "string")
+    ):
+        yield ValidationError("int or string")
+
+
+FORMATS = FormatChecker(formats=())
+"""The formats the API server parses, and so rejects when malformed; no others."""
+
+
+@FORMATS.checks("quantity")
+def _is_quantity(instance: object) -> bool:
+    return not isinstance(instance, str) or QUANTITY.match(instance) is not None
+
+
+def _type(validator: Any, wanted: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    types = wanted if isinstance(wanted, list) else [wanted]
+    if instance is not None and not any(validator.is_type(instance, t) for t in types):
+        yield ValidationError("type")
+
+
+def _is_integer(checker: TypeChecker, instance: object) -> bool:
+    whole = isinstance(instance, float) and instance.is_integer()
+    return whole or (isinstance(instance, int) and not isinstance(instance, bool))
+
+
+# jsonschema's own keyword functions take its validator classes, whose `descend` its
+# Validator protocol does not declare: they are typed Any here as they are there.
+Kubernetes: type[Validator] = validators.extend(  # type: ignore[no-untyped-call]
+    Draft4Validator,
+    validators={
+        "type": _type,
+        "properties": _properties,
+        "additionalProperties": _additional_properties,
+        "required": _required,
+        "x-kubernetes-int-or-string": _int_or_string,
+    },
+    type_checker=Draft4Validator.TYPE_CHECKER.redefine("integer", _is_integer),
+)
+"""Draft 4 as the API server reads it; give it FORMATS as its format_checker."""
