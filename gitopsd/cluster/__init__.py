@@ -15,6 +15,7 @@ from gitopsd.cluster.api import Api, ApiError, Counters
 from gitopsd.cluster.connect import POOL_CONNECTIONS, api_client
 from gitopsd.cluster.discovery import Discovery
 from gitopsd.cluster.fanout import run_concurrently
+from gitopsd.cluster.openapi import documents
 from gitopsd.cluster.projection import Projection
 from gitopsd.cluster.transport import Impersonating, PooledTransport
 from gitopsd.errors import ClusterError, ClusterReason
@@ -70,6 +71,10 @@ class Cluster:
         connection = api_client(kubeconfig, context, allow_exec, connections)
         api = Api(PooledTransport.of(connection.client), server=connection.server)
         return cls(api, Discovery(api), namespace=connection.namespace)
+
+    def openapi(self, api_versions: Iterable[str]) -> dict[str, Body]:
+        """The cluster's OpenAPI v3 document of each of `api_versions` it publishes."""
+        return documents(self.api, api_versions)
 
     def get(
         self, resource: Resource, namespace: str, name: str, projected: bool = False

@@ -59,6 +59,11 @@ class Discovery:
         group = group_of(api_version)
         return sorted(v for (v, k) in self._by_version_kind if k == kind and group_of(v) == group)
 
+    def resources(self) -> list[Resource]:
+        """Every kind served, in each version served."""
+        self._load(missing=False)
+        return list(self._by_version_kind.values())
+
     def api_versions(self) -> tuple[str, ...]:
         """Every group/version served, and every group/version/kind (as helm's
         `.Capabilities.APIVersions` holds them), sorted."""
