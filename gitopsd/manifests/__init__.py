@@ -8,7 +8,8 @@ takes the manifests of a file the parse cache knows by blob id as they were (`re
 (or `json`), which bounds each object's size (`parsing`, `yaml_budget`,
 `yaml_loader`). Every document then becomes a
 `Manifest` once its identity (by Kubernetes' naming rules) and labels are valid; `index`
-keys the manifests by object and rejects duplicates (`identity`).
+keys the manifests by object and rejects duplicates (`identity`). `positions` finds the
+line of a field in its file again, for a message about it.
 
 Hostile input is the normal case here (the catalogue's BI cases, README.md):
 every limit is checked before the work it bounds, and no error message echoes file content
@@ -21,6 +22,7 @@ Kustomizations and charts are rendered through functions the caller passes in.
 from gitopsd.manifests.cache import ParseCache
 from gitopsd.manifests.identity import index
 from gitopsd.manifests.parsing import parse_documents, parse_file
+from gitopsd.manifests.positions import Positions
 from gitopsd.manifests.reading import Render, RenderChart, load
 from gitopsd.manifests.selection import (
     CHART_FILE,
@@ -38,6 +40,7 @@ __all__ = [
     "Directory",
     "Documents",
     "ParseCache",
+    "Positions",
     "Render",
     "RenderChart",
     "Tree",

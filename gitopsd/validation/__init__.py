@@ -16,40 +16,54 @@ Pure: the caller reads the cluster's documents (gitopsd.cluster) and passes them
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 
 from referencing.exceptions import Unresolvable
 
-from gitopsd.objects import Manifest
+from gitopsd.objects import Manifest, Origin
 from gitopsd.validation.catalogue import Catalogue, Kind, built_in, served
-from gitopsd.validation.problems import Problem, field_path, message_of
+from gitopsd.validation.problems import FieldPath, Problem, message_of
 from gitopsd.validation.suggestions import unknown_kind
 
-__all__ = ["Catalogue", "Problem", "built_in", "check", "served"]
+__all__ = ["Catalogue", "FieldPath", "Locate", "Problem", "built_in", "check", "served"]
 
 
-def check(manifests: Iterable[Manifest], catalogue: Catalogue) -> list[Problem]:
+Locate = Callable[[Manifest, FieldPath], Origin]
+"""Where a field of a manifest is written (gitopsd.manifests.Positions finds its line)."""
+
+
+def check(
+    manifests: Iterable[Manifest], catalogue: Catalogue, locate: Locate | None = None
+) -> list[Problem]:
     """Every problem of every manifest, object by object in the order given, each
-    object's by field."""
+    object's by field; each at the manifest's origin, or where `locate` finds the field."""
     found = list(manifests)
     catalogue = catalogue.with_definitions(found)
-    return [problem for manifest in found for problem in _problems(manifest, catalogue)]
+    locate = locate or (lambda manifest, _: manifest.origin)
+    return [
+        replace(problem, origin=locate(manifest, problem.field))
+        for manifest in found
+        for problem in _problems(manifest, catalogue)
+    ]
 
 
 def _problems(manifest: Manifest, catalogue: Catalogue) -> list[Problem]:
     kind = catalogue.find(manifest.api_version, manifest.key.kind)
     if kind is None:
-        why = unknown_kind(manifest.api_version, manifest.key.kind, catalogue)
-        return [Problem(manifest.origin, manifest.key, "", why)]
-    found = [*_scope(manifest, kind), *_schema(manifest, kind, catalogue)]
-    return sorted(found, key=lambda problem: problem.path)
+        field, why = unknown_kind(manifest.api_version, manifest.key.kind, catalogue)
+        return [Problem(manifest.origin, manifest.key, (field,), why)]
+    found = {*_scope(manifest, kind), *_schema(manifest, kind, catalogue)}
+    # one field can fail twice the same way: an int-or-string of a served CRD's schema
+    # says so by its extension and by anyOf
+    return sorted(found, key=lambda problem: (problem.path, problem.message))
 
 
 def _scope(manifest: Manifest, kind: Kind) -> Iterator[Problem]:
     namespace = manifest.key.namespace
     if namespace and not kind.namespaced:
         why = f"{kind.kind} is cluster-scoped, but names namespace {namespace}"
-        yield Problem(manifest.origin, manifest.key, ".metadata.namespace", why)
+        yield Problem(manifest.origin, manifest.key, ("metadata", "namespace"), why)
 
 
 def _schema(manifest: Manifest, kind: Kind, catalogue: Catalogue) -> list[Problem]:
@@ -59,6 +73,6 @@ def _schema(manifest: Manifest, kind: Kind, catalogue: Catalogue) -> list[Proble
         errors = list(catalogue.validator(kind).iter_errors(manifest.body))
     except (Unresolvable, re.error) as error:  # a CRD's schema: the server refuses the CRD
         why = f"the schema of {kind.kind} {kind.api_version} cannot be used: {error}"
-        return [Problem(manifest.origin, manifest.key, "", why)]
+        return [Problem(manifest.origin, manifest.key, (), why)]
     where = manifest.origin, manifest.key
-    return [Problem(*where, field_path(e.absolute_path), message_of(e)) for e in errors]
+    return [Problem(*where, tuple(e.absolute_path), message_of(e)) for e in errors]

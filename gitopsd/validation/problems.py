@@ -5,7 +5,7 @@ Secret's value can never leak through one."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,22 +14,26 @@ from jsonschema import ValidationError
 from gitopsd.objects import ObjectKey, Origin
 from gitopsd.validation.keywords import UNDECLARED
 
+FieldPath = tuple[str | int, ...]
+"""The keys and list indexes that lead to a field from its object's root."""
+
 
 @dataclass(frozen=True)
 class Problem:
     origin: Origin
+    """The manifest's file, and the line of the field where it is known."""
     key: ObjectKey
-    path: str
-    """The field, as `.spec.template.spec.containers[0].image`; empty for the object."""
+    field: FieldPath
     message: str
 
+    @property
+    def path(self) -> str:
+        """The field as `.spec.template.spec.containers[0].image`; empty for the object."""
+        return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in self.field)
+
     def __str__(self) -> str:
-        field = f" {self.path}:" if self.path else ""
+        field = f" {self.path}:" if self.field else ""
         return f"{self.origin}: {self.key}:{field} {self.message}"
-
-
-def field_path(parts: Iterable[str | int]) -> str:
-    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in parts)
 
 
 def message_of(error: ValidationError) -> str:

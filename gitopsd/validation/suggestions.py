@@ -11,19 +11,20 @@ from gitopsd.validation.catalogue import Catalogue
 OFFLINE_HINT = "`gitopsd validate --cluster` checks against the CRDs a cluster has"
 
 
-def unknown_kind(api_version: str, kind: str, catalogue: Catalogue) -> str:
+def unknown_kind(api_version: str, kind: str, catalogue: Catalogue) -> tuple[str, str]:
+    """The field to blame (`apiVersion` where the kind is served in another, else `kind`),
+    and why."""
     missing = (
         f"apiVersion {api_version} has no kind {kind} in {catalogue.where} or the revision's CRDs"
     )
     serving = sorted(version for version, name in catalogue.kinds if name == kind)
     if serving:
-        return f"{missing}; {kind} is served as {', '.join(serving)}"
+        return "apiVersion", f"{missing}; {kind} is served as {', '.join(serving)}"
     nearest = _nearest(api_version, kind, catalogue)
     if nearest:
-        return f"{missing}: did you mean {nearest}?"
-    return f"{missing}, so there is no schema to check it against" + (
-        f" ({OFFLINE_HINT})" if catalogue.offline else ""
-    )
+        return "kind", f"{missing}: did you mean {nearest}?"
+    hint = f" ({OFFLINE_HINT})" if catalogue.offline else ""
+    return "kind", f"{missing}, so there is no schema to check it against{hint}"
 
 
 def _nearest(api_version: str, kind: str, catalogue: Catalogue) -> str | None:

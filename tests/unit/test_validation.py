@@ -6,12 +6,13 @@ fieldValidation=Strict (tests/integration/test_validate.py asks it again for som
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from gitopsd import validation
 from gitopsd.config import Limits
-from gitopsd.manifests import parse_documents
+from gitopsd.manifests import Directory, Positions, load, parse_documents
 from gitopsd.manifests.identity import manifests_of
 from gitopsd.objects import Manifest, Resource
 
@@ -192,7 +193,7 @@ INVALID = [
     pytest.param(
         DEPLOYMENT.replace("kind: Deployment", "kind: Deploymnet"),
         [
-            "1: apps/Deploymnet/shop/web: apiVersion apps/v1 has no kind Deploymnet in "
+            "1: apps/Deploymnet/shop/web: .kind: apiVersion apps/v1 has no kind Deploymnet in "
             "Kubernetes v1.34.4 or the revision's CRDs: did you mean Deployment?"
         ],
         id="a kind typo",
@@ -200,7 +201,7 @@ INVALID = [
     pytest.param(
         DEPLOYMENT.replace("apps/v1", "apps/v1beta2"),
         [
-            "1: apps/Deployment/shop/web: apiVersion apps/v1beta2 has no kind Deployment in "
+            "1: apps/Deployment/shop/web: .apiVersion: apiVersion apps/v1beta2 has no kind Deployment in "
             "Kubernetes v1.34.4 or the revision's CRDs; Deployment is served as apps/v1"
         ],
         id="an apiVersion no longer served",
@@ -216,7 +217,7 @@ INVALID = [
     pytest.param(
         widget("{size: 2}"),
         [
-            "1: example.com/Widget/w: apiVersion example.com/v1 has no kind Widget in "
+            "1: example.com/Widget/w: .kind: apiVersion example.com/v1 has no kind Widget in "
             "Kubernetes v1.34.4 or the revision's CRDs, so there is no schema to check it "
             "against (`gitopsd validate --cluster` checks against the CRDs a cluster has)"
         ],
@@ -248,7 +249,7 @@ INVALID = [
     pytest.param(
         WIDGET_CRD + "---\n" + widget("{}").replace("example.com/v1", "example.com/v0"),
         [
-            "31: example.com/Widget/w: apiVersion example.com/v0 has no kind Widget in "
+            "31: example.com/Widget/w: .apiVersion: apiVersion example.com/v0 has no kind Widget in "
             "Kubernetes v1.34.4 or the revision's CRDs; Widget is served as example.com/v1"
         ],
         id="a version the CRD does not serve",
@@ -309,7 +310,7 @@ def test_a_cluster_s_catalogue_serves_its_own_kinds_and_schemas() -> None:
         "1: example.com/Gadget/g: .spec.m: field not declared in schema"
     ]
     assert problems(DEPLOYMENT, cluster) == [
-        "1: apps/Deployment/shop/web: apiVersion apps/v1 has no kind Deployment in the "
+        "1: apps/Deployment/shop/web: .kind: apiVersion apps/v1 has no kind Deployment in the "
         "cluster or the revision's CRDs, so there is no schema to check it against"
     ]
 
@@ -326,4 +327,30 @@ def test_a_crd_schema_that_cannot_be_used_is_a_problem_not_a_crash(schema: str, 
 
     assert problems(crd + "---\n" + widget("{size: b}")) == [
         f"31: example.com/Widget/w: the schema of Widget example.com/v1 cannot be used: {why}"
+    ]
+
+
+def test_a_problem_names_the_line_of_its_field_where_the_file_writes_it(tmp_path: Path) -> None:
+    """The field's own line; a missing field's, its parent's; an item of a List (not in
+    the file as read), its document's."""
+    listed = "apiVersion: v1\nkind: List\nitems:\n  - " + textwrap.indent(
+        "apiVersion: v1\nkind: Secrett\nmetadata: {name: c}\n", "    "
+    ).lstrip()
+    missing = DEPLOYMENT.replace("  selector: {matchLabels: {app: web}}\n", "")
+    files = {
+        "app.yaml": with_spec("replica: 2\n") + "---\n" + missing.replace("web", "api"),
+        "kinds.yaml": "# a comment\napiVersion: v1\nkind: ConfigMapp\nmetadata: {name: c}\n",
+        "list.yaml": listed,
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    positions = Positions(Directory(tmp_path), Limits())
+
+    found = validation.check(load(tmp_path, ["."]), validation.built_in(), positions.origin_of)
+
+    assert [f"{problem.origin}: {problem.path}" for problem in found] == [
+        "app.yaml:5: .spec.replica",
+        "app.yaml:17: .spec.selector",  # spec:, as the field is not there
+        "kinds.yaml:3: .kind",
+        "list.yaml:1: .kind",  # not the List's own kind, line 2
     ]
