@@ -16,7 +16,7 @@ import os
 import sys
 from typing import TextIO
 
-from gitopsd import daemon, manifests
+from gitopsd import daemon, manifests, validation
 from gitopsd.changes import ChangeSet, Hooks
 from gitopsd.cli.render import (
     Progress,
@@ -33,9 +33,9 @@ from gitopsd.cli.settings import source_spec, sync_settings
 from gitopsd.cli.stop import STOP
 from gitopsd.cluster import Cluster
 from gitopsd.config import SyncSettings
-from gitopsd.errors import ClusterError, ClusterReason, ExitCode, GitopsdError
+from gitopsd.errors import ClusterError, ClusterReason, ExitCode, GitopsdError, ManifestError
 from gitopsd.health import Health, Status, overall
-from gitopsd.objects import ObjectKey
+from gitopsd.objects import Manifest, ObjectKey
 from gitopsd.reconcile import (
     Bounds,
     Intent,
@@ -72,14 +72,34 @@ def run_daemon(arguments: argparse.Namespace) -> int:
 
 
 def run_validate(arguments: argparse.Namespace) -> int:
+    """Every problem of every object, each on a line of its own, then how many."""
     spec = source_spec(arguments)
-    found = desired.read_revision(
-        desired.fetch(spec, arguments.cache_dir), spec, arguments.cache_dir
-    )
+    cluster = connect(arguments) if arguments.cluster else None
+    revision = desired.fetch(spec, arguments.cache_dir)
+    found = desired.read_revision(revision, spec, arguments.cache_dir, cluster=cluster)
     manifests.index(found)
     _notify(list(desired.empty_warning(found, spec)))
+    catalogue = _catalogue(cluster, found)
+    with desired.files(revision, spec, arguments.cache_dir) as files:
+        positions = manifests.Positions(files, spec.limits)
+        problems = validation.check(found, catalogue, positions.origin_of)
+    for problem in problems:
+        print(f"gitopsd: error: {problem}", file=sys.stderr)
+    if problems:
+        invalid = len({problem.key for problem in problems})
+        count = f"{len(problems)} problem{'s' * (len(problems) > 1)}"
+        raise ManifestError(f"{count} in {invalid} of {len(found)} objects")
     emit(f"{len(found)} objects valid\n")
     return ExitCode.OK
+
+
+def _catalogue(cluster: Cluster | None, found: list[Manifest]) -> validation.Catalogue:
+    """The built-in kinds' schemas, or, with a cluster, the kinds it serves and their
+    schemas as it publishes them (of the apiVersions the revision uses)."""
+    if cluster is None:
+        return validation.built_in()
+    documents = cluster.openapi({manifest.api_version for manifest in found})
+    return validation.served(cluster.discovery.resources(), documents)
 
 
 def run_diff(arguments: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from gitopsd import validation
 from gitopsd.cli.commands import run_daemon, run_diff, run_sync, run_validate
 from gitopsd.cli.control import DAEMON, run_get, run_reconcile, run_resume, run_suspend
 from gitopsd.cli.flags import (
@@ -90,11 +91,20 @@ def _add_validate(commands: Any) -> None:
     validate = _command(
         commands,
         "validate",
-        "parse and check manifests; no cluster needed",
+        "check manifests against their kinds' schemas (built in: no cluster needed)",
         "  gitopsd validate ./deploy\n"
-        "  gitopsd validate https://git.example.com/org/apps.git --ref v1.2",
+        "  gitopsd validate https://git.example.com/org/apps.git --ref v1.2\n"
+        "  gitopsd validate ./deploy --cluster --context staging",
     )
     source_arguments(validate)
+    checks = validate.add_argument_group("schemas")
+    checks.add_argument(
+        "--cluster",
+        action="store_true",
+        help="check against the kinds and schemas the cluster serves (its CRDs too), not "
+        f"those of the Kubernetes version built in ({validation.built_in().where})",
+    )
+    kube_arguments(checks)
     validate.set_defaults(command=run_validate)
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -144,6 +145,13 @@ def read_revision(
             render_chart=charts,
             paths_named=spec.paths != SourceSpec.paths and not empty_allowed,
         )
+
+
+@contextmanager
+def files(revision: source.Revision, spec: SourceSpec, cache_dir: Path) -> Iterator[manifests.Tree]:
+    """The files of exactly `revision`, as `read_revision` reads them."""
+    with source.tree(spec, cache_dir, revision) as found:
+        yield manifests.Directory(found) if isinstance(found, Path) else found
 
 
 def _dependencies(spec: SourceSpec, cache_dir: Path) -> helm.FetchDependency:
