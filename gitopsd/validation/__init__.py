@@ -68,7 +68,11 @@ def _scope(manifest: Manifest, kind: Kind) -> Iterator[Problem]:
 
 def _schema(manifest: Manifest, kind: Kind, catalogue: Catalogue) -> list[Problem]:
     if kind.schema is None:
-        return []
+        why = (
+            f"{catalogue.where} serves {kind.kind} {kind.api_version} but publishes no schema "
+            "of it (a CRD's follows it shortly after it is installed), so it cannot be checked"
+        )
+        return [Problem(manifest.origin, manifest.key, ("kind",), why)]
     try:
         errors = list(catalogue.validator(kind).iter_errors(manifest.body))
     except (Unresolvable, re.error) as error:  # a CRD's schema: the server refuses the CRD

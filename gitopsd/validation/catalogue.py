@@ -37,7 +37,7 @@ class Kind:
     namespaced: bool
     schema: str | None
     """None: the cluster serves the kind but publishes no schema of it (an aggregated API
-    may not), so nothing of it can be checked."""
+    may not; a CRD's appears shortly after it is installed), so it cannot be checked."""
 
 
 @dataclass(frozen=True)

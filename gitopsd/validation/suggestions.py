@@ -14,9 +14,7 @@ OFFLINE_HINT = "`gitopsd validate --cluster` checks against the CRDs a cluster h
 def unknown_kind(api_version: str, kind: str, catalogue: Catalogue) -> tuple[str, str]:
     """The field to blame (`apiVersion` where the kind is served in another, else `kind`),
     and why."""
-    missing = (
-        f"apiVersion {api_version} has no kind {kind} in {catalogue.where} or the revision's CRDs"
-    )
+    missing = f"{api_version} has no kind {kind} in {catalogue.where} or the revision's CRDs"
     serving = sorted(version for version, name in catalogue.kinds if name == kind)
     if serving:
         return "apiVersion", f"{missing}; {kind} is served as {', '.join(serving)}"

@@ -193,7 +193,7 @@ INVALID = [
     pytest.param(
         DEPLOYMENT.replace("kind: Deployment", "kind: Deploymnet"),
         [
-            "1: apps/Deploymnet/shop/web: .kind: apiVersion apps/v1 has no kind Deploymnet in "
+            "1: apps/Deploymnet/shop/web: .kind: apps/v1 has no kind Deploymnet in "
             "Kubernetes v1.34.4 or the revision's CRDs: did you mean Deployment?"
         ],
         id="a kind typo",
@@ -201,7 +201,7 @@ INVALID = [
     pytest.param(
         DEPLOYMENT.replace("apps/v1", "apps/v1beta2"),
         [
-            "1: apps/Deployment/shop/web: .apiVersion: apiVersion apps/v1beta2 has no kind Deployment in "
+            "1: apps/Deployment/shop/web: .apiVersion: apps/v1beta2 has no kind Deployment in "
             "Kubernetes v1.34.4 or the revision's CRDs; Deployment is served as apps/v1"
         ],
         id="an apiVersion no longer served",
@@ -217,7 +217,7 @@ INVALID = [
     pytest.param(
         widget("{size: 2}"),
         [
-            "1: example.com/Widget/w: .kind: apiVersion example.com/v1 has no kind Widget in "
+            "1: example.com/Widget/w: .kind: example.com/v1 has no kind Widget in "
             "Kubernetes v1.34.4 or the revision's CRDs, so there is no schema to check it "
             "against (`gitopsd validate --cluster` checks against the CRDs a cluster has)"
         ],
@@ -249,7 +249,7 @@ INVALID = [
     pytest.param(
         WIDGET_CRD + "---\n" + widget("{}").replace("example.com/v1", "example.com/v0"),
         [
-            "31: example.com/Widget/w: .apiVersion: apiVersion example.com/v0 has no kind Widget in "
+            "31: example.com/Widget/w: .apiVersion: example.com/v0 has no kind Widget in "
             "Kubernetes v1.34.4 or the revision's CRDs; Widget is served as example.com/v1"
         ],
         id="a version the CRD does not serve",
@@ -284,7 +284,10 @@ def test_a_secret_value_never_appears_in_a_problem() -> None:
 def test_a_cluster_s_catalogue_serves_its_own_kinds_and_schemas() -> None:
     """`validate --cluster`: the kinds discovery lists, with the schemas of the cluster's
     OpenAPI v3 documents (here one, for a CRD installed there)."""
-    served = [Resource("example.com", "v1", "Gadget", "gadgets", namespaced=True)]
+    served = [
+        Resource("example.com", "v1", "Gadget", "gadgets", namespaced=True),
+        Resource("example.com", "v2", "Gadget", "gadgets", namespaced=True),
+    ]
     document = {
         "components": {
             "schemas": {
@@ -309,8 +312,13 @@ def test_a_cluster_s_catalogue_serves_its_own_kinds_and_schemas() -> None:
     assert problems(gadget, cluster) == [
         "1: example.com/Gadget/g: .spec.m: field not declared in schema"
     ]
+    assert problems(gadget.replace("/v1", "/v2"), cluster) == [
+        "1: example.com/Gadget/g: .kind: the cluster serves Gadget example.com/v2 but "
+        "publishes no schema of it (a CRD's follows it shortly after it is installed), so it "
+        "cannot be checked"
+    ]
     assert problems(DEPLOYMENT, cluster) == [
-        "1: apps/Deployment/shop/web: .kind: apiVersion apps/v1 has no kind Deployment in the "
+        "1: apps/Deployment/shop/web: .kind: apps/v1 has no kind Deployment in the "
         "cluster or the revision's CRDs, so there is no schema to check it against"
     ]
 
@@ -333,9 +341,10 @@ def test_a_crd_schema_that_cannot_be_used_is_a_problem_not_a_crash(schema: str, 
 def test_a_problem_names_the_line_of_its_field_where_the_file_writes_it(tmp_path: Path) -> None:
     """The field's own line; a missing field's, its parent's; an item of a List (not in
     the file as read), its document's."""
-    listed = "apiVersion: v1\nkind: List\nitems:\n  - " + textwrap.indent(
-        "apiVersion: v1\nkind: Secrett\nmetadata: {name: c}\n", "    "
-    ).lstrip()
+    listed = (
+        "apiVersion: v1\nkind: List\nitems:\n  - "
+        + textwrap.indent("apiVersion: v1\nkind: Secrett\nmetadata: {name: c}\n", "    ").lstrip()
+    )
     missing = DEPLOYMENT.replace("  selector: {matchLabels: {app: web}}\n", "")
     files = {
         "app.yaml": with_spec("replica: 2\n") + "---\n" + missing.replace("web", "api"),
