@@ -10,6 +10,10 @@ what the API server reads differently:
 - a field the schema does not declare is one error of its own, at its own path
   (`strict.py` says which objects declare all of theirs);
 - `x-kubernetes-int-or-string` takes an integer or a string;
+- a list of `x-kubernetes-list-type` map or set holds no entry twice (server-side apply
+  refuses "duplicate entries for key"): a map's entries are the same when their
+  `x-kubernetes-list-map-keys` are (a key left out is not taken as its default, so entries
+  that differ only by one are not caught);
 - a string where a Quantity goes must be one (format `quantity`, which `strict.py` puts
   on the Quantity schema), in the grammar the Quantity schema's own description gives; no
   other format is checked (the server takes an int32 field's overflow, for one).
@@ -76,6 +80,31 @@ def _int_or_string(
         yield ValidationError("int or string")
 
 
+def _list_type(
+    validator: Any, list_type: str, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    keys = schema.get("x-kubernetes-list-map-keys") if list_type == "map" else None
+    if not isinstance(instance, list) or not (list_type == "set" or keys):
+        return
+    same = f"has the same {' and '.join(keys)} as" if keys else "is the same as"
+    seen: dict[Any, int] = {}
+    for index, item in enumerate(instance):
+        entry = _entry(item, keys)
+        if entry is not None and seen.setdefault(entry, index) != index:
+            yield ValidationError(f"{same} [{seen[entry]}]", path=[index])
+
+
+def _entry(item: Any, keys: list[str] | None) -> Any:
+    """What makes a list item the entry it is: its keys' values (a map's), or itself (a
+    set's); None for an item that cannot be compared so."""
+    if keys is None:
+        return item if isinstance(item, str | int | float | bool) else None
+    if not isinstance(item, dict):
+        return None
+    values = tuple(item.get(key) for key in keys)
+    return values if all(isinstance(v, str | int | float | bool | None) for v in values) else None
+
+
 FORMATS = FormatChecker(formats=())
 """The formats the API server parses, and so rejects when malformed; no others."""
 
@@ -106,6 +135,7 @@ Kubernetes: type[Validator] = validators.extend(  # type: ignore[no-untyped-call
         "additionalProperties": _additional_properties,
         "required": _required,
         "x-kubernetes-int-or-string": _int_or_string,
+        "x-kubernetes-list-type": _list_type,
     },
     type_checker=Draft4Validator.TYPE_CHECKER.redefine("integer", _is_integer),
 )

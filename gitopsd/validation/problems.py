@@ -105,4 +105,5 @@ _EXPLAINED: dict[str, Callable[[Any, ValidationError], str]] = {
     "enum": lambda wanted, _: f"must be one of {', '.join(json.dumps(v) for v in wanted)}",
     "format": lambda wanted, _: _FORMATS.get(wanted, f"must be in the format {wanted}"),
     "x-kubernetes-int-or-string": lambda _, error: _type(["integer", "string"], error),
+    "x-kubernetes-list-type": lambda _, error: error.message,  # made of key names alone
 }

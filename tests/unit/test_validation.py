@@ -186,6 +186,22 @@ INVALID = [
         id="several errors, all reported",
     ),
     pytest.param(
+        with_container("env: [{name: A, value: '1'}, {name: B}, {name: A, value: s3cret}]\n")
+        + "        - {name: web, image: sidecar}\n",
+        [
+            "1: apps/Deployment/shop/web: .spec.template.spec.containers[0].env[2]: "
+            "has the same name as [0]",
+            "1: apps/Deployment/shop/web: .spec.template.spec.containers[1]: "
+            "has the same name as [0]",
+        ],
+        id="two entries of a list-type map with the same keys",
+    ),
+    pytest.param(
+        DEPLOYMENT.replace("namespace: shop}", "namespace: shop, finalizers: [a/b, a/b]}"),
+        ["1: apps/Deployment/shop/web: .metadata.finalizers[1]: is the same as [0]"],
+        id="an item twice in a list-type set",
+    ),
+    pytest.param(
         DEPLOYMENT + "status: {replica: 1}\n",
         ["1: apps/Deployment/shop/web: .status.replica: field not declared in schema"],
         id="status is checked too",
