@@ -67,6 +67,13 @@ def test_the_cli_examples_run_as_documented(gitopsd: Gitopsd) -> None:
     assert "metadata.labels.touched" in outputs[6] and "kubectl-label" in outputs[6]
 
 
+def test_the_validate_examples_run_as_documented(gitopsd: Gitopsd) -> None:
+    """The second line's exit 2 is checked by run_block; the first checks against the
+    test control plane's schemas."""
+    [cluster, _typo] = run_block(gitopsd, "validate")
+    assert cluster.strip() == "3 objects valid"
+
+
 def test_the_drift_policy_example_accepts_the_replicas_and_sync_keeps_them(
     gitopsd: Gitopsd,
 ) -> None:
