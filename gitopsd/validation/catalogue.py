@@ -97,7 +97,8 @@ def served(resources: Iterable[Resource], documents: Mapping[str, dict[str, Any]
     """A cluster's kinds: each one it serves (its discovery), and the OpenAPI v3 documents
     of those the revision uses, by apiVersion. The built-in schemas stay in the registry: a
     CRD of the revision refers to their ObjectMeta."""
-    registry, schemas = built_in().registry, dict[tuple[str, str], str]()
+    registry = built_in().registry
+    schemas: dict[tuple[str, str], str] = {}
     for api_version, document in documents.items():
         uri = f"urn:gitopsd:cluster:{api_version}"
         registry = registry.with_resource(uri, DRAFT4.create_resource(strict_document(document)))
@@ -127,16 +128,17 @@ def _defined(crd: dict[str, Any]) -> Iterable[tuple[Kind, str, dict[str, Any]]]:
     schemas."""
     spec = _mapping(crd.get("spec"))
     group, kind = spec.get("group"), _mapping(spec.get("names")).get("kind")
-    namespaced = spec.get("scope") == "Namespaced"
     versions = spec.get("versions")
-    for version in versions if isinstance(versions, list) else []:
+    if not (isinstance(group, str) and isinstance(kind, str) and isinstance(versions, list)):
+        return
+    namespaced = spec.get("scope") == "Namespaced"
+    object_meta = f"{BUILT_IN}{SCHEMAS}{OBJECT_META}"
+    for version in versions:
         if isinstance(version, dict) and version.get("served") is True:
             api_version = f"{group}/{version.get('name')}"
             schema = _mapping(_mapping(version.get("schema")).get("openAPIV3Schema"))
             uri = f"urn:gitopsd:crd:{api_version}/{kind}"
-            object_meta = f"{BUILT_IN}{SCHEMAS}{OBJECT_META}"
-            kind_of_version = Kind(api_version, str(kind), namespaced, uri)
-            yield kind_of_version, uri, strict_custom(schema, object_meta)
+            yield Kind(api_version, kind, namespaced, uri), uri, strict_custom(schema, object_meta)
 
 
 def _mapping(value: Any) -> dict[str, Any]:

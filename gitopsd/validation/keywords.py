@@ -15,8 +15,8 @@ what the API server reads differently:
   `x-kubernetes-list-map-keys` are (a key left out is not taken as its default, so entries
   that differ only by one are not caught);
 - a string where a Quantity goes must be one (format `quantity`, which `strict.py` puts
-  on the Quantity schema), in the grammar the Quantity schema's own description gives; no
-  other format is checked (the server takes an int32 field's overflow, for one).
+  on the Quantity schema), as the server parses it; no other format is checked (the
+  server takes an int32 field's overflow, for one).
 """
 
 from __future__ import annotations
@@ -32,9 +32,22 @@ UNDECLARED = "field not declared in schema"
 """The API server's own words for an unknown field under fieldValidation=Strict."""
 
 QUANTITY = re.compile(
-    r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)"  # <signedNumber>
-    r"(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+))?$"  # <suffix>
+    r"^(?=.)[+-]?[0-9]*(\.[0-9]*)?"  # a number, even one without digits ("1.", ".5", "+")
+    r"(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$"  # a suffix, or an exponent
 )
+"""A Quantity as apimachinery's ParseQuantity reads it: the grammar of the Quantity
+schema's description, and the suffixes `n` and `u` it also takes."""
+
+
+def _type(validator: Any, wanted: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    types = wanted if isinstance(wanted, list) else [wanted]
+    if instance is not None and not any(validator.is_type(instance, t) for t in types):
+        yield ValidationError("type")
+
+
+def _is_integer(checker: TypeChecker, instance: object) -> bool:
+    whole = isinstance(instance, float) and instance.is_integer()
+    return whole or (isinstance(instance, int) and not isinstance(instance, bool))
 
 
 def _properties(
@@ -112,17 +125,6 @@ FORMATS = FormatChecker(formats=())
 @FORMATS.checks("quantity")
 def _is_quantity(instance: object) -> bool:
     return not isinstance(instance, str) or QUANTITY.match(instance) is not None
-
-
-def _type(validator: Any, wanted: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    types = wanted if isinstance(wanted, list) else [wanted]
-    if instance is not None and not any(validator.is_type(instance, t) for t in types):
-        yield ValidationError("type")
-
-
-def _is_integer(checker: TypeChecker, instance: object) -> bool:
-    whole = isinstance(instance, float) and instance.is_integer()
-    return whole or (isinstance(instance, int) and not isinstance(instance, bool))
 
 
 # jsonschema's own keyword functions take its validator classes, whose `descend` its

@@ -101,7 +101,9 @@ VALID = [
         id="Quantity: numbers",
     ),
     pytest.param(
-        with_container("resources: {limits: {cpu: 500m, memory: 1.5Gi, storage: 1e3}}\n"),
+        with_container(
+            "resources: {limits: {cpu: 500m, memory: 1.5Gi, storage: 1e3, a: 100n, b: 5u}}\n"
+        ),
         id="Quantity: strings",
     ),
     pytest.param(
