@@ -7,7 +7,6 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from gitopsd import validation
 from gitopsd.cli.commands import run_daemon, run_diff, run_sync, run_validate
 from gitopsd.cli.control import DAEMON, run_get, run_reconcile, run_resume, run_suspend
 from gitopsd.cli.flags import (
@@ -102,7 +101,7 @@ def _add_validate(commands: Any) -> None:
         "--cluster",
         action="store_true",
         help="check against the kinds and schemas the cluster serves (its CRDs too), not "
-        f"those of the Kubernetes version built in ({validation.built_in().where})",
+        "those of the Kubernetes version built in",
     )
     kube_arguments(checks)
     validate.set_defaults(command=run_validate)
