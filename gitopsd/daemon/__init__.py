@@ -85,6 +85,9 @@ class Daemon:
         self.workers: list[SourceWorker] = []
         """The configuration's sources running here: all of them, or with sharding none
         unless this replica's share holds their tenant ("")."""
+        self.scheduled = threading.Event()
+        """Set once the sources are scheduled: the endpoints serve before, and until then
+        no worker exists whose readiness could be asked."""
         self.sources = Registry()
         # The scheduler's jobs only put polls in the pool's queue: one thread is enough.
         self.scheduler = BackgroundScheduler(
@@ -253,8 +256,11 @@ class Daemon:
         )
 
     def ready(self) -> bool:
-        """Leadership known, the API server reachable, every source tried and its watch
-        caches synced: false during an outage, true again once the caches caught up."""
+        """Sources scheduled, leadership known, the API server reachable, every source tried
+        and its watch caches synced: false during an outage, true again once the caches
+        caught up."""
+        if not self.scheduled.is_set():
+            return False
         lease = self.elector or self.membership
         known = lease is None or lease.state_known
         reachable = self.cluster.api.reachable
@@ -292,6 +298,7 @@ class Daemon:
         if self.membership is None:
             self._run_file_sources()
         self.scheduler.start()
+        self.scheduled.set()
 
     def _forward(self, path: str) -> http.Forward | None:
         """With sharding, a call for a GitSync of another replica's share is forwarded to

@@ -12,12 +12,15 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from gitopsd import configfile
 from gitopsd.backoff import Backoff
+from gitopsd.daemon import Daemon
 from gitopsd.daemon.control import Control
 from gitopsd.daemon.http import signature_valid, signed
 from gitopsd.daemon.jobs import Jobs
@@ -28,6 +31,7 @@ from gitopsd.daemon.reporter import changed_since
 from gitopsd.gitsync.status import SourceReport
 from gitopsd.health import Health, Status
 from gitopsd.objects import ObjectKey
+from tests.harness.controlplane import write_kubeconfig
 from tests.harness.waiting import wait_for
 
 
@@ -374,3 +378,19 @@ def test_a_retry_runs_however_late_and_goes_with_its_source() -> None:
         assert [j.id for j in scheduler.get_jobs()] == [successor.once_id("retry")]  # its own
     finally:
         scheduler.shutdown(wait=False)
+
+
+def test_a_daemon_is_not_ready_before_its_sources_are_scheduled(tmp_path: Path) -> None:
+    """Its endpoints serve before the sources start: until they are scheduled there is no
+    worker whose readiness could be asked, and `all([])` must not answer for them (FA-01
+    asked /readyz in that window on a loaded machine, and was told ready)."""
+    kubeconfig, ca = tmp_path / "kubeconfig", tmp_path / "ca.crt"
+    ca.touch()  # read only once a request is sent: none is
+    write_kubeconfig(kubeconfig, "https://127.0.0.1:9", ca, "u", "t")
+    config = tmp_path / "gitopsd.yaml"
+    source = {"name": "app", "repository": str(tmp_path), "namespace": "app"}
+    config.write_text(json.dumps({"kubeconfig": str(kubeconfig), "sources": [source]}))
+
+    daemon = Daemon(configfile.load(config))
+
+    assert not daemon.ready()
