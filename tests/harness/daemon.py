@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.harness.controlplane import ControlPlane, free_port, spawn
 from tests.harness.kube import admin_service_account, kubeconfig_for
+from tests.harness.memory_cage import MemoryCage
 from tests.harness.waiting import wait_for
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -34,6 +35,9 @@ class DaemonProcess:
     process: subprocess.Popen[bytes] | None = None
     flags: tuple[str, ...] = ()
     """More flags for `gitopsd run` (--log-level, --log-format)."""
+    memory_limit_mib: int | None = None
+    """Runs the daemon inside a memory cgroup of this size, as the Deployment's limit."""
+    cage: MemoryCage | None = None
 
     @classmethod
     def configured(
@@ -75,6 +79,9 @@ class DaemonProcess:
         config_file = self.workdir / "gitopsd.yaml"
         config_file.write_text(json.dumps(self.config))  # JSON is YAML
         argv = [sys.executable, "-m", "gitopsd", "run", "--config", str(config_file), *self.flags]
+        if self.memory_limit_mib is not None:
+            self.cage = MemoryCage.create(self.memory_limit_mib)
+            argv = self.cage.wrap(argv)
         self.process = spawn(argv, self.log_file)
         if wait:
             wait_for(self._serving, f"{self.name} to serve /healthz")
@@ -174,6 +181,13 @@ class DaemonProcess:
 
     def stop(self) -> int:
         """SIGTERM, then the exit code (SIGKILL if it does not stop in time)."""
+        try:
+            return self._stop()
+        finally:
+            if self.cage is not None:
+                self.cage.close()
+
+    def _stop(self) -> int:
         if self.process is None or self.process.poll() is not None:
             return self.process.returncode if self.process else 0
         self.process.send_signal(signal.SIGCONT)
