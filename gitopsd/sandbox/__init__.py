@@ -25,6 +25,9 @@ from typing import IO
 
 from gitopsd.config import how_to_raise
 from gitopsd.errors import ManifestError, ManifestReason, SourceError, SourceReason
+from gitopsd.health.expressions import evaluate_with
+from gitopsd.sandbox.expressions import ExpressionBox
+from gitopsd.sandbox_bounds import SandboxBounds
 
 OFFLINE = Path(__file__).with_name("offline.py")
 """Starts a program with the network closed (see its docstring)."""
@@ -38,6 +41,13 @@ _QUOTED_LINES = re.compile(r"`[^`]*\n[^`]*`")
 _BYTE_LIST = re.compile(r"\[\d{1,3}(?: \d{1,3})+\]")  # Go prints a bad line as its bytes
 _MASK = "***"
 _SHORTEST_MASKED = 3  # shorter values are masked only as `KEY=***`, or every "1" would go
+
+
+def bound_everything(bounds: SandboxBounds) -> None:
+    """Runs the process's health rules in a box under `bounds` from now on (the daemon's,
+    whose rules are its tenants'; the command line evaluates its user's own in place)."""
+    evaluate_with(ExpressionBox(bounds).evaluate)
+
 
 Settings = Callable[[Path], Mapping[str, str]]
 """The program's own variables, given its private home (made empty, with .config, .cache

@@ -1,0 +1,26 @@
+"""The configuration file's `sandbox:` block: the bounds on what runs a tenant's input at a
+cost not known up front (`sandbox_bounds.SandboxBounds`), each with its default."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gitopsd.configfile.fields import mapping, seconds, size
+from gitopsd.sandbox_bounds import SandboxBounds
+
+SANDBOX_KEYS = {"expressionMemory", "expressionTimeout"}
+
+
+def sandbox_bounds(value: Any, where: str) -> SandboxBounds:
+    raw = mapping(value or {}, where, SANDBOX_KEYS)
+    defaults = SandboxBounds()
+    return SandboxBounds(
+        expression_memory_bytes=_size(
+            raw, "expressionMemory", where, defaults.expression_memory_bytes
+        ),
+        expression_seconds=seconds(raw, "expressionTimeout", where, defaults.expression_seconds),
+    )
+
+
+def _size(raw: dict[str, Any], key: str, where: str, default: int) -> int:
+    return size(raw, key, where) if key in raw else default
