@@ -3,12 +3,13 @@ cost not known up front (`sandbox_bounds.SandboxBounds`), each with its default.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from gitopsd.configfile.fields import mapping, seconds, size
 from gitopsd.sandbox_bounds import SandboxBounds
 
-SANDBOX_KEYS = {"expressionMemory", "expressionTimeout"}
+SANDBOX_KEYS = {"expressionMemory", "expressionTimeout", "renderMemory", "renderCPU"}
 
 
 def sandbox_bounds(value: Any, where: str) -> SandboxBounds:
@@ -19,6 +20,8 @@ def sandbox_bounds(value: Any, where: str) -> SandboxBounds:
             raw, "expressionMemory", where, defaults.expression_memory_bytes
         ),
         expression_seconds=seconds(raw, "expressionTimeout", where, defaults.expression_seconds),
+        render_memory_bytes=_size(raw, "renderMemory", where, defaults.render_memory_bytes),
+        render_cpu_seconds=math.ceil(seconds(raw, "renderCPU", where, defaults.render_cpu_seconds)),
     )
 
 

@@ -1,4 +1,5 @@
-"""Runs a program that can open no network socket: `python -I -S offline.py PROGRAM ARGS...`.
+"""Runs a program that can open no network socket, within bounds:
+`python -I -S offline.py [--address-space=BYTES] [--cpu-seconds=N] [--] PROGRAM ARGS...`.
 
 kustomize fetches any file or base named by a URL, and Go's HTTP client never sends a
 loopback address through a proxy, so proxy settings that lead nowhere still let a
@@ -6,6 +7,12 @@ repository read the daemon's own /metrics or a `kubectl proxy` on 127.0.0.1. Thi
 closes the network in the kernel instead: it installs a seccomp filter under which
 `socket(2)` (and io_uring, which can open sockets too) fails with EACCES, then executes the
 program, which inherits the filter and can never lift it. Nothing else changes for it.
+
+The bounds are rlimits the program inherits: its address space (RLIMIT_AS: an allocation
+past it fails, and Go's runtime exits "out of memory") and its processor time (RLIMIT_CPU:
+the kernel kills it). No memory cgroup is writable in the shipped pod, so the address space
+is the bound a render can be given; Go reserves about 780 MiB of it at start (measured for
+helm 4.3 and kubectl 1.34), which the bound must leave room for.
 
 It runs as a script of its own, started by path with the standard library only (no
 site-packages), so it does no work in the daemon's threads and nothing of gitopsd's is
@@ -19,6 +26,7 @@ import ctypes
 import errno
 import os
 import platform
+import resource
 import struct
 import sys
 
@@ -81,16 +89,40 @@ def close_the_network() -> None:
         raise OSError(ctypes.get_errno(), "seccomp filter refused")
 
 
+LIMITS = {"--address-space": resource.RLIMIT_AS, "--cpu-seconds": resource.RLIMIT_CPU}
+
+
+def bounded(argv: list[str]) -> list[str]:
+    """Sets the limits the options ask for; the program and its arguments after them."""
+    at = 1
+    while at < len(argv) and argv[at].startswith("--"):
+        option, _, value = argv[at].partition("=")
+        at += 1
+        if option == "--":
+            break
+        limit = int(value)
+        resource.setrlimit(LIMITS[option], (limit, limit))
+    return argv[at:]
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) < 2:
-        print("usage: offline.py PROGRAM [ARGUMENT...]", file=sys.stderr)
+    try:
+        program = bounded(argv)
+    except (KeyError, ValueError, OSError) as error:
+        print(f"error: the bounds could not be set: {error!r}", file=sys.stderr)
+        return 2
+    if not program:
+        print(
+            "usage: offline.py [--address-space=N] [--cpu-seconds=N] [--] PROGRAM [ARGUMENT...]",
+            file=sys.stderr,
+        )
         return 2
     try:
         close_the_network()
     except OSError as error:
         print(f"error: the network sandbox could not be set up: {error}", file=sys.stderr)
         return 126
-    os.execv(argv[1], argv[1:])  # noqa: S606 - the program asked for, by absolute path
+    os.execv(program[0], program)  # noqa: S606 - the program asked for, by absolute path
 
 
 if __name__ == "__main__":

@@ -100,3 +100,40 @@ def test_ta01_a_health_rule_that_builds_gigabytes_is_stopped_at_its_bound(
     assert_alive(daemon)
     assert_heals(admin_api, namespace, "steady")
     assert_alive(daemon)
+
+
+CHART = "apiVersion: v2\nname: bomb\nversion: 0.1.0\n"
+TEMPLATE_BOMB = """{{- $s := "aaaaaaaaaaaaaaaa" }}
+{{- range $i := until 14 }}{{ $s = repeat 4 $s }}{{ end }}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: bomb
+data:
+  size: {{ len $s | quote }}
+"""
+"""A 16-byte string made four times longer fourteen times: 4 GiB, from 300 bytes."""
+
+
+def test_a_chart_that_renders_gigabytes_fails_at_the_render_memory_bound(
+    admin_api: Any, namespace: str, gitsync_crd: str, daemons: Daemons, git_server: GitServer
+) -> None:
+    """helm is bounded (issue 50): the render stops at the render memory bound, the GitSync's
+    revision fails naming it, and the daemon lives and heals another GitSync."""
+    attacker = git_server.create_repo(unique_name("attacker"))
+    victim = git_server.create_repo(unique_name("victim"))
+    attacker.commit({"Chart.yaml": CHART, "templates/bomb.yaml": TEMPLATE_BOMB})
+    victim.commit({"steady.yaml": config_map("steady")})
+    daemon = caged_operator(daemons, namespace)
+    create(admin_api, namespace, "victim", {"repository": {"url": git_server.file_url(victim)}})
+    wait_ready(admin_api, namespace, "victim", "True", "Succeeded")
+
+    create(admin_api, namespace, "attacker", {"repository": {"url": git_server.file_url(attacker)}})
+    refused = wait_alive(daemon, admin_api, namespace, "attacker", "SizeLimit")
+
+    message = condition(refused, "Ready")["message"]
+    assert "helm template ran out of memory: over the render memory bound, 2Gi" in message
+    assert "(sandbox.renderMemory)" in message
+    assert_alive(daemon)
+    assert_heals(admin_api, namespace, "steady")
+    assert_alive(daemon)

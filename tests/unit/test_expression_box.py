@@ -129,3 +129,12 @@ def test_the_sandbox_bounds_are_read_with_their_defaults(tmp_path: Path) -> None
     path.write_text(json.dumps({"sources": [], "sandbox": {"expressionMemory": "lots"}}))
     with pytest.raises(ConfigError, match="sandbox: expressionMemory: expected a positive"):
         load(path)
+
+
+def test_the_render_bounds_are_read_with_their_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "gitopsd.yaml"
+    path.write_text(json.dumps({"sources": [], "sandbox": {"renderMemory": "3Gi"}}))
+    bounds = load(path).sandbox
+    assert (bounds.render_memory_bytes, bounds.render_cpu_seconds) == (3 << 30, 60)
+    path.write_text(json.dumps({"sources": [], "sandbox": {"renderCPU": "1.5s"}}))
+    assert load(path).sandbox.render_cpu_seconds == 2  # whole seconds, as the kernel counts
