@@ -13,6 +13,8 @@ cause and scrubbed of every value that may be a secret before anyone sees them.
 from __future__ import annotations
 
 import base64
+import functools
+import logging
 import os
 import re
 import signal
@@ -28,9 +30,11 @@ from typing import IO
 from gitopsd.config import format_size, how_to_raise
 from gitopsd.errors import ManifestError, ManifestReason, SourceError, SourceReason
 from gitopsd.health.expressions import evaluate_with
+from gitopsd.sandbox import offline
 from gitopsd.sandbox.expressions import ExpressionBox
 from gitopsd.sandbox_bounds import SANDBOX_SETTINGS, SandboxBounds
 
+log = logging.getLogger("gitopsd.sandbox")
 OFFLINE = Path(__file__).with_name("offline.py")
 """Starts a program with the network closed (see its docstring)."""
 RENDER_TIMEOUT_SECONDS = 60
@@ -71,23 +75,42 @@ class Finished:
 
 
 def run(
-    program: Sequence[str], max_bytes: int, settings: Settings, what: str, cwd: Path | None = None
+    program: Sequence[str],
+    max_bytes: int,
+    settings: Settings,
+    what: str,
+    reads: Sequence[Path],
+    cwd: Path | None = None,
 ) -> Finished:
     """Runs `program` (an absolute path and its arguments) offline, from `cwd` or a fresh
-    private directory. Raises SourceError, naming `what`, when it cannot start."""
+    private directory, able to read only `reads` (and what lies beneath) and to write only
+    its private directory. Raises SourceError, naming `what`, when it cannot start."""
+    _say_once_if_unfenced()
     bounds = _bounds[0]
     limits = [
         f"--address-space={bounds.render_memory_bytes}",
         f"--cpu-seconds={bounds.render_cpu_seconds}",
     ]
-    command = [sys.executable, "-I", "-S", str(OFFLINE), *limits, "--", *program]
     try:
         with tempfile.TemporaryDirectory(prefix="gitopsd-render-") as private:
+            fence = [f"--read={path}" for path in reads] + [f"--write={private}"]
+            command = [sys.executable, "-I", "-S", str(OFFLINE), *limits, *fence, "--", *program]
             home = _private_home(Path(private))
             environment = {**_BASE_ENVIRONMENT, **_home_environment(home), **settings(home)}
             return _run(command, Path(private), cwd or Path(private), environment, max_bytes)
     except OSError as error:  # the program gone since it was found, or no room for its files
         raise SourceError(f"{what} could not run: {error.strerror}", SourceReason.CORRUPT) from None
+
+
+@functools.cache
+def _say_once_if_unfenced() -> None:
+    """Logs once that renders are not fenced, where the kernel has no Landlock: they still
+    run (offline, bounded), but a chart's `$ref: file://` reads what the daemon can."""
+    if offline.landlock_abi() == 0:
+        log.warning(
+            "the kernel has no Landlock: renders cannot be fenced to their own files; "
+            "a chart can read any file the daemon can (docs/security.md, Bounds)"
+        )
 
 
 _BASE_ENVIRONMENT = {

@@ -5,7 +5,9 @@ inside a memory limit like the Deployment's, lives to heal the other tenants."""
 
 from __future__ import annotations
 
+import json
 import string
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
@@ -19,10 +21,12 @@ from tests.integration.test_gitsync import (
     config_map,
     config_map_value,
     create,
+    events,
     get,
     wait_ready,
 )
 
+CANARY = "canary-7f3a9c"
 DEPLOYMENT_MEMORY_MIB = 1024
 """The shipped Deployment's memory limit."""
 
@@ -38,10 +42,10 @@ def string_bomb(levels: int = 14) -> str:
     return f"size(['aaaa'].map(a, {expression})) == 1"
 
 
-def caged_operator(daemons: Daemons, namespace: str) -> DaemonProcess:
+def caged_operator(daemons: Daemons, namespace: str, **top: Any) -> DaemonProcess:
     """A daemon serving the GitSyncs of `namespace`, inside the Deployment's memory limit."""
     settings = {"enabled": True, "namespaces": [namespace], "allowInsecure": True}
-    daemon = daemons.start_with([], "operator", gitSyncs=settings)
+    daemon = daemons.start_with([], "operator", gitSyncs=settings, **top)
     daemon.memory_limit_mib = DEPLOYMENT_MEMORY_MIB
     return daemon.start()
 
@@ -56,13 +60,18 @@ def wait_alive(
 ) -> dict[str, Any]:
     """The GitSync once it is not Ready for `reason`; fails at once if the daemon died."""
 
+    seen: list[dict[str, Any]] = [{}]
+
     def refused() -> dict[str, Any] | None:
         assert_alive(daemon)
         found = get(api, namespace, name)
-        ready = condition(found, "Ready")
+        seen[0] = ready = condition(found, "Ready")
         return found if (ready.get("status"), ready.get("reason")) == ("False", reason) else None
 
-    return wait_for(refused, f"GitSync {name} Ready=False ({reason})", 60)
+    try:
+        return wait_for(refused, f"GitSync {name} Ready=False ({reason})", 60)
+    except AssertionError as timed_out:
+        raise AssertionError(f"{timed_out}; Ready was {seen[0]}") from None
 
 
 def assert_heals(api: Any, namespace: str, name: str) -> None:
@@ -137,3 +146,57 @@ def test_a_chart_that_renders_gigabytes_fails_at_the_render_memory_bound(
     assert_alive(daemon)
     assert_heals(admin_api, namespace, "steady")
     assert_alive(daemon)
+
+
+SPINNING_TEMPLATE = (
+    "{{- range $i := until 100000 }}{{ range $j := until 100000 }}{{ end }}{{ end }}\n"
+)
+"""Ten billion steps, in little memory."""
+
+
+def test_a_chart_that_spins_fails_at_the_render_cpu_bound(
+    admin_api: Any, namespace: str, gitsync_crd: str, daemons: Daemons, git_server: GitServer
+) -> None:
+    """helm is bounded in processor time, set by the admin (issue 50, of TA-01's class)."""
+    attacker = git_server.create_repo(unique_name("attacker"))
+    attacker.commit({"Chart.yaml": CHART, "templates/spin.yaml": SPINNING_TEMPLATE})
+    daemon = caged_operator(daemons, namespace, sandbox={"renderCPU": "2s"})
+    create(admin_api, namespace, "attacker", {"repository": {"url": git_server.file_url(attacker)}})
+    refused = wait_alive(daemon, admin_api, namespace, "attacker", "Invalid")
+
+    message = condition(refused, "Ready")["message"]
+    assert "helm template was stopped at the render CPU bound, 2 s of processor time" in message
+    assert "(sandbox.renderCPU)" in message
+
+
+def test_ta07_a_values_schema_ref_to_a_file_outside_the_chart_reveals_nothing(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    tmp_path: Path,
+) -> None:
+    """TA-07: helm reads nothing outside the chart (Landlock): a `$ref: file://` to a canary
+    the daemon may read fails, and no byte of it shows in the status, Events or log."""
+    canary = tmp_path / "canary.json"
+    canary.write_text('{"type": "string", "description": "' + CANARY + '"}')
+    schema = {"type": "object", "properties": {"x": {"$ref": canary.as_uri()}}}
+    attacker = git_server.create_repo(unique_name("attacker"))
+    attacker.commit(
+        {
+            "Chart.yaml": CHART,
+            "values.yaml": "x: 1\n",
+            "values.schema.json": json.dumps(schema),
+            "templates/cm.yaml": config_map("plain"),
+        }
+    )
+    daemon = caged_operator(daemons, namespace)
+    create(admin_api, namespace, "attacker", {"repository": {"url": git_server.file_url(attacker)}})
+    refused = wait_alive(daemon, admin_api, namespace, "attacker", "Invalid")
+
+    message = condition(refused, "Ready")["message"]
+    assert "permission denied" in message, message
+    said = [str(event.message) for event in events(admin_api, namespace, "attacker")]
+    shown = json.dumps(refused) + json.dumps(said) + daemon.logs()
+    assert CANARY not in shown and "string" not in message
