@@ -18,6 +18,7 @@ import yaml
 
 from gitopsd.config import Limits
 from gitopsd.configfile.fields import boolean, count, mapping, positive, seconds, string, strings
+from gitopsd.configfile.sandbox import sandbox_bounds
 from gitopsd.configfile.sources import (
     Mode,
     SourceConfig,
@@ -35,6 +36,7 @@ from gitopsd.names import (
     namespace_problem,
     shown,
 )
+from gitopsd.sandbox_bounds import SandboxBounds
 
 __all__ = [
     "DaemonConfig",
@@ -112,6 +114,8 @@ class DaemonConfig:
     git_syncs: GitSyncSettings = field(default_factory=GitSyncSettings)
     invalid_sources: tuple[tuple[str, str], ...] = ()
     """(name, error) of sources set aside at load."""
+    sandbox: SandboxBounds = field(default_factory=SandboxBounds)
+    """Bounds on health rules and renders, the daemon's whole (`sandbox:`)."""
 
     @property
     def listen_address(self) -> tuple[str, int]:
@@ -144,6 +148,7 @@ TOP_KEYS = {
     "concurrentReconciles",
     "sources",
     "gitSyncs",
+    "sandbox",
 }
 GITSYNC_KEYS = {
     "enabled",
@@ -197,6 +202,7 @@ def load(path: Path) -> DaemonConfig:
         sources=tuple(sources),
         git_syncs=_git_syncs(top.get("gitSyncs"), f"{path}: gitSyncs"),
         invalid_sources=tuple(invalid),
+        sandbox=sandbox_bounds(top.get("sandbox"), f"{path}: sandbox"),
     )
 
 

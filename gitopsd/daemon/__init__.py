@@ -24,7 +24,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CollectorRegistry
 
-from gitopsd import configfile
+from gitopsd import configfile, sandbox
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.lease import LeaderElector
 from gitopsd.cluster.shards import Membership
@@ -364,7 +364,9 @@ def run(config_path: Path, level: str = "info", form: str | None = None) -> int:
     a terminal, else json)."""
     logs.configure(sys.stderr, logging.getLevelNamesMapping()[level.upper()], form)
     signal.signal(signal.SIGUSR1, logs.log_every_threads_stack)
-    daemon = Daemon(configfile.load(config_path))
+    config = configfile.load(config_path)
+    sandbox.bound_everything(config.sandbox)  # the tenants' rules and renders, from now on
+    daemon = Daemon(config)
     signal.signal(signal.SIGTERM, daemon.stop)
     signal.signal(signal.SIGINT, daemon.stop)
     return daemon.run()

@@ -5,17 +5,24 @@ resource with a status convention of its own).
 
 The expressions are compiled and run by the CEL project's own runtime (cel-expr-python, the
 C++ implementation Kubernetes' and Flux's Go one is specified with), never by a hand-written
-evaluator; its iteration budget bounds what a tenant's expression may cost. As in Flux, the
+evaluator. Its iteration budget bounds loops, but not what each step may build: nested
+one-element maps that each make a string four times longer reach gigabytes in a fraction of
+a second, and the runtime offers no cost limit. So the daemon evaluates them in a box of its
+own (`gitopsd.sandbox.expressions`, given to `evaluate_with` at start), a process with a
+memory and a time bound; an expression stopped at one fails its rule, naming the bound. As
+in Flux, the
 object's top-level fields are the variables (`status.phase == 'Ready'`): `apiVersion`,
 `kind`, `metadata`, `spec`, `status` and `data`, an absent one as an empty map. They are
 tried in order, in progress, failed, then current; the first that holds decides, and an
 object none holds for is in progress (an expression that cannot be evaluated, a field not
-there yet, holds not, and the message says why). Pure.
+there yet, holds not, and the message says why). Pure, but for where `evaluate_with` sends
+the expressions.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,13 +69,17 @@ class HealthCheck:
         return "" if self.current else "current: an expression is required"
 
     def assess(self, body: Body) -> Health:
-        """The health the expressions give `body`."""
+        """The health the expressions give `body`; Failed when one is stopped at a bound,
+        as such a rule can never decide."""
         variables = {name: body.get(name) or {} for name in VARIABLES}
         failures = []
         for name, status, text in self.expressions():
             if not text:
                 continue
-            holds, why = _evaluate(text, variables)
+            try:
+                holds, why = _evaluators[0](text, variables)
+            except BoundExceeded as error:
+                return Health(Status.FAILED, REASON, f"{name}: {error}")
             if holds:
                 return Health(status, REASON, f"{name}: {text}")
             if why:
@@ -97,10 +108,23 @@ def _compiled(text: str) -> Any:
     return _environment().compile(text)
 
 
-def _evaluate(text: str, variables: dict[str, Any]) -> tuple[bool, str]:
-    """Whether the expression holds, and if it cannot be evaluated, why."""
+class BoundExceeded(Exception):
+    """An expression stopped at a bound; the message names the bound and its setting."""
+
+
+Evaluate = Callable[[str, Mapping[str, Any]], tuple[bool, str]]
+"""Evaluates one expression over the variables: whether it holds, and if it cannot be
+evaluated, why. Raises BoundExceeded."""
+
+
+def in_process(text: str, variables: Mapping[str, Any]) -> tuple[bool, str]:
+    """Whether the expression holds, and if it cannot be evaluated, why, evaluated here:
+    the box's own worker does this, and so does the command line, whose rules are its
+    user's. Memory runs out as a MemoryError (std::bad_alloc), which is no RuntimeError."""
     try:
-        value = _compiled(text).eval(data=variables)
+        value = _compiled(text).eval(data=dict(variables))
+    except MemoryError:
+        raise BoundExceeded("ran out of memory") from None
     except RuntimeError as error:  # the iteration budget spent, say
         return False, _first_line(str(error))
     if value.type() == _cel().Type.ERROR:
@@ -109,6 +133,15 @@ def _evaluate(text: str, variables: dict[str, Any]) -> tuple[bool, str]:
     if not isinstance(result, bool):
         return False, f"gives {value.type().name()}, not a bool"
     return result, ""
+
+
+_evaluators: list[Evaluate] = [in_process]
+
+
+def evaluate_with(evaluate: Evaluate) -> None:
+    """Evaluates every expression with `evaluate` from now on: the daemon's box, set once at
+    start (rules are the tenants' input there)."""
+    _evaluators[:] = [evaluate]
 
 
 def _first_line(text: str) -> str:

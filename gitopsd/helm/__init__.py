@@ -155,7 +155,8 @@ class Charts:
             program += [flag for path in job.values for flag in ("--values", str(path))]
             program += _inline_values(job.inline, Path(work))
             program += ["--", release, str(copy)]
-            finished = sandbox.run(program, max_bytes, _settings, what, cwd=Path(work))
+            reads = [Path(work), *job.values]  # the chart's copy, inline values; values files
+            finished = sandbox.run(program, max_bytes, _settings, what, reads, cwd=Path(work))
             return sandbox.output_of(finished, what, max_bytes, secrets, Path(work))
 
     def _copy(self, root: Path, chart: Chart, to: Path) -> None:

@@ -74,7 +74,7 @@ def render(
 
 def _kustomize(kubectl: str, root: Path, rel: str, max_bytes: int, secrets: list[str]) -> str:
     program = [kubectl, "kustomize", *HARDENING_FLAGS, "--", str(root / rel)]
-    finished = sandbox.run(program, max_bytes, _settings, f"{rel}: kustomize")
+    finished = sandbox.run(program, max_bytes, _settings, f"{rel}: kustomize", [root])
     return sandbox.output_of(finished, f"{rel}: kustomize", max_bytes, secrets, root)
 
 

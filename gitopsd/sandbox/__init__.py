@@ -1,7 +1,8 @@
 """Runs a renderer (kubectl kustomize, helm template) as the repository's hostile input demands.
 
 The program runs by absolute path with list arguments and no shell, under `offline` (a
-seccomp filter under which no socket opens, so not even loopback is reached), from a fresh
+seccomp filter under which no socket opens, so not even loopback is reached, and the
+render's memory and processor time bounded by rlimits, `SandboxBounds`), from a fresh
 private directory, with an environment built from nothing: its own empty HOME and XDG
 directories, a PATH that finds no program, proxies that lead nowhere, and whatever private
 settings the caller adds. Its output is read as it comes and the program is killed once it
@@ -12,8 +13,11 @@ cause and scrubbed of every value that may be a secret before anyone sees them.
 from __future__ import annotations
 
 import base64
+import functools
+import logging
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -23,9 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from gitopsd.config import how_to_raise
+from gitopsd.config import format_size, how_to_raise
 from gitopsd.errors import ManifestError, ManifestReason, SourceError, SourceReason
+from gitopsd.health.expressions import evaluate_with
+from gitopsd.sandbox import offline
+from gitopsd.sandbox.expressions import ExpressionBox
+from gitopsd.sandbox_bounds import SANDBOX_SETTINGS, SandboxBounds
 
+log = logging.getLogger("gitopsd.sandbox")
 OFFLINE = Path(__file__).with_name("offline.py")
 """Starts a program with the network closed (see its docstring)."""
 RENDER_TIMEOUT_SECONDS = 60
@@ -38,6 +47,19 @@ _QUOTED_LINES = re.compile(r"`[^`]*\n[^`]*`")
 _BYTE_LIST = re.compile(r"\[\d{1,3}(?: \d{1,3})+\]")  # Go prints a bad line as its bytes
 _MASK = "***"
 _SHORTEST_MASKED = 3  # shorter values are masked only as `KEY=***`, or every "1" would go
+
+
+_bounds = [SandboxBounds()]
+"""The bounds renders run under: the defaults, or the daemon's configuration's."""
+
+
+def bound_everything(bounds: SandboxBounds) -> None:
+    """Runs renders, and the process's health rules in a box, under `bounds` from now on (the
+    daemon's, whose rules are its tenants'; the command line evaluates its user's own in
+    place)."""
+    _bounds[:] = [bounds]
+    evaluate_with(ExpressionBox(bounds).evaluate)
+
 
 Settings = Callable[[Path], Mapping[str, str]]
 """The program's own variables, given its private home (made empty, with .config, .cache
@@ -53,18 +75,42 @@ class Finished:
 
 
 def run(
-    program: Sequence[str], max_bytes: int, settings: Settings, what: str, cwd: Path | None = None
+    program: Sequence[str],
+    max_bytes: int,
+    settings: Settings,
+    what: str,
+    reads: Sequence[Path],
+    cwd: Path | None = None,
 ) -> Finished:
     """Runs `program` (an absolute path and its arguments) offline, from `cwd` or a fresh
-    private directory. Raises SourceError, naming `what`, when it cannot start."""
-    command = [sys.executable, "-I", "-S", str(OFFLINE), *program]
+    private directory, able to read only `reads` (and what lies beneath) and to write only
+    its private directory. Raises SourceError, naming `what`, when it cannot start."""
+    _say_once_if_unfenced()
+    bounds = _bounds[0]
+    limits = [
+        f"--address-space={bounds.render_memory_bytes}",
+        f"--cpu-seconds={bounds.render_cpu_seconds}",
+    ]
     try:
         with tempfile.TemporaryDirectory(prefix="gitopsd-render-") as private:
+            fence = [f"--read={path}" for path in reads] + [f"--write={private}"]
+            command = [sys.executable, "-I", "-S", str(OFFLINE), *limits, *fence, "--", *program]
             home = _private_home(Path(private))
             environment = {**_BASE_ENVIRONMENT, **_home_environment(home), **settings(home)}
             return _run(command, Path(private), cwd or Path(private), environment, max_bytes)
     except OSError as error:  # the program gone since it was found, or no room for its files
         raise SourceError(f"{what} could not run: {error.strerror}", SourceReason.CORRUPT) from None
+
+
+@functools.cache
+def _say_once_if_unfenced() -> None:
+    """Logs once that renders are not fenced, where the kernel has no Landlock: they still
+    run (offline, bounded), but a chart's `$ref: file://` reads what the daemon can."""
+    if offline.landlock_abi() == 0:
+        log.warning(
+            "the kernel has no Landlock: renders cannot be fenced to their own files; "
+            "a chart can read any file the daemon can (docs/security.md, Bounds)"
+        )
 
 
 _BASE_ENVIRONMENT = {
@@ -146,13 +192,38 @@ def output_of(
             ManifestReason.SIZE_LIMIT,
         )
     if finished.status != 0:
-        raise ManifestError(f"{what} failed: {explained(finished.stderr, secrets, root)}")
+        raise ManifestError(_failure(finished, what, secrets, root), _reason(finished))
     try:
         return finished.output.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ManifestError(
             f"{what} wrote invalid UTF-8 at byte {exc.start}", ManifestReason.INVALID
         ) from None
+
+
+_OUT_OF_MEMORY = "fatal error: out of memory"  # Go's runtime, an allocation past RLIMIT_AS
+_KILLED_BY_KERNEL = (-signal.SIGKILL, -signal.SIGXCPU)  # past RLIMIT_CPU (not our own kill)
+
+
+def _failure(finished: Finished, what: str, secrets: Iterable[str], root: Path) -> str:
+    """Why the program failed: a bound it reached, named with its setting, or its cause."""
+    bounds = _bounds[0]
+    if _OUT_OF_MEMORY in finished.stderr:
+        size = format_size(bounds.render_memory_bytes)
+        setting = SANDBOX_SETTINGS["render_memory_bytes"]
+        bound = f"the render memory bound, {size} of address space ({setting})"
+        return f"{what} ran out of memory: over {bound}"
+    if finished.status in _KILLED_BY_KERNEL:
+        setting = SANDBOX_SETTINGS["render_cpu_seconds"]
+        bound = f"{bounds.render_cpu_seconds} s of processor time ({setting})"
+        return f"{what} was stopped at the render CPU bound, {bound}"
+    return f"{what} failed: {explained(finished.stderr, secrets, root)}"
+
+
+def _reason(finished: Finished) -> ManifestReason:
+    return (
+        ManifestReason.SIZE_LIMIT if _OUT_OF_MEMORY in finished.stderr else ManifestReason.INVALID
+    )
 
 
 def _read_at_most(stream: IO[bytes] | None, limit: int) -> bytes | None:

@@ -1,0 +1,29 @@
+"""The configuration file's `sandbox:` block: the bounds on what runs a tenant's input at a
+cost not known up front (`sandbox_bounds.SandboxBounds`), each with its default."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from gitopsd.configfile.fields import mapping, seconds, size
+from gitopsd.sandbox_bounds import SandboxBounds
+
+SANDBOX_KEYS = {"expressionMemory", "expressionTimeout", "renderMemory", "renderCPU"}
+
+
+def sandbox_bounds(value: Any, where: str) -> SandboxBounds:
+    raw = mapping(value or {}, where, SANDBOX_KEYS)
+    defaults = SandboxBounds()
+    return SandboxBounds(
+        expression_memory_bytes=_size(
+            raw, "expressionMemory", where, defaults.expression_memory_bytes
+        ),
+        expression_seconds=seconds(raw, "expressionTimeout", where, defaults.expression_seconds),
+        render_memory_bytes=_size(raw, "renderMemory", where, defaults.render_memory_bytes),
+        render_cpu_seconds=math.ceil(seconds(raw, "renderCPU", where, defaults.render_cpu_seconds)),
+    )
+
+
+def _size(raw: dict[str, Any], key: str, where: str, default: int) -> int:
+    return size(raw, key, where) if key in raw else default

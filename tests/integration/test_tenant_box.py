@@ -1,0 +1,202 @@
+"""What a tenant's GitSync makes the daemon evaluate or run is boxed (issue 50; cases TA-01
+and TA-07 of ../shared/RELIABILITY.md): a health rule in CEL, a chart's templates, a
+chart's values schema. Each runs under a bound the tenant cannot raise, and the daemon,
+inside a memory limit like the Deployment's, lives to heal the other tenants."""
+
+from __future__ import annotations
+
+import json
+import string
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from tests.harness.daemon import DaemonProcess, Daemons
+from tests.harness.gitserver import GitServer
+from tests.harness.kube import unique_name
+from tests.harness.waiting import wait_for
+from tests.integration.test_gitsync import (
+    condition,
+    config_map,
+    config_map_value,
+    create,
+    events,
+    get,
+    wait_ready,
+)
+
+CANARY = "canary-7f3a9c"
+DEPLOYMENT_MEMORY_MIB = 1024
+"""The shipped Deployment's memory limit."""
+
+
+def string_bomb(levels: int = 14) -> str:
+    """The red team's rule: one-element maps nested `levels` deep, each binding a string four
+    times longer than the one before ("aaaa" to 1 GiB at 14; about 4 GiB held at once)."""
+    names = string.ascii_lowercase
+    expression = f"size({names[levels]})"
+    for level in reversed(range(levels)):
+        outer, inner = names[level], names[level + 1]
+        expression = f"[{outer}+{outer}+{outer}+{outer}].map({inner}, {expression})"
+    return f"size(['aaaa'].map(a, {expression})) == 1"
+
+
+def caged_operator(daemons: Daemons, namespace: str, **top: Any) -> DaemonProcess:
+    """A daemon serving the GitSyncs of `namespace`, inside the Deployment's memory limit."""
+    settings = {"enabled": True, "namespaces": [namespace], "allowInsecure": True}
+    daemon = daemons.start_with([], "operator", gitSyncs=settings, **top)
+    daemon.memory_limit_mib = DEPLOYMENT_MEMORY_MIB
+    return daemon.start()
+
+
+def assert_alive(daemon: DaemonProcess) -> None:
+    assert daemon.process is not None and daemon.process.poll() is None, daemon.logs()[-2000:]
+    assert daemon.cage is not None and daemon.cage.oom_kills() == 0, "the daemon was OOM-killed"
+
+
+def wait_alive(
+    daemon: DaemonProcess, api: Any, namespace: str, name: str, reason: str
+) -> dict[str, Any]:
+    """The GitSync once it is not Ready for `reason`; fails at once if the daemon died."""
+
+    seen: list[dict[str, Any]] = [{}]
+
+    def refused() -> dict[str, Any] | None:
+        assert_alive(daemon)
+        found = get(api, namespace, name)
+        seen[0] = ready = condition(found, "Ready")
+        return found if (ready.get("status"), ready.get("reason")) == ("False", reason) else None
+
+    try:
+        return wait_for(refused, f"GitSync {name} Ready=False ({reason})", 60)
+    except AssertionError as timed_out:
+        raise AssertionError(f"{timed_out}; Ready was {seen[0]}") from None
+
+
+def assert_heals(api: Any, namespace: str, name: str) -> None:
+    """Another tenant's object, changed out of band, is put back by the daemon."""
+    core: Any = client.CoreV1Api(api)
+    core.patch_namespaced_config_map(name, namespace, {"data": {"value": "tampered"}})
+    wait_for(
+        lambda: config_map_value(api, namespace, name) == "one",
+        f"ConfigMap {name} healed",
+        60,
+    )
+
+
+def test_ta01_a_health_rule_that_builds_gigabytes_is_stopped_at_its_bound(
+    admin_api: Any, namespace: str, gitsync_crd: str, daemons: Daemons, git_server: GitServer
+) -> None:
+    """TA-01: the rule's evaluation stops at the health rules' memory bound; the GitSync says
+    so, naming the bound; the daemon lives and keeps healing another GitSync."""
+    attacker = git_server.create_repo(unique_name("attacker"))
+    victim = git_server.create_repo(unique_name("victim"))
+    attacker.commit({"bait.yaml": config_map("bait")})
+    victim.commit({"steady.yaml": config_map("steady")})
+    daemon = caged_operator(daemons, namespace)
+    create(admin_api, namespace, "victim", {"repository": {"url": git_server.file_url(victim)}})
+    wait_ready(admin_api, namespace, "victim", "True", "Succeeded")
+
+    rule = {"apiVersion": "v1", "kind": "ConfigMap", "current": string_bomb()}
+    spec = {"repository": {"url": git_server.file_url(attacker)}, "healthCheckExprs": [rule]}
+    create(admin_api, namespace, "attacker", spec)
+    refused = wait_alive(daemon, admin_api, namespace, "attacker", "HealthCheckFailed")
+
+    message = condition(refused, "Ready")["message"]
+    assert "memory bound of health rules" in message, message
+    assert "sandbox.expressionMemory" in message, message
+    assert_alive(daemon)
+    assert_heals(admin_api, namespace, "steady")
+    assert_alive(daemon)
+
+
+CHART = "apiVersion: v2\nname: bomb\nversion: 0.1.0\n"
+TEMPLATE_BOMB = """{{- $s := "aaaaaaaaaaaaaaaa" }}
+{{- range $i := until 14 }}{{ $s = repeat 4 $s }}{{ end }}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: bomb
+data:
+  size: {{ len $s | quote }}
+"""
+"""A 16-byte string made four times longer fourteen times: 4 GiB, from 300 bytes."""
+
+
+def test_a_chart_that_renders_gigabytes_fails_at_the_render_memory_bound(
+    admin_api: Any, namespace: str, gitsync_crd: str, daemons: Daemons, git_server: GitServer
+) -> None:
+    """helm is bounded (issue 50): the render stops at the render memory bound, the GitSync's
+    revision fails naming it, and the daemon lives and heals another GitSync."""
+    attacker = git_server.create_repo(unique_name("attacker"))
+    victim = git_server.create_repo(unique_name("victim"))
+    attacker.commit({"Chart.yaml": CHART, "templates/bomb.yaml": TEMPLATE_BOMB})
+    victim.commit({"steady.yaml": config_map("steady")})
+    daemon = caged_operator(daemons, namespace)
+    create(admin_api, namespace, "victim", {"repository": {"url": git_server.file_url(victim)}})
+    wait_ready(admin_api, namespace, "victim", "True", "Succeeded")
+
+    create(admin_api, namespace, "attacker", {"repository": {"url": git_server.file_url(attacker)}})
+    refused = wait_alive(daemon, admin_api, namespace, "attacker", "SizeLimit")
+
+    message = condition(refused, "Ready")["message"]
+    assert "helm template ran out of memory: over the render memory bound, 2Gi" in message
+    assert "(sandbox.renderMemory)" in message
+    assert_alive(daemon)
+    assert_heals(admin_api, namespace, "steady")
+    assert_alive(daemon)
+
+
+SPINNING_TEMPLATE = (
+    "{{- range $i := until 100000 }}{{ range $j := until 100000 }}{{ end }}{{ end }}\n"
+)
+"""Ten billion steps, in little memory."""
+
+
+def test_a_chart_that_spins_fails_at_the_render_cpu_bound(
+    admin_api: Any, namespace: str, gitsync_crd: str, daemons: Daemons, git_server: GitServer
+) -> None:
+    """helm is bounded in processor time, set by the admin (issue 50, of TA-01's class)."""
+    attacker = git_server.create_repo(unique_name("attacker"))
+    attacker.commit({"Chart.yaml": CHART, "templates/spin.yaml": SPINNING_TEMPLATE})
+    daemon = caged_operator(daemons, namespace, sandbox={"renderCPU": "2s"})
+    create(admin_api, namespace, "attacker", {"repository": {"url": git_server.file_url(attacker)}})
+    refused = wait_alive(daemon, admin_api, namespace, "attacker", "Invalid")
+
+    message = condition(refused, "Ready")["message"]
+    assert "helm template was stopped at the render CPU bound, 2 s of processor time" in message
+    assert "(sandbox.renderCPU)" in message
+
+
+def test_ta07_a_values_schema_ref_to_a_file_outside_the_chart_reveals_nothing(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    tmp_path: Path,
+) -> None:
+    """TA-07: helm reads nothing outside the chart (Landlock): a `$ref: file://` to a canary
+    the daemon may read fails, and no byte of it shows in the status, Events or log."""
+    canary = tmp_path / "canary.json"
+    canary.write_text('{"type": "string", "description": "' + CANARY + '"}')
+    schema = {"type": "object", "properties": {"x": {"$ref": canary.as_uri()}}}
+    attacker = git_server.create_repo(unique_name("attacker"))
+    attacker.commit(
+        {
+            "Chart.yaml": CHART,
+            "values.yaml": "x: 1\n",
+            "values.schema.json": json.dumps(schema),
+            "templates/cm.yaml": config_map("plain"),
+        }
+    )
+    daemon = caged_operator(daemons, namespace)
+    create(admin_api, namespace, "attacker", {"repository": {"url": git_server.file_url(attacker)}})
+    refused = wait_alive(daemon, admin_api, namespace, "attacker", "Invalid")
+
+    message = condition(refused, "Ready")["message"]
+    assert "permission denied" in message, message
+    said = [str(event.message) for event in events(admin_api, namespace, "attacker")]
+    shown = json.dumps(refused) + json.dumps(said) + daemon.logs()
+    assert CANARY not in shown and "string" not in message
