@@ -111,6 +111,9 @@ class DaemonConfig:
     concurrent_reconciles: int = 8
     """Threads that run the sources' polls (reconciles): at most this many at once,
     however many sources and GitSyncs there are (Flux's --concurrent)."""
+    pool_progress_seconds: float = 300.0
+    """/readyz fails while polls wait and none has started or ended for this long: every
+    thread of the pool is held."""
     network: Network = field(default_factory=Network)
     """What the sources' HTTP fetches may reach, and for how long (every source's)."""
     sources: tuple[SourceConfig, ...] = ()
@@ -147,6 +150,7 @@ TOP_KEYS = {
     "objectSeriesBudget",
     "shutdownGraceSeconds",
     "concurrentReconciles",
+    "poolProgressDeadline",
     "network",
     "sources",
     "gitSyncs",
@@ -202,6 +206,9 @@ def load(path: Path) -> DaemonConfig:
         ),
         concurrent_reconciles=positive(
             top, "concurrentReconciles", str(path), DaemonConfig.concurrent_reconciles
+        ),
+        pool_progress_seconds=seconds(
+            top, "poolProgressDeadline", str(path), DaemonConfig.pool_progress_seconds
         ),
         network=network,
         sources=tuple(sources),

@@ -168,3 +168,31 @@ def test_ta05_a_closed_port_a_tls_service_and_a_plain_one_fail_alike(
         assert plain.accepted == 1
     assert said["closed"] == said["tls"] == said["plain"], said
     assert "no HTTP answer from https://127.0.0.1:PORT" in said["closed"]
+
+
+def test_ta05_readyz_says_when_the_pool_of_polls_is_held_and_no_poll_moves(
+    daemons: Daemons, git_server: GitServer, git_repo: GitRepo
+) -> None:
+    """TA-05 (readiness): four sources whose chart repository starts to trickle take every
+    thread of the pool (1 turn, 4 threads; the configuration's sources are not held to a
+    share), and a fifth waits: /readyz answers 503 once no poll has started or ended for
+    poolProgressDeadline, and 200 again once the polls move. Before, it said ready."""
+    git_repo.commit({"c.yaml": config_map("c")})
+    with serving(Trickle()) as trickle:
+        hung = [{**daemons.source(trickle.url), "name": f"hung-{n}", **HUNG} for n in range(4)]
+        sources = [*hung, daemons.source(git_server.file_url(git_repo))]
+        top: dict[str, Any] = {"concurrentReconciles": 1, "poolProgressDeadline": "15s"}
+        daemon = daemons.start_with(sources, "daemon", **top)
+        daemon.memory_limit_mib = MEMORY_LIMIT_MIB
+        daemon.start()
+        wait_for(lambda: daemon.get("/readyz")[0] == 200, "every source tried: ready")
+
+        trickle.trickling.set()
+        wait_for(
+            lambda: daemon.get("/readyz")[0] == 503,
+            "/readyz saying the pool is held",
+            deadline_seconds=120,
+        )
+        assert trickle.holding() == 4
+        trickle.stopped.set()  # each held fetch ends: the polls move again
+        wait_for(lambda: daemon.get("/readyz")[0] == 200, "ready again", deadline_seconds=60)
