@@ -19,11 +19,15 @@ from tests.harness.kube import create_namespace
 from tests.harness.trickle import Trickle, serving
 from tests.harness.waiting import wait_for
 from tests.integration.test_gitsync import (
+    GROUP,
+    PLURAL,
+    VERSION,
     condition,
     config_map,
     config_map_value,
     create,
     get,
+    patch_spec,
     wait_ready,
 )
 from tests.integration.test_source import closed_port
@@ -196,3 +200,35 @@ def test_ta05_readyz_says_when_the_pool_of_polls_is_held_and_no_poll_moves(
         assert trickle.holding() == 4
         trickle.stopped.set()  # each held fetch ends: the polls move again
         wait_for(lambda: daemon.get("/readyz")[0] == 200, "ready again", deadline_seconds=60)
+
+
+def test_ta05_retiring_hung_gitsyncs_never_holds_up_another_tenants(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    trickle: Trickle,
+) -> None:
+    """TA-05 (the GitSync controller): a tenant changes two of its GitSyncs and deletes two
+    while their fetches hang (the deadline is the default 5 minutes). Each retired worker
+    is waited for on a thread of its own, so another tenant's new GitSync is served at
+    once; before, the controller's one thread waited 30 s for each (2 minutes for four)."""
+    attacker = create_namespace(admin_api)
+    tenant_operator(daemons, [attacker, namespace])
+    names = hang(admin_api, [attacker], trickle, each=4)
+    wait_for(lambda: trickle.holding() == 4, "the tenant's four fetches hanging")
+
+    for name in names[:2]:
+        patch_spec(admin_api, attacker, name, {"interval": "2s"})
+    objects: Any = client.CustomObjectsApi(admin_api)
+    for name in names[2:]:
+        objects.delete_namespaced_custom_object(GROUP, VERSION, attacker, PLURAL, name)
+    git_repo.commit({"c.yaml": config_map("c")})
+    create(admin_api, namespace, "app", {"repository": {"url": git_server.file_url(git_repo)}})
+    wait_ready(admin_api, namespace, "app", "True", "Succeeded", deadline=45)
+    assert trickle.holding() >= 2  # the changed GitSyncs' fetches still hang
+
+    for name in names[2:]:  # withdrawn once their fetch ends, or its grace passes
+        wait_for(lambda: get(admin_api, attacker, name) is None, name, deadline_seconds=90)  # noqa: B023
