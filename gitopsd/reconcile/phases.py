@@ -13,12 +13,15 @@ uid read a moment before (a cleanup only the uid of the run it cleans up, so an 
 anew under the hook's name is never taken for it); an object of that name that is not this
 source's hook stops the sync, as an unowned member would. The wait judges the run's uid
 only: another object under its name fails the hook. A hook is applied as members are
-(`apply.write`): created only while its name is free, or written over the very run read.
+(`apply.write`): created only while its name is free, or written over the very run read; a
+hook under a name the server generates is created once, and found by its run's label when
+the create's answer is lost.
 """
 
 from __future__ import annotations
 
 import contextlib
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,11 +31,11 @@ from gitopsd.apply import write
 from gitopsd.changes import Action, Outcome, Target
 from gitopsd.cluster import Cluster
 from gitopsd.config import SyncSettings
-from gitopsd.errors import ApplyError, ClusterReason, GitopsdError
+from gitopsd.errors import ApplyError, ClusterError, ClusterReason, GitopsdError
 from gitopsd.health import Health, Status
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.plan import hook_waves
-from gitopsd.synchooks import DeletePolicy, Phase, SyncHook
+from gitopsd.synchooks import HOOK_RUN_LABEL, DeletePolicy, Phase, SyncHook
 from gitopsd.waiting import POLL_SECONDS, HealthWait
 
 
@@ -102,7 +105,7 @@ class HookRunner:
         creates it afresh under a name the server generates: the hook as it runs, and the
         uid of its run."""
         if "name" not in target.body["metadata"]:
-            created = self.cluster.create(target.served, target.body)
+            created = self._create(target)
             return _named(target, created["metadata"]["name"]), created["metadata"]["uid"]
         earlier = self._earlier_run(target, phase)
         assert target.hook is not None  # noqa: S101 - run() selects hooks only
@@ -116,6 +119,25 @@ class HookRunner:
             self.cluster, target.served, target.body, earlier, True, subject=str(target.key)
         )
         return target, ran["metadata"]["uid"]
+
+    def _create(self, target: Target) -> Body:
+        """Creates a run of the hook under a name the server generates, labelled as that run:
+        when the answer is lost after the server may have created it (a 5xx, a cut), the run
+        is found by its label, and never created twice (the error stands if none is found)."""
+        run = secrets.token_hex(8)
+        metadata = target.body["metadata"]
+        labels = {**(metadata.get("labels") or {}), HOOK_RUN_LABEL: run}
+        body = {**target.body, "metadata": {**metadata, "labels": labels}}
+        try:
+            return self.cluster.create(target.served, body)
+        except ClusterError as error:
+            if getattr(error, "status", 500) < 500:
+                raise  # refused: nothing was created
+            selector = f"{HOOK_RUN_LABEL}={run}"
+            found = self.cluster.list_objects(target.served, target.key.namespace, selector)
+            if len(found) != 1:
+                raise
+            return found[0]
 
     def _earlier_run(self, target: Target, phase: Phase) -> Body | None:
         """The object the hook's name holds now, if it is an earlier run of this hook."""

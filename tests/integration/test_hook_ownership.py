@@ -5,18 +5,22 @@ answer that was lost."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import yaml
 from kubernetes import client
 
 from tests.harness.cli import Gitopsd
+from tests.harness.faultproxy import Answer, Fault, FaultProxy
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import Gate
 from tests.harness.status_writer import meanwhile
 from tests.harness.waiting import wait_for
-from tests.integration.test_hooks import replica_set
+from tests.integration.test_hooks import config_map, job, jobs, replica_set
 from tests.integration.test_sync import scope
+
+GATEWAY_TIMEOUT = b'{"kind":"Status","apiVersion":"v1","status":"Failure","code":504}'
 
 
 def test_ta07_a_hooks_cleanup_never_deletes_an_object_made_anew_under_its_name(
@@ -56,3 +60,40 @@ def test_ta07_a_hooks_cleanup_never_deletes_an_object_made_anew_under_its_name(
     assert "another object took its name" in failed.err, failed.text
     found = apps.read_namespaced_replica_set("web", namespace)
     assert found.metadata.uid == platform["uid"]
+
+
+def test_ta07_a_generate_name_hook_whose_create_answer_is_lost_runs_once(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    proxy: FaultProxy,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """TA-07 (no retried create): a gateway answers 504 after the API server created a
+    post-sync hook Job named by generateName. The POST is not sent again (a 5xx may mean
+    it was applied): the run is found by its run label and waited for, so one Job runs.
+    Before, the POST was retried and the hook ran twice."""
+    smoke = job("smoke", {"gitopsd.io/hook": "post-sync"}).replace(
+        "  name: smoke\n", "  generateName: smoke-\n"
+    )
+    git_repo.commit({"smoke.yaml": smoke, "app.yaml": config_map("app")})
+    kubeconfig = proxy.kubeconfig(tmp_path / "kubeconfig")
+    lost = proxy.inject(
+        Fault(
+            lambda request: request.method == "POST" and request.path.endswith("/jobs"),
+            Answer(504, GATEWAY_TIMEOUT),
+            forwarded=True,
+            times=1,
+        )
+    )
+
+    synced = gitopsd(
+        "sync", git_server.file_url(git_repo), *scope(namespace), "--kubeconfig", str(kubeconfig)
+    )
+
+    assert lost.fired == 1
+    assert synced.code == 0, synced.text
+    runs = jobs(admin_api, namespace)
+    assert len(runs) == 1 and all(name.startswith("smoke-") for name in runs), runs
