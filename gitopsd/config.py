@@ -164,6 +164,14 @@ class ChartInflation:
 
 
 @dataclass(frozen=True)
+class Network:
+    """What a source's HTTP fetches may reach, and for how long: the administrator's."""
+
+    fetch_deadline_seconds: float = 300.0  # one request, connect to last byte, however slow
+    cluster_networks: tuple[str, ...] = ()  # service and pod CIDRs, fenced as loopback is
+
+
+@dataclass(frozen=True)
 class SourceSpec:
     """Where desired state comes from: a git repository, a local directory, or a chart of
     a chart repository."""
@@ -186,6 +194,7 @@ class SourceSpec:
     """Bound on each git network operation."""
     limits: Limits = field(default_factory=Limits)
     helm: ChartSettings = field(default_factory=ChartSettings)
+    network: Network = field(default_factory=Network)
 
 
 def target_of(

@@ -25,6 +25,9 @@ from gitopsd.objects import SYNC_WAVE, SYNC_WAVE_ANNOTATION, Body, named_wave
 
 HOOK_OF_LABEL = "gitopsd.io/hook-of"
 """The ApplySet id of the source a hook object belongs to."""
+HOOK_RUN_LABEL = "gitopsd.io/hook-run"
+"""A run of a hook created under a name the server generates: when the create's answer is
+lost (a 5xx, a cut connection), the run is found by it, never created again."""
 
 
 class Phase(StrEnum):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gitopsd import health
 from gitopsd.changes import Target
@@ -34,6 +34,9 @@ class HealthWait:
     """Hears the health of every object after each poll (a progress line, a log)."""
     checks: health.Checks | None = None
     """The source's own health rules."""
+    runs: Mapping[ObjectKey, str] = field(default_factory=dict)
+    """The uid an object must keep (a hook's run): another object that took its name is
+    Failed, never judged in its place."""
 
     def until_healthy(self, targets: Iterable[Target], timeout_seconds: float) -> Healths:
         """The health of each target when all are Current, one Failed, `timeout_seconds`
@@ -59,9 +62,12 @@ class HealthWait:
         key = target.key
         try:
             live = self.cluster.get(target.resource, key.namespace, key.name)
-            return health.assess(live, self.checks)
         except ClusterError as error:  # the next poll may read it; the verdict says why not
             return Health(Status.UNKNOWN, "ReadFailed", str(error).splitlines()[0][:300])
+        run = self.runs.get(key)
+        if run and live is not None and live["metadata"].get("uid") != run:
+            return Health(Status.FAILED, "Replaced", "another object took its name")
+        return health.assess(live, self.checks)
 
     def _pause(self, deadline: float) -> bool:
         """Waits until the next poll; False when the deadline comes first or the cluster is

@@ -31,6 +31,10 @@ from gitopsd.cluster.transport import Transport
 from gitopsd.errors import ClusterError, ClusterReason
 
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+NOT_APPLIED_STATUSES = frozenset({429})
+"""The answers after which a POST is sent again: the server's flow control turned it away.
+A 5xx may come after the server created the object (a gateway that timed out), so a create
+is never retried after one: its caller finds out what happened (a hook by its run label)."""
 MAX_RETRY_AFTER_SECONDS = 30.0
 """The longest Retry-After honoured: a request is worth that much waiting, not more."""
 REASON_BY_STATUS: dict[int, ClusterReason] = {
@@ -130,7 +134,7 @@ class ApiError(ClusterError):
 
 @dataclass
 class Api:
-    """Sends requests over `transport`; retries 429/5xx with backoff."""
+    """Sends requests over `transport`; retries 429/5xx with backoff (a POST only 429)."""
 
     transport: Transport
     timeout_seconds: float = 30.0
@@ -162,7 +166,8 @@ class Api:
             if answer.status < 300:
                 return _decoded(f"{method} {path}", answer.data or b"null", answer)
             error = self._error(answer)
-            if error.status not in RETRYABLE_STATUSES:
+            retryable = NOT_APPLIED_STATUSES if method == "POST" else RETRYABLE_STATUSES
+            if error.status not in retryable:
                 raise error
             if attempt == self.max_attempts:
                 raise _gave_up(method, path, error, attempt)

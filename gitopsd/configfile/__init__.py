@@ -9,14 +9,15 @@ an error naming the field. An invalid source is set aside with its error; the ot
 
 from __future__ import annotations
 
+import ipaddress
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 
-from gitopsd.config import Limits
+from gitopsd.config import Limits, Network
 from gitopsd.configfile.fields import boolean, count, mapping, positive, seconds, string, strings
 from gitopsd.configfile.sandbox import sandbox_bounds
 from gitopsd.configfile.sources import (
@@ -90,6 +91,8 @@ class GitSyncSettings:
     shard: str | None = None
     """Serve only the GitSyncs labelled sharding.gitopsd.io/key=SHARD (Flux's
     sharding.fluxcd.io/key); None: only those without the label."""
+    network: Network = field(default_factory=Network)
+    """What their fetches may reach, and for how long: the top level's `network`."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,11 @@ class DaemonConfig:
     concurrent_reconciles: int = 8
     """Threads that run the sources' polls (reconciles): at most this many at once,
     however many sources and GitSyncs there are (Flux's --concurrent)."""
+    pool_progress_seconds: float = 300.0
+    """/readyz fails while polls wait and none has started or ended for this long: every
+    thread of the pool is held."""
+    network: Network = field(default_factory=Network)
+    """What the sources' HTTP fetches may reach, and for how long (every source's)."""
     sources: tuple[SourceConfig, ...] = ()
     git_syncs: GitSyncSettings = field(default_factory=GitSyncSettings)
     invalid_sources: tuple[tuple[str, str], ...] = ()
@@ -146,6 +154,8 @@ TOP_KEYS = {
     "objectSeriesBudget",
     "shutdownGraceSeconds",
     "concurrentReconciles",
+    "poolProgressDeadline",
+    "network",
     "sources",
     "gitSyncs",
     "sandbox",
@@ -158,13 +168,16 @@ GITSYNC_KEYS = {
     "crossNamespaceRefs",
     "shard",
 }
+NETWORK_KEYS = {"fetchDeadline", "clusterNetworks"}
 LEADER_KEYS = {"enabled", "namespace", "name", "leaseDuration", "renewDeadline", "retryPeriod"}
 
 
 def load(path: Path) -> DaemonConfig:
     document, text = _document(path)
     top = mapping(document, str(path), TOP_KEYS)
+    network = _network(top.get("network"), f"{path}: network")
     sources, invalid = source_list(top.get("sources"), str(path), _source_lines(text))
+    sources = [replace(s, spec=replace(s.spec, network=network)) for s in sources]
     listen = _listen(top, "listen", str(path), DaemonConfig.listen)
     control_listen = _listen(top, "controlListen", str(path), DaemonConfig.control_listen)
     if control_listen.rpartition(":")[0] not in LOOPBACK_HOSTS:
@@ -199,8 +212,12 @@ def load(path: Path) -> DaemonConfig:
         concurrent_reconciles=positive(
             top, "concurrentReconciles", str(path), DaemonConfig.concurrent_reconciles
         ),
+        pool_progress_seconds=seconds(
+            top, "poolProgressDeadline", str(path), DaemonConfig.pool_progress_seconds
+        ),
+        network=network,
         sources=tuple(sources),
-        git_syncs=_git_syncs(top.get("gitSyncs"), f"{path}: gitSyncs"),
+        git_syncs=replace(_git_syncs(top.get("gitSyncs"), f"{path}: gitSyncs"), network=network),
         invalid_sources=tuple(invalid),
         sandbox=sandbox_bounds(top.get("sandbox"), f"{path}: sandbox"),
     )
@@ -240,6 +257,18 @@ def _source_lines(text: bytes) -> list[int]:
     if not isinstance(found, yaml.SequenceNode):
         return []
     return [item.start_mark.line + 1 for item in found.value]
+
+
+def _network(value: Any, where: str) -> Network:
+    raw = mapping(value or {}, where, NETWORK_KEYS)
+    networks = strings(raw, "clusterNetworks", where, Network.cluster_networks)
+    for cidr in networks:
+        try:
+            ipaddress.ip_network(cidr)
+        except ValueError:
+            raise ConfigError(f"{where}: clusterNetworks: {shown(cidr)} is not a CIDR") from None
+    deadline = seconds(raw, "fetchDeadline", where, Network.fetch_deadline_seconds)
+    return Network(fetch_deadline_seconds=deadline, cluster_networks=networks)
 
 
 def _git_syncs(value: Any, where: str) -> GitSyncSettings:

@@ -257,8 +257,9 @@ class Daemon:
 
     def ready(self) -> bool:
         """Sources scheduled, leadership known, the API server reachable, every source tried
-        and its watch caches synced: false during an outage, true again once the caches
-        caught up."""
+        and its watch caches synced, and the pool of polls not stuck: false during an
+        outage, or while polls wait and none started or ended for poolProgressDeadline
+        (every thread held), true again once the caches caught up and the pool moves."""
         if not self.scheduled.is_set():
             return False
         lease = self.elector or self.membership
@@ -267,7 +268,8 @@ class Daemon:
         serving = self.controller is None or self.controller.ready()
         with self.lock:
             workers = all(worker.ready() for worker in self.workers)
-        return known and reachable and serving and workers
+        moving = self.pool.stuck_seconds() < self.config.pool_progress_seconds
+        return known and reachable and serving and workers and moving
 
     def run(self) -> int:
         for name, error in self.set_aside:

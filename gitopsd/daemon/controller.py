@@ -36,6 +36,7 @@ from gitopsd.daemon.lifecycle import Lifecycle, finalizer_joined
 from gitopsd.daemon.publisher import StatusPublisher
 from gitopsd.daemon.queue import Pool, WorkQueue
 from gitopsd.daemon.registry import Registry
+from gitopsd.daemon.retiring import Retirements
 from gitopsd.daemon.worker import SourceWorker
 from gitopsd.daemon.writers import Writers
 from gitopsd.errors import ConfigError, GitopsdError
@@ -47,9 +48,6 @@ from gitopsd.reconcile import desired
 from gitopsd.source import FetchLedger
 
 log = logging.getLogger("gitopsd.gitsync")
-RETIRE_GRACE_SECONDS = 30.0
-"""How long a retired source's reconcile in flight may take to end (its writes are fenced
-at once): a deletion's prune waits for it."""
 REREAD_SECONDS = 10.0
 """At most one read of a GitSync's Secrets per this for webhook calls it refuses."""
 GITSYNCS_ALLOW_INSECURE = "the daemon's configuration says gitSyncs.allowInsecure: true"
@@ -103,6 +101,7 @@ class GitSyncController:
     def __post_init__(self) -> None:
         self.status = StatusPublisher(self.writers)
         self.lifecycle = Lifecycle(self.writers)
+        self.retirements = Retirements(ended=self._reread)
         self.gitsyncs = GitSyncs(
             self.cluster, self.settings.namespaces, self._changed, self.stopping
         )
@@ -242,6 +241,8 @@ class GitSyncController:
         if wanted.deleting:
             self._retire(key)
             self.status.forget(key)
+            if self.retirements.pending(key):
+                return  # withdrawn once its reconcile in flight ends: read again then
             self.lifecycle.finalize(body, wanted, self._home(key.namespace, key.name))
             return
         if not wanted.finalized:
@@ -292,6 +293,8 @@ class GitSyncController:
         now = (source, wanted.user, repositories)
         if served is None or (served.source, served.gitsync.user, served.repositories) != now:
             self._retire(key)
+            if self.retirements.pending(key):
+                return  # started once its predecessor's reconcile in flight ends
             served = self._start(key, wanted, source, repositories)
         if membership := self.writers.membership:  # its gate may have moved while it started
             served.worker.lead(membership.may_write(key.namespace))
@@ -370,7 +373,7 @@ class GitSyncController:
         if served is None:
             return None
         self.sources.remove(served.worker)
-        served.worker.retire(RETIRE_GRACE_SECONDS)
+        self.retirements.retire(key, served.worker)
         self._drop_if_unused(served.repositories)
         return served.worker
 

@@ -79,6 +79,8 @@ class Pool:
         self._changed = threading.Condition()
         self._started = 0
         self._idle = 0
+        self._progressed_at = time.monotonic()
+        """When a job last started or ended, or began to wait with none before it."""
 
     def coalesced(
         self, work: Callable[[], None], name: str, tenant: str = "", urgent: bool = False
@@ -93,7 +95,16 @@ class Pool:
             elif not job.waiting:
                 self._enqueue(job)
 
+    def stuck_seconds(self) -> float:
+        """How long jobs have waited while none started or ended (0: none waits)."""
+        with self._changed:
+            if not self._any_waiting():
+                return 0.0
+            return time.monotonic() - self._progressed_at
+
     def _enqueue(self, job: _Job) -> None:
+        if not self._any_waiting():
+            self._progressed_at = time.monotonic()
         job.waiting = True
         (self._urgent if job.urgent else self._waiting).append(job)
         self._keep_one_waiting()
@@ -119,6 +130,7 @@ class Pool:
                 log.exception("%s failed", job.name)
             with self._changed:
                 self._running.discard(job)
+                self._progressed_at = time.monotonic()
                 if job.again:
                     job.again = False
                     self._enqueue(job)
@@ -132,6 +144,7 @@ class Pool:
             self._idle -= 1
             (self._urgent if job.urgent else self._waiting).remove(job)
             job.waiting, job.started = False, time.monotonic()
+            self._progressed_at = job.started
             self._running.add(job)
             self._keep_one_waiting()
             return job

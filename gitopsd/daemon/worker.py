@@ -148,18 +148,23 @@ class SourceWorker:
             self.busy.release()
         self.retire()
 
-    def retire(self, grace_seconds: float = 0.0) -> None:
-        """Stops its watches, polls and drift checks, and fences its writes; waits up to
-        `grace_seconds` for the one in flight to end, then removes its jobs (a reconcile
-        that ended meanwhile scheduled no retry: it saw the halt)."""
+    def retire(self) -> None:
+        """Stops its watches, polls and drift checks, fences its writes and removes its
+        jobs, at once: a reconcile in flight writes nothing more and schedules no retry (it
+        sees the halt), and `ended` says when it is over."""
         self.halt.set()
         self.cache.stop()
         if self.shared:
             self.shared.leave()
-        if self.busy.acquire(timeout=grace_seconds):
-            self.busy.release()
         if self.jobs:
             self.jobs.remove()
+
+    def ended(self, timeout_seconds: float) -> bool:
+        """Whether its reconcile or drift check in flight, if any, ends within the timeout."""
+        if self.busy.acquire(timeout=timeout_seconds):
+            self.busy.release()
+            return True
+        return False
 
     def lead(self, writing: bool) -> None:
         """Its own gate (with sharding) opened or closed: once open, it applies the revision

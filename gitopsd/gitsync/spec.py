@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gitopsd import configfile
-from gitopsd.config import Credentials
+from gitopsd.config import Credentials, Network
 from gitopsd.configfile import GitSyncSettings, SourceConfig
 from gitopsd.errors import ConfigError
 from gitopsd.gitsync import (
@@ -71,6 +71,8 @@ class GitSync:
     """Its reconcile-requested-at annotation: a request to reconcile now, or ""."""
     fields: dict[str, Any] = field(default_factory=dict, repr=False)
     """The spec as a file source's mapping (configfile reads it)."""
+    network: Network = field(default_factory=Network)
+    """What its fetches may reach, and for how long: the daemon's configuration's."""
 
     @property
     def key(self) -> str:
@@ -97,7 +99,7 @@ class GitSync:
         return replace(
             config,
             name=self.key,
-            spec=replace(config.spec, credentials=credentials),
+            spec=replace(config.spec, credentials=credentials, network=self.network),
             settings=replace(settings, confined_to=confined, tool=Tool.GITSYNC, identity=identity),
             depends_on=self.depends_on,
         )
@@ -151,6 +153,7 @@ def read(body: Body, settings: GitSyncSettings) -> GitSync:
         depends_on=depends_on,
         requested=requested_of(body),
         fields=fields,
+        network=settings.network,
     )
     gitsync.source(Credentials(password_env=None))  # every field checked now
     return gitsync

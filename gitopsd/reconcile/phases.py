@@ -9,14 +9,19 @@ first hook that does not succeed fails the phase: the sync stops there, and runs
 sync-fail hooks.
 
 An object is deleted as a hook only when it carries this source's hook label, under the
-uid read a moment before; an object of that name that is not this source's hook stops the
-sync, as an unowned member would. A hook is applied as members are (`apply.write`): created
-only while its name is free, or written over the very run read.
+uid read a moment before (a cleanup only the uid of the run it cleans up, so an object made
+anew under the hook's name is never taken for it); an object of that name that is not this
+source's hook stops the sync, as an unowned member would. The wait judges the run's uid
+only: another object under its name fails the hook. A hook is applied as members are
+(`apply.write`): created only while its name is free, or written over the very run read; a
+hook under a name the server generates is created once, and found by its run's label when
+the create's answer is lost.
 """
 
 from __future__ import annotations
 
 import contextlib
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,11 +31,11 @@ from gitopsd.apply import write
 from gitopsd.changes import Action, Outcome, Target
 from gitopsd.cluster import Cluster
 from gitopsd.config import SyncSettings
-from gitopsd.errors import ApplyError, ClusterReason, GitopsdError
+from gitopsd.errors import ApplyError, ClusterError, ClusterReason, GitopsdError
 from gitopsd.health import Health, Status
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.plan import hook_waves
-from gitopsd.synchooks import DeletePolicy, Phase, SyncHook
+from gitopsd.synchooks import HOOK_RUN_LABEL, DeletePolicy, Phase, SyncHook
 from gitopsd.waiting import POLL_SECONDS, HealthWait
 
 
@@ -79,12 +84,12 @@ class HookRunner:
         if self.settings.dry_run:
             self.on_outcome(Outcome(target.key, Action.HOOK, f"{what}, dry run"))
             return
-        target = self._start(target, phase)
-        verdict = self._verdict(target)
+        target, run = self._start(target, phase)
+        verdict = self._verdict(target, run)
         succeeded = verdict.status == Status.CURRENT
         cleanup = DeletePolicy.HOOK_SUCCEEDED if succeeded else DeletePolicy.HOOK_FAILED
-        if cleanup in policies and (ran := self._read(target)) is not None:
-            self._delete(target, ran)
+        if cleanup in policies:
+            self._clean_up(target, run)
         self.on_outcome(Outcome(target.key, Action.HOOK, f"{what}: {verdict}"))
         if not succeeded:
             raise ApplyError(
@@ -95,12 +100,13 @@ class HookRunner:
                 ClusterReason.UNHEALTHY,
             )
 
-    def _start(self, target: Target, phase: Phase) -> Target:
+    def _start(self, target: Target, phase: Phase) -> tuple[Target, str]:
         """Applies the hook (its earlier run deleted first, if its policy says so), or
-        creates it afresh under a name the server generates: the hook as it runs."""
+        creates it afresh under a name the server generates: the hook as it runs, and the
+        uid of its run."""
         if "name" not in target.body["metadata"]:
-            created = self.cluster.create(target.served, target.body)
-            return _named(target, created["metadata"]["name"])
+            created = self._create(target)
+            return _named(target, created["metadata"]["name"]), created["metadata"]["uid"]
         earlier = self._earlier_run(target, phase)
         assert target.hook is not None  # noqa: S101 - run() selects hooks only
         if earlier is not None and DeletePolicy.BEFORE_HOOK_CREATION in target.hook.delete_policies:
@@ -109,8 +115,29 @@ class HookRunner:
             earlier = None
         # under the precondition every write carries: created only if still absent, else
         # written only over the run just read
-        write(self.cluster, target.served, target.body, earlier, True, subject=str(target.key))
-        return target
+        ran = write(
+            self.cluster, target.served, target.body, earlier, True, subject=str(target.key)
+        )
+        return target, ran["metadata"]["uid"]
+
+    def _create(self, target: Target) -> Body:
+        """Creates a run of the hook under a name the server generates, labelled as that run:
+        when the answer is lost after the server may have created it (a 5xx, a cut), the run
+        is found by its label, and never created twice (the error stands if none is found)."""
+        run = secrets.token_hex(8)
+        metadata = target.body["metadata"]
+        labels = {**(metadata.get("labels") or {}), HOOK_RUN_LABEL: run}
+        body = {**target.body, "metadata": {**metadata, "labels": labels}}
+        try:
+            return self.cluster.create(target.served, body)
+        except ClusterError as error:
+            if getattr(error, "status", 500) < 500:
+                raise  # refused: nothing was created
+            selector = f"{HOOK_RUN_LABEL}={run}"
+            found = self.cluster.list_objects(target.served, target.key.namespace, selector)
+            if len(found) != 1:
+                raise
+            return found[0]
 
     def _earlier_run(self, target: Target, phase: Phase) -> Body | None:
         """The object the hook's name holds now, if it is an earlier run of this hook."""
@@ -129,6 +156,13 @@ class HookRunner:
         key = target.key
         return self.cluster.get(target.served, key.namespace, key.name)
 
+    def _clean_up(self, target: Target, run: str) -> None:
+        """Deletes the hook's run, if its name still holds it: the uid it was created with,
+        and this source's hook label (an object made anew under its name is another's)."""
+        live = self._read(target)
+        if live is not None and live["metadata"]["uid"] == run and self.applyset.owns_hook(live):
+            self._delete(target, live)
+
     def _delete(self, target: Target, live: Body) -> None:
         key, metadata = target.key, live["metadata"]
         self.cluster.delete(target.served, key.namespace, key.name, metadata["uid"])
@@ -146,8 +180,9 @@ class HookRunner:
                 )
             time.sleep(POLL_SECONDS / 5)
 
-    def _verdict(self, target: Target) -> Health:
-        wait = HealthWait(self.cluster, concurrency=1)
+    def _verdict(self, target: Target, run: str) -> Health:
+        """Its run's health: an object that took its name meanwhile is no verdict of it."""
+        wait = HealthWait(self.cluster, concurrency=1, runs={target.key: run})
         return wait.until_healthy([target], self.settings.health_timeout_seconds)[target.key]
 
 

@@ -3,7 +3,8 @@
 Every request goes to the source's own scheme, host and port; a redirect elsewhere is
 refused, except for content checked against a digest afterwards (a registry's blob, which
 hosted registries serve from a storage host), and then only to https and never with the
-credentials. Each response is read up to the revision's byte limit. Credentials are sent
+credentials. Each response is read up to the revision's byte limit, within the fetch
+deadline, from an address outside the fence (`network`). Credentials are sent
 as HTTP basic auth, or traded for a bearer token where the server asks for one (the
 registry token flow), and never appear in an error.
 """
@@ -11,6 +12,7 @@ registry token flow), and never appear in an error.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import re
 import urllib.error
@@ -20,9 +22,10 @@ from email.message import Message
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from gitopsd.config import SourceSpec, how_to_raise
+from gitopsd.config import Network, SourceSpec, how_to_raise
 from gitopsd.errors import SourceError, SourceReason
 from gitopsd.source.credentials import read_password
+from gitopsd.source.network import Connector, Fenced, deadline, fence_error
 from gitopsd.source.policy import mask_url
 
 _REDIRECT_REFUSED = 399
@@ -44,7 +47,6 @@ class Downloads:
         self.spec, self.origin = spec, origin(url)
         self.limit = spec.limits.max_revision_bytes
         password = read_password(spec.credentials)
-        self.secrets = (password,) if password else ()
         basic = f"{spec.credentials.username}:{password}".encode()
         self.basic = "Basic " + base64.b64encode(basic).decode() if password else None
         self.authorization = self.basic
@@ -93,18 +95,30 @@ class Downloads:
     def _open(
         self, request: urllib.request.Request, redirects: _Redirects, limit: int, what: str
     ) -> Response:
-        """The response, read up to `limit` + 1 bytes; a failure to reach the server is a
-        SourceError scrubbed of the secret; an HTTP status is raised as HTTPError."""
-        try:
-            with urllib.request.build_opener(redirects).open(
-                request, timeout=self.spec.timeout_seconds
-            ) as response:
-                return Response(response.read(limit + 1), response.headers)
-        except urllib.error.HTTPError:
-            raise
-        except (urllib.error.URLError, OSError, ValueError) as error:
-            cause = getattr(error, "reason", None) or error
-            raise SourceError(f"{what}: {self.scrub(str(cause))}", _reason(cause)) from None
+        """The response, read up to `limit` + 1 bytes within the fetch deadline; a failure
+        to reach the server is a SourceError that says the same of a closed port, a TLS
+        service and a plain one; an HTTP status is raised as HTTPError."""
+        network = self.spec.network
+        with deadline(network.fetch_deadline_seconds) as running:
+            connector = Connector(network, not self.spec.allow_insecure, running)
+            opener = urllib.request.build_opener(*connector.handlers(), redirects)
+            try:
+                with opener.open(request, timeout=self.spec.timeout_seconds) as response:
+                    body = response.read(limit + 1)
+            except urllib.error.HTTPError:
+                raise
+            except Fenced as fenced:
+                raise fence_error(what, str(fenced)) from None
+            except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
+                if running.passed:
+                    raise _past_deadline(what, network) from None
+                where = "{}://{}".format(*origin(request.full_url))
+                raise SourceError(
+                    f"{what}: no HTTP answer from {mask_url(where)}", SourceReason.UNREACHABLE
+                ) from None
+        if running.passed:  # the body was cut short
+            raise _past_deadline(what, network)
+        return Response(body, response.headers)
 
     def _bearer(self, challenge: str, what: str) -> None:
         """Trades the credentials (or none) for a token at the realm the server names."""
@@ -128,11 +142,6 @@ class Downloads:
         except urllib.error.HTTPError as error:
             raise _http_error(f"{what}: token service", error.code) from None
         self.authorization = "Bearer " + _token(answer.body, what)
-
-    def scrub(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
-        return mask_url(text)
 
 
 class _Challenged(Exception):
@@ -198,5 +207,9 @@ def _http_error(what: str, code: int) -> SourceError:
     return SourceError(f"{what}: HTTP {code}", SourceReason.UNREACHABLE)
 
 
-def _reason(cause: object) -> SourceReason:
-    return SourceReason.TIMEOUT if "timed out" in str(cause) else SourceReason.UNREACHABLE
+def _past_deadline(what: str, network: Network) -> SourceError:
+    return SourceError(
+        f"{what}: not fetched within the fetch deadline of "
+        f"{network.fetch_deadline_seconds:g} s (network.fetchDeadline)",
+        SourceReason.TIMEOUT,
+    )

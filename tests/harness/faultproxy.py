@@ -5,7 +5,8 @@ any port, signed by the test CA), so a kubeconfig that names the proxy instead o
 server is all a client needs. Each request either passes through to the API server (a
 fresh TLS connection, its bearer token untouched, so the audit log still names the real
 user) or meets the first matching `Fault`: delayed, answered by the proxy itself (429 with
-Retry-After, 500, an HTML page with 200, a truncated body) or cut without an answer.
+Retry-After, 500, an HTML page with 200, a truncated body; or 504 once the API server did
+the work) or cut without an answer.
 `cut_connections()` ends every connection in flight, watches included, mid-stream.
 """
 
@@ -88,6 +89,9 @@ class Fault:
     fired_at: list[float] = field(default_factory=list)
     """When it fired (monotonic seconds), each time."""
     meanwhile: Callable[[], None] | None = None
+    forwarded: bool = False
+    """With `answer`: the request is passed on first, and the API server's answer replaced
+    by `answer` (a gateway that timed out after the server did the work)."""
 
 
 @dataclass
@@ -216,10 +220,10 @@ class _Handler(BaseHTTPRequestHandler):
             fault.hold.wait()  # a broken barrier cuts the connection: the client sees it
         if (fault and fault.cut) or proxy.stopped.is_set():
             self._hang_up()
-        elif fault and fault.answer:
+        elif fault and fault.answer and not fault.forwarded:
             self._answer(fault.answer)
         else:
-            self._forward(body)
+            self._forward(body, fault.answer if fault else None)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
@@ -235,7 +239,7 @@ class _Handler(BaseHTTPRequestHandler):
         if answer.truncated:
             self._hang_up()
 
-    def _forward(self, body: bytes) -> None:
+    def _forward(self, body: bytes, instead: Answer | None = None) -> None:
         upstream_tls = ssl.create_default_context(cafile=str(self.server.proxy.plane.ca_file))
         plane = self.server.proxy.plane
         upstream = http.client.HTTPSConnection("127.0.0.1", plane.port, context=upstream_tls)
@@ -244,7 +248,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.proxy.track(upstream.sock, True)
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
             upstream.request(self.command, self.path, body or None, headers)
-            self._relay(upstream.getresponse())
+            response = upstream.getresponse()
+            if instead is None:
+                self._relay(response)
+            else:
+                response.read()
+                self._answer(instead)
         except (OSError, http.client.HTTPException):
             self._hang_up()
         finally:
