@@ -273,12 +273,7 @@ class Daemon:
         for name, error in self.set_aside:
             self.recorder.error(name, ConfigError.stage, ConfigError.reason)
             log.error("set aside: %s", error, extra={"source": name})
-        endpoints = http.Endpoints(self.registry, self.ready, self._hooks())
-        server = http.serve(self.config.listen_address, endpoints)
-        control = Control(self.sources.workers, lambda: list(self.set_aside))
-        control_server = http.serve_control(self.config.control_address, control)
-        log.info("serving /metrics, /healthz, /readyz and /hooks on %s", self.config.listen)
-        log.info("serving the control API on %s", self.config.control_listen)
+        servers = self._serve()
         if self.elector:
             self.elector.start()
         if self.membership:
@@ -289,9 +284,21 @@ class Daemon:
             self.controller.start()
         self._wait_for_a_signal()
         self._shut_down()
-        server.shutdown()
-        control_server.shutdown()
+        for server in servers:
+            server.shutdown()
         return 0
+
+    def _serve(self) -> list[http.Server]:
+        """Its three listeners, each with connection caps of its own."""
+        config = self.config
+        webhooks = http.serve(config.listen_address, http.Webhooks(self._hooks()))
+        probes = http.serve(config.probe_address, http.Probes(self.registry, self.ready))
+        control = Control(self.sources.workers, lambda: list(self.set_aside))
+        control_server = http.serve_control(config.control_address, control)
+        log.info("serving /hooks on %s", config.listen)
+        log.info("serving /metrics, /healthz and /readyz on %s", config.probe_listen)
+        log.info("serving the control API on %s", config.control_listen)
+        return [webhooks, probes, control_server]
 
     def _schedule(self) -> None:
         """The configuration's sources start now; with sharding, once the share holds them."""

@@ -363,6 +363,18 @@ def test_the_control_api_listens_on_loopback_only(tmp_path: Path) -> None:
         load(write(tmp_path, {"sources": [], "controlListen": "0.0.0.0:9091"}))
 
 
+def test_ta06_probes_and_metrics_listen_apart_from_the_webhooks(tmp_path: Path) -> None:
+    config = load(write(tmp_path, {"sources": []}))
+    assert (config.listen_address, config.probe_address) == (
+        ("127.0.0.1", 9090),
+        ("127.0.0.1", 9092),
+    )
+    moved = load(write(tmp_path, {"sources": [], "probeListen": "0.0.0.0:8081"}))
+    assert moved.probe_address == ("0.0.0.0", 8081)  # noqa: S104 - the pod IP
+    with pytest.raises(ConfigError, match=r"probeListen: '0\.0\.0\.0:9090' has the port of listen"):
+        load(write(tmp_path, {"sources": [], "probeListen": "0.0.0.0:9090"}))
+
+
 def test_drift_rules_are_set_per_source(tmp_path: Path) -> None:
     rule = {"name": "hpa", "paths": ["spec.replicas"], "managers": ["kube-*"], "action": "accept"}
     config = load(write(tmp_path, {"sources": [source(drift=[rule])]}))
