@@ -26,6 +26,7 @@ from gitopsd.configfile.sources import (
     source,
     source_list,
 )
+from gitopsd.configfile.tenants import TenantQuota, tenant_quota
 from gitopsd.errors import ConfigError, ManifestError
 from gitopsd.manifests import parse_file
 from gitopsd.names import (
@@ -43,6 +44,7 @@ __all__ = [
     "Mode",
     "Sharding",
     "SourceConfig",
+    "TenantQuota",
     "cycle_in",
     "cycle_through",
     "load",
@@ -113,6 +115,8 @@ class DaemonConfig:
     however many sources and GitSyncs there are (Flux's --concurrent)."""
     sources: tuple[SourceConfig, ...] = ()
     git_syncs: GitSyncSettings = field(default_factory=GitSyncSettings)
+    tenant_quota: TenantQuota = field(default_factory=TenantQuota)
+    """Each namespace's share of the daemon, for its GitSyncs together."""
     invalid_sources: tuple[tuple[str, str], ...] = ()
     """(name, error) of sources set aside at load."""
 
@@ -152,6 +156,7 @@ TOP_KEYS = {
     "concurrentReconciles",
     "sources",
     "gitSyncs",
+    "tenantQuota",
 }
 GITSYNC_KEYS = {
     "enabled",
@@ -207,6 +212,7 @@ def load(path: Path) -> DaemonConfig:
         ),
         sources=tuple(sources),
         git_syncs=_git_syncs(top.get("gitSyncs"), f"{path}: gitSyncs"),
+        tenant_quota=tenant_quota(top.get("tenantQuota"), f"{path}: tenantQuota"),
         invalid_sources=tuple(invalid),
     )
 

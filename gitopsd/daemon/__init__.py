@@ -35,10 +35,11 @@ from gitopsd.daemon.control import Control
 from gitopsd.daemon.controller import GitSyncController
 from gitopsd.daemon.forwarding import Forwarder
 from gitopsd.daemon.queue import Pool
+from gitopsd.daemon.quotas import Holdings
 from gitopsd.daemon.registry import Registry
 from gitopsd.daemon.worker import SourceWorker
 from gitopsd.daemon.writers import Writers
-from gitopsd.errors import ConfigError
+from gitopsd.errors import ConfigError, ConfigReason
 from gitopsd.metrics import Recorder
 from gitopsd.reconcile import desired
 from gitopsd.source import FetchLedger
@@ -81,7 +82,9 @@ class Daemon:
         self.fetches = FetchLedger()
         self.watches = Watches(self.stopping)
         threads = config.concurrent_reconciles
-        self.pool = Pool(threads, "reconcile", STALLED_POLL_SECONDS, STALLED_THREADS * threads)
+        most = STALLED_THREADS * threads
+        share = config.tenant_quota.threads
+        self.pool = Pool(threads, "reconcile", STALLED_POLL_SECONDS, most, share)
         self.workers: list[SourceWorker] = []
         """The configuration's sources running here: all of them, or with sharding none
         unless this replica's share holds their tenant ("")."""
@@ -115,6 +118,7 @@ class Daemon:
             fetches=self.fetches,
             watches=self.watches,
             taken_parents=parents,
+            holdings=Holdings(self.config.tenant_quota),
         )
 
     def _usable(self, sources: tuple[SourceConfig, ...]) -> list[SourceConfig]:
@@ -271,7 +275,7 @@ class Daemon:
 
     def run(self) -> int:
         for name, error in self.set_aside:
-            self.recorder.error(name, ConfigError.stage, ConfigError.reason)
+            self.recorder.error(name, ConfigError.stage, ConfigReason.INVALID)
             log.error("set aside: %s", error, extra={"source": name})
         servers = self._serve()
         if self.elector:
