@@ -184,3 +184,6 @@ class Hooks:
     are not ready), or "" to go ahead."""
     on_fetched: Callable[[float], None] = lambda seconds: None
     """How long the fetch of the revision took (also when it failed)."""
+    on_read: Callable[[int], None] = lambda objects: None
+    """A new revision was read, with this many objects, before they are kept: raises to
+    refuse them (a daemon's tenant over its share)."""

@@ -60,6 +60,9 @@ class ExitCode(IntEnum):
 
 class ConfigReason(StrEnum):
     INVALID = "invalid"
+    QUOTA_EXCEEDED = "quota_exceeded"
+    """A tenant (a namespace) is over its share of the daemon (tenantQuota): its GitSyncs,
+    or the objects their revisions hold. Retried: another of its GitSyncs may go."""
 
 
 class ManifestReason(StrEnum):
@@ -150,8 +153,11 @@ class ConfigError(TerminalError):
     """Settings, command-line flags or a source definition are invalid."""
 
     stage = Stage.CONFIG
-    reason = ConfigReason.INVALID
     usual_remedy = Remedy.PERSON  # a new spec is a new source; a flag, a new command
+
+    def __init__(self, message: str, reason: ConfigReason = ConfigReason.INVALID) -> None:
+        super().__init__(message)
+        self.reason: ConfigReason = reason
 
 
 class ManifestError(TerminalError):

@@ -210,7 +210,7 @@ def scaled(replicas: int) -> str:
 
 
 def show_metrics(daemon: DaemonProcess) -> None:
-    print(f"$ curl -s {daemon.url}/metrics | grep ...", flush=True)
+    print(f"$ curl -s {daemon.probe_url}/metrics | grep ...", flush=True)
     for line in daemon.metrics().splitlines():
         if SHOWN_METRICS.match(line):
             print(line, flush=True)

@@ -28,6 +28,7 @@ from gitopsd.configfile.sources import (
     source,
     source_list,
 )
+from gitopsd.configfile.tenants import TenantQuota, tenant_quota
 from gitopsd.errors import ConfigError, ManifestError
 from gitopsd.manifests import parse_file
 from gitopsd.names import (
@@ -46,6 +47,7 @@ __all__ = [
     "Mode",
     "Sharding",
     "SourceConfig",
+    "TenantQuota",
     "cycle_in",
     "cycle_through",
     "load",
@@ -98,7 +100,10 @@ class GitSyncSettings:
 @dataclass(frozen=True)
 class DaemonConfig:
     listen: str = "127.0.0.1:9090"
-    """host:port of /metrics, /healthz, /readyz and /hooks/<source>."""
+    """host:port of the webhooks, POST /hooks/<source>: what a git host must reach."""
+    probe_listen: str = "127.0.0.1:9092"
+    """host:port of /metrics, /healthz and /readyz: a listener of their own, so nothing
+    that holds the webhooks' connections starves a probe or a scrape."""
     control_listen: str = "127.0.0.1:9091"
     """host:port of the control API (`gitopsd get`, `gitopsd reconcile`): loopback only."""
     cache_dir: Path = Path("/var/cache/gitopsd")
@@ -120,6 +125,8 @@ class DaemonConfig:
     """What the sources' HTTP fetches may reach, and for how long (every source's)."""
     sources: tuple[SourceConfig, ...] = ()
     git_syncs: GitSyncSettings = field(default_factory=GitSyncSettings)
+    tenant_quota: TenantQuota = field(default_factory=TenantQuota)
+    """Each namespace's share of the daemon, for its GitSyncs together."""
     invalid_sources: tuple[tuple[str, str], ...] = ()
     """(name, error) of sources set aside at load."""
     sandbox: SandboxBounds = field(default_factory=SandboxBounds)
@@ -128,6 +135,10 @@ class DaemonConfig:
     @property
     def listen_address(self) -> tuple[str, int]:
         return _address(self.listen)
+
+    @property
+    def probe_address(self) -> tuple[str, int]:
+        return _address(self.probe_listen)
 
     @property
     def control_address(self) -> tuple[str, int]:
@@ -144,6 +155,7 @@ LOOPBACK_HOSTS = ("127.0.0.1", "::1", "[::1]", "localhost")
 
 TOP_KEYS = {
     "listen",
+    "probeListen",
     "controlListen",
     "cacheDir",
     "kubeconfig",
@@ -159,6 +171,7 @@ TOP_KEYS = {
     "sources",
     "gitSyncs",
     "sandbox",
+    "tenantQuota",
 }
 GITSYNC_KEYS = {
     "enabled",
@@ -179,12 +192,14 @@ def load(path: Path) -> DaemonConfig:
     sources, invalid = source_list(top.get("sources"), str(path), _source_lines(text))
     sources = [replace(s, spec=replace(s.spec, network=network)) for s in sources]
     listen = _listen(top, "listen", str(path), DaemonConfig.listen)
+    probe_listen = _listen(top, "probeListen", str(path), DaemonConfig.probe_listen)
     control_listen = _listen(top, "controlListen", str(path), DaemonConfig.control_listen)
     if control_listen.rpartition(":")[0] not in LOOPBACK_HOSTS:
         raise ConfigError(
             f"{path}: controlListen: {control_listen!r} is not on loopback; the control API "
             "answers local clients only (in a pod: kubectl port-forward)"
         )
+    _apart(path, {"listen": listen, "probeListen": probe_listen, "controlListen": control_listen})
     leader_election = _leases(LeaderElection, top.get("leaderElection"), f"{path}: leaderElection")
     sharding = _leases(Sharding, top.get("sharding"), f"{path}: sharding")
     if leader_election.enabled and sharding.enabled:
@@ -194,6 +209,7 @@ def load(path: Path) -> DaemonConfig:
         )
     return DaemonConfig(
         listen=listen,
+        probe_listen=probe_listen,
         control_listen=control_listen,
         cache_dir=Path(string(top, "cacheDir", str(path), str(DaemonConfig.cache_dir))),
         kubeconfig=top.get("kubeconfig"),
@@ -218,6 +234,7 @@ def load(path: Path) -> DaemonConfig:
         network=network,
         sources=tuple(sources),
         git_syncs=replace(_git_syncs(top.get("gitSyncs"), f"{path}: gitSyncs"), network=network),
+        tenant_quota=tenant_quota(top.get("tenantQuota"), f"{path}: tenantQuota"),
         invalid_sources=tuple(invalid),
         sandbox=sandbox_bounds(top.get("sandbox"), f"{path}: sandbox"),
     )
@@ -228,6 +245,19 @@ def _listen(top: dict[str, Any], key: str, where: str, default: str) -> str:
     if not re.match(r"^[\w.\-\[\]:]*:\d{1,5}$", listen):
         raise ConfigError(f"{where}: {key}: expected host:port, got {listen!r}")
     return listen
+
+
+def _apart(path: Path, listeners: dict[str, str]) -> None:
+    """Each listener on a port of its own: two sharing one would share its connections."""
+    by_port: dict[str, str] = {}
+    for key, listen in listeners.items():
+        port = listen.rpartition(":")[2]
+        if port in by_port:
+            raise ConfigError(
+                f"{path}: {key}: {listen!r} has the port of {by_port[port]}; each listener "
+                "needs its own, so that the webhooks' callers cannot hold the probes' connections"
+            )
+        by_port[port] = key
 
 
 def _document(path: Path) -> tuple[Any, bytes]:

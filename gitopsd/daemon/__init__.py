@@ -35,10 +35,11 @@ from gitopsd.daemon.control import Control
 from gitopsd.daemon.controller import GitSyncController
 from gitopsd.daemon.forwarding import Forwarder
 from gitopsd.daemon.queue import Pool
+from gitopsd.daemon.quotas import Holdings
 from gitopsd.daemon.registry import Registry
 from gitopsd.daemon.worker import SourceWorker
 from gitopsd.daemon.writers import Writers
-from gitopsd.errors import ConfigError
+from gitopsd.errors import ConfigError, ConfigReason
 from gitopsd.metrics import Recorder
 from gitopsd.reconcile import desired
 from gitopsd.source import FetchLedger
@@ -81,7 +82,9 @@ class Daemon:
         self.fetches = FetchLedger()
         self.watches = Watches(self.stopping)
         threads = config.concurrent_reconciles
-        self.pool = Pool(threads, "reconcile", STALLED_POLL_SECONDS, STALLED_THREADS * threads)
+        most = STALLED_THREADS * threads
+        share = config.tenant_quota.threads
+        self.pool = Pool(threads, "reconcile", STALLED_POLL_SECONDS, most, share)
         self.workers: list[SourceWorker] = []
         """The configuration's sources running here: all of them, or with sharding none
         unless this replica's share holds their tenant ("")."""
@@ -115,6 +118,7 @@ class Daemon:
             fetches=self.fetches,
             watches=self.watches,
             taken_parents=parents,
+            holdings=Holdings(self.config.tenant_quota),
         )
 
     def _usable(self, sources: tuple[SourceConfig, ...]) -> list[SourceConfig]:
@@ -273,14 +277,9 @@ class Daemon:
 
     def run(self) -> int:
         for name, error in self.set_aside:
-            self.recorder.error(name, ConfigError.stage, ConfigError.reason)
+            self.recorder.error(name, ConfigError.stage, ConfigReason.INVALID)
             log.error("set aside: %s", error, extra={"source": name})
-        endpoints = http.Endpoints(self.registry, self.ready, self._hooks())
-        server = http.serve(self.config.listen_address, endpoints)
-        control = Control(self.sources.workers, lambda: list(self.set_aside))
-        control_server = http.serve_control(self.config.control_address, control)
-        log.info("serving /metrics, /healthz, /readyz and /hooks on %s", self.config.listen)
-        log.info("serving the control API on %s", self.config.control_listen)
+        servers = self._serve()
         if self.elector:
             self.elector.start()
         if self.membership:
@@ -291,9 +290,21 @@ class Daemon:
             self.controller.start()
         self._wait_for_a_signal()
         self._shut_down()
-        server.shutdown()
-        control_server.shutdown()
+        for server in servers:
+            server.shutdown()
         return 0
+
+    def _serve(self) -> list[http.Server]:
+        """Its three listeners, each with connection caps of its own."""
+        config = self.config
+        webhooks = http.serve(config.listen_address, http.Webhooks(self._hooks()))
+        probes = http.serve(config.probe_address, http.Probes(self.registry, self.ready))
+        control = Control(self.sources.workers, lambda: list(self.set_aside))
+        control_server = http.serve_control(config.control_address, control)
+        log.info("serving /hooks on %s", config.listen)
+        log.info("serving /metrics, /healthz and /readyz on %s", config.probe_listen)
+        log.info("serving the control API on %s", config.control_listen)
+        return [webhooks, probes, control_server]
 
     def _schedule(self) -> None:
         """The configuration's sources start now; with sharding, once the share holds them."""

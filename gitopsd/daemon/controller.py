@@ -35,6 +35,7 @@ from gitopsd.daemon.http import Hook
 from gitopsd.daemon.lifecycle import Lifecycle, finalizer_joined
 from gitopsd.daemon.publisher import StatusPublisher
 from gitopsd.daemon.queue import Pool, WorkQueue
+from gitopsd.daemon.quotas import Holdings, check_git_syncs
 from gitopsd.daemon.registry import Registry
 from gitopsd.daemon.retiring import Retirements
 from gitopsd.daemon.worker import SourceWorker
@@ -87,6 +88,8 @@ class GitSyncController:
     """The fetches shared by the sources of one repository, ref and credentials."""
     taken_parents: frozenset[tuple[str, str]] = frozenset()
     """(name, namespace) of the file sources' ApplySet parents: a GitSync may not share one."""
+    holdings: Holdings = field(default_factory=Holdings)
+    """Each namespace's share of the daemon, and what its GitSyncs hold of it."""
     served: dict[ObjectKey, Served] = field(default_factory=dict)
     retries: dict[ObjectKey, tuple[float, Backoff]] = field(default_factory=dict)
     queue: WorkQueue = field(default_factory=WorkQueue)
@@ -284,6 +287,8 @@ class GitSyncController:
             desired.check_source(source.spec, GITSYNCS_ALLOW_INSECURE)
             self._check_parent(wanted)
             self._check_dependencies(wanted)
+            with self.lock:
+                check_git_syncs(self.holdings.quota, set(self.served), key)
         except GitopsdError as error:  # its Secret may change: retried with backoff
             self._retire(key)
             self.status.failure(key, body, error)
@@ -343,6 +348,7 @@ class GitSyncController:
             fetches=self.fetches,
             watches=self.watches,
             tenant=key.namespace,
+            holdings=self.holdings,
         )
         worker.requested = wanted.requested  # its first poll answers a request made before
         served = Served(wanted, source, repositories, worker)
@@ -350,7 +356,7 @@ class GitSyncController:
             self.served[key] = served
         self.sources.add(worker, on_report=lambda: self._reported(key))  # and its status
         log.info("serving", extra={"source": wanted.key, "mode": source.mode})
-        worker.schedule(self.scheduler, _job(key))
+        worker.schedule(self.scheduler, f"gitsync:{key.namespace}/{key.name}")
         return served
 
     def _check_dependencies(self, wanted: GitSync) -> None:
@@ -394,7 +400,3 @@ class GitSyncController:
         same, byte for byte (or none), so no GitSync reads what was fetched with
         credentials it does not hold."""
         return self.cache_dir / "gitsyncs" / "repositories" / fingerprint(credentials)
-
-
-def _job(key: ObjectKey) -> str:
-    return f"gitsync:{key.namespace}/{key.name}"

@@ -60,9 +60,10 @@ class Pool:
     first served. A poll that runs past `stalled_seconds` (a git host that hangs, until
     git's own timeout) stops counting against `threads`, so it never delays the others;
     at most `most` threads exist in all. The jobs of one tenant (a GitSync's namespace)
-    hold at most half of them at once, stalled or not, so a tenant whose GitSyncs name
-    hosts that hang cannot take every thread from the others (the configuration's own
-    sources, tenant "", are not held back).
+    hold at most `tenant_threads` of them at once (tenantQuota.threads; None: half of
+    `most`), stalled or not, so a tenant of many GitSyncs, or whose GitSyncs name hosts
+    that hang, cannot take the threads, nor the time, of the others (the configuration's
+    own sources, tenant "", are not held back).
 
     A job is requested through the function `coalesced` returns: a request while it waits
     is that same request, and one while it runs has it run once more after (what was asked
@@ -70,9 +71,17 @@ class Pool:
     at once, and no request is lost. An urgent job (a drift check after a watch event,
     which heals within about a second) goes before every job that is not."""
 
-    def __init__(self, threads: int, name: str, stalled_seconds: float, most: int) -> None:
+    def __init__(
+        self,
+        threads: int,
+        name: str,
+        stalled_seconds: float,
+        most: int,
+        tenant_threads: int | None = None,
+    ) -> None:
         self.threads, self.name = threads, name
         self.stalled_seconds, self.most = stalled_seconds, most
+        self.tenant_threads = max(tenant_threads or most // 2, 1)
         self._waiting: deque[_Job] = deque()
         self._urgent: deque[_Job] = deque()
         self._running: set[_Job] = set()
@@ -150,14 +159,13 @@ class Pool:
             return job
 
     def _eligible(self) -> _Job | None:
-        """The first waiting job (urgent ones first) whose tenant holds fewer than half of
-        the threads there may be."""
+        """The first waiting job (urgent ones first) whose tenant holds fewer than its share
+        of the threads."""
         held: dict[str, int] = {}
         for job in self._running:
             held[job.tenant] = held.get(job.tenant, 0) + 1
-        share = max(self.most // 2, 1)
         for job in (*self._urgent, *self._waiting):
-            if not job.tenant or held.get(job.tenant, 0) < share:
+            if not job.tenant or held.get(job.tenant, 0) < self.tenant_threads:
                 return job
         return None
 

@@ -24,6 +24,7 @@ from gitopsd.cluster.watches import LiveCache, Watches
 from gitopsd.configfile import Mode, SourceConfig
 from gitopsd.daemon.jobs import Jobs
 from gitopsd.daemon.queue import Pool, WorkQueue
+from gitopsd.daemon.quotas import Holdings
 from gitopsd.daemon.reporter import APPLIED, Reporter
 from gitopsd.errors import ApplyError, ClusterError, ClusterReason, GitopsdError, Remedy
 from gitopsd.gitsync.status import SourceReport
@@ -87,6 +88,8 @@ class SourceWorker:
     configuration's sources."""
     announced_at: float = float("-inf")
     """When a push announced last had the source fetch (monotonic seconds)."""
+    holdings: Holdings | None = None
+    """What its tenant's sources hold, against the tenant's share (None: not counted)."""
 
     def __post_init__(self) -> None:
         fence = self.cluster.may_write
@@ -156,6 +159,8 @@ class SourceWorker:
         self.cache.stop()
         if self.shared:
             self.shared.leave()
+        if self.holdings:
+            self.holdings.release(self.tenant, id(self))
         if self.jobs:
             self.jobs.remove()
 
@@ -258,6 +263,7 @@ class SourceWorker:
         a standby only reads, to keep its caches warm. Says whether it was the leader's."""
         waiting_for_dependencies = self.dependencies_waiting
         hooks = self.reporter.hooks(changed or set(), self._may_prune, waiting_for_dependencies)
+        hooks = replace(hooks, on_read=self._hold)
         enforce = self.config.mode == Mode.ENFORCE
         intent = Intent.of(enforce, poll=changed is None)
         if not self.leading.is_set():
@@ -317,6 +323,11 @@ class SourceWorker:
             retry = f"retrying in {delay:.1f} s"
         self.reporter.failed(error, retry)
         return delay
+
+    def _hold(self, objects: int) -> None:
+        """A new revision's objects, counted in its tenant's share before they are kept."""
+        if self.holdings is not None and not self.halt.is_set():
+            self.holdings.hold(self.tenant, id(self), self.name, objects)
 
     def _may_prune(self) -> bool:
         return not self.stopping.is_set()

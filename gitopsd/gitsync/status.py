@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitopsd.diff import Drift, FieldChange, State
-from gitopsd.errors import ConfigError, ExitCode, GitopsdError, Remedy
+from gitopsd.errors import ConfigError, ConfigReason, ExitCode, GitopsdError, Remedy
 from gitopsd.gitsync.schema import MAX_DRIFTED_SHOWN
 from gitopsd.health import Health, Status, overall, unhealthy
 from gitopsd.objects import Body, GroupKind, ObjectKey
@@ -38,7 +38,7 @@ class Failure:
     @classmethod
     def of(cls, error: GitopsdError) -> Failure:
         reason = "".join(word.capitalize() for word in str(error.reason).split("_"))
-        if isinstance(error, ConfigError):
+        if isinstance(error, ConfigError) and error.reason == ConfigReason.INVALID:
             reason = "InvalidSpec"
         stalled = error.remedy != Remedy.BACK_OFF
         return cls(reason, _short(str(error)), stalled, error.exit_code)

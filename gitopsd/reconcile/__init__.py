@@ -19,7 +19,7 @@ from gitopsd import diff, inventory, manifests
 from gitopsd.changes import Hooks, Live, Measurement, Target
 from gitopsd.cluster import Cluster
 from gitopsd.config import SourceSpec, SyncSettings
-from gitopsd.errors import ManifestError, Remedy
+from gitopsd.errors import GitopsdError, ManifestError, Remedy
 from gitopsd.health import Assessments, Checks, Health
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.ownership import Owner
@@ -225,6 +225,7 @@ def get_desired(
             cluster=cluster,
             empty_allowed=source.settings.prune.allow_empty,
         )
+        _may_keep(state, hooks, len(found))
         previous = state.desired.targets if state.desired else None
         targets = resolve(found, cluster, source.settings, previous)
     except ManifestError as error:
@@ -233,6 +234,16 @@ def get_desired(
     desired = state.read(Desired.of(revision, targets, empty_warning(found, source.spec)))
     hooks.on_revision(revision.sha)
     return desired
+
+
+def _may_keep(state: State, hooks: Hooks, objects: int) -> None:
+    """Asks whether a new revision's objects may be kept; one refused leaves nothing
+    behind, not even its parses (the revision read before stays)."""
+    try:
+        hooks.on_read(objects)
+    except GitopsdError:
+        state.parse_cache = manifests.ParseCache()
+        raise
 
 
 def _fetch(source: Source, hooks: Hooks) -> Revision:

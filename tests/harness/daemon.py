@@ -53,6 +53,7 @@ class DaemonProcess:
         home.mkdir(parents=True, exist_ok=True)
         config = {
             "listen": f"127.0.0.1:{free_port()}",
+            "probeListen": f"127.0.0.1:{free_port()}",
             "controlListen": f"127.0.0.1:{free_port()}",
             "cacheDir": str(home / "cache"),  # each replica has its own, as in a pod
             "kubeconfig": str(kubeconfig),
@@ -64,7 +65,13 @@ class DaemonProcess:
 
     @property
     def url(self) -> str:
+        """Where its webhooks are served."""
         return f"http://{self.config['listen']}"
+
+    @property
+    def probe_url(self) -> str:
+        """Where /metrics, /healthz and /readyz are served."""
+        return f"http://{self.config['probeListen']}"
 
     @property
     def control_url(self) -> str:
@@ -94,9 +101,10 @@ class DaemonProcess:
         return self.get("/healthz")[0] == 200
 
     def get(self, path: str) -> tuple[int, str]:
-        """The status and body; status 0 with the reason as body when nothing answered."""
+        """The status and body of a GET on the probe listener; status 0 with the reason as
+        body when nothing answered."""
         try:
-            with urllib.request.urlopen(self.url + path, timeout=5) as answer:  # noqa: S310
+            with urllib.request.urlopen(self.probe_url + path, timeout=5) as answer:  # noqa: S310
                 return answer.status, answer.read().decode()
         except urllib.error.HTTPError as error:
             return error.code, error.read().decode()

@@ -57,7 +57,7 @@ def test_get_lists_a_daemons_sources_and_reconcile_applies_a_commit_now(
 
     unknown = gitopsd("reconcile", "nope", *at)
     assert unknown.code == CLUSTER_FAILED and "no source nope runs here" in unknown.err
-    not_control = gitopsd("get", "--daemon", daemon.url)  # the metrics port: no control API
+    not_control = gitopsd("get", "--daemon", daemon.url)  # the webhook port: no control API
     assert not_control.code == CLUSTER_FAILED and "control API" in not_control.err
     daemon.stop()
     gone = gitopsd("get", *at)

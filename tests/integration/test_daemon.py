@@ -892,7 +892,9 @@ def test_prometheus_scrapes_the_drift_and_who_caused_it(
         check=False,
     )
     assert lint.returncode == 0, lint.stdout + lint.stderr
-    server = Prometheus(prometheus_binaries, tmp_path / "prometheus", [daemon.config["listen"]])
+    server = Prometheus(
+        prometheus_binaries, tmp_path / "prometheus", [daemon.config["probeListen"]]
+    )
     try:
         server.start()
         wait_for(lambda: server.query('up{job="gitopsd"} == 1'), "Prometheus to scrape gitopsd")

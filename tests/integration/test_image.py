@@ -104,13 +104,15 @@ def owned_by_the_image_user(path: Path, mode: int) -> Path:
 
 
 def config_volume(
-    directory: Path, git_server: GitServer, git_repo: GitRepo, namespace: str, port: int
+    directory: Path, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> dict[str, Any]:
     """/etc/gitopsd: gitopsd.yaml syncing the examples over smart HTTP, and the password."""
     (directory / "git").mkdir(parents=True)
     (directory / "git" / "password").write_text(git_server.password)
     config = {
-        "listen": f"127.0.0.1:{port}",
+        "listen": f"127.0.0.1:{free_port()}",
+        "probeListen": f"127.0.0.1:{free_port()}",
+        "controlListen": f"127.0.0.1:{free_port()}",
         "cacheDir": "/var/cache/gitopsd",
         "leaderElection": {"enabled": True, "namespace": namespace, "name": "gitopsd"},
         "shutdownGraceSeconds": 20,
@@ -197,8 +199,7 @@ def test_the_image_syncs_the_examples_in_cluster_with_a_read_only_root_and_exits
     install = Install.of(gitopsd, "default", namespace, tmp_path)
     install.apply()  # the account's only rights: its Lease Role and the cluster RBAC
     git_repo.commit(kustomized_examples())
-    port = free_port()
-    config = config_volume(tmp_path / "etc-gitopsd", git_server, git_repo, namespace, port)
+    config = config_volume(tmp_path / "etc-gitopsd", git_server, git_repo, namespace)
     cache = owned_by_the_image_user(tmp_path / "cache", 0o770)
     volumes = (
         Volume(tmp_path / "etc-gitopsd", "/etc/gitopsd", read_only=True),

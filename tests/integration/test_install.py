@@ -352,8 +352,12 @@ def test_the_prometheus_objects_apply_where_the_operator_crds_validate_them(
     install.apply()
 
     assert live_identities(install) == identities(rendered)
-    service = only(Install.of(gitopsd, "manager", namespace, tmp_path).objects(), "Service")
+    manager = Install.of(gitopsd, "manager", namespace, tmp_path).objects()
     selector = only(rendered, "ServiceMonitor")["spec"]["selector"]["matchLabels"]
-    assert selector.items() <= service["metadata"]["labels"].items()
+    [service] = [
+        o
+        for o in manager
+        if o["kind"] == "Service" and selector.items() <= o["metadata"]["labels"].items()
+    ]
     ports = {p["name"] for p in service["spec"]["ports"]}
     assert {e["port"] for e in only(rendered, "ServiceMonitor")["spec"]["endpoints"]} <= ports

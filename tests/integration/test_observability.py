@@ -462,7 +462,9 @@ def scene(
     # increment and increase() counts only what follows the first sample it saw, so the
     # failing source's quick first retries, made before a late first scrape, would be lost
     # to GitopsdErrorsRising (its later ones come minutes apart).
-    server = Prometheus(prometheus_binaries, tmp_path / "prometheus", [daemon.config["listen"]])
+    server = Prometheus(
+        prometheus_binaries, tmp_path / "prometheus", [daemon.config["probeListen"]]
+    )
     try:
         server.start()
         daemon.start()
@@ -480,7 +482,7 @@ def test_prometheus_answers_every_panel_and_alert_as_the_daemon_behaved(
     block_a_prune(scene)
 
     board = dashboard()
-    expected = panel_shapes(scene.namespace, scene.revisions, scene.daemon.config["listen"])
+    expected = panel_shapes(scene.namespace, scene.revisions, scene.daemon.config["probeListen"])
     assert set(expected) == {panel["title"] for panel in board["panels"]}
     for panel in board["panels"]:
         for target, wanted in zip(panel["targets"], expected[panel["title"]], strict=True):

@@ -161,12 +161,13 @@ def test_the_demo_walks_through_the_command_line_and_the_daemon(
 def test_the_daemon_example_runs_as_documented(
     control_plane: ControlPlane, admin_api: Any, tmp_path: Path
 ) -> None:
-    """The README's configuration, with only the listen port, cache directory and cluster
+    """The README's configuration, with only the listen ports, cache directory and cluster
     access adapted to this machine."""
     config = yaml.safe_load(doc_text("daemon", "yaml"))
     [source] = config["sources"]
     config |= {
         "listen": f"127.0.0.1:{free_port()}",
+        "probeListen": f"127.0.0.1:{free_port()}",
         "controlListen": f"127.0.0.1:{free_port()}",
         "cacheDir": str(tmp_path / "cache"),
         "kubeconfig": str(control_plane.kubeconfig),

@@ -17,7 +17,7 @@ from gitopsd.config import (
     parse_duration,
     parse_size,
 )
-from gitopsd.configfile import DaemonConfig, Mode, cycle_in, load
+from gitopsd.configfile import DaemonConfig, Mode, TenantQuota, cycle_in, load
 from gitopsd.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "gitopsd.yaml"
@@ -382,6 +382,32 @@ def test_the_control_api_listens_on_loopback_only(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match=r"controlListen: '0\.0\.0\.0:9091' is not on loopback"):
         load(write(tmp_path, {"sources": [], "controlListen": "0.0.0.0:9091"}))
+
+
+def test_ta06_probes_and_metrics_listen_apart_from_the_webhooks(tmp_path: Path) -> None:
+    config = load(write(tmp_path, {"sources": []}))
+    assert (config.listen_address, config.probe_address) == (
+        ("127.0.0.1", 9090),
+        ("127.0.0.1", 9092),
+    )
+    moved = load(write(tmp_path, {"sources": [], "probeListen": "0.0.0.0:8081"}))
+    assert moved.probe_address == ("0.0.0.0", 8081)  # noqa: S104 - the pod IP
+    with pytest.raises(ConfigError, match=r"probeListen: '0\.0\.0\.0:9090' has the port of listen"):
+        load(write(tmp_path, {"sources": [], "probeListen": "0.0.0.0:9090"}))
+
+
+def test_ta03_each_namespaces_share_has_documented_defaults_and_is_set_in_the_file(
+    tmp_path: Path,
+) -> None:
+    assert load(write(tmp_path, {"sources": []})).tenant_quota == TenantQuota()
+    assert (TenantQuota.objects, TenantQuota.git_syncs, TenantQuota.threads) == (10_000, 25, 2)
+    quota = {"objects": 500, "gitSyncs": 3, "threads": 1}
+    read = load(write(tmp_path, {"sources": [], "tenantQuota": quota})).tenant_quota
+    assert read == TenantQuota(objects=500, git_syncs=3, threads=1)
+    with pytest.raises(ConfigError, match="tenantQuota: threads: expected a positive whole"):
+        load(write(tmp_path, {"sources": [], "tenantQuota": {"threads": 0}}))
+    with pytest.raises(ConfigError, match=r"tenantQuota: unknown field\(s\) memory"):
+        load(write(tmp_path, {"sources": [], "tenantQuota": {"memory": "1Gi"}}))
 
 
 def test_drift_rules_are_set_per_source(tmp_path: Path) -> None:

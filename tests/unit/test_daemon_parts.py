@@ -155,6 +155,24 @@ def test_a_tenants_hung_polls_hold_at_most_its_share_of_the_threads() -> None:
     wait_for(lambda: len(ran) == 7, "the tenant's other polls, once its own ended")
 
 
+def test_ta03_a_tenant_holds_at_most_its_share_of_threads_and_the_others_go_first() -> None:
+    """tenantQuota.threads: a namespace of many GitSyncs runs one poll at a time here,
+    while a neighbour that asks later is served beside it."""
+    pool = Pool(4, "shares", stalled_seconds=60, most=16, tenant_threads=1)
+    release = threading.Event()
+    ran: list[str] = []
+    hanging = hanging_until(release, ran)
+
+    for number in range(3):
+        pool.coalesced(hanging(f"busy-{number}"), f"busy {number}", "busy")()
+    pool.coalesced(hanging("neighbour"), "neighbour", "neighbour")()
+    wait_for(lambda: "neighbour" in ran, "the neighbour's poll, beside the busy tenant's one")
+    assert ran == ["busy-0", "neighbour"]
+
+    release.set()
+    wait_for(lambda: len(ran) == 4, "the busy tenant's other polls, one after the other")
+
+
 def test_a_run_that_raises_does_not_stop_later_runs() -> None:
     runs: list[int] = []
 

@@ -11,6 +11,7 @@ from gitopsd.errors import (
     ClusterError,
     ClusterReason,
     ConfigError,
+    ConfigReason,
     ExitCode,
     GitopsdError,
     ManifestError,
@@ -79,6 +80,11 @@ CASES: dict[str, tuple[GitopsdError, Remedy, ExitCode]] = {
         ClusterError("not sent", ClusterReason.FENCED),
         Remedy.BACK_OFF,
         ExitCode.CLUSTER_FAILED,
+    ),
+    "a tenant over its share of the daemon": (
+        ConfigError("over tenantQuota.objects", ConfigReason.QUOTA_EXCEEDED),
+        Remedy.PERSON,
+        ExitCode.INVALID,
     ),
 }
 

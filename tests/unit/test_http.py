@@ -1,5 +1,6 @@
-"""The daemon's HTTP server on a real loopback socket: malformed requests get an answer,
-and slow or many clients cannot take it over (SE-19, SE-20)."""
+"""The daemon's HTTP servers on real loopback sockets: malformed requests get an answer,
+slow or many clients cannot take one over, and none takes the probes' listener (SE-19,
+SE-20, TA-06)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from gitopsd.daemon import http
 from gitopsd.daemon.http import transport
+from tests.harness.half_requests import HalfRequests
 from tests.harness.waiting import wait_for
 
 SECRET = b"s3cret"
@@ -46,13 +48,23 @@ class Server:
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
+    """The webhook listener, serving the webhook `app`."""
     monkeypatch.setattr(transport, "REQUEST_DEADLINE_SECONDS", 3.0)
     started = Server(("127.0.0.1", 0))
     hooks = {"app": http.Hook(SECRET, lambda: started.triggered.append("app"))}
-    endpoints = http.Endpoints(CollectorRegistry(), lambda: True, hooks.get)
-    running = http.serve(("127.0.0.1", 0), endpoints)
+    running = http.serve(("127.0.0.1", 0), http.Webhooks(hooks.get))
     started.address = ("127.0.0.1", running.server_address[1])
     yield started
+    running.shutdown()
+    running.server_close()
+
+
+@pytest.fixture
+def probes(monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
+    """The probe listener."""
+    monkeypatch.setattr(transport, "REQUEST_DEADLINE_SECONDS", 3.0)
+    running = http.serve(("127.0.0.1", 0), http.Probes(CollectorRegistry(), lambda: True))
+    yield Server(("127.0.0.1", running.server_address[1]))
     running.shutdown()
     running.server_close()
 
@@ -63,6 +75,7 @@ def post(headers: bytes, body: bytes = BODY) -> bytes:
 
 
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+SIGNED = post(b"X-Hub-Signature-256: " + GOOD.encode() + b"\r\n")
 
 
 @pytest.mark.parametrize(
@@ -80,7 +93,6 @@ def test_se20_a_malformed_signature_gets_401_and_the_server_keeps_serving(
 ) -> None:
     assert server.status(post(signature)) == 401
     assert server.triggered == []
-    assert server.status(HEALTHZ) == 200
     assert server.status(post(b"X-Hub-Signature-256: " + GOOD.encode() + b"\r\n")) == 202
     assert server.triggered == ["app"]
 
@@ -105,45 +117,6 @@ def server_threads() -> int:
     return sum(thread.name == "http" for thread in threading.enumerate())
 
 
-class HalfRequests:
-    """The red team's attack on the probes: connections that each send half a request line
-    and wait, each opened again as soon as the server cuts it off."""
-
-    def __init__(self, address: tuple[str, int], count: int, source: str = "127.0.0.1") -> None:
-        self.address, self.source = address, source
-        self.connections = [self._open() for _ in range(count)]
-        self.reopened = 0
-        self.stop = threading.Event()
-        threading.Thread(target=self._hold, daemon=True).start()
-
-    def _open(self) -> socket.socket:
-        connection = socket.create_connection(
-            self.address, timeout=10, source_address=(self.source, 0)
-        )
-        connection.sendall(b"GET /heal")
-        return connection
-
-    def _hold(self) -> None:
-        while not self.stop.wait(0.05):
-            for at, connection in enumerate(self.connections):
-                connection.setblocking(False)
-                try:
-                    ended = connection.recv(1) == b""
-                except BlockingIOError:
-                    ended = False
-                except OSError:
-                    ended = True
-                if ended:
-                    connection.close()
-                    self.connections[at] = self._open()
-                    self.reopened += 1
-
-    def close(self) -> None:
-        self.stop.set()
-        for connection in self.connections:
-            connection.close()
-
-
 def probe_timeout_seconds() -> float:
     """The liveness probe's timeoutSeconds, as the shipped Deployment says."""
     deployment = yaml.safe_load(DEPLOYMENT.read_text())
@@ -161,10 +134,7 @@ def test_se19_probes_are_answered_at_once_while_half_requests_hold_connections(
     of 57 probes of a thread-per-request server; here every probe, timed as the kubelet
     times it, is answered 200, through several cut-offs."""
     monkeypatch.setattr(transport, "REQUEST_DEADLINE_SECONDS", 1.0)
-    nothing: dict[str, http.Hook] = {}
-    running = http.serve(
-        ("127.0.0.1", 0), http.Endpoints(CollectorRegistry(), lambda: True, nothing.get)
-    )
+    running = http.serve(("127.0.0.1", 0), http.Probes(CollectorRegistry(), lambda: True))
     address = ("127.0.0.1", running.server_address[1])
     attack = HalfRequests(address, 8)
     timeout = probe_timeout_seconds()
@@ -185,24 +155,24 @@ def test_se19_probes_are_answered_at_once_while_half_requests_hold_connections(
 
 def test_se19_one_address_cannot_take_every_connection(server: Server) -> None:
     """Past MAX_PER_CLIENT from one address the rest is answered 503 at once; another
-    address (the kubelet's) is still served, and the server keeps one thread however many
+    address (a git host's) is still served, and the server keeps one thread however many
     connections it holds."""
     greedy = HalfRequests(server.address, http.MAX_PER_CLIENT, source="127.0.0.2")
     try:
         with socket.create_connection(
             server.address, timeout=5, source_address=("127.0.0.2", 0)
         ) as one_more:
-            one_more.sendall(HEALTHZ)
+            one_more.sendall(SIGNED)
             assert one_more.recv(65536).startswith(b"HTTP/1.0 503")
-        assert server.status(HEALTHZ) == 200  # from 127.0.0.1
+        assert server.status(SIGNED) == 202  # from 127.0.0.1
         assert server_threads() == 1
     finally:
         greedy.close()
 
 
-def test_se19_slow_clients_are_cut_off_at_the_deadline(server: Server) -> None:
+def test_se19_slow_clients_are_cut_off_at_the_deadline(probes: Server) -> None:
     """A client that sends one more byte every 0.2 s, for ever, is cut off all the same."""
-    with socket.create_connection(server.address, timeout=10) as slow:
+    with socket.create_connection(probes.address, timeout=10) as slow:
         slow.sendall(b"GET /healthz HTTP/1.1\r\nX-Slow: ")
 
         def cut_off() -> bool:
@@ -215,7 +185,43 @@ def test_se19_slow_clients_are_cut_off_at_the_deadline(server: Server) -> None:
                 return True
 
         wait_for(cut_off, "the slow client to be cut off", 20)
-    assert server.status(HEALTHZ) == 200
+    assert probes.status(HEALTHZ) == 200
+
+
+def test_ta06_a_head_that_trickles_in_is_answered_408_at_the_head_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A half-sent request gives its slot back at the head deadline, long before the
+    request's own deadline: the answer is 408, on every listener alike."""
+    monkeypatch.setattr(transport, "HEAD_DEADLINE_SECONDS", 1.0)
+    monkeypatch.setattr(transport, "REQUEST_DEADLINE_SECONDS", 600.0)
+    nothing: dict[str, http.Hook] = {}
+    running = http.serve(("127.0.0.1", 0), http.Webhooks(nothing.get))
+    try:
+        with socket.create_connection(("127.0.0.1", running.server_address[1])) as slow:
+            slow.sendall(b"POST /hooks/app HTTP/1.1\r\nX-Slow: ")
+            slow.settimeout(0.2)
+
+            def answered() -> bytes | None:
+                try:
+                    return slow.recv(65536) or None
+                except TimeoutError:
+                    slow.sendall(b"a")  # one more byte of the head, and so on
+                    return None
+
+            answer = wait_for(answered, "the head deadline to answer", 20)
+    finally:
+        running.shutdown()
+        running.server_close()
+    assert answer.startswith(b"HTTP/1.0 408 "), answer
+
+
+def test_ta06_each_listener_serves_only_its_own(server: Server, probes: Server) -> None:
+    """The webhooks' listener answers no probe and no scrape, the probes' no webhook."""
+    assert server.status(HEALTHZ) == 404
+    assert server.status(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n") == 404
+    assert probes.status(SIGNED) == 404
+    assert probes.status(HEALTHZ) == 200
 
 
 @dataclass
@@ -321,7 +327,7 @@ def test_the_control_api_answers_loopback_clients_only() -> None:
 def test_a_call_for_another_replicas_gitsync_is_handed_on_with_its_signature_headers_only() -> None:
     handed: list[tuple[bytes, dict[str, str]]] = []
     forward = http.Forward(lambda body, headers: handed.append((body, headers)))
-    endpoints = http.Endpoints(CollectorRegistry(), lambda: True, lambda path: forward)
+    endpoints = http.Webhooks(lambda path: forward)
     headers = {"x-hub-signature-256": GOOD, "authorization": "Bearer x", "cookie": "c=1"}
 
     answer = endpoints.answer(transport.Request("POST", "/hooks/gitsyncs/a/b", headers), BODY)

@@ -1,13 +1,14 @@
-"""The daemon's HTTP surface: `endpoints` says what /metrics, /healthz, /readyz, the
-webhooks and the control API answer; `transport` carries requests and answers on a socket,
-bounded in what any client may hold.
+"""The daemon's HTTP surface: `endpoints` says what the webhook, probe and control
+listeners answer; `transport` carries requests and answers on a socket, bounded in what any
+client may hold.
 """
 
 from gitopsd.daemon.http.endpoints import (
     ControlApi,
-    Endpoints,
     Forward,
     Hook,
+    Probes,
+    Webhooks,
     serve_control,
     signature_valid,
     signed,
@@ -18,10 +19,11 @@ __all__ = [
     "MAX_DISCARDED_BYTES",
     "MAX_PER_CLIENT",
     "ControlApi",
-    "Endpoints",
     "Forward",
     "Hook",
+    "Probes",
     "Server",
+    "Webhooks",
     "serve",
     "serve_control",
     "signature_valid",

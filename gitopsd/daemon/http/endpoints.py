@@ -1,7 +1,12 @@
-"""The daemon's only HTTP surface: /metrics, /healthz, /readyz and the webhooks, POST
-/hooks/<source> and /hooks/gitsyncs/<namespace>/<name>;
-and on a listener of its own, bound to loopback, the control API of `gitopsd get` and
-`gitopsd reconcile`: GET /api/v1/sources and POST /api/v1/sources/<name>/reconcile.
+"""The daemon's HTTP surface, on three listeners that share no connection cap:
+
+- the webhooks (`listen`), the only one a git host, and so anyone on the network, needs to
+  reach: POST /hooks/<source> and /hooks/gitsyncs/<namespace>/<name>;
+- the probes (`probeListen`): GET /metrics, /healthz and /readyz, for the kubelet and
+  Prometheus alone (the shipped NetworkPolicy admits no one else), so whatever holds the
+  webhooks' connections never starves a probe;
+- the control API of `gitopsd get` and `gitopsd reconcile` (`controlListen`), bound to
+  loopback: GET /api/v1/sources and POST /api/v1/sources/<name>/reconcile.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from gitopsd.daemon.http.transport import Early, Reply, Request, Server, serve
 
 log = logging.getLogger("gitopsd.http")
+NOT_FOUND: Reply = (404, b"not found\n", "text/plain")
 
 
 @dataclass(frozen=True)
@@ -57,38 +63,23 @@ class ControlApi(Protocol):
 
 
 @dataclass(frozen=True)
-class Endpoints:
-    """What one listener serves: the Routes its Server asks."""
+class Webhooks:
+    """What the webhook listener serves: a signed POST to a webhook's path, nothing else."""
 
-    registry: CollectorRegistry
-    ready: Callable[[], bool]
     hooks: Callable[[str], Hook | Forward | None]
     """The webhook at /hooks/<path>, by its path: served here, or by another replica."""
-    control: ControlApi | None = None
-    """Set on the control listener, which serves the control API and nothing else."""
 
     def at_head(self, client: str, request: Request) -> Early | None:
-        """Answers at once what needs no body, and a body that may not be sent; None: a
-        webhook's body is read, then `answer` answers."""
-        if self.control is not None:  # no request takes a body: answered now
-            return Early(_control(self.control, client, request))
-        if request.method != "POST":
-            return Early(self.answer(request, b""), drop_body=False)
-        if not self._hook_of(request):
-            return Early((404, b"not found\n", "text/plain"))
+        """Refuses at once what is no webhook call; None: its body is read, then `answer`
+        answers."""
+        if request.method != "POST" or not self._hook_of(request):
+            return Early(NOT_FOUND)
         return None
 
     def answer(self, request: Request, body: bytes) -> Reply:
-        if request.method == "GET":
-            return self._get(request.path)
-        if request.method == "POST":
-            return self._post(request, body)
-        return 501, b"not implemented\n", "text/plain"
-
-    def _post(self, request: Request, body: bytes) -> Reply:
         name, hook = request.path.removeprefix("/hooks/"), self._hook_of(request)
         if hook is None or (isinstance(hook, Forward) and FORWARDED_HEADER in request.headers):
-            return 404, b"not found\n", "text/plain"  # a forwarded call is forwarded once
+            return NOT_FOUND  # a forwarded call is forwarded once
         if isinstance(hook, Forward):
             signature = {h: v for h, v in request.headers.items() if h in SIGNATURE_HEADERS}
             hook.send(body, signature)
@@ -100,21 +91,49 @@ class Endpoints:
         hook.trigger()
         return 202, b"accepted\n", "text/plain"  # the payload only triggers a fetch
 
-    def _get(self, path: str) -> Reply:
-        if path == "/metrics":
-            return 200, generate_latest(self.registry), CONTENT_TYPE_LATEST
-        if path == "/healthz":
-            return 200, b"ok\n", "text/plain"
-        if path == "/readyz":
-            if self.ready():
-                return 200, b"ready\n", "text/plain"
-            return 503, b"not ready\n", "text/plain"
-        return 404, b"not found\n", "text/plain"
-
     def _hook_of(self, request: Request) -> Hook | Forward | None:
         if not request.path.startswith("/hooks/"):
             return None
         return self.hooks(request.path.removeprefix("/hooks/"))
+
+
+@dataclass(frozen=True)
+class Probes:
+    """What the probe listener serves: /metrics, /healthz and /readyz, each answered at
+    its head (no request here takes a body)."""
+
+    registry: CollectorRegistry
+    ready: Callable[[], bool]
+
+    def at_head(self, client: str, request: Request) -> Early:
+        if request.method != "GET":
+            return Early(NOT_FOUND)
+        return Early(self.answer(request, b""), drop_body=False)
+
+    def answer(self, request: Request, body: bytes) -> Reply:
+        if request.path == "/metrics":
+            return 200, generate_latest(self.registry), CONTENT_TYPE_LATEST
+        if request.path == "/healthz":
+            return 200, b"ok\n", "text/plain"
+        if request.path == "/readyz":
+            if self.ready():
+                return 200, b"ready\n", "text/plain"
+            return 503, b"not ready\n", "text/plain"
+        return NOT_FOUND
+
+
+@dataclass(frozen=True)
+class Control:
+    """What the control listener serves: the control API, to loopback clients only, each
+    request answered at its head."""
+
+    control: ControlApi
+
+    def at_head(self, client: str, request: Request) -> Early:
+        return Early(_control(self.control, client, request))
+
+    def answer(self, request: Request, body: bytes) -> Reply:
+        return NOT_FOUND  # never asked: every request is answered at its head
 
 
 SOURCES = "/api/v1/sources"
@@ -131,11 +150,7 @@ REFUSED = (
 
 def serve_control(address: tuple[str, int], control: ControlApi) -> Server:
     """The control listener (bind it to loopback; each request is checked again)."""
-    return serve(address, Endpoints(CollectorRegistry(), lambda: True, _no_hook, control))
-
-
-def _no_hook(path: str) -> Hook | None:
-    return None
+    return serve(address, Control(control))
 
 
 def signed(secret: bytes, body: bytes, headers: Mapping[str, str]) -> bool:

@@ -5,9 +5,11 @@ thread or a slot that another client waits for: however many connections send ha
 request line and wait (a webhook caller, or anyone who reaches the port), a probe or a
 scrape whose request arrives whole is answered at once. What a client may hold is bounded
 too: at most MAX_CONNECTIONS open (MAX_PER_CLIENT from one address; the others are answered
-503 at once), a request head of MAX_HEAD_BYTES, a body of MAX_PAYLOAD_BYTES, and
+503 at once), a request head of MAX_HEAD_BYTES that must arrive whole within
+HEAD_DEADLINE_SECONDS of accept (else 408), a body of MAX_PAYLOAD_BYTES, and
 REQUEST_DEADLINE_SECONDS from accept to the last byte of the answer, however slowly it
-trickles in. Every answer closes its connection (HTTP/1.0).
+trickles in. Every answer closes its connection (HTTP/1.0). Each listener is a Server of
+its own, with caps of its own: what holds one listener's connections holds no other's.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ MAX_CONNECTIONS = 256
 MAX_PER_CLIENT = 32
 """Callers are few (a scraper, the kubelet's probes, a git host's webhooks), so one address
 holding 32 connections is misbehaving; the cap keeps it from taking all MAX_CONNECTIONS."""
+HEAD_DEADLINE_SECONDS = 5.0
+"""From accept to the end of the request head: the kubelet, Prometheus and git hosts send
+a head in one piece, so a connection still sending its head after this is one that holds a
+slot on purpose (a half-sent request), and it gives the slot back early."""
 REQUEST_DEADLINE_SECONDS = 10.0
 """From accept to the last byte of the answer: a client that sends one byte just often
 enough is cut off all the same."""
@@ -49,6 +55,7 @@ REASONS = {
     403: "Forbidden",
     409: "Conflict",
     404: "Not Found",
+    408: "Request Timeout",
     413: "Payload Too Large",
     431: "Request Header Fields Too Large",
     501: "Not Implemented",
@@ -124,6 +131,7 @@ class Connection:
     sock: socket.socket
     client: str
     deadline: float
+    head_deadline: float
     received: bytearray = field(default_factory=bytearray)
     request: Request | None = None
     body_length: int = 0
@@ -194,7 +202,10 @@ class Server:
                 sock.send(BUSY)
             sock.close()
             return
-        connection = Connection(sock, client, time.monotonic() + REQUEST_DEADLINE_SECONDS)
+        now = time.monotonic()
+        connection = Connection(
+            sock, client, now + REQUEST_DEADLINE_SECONDS, now + HEAD_DEADLINE_SECONDS
+        )
         self.connections[sock] = connection
         self.per_client[client] += 1
         self.selector.register(sock, selectors.EVENT_READ)
@@ -290,13 +301,22 @@ class Server:
 
     def _expire(self) -> None:
         """Cuts off every connection past its deadline, and a refused body's rest that has
-        not come for LINGER_SECONDS."""
+        not come for LINGER_SECONDS; answers 408 to a head that did not arrive in time."""
         now = time.monotonic()
         for connection in list(self.connections.values()):
             draining = connection.discard > 0 and connection.sent == len(connection.answer)
             idle = draining and now > connection.last_read + LINGER_SECONDS
+            late_head = connection.request is None and now > connection.head_deadline
             if idle or now > connection.deadline:
                 self._close(connection)
+            elif late_head and not connection.answered:
+                self._late_head(connection)
+
+    def _late_head(self, connection: Connection) -> None:
+        try:
+            self._answer(connection, 408, b"request head not received in time\n")
+        except OSError:  # the client went away
+            self._close(connection)
 
     def _close(self, connection: Connection) -> None:
         if self.connections.pop(connection.sock, None) is None:
