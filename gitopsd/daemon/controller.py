@@ -28,7 +28,7 @@ from gitopsd.cluster import Cluster
 from gitopsd.cluster.shards import SHARD_LABEL
 from gitopsd.cluster.watches import Watches
 from gitopsd.config import Credentials
-from gitopsd.configfile import GitSyncSettings, SourceConfig, cycle_through
+from gitopsd.configfile import GitSyncSettings, SourceConfig
 from gitopsd.daemon.credentials import credentials_of, fingerprint, webhook_token
 from gitopsd.daemon.gitsyncs import GitSyncs, hook_key
 from gitopsd.daemon.http import Hook
@@ -41,7 +41,7 @@ from gitopsd.daemon.retiring import Retirements
 from gitopsd.daemon.worker import SourceWorker
 from gitopsd.daemon.writers import Writers
 from gitopsd.errors import ConfigError, GitopsdError
-from gitopsd.gitsync.spec import GitSync, dependencies, read
+from gitopsd.gitsync.spec import GitSync, dependency_cycle, read
 from gitopsd.gitsync.status import SourceReport, unready_status
 from gitopsd.metrics import Recorder
 from gitopsd.objects import Body, ObjectKey
@@ -361,14 +361,7 @@ class GitSyncController:
 
     def _check_dependencies(self, wanted: GitSync) -> None:
         """A GitSync on a cycle of dependencies would wait for itself forever."""
-        graph = {}
-        for key, body in self.gitsyncs.bodies().items():
-            graph[f"{key.namespace}/{key.name}"] = dependencies(
-                body.get("spec") or {}, key.namespace
-            )
-        graph[wanted.key] = wanted.depends_on
-        cycle = cycle_through(graph, wanted.key)
-        if cycle:
+        if cycle := dependency_cycle(wanted, self.gitsyncs.bodies()):
             raise ConfigError(
                 f"GitSync {wanted.key}: spec.dependsOn forms a cycle: {' -> '.join(cycle)}"
             )

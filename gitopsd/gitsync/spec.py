@@ -7,12 +7,13 @@ older CRD). Errors name the GitSync and the field.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gitopsd import configfile
 from gitopsd.config import Credentials, Network
-from gitopsd.configfile import GitSyncSettings, SourceConfig
+from gitopsd.configfile import GitSyncSettings, SourceConfig, cycle_through
 from gitopsd.errors import ConfigError
 from gitopsd.gitsync import (
     CREDENTIALS_FOR_ANNOTATION,
@@ -21,7 +22,7 @@ from gitopsd.gitsync import (
     RECONCILE_REQUESTED_ANNOTATION,
 )
 from gitopsd.names import DNS1123_SUBDOMAIN, shown
-from gitopsd.objects import Body
+from gitopsd.objects import Body, ObjectKey
 from gitopsd.target_identity import Tool
 
 MAX_REQUEST = 256
@@ -109,6 +110,17 @@ def dependencies(spec: Body, namespace: str) -> tuple[str, ...]:
     """The namespace/name of each GitSync `spec` depends on (the CRD checked their shape)."""
     needed = [d for d in spec.get("dependsOn") or [] if isinstance(d, dict)]
     return tuple(f"{d.get('namespace') or namespace}/{d.get('name')}" for d in needed)
+
+
+def dependency_cycle(wanted: GitSync, bodies: Mapping[ObjectKey, Body]) -> list[str] | None:
+    """The GitSyncs (namespace/name) on a cycle of dependencies through `wanted`, with the
+    others as `bodies` hold them; none when it waits for no one who waits for it."""
+    graph = {
+        f"{key.namespace}/{key.name}": dependencies(body.get("spec") or {}, key.namespace)
+        for key, body in bodies.items()
+    }
+    graph[wanted.key] = wanted.depends_on
+    return cycle_through(graph, wanted.key)
 
 
 def read(body: Body, settings: GitSyncSettings) -> GitSync:
