@@ -63,6 +63,11 @@ class Limits:
     max_kustomizations: int = 200
     """Kustomizations one render may reach (bases, components, resources, recursively):
     each costs kustomize a read and a build, so a chain of them costs time without end."""
+    max_listing_bytes: int = 16 * MiB
+    """A chart repository's index.yaml, a registry's page of tags or manifest, each."""
+    max_versions: int = 10_000
+    """Versions of one chart an index or a registry's tags (all pages) may name: each is
+    built in memory, so this bounds a listing of tiny items (4 MiB of `"1",`)."""
     max_watches: int = 500
     """Kinds times namespaces a source's objects may lie in: each is a LIST (the CLI) or a
     watch and a thread (the daemon), and a source's ApplySet parent, which its tenant may
@@ -97,6 +102,8 @@ LIMIT_SETTINGS = {
     "max_kustomizations": LimitSetting(
         "--max-kustomizations", "maxKustomizations", "kustomizations one render may reach"
     ),
+    "max_listing_bytes": LimitSetting("--max-listing-bytes", "maxListingBytes", "a chart listing"),
+    "max_versions": LimitSetting("--max-versions", "maxVersions", "versions a chart listing names"),
     "max_watches": LimitSetting(
         "--max-watches", "maxWatches", "kinds x namespaces a source lists and watches"
     ),
