@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gitopsd import helm, inventory, kustomize, manifests, source, synchooks
+from gitopsd import archives, helm, inventory, kustomize, manifests, source, synchooks
 from gitopsd.changes import Target
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.config import (
@@ -156,7 +156,9 @@ def files(revision: source.Revision, spec: SourceSpec, cache_dir: Path) -> Itera
 
 def _dependencies(spec: SourceSpec, cache_dir: Path) -> helm.FetchDependency:
     """Fetches a chart's dependency from its chart repository or registry, anonymously:
-    the source's credentials are for its own host only."""
+    the source's credentials are for its own host only. The dependencies of one revision
+    share one budget, the revision's limits: each is unpacked, then copied for its render."""
+    budget = archives.Budget(spec.limits.max_revision_bytes, spec.limits.max_entries)
 
     def fetch(dependency: RemoteDependency) -> Path:
         chart = ChartSettings(chart=dependency.name, version=dependency.version)
@@ -164,7 +166,7 @@ def _dependencies(spec: SourceSpec, cache_dir: Path) -> helm.FetchDependency:
         dependency_source = replace(
             spec, url=dependency.repository, ref="HEAD", credentials=anonymous, helm=chart
         )
-        directory = source.fetch_chart(dependency_source, cache_dir).directory
+        directory = source.fetch_chart(dependency_source, cache_dir, budget).directory
         assert directory is not None  # noqa: S101 - a chart is always unpacked
         return directory
 
