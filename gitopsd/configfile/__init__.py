@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import yaml
 
 from gitopsd.config import Limits
+from gitopsd.configfile.disk import ChartCacheSettings, chart_cache
 from gitopsd.configfile.fields import boolean, count, mapping, positive, seconds, string, strings
 from gitopsd.configfile.sources import (
     Mode,
@@ -37,6 +38,7 @@ from gitopsd.names import (
 )
 
 __all__ = [
+    "ChartCacheSettings",
     "DaemonConfig",
     "GitSyncSettings",
     "LeaderElection",
@@ -112,6 +114,7 @@ class DaemonConfig:
     git_syncs: GitSyncSettings = field(default_factory=GitSyncSettings)
     invalid_sources: tuple[tuple[str, str], ...] = ()
     """(name, error) of sources set aside at load."""
+    chart_cache: ChartCacheSettings = field(default_factory=ChartCacheSettings)
 
     @property
     def listen_address(self) -> tuple[str, int]:
@@ -144,6 +147,7 @@ TOP_KEYS = {
     "concurrentReconciles",
     "sources",
     "gitSyncs",
+    "chartCache",
 }
 GITSYNC_KEYS = {
     "enabled",
@@ -197,6 +201,7 @@ def load(path: Path) -> DaemonConfig:
         sources=tuple(sources),
         git_syncs=_git_syncs(top.get("gitSyncs"), f"{path}: gitSyncs"),
         invalid_sources=tuple(invalid),
+        chart_cache=chart_cache(top.get("chartCache"), f"{path}: chartCache"),
     )
 
 

@@ -41,7 +41,7 @@ from gitopsd.reconcile import (
     reconcile_once,
 )
 from gitopsd.reconcile.measure import DriftMemo
-from gitopsd.source import FetchLedger, SharedFetch
+from gitopsd.source import ChartCache, FetchLedger, SharedFetch
 
 ANNOUNCE_SECONDS = 1.0
 """At most one fetch a second for announced pushes (webhooks, requests to reconcile now)."""
@@ -87,6 +87,8 @@ class SourceWorker:
     configuration's sources."""
     announced_at: float = float("-inf")
     """When a push announced last had the source fetch (monotonic seconds)."""
+    charts: ChartCache | None = None
+    """The daemon's record of the charts its sources hold on disk, and its bounds."""
 
     def __post_init__(self) -> None:
         fence = self.cluster.may_write
@@ -102,8 +104,14 @@ class SourceWorker:
         """Polls on one of the pool's threads (its interval, start-up, a new leader, a
         webhook): a burst of calls costs at most one poll after the one in flight."""
         self.shared = self._join(self.fetches)
+        self.held = self.charts.user(self.tenant) if self.charts else None
         self.source = Source(
-            config.spec, config.settings, self.cache_dir, config.self_heal, shared=self.shared
+            config.spec,
+            config.settings,
+            self.cache_dir,
+            config.self_heal,
+            shared=self.shared,
+            charts=self.held,
         )
         self.state = State(memo=DriftMemo(self.cache.content_version))
         self.reporter = Reporter(config, self.recorder, self.cluster, self.state)
@@ -160,6 +168,8 @@ class SourceWorker:
             self.busy.release()
         if self.jobs:
             self.jobs.remove()
+        if self.held:
+            self.held.leave()  # what only it held goes
 
     def lead(self, writing: bool) -> None:
         """Its own gate (with sharding) opened or closed: once open, it applies the revision

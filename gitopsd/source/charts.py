@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from gitopsd import archives
 from gitopsd.config import SourceSpec
 from gitopsd.errors import ConfigError, ManifestError, SourceError, SourceReason
+from gitopsd.source.chart_cache import CHARTS, Reading
 from gitopsd.source.chart_index import ChartIndex
 from gitopsd.source.policy import FLAG_ALLOWS_INSECURE, check_url, mask_url, url_scheme
 from gitopsd.source.registry import Registry
@@ -36,7 +37,6 @@ from gitopsd.source.revision import Revision
 from gitopsd.versions import parse_range
 
 OCI = "oci://"
-_CACHE = "charts"
 
 
 def check_chart_source(spec: SourceSpec, allowed_by: str = FLAG_ALLOWS_INSECURE) -> None:
@@ -63,17 +63,23 @@ def check_chart_source(spec: SourceSpec, allowed_by: str = FLAG_ALLOWS_INSECURE)
 
 
 def fetch_chart(
-    spec: SourceSpec, cache_dir: Path, budget: archives.Budget | None = None
+    spec: SourceSpec,
+    cache_dir: Path,
+    budget: archives.Budget | None = None,
+    reading: Reading | None = None,
 ) -> Revision:
     """The chart version the source's range picks, unpacked in the cache, as a revision.
     `budget`: what the charts of one revision (a chart's dependencies) may unpack to
     together, a chart found in the cache charged too (it is copied for each render); by
-    default the source's own limits. Raises ConfigError for a refused source, ManifestError
-    for a chart over its budget, SourceError for everything else."""
+    default the source's own limits. `reading`: the daemon's record of who holds which
+    chart, and its bounds. Raises ConfigError for a refused source, ManifestError for a
+    chart over its budget, SourceError for everything else."""
     check_chart_source(spec)
     repository = Registry(spec) if spec.url.lower().startswith(OCI) else ChartIndex(spec)
     release = repository.release()
-    directory = cache_dir / _CACHE / release.digest
+    directory = cache_dir / CHARTS / release.digest
+    if reading is not None:
+        reading.take(directory)
     rel = f"{spec.helm.chart}-{release.text}.tgz"
     if directory.is_dir() and budget is not None:
         _charge(directory, rel, budget)
@@ -86,12 +92,10 @@ def fetch_chart(
                 SourceReason.CORRUPT,
             )
         limits = spec.limits
-        _unpack(
-            data,
-            rel,
-            budget or archives.Budget(limits.max_revision_bytes, limits.max_entries),
-            directory,
-        )
+        budget = budget or archives.Budget(limits.max_revision_bytes, limits.max_entries)
+        _unpack(data, rel, budget, directory)
+    if reading is not None:
+        reading.charge(directory)
     return Revision(
         sha=f"{release.text}@sha256:{release.digest}",
         commit_time=release.created,
