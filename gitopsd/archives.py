@@ -59,11 +59,7 @@ def _checked(
     """A regular file's contents (a directory: None), once the member passed every check."""
     budget.members_left -= 1
     if budget.members_left < 0:
-        raise ManifestError(
-            f"{rel}: its archives hold more members than the per-revision limit "
-            f"({how_to_raise('max_entries')})",
-            ManifestReason.SIZE_LIMIT,
-        )
+        raise too_many(rel)
     name = member.name.replace("\0", "\\0")[:200]
     normal = posixpath.normpath(member.name)
     if member.name.startswith("/") or normal == ".." or normal.startswith("../"):
@@ -106,5 +102,13 @@ def too_large(rel: str) -> ManifestError:
     return ManifestError(
         f"{rel}: unpacks to more than the per-revision limit "
         f"({how_to_raise('max_revision_bytes')})",
+        ManifestReason.SIZE_LIMIT,
+    )
+
+
+def too_many(rel: str) -> ManifestError:
+    return ManifestError(
+        f"{rel}: its archives hold more members than the per-revision limit "
+        f"({how_to_raise('max_entries')})",
         ManifestReason.SIZE_LIMIT,
     )

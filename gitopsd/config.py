@@ -15,6 +15,7 @@ from typing import NamedTuple
 from gitopsd.drift_policy import Rule
 from gitopsd.health.expressions import HealthCheck
 from gitopsd.objects import GroupKind
+from gitopsd.quantities import GiB, MiB
 from gitopsd.target_identity import (
     Charts,
     TargetIdentity,
@@ -23,8 +24,6 @@ from gitopsd.target_identity import (
     paths_from_root,
 )
 
-MiB = 1024 * 1024
-GiB = 1024 * MiB
 SOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,48}[a-z0-9])?$")
 """A source's name: it names the ApplySet parent gitopsd-<name> and labels metrics."""
 SOURCE_NAME_RULE = "use lower-case letters, digits and '-' (at most 50)"
@@ -63,6 +62,11 @@ class Limits:
     max_kustomizations: int = 200
     """Kustomizations one render may reach (bases, components, resources, recursively):
     each costs kustomize a read and a build, so a chain of them costs time without end."""
+    max_listing_bytes: int = 16 * MiB
+    """A chart repository's index.yaml, a registry's page of tags or manifest, each."""
+    max_versions: int = 10_000
+    """Versions of one chart an index or a registry's tags (all pages) may name: each is
+    built in memory, so this bounds a listing of tiny items (4 MiB of `"1",`)."""
     max_watches: int = 500
     """Kinds times namespaces a source's objects may lie in: each is a LIST (the CLI) or a
     watch and a thread (the daemon), and a source's ApplySet parent, which its tenant may
@@ -97,6 +101,8 @@ LIMIT_SETTINGS = {
     "max_kustomizations": LimitSetting(
         "--max-kustomizations", "maxKustomizations", "kustomizations one render may reach"
     ),
+    "max_listing_bytes": LimitSetting("--max-listing-bytes", "maxListingBytes", "a chart listing"),
+    "max_versions": LimitSetting("--max-versions", "maxVersions", "versions a chart listing names"),
     "max_watches": LimitSetting(
         "--max-watches", "maxWatches", "kinds x namespaces a source lists and watches"
     ),
@@ -368,32 +374,3 @@ class SyncSettings:
     def say(self, setting: Setting) -> str:
         """`setting` as the place this source's settings are written in names it."""
         return WORDS[setting][self.tool]
-
-
-# How sizes and durations are written, on the command line and in the configuration file.
-
-SIZE = re.compile(r"^(\d+)(Ki|Mi|Gi)?$")
-SIZE_UNITS = {None: 1, "Ki": 1 << 10, "Mi": MiB, "Gi": GiB}
-DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
-
-
-def parse_size(text: str) -> int | None:
-    """A count of bytes such as 1048576, 512Ki, 64Mi or 1Gi; None when it is not one."""
-    match = SIZE.match(text.strip())
-    return int(match[1]) * SIZE_UNITS[match[2]] if match else None
-
-
-def format_size(count: int) -> str:
-    """`count` the shortest way parse_size reads it: 3Mi, 2Gi, 1000."""
-    for unit, scale in reversed(SIZE_UNITS.items()):
-        if unit and count and count % scale == 0:
-            return f"{count // scale}{unit}"
-    return str(count)
-
-
-def parse_duration(text: str) -> float | None:
-    match = DURATION.match(text.strip())
-    if not match or not any(match.groups()):
-        return None
-    hours, minutes, seconds = (float(group or 0) for group in match.groups())
-    return hours * 3600 + minutes * 60 + seconds

@@ -95,6 +95,8 @@ class SourceReason(StrEnum):
     TOO_LARGE = "too_large"
     NOSPACE = "nospace"
     CORRUPT = "corrupt"
+    QUOTA_EXCEEDED = "quota_exceeded"
+    """Over a bound the admin sets on what a tenant (or all) may hold: the chart cache."""
 
 
 class ClusterReason(StrEnum):

@@ -13,10 +13,8 @@ from gitopsd.config import (
     Limits,
     SourceSpec,
     SyncSettings,
-    format_size,
-    parse_duration,
-    parse_size,
 )
+from gitopsd.quantities import format_size, parse_duration, parse_size
 
 
 def switch(

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import yaml
 
 from gitopsd.config import Limits, Network
+from gitopsd.configfile.disk import ChartCacheSettings, chart_cache
 from gitopsd.configfile.fields import boolean, count, mapping, positive, seconds, string, strings
 from gitopsd.configfile.sandbox import sandbox_bounds
 from gitopsd.configfile.sources import (
@@ -41,6 +42,7 @@ from gitopsd.names import (
 from gitopsd.sandbox_bounds import SandboxBounds
 
 __all__ = [
+    "ChartCacheSettings",
     "DaemonConfig",
     "GitSyncSettings",
     "LeaderElection",
@@ -131,6 +133,7 @@ class DaemonConfig:
     """(name, error) of sources set aside at load."""
     sandbox: SandboxBounds = field(default_factory=SandboxBounds)
     """Bounds on health rules and renders, the daemon's whole (`sandbox:`)."""
+    chart_cache: ChartCacheSettings = field(default_factory=ChartCacheSettings)
 
     @property
     def listen_address(self) -> tuple[str, int]:
@@ -172,6 +175,7 @@ TOP_KEYS = {
     "gitSyncs",
     "sandbox",
     "tenantQuota",
+    "chartCache",
 }
 GITSYNC_KEYS = {
     "enabled",
@@ -237,6 +241,7 @@ def load(path: Path) -> DaemonConfig:
         tenant_quota=tenant_quota(top.get("tenantQuota"), f"{path}: tenantQuota"),
         invalid_sources=tuple(invalid),
         sandbox=sandbox_bounds(top.get("sandbox"), f"{path}: sandbox"),
+        chart_cache=chart_cache(top.get("chartCache"), f"{path}: chartCache"),
     )
 
 

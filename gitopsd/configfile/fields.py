@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gitopsd.config import parse_duration, parse_size
 from gitopsd.errors import ConfigError
 from gitopsd.names import namespace_problem, shown
+from gitopsd.quantities import parse_duration, parse_size
 
 MAX_DURATION_SECONDS = 7 * 24 * 3600.0
 

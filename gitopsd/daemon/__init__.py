@@ -42,7 +42,7 @@ from gitopsd.daemon.writers import Writers
 from gitopsd.errors import ConfigError, ConfigReason
 from gitopsd.metrics import Recorder
 from gitopsd.reconcile import desired
-from gitopsd.source import FetchLedger
+from gitopsd.source import ChartCache, FetchLedger
 
 log = logging.getLogger("gitopsd.daemon")
 STALLED_POLL_SECONDS = 10.0
@@ -80,6 +80,7 @@ class Daemon:
         self.writers = Writers(self.cluster, self.leading, self.membership)
         self.forwarder = Forwarder(self.stopping)
         self.fetches = FetchLedger()
+        self.charts = _chart_cache(config)
         self.watches = Watches(self.stopping)
         threads = config.concurrent_reconciles
         most = STALLED_THREADS * threads
@@ -116,6 +117,7 @@ class Daemon:
             sources=self.sources,
             pool=self.pool,
             fetches=self.fetches,
+            charts=self.charts,
             watches=self.watches,
             taken_parents=parents,
             holdings=Holdings(self.config.tenant_quota),
@@ -256,6 +258,7 @@ class Daemon:
             stopping=self.stopping,
             pool=self.pool,
             fetches=self.fetches,
+            charts=self.charts,
             watches=self.watches,
         )
 
@@ -370,6 +373,17 @@ class Daemon:
         if self.membership:
             self.membership.release()
         log.info("stopped")
+
+
+def _chart_cache(config: DaemonConfig) -> ChartCache:
+    """The record of the charts unpacked under each of the cache's roots (the configuration's
+    sources', and the GitSyncs' of each set of credentials), those left by an earlier
+    process included."""
+    roots = [config.cache_dir / "sources"]
+    gitsyncs = config.cache_dir / "gitsyncs" / "repositories"
+    roots += sorted(gitsyncs.iterdir()) if gitsyncs.is_dir() else []
+    bounds = config.chart_cache
+    return ChartCache(bounds.max_bytes, bounds.max_bytes_per_namespace, roots)
 
 
 def run(config_path: Path, level: str = "info", form: str | None = None) -> int:

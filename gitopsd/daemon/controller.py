@@ -46,7 +46,7 @@ from gitopsd.gitsync.status import SourceReport, unready_status
 from gitopsd.metrics import Recorder
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.reconcile import desired
-from gitopsd.source import FetchLedger
+from gitopsd.source import ChartCache, FetchLedger
 
 log = logging.getLogger("gitopsd.gitsync")
 REREAD_SECONDS = 10.0
@@ -86,6 +86,8 @@ class GitSyncController:
     """The informers shared by the daemon's sources."""
     fetches: FetchLedger | None = None
     """The fetches shared by the sources of one repository, ref and credentials."""
+    charts: ChartCache | None = None
+    """The charts its GitSyncs hold on disk, each charged to its namespace."""
     taken_parents: frozenset[tuple[str, str]] = frozenset()
     """(name, namespace) of the file sources' ApplySet parents: a GitSync may not share one."""
     holdings: Holdings = field(default_factory=Holdings)
@@ -349,6 +351,7 @@ class GitSyncController:
             watches=self.watches,
             tenant=key.namespace,
             holdings=self.holdings,
+            charts=self.charts,
         )
         worker.requested = wanted.requested  # its first poll answers a request made before
         served = Served(wanted, source, repositories, worker)

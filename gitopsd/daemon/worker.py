@@ -42,7 +42,7 @@ from gitopsd.reconcile import (
     reconcile_once,
 )
 from gitopsd.reconcile.measure import DriftMemo
-from gitopsd.source import FetchLedger, SharedFetch
+from gitopsd.source import ChartCache, FetchLedger, SharedFetch
 
 ANNOUNCE_SECONDS = 1.0
 """At most one fetch a second for announced pushes (webhooks, requests to reconcile now)."""
@@ -75,8 +75,7 @@ class SourceWorker:
     dependencies_waiting: Callable[[], str] = lambda: ""
     """Why a new revision must wait (the sources it depends on are not ready), or ""."""
     halt: threading.Event = field(default_factory=threading.Event)
-    """Set when this source stops for good (its GitSync deleted or changed, the daemon
-    shutting down): its watches and drift checks end."""
+    """Set once it stops for good (its GitSync gone or changed, shutdown): watches end."""
     jobs: Jobs | None = None
     """Its polls in the scheduler, once scheduled."""
     requested: str = ""
@@ -84,12 +83,13 @@ class SourceWorker:
     fetches: FetchLedger | None = None
     """The daemon's record of fetches, shared by its sources of one repository and ref."""
     tenant: str = ""
-    """Whose source it is, for the pool's fairness: a GitSync's namespace; "" for the
-    configuration's sources."""
+    """Whose source it is, for fairness and shares: a GitSync's namespace ("" for a file's)."""
     announced_at: float = float("-inf")
     """When a push announced last had the source fetch (monotonic seconds)."""
     holdings: Holdings | None = None
     """What its tenant's sources hold, against the tenant's share (None: not counted)."""
+    charts: ChartCache | None = None
+    """The daemon's record of the charts its sources hold on disk, and its bounds."""
 
     def __post_init__(self) -> None:
         fence = self.cluster.may_write
@@ -105,8 +105,14 @@ class SourceWorker:
         """Polls on one of the pool's threads (its interval, start-up, a new leader, a
         webhook): a burst of calls costs at most one poll after the one in flight."""
         self.shared = self._join(self.fetches)
+        self.held = self.charts.user(self.tenant) if self.charts else None
         self.source = Source(
-            config.spec, config.settings, self.cache_dir, config.self_heal, shared=self.shared
+            config.spec,
+            config.settings,
+            self.cache_dir,
+            config.self_heal,
+            shared=self.shared,
+            charts=self.held,
         )
         self.state = State(memo=DriftMemo(self.cache.content_version))
         self.reporter = Reporter(config, self.recorder, self.cluster, self.state)
@@ -147,8 +153,7 @@ class SourceWorker:
         """At shutdown: no new work starts (the daemon's stop is set, and fences every write
         but a record); the reconcile in flight gets up to `grace_seconds` to end, recording
         what it applied, before the source retires."""
-        if self.busy.acquire(timeout=grace_seconds):
-            self.busy.release()
+        self.ended(grace_seconds)
         self.retire()
 
     def retire(self) -> None:
@@ -163,6 +168,8 @@ class SourceWorker:
             self.holdings.release(self.tenant, id(self))
         if self.jobs:
             self.jobs.remove()
+        if self.held:
+            self.held.leave()  # what only it held goes
 
     def ended(self, timeout_seconds: float) -> bool:
         """Whether its reconcile or drift check in flight, if any, ends within the timeout."""

@@ -178,6 +178,8 @@ class Charts:
             return self.fetch(remote)
         except ConfigError as error:
             raise ManifestError(f"{where}: {error}") from None
+        except ManifestError as error:  # over the budget its revision's dependencies share
+            raise ManifestError(f"{where}: {error}", error.reason) from None
 
     def _inspect(self, tree: Tree, rel: str, limits: Limits) -> tuple[Chart, list[str]]:
         chart = inspect(tree, rel, limits)

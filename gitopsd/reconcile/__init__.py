@@ -37,7 +37,7 @@ from gitopsd.reconcile.enforce import ParentWriter, SyncReport, make_changes
 from gitopsd.reconcile.live import Bounds, CacheReader, ListReader, Reader
 from gitopsd.reconcile.measure import IN_SYNC, DriftMemo, measure, with_owners
 from gitopsd.resources import CONFIG_MAPS
-from gitopsd.source import Revision, Shared
+from gitopsd.source import ChartUser, Revision, Shared
 
 
 class KnownInvalid(Exception):
@@ -59,6 +59,8 @@ class Source:
     shared: Shared | None = None
     """Its git fetches, shared with the daemon's other sources of the same ref (None:
     each poll fetches)."""
+    charts: ChartUser | None = None
+    """The charts it holds in the daemon's cache (None: the cache keeps no record)."""
 
 
 @dataclass
@@ -224,6 +226,7 @@ def get_desired(
             namespace=source.settings.default_namespace,
             cluster=cluster,
             empty_allowed=source.settings.prune.allow_empty,
+            charts=source.charts,
         )
         _may_keep(state, hooks, len(found))
         previous = state.desired.targets if state.desired else None
@@ -249,7 +252,7 @@ def _may_keep(state: State, hooks: Hooks, objects: int) -> None:
 def _fetch(source: Source, hooks: Hooks) -> Revision:
     started = time.monotonic()
     try:
-        return fetch(source.spec, source.cache_dir, source.shared)
+        return fetch(source.spec, source.cache_dir, source.shared, source.charts)
     finally:
         hooks.on_fetched(time.monotonic() - started)
 

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gitopsd import helm, inventory, kustomize, manifests, source, synchooks
+from gitopsd import archives, helm, inventory, kustomize, manifests, source, synchooks
 from gitopsd.changes import Target
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.config import (
@@ -90,12 +90,17 @@ def empty_warning(found: list[Manifest], spec: SourceSpec) -> tuple[str, ...]:
 
 
 def fetch(
-    spec: SourceSpec, cache_dir: Path, shared: source.Shared | None = None
+    spec: SourceSpec,
+    cache_dir: Path,
+    shared: source.Shared | None = None,
+    charts: source.ChartUser | None = None,
 ) -> source.Revision:
     """A git revision (with `shared`, one another source fetched recently), a local
-    directory when the source is a path, or a chart's version."""
+    directory when the source is a path, or a chart's version (held for the source by
+    `charts`, the daemon's)."""
     if spec.helm.chart:
-        return source.fetch_chart(spec, cache_dir)
+        with _reading(charts, source.CHART) as reading:
+            return source.fetch_chart(spec, cache_dir, reading=reading)
     if is_local(spec.url):
         return source.read_directory(Path(spec.url))
     return source.fetch(spec, cache_dir, shared)
@@ -124,27 +129,38 @@ def read_revision(
     namespace: str = "default",
     cluster: Cluster | None = None,
     empty_allowed: bool = False,
+    charts: source.ChartUser | None = None,
 ) -> list[Manifest]:
     """The manifests of exactly `revision`, its files read from git's object store (only
     those `cache` has not parsed), or a local directory's in place. Charts render into
     `namespace` unless their settings name one, for `cluster`'s capabilities (without a
     cluster, helm's defaults). A path the source names that holds nothing to read is an
-    error, unless an empty source is allowed (allowEmpty): then it is what was meant."""
-    charts = helm.renderer(
-        spec.helm, namespace, _capabilities(cluster), _dependencies(spec, cache_dir)
-    )
-    with source.tree(spec, cache_dir, revision) as files:
-        return manifests.load(
-            files,
-            spec.paths,
-            include=spec.include,
-            exclude=spec.exclude,
-            limits=spec.limits,
-            cache=cache,
-            render_kustomization=kustomize.renderer(charts.inflate if charts else None),
-            render_chart=charts,
-            paths_named=spec.paths != SourceSpec.paths and not empty_allowed,
-        )
+    error, unless an empty source is allowed (allowEmpty): then it is what was meant. The
+    dependencies its charts fetch are what the source holds of `charts` from now on."""
+    with _reading(charts, source.DEPENDENCIES) as reading:
+        fetch = _dependencies(spec, cache_dir, reading)
+        renderer = helm.renderer(spec.helm, namespace, _capabilities(cluster), fetch)
+        with source.tree(spec, cache_dir, revision) as files:
+            return manifests.load(
+                files,
+                spec.paths,
+                include=spec.include,
+                exclude=spec.exclude,
+                limits=spec.limits,
+                cache=cache,
+                render_kustomization=kustomize.renderer(renderer.inflate if renderer else None),
+                render_chart=renderer,
+                paths_named=spec.paths != SourceSpec.paths and not empty_allowed,
+            )
+
+
+@contextmanager
+def _reading(charts: source.ChartUser | None, slot: str) -> Iterator[source.Reading | None]:
+    if charts is None:
+        yield None
+        return
+    with charts.reading(slot) as reading:
+        yield reading
 
 
 @contextmanager
@@ -154,9 +170,13 @@ def files(revision: source.Revision, spec: SourceSpec, cache_dir: Path) -> Itera
         yield manifests.Directory(found) if isinstance(found, Path) else found
 
 
-def _dependencies(spec: SourceSpec, cache_dir: Path) -> helm.FetchDependency:
+def _dependencies(
+    spec: SourceSpec, cache_dir: Path, reading: source.Reading | None
+) -> helm.FetchDependency:
     """Fetches a chart's dependency from its chart repository or registry, anonymously:
-    the source's credentials are for its own host only."""
+    the source's credentials are for its own host only. The dependencies of one revision
+    share one budget, the revision's limits: each is unpacked, then copied for its render."""
+    budget = archives.Budget(spec.limits.max_revision_bytes, spec.limits.max_entries)
 
     def fetch(dependency: RemoteDependency) -> Path:
         chart = ChartSettings(chart=dependency.name, version=dependency.version)
@@ -164,7 +184,7 @@ def _dependencies(spec: SourceSpec, cache_dir: Path) -> helm.FetchDependency:
         dependency_source = replace(
             spec, url=dependency.repository, ref="HEAD", credentials=anonymous, helm=chart
         )
-        directory = source.fetch_chart(dependency_source, cache_dir).directory
+        directory = source.fetch_chart(dependency_source, cache_dir, budget, reading).directory
         assert directory is not None  # noqa: S101 - a chart is always unpacked
         return directory
 

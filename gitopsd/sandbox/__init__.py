@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from gitopsd.config import format_size, how_to_raise
+from gitopsd.config import how_to_raise
 from gitopsd.errors import ManifestError, ManifestReason, SourceError, SourceReason
 from gitopsd.health.expressions import evaluate_with
+from gitopsd.quantities import format_size
 from gitopsd.sandbox import offline
 from gitopsd.sandbox.expressions import ExpressionBox
 from gitopsd.sandbox_bounds import SANDBOX_SETTINGS, SandboxBounds

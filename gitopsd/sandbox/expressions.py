@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import gitopsd
-from gitopsd.config import format_size
 from gitopsd.health.expressions import BoundExceeded
+from gitopsd.quantities import format_size
 from gitopsd.sandbox_bounds import SANDBOX_SETTINGS, SandboxBounds
 
 REMEMBERED = 1024

@@ -18,9 +18,12 @@ credentials reach it only through GIT_ASKPASS (`credentials`), and every error m
 scrubbed of URLs' userinfo and of the secret.
 
 A chart from a Helm chart repository is a revision too (`charts`): the highest version a
-range allows, checked against its digest and unpacked, bounded, into the cache.
+range allows, checked against its digest and unpacked, bounded, into the cache, where the
+daemon keeps each chart while a source holds it, within bounds per tenant and in all
+(`chart_cache`).
 """
 
+from gitopsd.source.chart_cache import CHART, DEPENDENCIES, ChartCache, ChartUser, Reading
 from gitopsd.source.charts import check_chart_source, fetch_chart
 from gitopsd.source.identity import Checkout, checkout_identity, checkout_of
 from gitopsd.source.listing import Entry
@@ -31,13 +34,18 @@ from gitopsd.source.snapshots import STALE_SNAPSHOT_SECONDS
 from gitopsd.source.tree import GitTree, snapshot, tree
 
 __all__ = [
+    "CHART",
+    "DEPENDENCIES",
     "FLAG_ALLOWS_INSECURE",
     "STALE_SNAPSHOT_SECONDS",
     "URL_USERINFO_ADVICE",
+    "ChartCache",
+    "ChartUser",
     "Checkout",
     "Entry",
     "FetchLedger",
     "GitTree",
+    "Reading",
     "Revision",
     "Shared",
     "SharedFetch",

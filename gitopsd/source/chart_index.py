@@ -10,7 +10,7 @@ from urllib.parse import urljoin
 
 import yaml
 
-from gitopsd.config import SourceSpec
+from gitopsd.config import Limits, SourceSpec, how_to_raise
 from gitopsd.errors import SourceError, SourceReason
 from gitopsd.source.download import Downloads
 from gitopsd.source.policy import mask_url
@@ -18,8 +18,9 @@ from gitopsd.source.releases import Release, created_at, highest
 
 INDEX = "index.yaml"
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
-_MAX_DEPTH = 8
-"""entries -> chart -> versions -> an entry -> its urls: deeper nodes are never read."""
+_FIELDS = ("version", "digest", "created")
+"""An entry's fields read besides its URLs: the rest (descriptions, maintainers, icons,
+dependencies) is only read past."""
 
 
 class ChartIndex:
@@ -39,32 +40,37 @@ class ChartIndex:
         return self.downloads.get(release.url, release.shown(self.spec)).body
 
     def _index(self) -> bytes:
-        return self.downloads.get(urljoin(self.base, INDEX), f"{self.shown}: {INDEX}").body
+        what = f"{self.shown}: {INDEX}"
+        return self.downloads.get(urljoin(self.base, INDEX), what, bound="max_listing_bytes").body
 
 
 def pick(index: bytes, spec: SourceSpec) -> Release:
     """The highest version of the chart the range allows, from the index's text."""
-    name = spec.helm.chart or ""
+    name, most = spec.helm.chart or "", spec.limits.max_versions
+    shown = f"chart repository {mask_url(spec.url)}"
     try:
-        versions = chart_entries(index, name)
+        versions = chart_entries(index, name, most)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
+        raise SourceError(f"{shown}: {INDEX}{where}: not YAML", SourceReason.CORRUPT) from None
+    except _TooMany:
         raise SourceError(
-            f"chart repository {mask_url(spec.url)}: {INDEX}{where}: not YAML",
-            SourceReason.CORRUPT,
+            f"{shown}: {INDEX} lists more than {most} versions of {name!r} "
+            f"({how_to_raise('max_versions')})",
+            SourceReason.TOO_LARGE,
         ) from None
     if not versions:
-        raise SourceError(
-            f"chart repository {mask_url(spec.url)} has no chart {name!r}", SourceReason.REF_MISSING
-        )
+        raise SourceError(f"{shown} has no chart {name!r}", SourceReason.REF_MISSING)
     return highest(list(_releases(versions, spec)), spec)
 
 
-def chart_entries(index: bytes, name: str) -> list[Any]:
+def chart_entries(index: bytes, name: str, most: int = Limits.max_versions) -> list[Any]:
     """`entries[name]` of the index, read as a stream of parse events: only that chart's
     entries are built (an index of every chart of a large repository costs no memory for
-    the others), every scalar a string, an alias nothing."""
+    the others), and of each only what a release needs (`_FIELDS`, each a string, the
+    first URL only), so an entry costs a bounded amount whatever the index holds; an
+    alias is nothing. More than `most` entries raise _TooMany."""
     events = yaml.parse(index, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     for event in events:
         if isinstance(event, yaml.MappingStartEvent):  # the document's root
@@ -78,13 +84,63 @@ def chart_entries(index: bytes, name: str) -> list[Any]:
                     return []
                 for chart in _keys(events):
                     if chart == name:
-                        found = _built(next(events), events)
-                        return found if isinstance(found, list) else []
+                        return _versions(next(events), events, most)
                     _skip(events)
             return []
         if isinstance(event, (yaml.ScalarEvent, yaml.SequenceStartEvent)):
             return []
     return []
+
+
+class _TooMany(Exception):
+    """The chart's entries outnumber the version limit."""
+
+
+def _versions(first: yaml.Event, events: Iterator[yaml.Event], most: int) -> list[Any]:
+    """The chart's entries (None for one that is no mapping), up to `most` of them."""
+    if not isinstance(first, yaml.SequenceStartEvent):
+        _skip_after(first, events)
+        return []
+    found: list[Any] = []
+    for event in events:
+        if isinstance(event, yaml.SequenceEndEvent):
+            break
+        if len(found) == most:
+            raise _TooMany
+        found.append(_entry(event, events))
+    return found
+
+
+def _entry(first: yaml.Event, events: Iterator[yaml.Event]) -> dict[str, Any] | None:
+    if not isinstance(first, yaml.MappingStartEvent):
+        _skip_after(first, events)
+        return None
+    entry: dict[str, Any] = {}
+    for key in _keys(events):
+        value = next(events)
+        if key == "urls":
+            entry[key] = _first_url(value, events)
+        elif key in _FIELDS and isinstance(value, yaml.ScalarEvent):
+            entry[key] = value.value
+        else:
+            _skip_after(value, events)
+    return entry
+
+
+def _first_url(first: yaml.Event, events: Iterator[yaml.Event]) -> list[str]:
+    """The first of a list of URLs, if it is a string; the others are only read past."""
+    if not isinstance(first, yaml.SequenceStartEvent):
+        _skip_after(first, events)
+        return []
+    urls: list[str] = []
+    for event in events:
+        if isinstance(event, yaml.SequenceEndEvent):
+            break
+        if not urls and isinstance(event, yaml.ScalarEvent):
+            urls.append(event.value)
+        else:
+            _skip_after(event, events)
+    return urls
 
 
 def _keys(events: Iterator[yaml.Event]) -> Iterator[str | None]:
@@ -112,28 +168,6 @@ def _skip_after(first: yaml.Event, events: Iterator[yaml.Event]) -> None:
             depth += 1
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             depth -= 1
-
-
-def _built(first: yaml.Event, events: Iterator[yaml.Event], depth: int = 0) -> Any:
-    """The node `first` starts, as strings, lists and mappings (an alias, or a node nested
-    deeper than any index entry is: None)."""
-    if depth > _MAX_DEPTH:
-        _skip_after(first, events)
-        return None
-    if isinstance(first, yaml.ScalarEvent):
-        return first.value
-    if isinstance(first, yaml.SequenceStartEvent):
-        items: list[Any] = []
-        for event in events:
-            if isinstance(event, yaml.SequenceEndEvent):
-                return items
-            items.append(_built(event, events, depth + 1))
-    if isinstance(first, yaml.MappingStartEvent):
-        mapping: dict[str, Any] = {}
-        for key in _keys(events):
-            mapping[str(key)] = _built(next(events), events, depth + 1)
-        return mapping
-    return None
 
 
 def _releases(versions: list[Any], spec: SourceSpec) -> Iterator[Release]:

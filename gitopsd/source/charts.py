@@ -29,15 +29,14 @@ from urllib.parse import urlsplit
 from gitopsd import archives
 from gitopsd.config import SourceSpec
 from gitopsd.errors import ConfigError, ManifestError, SourceError, SourceReason
+from gitopsd.source.chart_cache import CHARTS, Reading
 from gitopsd.source.chart_index import ChartIndex
 from gitopsd.source.policy import FLAG_ALLOWS_INSECURE, check_url, mask_url, url_scheme
 from gitopsd.source.registry import Registry
-from gitopsd.source.releases import Release
 from gitopsd.source.revision import Revision
 from gitopsd.versions import parse_range
 
 OCI = "oci://"
-_CACHE = "charts"
 
 
 def check_chart_source(spec: SourceSpec, allowed_by: str = FLAG_ALLOWS_INSECURE) -> None:
@@ -63,14 +62,28 @@ def check_chart_source(spec: SourceSpec, allowed_by: str = FLAG_ALLOWS_INSECURE)
     parse_range(spec.helm.version)
 
 
-def fetch_chart(spec: SourceSpec, cache_dir: Path) -> Revision:
+def fetch_chart(
+    spec: SourceSpec,
+    cache_dir: Path,
+    budget: archives.Budget | None = None,
+    reading: Reading | None = None,
+) -> Revision:
     """The chart version the source's range picks, unpacked in the cache, as a revision.
-    Raises ConfigError for a refused source, SourceError for everything else."""
+    `budget`: what the charts of one revision (a chart's dependencies) may unpack to
+    together, a chart found in the cache charged too (it is copied for each render); by
+    default the source's own limits. `reading`: the daemon's record of who holds which
+    chart, and its bounds. Raises ConfigError for a refused source, ManifestError for a
+    chart over its budget, SourceError for everything else."""
     check_chart_source(spec)
     repository = Registry(spec) if spec.url.lower().startswith(OCI) else ChartIndex(spec)
     release = repository.release()
-    directory = cache_dir / _CACHE / release.digest
-    if not directory.is_dir():
+    directory = cache_dir / CHARTS / release.digest
+    if reading is not None:
+        reading.take(directory)
+    rel = f"{spec.helm.chart}-{release.text}.tgz"
+    if directory.is_dir() and budget is not None:
+        _charge(directory, rel, budget)
+    elif not directory.is_dir():
         data = repository.archive(release)
         if hashlib.sha256(data).hexdigest() != release.digest:
             raise SourceError(
@@ -78,7 +91,11 @@ def fetch_chart(spec: SourceSpec, cache_dir: Path) -> Revision:
                 "repository gives",
                 SourceReason.CORRUPT,
             )
-        _unpack(data, release, spec, directory)
+        limits = spec.limits
+        budget = budget or archives.Budget(limits.max_revision_bytes, limits.max_entries)
+        _unpack(data, rel, budget, directory)
+    if reading is not None:
+        reading.charge(directory)
     return Revision(
         sha=f"{release.text}@sha256:{release.digest}",
         commit_time=release.created,
@@ -87,11 +104,20 @@ def fetch_chart(spec: SourceSpec, cache_dir: Path) -> Revision:
     )
 
 
-def _unpack(data: bytes, release: Release, spec: SourceSpec, directory: Path) -> None:
+def _charge(directory: Path, rel: str, budget: archives.Budget) -> None:
+    """Spends the budget on a chart unpacked before: its files and their bytes."""
+    for path in directory.rglob("*"):
+        budget.members_left -= 1
+        budget.bytes_left -= path.lstat().st_size if path.is_file() else 0
+    if budget.members_left < 0:
+        raise archives.too_many(rel)
+    if budget.bytes_left < 0:
+        raise archives.too_large(rel)
+
+
+def _unpack(data: bytes, rel: str, budget: archives.Budget, directory: Path) -> None:
     """The archive's chart, its top directory stripped, written into a private directory
     that is renamed into place whole (a reader never sees half a chart)."""
-    rel = f"{spec.helm.chart}-{release.text}.tgz"
-    budget = archives.Budget(spec.limits.max_revision_bytes, spec.limits.max_entries)
     directory.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".unpacking-", dir=directory.parent))
     try:

@@ -24,6 +24,7 @@ from urllib.parse import urlencode, urlsplit
 
 from gitopsd.config import Network, SourceSpec, how_to_raise
 from gitopsd.errors import SourceError, SourceReason
+from gitopsd.quantities import format_size
 from gitopsd.source.credentials import read_password
 from gitopsd.source.network import Connector, Fenced, deadline, fence_error
 from gitopsd.source.policy import mask_url
@@ -45,16 +46,23 @@ class Downloads:
 
     def __init__(self, spec: SourceSpec, url: str) -> None:
         self.spec, self.origin = spec, origin(url)
-        self.limit = spec.limits.max_revision_bytes
         password = read_password(spec.credentials)
         basic = f"{spec.credentials.username}:{password}".encode()
         self.basic = "Basic " + base64.b64encode(basic).decode() if password else None
         self.authorization = self.basic
         self.bearer_tried = False
 
-    def get(self, url: str, what: str, accept: str = "", checked_later: bool = False) -> Response:
-        """The response to GET `url`; `checked_later`: a digest checks the body, so a
-        redirect may lead to another https host (without the credentials)."""
+    def get(
+        self,
+        url: str,
+        what: str,
+        accept: str = "",
+        checked_later: bool = False,
+        bound: str = "max_revision_bytes",
+    ) -> Response:
+        """The response to GET `url`, read up to the limit `bound` names (a field of
+        Limits); `checked_later`: a digest checks the body, so a redirect may lead to
+        another https host (without the credentials)."""
         if origin(url) != self.origin:
             raise SourceError(
                 f"{what}: {mask_url(url)} is on another host than the source's; gitopsd "
@@ -62,20 +70,21 @@ class Downloads:
                 SourceReason.REF_MISSING,
             )
         try:
-            return self._get(url, what, accept, checked_later)
+            return self._get(url, what, accept, checked_later, bound)
         except _Challenged as challenge:
             self._bearer(challenge.header, what)
-            return self._get(url, what, accept, checked_later)
+            return self._get(url, what, accept, checked_later, bound)
 
-    def _get(self, url: str, what: str, accept: str, checked_later: bool) -> Response:
+    def _get(self, url: str, what: str, accept: str, checked_later: bool, bound: str) -> Response:
         request = urllib.request.Request(url, headers={"User-Agent": "gitopsd"})  # noqa: S310 - the scheme is checked
         if accept:
             request.add_header("Accept", accept)
         if self.authorization:
             request.add_unredirected_header("Authorization", self.authorization)
         redirects = _Redirects(self.origin, checked_later, self.authorization)
+        limit = getattr(self.spec.limits, bound)
         try:
-            response = self._open(request, redirects, self.limit, what)
+            response = self._open(request, redirects, limit, what)
         except urllib.error.HTTPError as error:
             challenge = error.headers.get("WWW-Authenticate", "") if error.headers else ""
             if (
@@ -85,10 +94,10 @@ class Downloads:
             ):
                 raise _Challenged(challenge) from None
             raise _http_error(what, error.code) from None
-        if len(response.body) > self.limit:
-            limit = how_to_raise("max_revision_bytes")
+        if len(response.body) > limit:
             raise SourceError(
-                f"{what}: larger than the per-revision limit ({limit})", SourceReason.TOO_LARGE
+                f"{what}: larger than {format_size(limit)} ({how_to_raise(bound)})",
+                SourceReason.TOO_LARGE,
             )
         return response
 

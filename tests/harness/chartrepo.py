@@ -42,6 +42,15 @@ class ChartRepository:
     def index(self) -> None:
         helm("repo", "index", str(self.directory))
 
+    def flood_index(self, chart: str, mib: int) -> None:
+        """An index.yaml of `mib` MiB listing ever more versions of `chart`, each `{a: b}`:
+        a listing that costs what it is parsed into, not what it weighs."""
+        line = b"  - {a: b}\n" * 4096
+        with (self.directory / "index.yaml").open("wb") as index:
+            index.write(f"apiVersion: v1\nentries:\n  {chart}:\n".encode())
+            for _ in range(mib * 1024 * 1024 // len(line)):
+                index.write(line)
+
     def put(self, name: str, data: bytes) -> None:
         """A file served as it is (an archive no `helm package` would make)."""
         (self.directory / name).write_bytes(data)

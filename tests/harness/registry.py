@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import os
 import secrets
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 from tests.harness.chartrepo import helm, package
 from tests.harness.controlplane import Binaries, free_port, spawn
@@ -107,3 +110,60 @@ def _answers(url: str) -> bool:
     except OSError:
         return False
     return True
+
+
+@dataclass
+class FloodingRegistry:
+    """A registry (anonymous) whose every page of tags is `page_mib` MiB of `"1",` and
+    links to a next page, up to `pages`: a listing that costs what it is parsed into."""
+
+    url: str
+    requests: list[str]
+
+
+@contextmanager
+def serving_flooding_registry(page_mib: int, pages: int = 50) -> Iterator[FloodingRegistry]:
+    """A registry on a loopback port, streaming its pages of tags, until exit."""
+    served = FloodingRegistry("", [])
+    fields = {"registry": served, "page_mib": page_mib, "pages": pages}
+    handler = type("Handler", (_Flooding,), fields)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    served.url = f"oci://127.0.0.1:{server.server_address[1]}/charts"
+    try:
+        yield served
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _Flooding(BaseHTTPRequestHandler):
+    registry: FloodingRegistry
+    page_mib: int
+    pages: int
+
+    def do_GET(self) -> None:
+        self.registry.requests.append(self.path)
+        path, _, query = self.path.partition("?")
+        if not path.endswith("/tags/list"):
+            self.send_error(404)
+            return
+        page = int(query.removeprefix("page=") or 0)
+        items = self.page_mib * 1024 * 1024 // 4
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(items * 4 + 10))
+        if page + 1 < self.pages:
+            self.send_header("Link", f'<{path}?page={page + 1}>; rel="next"')
+        self.end_headers()
+        try:
+            self.wfile.write(b'{"tags":[')
+            chunks, rest = divmod(items - 1, 64 * 1024)
+            for _ in range(chunks):
+                self.wfile.write(b'"1",' * (64 * 1024))
+            self.wfile.write(b'"1",' * rest + b'"1"]}')
+        except OSError:
+            pass  # the client stopped reading: as it should
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gitopsd.config import ChartSettings, SourceSpec
+from gitopsd.config import ChartSettings, Limits, SourceSpec
 from gitopsd.errors import ConfigError, SourceError
 from gitopsd.source import check_chart_source, fetch_chart
 from gitopsd.source.chart_index import chart_entries, pick
@@ -189,3 +189,13 @@ def test_a_chart_source_has_no_ref() -> None:
 
     with pytest.raises(ConfigError, match="a chart source has no ref"):
         check_chart_source(spec)
+
+
+def test_ta02_an_index_listing_more_versions_of_the_chart_than_the_limit_is_refused() -> None:
+    """TA-02: only the chart's entries count, and only up to the limit they are built."""
+    index = {"entries": {"web": [entry(f"1.0.{n}") for n in range(11)], "other": []}}
+    spec = replace(chart_source(), limits=Limits(max_versions=10))
+
+    with pytest.raises(SourceError, match=r"more than 10 versions of 'web' \(.*maxVersions\)"):
+        pick(yaml.safe_dump(index).encode(), spec)
+    assert pick(yaml.safe_dump(index).encode(), chart_source()).text == "1.0.10"

@@ -13,12 +13,10 @@ from gitopsd.config import (
     ChartSettings,
     Limits,
     SyncSettings,
-    format_size,
-    parse_duration,
-    parse_size,
 )
 from gitopsd.configfile import DaemonConfig, Mode, TenantQuota, cycle_in, load
 from gitopsd.errors import ConfigError
+from gitopsd.quantities import format_size, parse_duration, parse_size
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "gitopsd.yaml"
 

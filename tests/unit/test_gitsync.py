@@ -19,7 +19,6 @@ from gitopsd.config import (
     PrunePolicy,
     Setting,
     SourceSpec,
-    parse_duration,
 )
 from gitopsd.configfile import GitSyncSettings, Mode, SourceConfig
 from gitopsd.diff import Drift, FieldChange, State
@@ -39,6 +38,7 @@ from gitopsd.gitsync.status import Event, Failure, SourceReport
 from gitopsd.health import Health
 from gitopsd.health import Status as Verdict
 from gitopsd.objects import GroupKind, ObjectKey
+from gitopsd.quantities import parse_duration
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "config" / "crd" / "gitsyncs.yaml"
 URL = "https://git.example.com/team/apps.git"
