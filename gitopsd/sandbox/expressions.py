@@ -30,6 +30,9 @@ from gitopsd.health.expressions import BoundExceeded
 from gitopsd.quantities import format_size
 from gitopsd.sandbox_bounds import SANDBOX_SETTINGS, SandboxBounds
 
+START_SECONDS = 30.0
+"""How long the worker may take to start (86 ms on an idle machine): past it the rule
+cannot be evaluated this time, which decides nothing about the rule."""
 REMEMBERED = 1024
 """Expressions over a bound kept (each at most 1 KiB): as many as the compiled ones."""
 _REPLY_BYTES = 64 * 1024
@@ -56,7 +59,11 @@ class ExpressionBox:
                 raise
 
     def _ask(self, text: str, variables: Mapping[str, Any]) -> tuple[bool, str]:
-        worker = self.worker or self._started()
+        try:
+            worker = self.worker or self._started()
+        except (OSError, ValueError, TimeoutError) as error:
+            self._stop()
+            return False, f"the evaluator of health rules did not start: {error}"
         request = json.dumps({"expression": text, "variables": variables}) + "\n"
         try:
             _write(worker, request.encode())
@@ -71,23 +78,14 @@ class ExpressionBox:
     def _reply(self, worker: subprocess.Popen[bytes]) -> dict[str, Any]:
         """The worker's answer, or BoundExceeded once the deadline passes (the worker is
         killed: it may be spinning still)."""
-        assert worker.stdout is not None  # noqa: S101 - started with stdout=PIPE
-        deadline = time.monotonic() + self.bounds.expression_seconds
-        received = b""
-        while not received.endswith(b"\n"):
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([worker.stdout], [], [], left)[0]:
-                self._stop()
-                raise BoundExceeded(
-                    f"took longer than {self.bounds.expression_seconds:g} s, the time bound "
-                    f"of health rules ({SANDBOX_SETTINGS['expression_seconds']})"
-                )
-            chunk = os.read(worker.stdout.fileno(), _REPLY_BYTES)
-            if not chunk:
-                raise OSError("the evaluator closed its output")
-            received += chunk
-        found: dict[str, Any] = json.loads(received)
-        return found
+        try:
+            return _line_of(worker, self.bounds.expression_seconds)
+        except TimeoutError:
+            self._stop()
+            raise BoundExceeded(
+                f"took longer than {self.bounds.expression_seconds:g} s, the time bound "
+                f"of health rules ({SANDBOX_SETTINGS['expression_seconds']})"
+            ) from None
 
     def _started(self) -> subprocess.Popen[bytes]:
         """The worker, from this installation of gitopsd, with an environment of nothing
@@ -101,6 +99,7 @@ class ExpressionBox:
             env={"PYTHONPATH": package_root},
             cwd="/",
         )
+        _line_of(self.worker, START_SECONDS)  # {"ready": true}
         return self.worker
 
     def _stop(self) -> None:
@@ -124,6 +123,24 @@ class ExpressionBox:
         setting = SANDBOX_SETTINGS["expression_memory_bytes"]
         size = format_size(self.bounds.expression_memory_bytes)
         return f"{size}, the memory bound of health rules ({setting})"
+
+
+def _line_of(worker: subprocess.Popen[bytes], seconds: float) -> dict[str, Any]:
+    """The worker's next line, as JSON; TimeoutError when none comes within `seconds`,
+    OSError when it closes its output."""
+    assert worker.stdout is not None  # noqa: S101 - started with stdout=PIPE
+    deadline = time.monotonic() + seconds
+    received = b""
+    while not received.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([worker.stdout], [], [], left)[0]:
+            raise TimeoutError(f"no answer within {seconds:g} s")
+        chunk = os.read(worker.stdout.fileno(), _REPLY_BYTES)
+        if not chunk:
+            raise OSError("the evaluator closed its output")
+        received += chunk
+    found: dict[str, Any] = json.loads(received)
+    return found
 
 
 def _write(worker: subprocess.Popen[bytes], request: bytes) -> None:
