@@ -38,7 +38,7 @@ from gitopsd.configfile.sources import health_checks
 from gitopsd.drift_policy import read_rules
 from gitopsd.errors import ConfigError
 from gitopsd.names import DNS1123_LABEL, NameRule, namespace_problem, shown
-from gitopsd.reconcile import desired
+from gitopsd.reconcile import naming
 from gitopsd.target_identity import Tool
 
 if TYPE_CHECKING:
@@ -153,8 +153,8 @@ def _record_settings(
     its target's identity), the namespace of its parent (--inventory-namespace, else the one
     it applies into), the identity the parent keeps, and where an earlier gitopsd may have
     kept the record instead (`reconcile.records` moves it)."""
-    identity = desired.target_identity(spec, namespace, Tool.CLI)
-    name = arguments.name or desired.default_name(spec, identity)
+    identity = naming.target_identity(spec, namespace, Tool.CLI)
+    name = arguments.name or naming.default_name(spec, identity)
     if not SOURCE_NAME.match(name):
         raise ConfigError(f"--name {shown(name)}: {SOURCE_NAME_RULE}")
     chosen_namespace = arguments.inventory_namespace
@@ -162,7 +162,7 @@ def _record_settings(
         _checked("--inventory-namespace", chosen_namespace, DNS1123_LABEL)
     inventory_namespace = chosen_namespace or namespace
     earlier = EarlierRecord(
-        arguments.name or desired.earlier_default_name(spec),
+        arguments.name or naming.earlier_default_name(spec),
         chosen_namespace or EARLIER_INVENTORY_NAMESPACE,
         named=arguments.name is not None,
     )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -19,14 +17,12 @@ from gitopsd.config import (
     SourceSpec,
     SyncSettings,
     is_local,
-    target_of,
 )
 from gitopsd.errors import ManifestError, ManifestReason
 from gitopsd.helm.chart import RemoteDependency
 from gitopsd.objects import Body, GroupKind, Manifest, ObjectKey, Origin
 from gitopsd.resources import NAMESPACES
 from gitopsd.sync_options import SYNC_OPTIONS_ANNOTATION, Option
-from gitopsd.target_identity import TargetIdentity, Tool
 
 
 @dataclass(frozen=True)
@@ -136,7 +132,30 @@ def read_revision(
     `namespace` unless their settings name one, for `cluster`'s capabilities (without a
     cluster, helm's defaults). A path the source names that holds nothing to read is an
     error, unless an empty source is allowed (allowEmpty): then it is what was meant. The
-    dependencies its charts fetch are what the source holds of `charts` from now on."""
+    dependencies its charts fetch are what the source holds of `charts` from now on. The
+    process running out of memory on the way is this revision's failure (SizeLimit), never
+    the process's: what was read so far is garbage once the error unwinds it."""
+    try:
+        return _read(revision, spec, cache_dir, cache, namespace, cluster, empty_allowed, charts)
+    except MemoryError:
+        raise ManifestError(
+            f"{revision.url} at {revision.sha or 'its files now'}: reading it ran out of the "
+            "daemon's memory; lower the source's maxDocuments and maxRevisionBytes, or give "
+            "the daemon more",
+            ManifestReason.SIZE_LIMIT,
+        ) from None
+
+
+def _read(
+    revision: source.Revision,
+    spec: SourceSpec,
+    cache_dir: Path,
+    cache: manifests.ParseCache | None,
+    namespace: str,
+    cluster: Cluster | None,
+    empty_allowed: bool,
+    charts: source.ChartUser | None,
+) -> list[Manifest]:
     with _reading(charts, source.DEPENDENCIES) as reading:
         fetch = _dependencies(spec, cache_dir, reading)
         renderer = helm.renderer(spec.helm, namespace, _capabilities(cluster), fetch)
@@ -352,37 +371,3 @@ def _with_namespace(manifest: Manifest, namespaced: bool, default: str) -> Manif
         body = {**body, "metadata": {**body["metadata"], "namespace": default}}
         key = ObjectKey(key.group, key.kind, default, key.name)
     return Manifest(key, manifest.api_version, body, manifest.origin)
-
-
-def target_identity(spec: SourceSpec, namespace: str, tool: Tool) -> TargetIdentity:
-    """The target a sync of `spec` into `namespace` is. A local checkout is its repository's
-    remote and its paths from the repository's root, so two checkouts of it (two CI
-    workspaces) and the daemon syncing that repository are one target; a directory outside
-    git is known by its absolute path."""
-    checkout = source.checkout_of(Path(spec.url)) if is_local(spec.url) else None
-    return target_of(spec, namespace, tool, checkout)
-
-
-def default_name(spec: SourceSpec, identity: TargetIdentity) -> str:
-    """A stable source name: its base name plus a hash of its target's identity, so two
-    targets never share a record (`gitopsd.target_identity`)."""
-    return f"{_base_name(spec)}-{identity.digest()}"
-
-
-def earlier_default_name(spec: SourceSpec) -> str:
-    """The name gitopsd gave the source before targets were told apart: its base name plus
-    a hash of its source and paths only (`reconcile.records` finds records kept under it)."""
-    where = spec.url
-    if spec.helm.chart:
-        where = f"{spec.url}\n{spec.helm.chart}"
-    elif is_local(spec.url):
-        where = source.checkout_identity(Path(spec.url)) or spec.url
-    digest = hashlib.sha256(f"{where}\n{sorted(spec.paths)}".encode()).hexdigest()[:8]
-    return f"{_base_name(spec)}-{digest}"
-
-
-def _base_name(spec: SourceSpec) -> str:
-    """The directory's, repository's or chart's name, as a name may hold it."""
-    named = spec.helm.chart or Path(spec.url.rstrip("/")).name
-    base = re.sub(r"[^a-z0-9-]+", "-", named.lower().removesuffix(".git"))
-    return base.strip("-")[:30] or "source"

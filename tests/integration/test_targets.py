@@ -13,7 +13,7 @@ import yaml
 from kubernetes import client
 
 from gitopsd.config import SourceSpec
-from gitopsd.reconcile.desired import earlier_default_name
+from gitopsd.reconcile.naming import earlier_default_name
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import ControlPlane

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 from gitopsd.config import SourceSpec
-from gitopsd.reconcile.desired import default_name, target_identity
+from gitopsd.reconcile.naming import default_name, target_identity
 from gitopsd.source import checkout_identity
 from gitopsd.target_identity import Tool
 

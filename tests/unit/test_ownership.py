@@ -22,7 +22,7 @@ from gitopsd.ownership import (
     unowned,
     why,
 )
-from gitopsd.reconcile.desired import target_identity
+from gitopsd.reconcile.naming import target_identity
 from gitopsd.target_identity import TargetIdentity, Tool
 
 APPLYSET = ApplySet("gitopsd-app", "apps")

@@ -12,7 +12,7 @@ from gitopsd.cli import settings
 from gitopsd.cli.parser import build_parser
 from gitopsd.config import ChartSettings, EarlierRecord, SourceSpec, SyncSettings
 from gitopsd.objects import ObjectKey
-from gitopsd.reconcile.desired import default_name, earlier_default_name, target_identity
+from gitopsd.reconcile.naming import default_name, earlier_default_name, target_identity
 from gitopsd.target_identity import Tool, claims, described, identity_of, same_place
 
 URL = "https://git.example.com/org/app.git"
