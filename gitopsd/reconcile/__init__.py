@@ -224,6 +224,7 @@ def get_desired(
             namespace=source.settings.default_namespace,
             cluster=cluster,
             empty_allowed=source.settings.prune.allow_empty,
+            tenant=source.settings.inventory_namespace,
         )
         previous = state.desired.targets if state.desired else None
         targets = resolve(found, cluster, source.settings, previous)

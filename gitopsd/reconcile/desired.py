@@ -124,14 +124,17 @@ def read_revision(
     namespace: str = "default",
     cluster: Cluster | None = None,
     empty_allowed: bool = False,
+    tenant: str = "",
 ) -> list[Manifest]:
     """The manifests of exactly `revision`, its files read from git's object store (only
     those `cache` has not parsed), or a local directory's in place. Charts render into
     `namespace` unless their settings name one, for `cluster`'s capabilities (without a
     cluster, helm's defaults). A path the source names that holds nothing to read is an
-    error, unless an empty source is allowed (allowEmpty): then it is what was meant."""
+    error, unless an empty source is allowed (allowEmpty): then it is what was meant.
+    Renders share the daemon's render slots as `tenant`'s (the namespace of the source's
+    record, its GitSync's; the command line has no other tenant)."""
     charts = helm.renderer(
-        spec.helm, namespace, _capabilities(cluster), _dependencies(spec, cache_dir)
+        spec.helm, namespace, _capabilities(cluster), _dependencies(spec, cache_dir), tenant
     )
     with source.tree(spec, cache_dir, revision) as files:
         return manifests.load(
@@ -141,7 +144,7 @@ def read_revision(
             exclude=spec.exclude,
             limits=spec.limits,
             cache=cache,
-            render_kustomization=kustomize.renderer(charts.inflate if charts else None),
+            render_kustomization=kustomize.renderer(charts.inflate if charts else None, tenant),
             render_chart=charts,
             paths_named=spec.paths != SourceSpec.paths and not empty_allowed,
         )
