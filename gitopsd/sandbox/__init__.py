@@ -114,12 +114,14 @@ def run(
 
 @functools.cache
 def _say_once_if_unfenced() -> None:
-    """Logs once that renders are not fenced, where the kernel has no Landlock: they still
-    run (offline, bounded), but a chart's `$ref: file://` reads what the daemon can."""
+    """Logs once that renders are not fenced, where Landlock is unavailable: they still run
+    (offline, bounded), but a chart's `$ref: file://` reads what the daemon can. A kernel
+    without it and a seccomp profile that refuses its calls look alike from inside."""
     if offline.landlock_abi() == 0:
         log.warning(
-            "the kernel has no Landlock: renders cannot be fenced to their own files; "
-            "a chart can read any file the daemon can (docs/security.md, Bounds)"
+            "Landlock is unavailable (a kernel before 5.13 or without it enabled, or a "
+            "seccomp profile that refuses its calls): renders cannot be fenced to their own "
+            "files; a chart can read any file the daemon can (docs/security.md, Bounds)"
         )
 
 
