@@ -91,7 +91,7 @@ class RenderSlots:
         wait = SANDBOX_SETTINGS["render_queue_seconds"]
         return (
             f"{what} waited {self.wait_seconds:g} s ({wait}) for a render slot and got none: "
-            f"the daemon runs at most {self.total} renders at once ({total}), at most "
-            f"{self.per_namespace} of them for one namespace; {namespace} had "
+            f"the daemon's renders in flight are at most {self.total} ({total}), at most "
+            f"{self.per_namespace} for one namespace; {namespace} had "
             f"{self._in_flight[namespace]} running"
         )

@@ -192,6 +192,46 @@ def test_ta01_render_bombs_of_three_namespaces_at_once_wait_for_a_render_slot(
     assert_alive(daemon)
 
 
+SLOW_TEMPLATE = """{{- range $i := until 600000 }}{{ range $j := until 1000 }}{{ end }}{{ end }}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: slow
+"""
+"""A chart that renders one ConfigMap after 600 million steps (seconds of CPU, in little
+memory): well within its bounds."""
+
+
+def test_ta01_a_render_that_waits_too_long_for_a_slot_is_retried_naming_the_bound(
+    admin_api: Any, namespace: str, gitsync_crd: str, daemons: Daemons, git_server: GitServer
+) -> None:
+    """TA-01: with one render slot, a slow chart's render in one namespace holds it past the
+    other's wait deadline; the other's poll fails (Timeout) naming both bounds, its revision
+    is not marked bad, and it is retried until it renders: both GitSyncs become Ready."""
+    slow = git_server.create_repo(unique_name("slow"))
+    slow.commit({"Chart.yaml": CHART, "templates/slow.yaml": SLOW_TEMPLATE})
+    other = create_namespace(admin_api)
+    bounds = {"rendersInFlight": 1, "renderQueueTimeout": "1s"}
+    daemon = caged_operator(daemons, namespace, other, sandbox=bounds)
+    for tenant in (namespace, other):
+        create(admin_api, tenant, "slow", {"repository": {"url": git_server.file_url(slow)}})
+
+    def waited() -> str | None:
+        assert_alive(daemon)
+        for tenant in (namespace, other):
+            ready = condition(get(admin_api, tenant, "slow"), "Ready")
+            if ready.get("reason") == "Timeout":
+                return str(ready["message"])
+        return None
+
+    message = wait_for(waited, "a render that waited past its deadline", 120)
+    assert "waited 1 s (sandbox.renderQueueTimeout) for a render slot" in message, message
+    assert "renders in flight are at most 1 (sandbox.rendersInFlight)" in message, message
+    for tenant in (namespace, other):
+        wait_ready(admin_api, tenant, "slow", "True", "Succeeded", deadline=180)
+    assert_alive(daemon)
+
+
 SPINNING_TEMPLATE = (
     "{{- range $i := until 100000 }}{{ range $j := until 100000 }}{{ end }}{{ end }}\n"
 )

@@ -34,8 +34,8 @@ def test_ta01_no_namespace_holds_every_slot_and_none_past_the_total() -> None:
             pass
     message = str(refused.value)
     assert message.startswith("a/chart: helm template waited 0.2 s (sandbox.renderQueueTimeout)")
-    assert "at most 3 renders at once (sandbox.rendersInFlight)" in message
-    assert "at most 2 of them for one namespace; a had 2 running" in message
+    assert "renders in flight are at most 3 (sandbox.rendersInFlight)" in message
+    assert "at most 2 for one namespace; a had 2 running" in message
     assert refused.value.remedy == Remedy.BACK_OFF  # its poll tries again, the revision stays
     with slots.held("c", "five"):  # all given back
         pass
