@@ -6,10 +6,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gitopsd.configfile.fields import mapping, seconds, size
+from gitopsd.configfile.fields import mapping, positive, seconds, size
 from gitopsd.sandbox_bounds import SandboxBounds
 
-SANDBOX_KEYS = {"expressionMemory", "expressionTimeout", "renderMemory", "renderCPU"}
+SANDBOX_KEYS = {
+    "expressionMemory",
+    "expressionTimeout",
+    "renderMemory",
+    "renderCPU",
+    "rendersInFlight",
+    "renderQueueTimeout",
+}
 
 
 def sandbox_bounds(value: Any, where: str) -> SandboxBounds:
@@ -22,6 +29,10 @@ def sandbox_bounds(value: Any, where: str) -> SandboxBounds:
         expression_seconds=seconds(raw, "expressionTimeout", where, defaults.expression_seconds),
         render_memory_bytes=_size(raw, "renderMemory", where, defaults.render_memory_bytes),
         render_cpu_seconds=math.ceil(seconds(raw, "renderCPU", where, defaults.render_cpu_seconds)),
+        renders_in_flight=positive(raw, "rendersInFlight", where, defaults.renders_in_flight),
+        render_queue_seconds=seconds(
+            raw, "renderQueueTimeout", where, defaults.render_queue_seconds
+        ),
     )
 
 

@@ -79,8 +79,10 @@ class Charts:
         namespace: str,
         capabilities: Callable[[], Capabilities] | None,
         fetch: FetchDependency,
+        tenant: str,
     ) -> None:
-        self.helm, self.settings, self.fetch = helm, settings, fetch
+        self.helm, self.settings, self.fetch, self.tenant = helm, settings, fetch, tenant
+        """`tenant`: the namespace of the source, whose renders share the render slots."""
         self.namespace = settings.namespace or namespace
         self.capabilities = cache(capabilities) if capabilities else None
         """Read when a chart renders, and once: a revision without charts costs nothing."""
@@ -156,7 +158,9 @@ class Charts:
             program += _inline_values(job.inline, Path(work))
             program += ["--", release, str(copy)]
             reads = [Path(work), *job.values]  # the chart's copy, inline values; values files
-            finished = sandbox.run(program, max_bytes, _settings, what, reads, cwd=Path(work))
+            finished = sandbox.run(
+                program, max_bytes, _settings, what, reads, self.tenant, cwd=Path(work)
+            )
             return sandbox.output_of(finished, what, max_bytes, secrets, Path(work))
 
     def _copy(self, root: Path, chart: Chart, to: Path) -> None:
@@ -221,12 +225,14 @@ def renderer(
     namespace: str,
     capabilities: Callable[[], Capabilities] | None,
     fetch: FetchDependency,
+    tenant: str,
 ) -> Charts | None:
-    """A chart renderer when helm is on PATH, else None (a chart is then an error)."""
+    """A chart renderer when helm is on PATH, else None (a chart is then an error); its
+    renders take their slots as `tenant`'s (`sandbox.slots`)."""
     helm = shutil.which("helm")
     if helm is None:
         return None
-    return Charts(Path(helm).resolve(), settings, namespace, capabilities, fetch)
+    return Charts(Path(helm).resolve(), settings, namespace, capabilities, fetch, tenant)
 
 
 def _settings(home: Path) -> dict[str, str]:

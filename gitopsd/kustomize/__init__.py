@@ -42,18 +42,27 @@ Inflate = Callable[[Tree, ChartInflation, Limits, int], str]
 """Renders the chart of a `helmCharts` entry: its YAML (gitopsd's chart renderer)."""
 
 
-def renderer(inflate: Inflate | None) -> Render | None:
+def renderer(inflate: Inflate | None, tenant: str) -> Render | None:
     """A render function when kubectl is on PATH, else None (a kustomization is then an
-    error); `inflate` renders `helmCharts` (None: helm is missing, and they are an error)."""
+    error); `inflate` renders `helmCharts` (None: helm is missing, and they are an error).
+    Its renders take their slots as `tenant`'s (`sandbox.slots`)."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         return None
     found = str(Path(kubectl).resolve())
-    return lambda tree, rel, limits, max_bytes: render(found, tree, rel, limits, max_bytes, inflate)
+    return lambda tree, rel, limits, max_bytes: render(
+        found, tree, rel, limits, max_bytes, inflate, tenant
+    )
 
 
 def render(
-    kubectl: str, tree: Tree, rel: str, limits: Limits, max_bytes: int, inflate: Inflate | None
+    kubectl: str,
+    tree: Tree,
+    rel: str,
+    limits: Limits,
+    max_bytes: int,
+    inflate: Inflate | None,
+    tenant: str,
 ) -> str:
     """The rendered YAML of the kustomization in directory `rel` of the revision's `tree`.
 
@@ -64,17 +73,19 @@ def render(
     reach = references.check(tree, rel, limits)
     root = tree.materialized(sorted(reach.paths))
     if not reach.inflating:
-        return _kustomize(kubectl, root, rel, max_bytes, reach.secrets)
+        return _kustomize(kubectl, root, rel, max_bytes, reach.secrets, tenant)
     with tempfile.TemporaryDirectory(prefix="gitopsd-kustomize-") as work:
         copy = _private_copy(root, reach.paths, Path(work))
         for kustomization in reach.inflating:
             _inflate(tree, kustomization, copy, limits, max_bytes, inflate)
-        return _kustomize(kubectl, copy, rel, max_bytes, reach.secrets)
+        return _kustomize(kubectl, copy, rel, max_bytes, reach.secrets, tenant)
 
 
-def _kustomize(kubectl: str, root: Path, rel: str, max_bytes: int, secrets: list[str]) -> str:
+def _kustomize(
+    kubectl: str, root: Path, rel: str, max_bytes: int, secrets: list[str], tenant: str
+) -> str:
     program = [kubectl, "kustomize", *HARDENING_FLAGS, "--", str(root / rel)]
-    finished = sandbox.run(program, max_bytes, _settings, f"{rel}: kustomize", [root])
+    finished = sandbox.run(program, max_bytes, _settings, f"{rel}: kustomize", [root], tenant)
     return sandbox.output_of(finished, f"{rel}: kustomize", max_bytes, secrets, root)
 
 

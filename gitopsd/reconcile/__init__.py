@@ -227,6 +227,7 @@ def get_desired(
             cluster=cluster,
             empty_allowed=source.settings.prune.allow_empty,
             charts=source.charts,
+            tenant=source.settings.inventory_namespace,
         )
         _may_keep(state, hooks, len(found))
         previous = state.desired.targets if state.desired else None

@@ -126,17 +126,21 @@ def read_revision(
     cluster: Cluster | None = None,
     empty_allowed: bool = False,
     charts: source.ChartUser | None = None,
+    tenant: str = "",
 ) -> list[Manifest]:
     """The manifests of exactly `revision`, its files read from git's object store (only
     those `cache` has not parsed), or a local directory's in place. Charts render into
     `namespace` unless their settings name one, for `cluster`'s capabilities (without a
     cluster, helm's defaults). A path the source names that holds nothing to read is an
     error, unless an empty source is allowed (allowEmpty): then it is what was meant. The
-    dependencies its charts fetch are what the source holds of `charts` from now on. The
-    process running out of memory on the way is this revision's failure (SizeLimit), never
-    the process's: what was read so far is garbage once the error unwinds it."""
+    dependencies its charts fetch are what the source holds of `charts` from now on, and
+    renders share the daemon's render slots as `tenant`'s (the namespace of the source's
+    record, its GitSync's; the command line has no other tenant). The process running out
+    of memory on the way is this revision's failure (SizeLimit), never the process's: what
+    was read so far is garbage once the error unwinds it."""
     try:
-        return _read(revision, spec, cache_dir, cache, namespace, cluster, empty_allowed, charts)
+        where = (namespace, cluster, empty_allowed, charts, tenant)
+        return _read(revision, spec, cache_dir, cache, *where)
     except MemoryError:
         raise ManifestError(
             f"{revision.url} at {revision.sha or 'its files now'}: reading it ran out of the "
@@ -155,10 +159,11 @@ def _read(
     cluster: Cluster | None,
     empty_allowed: bool,
     charts: source.ChartUser | None,
+    tenant: str,
 ) -> list[Manifest]:
     with _reading(charts, source.DEPENDENCIES) as reading:
         fetch = _dependencies(spec, cache_dir, reading)
-        renderer = helm.renderer(spec.helm, namespace, _capabilities(cluster), fetch)
+        renderer = helm.renderer(spec.helm, namespace, _capabilities(cluster), fetch, tenant)
         with source.tree(spec, cache_dir, revision) as files:
             return manifests.load(
                 files,
@@ -167,7 +172,9 @@ def _read(
                 exclude=spec.exclude,
                 limits=spec.limits,
                 cache=cache,
-                render_kustomization=kustomize.renderer(renderer.inflate if renderer else None),
+                render_kustomization=kustomize.renderer(
+                    renderer.inflate if renderer else None, tenant
+                ),
                 render_chart=renderer,
                 paths_named=spec.paths != SourceSpec.paths and not empty_allowed,
             )

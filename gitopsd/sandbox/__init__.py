@@ -2,12 +2,14 @@
 
 The program runs by absolute path with list arguments and no shell, under `offline` (a
 seccomp filter under which no socket opens, so not even loopback is reached, and the
-render's memory and processor time bounded by rlimits, `SandboxBounds`), from a fresh
-private directory, with an environment built from nothing: its own empty HOME and XDG
-directories, a PATH that finds no program, proxies that lead nowhere, and whatever private
-settings the caller adds. Its output is read as it comes and the program is killed once it
-passes the bytes left of the revision's budget or its deadline; its errors are cut to their
-cause and scrubbed of every value that may be a secret before anyone sees them.
+render's memory and processor time bounded by rlimits, `SandboxBounds`), once one of the
+daemon's few render slots is free (`slots`: the renders in flight bounded as a whole and
+shared fairly between namespaces), from a fresh private directory, with an environment
+built from nothing: its own empty HOME and XDG directories, a PATH that finds no program,
+proxies that lead nowhere, and whatever private settings the caller adds. Its output is
+read as it comes and the program is killed once it passes the bytes left of the revision's
+budget or its deadline; its errors are cut to their cause and scrubbed of every value that
+may be a secret before anyone sees them.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from gitopsd.health.expressions import evaluate_with
 from gitopsd.quantities import format_size
 from gitopsd.sandbox import offline
 from gitopsd.sandbox.expressions import ExpressionBox
+from gitopsd.sandbox.slots import RenderSlots
 from gitopsd.sandbox_bounds import SANDBOX_SETTINGS, SandboxBounds
 
 log = logging.getLogger("gitopsd.sandbox")
@@ -52,6 +55,8 @@ _SHORTEST_MASKED = 3  # shorter values are masked only as `KEY=***`, or every "1
 
 _bounds = [SandboxBounds()]
 """The bounds renders run under: the defaults, or the daemon's configuration's."""
+_slots = [RenderSlots(SandboxBounds.renders_in_flight, SandboxBounds.render_queue_seconds)]
+"""The slots every render takes one of while it runs, under those bounds."""
 
 
 def bound_everything(bounds: SandboxBounds) -> None:
@@ -59,6 +64,7 @@ def bound_everything(bounds: SandboxBounds) -> None:
     daemon's, whose rules are its tenants'; the command line evaluates its user's own in
     place)."""
     _bounds[:] = [bounds]
+    _slots[:] = [RenderSlots(bounds.renders_in_flight, bounds.render_queue_seconds)]
     evaluate_with(ExpressionBox(bounds).evaluate)
 
 
@@ -81,11 +87,14 @@ def run(
     settings: Settings,
     what: str,
     reads: Sequence[Path],
+    tenant: str,
     cwd: Path | None = None,
 ) -> Finished:
     """Runs `program` (an absolute path and its arguments) offline, from `cwd` or a fresh
     private directory, able to read only `reads` (and what lies beneath) and to write only
-    its private directory. Raises SourceError, naming `what`, when it cannot start."""
+    its private directory, once one of the render slots is free for `tenant` (the namespace
+    of the source it renders for). Raises SourceError, naming `what`, when it cannot start
+    or gets no slot in time."""
     _say_once_if_unfenced()
     bounds = _bounds[0]
     limits = [
@@ -98,19 +107,22 @@ def run(
             command = [sys.executable, "-I", "-S", str(OFFLINE), *limits, *fence, "--", *program]
             home = _private_home(Path(private))
             environment = {**_BASE_ENVIRONMENT, **_home_environment(home), **settings(home)}
-            return _run(command, Path(private), cwd or Path(private), environment, max_bytes)
+            with _slots[0].held(tenant, what):
+                return _run(command, Path(private), cwd or Path(private), environment, max_bytes)
     except OSError as error:  # the program gone since it was found, or no room for its files
         raise SourceError(f"{what} could not run: {error.strerror}", SourceReason.CORRUPT) from None
 
 
 @functools.cache
 def _say_once_if_unfenced() -> None:
-    """Logs once that renders are not fenced, where the kernel has no Landlock: they still
-    run (offline, bounded), but a chart's `$ref: file://` reads what the daemon can."""
+    """Logs once that renders are not fenced, where Landlock is unavailable: they still run
+    (offline, bounded), but a chart's `$ref: file://` reads what the daemon can. A kernel
+    without it and a seccomp profile that refuses its calls look alike from inside."""
     if offline.landlock_abi() == 0:
         log.warning(
-            "the kernel has no Landlock: renders cannot be fenced to their own files; "
-            "a chart can read any file the daemon can (docs/security.md, Bounds)"
+            "Landlock is unavailable (a kernel before 5.13 or without it enabled, or a "
+            "seccomp profile that refuses its calls): renders cannot be fenced to their own "
+            "files; a chart can read any file the daemon can (docs/security.md, Bounds)"
         )
 
 

@@ -79,6 +79,31 @@ class Image:
         config: dict[str, Any] = inspected["OCIv1"]["config"]
         return config
 
+    def run_confined(
+        self, files: Mapping[str, str], *command: str, seccomp: Path
+    ) -> subprocess.CompletedProcess[str]:
+        """`command` run to its end by `buildah run` as the image's user, under the seccomp
+        profile `seccomp` (as a runtime applies a Pod's), in a fresh working container
+        holding `files` (container path -> text, readable by all)."""
+        profile = f"seccomp={seccomp}"
+        identity = self.buildah(
+            "from", "--quiet", "--pull=never", "--security-opt", profile, self.name
+        )
+        try:
+            rootfs = Path(self.buildah("mount", identity))
+            for path, text in files.items():
+                target = inside(rootfs, path)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+                target.chmod(0o644)
+            user = ["--user", self.config()["User"]]
+            run = [*self.buildah.command, "run", "--isolation", "chroot", *user, identity, "--"]
+            return subprocess.run(
+                [*run, *command], capture_output=True, text=True, timeout=120, check=False
+            )
+        finally:
+            self.buildah("rm", identity)
+
     @contextmanager
     def container(self) -> Iterator[Container]:
         """A fresh working container of the image (its own writable layer), removed after."""

@@ -261,3 +261,34 @@ def _check_the_running_daemon(
     assert "ro" in root_mount_options(pid)
     as_root = container.run("sh", "-c", "touch /probe; touch /opt/gitopsd/probe", user="0:0")
     assert as_root.stderr.count("Read-only file system") == 2, as_root  # not just forbidden
+
+
+RUNTIME_DEFAULT = Path("/usr/share/containers/seccomp.json")
+"""The containers' default seccomp profile (CRI-O's RuntimeDefault; containerd's allows the
+same Landlock calls since 1.6): the shipped Deployment's `seccompProfile: RuntimeDefault`."""
+CANARY = "canary-seccomp-4e1d"
+
+
+def test_ta07_renders_are_fenced_under_the_pods_runtime_default_seccomp_profile(
+    image: Image,
+) -> None:
+    """TA-07 in the shipped pod's seccomp profile: Landlock is allowed there, so the image's
+    own helm, started by the sandbox, cannot read a file outside the chart that the image's
+    user can: a values schema's `$ref` to it fails `permission denied`, revealing nothing."""
+    schema = {"type": "object", "properties": {"x": {"$ref": "file:///opt/canary.json"}}}
+    files = {
+        "/opt/canary.json": json.dumps({"type": "string", "description": CANARY}),
+        "/tmp/chart/Chart.yaml": "apiVersion: v2\nname: fenced\nversion: 0.1.0\n",
+        "/tmp/chart/values.yaml": "x: 1\n",
+        "/tmp/chart/values.schema.json": json.dumps(schema),
+        "/tmp/chart/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
+        "/tmp/seccomp.sh": "grep '^Seccomp:' /proc/self/status; exec \"$@\"\n",
+    }
+    validate = ["sh", "/tmp/seccomp.sh", *ENTRYPOINT, "validate", "/tmp/chart"]
+    done = image.run_confined(files, *validate, seccomp=RUNTIME_DEFAULT)
+
+    assert done.stdout.startswith("Seccomp:\t2\n"), done.stdout  # a filter is in force
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "permission denied" in done.stderr, done.stderr
+    assert CANARY not in done.stdout + done.stderr and "string" not in done.stderr
+    assert "Landlock is unavailable" not in done.stderr, done.stderr

@@ -14,7 +14,7 @@ from kubernetes import client
 
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitServer
-from tests.harness.kube import unique_name
+from tests.harness.kube import create_namespace, unique_name
 from tests.harness.waiting import wait_for
 from tests.integration.test_gitsync import (
     condition,
@@ -42,9 +42,10 @@ def string_bomb(levels: int = 14) -> str:
     return f"size(['aaaa'].map(a, {expression})) == 1"
 
 
-def caged_operator(daemons: Daemons, namespace: str, **top: Any) -> DaemonProcess:
-    """A daemon serving the GitSyncs of `namespace`, inside the Deployment's memory limit."""
-    settings = {"enabled": True, "namespaces": [namespace], "allowInsecure": True}
+def caged_operator(daemons: Daemons, namespace: str, *others: str, **top: Any) -> DaemonProcess:
+    """A daemon serving the GitSyncs of `namespace` (and `others`), inside the Deployment's
+    memory limit."""
+    settings = {"enabled": True, "namespaces": [namespace, *others], "allowInsecure": True}
     daemon = daemons.start_with([], "operator", gitSyncs=settings, **top)
     daemon.memory_limit_mib = DEPLOYMENT_MEMORY_MIB
     return daemon.start()
@@ -56,7 +57,7 @@ def assert_alive(daemon: DaemonProcess) -> None:
 
 
 def wait_alive(
-    daemon: DaemonProcess, api: Any, namespace: str, name: str, reason: str
+    daemon: DaemonProcess, api: Any, namespace: str, name: str, reason: str, deadline: float = 60
 ) -> dict[str, Any]:
     """The GitSync once it is not Ready for `reason`; fails at once if the daemon died."""
 
@@ -69,7 +70,7 @@ def wait_alive(
         return found if (ready.get("status"), ready.get("reason")) == ("False", reason) else None
 
     try:
-        return wait_for(refused, f"GitSync {name} Ready=False ({reason})", 60)
+        return wait_for(refused, f"GitSync {name} Ready=False ({reason})", deadline)
     except AssertionError as timed_out:
         raise AssertionError(f"{timed_out}; Ready was {seen[0]}") from None
 
@@ -141,10 +142,93 @@ def test_a_chart_that_renders_gigabytes_fails_at_the_render_memory_bound(
     refused = wait_alive(daemon, admin_api, namespace, "attacker", "SizeLimit")
 
     message = condition(refused, "Ready")["message"]
-    assert "helm template ran out of memory: over the render memory bound, 2Gi" in message
+    assert "helm template ran out of memory: over the render memory bound, 1Gi" in message
     assert "(sandbox.renderMemory)" in message
     assert_alive(daemon)
     assert_heals(admin_api, namespace, "steady")
+    assert_alive(daemon)
+
+
+HOG_TEMPLATE = """{{- $held := list }}
+{{- range until 1000 }}{{ $held = append $held (until 500000) }}
+{{- range until 5000 }}{{ range until 1000 }}{{ end }}{{ end }}{{ end }}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: hog
+data:
+  held: {{ len $held | quote }}
+"""
+"""Keeps 4 MB more at each of a thousand steps, spinning for a while between them: held
+until the render memory bound stops it (measured: 245-300 MiB resident, 2.5 s of CPU)."""
+
+
+def test_ta01_render_bombs_of_three_namespaces_at_once_wait_for_a_render_slot(
+    admin_api: Any, namespace: str, gitsync_crd: str, daemons: Daemons, git_server: GitServer
+) -> None:
+    """TA-01 (renders in a box), of TA-03's class (what all tenants hold at once): two
+    GitSyncs in each of three namespaces render a chart that holds memory until its bound.
+    Each stays under its bound, but six at once would pass the pod's limit: with the renders
+    in flight bounded (sandbox.rendersInFlight), the daemon in the Deployment's memory limit
+    is not OOM-killed, every bomb fails naming its bound, and another tenant is healed."""
+    hog = git_server.create_repo(unique_name("hog"))
+    victim = git_server.create_repo(unique_name("victim"))
+    hog.commit({"Chart.yaml": CHART, "templates/hog.yaml": HOG_TEMPLATE})
+    victim.commit({"steady.yaml": config_map("steady")})
+    tenants = [create_namespace(admin_api) for _ in range(3)]
+    daemon = caged_operator(daemons, namespace, *tenants)
+    create(admin_api, namespace, "victim", {"repository": {"url": git_server.file_url(victim)}})
+    wait_ready(admin_api, namespace, "victim", "True", "Succeeded")
+
+    bombs = [(tenant, f"hog-{n}") for tenant in tenants for n in range(2)]
+    for tenant, name in bombs:
+        create(admin_api, tenant, name, {"repository": {"url": git_server.file_url(hog)}})
+    for tenant, name in bombs:
+        refused = wait_alive(daemon, admin_api, tenant, name, "SizeLimit", deadline=180)
+        message = condition(refused, "Ready")["message"]
+        assert "over the render memory bound, 1Gi of address space" in message, message
+    assert_alive(daemon)
+    assert_heals(admin_api, namespace, "steady")
+    assert_alive(daemon)
+
+
+SLOW_TEMPLATE = """{{- range $i := until 600000 }}{{ range $j := until 1000 }}{{ end }}{{ end }}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: slow
+"""
+"""A chart that renders one ConfigMap after 600 million steps (seconds of CPU, in little
+memory): well within its bounds."""
+
+
+def test_ta01_a_render_that_waits_too_long_for_a_slot_is_retried_naming_the_bound(
+    admin_api: Any, namespace: str, gitsync_crd: str, daemons: Daemons, git_server: GitServer
+) -> None:
+    """TA-01: with one render slot, a slow chart's render in one namespace holds it past the
+    other's wait deadline; the other's poll fails (Timeout) naming both bounds, its revision
+    is not marked bad, and it is retried until it renders: both GitSyncs become Ready."""
+    slow = git_server.create_repo(unique_name("slow"))
+    slow.commit({"Chart.yaml": CHART, "templates/slow.yaml": SLOW_TEMPLATE})
+    other = create_namespace(admin_api)
+    bounds = {"rendersInFlight": 1, "renderQueueTimeout": "1s"}
+    daemon = caged_operator(daemons, namespace, other, sandbox=bounds)
+    for tenant in (namespace, other):
+        create(admin_api, tenant, "slow", {"repository": {"url": git_server.file_url(slow)}})
+
+    def waited() -> str | None:
+        assert_alive(daemon)
+        for tenant in (namespace, other):
+            ready = condition(get(admin_api, tenant, "slow"), "Ready")
+            if ready.get("reason") == "Timeout":
+                return str(ready["message"])
+        return None
+
+    message = wait_for(waited, "a render that waited past its deadline", 120)
+    assert "waited 1 s (sandbox.renderQueueTimeout) for a render slot" in message, message
+    assert "renders in flight are at most 1 (sandbox.rendersInFlight)" in message, message
+    for tenant in (namespace, other):
+        wait_ready(admin_api, tenant, "slow", "True", "Succeeded", deadline=180)
     assert_alive(daemon)
 
 
