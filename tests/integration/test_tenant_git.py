@@ -1,10 +1,13 @@
 """TA-05 for git: a GitSync's repository URL reaches neither loopback, link-local nor the
 cluster's networks, git's failures do not tell what listens on a port, and a git server
-that trickles holds a command only until the administrator's git deadline."""
+that trickles holds a command only until the administrator's git deadline; a name server
+that never answers holds a git command or a chart fetch no longer than its deadline."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,7 @@ import pytest
 from gitopsd.config import Credentials, SourceSpec
 from gitopsd.errors import ConfigError, SourceError
 from gitopsd.source import fetch
+from tests.harness import silent_dns
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
@@ -191,3 +195,45 @@ def test_ta05_a_trickling_git_server_holds_a_command_only_until_the_admins_git_d
     assert slow_git_server.trickled >= len(hung)
     assert daemon.process is not None and daemon.process.poll() is None
     assert daemon.cage is not None and daemon.cage.oom_kills() == 0
+
+
+LOOKING_UP = """
+from pathlib import Path
+from tempfile import mkdtemp
+from gitopsd.config import ChartSettings, Network, SourceSpec
+from gitopsd.source import fetch, fetch_chart
+network = Network(fetch_deadline_seconds=2, git_deadline_seconds=2)
+git = SourceSpec(url="https://git.slow.example/repo.git", network=network)
+hello = ChartSettings(chart="hello")
+chart = SourceSpec(url="https://charts.slow.example/", network=network, helm=hello)
+for fetching, spec in ((fetch, git), (fetch_chart, chart)):
+    try:
+        fetching(spec, Path(mkdtemp()))
+    except Exception as error:
+        print(error)
+"""
+"""A git source and a chart source, each on a host whose name server never answers."""
+
+
+@pytest.mark.skipif(
+    not silent_dns.namespaces_allowed(), reason="no unprivileged user namespaces here"
+)
+def test_ta05_a_name_server_that_never_answers_holds_a_fetch_only_until_its_deadline() -> None:
+    """TA-05 (time, name lookups): a tenant's host under a zone whose name servers never
+    answer (here, a real resolver asking a server that hears and never answers) holds a
+    git command and a chart request only until their deadlines, 2 s here, each naming its
+    deadline: both have failed long before the resolver would give up. Before, the chart
+    request waited out the resolver's timeouts (150 s), and git its fixed minute."""
+    try:
+        ran = silent_dns.run(
+            [sys.executable, "-c", LOOKING_UP], timeout_seconds=silent_dns.RESOLVER_SECONDS / 2
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the fetches waited for the resolver's own timeouts, past their deadlines")
+    assert ran.returncode == 0, ran.stderr
+    git, chart = ran.stdout.splitlines()
+    named = (
+        "not done within the git deadline of 2 s (network.gitDeadline), looking up" in git,
+        "not fetched within the fetch deadline of 2 s (network.fetchDeadline)" in chart,
+    )
+    assert named == (True, True), ran.stdout
