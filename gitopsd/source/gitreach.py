@@ -9,9 +9,9 @@ IDN spelling lets curl look it up again), ssh's `HostName` for ssh, with `HostKe
 keeping the host's name for its pinned key. git follows no redirect (runner's options).
 
 A command ends at the administrator's `network.gitDeadline`, its lookup included, and
-its error names that bound. A command that gets no answer from a git server fails with one message,
-whatever answered instead (a closed port, a TLS service, a plain one): the status is no
-port scanner.
+its error names that bound. A command that gets no answer from a git server fails with
+one message, whatever answered instead (a closed port, a TLS service, a plain one): the
+status is no port scanner.
 """
 
 from __future__ import annotations
