@@ -171,9 +171,10 @@ class ChartInflation:
 
 @dataclass(frozen=True)
 class Network:
-    """What a source's HTTP fetches may reach, and for how long: the administrator's."""
+    """What a source's fetches, git's and HTTP's, may reach and for how long: the admin's."""
 
     fetch_deadline_seconds: float = 300.0  # one request, connect to last byte, however slow
+    git_deadline_seconds: float = 60.0  # one git ls-remote or fetch, its lookup included
     cluster_networks: tuple[str, ...] = ()  # service and pod CIDRs, fenced as loopback is
 
 
@@ -197,7 +198,7 @@ class SourceSpec:
     """Permit file:// and plain http:// URLs (local use and tests)."""
     credentials: Credentials = field(default_factory=Credentials)
     timeout_seconds: float = 60.0
-    """Bound on each git network operation."""
+    """Bound on each git command on the cache, and each wait for a chart server's bytes."""
     limits: Limits = field(default_factory=Limits)
     helm: ChartSettings = field(default_factory=ChartSettings)
     network: Network = field(default_factory=Network)

@@ -185,7 +185,7 @@ GITSYNC_KEYS = {
     "crossNamespaceRefs",
     "shard",
 }
-NETWORK_KEYS = {"fetchDeadline", "clusterNetworks"}
+NETWORK_KEYS = {"fetchDeadline", "gitDeadline", "clusterNetworks"}
 LEADER_KEYS = {"enabled", "namespace", "name", "leaseDuration", "renewDeadline", "retryPeriod"}
 
 
@@ -302,8 +302,11 @@ def _network(value: Any, where: str) -> Network:
             ipaddress.ip_network(cidr)
         except ValueError:
             raise ConfigError(f"{where}: clusterNetworks: {shown(cidr)} is not a CIDR") from None
-    deadline = seconds(raw, "fetchDeadline", where, Network.fetch_deadline_seconds)
-    return Network(fetch_deadline_seconds=deadline, cluster_networks=networks)
+    return Network(
+        fetch_deadline_seconds=seconds(raw, "fetchDeadline", where, Network.fetch_deadline_seconds),
+        git_deadline_seconds=seconds(raw, "gitDeadline", where, Network.git_deadline_seconds),
+        cluster_networks=networks,
+    )
 
 
 def _git_syncs(value: Any, where: str) -> GitSyncSettings:

@@ -1,14 +1,16 @@
-"""The connections a chart fetch opens: only to addresses outside the fence, and only until
-its deadline.
+"""The connections a source's fetch opens: only to addresses outside the fence, and only
+until its deadline.
 
-A URL a tenant gives (a chart source, a Chart.yaml dependency, a registry's redirect) must
-not reach the daemon's own neighbourhood: every address its host resolves to is checked
-against loopback, link-local and the cluster's service and pod networks before a socket
-opens, and the socket connects to the address checked (a name resolved again could
-answer otherwise). Where insecure sources are allowed (local use and tests) nothing is
-fenced. Each request has a total deadline from the administrator (`Network`): its
-sockets are shut down when it passes, so a server that sends a byte now and then holds a
-thread no longer than that.
+A URL a tenant gives (a git repository, a chart source, a Chart.yaml dependency, a
+registry's redirect) must not reach the daemon's own neighbourhood: every address its host
+resolves to is checked against loopback, link-local and the cluster's service and pod
+networks before a socket opens (`Fence`), and the socket connects to the address checked
+(a name resolved again could answer otherwise; git is told the address, by `gitreach`).
+Where insecure sources are allowed (local use and tests) nothing is fenced. The name is
+looked up on a thread of its own, waited for no longer than the fetch may still take: a
+name server that never answers holds nothing past the deadline. Each request has a total
+deadline from the administrator (`Network`): its sockets are shut down when it passes, so
+a server that sends a byte now and then holds a thread no longer than that.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import ipaddress
 import socket
 import ssl
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -27,6 +30,8 @@ from gitopsd.config import Network
 from gitopsd.errors import ConfigError
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+AddressInfo = tuple[Any, ...]
+"""One answer of getaddrinfo: family, type, protocol, canonical name, socket address."""
 ALWAYS_FENCED = tuple(
     ipaddress.ip_network(cidr)
     for cidr in ("0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "::/128", "::1/128", "fe80::/10")
@@ -38,11 +43,66 @@ class Fenced(Exception):
     """A host whose address lies behind the fence (ConfigError, by `fence_error`)."""
 
 
+class LookupTimedOut(TimeoutError):
+    """A host whose name was not resolved within the time its fetch had left."""
+
+
+class Fence:
+    """The addresses no fetch of a source reaches: loopback, link-local and the cluster's
+    networks, or none where insecure sources are allowed."""
+
+    def __init__(self, network: Network, fenced: bool) -> None:
+        self.networks = (
+            (*ALWAYS_FENCED, *(ipaddress.ip_network(c) for c in network.cluster_networks))
+            if fenced
+            else ()
+        )
+
+    def addresses(self, host: str, port: int, seconds: float) -> list[AddressInfo]:
+        """What `host` resolves to, each address checked: raises Fenced if any is fenced,
+        LookupTimedOut past `seconds`, OSError if the name does not resolve."""
+        found = _look_up(host, port, seconds)
+        if not found or any(self.fences(_address(str(info[4][0]))) for info in found):
+            raise Fenced(host)
+        return found
+
+    def fences(self, address: Address) -> bool:
+        mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1 is loopback too
+        return any(address in network for network in self.networks) or (
+            mapped is not None and any(mapped in network for network in self.networks)
+        )
+
+
+def _look_up(host: str, port: int, seconds: float) -> list[AddressInfo]:
+    """getaddrinfo on a thread of its own, waited for at most `seconds`: the resolver's own
+    timeouts (resolv.conf's, up to minutes) are no bound an administrator set. A lookup
+    given up on ends by the resolver's timeouts, holding only its own thread."""
+    found: list[AddressInfo] = []
+    failed: list[OSError] = []
+    done = threading.Event()
+
+    def look_up() -> None:
+        try:
+            found.extend(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as error:
+            failed.append(error)
+        finally:
+            done.set()
+
+    threading.Thread(target=look_up, name=f"lookup-{host}"[:64], daemon=True).start()
+    if not done.wait(max(seconds, 0.0)):
+        raise LookupTimedOut(host)
+    if failed:
+        raise failed[0]
+    return found
+
+
 class Deadline:
     """One request's total deadline: at `seconds`, every socket it opened is shut down."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
+        self.started = time.monotonic()
         self.passed = False
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
@@ -54,6 +114,13 @@ class Deadline:
             self._sockets.append(opened)
             if self.passed:
                 _shut(opened)
+
+    def remaining(self) -> float:
+        return self.seconds - (time.monotonic() - self.started)
+
+    def expire(self) -> None:
+        """Passes now (a lookup took what was left of it)."""
+        self._pass()
 
     def _pass(self) -> None:
         with self._lock:
@@ -83,19 +150,17 @@ class Connector:
 
     def __init__(self, network: Network, fenced: bool, running: Deadline) -> None:
         self.running = running
-        self.fence = (
-            (*ALWAYS_FENCED, *(ipaddress.ip_network(c) for c in network.cluster_networks))
-            if fenced
-            else ()
-        )
+        self.fence = Fence(network, fenced)
 
     def connect(self, host: str, port: int, timeout: float | None) -> socket.socket:
         """A socket connected to `host`'s first address that answers; raises Fenced if any
-        address it resolves to is fenced, OSError if none connects."""
-        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        addresses = [info for info in found if not self._is_fenced(_address(str(info[4][0])))]
-        if len(addresses) < len(found) or not found:
-            raise Fenced(host)
+        address it resolves to is fenced, OSError if none connects (the deadline passed
+        if its lookup took what was left of it)."""
+        try:
+            addresses = self.fence.addresses(host, port, self.running.remaining())
+        except LookupTimedOut:
+            self.running.expire()
+            raise
         failure: OSError = OSError(f"{host} has no address")
         for family, kind, protocol, _, address in addresses:
             if self.running.passed:
@@ -111,12 +176,6 @@ class Connector:
                 continue
             return opened
         raise failure
-
-    def _is_fenced(self, address: Address) -> bool:
-        mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1 is loopback too
-        return any(address in network for network in self.fence) or (
-            mapped is not None and any(mapped in network for network in self.fence)
-        )
 
     def handlers(self) -> list[urllib.request.BaseHandler]:
         """urllib's handlers for http and https through this connector (no proxy: as for

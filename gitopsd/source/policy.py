@@ -15,6 +15,7 @@ from gitopsd.errors import ConfigError
 FLAG_ALLOWS_INSECURE = "--allow-insecure-source is given"
 URL_USERINFO_ADVICE = "put the token in $GITOPSD_GIT_PASSWORD or --password-file, not in the URL"
 
+_DEFAULT_PORTS = {"https": 443, "http": 80, "ssh": 22}
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _TRANSPORT = re.compile(r"^[A-Za-z0-9+.-]+::")  # remote helpers: ext::, fd::, ...
 _SCP = re.compile(r"^(?P<user>[^@/:\s]+)@(?P<host>[^@/:\s]+):(?P<path>.*)$", re.DOTALL)
@@ -79,6 +80,21 @@ def url_scheme(url: str) -> str:
         _check_parts(url, scp.group("user"), scp.group("host"), scp.group("path"))
         return "ssh"
     raise ConfigError(f"source URL {mask_url(url)}: use https://, ssh:// or user@host:path")
+
+
+def endpoint(url: str) -> tuple[str, str, int]:
+    """The transport, host (lower-case; an IPv6 address without brackets) and port git
+    connects to for a https, http or ssh URL (scp-like too)."""
+    scheme = url_scheme(url)
+    scp = None if _SCHEME.match(url) else _SCP.match(url)
+    if scp:
+        return scheme, scp.group("host").lower(), _DEFAULT_PORTS[scheme]
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        raise ConfigError(f"source URL {mask_url(url)}: its port is no port") from None
+    return scheme, parts.hostname or "", port or _DEFAULT_PORTS[scheme]
 
 
 def _check_authority(url: str, scheme: str) -> None:

@@ -2,8 +2,9 @@
 
 Every git child runs with settings given on the command line (so neither the repository
 nor the host chooses them), an environment built from nothing, a bound on every file it
-writes and on its time; its failures become SourceErrors with a closed reason, scrubbed of
-URLs' userinfo and of the secret.
+writes and on its time; one that reaches the network connects only where `gitreach` allows,
+within its deadline. Its failures become SourceErrors with a closed reason, scrubbed of
+URLs' userinfo and of the secret; a server that gave no git answer is not described.
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ import git
 
 from gitopsd.config import SourceSpec, how_to_raise
 from gitopsd.errors import SourceError, SourceReason
+from gitopsd.source import gitreach
 from gitopsd.source.credentials import environment, read_password, secret_forms
+from gitopsd.source.gitreach import Reach
+from gitopsd.source.network import LookupTimedOut
 from gitopsd.source.policy import mask_url
 
 # Settings given on every command line, so neither the repository nor the host chooses them.
@@ -48,7 +52,7 @@ MAX_LISTED_REFS_BYTES = 64 * 1024
 _CAUSES: tuple[tuple[SourceReason, re.Pattern[str]], ...] = tuple(
     (reason, re.compile(pattern, re.IGNORECASE))
     for reason, pattern in (
-        (SourceReason.TIMEOUT, r"^timeout: the command|timed out"),
+        (SourceReason.TIMEOUT, r"^timeout: the command"),  # gitpython's, past the limit
         (SourceReason.NOSPACE, r"no space left on device|disk quota exceeded"),
         (SourceReason.TOO_LARGE, r"file too large"),  # EFBIG: a write past the limit below
         (
@@ -62,14 +66,20 @@ _CAUSES: tuple[tuple[SourceReason, re.Pattern[str]], ...] = tuple(
         ),
         (SourceReason.REF_MISSING, r"couldn't find remote ref|not our ref|unadvertised object"),
         (
-            SourceReason.UNREACHABLE,
-            r"could not resolve|connection refused|failed to connect|couldn't connect"
-            r"|unreachable|no route to host|connection reset|repository '.*' not found"
-            r"|does not appear to be a git repository|could not read from remote"
-            r"|remote end hung up|early eof|ssl|certificate|unable to access|returned error",
+            SourceReason.UNREACHABLE,  # a git server's (or an HTTP server's) own answer
+            r"repository '.*' not found|does not appear to be a git repository|returned error",
         ),
     )
 )
+_NO_ANSWER = re.compile(
+    r"could not resolve|connection refused|failed to connect|couldn't connect|timed out"
+    r"|unreachable|no route to host|connection reset|could not read from remote"
+    r"|remote end hung up|early eof|ssl|tls|certificate|unable to access|empty reply"
+    r"|recv failure|kex_exchange|banner|connection closed",
+    re.IGNORECASE,
+)
+"""git's words for a server that gave no git answer: they would tell a closed port, a TLS
+service and a plain one apart, so none is shown."""
 
 
 @dataclass(frozen=True)
@@ -81,32 +91,39 @@ class Runner:
     env: Mapping[str, str]
     secrets: tuple[str, ...]
 
-    def run(self, *args: str) -> str:
-        return self.run_bytes(*args).decode(errors="replace").strip()
+    def run(self, *args: str, reach: Reach | None = None) -> str:
+        return self.run_bytes(*args, reach=reach).decode(errors="replace").strip()
 
-    def run_bytes(self, *args: str, stdin: BinaryIO | None = None) -> bytes:
+    def run_bytes(
+        self, *args: str, stdin: BinaryIO | None = None, reach: Reach | None = None
+    ) -> bytes:
+        """git's output for `args`; `reach`: where and how long it may reach (by default,
+        nowhere: a command on the cache, bounded by the source's timeout)."""
+        reach = reach or gitreach.local(self.spec, self.env)
         status, out, err = git.Git(self.repo.parent).execute(
-            self._command(args),
+            self._command(args, reach),
             istream=stdin,
-            env=self.env,
-            kill_after_timeout=self.spec.timeout_seconds,
+            env=reach.env,
+            kill_after_timeout=reach.limit.left(),
             with_extended_output=True,
             with_exceptions=False,
             stdout_as_string=False,
         )
         if status != 0:
-            reason, cause = _classify(err)
-            raise self.error(cause, reason)
+            raise self._failed_with(err, reach)
         return out if isinstance(out, bytes) else out.encode()
 
     @contextmanager
-    def records(self, *args: str, separator: bytes = b"\0") -> Iterator[Iterator[bytes]]:
+    def records(
+        self, *args: str, separator: bytes = b"\0", reach: Reach | None = None
+    ) -> Iterator[Iterator[bytes]]:
         """The records git writes for `args` (NUL-terminated, or ended by `separator`),
         read as they come: what a listing costs is bounded by its reader, who may stop at
         any record by raising (git is killed then), never by what git would write. Raises
         SourceError as `run_bytes` does."""
+        reach = reach or gitreach.local(self.spec, self.env)
         running = git.Git(self.repo.parent).execute(
-            self._command(args), as_process=True, env=self.env
+            self._command(args, reach), as_process=True, env=reach.env
         )
         process: subprocess.Popen[bytes] = running.proc  # type: ignore[assignment]
         out, errors = _pipes(process)
@@ -116,7 +133,7 @@ class Runner:
             expired.set()
             process.kill()
 
-        timer = threading.Timer(self.spec.timeout_seconds, expire)
+        timer = threading.Timer(reach.limit.left(), expire)
         timer.start()
         try:
             yield _split_records(out, separator)
@@ -129,21 +146,38 @@ class Runner:
             out.close()
             errors.close()
         if expired.is_set():
-            raise self.error("", SourceReason.TIMEOUT)
+            raise self.failed(reach.limit.said, SourceReason.TIMEOUT)
         if status != 0:
-            reason, cause = _classify(err)
-            raise self.error(cause, reason)
+            raise self._failed_with(err, reach)
 
-    def _command(self, args: tuple[str, ...]) -> list[str]:
+    def _command(self, args: tuple[str, ...], reach: Reach) -> list[str]:
         # prlimit bounds every file git writes: a server that streams without end is cut off.
         limit = f"--fsize={self.spec.limits.max_fetch_bytes}"
-        command = ["env", *_unset_inherited(self.env), "prlimit", limit, "git", *_GIT_OPTIONS]
-        return [*command, f"--git-dir={self.repo}", *args]
+        command = ["env", *_unset_inherited(reach.env), "prlimit", limit, "git", *_GIT_OPTIONS]
+        return [*command, *reach.options, f"--git-dir={self.repo}", *args]
+
+    def _remote(self) -> Reach:
+        """Where and how long a command may reach the source's host (checked now: a name
+        may resolve otherwise at each command)."""
+        try:
+            return gitreach.remote(self.spec, self.env)
+        except LookupTimedOut:
+            said = gitreach.limit(self.spec, network=True).said
+            raise self.failed(f"{said}, looking up its host", SourceReason.TIMEOUT) from None
+        except OSError:  # the name does not resolve
+            raise self.failed(gitreach.no_answer(self.spec.url), SourceReason.UNREACHABLE) from None
+
+    def _failed_with(self, stderr: str, reach: Reach) -> SourceError:
+        reason, cause = _classify(stderr)
+        if reason == SourceReason.TIMEOUT:
+            cause = reach.limit.said
+        return self.error(cause or gitreach.no_answer(self.spec.url), reason)
 
     def fetch(self, refspec: str, depth: str = "--depth=1") -> None:
         options = ("--quiet", "--no-tags", "--no-recurse-submodules", "--no-write-fetch-head")
         try:
-            self.run("fetch", *options, depth, "--", self.spec.url, refspec)
+            arguments = (*options, depth, "--", self.spec.url, refspec)
+            self.run("fetch", *arguments, reach=self._remote())
         except SourceError as error:
             if error.reason == SourceReason.CORRUPT and self._pack_reached_limit():
                 raise self.error("", SourceReason.TOO_LARGE) from None
@@ -156,7 +190,12 @@ class Runner:
         found: dict[str, str] = {}
         read = 0
         with self.records(
-            "ls-remote", "--end-of-options", self.spec.url, *names, separator=b"\n"
+            "ls-remote",
+            "--end-of-options",
+            self.spec.url,
+            *names,
+            separator=b"\n",
+            reach=self._remote(),
         ) as lines:
             for line in lines:
                 read += len(line) + 1
@@ -188,9 +227,7 @@ class Runner:
         )
 
     def error(self, cause: str, reason: SourceReason) -> SourceError:
-        """A failure of git's; a timeout or a write past the size bound says which bound."""
-        if reason == SourceReason.TIMEOUT:
-            cause = f"no answer within {self.spec.timeout_seconds:g} s"
+        """A failure of git's; a write past the size bound says which bound."""
         if reason == SourceReason.TOO_LARGE:
             limit = self.spec.limits.max_fetch_bytes
             cause = f"git received more than {limit} bytes ({how_to_raise('max_fetch_bytes')})"
@@ -242,12 +279,15 @@ def _unset_inherited(env: Mapping[str, str]) -> list[str]:
     return [arg for name in sorted(os.environ) if name not in env for arg in ("-u", name)]
 
 
-def _classify(stderr: str) -> tuple[SourceReason, str]:
-    """A closed reason for metrics and the line of git's stderr that shows it; anything
-    unrecognised is blamed on the cache."""
+def _classify(stderr: str) -> tuple[SourceReason, str | None]:
+    """A closed reason for metrics and the line of git's stderr that shows it (None: no git
+    server answered, and what did is not told); anything unrecognised is blamed on the
+    cache."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     for reason, pattern in _CAUSES:
         if found := next((line for line in lines if pattern.search(line)), None):
             return reason, found[:300]
+    if any(_NO_ANSWER.search(line) for line in lines):
+        return SourceReason.UNREACHABLE, None
     complaints = [line for line in lines if line.startswith(("fatal:", "error:"))]
     return SourceReason.CORRUPT, (complaints or lines or ["git failed without a message"])[-1][:300]

@@ -152,6 +152,13 @@ class GitServer:
     password: str = field(default_factory=lambda: secrets.token_hex(12))
     port: int = 0
     open: threading.Event = field(default_factory=threading.Event)
+    trickling: threading.Event = field(default_factory=threading.Event)
+    """While set, every answer's body is sent a byte at a time, `pause_seconds` apart: a
+    server that holds a fetch for as long as its client waits."""
+    pause_seconds: float = 2.0
+    trickled: int = 0
+    """Answers it has trickled (or trickles now)."""
+    stopped: threading.Event = field(default_factory=threading.Event)
     _server: ThreadingHTTPServer | None = None
 
     def start(self) -> None:
@@ -162,6 +169,7 @@ class GitServer:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 
     def stop(self) -> None:
+        self.stopped.set()
         if self._server:
             self._server.shutdown()
             self._server.server_close()
@@ -269,4 +277,22 @@ class _GitHttpHandler(BaseHTTPRequestHandler):
                 self.send_header(key.decode(), value.strip().decode())
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
-        self.wfile.write(payload)
+        if self.git_server.trickling.is_set():
+            self._trickle(payload)
+        else:
+            self.wfile.write(payload)
+
+    def _trickle(self, payload: bytes) -> None:
+        server = self.git_server
+        server.trickled += 1
+        try:
+            for at in range(len(payload)):
+                if not server.trickling.is_set():
+                    self.wfile.write(payload[at:])
+                    return
+                self.wfile.write(payload[at : at + 1])
+                self.wfile.flush()
+                if server.stopped.wait(server.pause_seconds):
+                    return
+        except OSError:
+            return  # the client went

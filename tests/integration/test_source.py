@@ -24,11 +24,12 @@ from urllib.parse import quote
 
 import pytest
 
-from gitopsd.config import Credentials, Limits, SourceSpec
+from gitopsd.config import Credentials, Limits, Network, SourceSpec
 from gitopsd.errors import ConfigError, SourceError
 from gitopsd.reconcile.desired import read_revision
 from gitopsd.source import GitTree, Revision, check_url, fetch, mask_url, read_directory, snapshot
 from gitopsd.source import tree as source_tree
+from gitopsd.source.credentials import environment
 from gitopsd.source.runner import open_runner
 from tests.harness.canary import Canary
 from tests.harness.gitserver import GitRepo, GitServer, git
@@ -617,12 +618,14 @@ def test_ssh_runs_with_pinned_host_keys_only(tmp_path: Path, cache: Path, spy_gi
     credentials = Credentials(
         ssh_key_file=keys / "id_ed25519", known_hosts_file=keys / "known_hosts"
     )
-    url = f"ssh://git@127.0.0.1:{closed_port()}/repo.git"
+    port = closed_port()
+    url = f"ssh://git@localhost:{port}/repo.git"  # loopback: the fence lifted, as for tests
+    spec = SourceSpec(url=url, credentials=credentials, timeout_seconds=30, allow_insecure=True)
     with pytest.raises(SourceError) as failed:
-        fetch(SourceSpec(url=url, credentials=credentials, timeout_seconds=30), cache)
+        fetch(spec, cache)
     assert failed.value.reason == "unreachable"
-    assert "ssh://***@127.0.0.1" in str(failed.value)
-    assert "Connection refused" in str(failed.value)
+    assert "ssh://***@localhost" in str(failed.value)
+    assert f"no git answer from ssh://localhost:{port}" in str(failed.value)
     env = next(env for argv, env in spied(spy_git) if "fetch" in argv)
     ssh = env["GIT_SSH_COMMAND"]
     assert shlex.quote(str(keys / "id_ed25519")) in ssh
@@ -630,7 +633,11 @@ def test_ssh_runs_with_pinned_host_keys_only(tmp_path: Path, cache: Path, spy_gi
     for option in ("StrictHostKeyChecking=yes", "BatchMode=yes", "IdentitiesOnly=yes"):
         assert option in ssh
     assert "-F /dev/null" in ssh and "GlobalKnownHostsFile=/dev/null" in ssh
-    assert env["GIT_ALLOW_PROTOCOL"] == "https:ssh"
+    # to the address checked, the key looked up under the name (TA-05)
+    assert "HostName=127.0.0.1" in ssh or "HostName=::1" in ssh
+    assert shlex.quote(f"HostKeyAlias=[localhost]:{port}") in ssh
+    secure = dataclasses.replace(spec, allow_insecure=False)
+    assert environment(secure, cache, None)["GIT_ALLOW_PROTOCOL"] == "https:ssh"
 
 
 # --- faults ---------------------------------------------------------------------------
@@ -647,11 +654,12 @@ def test_unreachable_host(cache: Path) -> None:
 def test_silent_host_times_out_and_git_is_killed(cache: Path, blackhole_port: int) -> None:
     url = f"http://127.0.0.1:{blackhole_port}/repo.git"
     started = time.monotonic()
+    network = Network(git_deadline_seconds=1)
     with pytest.raises(SourceError) as failed:
-        fetch(SourceSpec(url=url, allow_insecure=True, timeout_seconds=1), cache)
+        fetch(SourceSpec(url=url, allow_insecure=True, network=network), cache)
     assert failed.value.reason == "timeout"
     assert time.monotonic() - started < 20
-    assert "no answer within 1 s" in str(failed.value)
+    assert "not done within the git deadline of 1 s (network.gitDeadline)" in str(failed.value)
 
     def git_children_gone() -> bool:
         for cmdline in Path("/proc").glob("[0-9]*/cmdline"):

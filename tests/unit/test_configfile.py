@@ -225,6 +225,7 @@ def test_an_empty_webhook_secret_is_refused(tmp_path: Path) -> None:
             "network: clusterNetworks: '10.96.0.0/33' is not a CIDR",
         ),
         ({"sources": [], "network": {"fetchDeadline": "0s"}}, "network: fetchDeadline: expected"),
+        ({"sources": [], "network": {"gitDeadline": "-1s"}}, "network: gitDeadline: expected"),
         ({"sources": [], "poolProgressDeadline": "soon"}, "poolProgressDeadline: expected"),
     ],
 )
@@ -238,17 +239,24 @@ def test_an_invalid_file_is_an_error_naming_the_field(
 
 
 def test_ta05_the_network_settings_reach_every_source_and_gitsync(tmp_path: Path) -> None:
-    """TA-05: the fetch deadline and the fenced networks are the administrator's, set once
-    for the file sources and the GitSyncs alike; by default 5 minutes and no cluster network."""
-    network = {"fetchDeadline": "45s", "clusterNetworks": ["10.96.0.0/12", "fd00::/8"]}
+    """TA-05: the fetch and git deadlines and the fenced networks are the administrator's,
+    set once for the file sources and the GitSyncs alike; by default 5 minutes, 1 minute
+    and no cluster network."""
+    network = {
+        "fetchDeadline": "45s",
+        "gitDeadline": "10m",
+        "clusterNetworks": ["10.96.0.0/12", "fd00::/8"],
+    }
     config = load(write(tmp_path, {"sources": [source()], "network": network}))
 
     [app] = config.sources
     assert app.spec.network == config.network == config.git_syncs.network
     assert config.network.fetch_deadline_seconds == 45
+    assert config.network.git_deadline_seconds == 600
     assert config.network.cluster_networks == ("10.96.0.0/12", "fd00::/8")
     defaults = load(write(tmp_path, {"sources": []}))
     assert defaults.network.fetch_deadline_seconds == 300
+    assert defaults.network.git_deadline_seconds == 60
     assert (defaults.network.cluster_networks, defaults.pool_progress_seconds) == ((), 300)
 
 
