@@ -365,6 +365,8 @@ class Daemon:
         log.info("shutting down")
         self.scheduler.shutdown(wait=False)
         deadline = time.monotonic() + self.config.shutdown_grace_seconds
+        if self.fetches.git:
+            self.fetches.git.keep()  # the next process reads them again
         for worker in self.sources.workers():
             worker.stop(grace_seconds=max(deadline - time.monotonic(), 0))
         if self.elector:

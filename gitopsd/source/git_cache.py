@@ -45,6 +45,8 @@ class GitCache:
         self.repositories: dict[Path, _Repository] = {}
         self.given_back: set[Path] = set()
         """Repositories nobody reads, whose removal waits for the git running in them."""
+        self.keeping = False
+        """Set as the daemon stops: what its sources read stays for the next process."""
         self.lock = threading.Lock()
         for root in roots:
             self._adopt(root)
@@ -61,9 +63,15 @@ class GitCache:
             entry = self.repositories.get(repository)
             if entry is not None:
                 entry.readers.pop(reader, None)
-                if not entry.readers:
+                if not entry.readers and not self.keeping:
                     self.given_back.add(repository)
             self._remove_given_back()
+
+    def keep(self) -> None:
+        """The daemon stops: its sources leave, and their repositories stay (adopted by the
+        next process, not cloned again)."""
+        with self.lock:
+            self.keeping = True
 
     def sweep(self) -> None:
         """Removes what was given back while a git ran in it (call with no lock held)."""
