@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import yaml
 
 from gitopsd.config import Limits, Network
-from gitopsd.configfile.disk import ChartCacheSettings, chart_cache
+from gitopsd.configfile.disk import ChartCacheSettings, GitCacheSettings, chart_cache, git_cache
 from gitopsd.configfile.fields import boolean, count, mapping, positive, seconds, string, strings
 from gitopsd.configfile.sandbox import sandbox_bounds
 from gitopsd.configfile.sources import (
@@ -44,6 +44,7 @@ from gitopsd.sandbox_bounds import SandboxBounds
 __all__ = [
     "ChartCacheSettings",
     "DaemonConfig",
+    "GitCacheSettings",
     "GitSyncSettings",
     "LeaderElection",
     "Mode",
@@ -134,6 +135,7 @@ class DaemonConfig:
     sandbox: SandboxBounds = field(default_factory=SandboxBounds)
     """Bounds on health rules and renders, the daemon's whole (`sandbox:`)."""
     chart_cache: ChartCacheSettings = field(default_factory=ChartCacheSettings)
+    git_cache: GitCacheSettings = field(default_factory=GitCacheSettings)
 
     @property
     def listen_address(self) -> tuple[str, int]:
@@ -176,6 +178,7 @@ TOP_KEYS = {
     "sandbox",
     "tenantQuota",
     "chartCache",
+    "gitCache",
 }
 GITSYNC_KEYS = {
     "enabled",
@@ -242,6 +245,7 @@ def load(path: Path) -> DaemonConfig:
         invalid_sources=tuple(invalid),
         sandbox=sandbox_bounds(top.get("sandbox"), f"{path}: sandbox"),
         chart_cache=chart_cache(top.get("chartCache"), f"{path}: chartCache"),
+        git_cache=git_cache(top.get("gitCache"), f"{path}: gitCache"),
     )
 
 

@@ -1,9 +1,10 @@
-"""The daemon's bounds on the disk its sources' charts take (`chartCache:`)."""
+"""The daemon's bounds on the disk its sources' charts and git repositories take
+(`chartCache:`, `gitCache:`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from gitopsd.configfile.fields import mapping, size
 from gitopsd.quantities import GiB, MiB
@@ -22,13 +23,33 @@ class ChartCacheSettings:
     `max_bytes`, so one tenant at its bound leaves the others room."""
 
 
+@dataclass(frozen=True)
+class GitCacheSettings:
+    """What the git repositories sources read may take of the cache directory: with the
+    charts' 2 GiB, 3 GiB of the shipped pod's 4 GiB, the rest for renders and snapshots."""
+
+    max_bytes: int = 1 * GiB
+    """All of them together."""
+    max_bytes_per_namespace: int = 256 * MiB
+    """Those a tenant's sources read, each counted in full however many tenants read it."""
+
+
 KEYS = {"maxBytes", "maxBytesPerNamespace"}
+Bounds = TypeVar("Bounds", ChartCacheSettings, GitCacheSettings)
 
 
 def chart_cache(value: Any, where: str) -> ChartCacheSettings:
+    return _read(ChartCacheSettings, value, where)
+
+
+def git_cache(value: Any, where: str) -> GitCacheSettings:
+    return _read(GitCacheSettings, value, where)
+
+
+def _read(settings: type[Bounds], value: Any, where: str) -> Bounds:
     raw = mapping(value or {}, where, KEYS)
-    default = ChartCacheSettings()
-    return ChartCacheSettings(
+    default = settings()
+    return settings(
         max_bytes=_size(raw, "maxBytes", where, default.max_bytes),
         max_bytes_per_namespace=_size(
             raw, "maxBytesPerNamespace", where, default.max_bytes_per_namespace

@@ -30,7 +30,7 @@ from gitopsd.cluster.lease import LeaderElector
 from gitopsd.cluster.shards import Membership
 from gitopsd.cluster.watches import Watches
 from gitopsd.configfile import DaemonConfig, SourceConfig
-from gitopsd.daemon import http, logs
+from gitopsd.daemon import disk, http, logs
 from gitopsd.daemon.control import Control
 from gitopsd.daemon.controller import GitSyncController
 from gitopsd.daemon.forwarding import Forwarder
@@ -42,7 +42,6 @@ from gitopsd.daemon.writers import Writers
 from gitopsd.errors import ConfigError, ConfigReason
 from gitopsd.metrics import Recorder
 from gitopsd.reconcile import desired
-from gitopsd.source import ChartCache, FetchLedger
 
 log = logging.getLogger("gitopsd.daemon")
 STALLED_POLL_SECONDS = 10.0
@@ -79,8 +78,8 @@ class Daemon:
         self.cluster.stopping = self.stopping.is_set
         self.writers = Writers(self.cluster, self.leading, self.membership)
         self.forwarder = Forwarder(self.stopping)
-        self.fetches = FetchLedger()
-        self.charts = _chart_cache(config)
+        self.fetches = disk.fetch_ledger(config)
+        self.charts = disk.chart_cache(config)
         self.watches = Watches(self.stopping)
         threads = config.concurrent_reconciles
         most = STALLED_THREADS * threads
@@ -366,6 +365,8 @@ class Daemon:
         log.info("shutting down")
         self.scheduler.shutdown(wait=False)
         deadline = time.monotonic() + self.config.shutdown_grace_seconds
+        if self.fetches.git:
+            self.fetches.git.keep()  # the next process reads them again
         for worker in self.sources.workers():
             worker.stop(grace_seconds=max(deadline - time.monotonic(), 0))
         if self.elector:
@@ -373,17 +374,6 @@ class Daemon:
         if self.membership:
             self.membership.release()
         log.info("stopped")
-
-
-def _chart_cache(config: DaemonConfig) -> ChartCache:
-    """The record of the charts unpacked under each of the cache's roots (the configuration's
-    sources', and the GitSyncs' of each set of credentials), those left by an earlier
-    process included."""
-    roots = [config.cache_dir / "sources"]
-    gitsyncs = config.cache_dir / "gitsyncs" / "repositories"
-    roots += sorted(gitsyncs.iterdir()) if gitsyncs.is_dir() else []
-    bounds = config.chart_cache
-    return ChartCache(bounds.max_bytes, bounds.max_bytes_per_namespace, roots)
 
 
 def run(config_path: Path, level: str = "info", form: str | None = None) -> int:

@@ -135,8 +135,8 @@ class SourceWorker:
         interval is used, so it still asks the remote once an interval when alone."""
         if fetches is None or not desired.is_git(self.config.spec):
             return None
-        fresh_seconds = self.config.interval_seconds / 2
-        return fetches.join(self.config.spec, self.cache_dir, fresh_seconds, self.poll_soon)
+        fresh, spec = self.config.interval_seconds / 2, self.config.spec
+        return fetches.join(spec, self.cache_dir, fresh, self.poll_soon, self.tenant)
 
     def ready(self) -> bool:
         return self.attempted.is_set() and self.cache.synced()

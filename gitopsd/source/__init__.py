@@ -2,15 +2,16 @@
 
 A git source is kept as a persistent shallow bare repository under the cache directory,
 one per URL, shared by every source and process that names that URL and guarded by a
-file lock (`repository`). `fetch` resolves the ref to a commit and lists its files
-(`revision`). `tree` reads exactly that commit's files from the object store by blob id,
-only those its reader asks for, and writes out only what kustomize must read, into a
-private snapshot that nobody else writes to and that is removed after use (`tree`,
-`snapshots`; `snapshot` writes out the whole commit). So two sources on one URL (or a
-daemon and a CLI) never read each other's files. A daemon's sources that read one ref of
-one cached repository share its fetches (`sharing`): one fetch per interval, its new
-commit told to all of them, and what the first of them read of it (its listing, its
-blobs) the others take without running git (`reads`).
+file lock (`repository`); the daemon removes a repository no source reads any more, and
+keeps them within bounds per tenant and in all (`git_cache`). `fetch` resolves the ref to
+a commit and lists its files (`revision`). `tree` reads exactly that commit's files from
+the object store by blob id, only those its reader asks for, and writes out only what
+kustomize must read, into a private snapshot that nobody else writes to and that is
+removed after use (`tree`, `snapshots`; `snapshot` writes out the whole commit). So two
+sources on one URL (or a daemon and a CLI) never read each other's files. A daemon's
+sources that read one ref of one cached repository share its fetches (`sharing`): one
+fetch per interval, its new commit told to all of them, and what the first of them read
+of it (its listing, its blobs) the others take without running git (`reads`).
 
 The git host is treated as hostile (docs/ARCHITECTURE.md, Trust boundaries): the URL and ref pass an
 allow-list before git runs (`policy`), git gets an environment built from nothing,
@@ -25,6 +26,7 @@ daemon keeps each chart while a source holds it, within bounds per tenant and in
 
 from gitopsd.source.chart_cache import CHART, DEPENDENCIES, ChartCache, ChartUser, Reading
 from gitopsd.source.charts import check_chart_source, fetch_chart
+from gitopsd.source.git_cache import GitCache
 from gitopsd.source.identity import Checkout, checkout_identity, checkout_of
 from gitopsd.source.listing import Entry
 from gitopsd.source.policy import FLAG_ALLOWS_INSECURE, URL_USERINFO_ADVICE, check_url, mask_url
@@ -44,6 +46,7 @@ __all__ = [
     "Checkout",
     "Entry",
     "FetchLedger",
+    "GitCache",
     "GitTree",
     "Reading",
     "Revision",

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from gitopsd.errors import SourceError, SourceReason
+from gitopsd.source.git_cache import lock_path
 from gitopsd.source.runner import Runner
 
 T = TypeVar("T")
@@ -33,7 +34,7 @@ def locked(runner: Runner) -> Iterator[None]:
     """One git at a time per cached repository, across threads and processes alike (flock
     locks belong to the open file, so two opens in one process exclude each other too)."""
     try:
-        lock = runner.repo.with_suffix(".lock").open("a")
+        lock = lock_path(runner.repo).open("a")
     except OSError as error:
         raise os_error(runner, error) from None
     with lock:

@@ -6,7 +6,9 @@ each ask the remote for the same commit on their own interval. The ledger rememb
 each (repository, ref) held when it was last fetched: a source's fetch begun within its
 `fresh_seconds` is not repeated, and the one that finds a new commit tells the others at
 once, so they read it without fetching again. A webhook or a request to reconcile now
-`forget`s the record: the next fetch goes to the remote.
+`forget`s the record: the next fetch goes to the remote. The ledger also tells the daemon's
+record of cached repositories (`git_cache`) who reads each, and a fetch writes at most the
+room its tenant has left there.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gitopsd.config import SourceSpec
+from gitopsd.errors import SourceError, SourceReason
+from gitopsd.source.git_cache import GitCache
+from gitopsd.source.policy import mask_url
 from gitopsd.source.revision import Revision, fetch
 from gitopsd.source.runner import repository_path
 
@@ -39,6 +44,8 @@ class FetchLedger:
     records: dict[Key, _Fetched] = field(default_factory=dict)
     readers: dict[Key, dict[int, Callable[[], None]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    git: GitCache | None = None
+    """The daemon's record of the repositories its sources read on disk, and its bounds."""
 
     def join(
         self,
@@ -46,13 +53,16 @@ class FetchLedger:
         cache_dir: Path,
         fresh_seconds: float,
         on_new_commit: Callable[[], None],
+        tenant: str = "",
     ) -> SharedFetch:
         """A source's way to its ref: `on_new_commit` hears of a commit another reader
-        fetched (the source polls to read it)."""
+        fetched (the source polls to read it); its repository is charged to `tenant`."""
         key = (repository_path(spec, cache_dir), spec.ref)
-        shared = SharedFetch(self, key, spec, cache_dir, fresh_seconds)
+        shared = SharedFetch(self, key, spec, cache_dir, fresh_seconds, tenant)
         with self.lock:
             self.readers.setdefault(key, {})[id(shared)] = on_new_commit
+        if self.git:
+            self.git.read(key[0], id(shared), tenant)
         return shared
 
     def recent(self, key: Key, since: float) -> Revision | None:
@@ -89,6 +99,8 @@ class FetchLedger:
             if not readers:
                 self.readers.pop(key, None)
                 self.records.pop(key, None)
+        if self.git:
+            self.git.leave(key[0], id(reader))
 
 
 @dataclass(eq=False)
@@ -101,17 +113,42 @@ class SharedFetch:
     cache_dir: Path
     fresh_seconds: float
     """How old a fetch by another reader may be for this source to use its commit."""
+    tenant: str = ""
 
     def fetch(self) -> Revision:
         """The ref's commit: one fetched within `fresh_seconds`, or a fetch now (under the
-        repository's lock, so readers that wait on one fetch use its commit)."""
-        return fetch(self.spec, self.cache_dir, shared=self)
+        repository's lock, so readers that wait on one fetch use its commit), which may
+        write no more than its tenant's room in the git cache."""
+        git = self.ledger.git
+        if git is None:
+            return fetch(self.spec, self.cache_dir, shared=self)
+        limits = self.spec.limits
+        room = git.room(self.tenant)
+        bounded = replace(limits, max_fetch_bytes=min(limits.max_fetch_bytes, room))
+        try:
+            return fetch(replace(self.spec, limits=bounded), self.cache_dir, shared=self)
+        except SourceError as error:
+            if error.reason != SourceReason.TOO_LARGE or room >= limits.max_fetch_bytes:
+                raise
+            raise self._refused(git.passed(self.tenant, room + 1) or str(error)) from None
+        finally:
+            git.sweep()  # what was given back while this git ran
 
     def recent(self) -> Revision | None:
         return self.ledger.recent(self.key, time.monotonic() - self.fresh_seconds)
 
     def fetched(self, revision: Revision, started: float) -> None:
+        """Keeps the fetch, once its repository is within the git cache's bounds."""
+        if self.ledger.git:
+            try:
+                self.ledger.git.charge(self.key[0], self.tenant)
+            except SourceError as error:
+                raise self._refused(str(error)) from None
         self.ledger.record(self.key, _Fetched(revision, started), self)
+
+    def _refused(self, bound: str) -> SourceError:
+        url = mask_url(self.spec.url)
+        return SourceError(f"git source {url}: {bound}", SourceReason.QUOTA_EXCEEDED)
 
     def forget(self) -> None:
         """The next fetch of this ref, by any reader, goes to the remote (a push was

@@ -1,9 +1,11 @@
-"""TA-04: the disk a tenant's charts take is given back and bounded. A chart's dependencies
-share one budget per revision; the chart cache is pruned when no source uses an entry,
-and by size; a deleted GitSync frees what only it used."""
+"""TA-04: the disk a tenant's charts and git repositories take is given back and bounded.
+A chart's dependencies share one budget per revision; the chart and git caches are pruned
+when no source uses an entry, and by size; a deleted GitSync frees what only it used."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -168,3 +170,66 @@ def test_ta04_a_namespace_over_its_chart_cache_bound_is_refused_and_others_are_n
     wait_ready(admin_api, namespace, "heavy", "True", "Succeeded")
     assert applied_version(admin_api, namespace) == "1.0.0"
     assert chart_bytes(daemon) < 8 * MIB  # the one chart held; the refused one given back
+
+
+def git_repositories(daemon: DaemonProcess) -> set[str]:
+    """The names of the git repositories cached for the daemon's GitSyncs."""
+    cache = Path(daemon.config["cacheDir"]) / "gitsyncs" / "repositories"
+    return {path.name for path in cache.glob("*/*.git")}
+
+
+def cached_name(url: str) -> str:
+    return f"{hashlib.sha256(url.encode()).hexdigest()[:16]}.git"
+
+
+def test_ta04_a_deleted_gitsyncs_git_repository_is_removed_and_anothers_is_kept(
+    admin_api: Any, namespace: str, gitsync_crd: str, daemons: Daemons, git_server: GitServer
+) -> None:
+    """TA-04: two GitSyncs of one namespace (no credentials: one cache directory) read two
+    repositories; deleting one removes its repository from the cache, while the other
+    keeps its own and goes on."""
+    daemon = operator(daemons, namespace)
+    urls = {}
+    for name in ("gone", "kept"):
+        repo = git_server.create_repo(f"{name}-{namespace}")
+        repo.commit({"app/c.yaml": gitsync_config_map(f"c-{name}")})
+        urls[name] = git_server.file_url(repo)
+        create(admin_api, namespace, name, {"repository": {"url": urls[name]}})
+        wait_ready(admin_api, namespace, name, "True", "Succeeded")
+    assert git_repositories(daemon) == {cached_name(urls["gone"]), cached_name(urls["kept"])}
+
+    objects: Any = client.CustomObjectsApi(admin_api)
+    objects.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "gone")
+    wait_for(lambda: get(admin_api, namespace, "gone") is None, "the GitSync gone")
+    wait_for(
+        lambda: git_repositories(daemon) == {cached_name(urls["kept"])},
+        "its repository removed, the other's kept",
+    )
+    wait_ready(admin_api, namespace, "kept", "True", "Succeeded")
+
+
+def test_ta04_a_namespace_over_its_git_cache_bound_is_refused_and_others_are_not(
+    admin_api: Any, namespace: str, gitsync_crd: str, daemons: Daemons, git_server: GitServer
+) -> None:
+    """TA-04: with 1 MiB of git cache per namespace, a repository of 2 MiB (random, so its
+    pack is as large) fails its GitSync naming the bound (QuotaExceeded) and is not kept;
+    another namespace's small repository syncs."""
+    attacker = create_namespace(admin_api, "attacker")
+    settings = {"enabled": True, "namespaces": [namespace, attacker], "allowInsecure": True}
+    bounds = {"maxBytesPerNamespace": "1Mi"}
+    daemon = daemons.start_with([], "operator", gitSyncs=settings, gitCache=bounds).start()
+    heavy = git_server.create_repo(f"heavy-{attacker}")
+    heavy.commit({"app/c.yaml": gitsync_config_map("c"), "app/noise.bin": os.urandom(2 * MIB)})
+    light = git_server.create_repo(f"light-{namespace}")
+    light.commit({"app/c.yaml": gitsync_config_map("c")})
+    create(admin_api, attacker, "heavy", {"repository": {"url": git_server.file_url(heavy)}})
+    create(admin_api, namespace, "light", {"repository": {"url": git_server.file_url(light)}})
+
+    refused = wait_ready(admin_api, attacker, "heavy", "False", "QuotaExceeded")
+    message = condition(refused, "Ready")["message"]
+    assert "over its bound of 1Mi (gitCache.maxBytesPerNamespace)" in message, message
+    assert repr(attacker) in message, message
+    wait_ready(admin_api, namespace, "light", "True", "Succeeded")
+    cache = Path(daemon.config["cacheDir"])
+    cached = cache.glob("gitsyncs/repositories/**/*")
+    assert sum(path.stat().st_size for path in cached if path.is_file()) < 2 * MIB  # not kept
