@@ -367,6 +367,7 @@ class Daemon:
         deadline = time.monotonic() + self.config.shutdown_grace_seconds
         if self.fetches.git:
             self.fetches.git.keep()  # the next process reads them again
+        self.charts.keep()
         for worker in self.sources.workers():
             worker.stop(grace_seconds=max(deadline - time.monotonic(), 0))
         if self.elector:

@@ -48,6 +48,8 @@ class ChartCache:
         self.max_bytes, self.max_bytes_per_tenant = max_bytes, max_bytes_per_tenant
         self.entries: dict[Path, _Entry] = {}
         self.tenants: dict[int, str] = {}
+        self.keeping = False
+        """Set as the daemon stops: what its sources hold stays for the next process."""
         self.lock = threading.Lock()
         for root in roots:
             self._adopt(root / CHARTS)
@@ -90,6 +92,12 @@ class ChartCache:
                 if path not in kept:
                     self._release(path, holder)
 
+    def keep(self) -> None:
+        """The daemon stops: its sources leave, and their charts stay (adopted by the next
+        process, not fetched again)."""
+        with self.lock:
+            self.keeping = True
+
     def leave(self, user: ChartUser) -> None:
         with self.lock:
             for path, entry in list(self.entries.items()):
@@ -107,7 +115,7 @@ class ChartCache:
         if entry is None:
             return
         entry.holders.discard(holder)
-        if not entry.holders:
+        if not entry.holders and not self.keeping:
             del self.entries[path]
             _remove(path)
 
