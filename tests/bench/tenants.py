@@ -86,7 +86,6 @@ class TenantFigures:
     peak_mib: float = 0.0
     oom_kills: int = 0
     cage: str = ""
-    alive: bool = False
 
 
 def main() -> int:
@@ -210,7 +209,6 @@ class Tenants:
 
     def outcome(self, figures: TenantFigures) -> None:
         self.alive()
-        figures.alive = True
         figures.held_objects = self.held("hoard")
         figures.renders_over_memory = self.over_memory()
         gitsyncs = self.objects.list_namespaced_custom_object(GROUP, VERSION, ATTACKER, PLURAL)
