@@ -5,7 +5,8 @@ Starts a control plane, bare (kube-apiserver + etcd) and then with its controlle
 and measures on each, side by side: cold sync, no-op sync and no-op diff (gitopsd against
 kubectl), at the smallest size a chart's render and sync (gitopsd against helm and kubectl),
 then the daemon's cold start, idle cost, edit -> detection and heal latencies,
-one-file commit -> applied, and memory; then a fleet of GitSyncs served by one daemon.
+one-file commit -> applied, and memory; then a fleet of GitSyncs served by one daemon; then
+a tenant's heal latency beside another tenant at its bounds.
 Prints the tables and writes them to BENCHMARKS.md.
 """
 
@@ -30,6 +31,8 @@ from tests.bench.lab import Lab
 from tests.bench.measure import BenchError
 from tests.bench.oneshot import side_by_side
 from tests.bench.report import CLUSTERS, Circumstances, SizeResults
+from tests.bench.tenants import TenantFigures, measure_tenants
+from tests.bench.tenants import table as tenants_table
 from tests.harness.controlplane import Binaries, provide_binaries, running_control_plane
 from tests.harness.gitserver import GitServer
 
@@ -38,17 +41,19 @@ def main() -> int:
     options = parser().parse_args()
     signal.signal(signal.SIGTERM, _interrupt)  # clean up on SIGTERM as on Ctrl-C
     try:
-        results, circumstances, fleet = benchmark(options)
+        results, circumstances, fleet, tenants = benchmark(options)
     except KeyboardInterrupt:
         print("bench: interrupted; the control plane and every child were stopped", file=sys.stderr)
         return 130
     except (BenchError, AssertionError, RuntimeError) as error:
         print(f"bench: error: {error}", file=sys.stderr)
         return 1
-    text = report.document(results, circumstances, fleet)
+    text = report.document(results, circumstances, fleet, tenants)
     print("\n" + report.markdown(results))
     if fleet:
         print("\n" + fleet_table(fleet))
+    if tenants:
+        print("\n" + tenants_table(tenants))
     options.output.write_text(text)
     print(f"bench: wrote {options.output}")
     return 0
@@ -71,12 +76,18 @@ def parser() -> argparse.ArgumentParser:
     )
     add("--workdir", type=Path, help="keep the clusters' data, repositories and logs here")
     add("--fleet", type=int, default=1000, help="GitSyncs of the fleet; 0: none (1000)")
+    add(
+        "--tenants",
+        type=int,
+        default=20,
+        help="the victim tenant's edits timed beside an idle and a hostile one; 0: none (20)",
+    )
     return parser
 
 
 def benchmark(
     options: argparse.Namespace,
-) -> tuple[list[SizeResults], Circumstances, FleetFigures | None]:
+) -> tuple[list[SizeResults], Circumstances, FleetFigures | None, TenantFigures | None]:
     started, load = time.monotonic(), os.getloadavg()[0]
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     binaries = provide_binaries()
@@ -88,6 +99,9 @@ def benchmark(
         fleet = None
         if options.fleet:
             fleet = measure_fleet(binaries, workdir / "fleet", options.fleet)
+        tenants = None
+        if options.tenants:
+            tenants = measure_tenants(binaries, workdir / "tenants", options.tenants)
     circumstances = Circumstances(
         date=date,
         machine=machine.describe(binaries),
@@ -97,7 +111,7 @@ def benchmark(
         minutes=(time.monotonic() - started) / 60,
         load=(load, os.getloadavg()[0]),
     )
-    return results, circumstances, fleet
+    return results, circumstances, fleet, tenants
 
 
 def measure_cluster(

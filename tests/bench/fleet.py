@@ -152,10 +152,7 @@ class Fleet:
         return figures
 
     def install(self) -> None:
-        definition = yaml.safe_load(CRD.read_text())
-        extensions: Any = client.ApiextensionsV1Api(self.api)
-        extensions.create_custom_resource_definition(definition)
-        seconds_until(self.established, time.monotonic(), 60, 0.2)
+        install_crd(self.api)
         core: Any = client.CoreV1Api(self.api)
         token = base64.b64encode(TOKEN).decode()
         for number in range(self.count):
@@ -163,13 +160,6 @@ class Fleet:
             core.create_namespace({"metadata": {"name": namespace}})
             secret = {"metadata": {"name": "hook"}, "data": {"token": token}}
             core.create_namespaced_secret(namespace, secret)
-
-    def established(self) -> bool:
-        extensions: Any = client.ApiextensionsV1Api(self.api)
-        crd = extensions.read_custom_resource_definition(f"{PLURAL}.{GROUP}")
-        return any(
-            c.type == "Established" and c.status == "True" for c in crd.status.conditions or []
-        )
 
     def create(self, number: int) -> None:
         namespace = f"fleet-{number}"
@@ -234,6 +224,20 @@ class Fleet:
     @property
     def pids(self) -> list[int]:
         return [daemon.process.pid for daemon in self.daemons if daemon.process is not None]
+
+
+def install_crd(api: Any) -> None:
+    """The GitSync CRD, once it is Established."""
+    extensions: Any = client.ApiextensionsV1Api(api)
+    extensions.create_custom_resource_definition(yaml.safe_load(CRD.read_text()))
+
+    def established() -> bool:
+        crd = extensions.read_custom_resource_definition(f"{PLURAL}.{GROUP}")
+        conditions = crd.status.conditions or []
+        return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+    if seconds_until(established, time.monotonic(), 60, 0.2) is None:
+        raise BenchError("the GitSync CRD was not Established within 60 s")
 
 
 def manifests(value: str) -> dict[str, str]:
