@@ -1,5 +1,6 @@
 """Runs a program that can open no network socket, within bounds:
-`python -I -S offline.py [--address-space=BYTES] [--cpu-seconds=N] [--] PROGRAM ARGS...`.
+`python -I -S offline.py [--address-space=BYTES] [--cpu-seconds=N] [--niceness=N] [--read=PATH]
+[--write=PATH] [--] PROGRAM ARGS...`.
 
 kustomize fetches any file or base named by a URL, and Go's HTTP client never sends a
 loopback address through a proxy, so proxy settings that lead nowhere still let a
@@ -92,6 +93,7 @@ def close_the_network() -> None:
 
 LIMITS = {"--address-space": resource.RLIMIT_AS, "--cpu-seconds": resource.RLIMIT_CPU}
 FENCES = ("--read", "--write")
+NICENESS = "--niceness"
 
 # Landlock (linux/landlock.h): a fence on the file system any process may raise on itself.
 LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446
@@ -170,7 +172,7 @@ def _allow(ruleset: int, path: str, rights: int) -> None:
 
 def options(argv: list[str]) -> tuple[dict[str, list[str]], list[str]]:
     """The options before the program (each may repeat), and the program with its arguments."""
-    found: dict[str, list[str]] = {option: [] for option in (*LIMITS, *FENCES)}
+    found: dict[str, list[str]] = {option: [] for option in (*LIMITS, *FENCES, NICENESS)}
     at = 1
     while at < len(argv) and argv[at].startswith("--"):
         option, _, value = argv[at].partition("=")
@@ -187,11 +189,14 @@ def main(argv: list[str]) -> int:
         for option, limit in LIMITS.items():
             for value in given[option]:
                 resource.setrlimit(limit, (int(value), int(value)))
+        for value in given[NICENESS]:
+            os.nice(int(value))  # inherited by the program and every thread it starts
     except (KeyError, ValueError, OSError) as error:
         print(f"error: the bounds could not be set: {error!r}", file=sys.stderr)
         return 2
     if not program:
-        usage = "offline.py [--address-space=N] [--cpu-seconds=N] [--read=PATH] [--write=PATH]"
+        usage = "offline.py [--address-space=N] [--cpu-seconds=N] [--niceness=N] [--read=PATH]"
+        usage += " [--write=PATH]"
         print(f"usage: {usage} [--] PROGRAM [ARGUMENT...]", file=sys.stderr)
         return 2
     try:
