@@ -216,7 +216,9 @@ def test_ta05_retiring_hung_gitsyncs_never_holds_up_another_tenants(
     is waited for on a thread of its own, so another tenant's new GitSync is served at
     once; before, the controller's one thread waited 30 s for each (2 minutes for four)."""
     attacker = create_namespace(admin_api)
-    tenant_operator(daemons, [attacker, namespace])
+    # four of the pool's threads for the attacker (its share is 2 by default): four fetches
+    # hang at once, so four workers are retired while their polls are in flight
+    tenant_operator(daemons, [attacker, namespace], {"tenantQuota": {"threads": 4}})
     names = hang(admin_api, [attacker], trickle, each=4)
     wait_for(lambda: trickle.holding() == 4, "the tenant's four fetches hanging")
 
