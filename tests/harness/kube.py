@@ -141,3 +141,16 @@ class Gate:
     def _label_node(self, value: str | None) -> None:
         core: Any = client.CoreV1Api(self.api)
         core.patch_node(self.node, {"metadata": {"labels": {self.label: value}}})
+
+
+def wait_established(api: Any, name: str) -> None:
+    """Waits until CRD `name` is Established. (`kubectl wait --for=condition=Established`
+    fails at once, instead of waiting, while the new CRD has no conditions yet: seen on a
+    loaded machine.)"""
+    extensions: Any = client.ApiextensionsV1Api(api)
+
+    def established() -> bool:
+        conditions = extensions.read_custom_resource_definition(name).status.conditions
+        return any(c.type == "Established" and c.status == "True" for c in conditions or [])
+
+    wait_for(established, f"CRD {name} Established")

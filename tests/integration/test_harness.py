@@ -17,7 +17,7 @@ from tests.harness.controlplane import (
     running_control_plane,
 )
 from tests.harness.gitserver import GitRepo, GitServer, git
-from tests.harness.kube import api_client, service_account_token
+from tests.harness.kube import api_client, service_account_token, wait_established
 from tests.harness.waiting import wait_for
 
 ALICE = ("k106.com", "v1alpha1")  # group and version
@@ -74,13 +74,7 @@ def test_a_namespace_is_created_and_active(admin_api: Any, namespace: str) -> No
 def test_a_custom_resource_definition_serves_and_validates(admin_api: Any, namespace: str) -> None:
     extensions: Any = client.ApiextensionsV1Api(admin_api)
     apply(extensions.patch_custom_resource_definition, "alices.k106.com", body=ALICE_CRD)
-
-    def established() -> bool:
-        crd = extensions.read_custom_resource_definition("alices.k106.com")
-        conditions = crd.status.conditions or []
-        return any(c.type == "Established" and c.status == "True" for c in conditions)
-
-    wait_for(established, "alices.k106.com to be Established")
+    wait_established(admin_api, "alices.k106.com")
     custom: Any = client.CustomObjectsApi(admin_api)
     alice = {
         "apiVersion": "k106.com/v1alpha1",

@@ -11,6 +11,7 @@ from typing import Any
 from tests.harness.cli import Gitopsd
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.kube import wait_established
 from tests.harness.status_writer import StatusWriter
 from tests.integration.test_health import UNHEALTHY, WIDGETS
 from tests.integration.test_sync import scope
@@ -56,6 +57,7 @@ def test_a_rule_makes_a_load_balancer_without_a_provider_current(
 
 
 def test_a_rule_reads_a_custom_resources_own_status_convention(
+    admin_api: Any,
     daemons: Daemons,
     gitopsd: Gitopsd,
     git_server: GitServer,
@@ -67,7 +69,7 @@ def test_a_rule_reads_a_custom_resources_own_status_convention(
     crd = tmp_path / "crd.yaml"
     crd.write_text(WIDGETS["crd.yaml"])
     gitopsd.kubectl("apply", "--server-side", "--field-manager=test", "-f", str(crd))
-    gitopsd.kubectl("wait", "--for=condition=Established", "crd/gauges.health.example.com")
+    wait_established(admin_api, "gauges.health.example.com")
     git_repo.commit({"gauge.yaml": WIDGETS["gauge.yaml"]})
     daemon = daemons.start(git_server.file_url(git_repo), healthCheckExprs=[GAUGE_RULE])
     controller = StatusWriter(gitopsd.kubectl, namespace)  # Gauges have no controller

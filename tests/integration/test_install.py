@@ -19,7 +19,7 @@ from tests.harness.controlplane import provided
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.install import Install
-from tests.harness.kube import token_of, unique_name
+from tests.harness.kube import token_of, unique_name, wait_established
 from tests.harness.waiting import wait_for
 from tests.integration.test_daemon import config_map_value, replicas
 
@@ -328,22 +328,20 @@ def test_with_no_sources_the_daemon_leads_and_serves_health_on_the_lease_rights_
 OPERATOR_CRDS = Path(__file__).resolve().parents[1] / "prometheus" / "operator-crds.sh"
 
 
-def install_operator_crds(gitopsd: Gitopsd) -> None:
+def install_operator_crds(gitopsd: Gitopsd, admin_api: Any) -> None:
     """The Prometheus Operator's ServiceMonitor and PrometheusRule CRDs, as its install has."""
     crds = provided(OPERATOR_CRDS)["PROMETHEUS_OPERATOR_CRDS"]
     for plural in ("servicemonitors", "prometheusrules"):
         gitopsd.kubectl(
             "apply", "--server-side", "-f", str(crds / f"monitoring.coreos.com_{plural}.yaml")
         )
-        gitopsd.kubectl(
-            "wait", "--for=condition=Established", f"crd/{plural}.monitoring.coreos.com"
-        )
+        wait_established(admin_api, f"{plural}.monitoring.coreos.com")
 
 
 def test_the_prometheus_objects_apply_where_the_operator_crds_validate_them(
-    gitopsd: Gitopsd, namespace: str, tmp_path: Path
+    gitopsd: Gitopsd, admin_api: Any, namespace: str, tmp_path: Path
 ) -> None:
-    install_operator_crds(gitopsd)
+    install_operator_crds(gitopsd, admin_api)
     install = Install.of(gitopsd, "prometheus", namespace, tmp_path)
     rendered = install.objects()
     assert {o["kind"] for o in rendered} == {"ServiceMonitor", "PrometheusRule"}

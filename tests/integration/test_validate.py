@@ -15,7 +15,7 @@ from kubernetes import client
 
 from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import ControlPlane
-from tests.harness.kube import unique_name
+from tests.harness.kube import unique_name, wait_established
 from tests.harness.waiting import wait_for
 
 INVALID = 2
@@ -142,11 +142,6 @@ def install(plane: ControlPlane, api: Any, definition_yaml: str) -> None:
     extensions: Any = client.ApiextensionsV1Api(api)
     extensions.create_custom_resource_definition(definition)
     name, group = definition["metadata"]["name"], definition["spec"]["group"]
-
-    def established() -> bool:
-        conditions = extensions.read_custom_resource_definition(name).status.conditions
-        return any(c.type == "Established" and c.status == "True" for c in conditions or [])
-
-    wait_for(established, f"CRD {name} Established")
+    wait_established(api, name)
     listed = f"apis/{group}/v1"
     wait_for(lambda: listed in plane.request("GET", "/openapi/v3")["paths"], f"{listed} published")
