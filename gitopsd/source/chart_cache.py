@@ -24,6 +24,7 @@ from pathlib import Path
 
 from gitopsd.errors import SourceError, SourceReason
 from gitopsd.quantities import format_size
+from gitopsd.source.disk_space import bytes_under, remove_out_of_sight
 
 CHARTS = "charts"
 """The directory of a cache root that holds the unpacked charts, one per digest."""
@@ -73,7 +74,7 @@ class ChartCache:
     def charge(self, user: ChartUser, slot: str, directory: Path) -> None:
         """Measures `directory` once unpacked, and keeps every bound: else gives it back and
         raises SourceError (quota_exceeded)."""
-        size = _bytes_under(directory)
+        size = bytes_under(directory)
         with self.lock:
             if directory in self.entries:
                 self.entries[directory].size = size
@@ -117,7 +118,7 @@ class ChartCache:
         entry.holders.discard(holder)
         if not entry.holders and not self.keeping:
             del self.entries[path]
-            _remove(path)
+            remove_out_of_sight(path, _UNPACKING)
 
     def _over(self, tenant: str) -> str:
         """Which bound is passed, after evicting entries nobody holds, or ""."""
@@ -147,7 +148,7 @@ class ChartCache:
             if total <= bound:
                 return
             total -= self.entries.pop(path).size
-            _remove(path)
+            remove_out_of_sight(path, _UNPACKING)
 
     def _of(self, tenant: str | None) -> Iterator[_Entry]:
         for entry in self.entries.values():
@@ -161,7 +162,7 @@ class ChartCache:
             if path.name.startswith(_UNPACKING):
                 shutil.rmtree(path, ignore_errors=True)
             elif path.is_dir():
-                self.entries[path] = _Entry(_bytes_under(path), path.stat().st_mtime)
+                self.entries[path] = _Entry(bytes_under(path), path.stat().st_mtime)
 
 
 @dataclass(eq=False)
@@ -205,18 +206,3 @@ class Reading:
         except SourceError:
             self.taken.discard(directory)
             raise
-
-
-def _bytes_under(directory: Path) -> int:
-    return sum(path.lstat().st_size for path in directory.rglob("*") if path.is_file())
-
-
-def _remove(path: Path) -> None:
-    """Out of sight at once (renamed), then removed: a reader that takes the digest anew
-    unpacks it afresh."""
-    trash = path.with_name(f"{_UNPACKING}{path.name}-{time.monotonic_ns()}")
-    try:
-        path.rename(trash)
-    except OSError:
-        return
-    shutil.rmtree(trash, ignore_errors=True)

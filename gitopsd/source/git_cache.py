@@ -24,6 +24,7 @@ from pathlib import Path
 
 from gitopsd.errors import SourceError, SourceReason
 from gitopsd.quantities import format_size
+from gitopsd.source.disk_space import bytes_under, remove_out_of_sight
 
 _REMOVING = ".removing-"
 
@@ -88,7 +89,7 @@ class GitCache:
     def charge(self, repository: Path, tenant: str) -> None:
         """Measures `repository` after a fetch (its lock held), and keeps every bound: else
         removes it and raises SourceError (quota_exceeded)."""
-        size = _bytes_under(repository)
+        size = bytes_under(repository)
         with self.lock:
             entry = self.repositories.get(repository)
             if entry is None:
@@ -98,7 +99,7 @@ class GitCache:
             over = self._passed(tenant)
             if over:
                 entry.size = 0
-                _remove(repository)
+                remove_out_of_sight(repository, _REMOVING)
         if over:
             raise SourceError(over, SourceReason.QUOTA_EXCEEDED)
 
@@ -165,7 +166,7 @@ class GitCache:
             with lock_path(repository).open("a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 self.repositories.pop(repository, None)
-                _remove(repository)
+                remove_out_of_sight(repository, _REMOVING)
         except BlockingIOError:
             return False
         except OSError:
@@ -179,27 +180,9 @@ class GitCache:
             if path.name.startswith(_REMOVING):
                 shutil.rmtree(path, ignore_errors=True)
             elif path.suffix == ".git" and path.is_dir():
-                self.repositories[path] = _Repository(_bytes_under(path), path.stat().st_mtime)
+                self.repositories[path] = _Repository(bytes_under(path), path.stat().st_mtime)
 
 
 def lock_path(repository: Path) -> Path:
     """The file whose lock one git at a time holds per cached repository."""
     return repository.with_suffix(".lock")
-
-
-def _bytes_under(directory: Path) -> int:
-    try:
-        return sum(path.lstat().st_size for path in directory.rglob("*") if path.is_file())
-    except OSError:
-        return 0  # removed meanwhile
-
-
-def _remove(repository: Path) -> None:
-    """Out of sight at once (renamed), then removed: a source that reads the URL anew
-    clones it afresh."""
-    trash = repository.with_name(f"{_REMOVING}{repository.name}-{time.monotonic_ns()}")
-    try:
-        repository.rename(trash)
-    except OSError:
-        return
-    shutil.rmtree(trash, ignore_errors=True)
