@@ -16,6 +16,7 @@ from gitopsd.cluster.connect import POOL_CONNECTIONS, api_client
 from gitopsd.cluster.discovery import Discovery
 from gitopsd.cluster.fanout import run_concurrently
 from gitopsd.cluster.openapi import documents
+from gitopsd.cluster.pacing import Pace
 from gitopsd.cluster.projection import Projection
 from gitopsd.cluster.transport import Impersonating, PooledTransport
 from gitopsd.errors import ClusterError, ClusterReason
@@ -257,6 +258,11 @@ class Cluster:
         connections, request tally, discovery and fencing."""
         transport = Impersonating(self.api.transport, user)
         return replace(self, api=replace(self.api, transport=transport, reachable=True))
+
+    def paced(self, pace: Pace | None) -> Cluster:
+        """A client whose requests (not its watches) wait for their turn at `pace`, a
+        tenant's share of the API server, shared by its GitSyncs (None: no wait)."""
+        return replace(self, api=replace(self.api, pace=pace))
 
     @property
     def identity(self) -> str:

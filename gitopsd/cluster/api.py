@@ -27,6 +27,7 @@ from urllib.parse import urlencode
 import urllib3
 
 from gitopsd.backoff import jittered
+from gitopsd.cluster.pacing import Pace
 from gitopsd.cluster.transport import Transport
 from gitopsd.errors import ClusterError, ClusterReason
 
@@ -144,6 +145,8 @@ class Api:
     """False since a request failed in transport, until the next answer arrives."""
     server: str = "the API server"
     """Whom errors name: its address, and the kubeconfig's context and user where known."""
+    pace: Pace | None = None
+    """A tenant's share of the server: each attempt waits for its turn (None: no wait)."""
 
     def request(
         self,
@@ -159,6 +162,8 @@ class Api:
         `fence` runs before every attempt: a retry after a long Retry-After must not write
         for a process that lost its lease meanwhile."""
         for attempt in range(1, self.max_attempts + 1):
+            if self.pace is not None:
+                self.pace.take()
             if fence is not None:
                 fence()
             answer = self._exchange(method, path, query, body, content_type, accept)

@@ -35,7 +35,7 @@ from gitopsd.daemon.http import Hook
 from gitopsd.daemon.lifecycle import Lifecycle, finalizer_joined
 from gitopsd.daemon.publisher import StatusPublisher
 from gitopsd.daemon.queue import Pool, WorkQueue
-from gitopsd.daemon.quotas import Holdings, check_git_syncs
+from gitopsd.daemon.quotas import Holdings, check_git_syncs, wake_waiting
 from gitopsd.daemon.registry import Registry
 from gitopsd.daemon.retiring import Retirements
 from gitopsd.daemon.worker import SourceWorker
@@ -338,7 +338,8 @@ class GitSyncController:
         self, key: ObjectKey, wanted: GitSync, source: SourceConfig, repositories: Path
     ) -> Served:
         fenced = self.writers.cluster_for(key.namespace)
-        cluster = fenced.impersonating(wanted.user) if wanted.user else fenced
+        acting = fenced.impersonating(wanted.user) if wanted.user else fenced
+        cluster = acting.paced(self.holdings.pace(key.namespace))
         worker = SourceWorker(
             config=source,
             cluster=cluster,
@@ -376,6 +377,7 @@ class GitSyncController:
             return None
         self.sources.remove(served.worker)
         self.retirements.retire(key, served.worker)
+        wake_waiting(self.retries, key.namespace)  # its share of GitSyncs is free now
         self._drop_if_unused(served.repositories)
         return served.worker
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
+from gitopsd.backoff import Backoff
+from gitopsd.cluster.pacing import Pace
 from gitopsd.configfile import TenantQuota
 from gitopsd.errors import ConfigError, ConfigReason
 from gitopsd.objects import ObjectKey
@@ -20,6 +22,7 @@ class Holdings:
     def __init__(self, quota: TenantQuota | None = None) -> None:
         self.quota = quota or TenantQuota()
         self._held: defaultdict[str, dict[int, int]] = defaultdict(dict)
+        self._paces: dict[str, Pace] = {}
         self._lock = threading.Lock()
 
     def hold(self, tenant: str, holder: int, name: str, objects: int) -> None:
@@ -34,6 +37,17 @@ class Holdings:
             if others + objects > self.quota.objects:
                 raise _objects_over(tenant, name, objects, others, self.quota.objects)
             held[holder] = objects
+
+    def pace(self, tenant: str) -> Pace | None:
+        """The pace of `tenant`'s API requests, shared by its GitSyncs (None for the
+        configuration's own sources: the admin's)."""
+        if not tenant:
+            return None
+        with self._lock:
+            if tenant not in self._paces:
+                quota = self.quota
+                self._paces[tenant] = Pace(quota.requests_per_second, quota.request_burst)
+            return self._paces[tenant]
 
     def release(self, tenant: str, holder: int) -> None:
         """`holder` holds nothing any more (its source retired)."""
@@ -65,3 +79,12 @@ def check_git_syncs(quota: TenantQuota, served: set[ObjectKey], key: ObjectKey) 
             "tenantQuota.gitSyncs)",
             ConfigReason.QUOTA_EXCEEDED,
         )
+
+
+def wake_waiting(retries: dict[ObjectKey, tuple[float, Backoff]], namespace: str) -> None:
+    """A served GitSync of `namespace` went: those of the namespace waiting to be retried
+    (for its share of GitSyncs, or for any other reason) are due now, not at the end of a
+    backoff that may have grown to minutes. Their backoff goes on if they fail again."""
+    for key, (_, backoff) in list(retries.items()):
+        if key.namespace == namespace:
+            retries[key] = (0.0, backoff)

@@ -5,7 +5,8 @@ out-of-band edit -> heal latency is measured twice in one run: with the attacker
 namespace empty, then with it at every bound the configuration gives it, at its defaults:
 
 - as many GitSyncs as `tenantQuota.gitSyncs` allows (one more is refused, naming it);
-- one of them holds a revision of nearly `tenantQuota.objects` ConfigMaps, in observe mode;
+- one of them holds a revision of nearly `tenantQuota.objects` ConfigMaps, in observe mode,
+  dry-run at each commit as fast as `tenantQuota.requestsPerSecond` lets it;
 - one fetches a chart from a server that trickles a byte every half second, until
   `network.fetchDeadline` (20 s here, so that each fetch ends and starts again in the run),
   holding one of the namespace's `tenantQuota.threads`;
@@ -36,6 +37,7 @@ from gitopsd.sandbox_bounds import SandboxBounds
 from tests.bench import attacker
 from tests.bench.fleet import GROUP, PLURAL, VERSION, install_crd
 from tests.bench.measure import BenchError, percentile, seconds_until, tail
+from tests.harness import audit
 from tests.harness.controlplane import (
     AUDITED_USER,
     Binaries,
@@ -78,6 +80,8 @@ class TenantFigures:
     fetches: int = 0
     """Connections the trickling chart server took while the victim was measured."""
     attacker_reasons: Counter[str] = field(default_factory=Counter)
+    attacker_rate: float = 0.0
+    """API requests a second the attacker's GitSyncs sent while the victim was measured."""
     """The attacker's GitSyncs by their Ready reason at the end."""
     commits: int = 0
     """The attacker's commits while the victim was measured."""
@@ -127,7 +131,7 @@ def measure_tenants(binaries: Binaries, workdir: Path, edits: int) -> TenantFigu
 
 class Tenants:
     def __init__(self, plane: ControlPlane, server: GitServer, workdir: Path, trickle: Trickle):
-        self.server, self.trickle = server, trickle
+        self.plane, self.server, self.trickle = plane, server, trickle
         self.api = api_client(plane)
         self.core: Any = client.CoreV1Api(self.api)
         self.objects: Any = client.CustomObjectsApi(self.api)
@@ -159,14 +163,16 @@ class Tenants:
         figures.idle = self.heals("idle", edits)
         self.attack(figures)
         accepted, polls = self.trickle.accepted, self.attacker_reconciles()
+        started = time.time()
         with attacker.Churning(self.attacker_repo) as churn:
             figures.loaded = self.heals("loaded", edits)
+        figures.attacker_rate = self.attacker_rate(started, time.time())
         figures.commits, figures.fetches = churn.commits, self.trickle.accepted - accepted
         figures.attacker_polls = self.attacker_reconciles() - polls
         show(
             "attacker",
             f"while measured: {figures.commits} commits, {figures.fetches} fetches, "
-            f"reconciles {dict(figures.attacker_polls)}",
+            f"reconciles {dict(figures.attacker_polls)}, {figures.attacker_rate:.0f} requests/s",
         )
         self.outcome(figures)
         return figures
@@ -244,6 +250,17 @@ class Tenants:
             if metric == "gitopsd_reconcile_total" and shown["source"].startswith(f"{ATTACKER}/"):
                 found[shown["result"]] += int(value)
         return found
+
+    def attacker_rate(self, started: float, ended: float) -> float:
+        """The API requests a second its GitSyncs sent between `started` and `ended`: those
+        of the attacker's namespace but its GitSyncs' status and Events, the daemon's own."""
+        logged = audit.requests(self.plane, AUDITED_USER, started)
+        paced = [
+            r
+            for r in logged
+            if r.namespace == ATTACKER and r.resource not in ("gitsyncs", "events")
+        ]
+        return len(paced) / (ended - started)
 
     def create(self, namespace: str, name: str, spec: dict[str, Any]) -> None:
         body = {
@@ -366,6 +383,12 @@ def table(figures: TenantFigures) -> str:
             "",
         ),
         (
+            "attacker: API requests a second while measured (tenantQuota.requestsPerSecond)",
+            f"{figures.attacker_rate:.0f}",
+            f"≤ {pace_bound(figures):.0f}",
+            judged(figures.attacker_rate, pace_bound(figures)),
+        ),
+        (
             f"daemon's cgroup: peak memory ({figures.cage})",
             f"{figures.peak_mib:.0f} MiB",
             f"< {MEMORY_LIMIT_MIB} MiB",
@@ -375,6 +398,13 @@ def table(figures: TenantFigures) -> str:
     ]
     lines = ["| figure | measured | target | |", "|---|---|---|---|"]
     return "\n".join([*lines, *(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows)])
+
+
+def pace_bound(figures: TenantFigures) -> float:
+    """The most the attacker may send a second over the measured window: its pace, and
+    its burst spread over the window."""
+    window = EDIT_SPACING_SECONDS * figures.edits
+    return attacker.QUOTA.requests_per_second + attacker.QUOTA.request_burst / window
 
 
 def times(value: float) -> str:

@@ -13,11 +13,16 @@ from typing import Any
 
 from kubernetes import client
 
-from tests.harness.daemon import Daemons
+from tests.harness import audit
+from tests.harness.controlplane import ControlPlane
+from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import create_namespace
 from tests.harness.waiting import wait_for
 from tests.integration.test_gitsync import (
+    GROUP,
+    PLURAL,
+    VERSION,
     condition,
     config_map,
     config_map_value,
@@ -35,8 +40,10 @@ BOMB_CHART = {
 }
 RENDERED = 2_000
 """ConfigMaps each of the tenant's GitSyncs renders."""
-QUOTA = {"objects": 5_000, "gitSyncs": 3}
-"""The tenant's share in this test: two GitSyncs' revisions fit, a third's does not."""
+QUOTA = {"objects": 5_000, "gitSyncs": 3, "requestsPerSecond": 10_000, "requestBurst": 10_000}
+"""The tenant's share in this test: two GitSyncs' revisions fit, a third's does not (its
+pace of requests is not this test's bound: at the default, observe mode's dry-runs of
+4,000 ConfigMaps would take 80 s)."""
 MEMORY_LIMIT_MIB = 1024
 """The shipped Deployment's memory limit."""
 
@@ -118,3 +125,88 @@ def test_ta03_a_tenant_at_its_share_is_refused_and_another_tenant_is_still_heale
     assert holding(admin_api, attacker, "bomb-1")() and holding(admin_api, attacker, "bomb-2")()
     assert daemon.process is not None and daemon.process.poll() is None
     assert daemon.cage.oom_kills() == 0
+
+
+RETRY_SECONDS_BEFORE_DELETION = 16.0
+"""How long the waiting GitSync's backoff has grown when the one before it is deleted:
+longer than the deadline it is then given, so only a wake-up meets that deadline."""
+
+
+def retried_after(daemon: DaemonProcess, name: str, seconds: float) -> bool:
+    """Whether the daemon logged a retry of GitSync `name` at least `seconds` away."""
+    delays = [
+        float(line["message"].rsplit("retrying in ", 1)[1].split()[0])
+        for line in daemon.log_lines()
+        if line.get("source") == name and "; retrying in " in line.get("message", "")
+    ]
+    return any(delay >= seconds for delay in delays)
+
+
+def test_ta03_a_gitsync_waiting_for_its_share_is_served_once_another_is_deleted(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+) -> None:
+    git_repo.commit({"first/c.yaml": config_map("c"), "second/d.yaml": config_map("d")})
+    settings = {"enabled": True, "namespaces": [namespace], "allowInsecure": True}
+    daemon = daemons.start_with([], "operator", gitSyncs=settings, tenantQuota={"gitSyncs": 1})
+    daemon.start()
+    repository = {"url": git_server.file_url(git_repo)}
+    create(admin_api, namespace, "first", {"repository": repository, "paths": ["first"]})
+    wait_ready(admin_api, namespace, "first", "True", "Succeeded")
+    create(admin_api, namespace, "second", {"repository": repository, "paths": ["second"]})
+    wait_for(
+        lambda: retried_after(daemon, f"{namespace}/second", RETRY_SECONDS_BEFORE_DELETION),
+        "the second GitSync's backoff to grow",
+        90,
+    )
+
+    client.CustomObjectsApi(admin_api).delete_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "first"
+    )
+
+    wait_for(
+        lambda: (
+            condition(get(admin_api, namespace, "second"), "Ready").get("reason") != "QuotaExceeded"
+        ),
+        "the second GitSync served at once, not at its backoff's end",
+        RETRY_SECONDS_BEFORE_DELETION / 2,
+    )
+    wait_ready(admin_api, namespace, "second", "True", "Succeeded")
+
+
+PACE = {"requestsPerSecond": 20, "requestBurst": 10}
+"""The tenant's share of the API server in this test: a sync of PACED_OBJECTS ConfigMaps
+(a dry-run and an apply each) takes seconds at this pace, not a fraction of one."""
+PACED_OBJECTS = 60
+
+
+def test_ta03_a_namespaces_requests_leave_at_its_pace(
+    admin_api: Any,
+    namespace: str,
+    gitsync_crd: str,
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    control_plane: ControlPlane,
+) -> None:
+    git_repo.commit({f"many/c{n}.yaml": config_map(f"c{n}") for n in range(PACED_OBJECTS)})
+    settings = {"enabled": True, "namespaces": [namespace], "allowInsecure": True}
+    daemon = daemons.start_with([], "operator", gitSyncs=settings, tenantQuota=PACE)
+    daemon.start()
+    since = time.time()
+    create(admin_api, namespace, "many", {"repository": {"url": git_server.file_url(git_repo)}})
+    wait_ready(admin_api, namespace, "many", "True", "Succeeded")
+
+    sent = sorted(
+        write.received
+        for write in audit.writes(control_plane, daemon.user, since)
+        if write.namespace == namespace and write.resource == "configmaps"
+    )
+    assert len(sent) >= 2 * PACED_OBJECTS  # a dry-run and an apply of each
+    beyond_burst = len(sent) - PACE["requestBurst"] - 1  # one token of slack in flight
+    span = sent[-1] - sent[0]
+    assert span >= beyond_burst / PACE["requestsPerSecond"], (len(sent), span)
