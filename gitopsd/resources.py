@@ -12,6 +12,9 @@ SECRETS = Resource("", "v1", "Secret", "secrets", namespaced=True)
 NAMESPACES = Resource("", "v1", "Namespace", "namespaces", namespaced=False)
 EVENTS = Resource("", "v1", "Event", "events", namespaced=True)
 LEASES = Resource("coordination.k8s.io", "v1", "Lease", "leases", namespaced=True)
+NODES = Resource("", "v1", "Node", "nodes", namespaced=False)
+SERVICE_CIDRS = Resource("networking.k8s.io", "v1", "ServiceCIDR", "servicecidrs", namespaced=False)
+"""The cluster's service networks (Kubernetes 1.33 and later)."""
 ACCESS_REVIEWS = Resource(
     "authorization.k8s.io",
     "v1",

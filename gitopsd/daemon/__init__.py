@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from gitopsd.daemon import disk, http, logs
 from gitopsd.daemon.control import Control
 from gitopsd.daemon.controller import GitSyncController
 from gitopsd.daemon.forwarding import Forwarder
+from gitopsd.daemon.networks import with_cluster_networks
 from gitopsd.daemon.queue import Pool
 from gitopsd.daemon.quotas import Holdings
 from gitopsd.daemon.registry import Registry
@@ -105,8 +107,10 @@ class Daemon:
         if not self.config.git_syncs.enabled:
             return None
         parents = frozenset((s.settings.name, s.settings.inventory_namespace) for s in sources)
+        settings = self.config.git_syncs
+        network = with_cluster_networks(settings.network, self.cluster)  # fenced for tenants
         return GitSyncController(
-            settings=self.config.git_syncs,
+            settings=replace(settings, network=network),
             cluster=self.cluster,
             recorder=self.recorder,
             cache_dir=self.config.cache_dir,

@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from gitopsd.config import Credentials, SourceSpec
 from gitopsd.errors import ConfigError, SourceError
 from gitopsd.source import fetch
 from tests.harness import silent_dns
-from tests.harness.controlplane import ControlPlane
+from tests.harness.controlplane import SERVICE_CLUSTER_IP_RANGE, ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import create_namespace
@@ -82,6 +83,28 @@ def test_ta05_a_gitsync_repository_on_loopback_or_link_local_is_never_reached(
             )
         assert listening.accepted == 0
     assert daemon.process is not None and daemon.process.poll() is None
+
+
+def test_ta05_the_clusters_service_network_is_fenced_without_being_listed(
+    admin_api: Any, namespace: str, gitsync_crd: str, daemons: Daemons
+) -> None:
+    """TA-05 (URL fencing, the cluster's networks): with no network.clusterNetworks in the
+    configuration, the daemon learns the cluster's ServiceCIDRs at start, and a GitSync
+    whose repository is the `kubernetes` Service's address fails naming the fence. Before,
+    git was sent there (here, where nothing routes it, it failed at the git deadline)."""
+    settings = {"enabled": True, "namespaces": [namespace]}
+    daemon = daemons.start_with([], "operator", gitSyncs=settings).start()
+    service: Any = client.CoreV1Api(admin_api).read_namespaced_service("kubernetes", "default")
+    create(
+        admin_api,
+        namespace,
+        "service",
+        {"repository": {"url": f"https://{service.spec.cluster_ip}/r.git"}},
+    )
+
+    wait_for(lambda: FENCED in message(admin_api, namespace, "service"), "the Service refused")
+    learned = [line for line in daemon.log_lines() if line["message"].startswith("fenced for")]
+    assert learned and SERVICE_CLUSTER_IP_RANGE in learned[0]["message"]
 
 
 def failure(admin_api: Any, namespace: str, name: str, port: int) -> str:
