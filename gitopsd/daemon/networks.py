@@ -20,11 +20,13 @@ log = logging.getLogger("gitopsd.daemon")
 
 
 def with_cluster_networks(network: Network, cluster: Cluster) -> Network:
-    """`network` with the networks `cluster` publishes added to those an admin listed."""
+    """`network` with the networks `cluster` publishes added to those an admin listed.
+    Read projected: a Node's status (its images, addresses, node info) is most of it, and
+    a large cluster's would all be held at once at start."""
     learned: list[str] = []
     for resource, read in ((SERVICE_CIDRS, service_cidrs), (NODES, pod_cidrs)):
         try:
-            learned += read(cluster.list_objects(resource))
+            learned += read(cluster.list_objects(resource, projected=True))
         except ClusterError as error:
             log.warning(
                 "%s not read, so not fenced unless network.clusterNetworks lists them: %s",

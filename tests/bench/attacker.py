@@ -9,6 +9,7 @@ from typing import Any
 
 from gitopsd.configfile.tenants import TenantQuota
 from tests.harness.gitserver import GitRepo
+from tests.harness.hostile_charts import RENDER_BOMB
 
 QUOTA = TenantQuota()
 """The defaults: the attacker is measured at the bounds an install has unless set."""
@@ -23,17 +24,8 @@ HOARD_TEMPLATE = (
     "{{- range until (int .Values.count) }}\n---\napiVersion: v1\nkind: ConfigMap\n"
     "metadata:\n  name: m-{{ . }}\ndata:\n  churn: {{ $.Values.churn | quote }}\n{{- end }}\n"
 )
-BOMB_TEMPLATE = """{{- $s := "aaaaaaaaaaaaaaaa" }}
-{{- range $i := until 14 }}{{ $s = repeat 4 $s }}{{ end }}
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: bomb
-data:
-  size: {{ len $s | quote }}
-  churn: {{ .Values.churn | quote }}
-"""
-"""A 16-byte string made four times longer fourteen times: 4 GiB, from 300 bytes."""
+BOMB_TEMPLATE = RENDER_BOMB + "  churn: {{ .Values.churn | quote }}\n"
+"""The render bomb, with a value that changes at every commit."""
 
 
 def hoard_size() -> int:

@@ -14,6 +14,7 @@ from kubernetes import client
 
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitServer
+from tests.harness.hostile_charts import RENDER_BOMB
 from tests.harness.kube import create_namespace, unique_name
 from tests.harness.waiting import wait_for
 from tests.integration.test_gitsync import (
@@ -113,16 +114,6 @@ def test_ta01_a_health_rule_that_builds_gigabytes_is_stopped_at_its_bound(
 
 
 CHART = "apiVersion: v2\nname: bomb\nversion: 0.1.0\n"
-TEMPLATE_BOMB = """{{- $s := "aaaaaaaaaaaaaaaa" }}
-{{- range $i := until 14 }}{{ $s = repeat 4 $s }}{{ end }}
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: bomb
-data:
-  size: {{ len $s | quote }}
-"""
-"""A 16-byte string made four times longer fourteen times: 4 GiB, from 300 bytes."""
 
 
 def test_a_chart_that_renders_gigabytes_fails_at_the_render_memory_bound(
@@ -132,7 +123,7 @@ def test_a_chart_that_renders_gigabytes_fails_at_the_render_memory_bound(
     revision fails naming it, and the daemon lives and heals another GitSync."""
     attacker = git_server.create_repo(unique_name("attacker"))
     victim = git_server.create_repo(unique_name("victim"))
-    attacker.commit({"Chart.yaml": CHART, "templates/bomb.yaml": TEMPLATE_BOMB})
+    attacker.commit({"Chart.yaml": CHART, "templates/bomb.yaml": RENDER_BOMB})
     victim.commit({"steady.yaml": config_map("steady")})
     daemon = caged_operator(daemons, namespace)
     create(admin_api, namespace, "victim", {"repository": {"url": git_server.file_url(victim)}})
