@@ -33,9 +33,21 @@ class TenantQuota:
     request_burst: int = 300
     """Requests sent at once before the pace holds: client-go's QPS and burst, as Flux's
     controllers set them (50 and 300), for each namespace rather than the whole daemon."""
+    health_rule_seconds_per_minute: int = 10
+    """Seconds of the health rules' evaluator its GitSyncs' rules may take a minute (a
+    sixth of it; all at once after a minute unused), so rules of almost
+    sandbox.expressionTimeout each, one after another, are in another tenant's way at most
+    once per that long; a rule of the usual kind takes well under a millisecond."""
 
 
-KEYS = {"objects", "gitSyncs", "threads", "requestsPerSecond", "requestBurst"}
+KEYS = {
+    "objects",
+    "gitSyncs",
+    "threads",
+    "requestsPerSecond",
+    "requestBurst",
+    "healthRuleSecondsPerMinute",
+}
 
 
 def tenant_quota(value: Any, where: str) -> TenantQuota:
@@ -48,4 +60,10 @@ def tenant_quota(value: Any, where: str) -> TenantQuota:
             raw, "requestsPerSecond", where, TenantQuota.requests_per_second
         ),
         request_burst=positive(raw, "requestBurst", where, TenantQuota.request_burst),
+        health_rule_seconds_per_minute=positive(
+            raw,
+            "healthRuleSecondsPerMinute",
+            where,
+            TenantQuota.health_rule_seconds_per_minute,
+        ),
     )

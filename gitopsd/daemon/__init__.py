@@ -368,6 +368,7 @@ class Daemon:
         grace period, then the lease is given up."""
         log.info("shutting down")
         self.scheduler.shutdown(wait=False)
+        sandbox.stop_waiting_for_rules()
         deadline = time.monotonic() + self.config.shutdown_grace_seconds
         if self.fetches.git:
             self.fetches.git.keep()  # the next process reads them again
@@ -387,7 +388,8 @@ def run(config_path: Path, level: str = "info", form: str | None = None) -> int:
     logs.configure(sys.stderr, logging.getLevelNamesMapping()[level.upper()], form)
     signal.signal(signal.SIGUSR1, logs.log_every_threads_stack)
     config = configfile.load(config_path)
-    sandbox.bound_everything(config.sandbox)  # the tenants' rules and renders, from now on
+    rule_share = config.tenant_quota.health_rule_seconds_per_minute
+    sandbox.bound_everything(config.sandbox, rule_share)  # the tenants' rules and renders
     daemon = Daemon(config)
     signal.signal(signal.SIGTERM, daemon.stop)
     signal.signal(signal.SIGINT, daemon.stop)

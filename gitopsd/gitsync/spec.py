@@ -97,11 +97,18 @@ class GitSync:
         confined = self.namespace if self.service_account is None else None
         settings = config.settings
         identity = settings.identity and replace(settings.identity, tool=Tool.GITSYNC)
+        checks = tuple(replace(c, namespace=self.namespace) for c in settings.health_checks)
         return replace(
             config,
             name=self.key,
             spec=replace(config.spec, credentials=credentials, network=self.network),
-            settings=replace(settings, confined_to=confined, tool=Tool.GITSYNC, identity=identity),
+            settings=replace(
+                settings,
+                confined_to=confined,
+                tool=Tool.GITSYNC,
+                identity=identity,
+                health_checks=checks,  # charged to this namespace's share of the evaluator
+            ),
             depends_on=self.depends_on,
         )
 

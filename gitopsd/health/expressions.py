@@ -43,6 +43,9 @@ class HealthCheck:
     current: str
     in_progress: str = ""
     failed: str = ""
+    namespace: str = ""
+    """Whose rule it is: a GitSync's namespace, whose share of the evaluator it is charged
+    to; "" for the configuration file's and the command line's own."""
 
     @property
     def group_kind(self) -> GroupKind:
@@ -77,7 +80,7 @@ class HealthCheck:
             if not text:
                 continue
             try:
-                holds, why = _evaluators[0](text, variables)
+                holds, why = _evaluators[0](self.namespace, text, variables)
             except BoundExceeded as error:
                 return Health(Status.FAILED, REASON, f"{name}: {error}")
             if holds:
@@ -112,9 +115,9 @@ class BoundExceeded(Exception):
     """An expression stopped at a bound; the message names the bound and its setting."""
 
 
-Evaluate = Callable[[str, Mapping[str, Any]], tuple[bool, str]]
-"""Evaluates one expression over the variables: whether it holds, and if it cannot be
-evaluated, why. Raises BoundExceeded."""
+Evaluate = Callable[[str, str, Mapping[str, Any]], tuple[bool, str]]
+"""Evaluates one expression of a namespace's (the first argument) over the variables:
+whether it holds, and if it cannot be evaluated, why. Raises BoundExceeded."""
 
 
 def in_process(text: str, variables: Mapping[str, Any]) -> tuple[bool, str]:
@@ -135,7 +138,13 @@ def in_process(text: str, variables: Mapping[str, Any]) -> tuple[bool, str]:
     return result, ""
 
 
-_evaluators: list[Evaluate] = [in_process]
+def evaluate_here(namespace: str, text: str, variables: Mapping[str, Any]) -> tuple[bool, str]:
+    """An Evaluate in this process, with no turns: the command line's, whose rules are all
+    its one user's."""
+    return in_process(text, variables)
+
+
+_evaluators: list[Evaluate] = [evaluate_here]
 
 
 def evaluate_with(evaluate: Evaluate) -> None:

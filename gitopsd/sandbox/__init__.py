@@ -36,6 +36,7 @@ from gitopsd.quantities import format_size
 from gitopsd.sandbox import offline
 from gitopsd.sandbox.expressions import ExpressionBox
 from gitopsd.sandbox.slots import RenderSlots
+from gitopsd.sandbox.turns import Turns
 from gitopsd.sandbox_bounds import SANDBOX_SETTINGS, SandboxBounds
 
 log = logging.getLogger("gitopsd.sandbox")
@@ -62,15 +63,26 @@ _bounds = [SandboxBounds()]
 """The bounds renders run under: the defaults, or the daemon's configuration's."""
 _slots = [RenderSlots(SandboxBounds.renders_in_flight, SandboxBounds.render_queue_seconds)]
 """The slots every render takes one of while it runs, under those bounds."""
+_turns: list[Turns] = []
+"""The turns of the health rules' box, once there is one."""
 
 
-def bound_everything(bounds: SandboxBounds) -> None:
+def bound_everything(bounds: SandboxBounds, rule_seconds_per_minute: float) -> None:
     """Runs renders, and the process's health rules in a box, under `bounds` from now on (the
     daemon's, whose rules are its tenants'; the command line evaluates its user's own in
-    place)."""
+    place), each namespace's rules within `rule_seconds_per_minute` of the box's time."""
     _bounds[:] = [bounds]
     _slots[:] = [RenderSlots(bounds.renders_in_flight, bounds.render_queue_seconds)]
-    evaluate_with(ExpressionBox(bounds).evaluate)
+    _turns[:] = [Turns(rule_seconds_per_minute)]
+    evaluate_with(ExpressionBox(bounds, _turns[0]).evaluate)
+
+
+def stop_waiting_for_rules() -> None:
+    """Health rules waiting for their turn in the box are not evaluated, now or later: the
+    daemon is stopping, and a namespace's share may take longer to come back than its
+    grace period."""
+    for turns in _turns:
+        turns.close()
 
 
 Settings = Callable[[Path], Mapping[str, str]]

@@ -9,7 +9,8 @@ the worker lives; an expression that does not answer by the deadline has the wor
 and started again. Either way the expression is remembered as over its bound and not
 evaluated again while it is unchanged, so a tenant's rule costs the others one evaluation,
 not one per object and poll. The worker serves one expression at a time: its bound is then
-all it can take from the pod.
+all it can take from the pod. Whose expression it serves next, and how much of its time one
+namespace may take, `Turns` decides.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import os
 import select
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,6 +28,7 @@ from typing import Any
 import gitopsd
 from gitopsd.health.expressions import BoundExceeded
 from gitopsd.quantities import format_size
+from gitopsd.sandbox.turns import Closed, Turns
 from gitopsd.sandbox_bounds import SANDBOX_SETTINGS, SandboxBounds
 
 START_SECONDS = 30.0
@@ -39,24 +40,35 @@ _REPLY_BYTES = 64 * 1024
 
 
 class ExpressionBox:
-    """Evaluates expressions in the worker, under `bounds`; `evaluate` is an Evaluate."""
+    """Evaluates expressions in the worker, under `bounds`, one namespace's at a time as
+    `turns` decide; `evaluate` is an Evaluate."""
 
-    def __init__(self, bounds: SandboxBounds) -> None:
-        self.bounds = bounds
-        self.lock = threading.Lock()
+    def __init__(self, bounds: SandboxBounds, turns: Turns) -> None:
+        self.bounds, self.turns = bounds, turns
         self.worker: subprocess.Popen[bytes] | None = None
         self.over: dict[str, str] = {}
         """Expressions stopped at a bound, with the message that said which."""
 
-    def evaluate(self, text: str, variables: Mapping[str, Any]) -> tuple[bool, str]:
-        with self.lock:
-            if text in self.over:
-                raise BoundExceeded(f"{self.over[text]} (not evaluated again until it changes)")
-            try:
-                return self._ask(text, variables)
-            except BoundExceeded as error:
-                self._remember(text, str(error))
-                raise
+    def evaluate(self, namespace: str, text: str, variables: Mapping[str, Any]) -> tuple[bool, str]:
+        self._refuse_if_over(text)  # without a turn: a refusal costs the evaluator nothing
+        try:
+            with self.turns.turn(namespace):
+                self._refuse_if_over(text)  # found over its bound while this one waited
+                return self._asked(text, variables)
+        except Closed:
+            return False, "not evaluated: the daemon is stopping"
+
+    def _refuse_if_over(self, text: str) -> None:
+        over = self.over.get(text)
+        if over is not None:
+            raise BoundExceeded(f"{over} (not evaluated again until it changes)")
+
+    def _asked(self, text: str, variables: Mapping[str, Any]) -> tuple[bool, str]:
+        try:
+            return self._ask(text, variables)
+        except BoundExceeded as error:
+            self._remember(text, str(error))
+            raise
 
     def _ask(self, text: str, variables: Mapping[str, Any]) -> tuple[bool, str]:
         try:

@@ -113,6 +113,62 @@ def test_ta01_a_health_rule_that_builds_gigabytes_is_stopped_at_its_bound(
     assert_alive(daemon)
 
 
+def slow_rule(steps: int = 50) -> str:
+    """A rule that holds, after a while: a 16 MiB string searched steps x steps times
+    (measured: 0.55 s at 50, on this machine class, and 20 MiB held)."""
+    names, ones = string.ascii_lowercase, ",".join(["1"] * steps)
+    expression = f"[{ones}].all(y, [{ones}].all(z, !{names[11]}.contains('b')))"
+    for level in reversed(range(11)):
+        outer, inner = names[level], names[level + 1]
+        expression = f"[{outer}+{outer}+{outer}+{outer}].all({inner}, {expression})"
+    return f"['aaaa'].all(a, {expression})"
+
+
+SLOW_OBJECTS = 30
+RULE_SHARE = {"healthRuleSecondsPerMinute": 2}
+"""About four of the attacker's rules a minute: its 30 take the evaluator for minutes, not
+the 16 s they take in a row."""
+
+
+def waits_for_its_share(daemon: DaemonProcess, namespace: str) -> bool:
+    return any(
+        f"health rules of namespace {namespace} used their share" in line.get("message", "")
+        for line in daemon.log_lines()
+    )
+
+
+def test_ta01_a_namespaces_slow_health_rules_wait_for_its_share_and_no_other_does(
+    admin_api: Any, namespace: str, gitsync_crd: str, daemons: Daemons, git_server: GitServer
+) -> None:
+    """TA-01, of the class "cannot stop the others": the attacker's 30 objects each have a
+    rule of half a second, under a deadline that lets them run. Its rules are charged to its
+    namespace's share of the one evaluator; past the share they wait, saying so, and the
+    victim's rule, in another namespace, is served between them: the victim is Ready while
+    the attacker's rules still wait."""
+    attacker, victim = namespace, create_namespace(admin_api, "victim")
+    slow = git_server.create_repo(unique_name("attacker"))
+    steady = git_server.create_repo(unique_name("victim"))
+    slow.commit({f"cm-{i}.yaml": config_map(f"cm-{i}") for i in range(SLOW_OBJECTS)})
+    steady.commit({"steady.yaml": config_map("steady")})
+    daemon = caged_operator(
+        daemons, attacker, victim, sandbox={"expressionTimeout": "60s"}, tenantQuota=RULE_SHARE
+    )
+
+    rule = {"apiVersion": "v1", "kind": "ConfigMap", "current": slow_rule()}
+    spec = {"repository": {"url": git_server.file_url(slow)}, "healthCheckExprs": [rule]}
+    create(admin_api, attacker, "attacker", spec)
+    wait_for(lambda: waits_for_its_share(daemon, attacker), "the attacker's rules waiting", 90)
+    quick = {"apiVersion": "v1", "kind": "ConfigMap", "current": "has(data.value)"}
+    spec = {"repository": {"url": git_server.file_url(steady)}, "healthCheckExprs": [quick]}
+    create(admin_api, victim, "victim", spec)
+
+    wait_ready(admin_api, victim, "victim", "True", "Succeeded")
+    attacker_ready = condition(get(admin_api, attacker, "attacker"), "Ready")
+    assert attacker_ready.get("status") != "True", attacker_ready
+    assert not waits_for_its_share(daemon, victim)
+    assert_alive(daemon)
+
+
 CHART = "apiVersion: v2\nname: bomb\nversion: 0.1.0\n"
 
 

@@ -16,9 +16,10 @@ import pytest
 from gitopsd.configfile import load
 from gitopsd.errors import ConfigError
 from gitopsd.health import HealthCheck, Status, assess, expressions
-from gitopsd.health.expressions import BoundExceeded, evaluate_with, in_process
+from gitopsd.health.expressions import BoundExceeded, evaluate_here, evaluate_with, in_process
 from gitopsd.objects import GroupKind
 from gitopsd.sandbox.expressions import ExpressionBox
+from gitopsd.sandbox.turns import Turns
 from gitopsd.sandbox_bounds import SandboxBounds
 
 BINDINGS = string.ascii_lowercase
@@ -42,13 +43,14 @@ def slow(levels: int = 11, steps: int = 5000) -> str:
     return f"['aaaa'].all(a, {expression})"
 
 
+TENANT = "tenant"
 READY = "status.phase == 'Ready'"
 VARIABLES = {"status": {"phase": "Ready"}}
 
 
 @pytest.fixture
 def box() -> Iterator[ExpressionBox]:
-    found = ExpressionBox(SandboxBounds())
+    found = ExpressionBox(SandboxBounds(), Turns(10))
     yield found
     found._stop()
 
@@ -57,32 +59,32 @@ def test_ta01_the_red_teams_rule_stops_at_the_memory_bound_and_the_worker_lives(
     box: ExpressionBox,
 ) -> None:
     with pytest.raises(BoundExceeded) as stopped:
-        box.evaluate(string_bomb(), VARIABLES)
+        box.evaluate(TENANT, string_bomb(), VARIABLES)
     assert str(stopped.value) == (
         "needs more memory than 128Mi, the memory bound of health rules (sandbox.expressionMemory)"
     )
-    assert box.evaluate(READY, VARIABLES) == (True, "")
+    assert box.evaluate(TENANT, READY, VARIABLES) == (True, "")
 
 
 def test_ta01_a_rule_over_its_bound_is_not_evaluated_again(box: ExpressionBox) -> None:
     with pytest.raises(BoundExceeded):
-        box.evaluate(string_bomb(), VARIABLES)
+        box.evaluate(TENANT, string_bomb(), VARIABLES)
     worker = box.worker
     with pytest.raises(BoundExceeded, match="not evaluated again until it changes"):
-        box.evaluate(string_bomb(), VARIABLES)
+        box.evaluate(TENANT, string_bomb(), VARIABLES)
     assert box.worker is worker  # nothing asked of it
 
 
 def test_ta01_a_rule_past_the_deadline_has_the_worker_killed_and_started_afresh() -> None:
-    box = ExpressionBox(SandboxBounds(expression_seconds=0.2))
+    box = ExpressionBox(SandboxBounds(expression_seconds=0.2), Turns(10))
     try:
-        assert box.evaluate(READY, VARIABLES) == (True, "")
+        assert box.evaluate(TENANT, READY, VARIABLES) == (True, "")
         spinning = box.worker
         assert spinning is not None
         with pytest.raises(BoundExceeded, match=r"longer than 0.2 s, .*sandbox.expressionTimeout"):
-            box.evaluate(slow(), VARIABLES)
+            box.evaluate(TENANT, slow(), VARIABLES)
         assert spinning.poll() is not None
-        assert box.evaluate(READY, VARIABLES) == (True, "")
+        assert box.evaluate(TENANT, READY, VARIABLES) == (True, "")
     finally:
         box._stop()
 
@@ -90,9 +92,9 @@ def test_ta01_a_rule_past_the_deadline_has_the_worker_killed_and_started_afresh(
 def test_the_workers_start_is_not_charged_to_the_first_rules_deadline() -> None:
     """A worker starts in tens of milliseconds at best, seconds on a loaded machine: were
     that charged to the deadline, a sound rule would be stopped and remembered as over it."""
-    box = ExpressionBox(SandboxBounds(expression_seconds=0.01))
+    box = ExpressionBox(SandboxBounds(expression_seconds=0.01), Turns(10))
     try:
-        assert box.evaluate(READY, VARIABLES) == (True, "")
+        assert box.evaluate(TENANT, READY, VARIABLES) == (True, "")
     finally:
         box._stop()
 
@@ -107,7 +109,7 @@ def test_ta01_a_rule_stopped_at_a_bound_fails_its_kind_naming_the_bound(
             {"apiVersion": "v1", "kind": "ConfigMap"}, {GroupKind("", "ConfigMap"): bomb}
         )
     finally:
-        evaluate_with(in_process)
+        evaluate_with(evaluate_here)
     assert health.status == Status.FAILED
     assert health.message.startswith("current: needs more memory than 128Mi")
 

@@ -261,6 +261,16 @@ def test_adopt_and_create_namespace_are_a_tenants_to_set() -> None:
     assert source.settings.say(Setting.ADOPT) == "spec.adopt"
 
 
+def test_ta01_a_gitsyncs_health_rules_are_charged_to_its_namespace() -> None:
+    """Its namespace's share of the rules' evaluator (tenantQuota.healthRuleSecondsPerMinute)
+    pays for them, whatever namespace it writes to."""
+    rule = {"apiVersion": "v1", "kind": "Service", "current": "has(spec.clusterIP)"}
+    body = gitsync(healthCheckExprs=[rule], serviceAccountName="deployer", targetNamespace="x")
+    source = spec.read(body, GitSyncSettings()).source(NO_CREDENTIALS)
+
+    assert [check.namespace for check in source.settings.health_checks] == ["team"]
+
+
 def test_without_a_service_account_a_gitsync_is_confined_to_its_namespace() -> None:
     read = spec.read(gitsync(targetNamespace="team"), GitSyncSettings())
     source = read.source(NO_CREDENTIALS)
