@@ -7,6 +7,7 @@ default is written here only: a flag or key left out keeps it, and help texts qu
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -176,6 +177,10 @@ class Network:
     fetch_deadline_seconds: float = 300.0  # one request, connect to last byte, however slow
     git_deadline_seconds: float = 60.0  # one git ls-remote or fetch, its lookup included
     cluster_networks: tuple[str, ...] = ()  # service and pod CIDRs, fenced as loopback is
+    learned: Callable[[], tuple[str, ...]] = field(default=lambda: (), compare=False, repr=False)
+    """The networks the cluster publishes, as the daemon last read them (it reads them again
+    every `learn_seconds`): fenced beside `cluster_networks`, asked at each fetch."""
+    learn_seconds: float = 60.0
 
 
 @dataclass(frozen=True)

@@ -188,7 +188,7 @@ GITSYNC_KEYS = {
     "crossNamespaceRefs",
     "shard",
 }
-NETWORK_KEYS = {"fetchDeadline", "gitDeadline", "clusterNetworks"}
+NETWORK_KEYS = {"fetchDeadline", "gitDeadline", "clusterNetworks", "clusterNetworksInterval"}
 LEADER_KEYS = {"enabled", "namespace", "name", "leaseDuration", "renewDeadline", "retryPeriod"}
 
 
@@ -310,6 +310,7 @@ def _network(value: Any, where: str) -> Network:
         fetch_deadline_seconds=seconds(raw, "fetchDeadline", where, Network.fetch_deadline_seconds),
         git_deadline_seconds=seconds(raw, "gitDeadline", where, Network.git_deadline_seconds),
         cluster_networks=networks,
+        learn_seconds=seconds(raw, "clusterNetworksInterval", where, Network.learn_seconds),
     )
 
 

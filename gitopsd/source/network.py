@@ -49,14 +49,12 @@ class LookupTimedOut(TimeoutError):
 
 class Fence:
     """The addresses no fetch of a source reaches: loopback, link-local and the cluster's
-    networks, or none where insecure sources are allowed."""
+    networks (those listed and those the daemon learned until now), or none where insecure
+    sources are allowed."""
 
     def __init__(self, network: Network, fenced: bool) -> None:
-        self.networks = (
-            (*ALWAYS_FENCED, *(ipaddress.ip_network(c) for c in network.cluster_networks))
-            if fenced
-            else ()
-        )
+        cluster = (*network.cluster_networks, *network.learned()) if fenced else ()
+        self.networks = (*ALWAYS_FENCED, *map(ipaddress.ip_network, cluster)) if fenced else ()
 
     def addresses(self, host: str, port: int, seconds: float) -> list[AddressInfo]:
         """What `host` resolves to, each address checked: raises Fenced if any is fenced,

@@ -107,6 +107,36 @@ def test_ta05_the_clusters_service_network_is_fenced_without_being_listed(
     assert learned and SERVICE_CLUSTER_IP_RANGE in learned[0]["message"]
 
 
+JOINED_POD_NETWORK = "10.251.7.0/24"
+"""A node's pod range, in no range the harness's control plane uses."""
+
+
+def test_ta05_a_node_that_joins_has_its_pod_network_fenced_without_a_restart(
+    admin_api: Any, namespace: str, gitsync_crd: str, daemons: Daemons
+) -> None:
+    """TA-05 (URL fencing, the cluster's networks): a node that joins after the daemon
+    started has its pod CIDR fenced once the daemon reads the nodes again
+    (network.clusterNetworksInterval). Before, the networks were read once, at start, and a
+    GitSync could reach the new node's pods until the daemon restarted."""
+    settings = {"enabled": True, "namespaces": [namespace]}
+    network = {"clusterNetworksInterval": "1s"}
+    daemon = daemons.start_with([], "operator", gitSyncs=settings, network=network).start()
+    core: Any = client.CoreV1Api(admin_api)
+    node = f"joined-{namespace}"
+    core.create_node({"metadata": {"name": node}, "spec": {"podCIDRs": [JOINED_POD_NETWORK]}})
+    try:
+        wait_for(
+            lambda: any(JOINED_POD_NETWORK in line["message"] for line in daemon.log_lines()),
+            "the joined node's pod network learned",
+            30,
+        )
+        url = f"https://{JOINED_POD_NETWORK.replace('0/24', '9')}/r.git"
+        create(admin_api, namespace, "pods", {"repository": {"url": url}})
+        wait_for(lambda: FENCED in message(admin_api, namespace, "pods"), "the pod refused")
+    finally:
+        core.delete_node(node)
+
+
 def failure(admin_api: Any, namespace: str, name: str, port: int) -> str:
     """The GitSync's failure as its status says it, its port and retry delay left out."""
 

@@ -3,8 +3,14 @@ CIDRs, each parsed; what is not a network is skipped, not fenced by a guess."""
 
 from __future__ import annotations
 
-from gitopsd.daemon.networks import pod_cidrs, service_cidrs
-from gitopsd.objects import Body
+from typing import cast
+
+import pytest
+
+from gitopsd.cluster import Cluster
+from gitopsd.daemon.networks import ClusterNetworks, pod_cidrs, service_cidrs
+from gitopsd.errors import ClusterError
+from gitopsd.objects import Body, Resource
 
 
 def test_ta05_service_cidrs_and_pod_cidrs_are_read_from_their_objects() -> None:
@@ -26,3 +32,40 @@ def test_ta05_what_is_not_a_network_is_skipped() -> None:
         "10.0.0.0/16"  # host bits of a CIDR are ignored, as the API server itself does
     ]
     assert pod_cidrs([{"spec": {"podCIDRs": "10.244.0.0/24"}}]) == []  # not a list
+
+
+class Listing:
+    """The lists a cluster answers, in turn; a ClusterError where it cannot read one."""
+
+    def __init__(self, *answers: dict[str, list[Body]] | None) -> None:
+        self.answers = list(answers)
+        self.answer: dict[str, list[Body]] | None = None
+
+    def list_objects(self, resource: Resource, projected: bool = False) -> list[Body]:
+        assert projected
+        if resource.plural == "servicecidrs":  # the first of each reading
+            self.answer = self.answers.pop(0)
+        if self.answer is None:
+            raise ClusterError(f"{resource.plural} is forbidden")
+        return self.answer.get(resource.plural, [])
+
+
+NODE = {"spec": {"podCIDRs": ["10.244.1.0/24"]}}
+JOINED = {"spec": {"podCIDRs": ["10.244.2.0/24"]}}
+
+
+def test_ta05_networks_are_learned_again_kept_when_unread_and_an_unread_list_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cluster = Listing({"nodes": [NODE]}, None, None, {"nodes": [NODE, JOINED]})
+    networks = ClusterNetworks(cast(Cluster, cluster), listed=("10.96.0.0/12",))
+
+    networks.learn()
+    assert networks.current() == ("10.244.1.0/24",)
+    networks.learn()
+    networks.learn()  # the cluster unreadable twice: what was learned stays fenced
+    assert networks.current() == ("10.244.1.0/24",)
+    networks.learn()
+    assert networks.current() == ("10.244.1.0/24", "10.244.2.0/24")
+    unread = [r.message for r in caplog.records if "not read" in r.message]
+    assert len(unread) == 2  # servicecidrs and nodes, each once
