@@ -10,6 +10,7 @@ from typing import Any
 from gitopsd.configfile.tenants import TenantQuota
 from tests.harness.gitserver import GitRepo
 from tests.harness.hostile_charts import RENDER_BOMB
+from tests.harness.hostile_rules import slow_rule
 
 QUOTA = TenantQuota()
 """The defaults: the attacker is measured at the bounds an install has unless set."""
@@ -26,6 +27,11 @@ HOARD_TEMPLATE = (
 )
 BOMB_TEMPLATE = RENDER_BOMB + "  churn: {{ .Values.churn | quote }}\n"
 """The render bomb, with a value that changes at every commit."""
+RULED_OBJECTS = 40
+"""ConfigMaps of the rules' GitSync, each assessed by a rule of half a second at every
+commit it polls (one every CHURN_SECONDS): 20 s of the health rules' evaluator, twice its
+namespace's share of a minute."""
+RULE = {"apiVersion": "v1", "kind": "ConfigMap", "current": slow_rule()}
 
 
 def hoard_size() -> int:
@@ -40,13 +46,17 @@ def charts(churn: int) -> dict[str, str]:
         files[f"{name}/Chart.yaml"] = f"apiVersion: v2\nname: {name}\nversion: 0.1.0\n"
         files[f"{name}/templates/{name}.yaml"] = template
         files[f"{name}/values.yaml"] = f"churn: {churn}\ncount: 1\n"
+    files["rules/Chart.yaml"] = "apiVersion: v2\nname: rules\nversion: 0.1.0\n"
+    files["rules/templates/rules.yaml"] = HOARD_TEMPLATE
+    files["rules/values.yaml"] = f"churn: {churn}\ncount: {RULED_OBJECTS}\n"
     return files
 
 
 def gitsyncs(repository: str, trickling: str) -> dict[str, dict[str, Any]]:
     """The attacker's GitSyncs by name, as many as tenantQuota.gitSyncs and one more: the
-    hoard (nearly tenantQuota.objects ConfigMaps, observe mode), one fetch from the chart
-    server at `trickling`, and bombs; the last, OVER_QUOTA, a bomb. One fetch holds one of
+    hoard (nearly tenantQuota.objects ConfigMaps, observe mode), the rules (slow health
+    rules on objects each commit changes), one fetch from the chart server at `trickling`,
+    and bombs; the last, OVER_QUOTA, a bomb. One fetch holds one of
     the namespace's tenantQuota.threads until network.fetchDeadline, and the other renders:
     with more fetches, they would hold both, and the bombs would wait (a first run had 12:
     no render while the victim was measured)."""
@@ -55,8 +65,9 @@ def gitsyncs(repository: str, trickling: str) -> dict[str, dict[str, Any]]:
     fetch = {"repository": {"url": trickling}, "helm": {"chart": "hello", "releaseName": "hello"}}
     fetches = 1
     found: dict[str, dict[str, Any]] = {"hoard": {"repository": {"url": repository}, **hoard}}
-    found |= {f"fetch-{n}": fetch for n in range(fetches)}
-    found |= {f"bomb-{n}": bomb for n in range(QUOTA.git_syncs - 1 - fetches)}
+    rules = {"repository": {"url": repository}, "paths": ["rules"], "healthCheckExprs": [RULE]}
+    found |= {"rules": rules} | {f"fetch-{n}": fetch for n in range(fetches)}
+    found |= {f"bomb-{n}": bomb for n in range(QUOTA.git_syncs - 2 - fetches)}
     return found | {OVER_QUOTA: bomb}
 
 

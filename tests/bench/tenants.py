@@ -10,12 +10,15 @@ namespace empty, then with it at every bound the configuration gives it, at its 
 - one fetches a chart from a server that trickles a byte every half second, until
   `network.fetchDeadline` (20 s here, so that each fetch ends and starts again in the run),
   holding one of the namespace's `tenantQuota.threads`;
+- one applies a few ConfigMaps that each commit changes, each assessed by a health rule of
+  half a second, more than `tenantQuota.healthRuleSecondsPerMinute` lets it take (the
+  victim has a rule of its own, so its heals ask the same evaluator);
 - the rest render a chart that grows a string until `sandbox.renderMemory` stops it;
 - the attacker commits to its charts every few seconds, so that they render again.
 
 Measured on a bare control plane of its own by `make bench` (--tenants); alone:
 
-    python -m tests.bench.tenants [--edits 20]
+    python -m tests.bench.tenants [--edits 60]
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ from tests.harness.trickle import Trickle, serving
 
 VICTIM, ATTACKER = "victim", "attacker"
 VICTIM_OBJECTS = 40
+VICTIM_RULE = {"apiVersion": "v1", "kind": "ConfigMap", "current": "has(data.value)"}
+"""The victim's own health rule: each heal's reconcile asks the evaluator the attacker's
+slow rules keep busy."""
 MEMORY_LIMIT_MIB = 1024
 """The shipped Deployment's memory limit."""
 FETCH_DEADLINE_SECONDS = 20
@@ -80,9 +86,11 @@ class TenantFigures:
     fetches: int = 0
     """Connections the trickling chart server took while the victim was measured."""
     attacker_reasons: Counter[str] = field(default_factory=Counter)
+    """The attacker's GitSyncs by their Ready reason at the end."""
     attacker_rate: float = 0.0
     """API requests a second the attacker's GitSyncs sent while the victim was measured."""
-    """The attacker's GitSyncs by their Ready reason at the end."""
+    rule_waits: int = 0
+    """Times the attacker's health rules waited for its share of the rules' evaluator."""
     commits: int = 0
     """The attacker's commits while the victim was measured."""
     attacker_polls: Counter[str] = field(default_factory=Counter)
@@ -109,7 +117,7 @@ def main() -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.tenants", description=__doc__)
-    parser.add_argument("--edits", type=int, default=20, help="edits timed in each phase (20)")
+    parser.add_argument("--edits", type=int, default=60, help="edits timed in each phase (60)")
     return parser
 
 
@@ -158,7 +166,7 @@ class Tenants:
             self.core.create_namespace({"metadata": {"name": namespace}})
         self.daemon.start()
         spec = {"repository": {"url": self.server.file_url(self.victim_repo)}, "interval": "1h"}
-        self.create(VICTIM, "app", spec)
+        self.create(VICTIM, "app", spec | {"healthCheckExprs": [VICTIM_RULE]})
         self.wait(lambda: ready(self.get(VICTIM, "app")), "the victim's GitSync Ready", 120)
         figures.idle = self.heals("idle", edits)
         self.attack(figures)
@@ -217,6 +225,8 @@ class Tenants:
         self.alive()
         figures.held_objects = self.held("hoard")
         figures.renders_over_memory = self.over_memory()
+        waited = f"health rules of namespace {ATTACKER} used their share"
+        figures.rule_waits = sum(waited in line["message"] for line in self.daemon.log_lines())
         gitsyncs = self.objects.list_namespaced_custom_object(GROUP, VERSION, ATTACKER, PLURAL)
         figures.attacker_reasons = Counter(
             str(condition(g).get("reason", "none")) for g in gitsyncs["items"]
@@ -373,6 +383,12 @@ def table(figures: TenantFigures) -> str:
         (
             f"attacker: trickled fetches (network.fetchDeadline {FETCH_DEADLINE_SECONDS} s)",
             f"{figures.fetches} started while measured",
+            "",
+            "",
+        ),
+        (
+            "attacker: health rules' waits for their share (healthRuleSecondsPerMinute)",
+            f"{figures.rule_waits} ({attacker.RULED_OBJECTS} rules of 0.5 s at each poll)",
             "",
             "",
         ),

@@ -6,7 +6,6 @@ inside a memory limit like the Deployment's, lives to heal the other tenants."""
 from __future__ import annotations
 
 import json
-import string
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from kubernetes import client
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitServer
 from tests.harness.hostile_charts import RENDER_BOMB
+from tests.harness.hostile_rules import slow_rule, string_bomb
 from tests.harness.kube import create_namespace, unique_name
 from tests.harness.waiting import wait_for
 from tests.integration.test_gitsync import (
@@ -30,17 +30,6 @@ from tests.integration.test_gitsync import (
 CANARY = "canary-7f3a9c"
 DEPLOYMENT_MEMORY_MIB = 1024
 """The shipped Deployment's memory limit."""
-
-
-def string_bomb(levels: int = 14) -> str:
-    """The red team's rule: one-element maps nested `levels` deep, each binding a string four
-    times longer than the one before ("aaaa" to 1 GiB at 14; about 4 GiB held at once)."""
-    names = string.ascii_lowercase
-    expression = f"size({names[levels]})"
-    for level in reversed(range(levels)):
-        outer, inner = names[level], names[level + 1]
-        expression = f"[{outer}+{outer}+{outer}+{outer}].map({inner}, {expression})"
-    return f"size(['aaaa'].map(a, {expression})) == 1"
 
 
 def caged_operator(daemons: Daemons, namespace: str, *others: str, **top: Any) -> DaemonProcess:
@@ -111,17 +100,6 @@ def test_ta01_a_health_rule_that_builds_gigabytes_is_stopped_at_its_bound(
     assert_alive(daemon)
     assert_heals(admin_api, namespace, "steady")
     assert_alive(daemon)
-
-
-def slow_rule(steps: int = 50) -> str:
-    """A rule that holds, after a while: a 16 MiB string searched steps x steps times
-    (measured: 0.55 s at 50, on this machine class, and 20 MiB held)."""
-    names, ones = string.ascii_lowercase, ",".join(["1"] * steps)
-    expression = f"[{ones}].all(y, [{ones}].all(z, !{names[11]}.contains('b')))"
-    for level in reversed(range(11)):
-        outer, inner = names[level], names[level + 1]
-        expression = f"[{outer}+{outer}+{outer}+{outer}].all({inner}, {expression})"
-    return f"['aaaa'].all(a, {expression})"
 
 
 SLOW_OBJECTS = 30

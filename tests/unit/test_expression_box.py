@@ -6,7 +6,6 @@ with their defaults."""
 from __future__ import annotations
 
 import json
-import string
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,27 +20,7 @@ from gitopsd.objects import GroupKind
 from gitopsd.sandbox.expressions import ExpressionBox
 from gitopsd.sandbox.turns import Turns
 from gitopsd.sandbox_bounds import SandboxBounds
-
-BINDINGS = string.ascii_lowercase
-
-
-def string_bomb(levels: int = 14) -> str:
-    """One-element maps nested `levels` deep, each binding a string 4x the one before."""
-    expression = f"size({BINDINGS[levels]})"
-    for level in reversed(range(levels)):
-        outer, inner = BINDINGS[level], BINDINGS[level + 1]
-        expression = f"[{outer}+{outer}+{outer}+{outer}].map({inner}, {expression})"
-    return f"size(['aaaa'].map(a, {expression})) == 1"
-
-
-def slow(levels: int = 11, steps: int = 5000) -> str:
-    """A rule that allocates little and scans a 16 MiB string thousands of times."""
-    expression = f"[{','.join(['1'] * steps)}].all(z, !{BINDINGS[levels]}.contains('b'))"
-    for level in reversed(range(levels)):
-        outer, inner = BINDINGS[level], BINDINGS[level + 1]
-        expression = f"[{outer}+{outer}+{outer}+{outer}].all({inner}, {expression})"
-    return f"['aaaa'].all(a, {expression})"
-
+from tests.harness.hostile_rules import slow_rule, string_bomb
 
 TENANT = "tenant"
 READY = "status.phase == 'Ready'"
@@ -82,7 +61,7 @@ def test_ta01_a_rule_past_the_deadline_has_the_worker_killed_and_started_afresh(
         spinning = box.worker
         assert spinning is not None
         with pytest.raises(BoundExceeded, match=r"longer than 0.2 s, .*sandbox.expressionTimeout"):
-            box.evaluate(TENANT, slow(), VARIABLES)
+            box.evaluate(TENANT, slow_rule(steps=200), VARIABLES)
         assert spinning.poll() is not None
         assert box.evaluate(TENANT, READY, VARIABLES) == (True, "")
     finally:
