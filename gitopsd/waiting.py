@@ -3,7 +3,12 @@ one is Current, one Failed, the time is up, or the cluster is fenced (a stop, a 
 a source past its deadline).
 
 It polls, one GET per object still pending, and never the ones already Current: a wave or
-a `sync --wait` is short-lived, and a poll needs no watch to be opened and torn down.
+a `sync --wait` is short-lived, and a poll needs no watch to be opened and torn down. The
+GETs go out concurrently; the health of what they read is assessed on the waiting thread,
+one object after another, since a source's own health rules may wait for their turn in
+the daemon's evaluator (its namespace's share of it): the fan-out threads every source
+shares are never parked there, and the deadline and the fence are looked at between
+objects.
 """
 
 from __future__ import annotations
@@ -17,13 +22,14 @@ from gitopsd.changes import Target
 from gitopsd.cluster import Cluster, run_concurrently
 from gitopsd.errors import ClusterError
 from gitopsd.health import Health, Status
-from gitopsd.objects import ObjectKey
+from gitopsd.objects import Body, ObjectKey
 
 POLL_SECONDS = 1.0
 STEP_SECONDS = 0.2
 """How often a wait between polls looks at the fence, so that a stop ends it at once."""
 
 Healths = dict[ObjectKey, Health]
+NOT_ASSESSED = Health(Status.IN_PROGRESS, "NotAssessed", "the wait ended before it was assessed")
 
 
 @dataclass
@@ -45,18 +51,27 @@ class HealthWait:
         healths: Healths = {}
         deadline = time.monotonic() + timeout_seconds
         while True:
-            healths |= self._read(list(pending.values()))
+            healths |= self._read(list(pending.values()), deadline)
             self.on_progress(healths)
             pending = {k: t for k, t in pending.items() if not healths[k].healthy}
             failed = any(healths[key].status == Status.FAILED for key in pending)
             if not pending or failed or not self._pause(deadline):
                 return healths
 
-    def _read(self, targets: list[Target]) -> Healths:
-        answers = run_concurrently(targets, self._health_of, self.concurrency)
-        return {target.key: answer for target, answer in zip(targets, answers, strict=True)}
+    def _read(self, targets: list[Target], deadline: float) -> Healths:
+        lives = run_concurrently(targets, self._live_of, self.concurrency)
+        healths: Healths = {}
+        for target, live in zip(targets, lives, strict=True):
+            if isinstance(live, Health):
+                healths[target.key] = live
+            elif time.monotonic() >= deadline or not self.cluster.writable():
+                healths[target.key] = NOT_ASSESSED
+            else:
+                healths[target.key] = health.assess(live, self.checks)
+        return healths
 
-    def _health_of(self, target: Target) -> Health:
+    def _live_of(self, target: Target) -> Body | Health | None:
+        """The live object of `target`, or its health when there is none to assess."""
         if target.resource is None:
             return Health(Status.UNKNOWN, "NotServed", "its kind is not served")
         key = target.key
@@ -67,7 +82,7 @@ class HealthWait:
         run = self.runs.get(key)
         if run and live is not None and live["metadata"].get("uid") != run:
             return Health(Status.FAILED, "Replaced", "another object took its name")
-        return health.assess(live, self.checks)
+        return live
 
     def _pause(self, deadline: float) -> bool:
         """Waits until the next poll; False when the deadline comes first or the cluster is

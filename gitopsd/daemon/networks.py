@@ -22,6 +22,7 @@ from gitopsd.objects import Body
 from gitopsd.resources import NODES, SERVICE_CIDRS
 
 log = logging.getLogger("gitopsd.daemon")
+CIDR = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 def learning(network: Network, cluster: Cluster, scheduler: BaseScheduler) -> Network:
@@ -61,11 +62,19 @@ class ClusterNetworks:
                 self._unread(resource.plural, error)
             else:
                 self.unread.discard(resource.plural)
-        new = sorted({cidr for cidr in found if ipaddress.ip_network(cidr) not in self.known})
+        new = sorted({cidr for cidr in found if not self._covered(ipaddress.ip_network(cidr))})
         if new:
             log.info("fenced for the GitSyncs' fetches: %s", ", ".join(new))
             self.known |= {ipaddress.ip_network(cidr) for cidr in new}
             self.learned = (*self.learned, *new)
+
+    def _covered(self, network: CIDR) -> bool:
+        """Fenced already: a node's range inside a listed cluster-wide pod network adds
+        nothing the fence must check at every fetch."""
+        return any(
+            network.version == known.version and network.subnet_of(known)  # type: ignore[arg-type]
+            for known in self.known
+        )
 
     def _unread(self, plural: str, error: ClusterError) -> None:
         if plural not in self.unread:

@@ -68,7 +68,17 @@ class ExpressionBox:
             return self._ask(text, variables)
         except BoundExceeded as error:
             self._remember(text, str(error))
+            self._restarted()
             raise
+
+    def _restarted(self) -> None:
+        """A worker in place of one a bound stopped, started in the turn of the rule that
+        stopped it: its start is charged to that rule's namespace, not to the next one."""
+        if self.worker is None:
+            try:
+                self._started()
+            except (OSError, ValueError, TimeoutError):
+                self._stop()  # the next rule starts one
 
     def _ask(self, text: str, variables: Mapping[str, Any]) -> tuple[bool, str]:
         try:

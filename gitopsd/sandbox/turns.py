@@ -61,8 +61,11 @@ class Turns:
         self._changed = threading.Condition()
         self._waiting: list[_Waiter] = []
         self._tickets = itertools.count()
+        self._turns_given = itertools.count()
         self._busy = False
         self._last_served: dict[str, int] = {}
+        """The turn each namespace was given last: by when it was served, not when its
+        waiter came, or a namespace of many waiters would look unserved after each turn."""
         self._spent: dict[str, _Spent] = {}
         """Namespaces that have less than their whole share left."""
         self._told: set[str] = set()
@@ -112,7 +115,7 @@ class Turns:
                 raise Closed
             self._told.discard(namespace)
             self._busy = True
-            self._last_served[namespace] = waiter.ticket
+            self._last_served[namespace] = next(self._turns_given)
 
     def _give_back(self, namespace: str, took: float) -> None:
         with self._changed:

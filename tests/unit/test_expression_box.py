@@ -63,6 +63,7 @@ def test_ta01_a_rule_past_the_deadline_has_the_worker_killed_and_started_afresh(
         with pytest.raises(BoundExceeded, match=r"longer than 0.2 s, .*sandbox.expressionTimeout"):
             box.evaluate(TENANT, slow_rule(steps=200), VARIABLES)
         assert spinning.poll() is not None
+        assert box.worker is not None and box.worker is not spinning  # started in its turn
         assert box.evaluate(TENANT, READY, VARIABLES) == (True, "")
     finally:
         box._stop()

@@ -69,3 +69,11 @@ def test_ta05_networks_are_learned_again_kept_when_unread_and_an_unread_list_sai
     assert networks.current() == ("10.244.1.0/24", "10.244.2.0/24")
     unread = [r.message for r in caplog.records if "not read" in r.message]
     assert len(unread) == 2  # servicecidrs and nodes, each once
+
+
+def test_ta05_a_range_inside_a_listed_network_is_not_added_again() -> None:
+    networks = ClusterNetworks(
+        cast(Cluster, Listing({"nodes": [NODE, JOINED]})), ("10.244.0.0/16",)
+    )
+    networks.learn()
+    assert networks.current() == ()

@@ -126,3 +126,26 @@ def test_a_stopping_daemon_ends_the_waits_for_a_turn() -> None:
     assert len(ended) == 1 and waiting(turns, 0)()
     with pytest.raises(Closed), turns.turn("victim"):
         pass
+
+
+def test_ta01_namespaces_of_many_waiters_alternate() -> None:
+    """A namespace whose health waits ask rules concurrently (sync waves, hooks) has many
+    waiters at once: each turn it is given puts it behind the others again."""
+    turns = Turns(60)
+    served: list[str] = []
+
+    def evaluate(namespace: str) -> Callable[[], None]:
+        def run() -> None:
+            with turns.turn(namespace):
+                served.append(namespace)
+
+        return run
+
+    with turns.turn("holder"):
+        threads = []
+        for count, namespace in enumerate(["a", "a", "a", "b", "b", "b"], 1):
+            threads.append(start(evaluate(namespace)))
+            wait_for(waiting(turns, count), f"{count} waiting for the evaluator", 10)
+    for thread in threads:
+        thread.join(10)
+    assert served == ["a", "b", "a", "b", "a", "b"]
