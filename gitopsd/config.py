@@ -178,9 +178,8 @@ class Network:
     git_deadline_seconds: float = 60.0  # one git ls-remote or fetch, its lookup included
     cluster_networks: tuple[str, ...] = ()  # service and pod CIDRs, fenced as loopback is
     learned: Callable[[], tuple[str, ...]] = field(default=lambda: (), compare=False, repr=False)
-    """The networks the cluster publishes, as the daemon last read them (it reads them again
-    every `learn_seconds`): fenced beside `cluster_networks`, asked at each fetch."""
-    learn_seconds: float = 60.0
+    """The networks the cluster publishes, as the daemon learned them until now (it watches
+    them): fenced beside `cluster_networks`, asked at each fetch."""
 
 
 @dataclass(frozen=True)

@@ -188,7 +188,7 @@ GITSYNC_KEYS = {
     "crossNamespaceRefs",
     "shard",
 }
-NETWORK_KEYS = {"fetchDeadline", "gitDeadline", "clusterNetworks", "clusterNetworksInterval"}
+NETWORK_KEYS = {"fetchDeadline", "gitDeadline", "clusterNetworks"}
 LEADER_KEYS = {"enabled", "namespace", "name", "leaseDuration", "renewDeadline", "retryPeriod"}
 
 
@@ -310,7 +310,6 @@ def _network(value: Any, where: str) -> Network:
         fetch_deadline_seconds=seconds(raw, "fetchDeadline", where, Network.fetch_deadline_seconds),
         git_deadline_seconds=seconds(raw, "gitDeadline", where, Network.git_deadline_seconds),
         cluster_networks=networks,
-        learn_seconds=seconds(raw, "clusterNetworksInterval", where, Network.learn_seconds),
     )
 
 

@@ -94,13 +94,9 @@ class Daemon:
         """Set once the sources are scheduled: the endpoints serve before, and until then
         no worker exists whose readiness could be asked."""
         self.sources = Registry()
-        # The scheduler's jobs only put polls in the pool's queue: one thread is enough;
-        # what reads the cluster has one of its own, so a slow list delays no poll.
+        # The scheduler's jobs only put polls in the pool's queue: one thread is enough.
         self.scheduler = BackgroundScheduler(
-            executors={
-                "default": ThreadPoolExecutor(max_workers=1),
-                "cluster": ThreadPoolExecutor(max_workers=1),
-            },
+            executors={"default": ThreadPoolExecutor(max_workers=1)},
             job_defaults={"coalesce": True, "max_instances": 1},
         )
         self.controller = self._controller(sources)
@@ -112,7 +108,7 @@ class Daemon:
             return None
         parents = frozenset((s.settings.name, s.settings.inventory_namespace) for s in sources)
         settings = self.config.git_syncs
-        network = learning(settings.network, self.cluster, self.scheduler)  # fenced for tenants
+        network = learning(settings.network, self.cluster, self.stopping)  # fenced for tenants
         return GitSyncController(
             settings=replace(settings, network=network),
             cluster=self.cluster,

@@ -115,12 +115,11 @@ def test_ta05_a_node_that_joins_has_its_pod_network_fenced_without_a_restart(
     admin_api: Any, namespace: str, gitsync_crd: str, daemons: Daemons
 ) -> None:
     """TA-05 (URL fencing, the cluster's networks): a node that joins after the daemon
-    started has its pod CIDR fenced once the daemon reads the nodes again
-    (network.clusterNetworksInterval). Before, the networks were read once, at start, and a
-    GitSync could reach the new node's pods until the daemon restarted."""
+    started has its pod CIDR fenced as soon as the daemon's watch of Nodes tells of it.
+    Before, the networks were read once, at start, and a GitSync could reach the new
+    node's pods until the daemon restarted."""
     settings = {"enabled": True, "namespaces": [namespace]}
-    network = {"clusterNetworksInterval": "1s"}
-    daemon = daemons.start_with([], "operator", gitSyncs=settings, network=network).start()
+    daemon = daemons.start_with([], "operator", gitSyncs=settings).start()
     core: Any = client.CoreV1Api(admin_api)
     node = f"joined-{namespace}"
     core.create_node({"metadata": {"name": node}, "spec": {"podCIDRs": [JOINED_POD_NETWORK]}})

@@ -10,7 +10,7 @@ import pytest
 from gitopsd.cluster import Cluster
 from gitopsd.daemon.networks import ClusterNetworks, pod_cidrs, service_cidrs
 from gitopsd.errors import ClusterError
-from gitopsd.objects import Body, Resource
+from gitopsd.objects import Body, ObjectKey, Resource
 
 
 def test_ta05_service_cidrs_and_pod_cidrs_are_read_from_their_objects() -> None:
@@ -54,21 +54,27 @@ NODE = {"spec": {"podCIDRs": ["10.244.1.0/24"]}}
 JOINED = {"spec": {"podCIDRs": ["10.244.2.0/24"]}}
 
 
-def test_ta05_networks_are_learned_again_kept_when_unread_and_an_unread_list_said_once(
+def test_ta05_what_is_listed_at_start_is_fenced_and_only_what_was_read_is_watched(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    cluster = Listing({"nodes": [NODE]}, None, None, {"nodes": [NODE, JOINED]})
+    cluster = Listing(None)
     networks = ClusterNetworks(cast(Cluster, cluster), listed=("10.96.0.0/12",))
+    assert networks.learn() == []  # neither read: nothing watched
+    assert [r.message.split(" ")[0] for r in caplog.records] == ["servicecidrs", "nodes"]
 
-    networks.learn()
+    networks = ClusterNetworks(cast(Cluster, Listing({"nodes": [NODE]})), listed=())
+    assert [resource.plural for resource in networks.learn()] == ["servicecidrs", "nodes"]
     assert networks.current() == ("10.244.1.0/24",)
+
+
+def test_ta05_a_node_that_joins_is_fenced_from_its_watch_event_and_kept_by_none() -> None:
+    networks = ClusterNetworks(cast(Cluster, Listing({"nodes": [NODE]})), listed=())
     networks.learn()
-    networks.learn()  # the cluster unreadable twice: what was learned stays fenced
-    assert networks.current() == ("10.244.1.0/24",)
-    networks.learn()
+    keep = networks.keeper(pod_cidrs)
+    assert keep(ObjectKey("", "Node", "", "joined"), JOINED) is False
     assert networks.current() == ("10.244.1.0/24", "10.244.2.0/24")
-    unread = [r.message for r in caplog.records if "not read" in r.message]
-    assert len(unread) == 2  # servicecidrs and nodes, each once
+    keep(ObjectKey("", "Node", "", "joined"), JOINED)  # told again: nothing added
+    assert networks.current() == ("10.244.1.0/24", "10.244.2.0/24")
 
 
 def test_ta05_a_range_inside_a_listed_network_is_not_added_again() -> None:
