@@ -190,8 +190,15 @@ class Tenants:
         refused, the hoard holding its revision, a render stopped at its memory bound and a
         fetch held by the trickling server."""
         specs = attacker.gitsyncs(self.server.file_url(self.attacker_repo), self.trickle.url)
+        one_more = specs.pop(attacker.OVER_QUOTA)
         for name, spec in specs.items():
             self.create(ATTACKER, name, spec)
+        self.wait(  # all served first: the one refused is then the last, whatever the order
+            lambda: all(self.reason(name) not in ("", "QuotaExceeded") for name in specs),
+            "the attacker's GitSyncs served",
+            120,
+        )
+        self.create(ATTACKER, attacker.OVER_QUOTA, one_more)
         self.wait(
             lambda: self.reason(attacker.OVER_QUOTA) == "QuotaExceeded",
             "the GitSync over quota",
