@@ -33,10 +33,9 @@ def start(target: Callable[[], None]) -> threading.Thread:
     return thread
 
 
-def test_ta01_a_free_evaluator_goes_to_the_namespace_served_least_recently() -> None:
-    """A namespace whose reconcile asks rule after rule does not keep the evaluator: the
-    other namespace's one rule runs next, ahead of the three asked before it."""
-    turns = Turns(60)
+def order_served(turns: Turns, holder: str, asking: list[str]) -> list[str]:
+    """The namespaces in the order they are served, each of `asking` waiting (in that
+    order) while `holder` has the evaluator."""
     served: list[str] = []
 
     def evaluate(namespace: str) -> Callable[[], None]:
@@ -46,13 +45,20 @@ def test_ta01_a_free_evaluator_goes_to_the_namespace_served_least_recently() -> 
 
         return run
 
-    with turns.turn("attacker"):
+    with turns.turn(holder):
         threads = []
-        for count, namespace in enumerate(["attacker", "attacker", "attacker", "victim"], 1):
+        for count, namespace in enumerate(asking, 1):
             threads.append(start(evaluate(namespace)))
             wait_for(waiting(turns, count), f"{count} waiting for the evaluator", 10)
     for thread in threads:
         thread.join(10)
+    return served
+
+
+def test_ta01_a_free_evaluator_goes_to_the_namespace_served_least_recently() -> None:
+    """A namespace whose reconcile asks rule after rule does not keep the evaluator: the
+    other namespace's one rule runs next, ahead of the three asked before it."""
+    served = order_served(Turns(60), "attacker", ["attacker", "attacker", "attacker", "victim"])
     assert served == ["victim", "attacker", "attacker", "attacker"]
 
 
@@ -131,21 +137,5 @@ def test_a_stopping_daemon_ends_the_waits_for_a_turn() -> None:
 def test_ta01_namespaces_of_many_waiters_alternate() -> None:
     """A namespace whose health waits ask rules concurrently (sync waves, hooks) has many
     waiters at once: each turn it is given puts it behind the others again."""
-    turns = Turns(60)
-    served: list[str] = []
-
-    def evaluate(namespace: str) -> Callable[[], None]:
-        def run() -> None:
-            with turns.turn(namespace):
-                served.append(namespace)
-
-        return run
-
-    with turns.turn("holder"):
-        threads = []
-        for count, namespace in enumerate(["a", "a", "a", "b", "b", "b"], 1):
-            threads.append(start(evaluate(namespace)))
-            wait_for(waiting(turns, count), f"{count} waiting for the evaluator", 10)
-    for thread in threads:
-        thread.join(10)
+    served = order_served(Turns(60), "holder", ["a", "a", "a", "b", "b", "b"])
     assert served == ["a", "b", "a", "b", "a", "b"]
