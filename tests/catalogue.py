@@ -1,19 +1,29 @@
 """The reliability catalogue (bad input BI, faults FA, load LD, security SE): each case,
-and where gitopsd decided otherwise than the catalogue asks, what and why. Tests cite the
-ids (in their names, docstrings or parameters), and so do the benchmarks that measure a load
-case; `python -m tests.catalogue` writes the README's coverage table from those citations,
-and tests/unit/test_catalogue.py fails when the README's table is not what the tests say."""
+and where gitopsd decided otherwise than the catalogue asks, what and why. A test names the
+cases it proves with a marker, `@pytest.mark.case("FA-05")` (on a test, or on one of its
+parameters), or with a parameter id that starts with the case's id; a comment, a string or
+a docstring counts for nothing. `python -m tests.catalogue` collects the suite as pytest
+does and writes the README's coverage table from those markers, and
+tests/unit/test_catalogue.py fails when the README's table is not what the tests say."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 import sys
+import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-CITED = re.compile(r"(?i)(?<![a-z0-9])(bi|fa|ld|se)-?(\d{2})(?![a-z0-9])")
+CASE_ID = re.compile(r"(?:BI|FA|LD|SE)-\d{2}")
+NAMED = re.compile(r"(?i)(?<![a-z0-9])(bi|fa|ld|se)-?(\d{2})(?![a-z0-9])")
+"""An id in a test's name, which people read as a claim: the test must carry its marker."""
 BEGIN, END = "<!-- catalogue: begin (python -m tests.catalogue) -->", "<!-- catalogue: end -->"
 
 
@@ -22,6 +32,10 @@ class Case:
     case: str
     decision: str = ""
     """Where gitopsd deliberately departs from the catalogue, what it does instead."""
+    measured: str = ""
+    """The benchmark module (tests/bench/) that measures a load case: a figure, no assertion."""
+    untested: str = ""
+    """Why no test proves the case."""
 
 
 CASES: dict[str, Case] = {
@@ -116,9 +130,10 @@ CASES: dict[str, Case] = {
     "FA-27": Case("a target namespace being deleted"),
     "LD-01": Case(
         "10,000 objects, first sync: duration, requests per object, peak RSS (make bench "
-        "spreads them over ten namespaces)"
+        "spreads them over ten namespaces)",
+        measured="oneshot",
     ),
-    "LD-02": Case("a no-op resync: no mutating request (make bench)"),
+    "LD-02": Case("a no-op resync: no mutating request", measured="oneshot"),
     "LD-03": Case(
         "1,000 namespaces of 10 objects, one namespace denied",
         (
@@ -136,7 +151,13 @@ CASES: dict[str, Case] = {
         ),
     ),
     "LD-06": Case("a commit every second: syncs coalesce, the final state is HEAD"),
-    "LD-07": Case("a day's soak with random faults"),
+    "LD-07": Case(
+        "a day's soak with random faults",
+        untested=(
+            "a day does not fit in CI; each fault is injected by a test of its own at the "
+            "moment it hurts most (FA-01 to FA-27), and make bench runs 10,000 objects"
+        ),
+    ),
     "SE-01": Case("Secret values masked in diff output"),
     "SE-02": Case("secrets redacted from errors, in every form"),
     "SE-03": Case("secrets and series in metrics (a deleted GitSync's go with it)"),
@@ -152,7 +173,10 @@ CASES: dict[str, Case] = {
         "URL policy and SSRF: schemes, remote bases, chart repositories' archive URLs and redirects"
     ),
     "SE-13": Case("SSH host keys verified, never trusted on first use"),
-    "SE-14": Case("commit signature verification"),
+    "SE-14": Case(
+        "commit signature verification",
+        untested="gitopsd does not verify commit signatures yet: a source trusts its git server",
+    ),
     "SE-15": Case("no command injection, no exec plugins"),
     "SE-16": Case("ownership: foreign, copied or tampered claims never deleted"),
     "SE-17": Case(
@@ -167,50 +191,118 @@ CASES: dict[str, Case] = {
 }
 
 
-def citations() -> dict[str, list[str]]:
-    """Each cited id, with the test files (tests/integration and tests/unit) and the
-    benchmark modules (tests/bench, run by make bench) that cite it."""
-    cited: dict[str, set[str]] = {}
-    for path in sorted([*ROOT.glob("tests/*/test_*.py"), *ROOT.glob("tests/bench/*.py")]):
-        for kind, number in CITED.findall(path.read_text()):
-            cited.setdefault(f"{kind.upper()}-{number}", set()).add(
-                str(path.relative_to(ROOT / "tests"))
-            )
-    return {case: sorted(files) for case, files in cited.items()}
+LEADING_IDS = re.compile(r"(?:(?:BI|FA|LD|SE)-\d{2}[ ,]*)+")
 
 
-def table() -> str:
-    """The README's coverage table: every case, the tests that cite it, and its status."""
-    cited = citations()
+@dataclass(frozen=True)
+class Proofs:
+    """What the collected tests claim."""
+
+    files: dict[str, list[str]]
+    """Each case a test is marked with, and the test files (under tests/) of those tests."""
+    unmarked: list[str]
+    """Tests whose name cites a case their markers do not: the name claims what nothing counts."""
+    malformed: list[str]
+    """Marker arguments that are no case id at all."""
+
+
+def collect(paths: Iterable[Path] = (ROOT / "tests",)) -> Proofs:
+    """The tests under `paths` as pytest collects them, in a child so that collecting
+    imports nothing into the caller, and what they are marked to prove."""
+    with tempfile.TemporaryDirectory() as scratch:
+        found = Path(scratch) / "proofs.json"
+        child = subprocess.run(
+            [
+                *(sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "tests.catalogue"),
+                *("--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml")),
+                f"--catalogue-to={found}",
+                *map(str, paths),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if child.returncode != 0 or not found.exists():
+            said = f"{child.stdout}{child.stderr}"[-4000:]
+            raise RuntimeError(f"collecting the tests failed:\n{said}")
+        claims = json.loads(found.read_text())
+    files: dict[str, set[str]] = {}
+    for claim in claims:
+        for case_id in claim["cases"]:
+            files.setdefault(case_id, set()).add(claim["file"])
+    return Proofs(
+        files={case_id: sorted(names) for case_id, names in files.items()},
+        unmarked=[claim["test"] for claim in claims if claim["unmarked"]],
+        malformed=[bad for claim in claims for bad in claim["malformed"]],
+    )
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--catalogue-to", help="write the cases each collected test proves here")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    target = session.config.getoption("catalogue_to")
+    if target:
+        Path(target).write_text(json.dumps([claim(item) for item in session.items]))
+
+
+def claim(item: pytest.Item) -> dict[str, object]:
+    """The cases one collected test is marked with (or whose parameter id starts with)."""
+    marked = [str(arg) for mark in item.iter_markers("case") for arg in mark.args]
+    callspec = getattr(item, "callspec", None)
+    leading = LEADING_IDS.match(callspec.id) if callspec else None
+    cases = sorted({*marked, *(CASE_ID.findall(leading.group()) if leading else ())})
+    cases = [case_id for case_id in cases if CASE_ID.fullmatch(case_id)]
+    named = {
+        f"{kind.upper()}-{number}"
+        for kind, number in NAMED.findall(getattr(item, "originalname", item.name))
+    }
+    path = item.path.resolve()
+    tests = ROOT / "tests"
+    return {
+        "test": item.nodeid,
+        "file": str(path.relative_to(tests)) if path.is_relative_to(tests) else path.name,
+        "cases": cases,
+        "unmarked": bool(named - set(cases)),
+        "malformed": [arg for arg in marked if not CASE_ID.fullmatch(arg)],
+    }
+
+
+def status(case: Case, files: list[str]) -> str:
+    if files:
+        return f"decided otherwise: {case.decision}" if case.decision else "covered"
+    if case.measured:
+        return "measured by make bench, not asserted by a test"
+    if case.untested:
+        return f"not tested: {case.untested}"
+    return "not covered yet"
+
+
+def table(proofs: Proofs) -> str:
+    """The README's coverage table: every case, the tests marked to prove it, its status."""
     rows = ["| id | the case | tests | status |", "|---|---|---|---|"]
     for case_id, case in CASES.items():
-        files = cited.get(case_id, [])
-        status = "not covered yet"
-        if only_measured(files):
-            status = "measured by make bench, not asserted by a test"
-        elif files:
-            status = f"decided otherwise: {case.decision}" if case.decision else "covered"
-        rows.append(f"| {case_id} | {case.case} | {', '.join(files)} | {status} |")
-    measured = [case_id for case_id in CASES if only_measured(cited.get(case_id, []))]
-    tested = [case_id for case_id in CASES if case_id in cited and case_id not in measured]
+        files = proofs.files.get(case_id, [])
+        named = [*files, *([f"bench/{case.measured}.py"] if case.measured else [])]
+        rows.append(f"| {case_id} | {case.case} | {', '.join(named)} | {status(case, files)} |")
+    proven = [case_id for case_id in CASES if case_id in proofs.files]
+    measured = [case_id for case_id in CASES if case_id not in proven and CASES[case_id].measured]
+    untested = [case_id for case_id in CASES if case_id not in proven and case_id not in measured]
     summary = (
-        f"{len(tested)} of {len(CASES)} cases are cited by tests; "
-        f"{len(measured)} more are measured by make bench."
+        f"{len(proven)} of {len(CASES)} cases are proven by tests marked with them; make "
+        f"bench measures {len(measured)} more; {len(untested)} not tested, each says why."
     )
     return "\n".join([*rows, "", summary])
 
 
-def only_measured(files: list[str]) -> bool:
-    """Cited by benchmarks alone (a figure, no assertion)."""
-    return bool(files) and all(file.startswith("bench/") for file in files)
-
-
-def with_table(readme: str) -> str:
+def with_table(readme: str, proofs: Proofs) -> str:
     """`readme` with the generated table between its markers."""
     start, end = readme.index(BEGIN) + len(BEGIN), readme.index(END)
-    return f"{readme[:start]}\n{table()}\n{readme[end:]}"
+    return f"{readme[:start]}\n{table(proofs)}\n{readme[end:]}"
 
 
 if __name__ == "__main__":
-    README.write_text(with_table(README.read_text()))
+    README.write_text(with_table(README.read_text(), collect()))
     sys.exit(0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from tests.harness import audit
@@ -30,6 +31,7 @@ def config_map(name: str, value: str = "v", labels: str = "") -> dict[str, str]:
     return {f"{name}.yaml": body}
 
 
+@pytest.mark.case("FA-11")
 def test_fa11_a_dry_run_refused_by_admission_applies_nothing_and_prunes_nothing(
     gitopsd: Gitopsd,
     control_plane: ControlPlane,
@@ -72,6 +74,7 @@ def test_fa11_a_dry_run_refused_by_admission_applies_nothing_and_prunes_nothing(
     )
 
 
+@pytest.mark.case("FA-12")
 def test_fa12_a_delete_refused_by_admission_stays_recorded_and_is_retried(
     gitopsd: Gitopsd,
     control_plane: ControlPlane,
@@ -114,6 +117,7 @@ def test_fa12_a_delete_refused_by_admission_stays_recorded_and_is_retried(
     assert config_map_value(admin_api, namespace, "a") == "v"
 
 
+@pytest.mark.case("FA-24")
 def test_fa24_a_webhook_that_is_down_applies_nothing_prunes_nothing_and_then_recovers(
     gitopsd: Gitopsd,
     control_plane: ControlPlane,
@@ -176,6 +180,7 @@ def spread_over_namespaces(prefix: str) -> dict[str, str]:
     return files
 
 
+@pytest.mark.case("LD-03")
 def test_ld03_one_namespace_refused_among_many_applies_none_of_their_objects(
     gitopsd: Gitopsd,
     control_plane: ControlPlane,

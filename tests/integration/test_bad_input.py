@@ -189,6 +189,7 @@ def test_bad_input_is_a_clear_error_and_changes_nothing(
     assert not SENTINEL.exists()
 
 
+@pytest.mark.case("BI-12")
 @pytest.mark.parametrize(
     "target", ["/etc/passwd", "../../outside/canary.yaml", "sub/../../escape.yaml", "."]
 )
@@ -218,6 +219,7 @@ def test_bi12_symlinks_are_refused_their_targets_never_read_and_nothing_pruned(
     assert versions(admin_api, namespace) == before
 
 
+@pytest.mark.case("BI-05")
 def test_a_custom_resource_applies_with_its_crd_in_one_commit(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
@@ -255,6 +257,7 @@ spec:
     assert diff.code == 0, diff.text
 
 
+@pytest.mark.case("SE-01", "SE-07")
 def test_secret_values_never_appear_in_diff_or_sync_output(
     gitopsd: Gitopsd,
     admin_api: Any,
@@ -382,6 +385,7 @@ def config_map(name: str, namespace: str) -> str:
     )
 
 
+@pytest.mark.case("SE-11")
 @pytest.mark.parametrize(
     ("field", "case"), HOSTILE_CASES, ids=[f"{f}-{c}" for f, c in HOSTILE_CASES]
 )
@@ -453,6 +457,7 @@ def dashboards(total: int) -> str:
     return text + "#" * (total - len(text.encode()))  # a comment pads to the exact size
 
 
+@pytest.mark.case("BI-07")
 def test_bi07_a_large_file_of_dashboards_syncs(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
@@ -466,6 +471,7 @@ def test_bi07_a_large_file_of_dashboards_syncs(
     assert {f"dashboard-{n}" for n in range(24)} <= config_maps(admin_api, namespace)
 
 
+@pytest.mark.case("LD-05")
 def test_ld05_an_object_over_3_mib_is_refused_naming_its_line(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
@@ -486,6 +492,7 @@ def test_ld05_an_object_over_3_mib_is_refused_naming_its_line(
     assert "good" not in config_maps(admin_api, namespace)
 
 
+@pytest.mark.case("BI-07")
 @pytest.mark.parametrize(
     ("flags", "message"),
     [

@@ -117,6 +117,7 @@ def test_a_chart_of_an_oci_registry_syncs_by_range_through_the_registry_token_fl
     assert "wrong-password-canary" not in refused.text
 
 
+@pytest.mark.case("SE-05")
 def test_se05_wrong_chart_repository_credentials_fail_without_showing_them(
     gitopsd: Gitopsd, admin_api: Any, charts: ChartRepository, namespace: str, tmp_path: Path
 ) -> None:
@@ -212,6 +213,7 @@ def serve_instead(
     (charts.directory / "index.yaml").write_text(yaml.safe_dump(served))
 
 
+@pytest.mark.case("BI-07", "SE-12")
 def test_bi07_se12_hostile_chart_repositories_are_refused_and_nothing_is_applied(
     gitopsd: Gitopsd, admin_api: Any, charts: ChartRepository, namespace: str, tmp_path: Path
 ) -> None:
@@ -315,6 +317,7 @@ def test_dependencies_of_repositories_and_registries_are_fetched_at_the_locked_v
     assert config_map(admin_api, namespace, "web-greeter").data == {"version": "2.1.0"}
 
 
+@pytest.mark.case("SE-12")
 def test_se12_a_dependency_gitopsd_may_not_fetch_is_refused_naming_the_chart(
     gitopsd: Gitopsd, git_repo: GitRepo, public_charts: ChartRepository, namespace: str
 ) -> None:
@@ -375,6 +378,7 @@ def test_a_kustomizations_helm_charts_render_with_gitopsds_helm_then_its_transfo
     assert gitopsd("diff", url, *scope(namespace), "--path", "app").code == 0
 
 
+@pytest.mark.case("SE-12")
 @pytest.mark.parametrize(
     ("entry", "message"),
     [

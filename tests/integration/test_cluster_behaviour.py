@@ -52,6 +52,7 @@ def namespace_phase(api: Any, name: str) -> str | None:
     return phase
 
 
+@pytest.mark.case("FA-27")
 def test_fa27_a_namespace_being_deleted_fails_its_source_clearly_while_others_go_on(
     daemons: Daemons,
     admin_api: Any,

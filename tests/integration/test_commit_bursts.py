@@ -9,6 +9,8 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from tests.harness import audit
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import Daemons
@@ -29,6 +31,7 @@ def finished(lines: list[dict[str, Any]], revision: str) -> bool:
     )
 
 
+@pytest.mark.case("LD-06")
 def test_ld06_a_burst_of_commits_is_coalesced_one_sync_at_a_time_and_ends_at_head(
     daemons: Daemons,
     proxy: FaultProxy,

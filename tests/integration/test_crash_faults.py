@@ -76,6 +76,7 @@ def applying(
             process.wait()
 
 
+@pytest.mark.case("FA-02")
 def test_fa02_an_api_server_killed_mid_apply_prunes_nothing_and_the_next_sync_converges(
     applying: Applying,
     gitopsd: Gitopsd,
@@ -107,6 +108,7 @@ def test_fa02_an_api_server_killed_mid_apply_prunes_nothing_and_the_next_sync_co
     }
 
 
+@pytest.mark.case("FA-20")
 def test_fa20_a_daemon_killed_mid_apply_converges_on_restart_and_orphans_nothing(
     daemons: Daemons,
     control_plane: ControlPlane,
@@ -155,6 +157,7 @@ def test_fa20_a_daemon_killed_mid_apply_converges_on_restart_and_orphans_nothing
     assert all(live_uids[name] == uid for name, uid in recorded.items())  # no orphans, no ghosts
 
 
+@pytest.mark.case("FA-03")
 def test_fa03_an_api_server_that_hangs_mid_apply_times_the_sync_out_and_prunes_nothing(
     applying: Applying,
     gitopsd: Gitopsd,

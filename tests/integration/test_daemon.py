@@ -389,6 +389,7 @@ def test_a_heal_that_fails_is_retried_after_its_backoff(
     assert daemon.value("gitopsd_reconcile_total", source="app") == 1  # retried by the watch path
 
 
+@pytest.mark.case("FA-15")
 def test_fa15_self_heal_goes_on_while_git_is_unreachable_and_nothing_is_pruned(
     daemons: Daemons,
     control_plane: ControlPlane,
@@ -614,6 +615,7 @@ def test_a_webhook_needs_a_valid_signature(
     assert "s3cret" not in daemon.logs() + daemon.metrics()
 
 
+@pytest.mark.case("SE-20")
 def test_se20_signed_replays_during_a_fetch_cost_one_more_fetch_and_no_threads(
     daemons: Daemons,
     admin_api: Any,
@@ -724,6 +726,7 @@ def test_sigterm_mid_sync_stops_the_applies_and_never_starts_a_prune(
     assert "shutting down" in messages and messages[-1] == "stopped"
 
 
+@pytest.mark.case("LD-02")
 def test_a_no_op_reconcile_makes_no_api_request(
     daemons: Daemons,
     control_plane: ControlPlane,
@@ -780,6 +783,7 @@ def ready_replicas(gitopsd: Gitopsd, namespace: str, name: str) -> str:
     return gitopsd.kubectl("get", "deployment", name, "-n", namespace, "-o", jsonpath)
 
 
+@pytest.mark.case("BI-20")
 def test_an_invalid_config_is_a_clear_error_at_start(tmp_path: Path) -> None:
     """BI-20."""
     config = tmp_path / "gitopsd.yaml"
@@ -798,6 +802,7 @@ def test_an_invalid_config_is_a_clear_error_at_start(tmp_path: Path) -> None:
     assert "no source can run" in done.stderr
 
 
+@pytest.mark.case("BI-20")
 def test_one_invalid_source_never_stops_the_others(
     daemons: Daemons,
     admin_api: Any,

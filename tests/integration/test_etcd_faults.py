@@ -89,6 +89,7 @@ def tries_by_object(plane: ControlPlane, since: float) -> dict[str, list[float]]
     return tries
 
 
+@pytest.mark.case("FA-05")
 def test_fa05_etcd_stopped_mid_apply_fails_the_sync_prunes_nothing_and_the_next_converges(
     own_plane: ControlPlane,
     gitopsd: Gitopsd,
@@ -122,6 +123,7 @@ def test_fa05_etcd_stopped_mid_apply_fails_the_sync_prunes_nothing_and_the_next_
     assert config_maps(own_plane) == {"app": "two"}
 
 
+@pytest.mark.case("FA-06")
 def test_fa06_etcd_out_of_space_refuses_the_apply_with_backoff_prunes_nothing_and_recovers(
     own_plane: ControlPlane, gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo
 ) -> None:

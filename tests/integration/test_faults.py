@@ -50,6 +50,7 @@ def no_thread_died(daemon: DaemonProcess) -> None:
 SERVER_ERROR = Answer(500, b'{"kind":"Status","code":500,"message":"etcdserver: leader changed"}')
 
 
+@pytest.mark.case("FA-10")
 @pytest.mark.parametrize(
     ("fault", "says"),
     [
@@ -88,6 +89,7 @@ def test_fa10_a_transport_fault_ends_the_cli_with_exit_4_and_one_line(
     assert run.err.startswith("gitopsd: error: ") and says in run.err, run.err
 
 
+@pytest.mark.case("FA-09")
 def test_fa09_a_throttled_cli_waits_out_retry_after_and_succeeds(
     gitopsd: Gitopsd,
     proxy: FaultProxy,
@@ -114,6 +116,7 @@ def test_fa09_a_throttled_cli_waits_out_retry_after_and_succeeds(
     assert len(waits) == 2 and min(waits) >= 2.0, waits
 
 
+@pytest.mark.case("FA-03")
 def test_fa03_watches_cut_or_answered_with_html_recover_and_heal_what_changed_meanwhile(
     daemons: Daemons,
     proxy: FaultProxy,
@@ -145,6 +148,7 @@ def test_fa03_watches_cut_or_answered_with_html_recover_and_heal_what_changed_me
     no_thread_died(daemon)
 
 
+@pytest.mark.case("FA-01")
 def test_fa01_a_daemon_outlives_an_api_server_restart_and_heals_an_edit_made_after(
     daemons: Daemons,
     control_plane: ControlPlane,
@@ -173,6 +177,7 @@ def test_fa01_a_daemon_outlives_an_api_server_restart_and_heals_an_edit_made_aft
     no_thread_died(daemon)
 
 
+@pytest.mark.case("FA-23")
 def test_fa23_a_leader_that_loses_its_lease_while_throttled_writes_nothing_after(
     daemons: Daemons,
     proxy: FaultProxy,
@@ -209,6 +214,7 @@ def test_fa23_a_leader_that_loses_its_lease_while_throttled_writes_nothing_after
     assert leader.value("gitopsd_errors_total", reason="fenced") >= 1
 
 
+@pytest.mark.case("FA-04")
 def test_fa04_a_reconcile_that_crawls_stops_at_its_timeout_and_tries_again(
     daemons: Daemons,
     proxy: FaultProxy,
@@ -262,6 +268,7 @@ def test_a_failed_reconcile_is_retried_after_its_backoff_not_at_the_next_interva
     no_thread_died(daemon)
 
 
+@pytest.mark.case("FA-25")
 def test_a_takeover_outdated_by_another_write_is_read_again_and_made(
     gitopsd: Gitopsd,
     proxy: FaultProxy,
@@ -308,6 +315,7 @@ def json_patch_of(namespace: str, name: str) -> Any:
     return matches
 
 
+@pytest.mark.case("FA-08")
 def test_fa08_a_parent_written_by_another_meanwhile_takes_one_write_and_keeps_theirs(
     gitopsd: Gitopsd,
     proxy: FaultProxy,
@@ -368,6 +376,7 @@ def apply_of(namespace: str, name: str) -> Any:
     return matches
 
 
+@pytest.mark.case("FA-01")
 def test_fa01_a_daemon_started_while_the_api_server_is_down_waits_alive_and_converges(
     daemons: Daemons,
     control_plane: ControlPlane,

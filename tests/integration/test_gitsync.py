@@ -8,6 +8,7 @@ import json
 import time
 from typing import Any
 
+import pytest
 import yaml
 from kubernetes import client, watch
 
@@ -288,6 +289,7 @@ def test_a_new_revision_is_reported_with_the_health_its_writes_were_read_back_wi
     assert not [r for r in readies if "not read yet" in r.get("message", "")]
 
 
+@pytest.mark.case("SE-04")
 def test_drift_shows_in_status_and_events_without_values_and_heals_in_enforce_mode(
     admin_api: Any,
     namespace: str,

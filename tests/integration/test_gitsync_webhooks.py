@@ -12,6 +12,7 @@ import json
 import time
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from tests.harness import audit
@@ -37,6 +38,7 @@ TOKEN = b"a-webhook-token-9d1c"
 PUSH = json.dumps({"ref": "refs/heads/main", "after": "0" * 40}).encode()
 
 
+@pytest.mark.case("SE-20")
 def test_se20_a_signed_push_is_applied_at_once_and_read_by_the_gitsyncs_sharing_it(
     daemons: Daemons,
     admin_api: Any,

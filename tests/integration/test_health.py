@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from tests.harness.cli import Gitopsd
 from tests.harness.controllers import FAILING_POD_LABEL
 from tests.harness.daemon import Daemons
@@ -248,6 +250,7 @@ def test_a_wave_that_does_not_become_healthy_holds_back_later_waves_and_prune(
     assert exists(gitopsd, namespace, "deployment", "db")  # FA-26: nor rolled back
 
 
+@pytest.mark.case("FA-26")
 def test_sync_as_json_says_what_it_applied_before_a_wave_timed_out(
     gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:

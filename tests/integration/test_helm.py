@@ -10,6 +10,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from gitopsd import manifests, source
@@ -177,6 +178,7 @@ def test_a_revision_that_changes_nothing_of_the_chart_renders_nothing(
     assert (greeting(), parses.parses) == ("hello", 3)
 
 
+@pytest.mark.case("SE-11")
 def test_se11_a_chart_reads_no_file_outside_itself(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
@@ -234,6 +236,7 @@ def test_hostile_charts_are_refused_and_nothing_is_applied(
         )
 
 
+@pytest.mark.case("BI-12")
 def test_bi12_a_symlink_in_a_chart_is_refused(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
@@ -250,6 +253,7 @@ def test_bi12_a_symlink_in_a_chart_is_refused(
     )
 
 
+@pytest.mark.case("BI-07")
 def test_bi07_an_archive_bomb_under_charts_is_refused_before_helm_unpacks_it(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
@@ -269,6 +273,7 @@ def test_bi07_an_archive_bomb_under_charts_is_refused_before_helm_unpacks_it(
     )
 
 
+@pytest.mark.case("SE-15")
 def test_se15_no_plugin_post_renderer_or_setting_of_the_repository_runs(
     gitopsd: Gitopsd,
     admin_api: Any,
@@ -306,6 +311,7 @@ def test_se15_no_plugin_post_renderer_or_setting_of_the_repository_runs(
     assert not sentinel.exists()
 
 
+@pytest.mark.case("SE-02")
 def test_se02_a_value_never_leaks_from_a_secret_or_a_failure(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
@@ -374,6 +380,7 @@ def test_a_gitsync_renders_its_chart_with_the_values_of_its_spec(
     )
 
 
+@pytest.mark.case("SE-02")
 def test_se02_a_gitsyncs_values_reach_no_status_event_log_or_metric(
     admin_api: Any,
     namespace: str,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from gitopsd import health, inventory
@@ -501,6 +502,7 @@ def test_a_failed_hook_of_a_wave_holds_back_later_waves_and_prune(
     assert f"batch/Job/{namespace}/check: sync hook in wave 1 did not succeed" in failed.err
 
 
+@pytest.mark.case("SE-16")
 def test_a_hook_of_a_later_wave_never_takes_an_object_made_at_its_name_while_a_wave_waits(
     gitopsd: Gitopsd,
     admin_api: Any,

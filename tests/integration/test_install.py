@@ -96,6 +96,7 @@ def pod_of(deployment: dict[str, Any], name: str) -> dict[str, Any]:
     }
 
 
+@pytest.mark.case("SE-10")
 def test_the_daemon_pod_is_admitted_where_pod_security_is_restricted(
     gitopsd: Gitopsd, namespace: str, tmp_path: Path
 ) -> None:
@@ -179,6 +180,7 @@ def forbidden_in_logs(daemon: DaemonProcess, what: str) -> Callable[[], bool]:
     return logged
 
 
+@pytest.mark.case("SE-08")
 def test_the_shipped_account_syncs_and_is_refused_what_the_cluster_rbac_does_not_grant(
     gitopsd: Gitopsd,
     daemons: Daemons,

@@ -79,6 +79,7 @@ def assert_refused(
     assert config_maps(admin_api, namespace) == set()
 
 
+@pytest.mark.case("SE-15")
 def test_se15_a_kuberc_in_the_repository_cannot_switch_on_exec_plugins(
     gitopsd: Gitopsd,
     admin_api: Any,
@@ -105,6 +106,7 @@ def test_se15_a_kuberc_in_the_repository_cannot_switch_on_exec_plugins(
     assert not sentinel.exists()
 
 
+@pytest.mark.case("SE-15")
 def test_se15_a_kuberc_in_the_repository_cannot_run_helm_from_it(
     gitopsd: Gitopsd,
     admin_api: Any,
@@ -136,6 +138,7 @@ def test_se15_a_kuberc_in_the_repository_cannot_run_helm_from_it(
     assert not sentinel.exists()
 
 
+@pytest.mark.case("SE-11")
 def test_se11_a_resource_outside_the_checkout_is_refused(
     gitopsd: Gitopsd,
     admin_api: Any,
@@ -162,6 +165,7 @@ def test_se11_a_resource_outside_the_checkout_is_refused(
     )
 
 
+@pytest.mark.case("SE-12")
 def test_se12_a_remote_base_is_refused(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
@@ -194,6 +198,7 @@ def test_kustomizes_own_error_is_kept(
     )
 
 
+@pytest.mark.case("BI-13")
 def test_bi13_a_cycle_of_kustomizations_is_refused_without_hanging_or_pruning(
     gitopsd: Gitopsd,
     admin_api: Any,
@@ -237,6 +242,7 @@ SECRET_INPUTS = {
 }
 
 
+@pytest.mark.case("SE-02")
 @pytest.mark.parametrize(("kustomization", "env"), SECRET_INPUTS.values(), ids=SECRET_INPUTS)
 def test_se02_a_generator_value_never_shows_in_kustomizes_error(
     gitopsd: Gitopsd,
@@ -259,6 +265,7 @@ def test_se02_a_generator_value_never_shows_in_kustomizes_error(
     )
 
 
+@pytest.mark.case("BI-07")
 def test_bi07_a_generator_output_over_the_revision_limit_is_cut_off(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
@@ -281,6 +288,7 @@ def test_bi07_a_generator_output_over_the_revision_limit_is_cut_off(
     )
 
 
+@pytest.mark.case("BI-07")
 def test_bi07_a_huge_generator_input_is_refused_before_it_is_written(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
@@ -373,6 +381,7 @@ def loopback_configs(url: str, app: str = "app") -> dict[str, tuple[dict[str, st
     }
 
 
+@pytest.mark.case("SE-12")
 @pytest.mark.parametrize("variant", loopback_configs("http://127.0.0.1"))
 def test_se12_a_plugin_config_cannot_fetch_from_loopback(
     gitopsd: Gitopsd,
@@ -391,6 +400,7 @@ def test_se12_a_plugin_config_cannot_fetch_from_loopback(
     assert loopback_canary.requests == []
 
 
+@pytest.mark.case("SE-12")
 def test_se12_kustomize_runs_with_no_network_at_all_loopback_included(
     binaries: Binaries, tmp_path: Path, loopback_canary: Loopback
 ) -> None:
@@ -434,6 +444,7 @@ def attributes_attack(git_repo: GitRepo, victim: Path, folder: str = "app") -> N
     git_repo.commit({".gitattributes": "*.yaml working-tree-encoding=SHIFT_JIS\n"})
 
 
+@pytest.mark.case("SE-11")
 def test_se11_gitattributes_cannot_change_the_bytes_kustomize_reads(
     gitopsd: Gitopsd,
     admin_api: Any,
@@ -454,6 +465,7 @@ def test_se11_gitattributes_cannot_change_the_bytes_kustomize_reads(
     assert config_maps(admin_api, namespace) == {"good", "gitopsd-test"}  # and the parent
 
 
+@pytest.mark.case("SE-02")
 def test_se02_a_literal_of_a_generator_config_never_shows_in_kustomizes_error(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
@@ -475,6 +487,7 @@ def test_se02_a_literal_of_a_generator_config_never_shows_in_kustomizes_error(
     )
 
 
+@pytest.mark.case("SE-11", "SE-12")
 def test_se11_se12_hostile_kustomizations_reach_no_gitsync_status_event_log_or_object(
     admin_api: Any,
     namespace: str,

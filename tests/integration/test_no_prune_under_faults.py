@@ -128,6 +128,7 @@ echo "once there is space: $?"
 """Runs the command twice on a cache of its own: on 2 MiB, then on 32 MiB."""
 
 
+@pytest.mark.case("FA-22")
 def test_fa22_a_full_disk_under_the_cache_dir_fails_the_source_and_prunes_nothing(
     control_plane: ControlPlane,
     gitopsd: Gitopsd,

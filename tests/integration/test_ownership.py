@@ -68,6 +68,7 @@ def test_se16c_a_copied_label_is_never_pruned(
     assert drift.code == 0, drift.text  # not this source's, so not its extraneous drift
 
 
+@pytest.mark.case("SE-16")
 def test_se16_a_recreated_object_is_not_the_one_applied(
     gitopsd: Gitopsd,
     admin_api: Any,

@@ -163,6 +163,7 @@ def assert_kept_and_refused(run_out: str, widgets: WidgetGroup, namespace: str) 
     assert f"Widget.{widgets.group}" in group_kinds.split(",")
 
 
+@pytest.mark.case("FA-13")
 def test_fa13_a_recorded_object_whose_crd_was_deleted_stays_recorded_and_is_refused(
     gitopsd: Gitopsd,
     admin_api: Any,
@@ -187,6 +188,7 @@ def test_fa13_a_recorded_object_whose_crd_was_deleted_stays_recorded_and_is_refu
     assert_kept_and_refused(again.out, widgets, namespace)
 
 
+@pytest.mark.case("FA-14")
 def test_fa14_a_group_whose_discovery_fails_blocks_only_its_own_prunes(
     gitopsd: Gitopsd,
     admin_api: Any,
@@ -217,6 +219,7 @@ def test_fa14_a_group_whose_discovery_fails_blocks_only_its_own_prunes(
     )
 
 
+@pytest.mark.case("FA-14")
 def test_fa14_the_daemon_counts_logs_and_keeps_a_recorded_object_it_cannot_see(
     gitopsd: Gitopsd,
     daemons: Daemons,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from tests.harness.cli import Gitopsd
@@ -73,6 +74,7 @@ def test_an_empty_source_prunes_nothing_unless_allowed(
     assert "a" not in config_maps(admin_api, namespace)
 
 
+@pytest.mark.case("LD-04")
 def test_pruning_beyond_the_budget_is_refused_unless_allowed(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:

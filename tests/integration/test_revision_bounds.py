@@ -79,6 +79,7 @@ def committed_bomb(git_server: GitServer, name: str) -> str:
     return git_server.file_url(repo)
 
 
+@pytest.mark.case("BI-07")
 @pytest.mark.parametrize("name", BOMBS)
 def test_bi07_a_revision_bomb_is_refused_by_validate_naming_its_limit(
     git_server: GitServer, tmp_path: Path, binaries: Any, name: str
@@ -94,6 +95,7 @@ def test_bi07_a_revision_bomb_is_refused_by_validate_naming_its_limit(
     assert peak_mib < PEAK_RSS_MIB
 
 
+@pytest.mark.case("BI-07")
 def test_bi07_revision_bombs_never_exhaust_a_daemon_whose_other_source_keeps_syncing(
     daemons: Daemons,
     admin_api: Any,

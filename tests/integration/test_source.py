@@ -472,6 +472,7 @@ def test_fetch_by_commit_over_http(
     assert checked_out(spec, cache)[1] == {"app.yaml": "v0\n"}
 
 
+@pytest.mark.case("FA-17")
 def test_force_push_rewind_and_amend_are_followed(
     git_server: GitServer, git_repo: GitRepo, cache: Path
 ) -> None:
@@ -498,6 +499,7 @@ def test_unknown_ref_is_ref_missing(
     assert ref in str(missing.value)
 
 
+@pytest.mark.case("FA-18")
 def test_deleted_branch_is_ref_missing(
     git_server: GitServer, git_repo: GitRepo, tmp_path: Path, cache: Path
 ) -> None:
@@ -511,6 +513,7 @@ def test_deleted_branch_is_ref_missing(
     assert missing.value.reason == "ref_missing"
 
 
+@pytest.mark.case("FA-18")
 def test_repository_without_commits_is_ref_missing(
     git_server: GitServer, git_repo: GitRepo, cache: Path
 ) -> None:
@@ -577,6 +580,7 @@ def test_wrong_password_from_environment_is_never_echoed(
     assert_no_secret(str(refused.value), CANARY, "git")
 
 
+@pytest.mark.case("SE-06")
 def test_git_children_get_no_secret_on_argv_and_a_scratch_environment(
     git_server: GitServer,
     git_repo: GitRepo,
@@ -610,6 +614,7 @@ def test_git_children_get_no_secret_on_argv_and_a_scratch_environment(
         assert git_server.password.encode() not in path.read_bytes(), path
 
 
+@pytest.mark.case("SE-13")
 def test_ssh_runs_with_pinned_host_keys_only(tmp_path: Path, cache: Path, spy_git: Path) -> None:
     """SE-13: no host key is trusted on first use."""
     keys = tmp_path / "ssh keys"
@@ -716,6 +721,7 @@ def test_missing_objects_never_yield_a_partial_tree(
     git("fsck", "--no-progress", cwd=cached_repository(cache))
 
 
+@pytest.mark.case("FA-19")
 def test_truncated_objects_never_yield_a_partial_tree(
     git_server: GitServer, git_repo: GitRepo, cache: Path
 ) -> None:
@@ -812,6 +818,7 @@ def endless_git_server() -> Iterator[str]:
     server.server_close()
 
 
+@pytest.mark.case("FA-16")
 def test_fa16_a_fetch_that_never_ends_is_cut_off_by_size(
     endless_git_server: str, cache: Path
 ) -> None:
@@ -871,6 +878,7 @@ class _EndlessRefs(BaseHTTPRequestHandler):
             self.wfile.write(head + line * 100_000 + b"0000")
 
 
+@pytest.mark.case("FA-16")
 def test_fa16_a_listing_of_refs_past_any_listing_of_them_is_cut_off(cache: Path) -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _EndlessRefs)
     threading.Thread(target=server.serve_forever, daemon=True).start()

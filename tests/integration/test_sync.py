@@ -160,6 +160,7 @@ def test_a_deleted_object_is_reported_missing_and_recreated(
     assert drift_of(gitopsd, url, namespace) == []
 
 
+@pytest.mark.case("FA-07")
 def test_a_field_taken_by_another_manager_is_attributed_and_taken_back(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:

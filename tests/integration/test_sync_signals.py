@@ -46,6 +46,7 @@ def creates(plane: ControlPlane, user: str, since: float = 0.0) -> list[audit.Wr
     ]
 
 
+@pytest.mark.case("FA-21")
 @pytest.mark.parametrize(
     ("stop", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"]
 )

@@ -67,6 +67,7 @@ def parent_patch(record: dict[ObjectKey, str], namespaces: str, kinds: str) -> d
     }
 
 
+@pytest.mark.case("SE-09")
 def test_se09_a_tenant_cannot_steer_what_the_daemon_lists_watches_or_prunes_through_its_parent(
     admin_api: Any,
     namespace: str,
@@ -182,6 +183,7 @@ def assert_nothing_disclosed(collector: Loopback, daemon: DaemonProcess, api: An
     assert PASSWORD not in status + daemon.logs() and encoded not in daemon.logs()
 
 
+@pytest.mark.case("SE-05")
 def test_se05_a_gitsync_cannot_send_a_secret_of_its_namespace_to_a_host_of_its_choosing(
     admin_api: Any,
     namespace: str,
@@ -205,6 +207,7 @@ def test_se05_a_gitsync_cannot_send_a_secret_of_its_namespace_to_a_host_of_its_c
     assert_nothing_disclosed(collector, daemon, admin_api, namespace)
 
 
+@pytest.mark.case("SE-05")
 def test_se05_a_gitsync_with_a_serviceaccount_reads_its_secret_with_that_accounts_rights(
     admin_api: Any,
     namespace: str,
@@ -233,6 +236,7 @@ def test_se05_a_gitsync_with_a_serviceaccount_reads_its_secret_with_that_account
 # Smaller holes
 
 
+@pytest.mark.case("SE-03")
 def test_se03_a_deleted_gitsyncs_metric_series_go_with_it(
     admin_api: Any,
     namespace: str,
@@ -261,6 +265,7 @@ def test_se03_a_deleted_gitsyncs_metric_series_go_with_it(
     assert max(sizes[1:]) - min(sizes[1:]) < 200  # the request tally and timings only
 
 
+@pytest.mark.case("SE-09")
 def test_se09_a_dependency_in_another_namespace_is_refused_without_the_daemons_consent(
     admin_api: Any,
     namespace: str,

@@ -73,6 +73,7 @@ def web_exists(api: Any, namespace: str) -> bool:
     return any(item.metadata.name == "web" for item in found.items)
 
 
+@pytest.mark.case("SE-16")
 def test_se16_an_object_created_meanwhile_while_a_wave_waits_is_never_taken_by_a_sync(
     gitopsd: Gitopsd,
     admin_api: Any,
@@ -107,6 +108,7 @@ def test_se16_an_object_created_meanwhile_while_a_wave_waits_is_never_taken_by_a
     assert_quota_is_the_admins(admin_api, namespace)
 
 
+@pytest.mark.case("SE-16")
 def test_se16_a_gitsync_never_takes_an_object_created_while_its_wave_waits(
     admin_api: Any,
     namespace: str,
@@ -167,6 +169,7 @@ HEALS = {
 }
 
 
+@pytest.mark.case("SE-16")
 @pytest.mark.parametrize(("provoke", "refusal"), HEALS.values(), ids=HEALS)
 def test_se16_a_heal_on_its_way_never_takes_an_object_made_anew_by_someone_else(
     daemons: Daemons,

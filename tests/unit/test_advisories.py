@@ -69,6 +69,7 @@ def test_the_pins_of_a_lock_are_read() -> None:
     assert pins(LOCK) == [Pin("pyyaml", "6.0.4"), Pin("urllib3", "2.8.0")]
 
 
+@pytest.mark.case("SE-21")
 def test_a_pinned_version_with_an_advisory_fails_the_audit(service: str, lock: Path) -> None:
     code, lines = audit(lock, service, set())
 
@@ -91,11 +92,13 @@ def test_an_advisory_accepted_with_a_reason_passes(service: str, lock: Path) -> 
     )
 
 
+@pytest.mark.case("SE-21")
 def test_an_accepted_advisory_needs_a_reason() -> None:
     with pytest.raises(ValueError, match="GHSA-x needs a reason"):
         accepted("# the ids gitopsd accepts\nGHSA-x\n")
 
 
+@pytest.mark.case("SE-21")
 def test_an_unreachable_service_skips_the_audit_in_one_clear_line(lock: Path) -> None:
     with ThreadingHTTPServer(("127.0.0.1", 0), Osv) as closed:
         nowhere = f"http://127.0.0.1:{closed.server_address[1]}/v1/querybatch"

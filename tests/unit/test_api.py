@@ -81,6 +81,7 @@ def throttled() -> Answer:
     return Answer(429, b'{"message": "slow down"}', {"Retry-After": "0"})
 
 
+@pytest.mark.case("FA-09")
 def test_fa09_a_throttled_request_is_retried_until_it_succeeds() -> None:
     transport = Transport([throttled(), throttled(), Answer(200, b'{"ok": true}')])
 
@@ -88,6 +89,7 @@ def test_fa09_a_throttled_request_is_retried_until_it_succeeds() -> None:
     assert len(transport.sent) == 3
 
 
+@pytest.mark.case("FA-09")
 def test_fa09_retry_after_is_waited_out_up_to_a_bound_and_otherwise_backed_off(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -103,6 +105,7 @@ def test_fa09_retry_after_is_waited_out_up_to_a_bound_and_otherwise_backed_off(
     assert len(transport.sent) == 4
 
 
+@pytest.mark.case("FA-09")
 def test_fa09_retry_after_may_be_an_http_date(monkeypatch: pytest.MonkeyPatch) -> None:
     waits: list[float] = []
     monkeypatch.setattr("gitopsd.cluster.api.time.sleep", waits.append)
@@ -151,6 +154,7 @@ def test_a_refusal_is_not_retried_and_keeps_the_servers_words() -> None:
     assert len(transport.sent) == 1
 
 
+@pytest.mark.case("FA-23")
 def test_fa23_the_fence_is_checked_before_every_attempt_not_only_the_first() -> None:
     transport = Transport([throttled(), throttled(), Answer(200)])
     leading = [True]
@@ -167,6 +171,7 @@ def test_fa23_the_fence_is_checked_before_every_attempt_not_only_the_first() -> 
     assert transport.sent == ["PATCH /api/v1/namespaces/n/configmaps/a"]  # no retry went out
 
 
+@pytest.mark.case("FA-10")
 @pytest.mark.parametrize(
     ("step", "says"),
     [
@@ -204,6 +209,7 @@ def test_reachable_turns_false_on_a_transport_failure_and_true_on_the_next_answe
     assert api.reachable
 
 
+@pytest.mark.case("FA-10")
 @pytest.mark.parametrize(
     ("raw", "says"),
     [

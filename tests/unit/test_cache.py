@@ -262,6 +262,7 @@ def added(version: str) -> Body:
     return {"type": "ADDED", "object": deployment(version)}
 
 
+@pytest.mark.case("FA-03")
 def test_fa03_after_a_cut_watch_the_informer_watches_again_from_the_last_version() -> None:
     cut = ClusterError("WATCH deployments: Connection broken", ClusterReason.UNREACHABLE)
     fed, cluster = run_informer([[added("11"), added("12"), cut], cut, cut])

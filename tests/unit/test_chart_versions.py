@@ -154,6 +154,7 @@ def test_a_chart_or_version_the_index_lacks_is_named(
         pick(yaml.safe_dump(index).encode(), chart_source("1.x"))
 
 
+@pytest.mark.case("SE-12")
 @pytest.mark.parametrize(
     ("spec", "message"),
     [

@@ -78,6 +78,7 @@ def test_no_drift_says_so() -> None:
     assert out.getvalue() == "no drift\n"
 
 
+@pytest.mark.case("BI-07")
 def test_bi07_limit_flags_override_only_what_they_name() -> None:
     arguments = build_parser().parse_args(
         ["validate", ".", "--max-object-bytes", "1Mi", "--max-documents", "7"]
@@ -88,6 +89,7 @@ def test_bi07_limit_flags_override_only_what_they_name() -> None:
     assert limits == replace(Limits(), max_object_bytes=1 << 20, max_documents=7)
 
 
+@pytest.mark.case("BI-07")
 @pytest.mark.parametrize("value", ["0", "3MB", "-5"])
 def test_bi07_a_limit_flag_must_be_a_positive_size(
     value: str, capsys: pytest.CaptureFixture[str]
@@ -252,6 +254,7 @@ def test_help_shows_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     assert re.search(r"--concurrency N API requests in flight at once \(default \d+\)", help_text)
 
 
+@pytest.mark.case("SE-11")
 @pytest.mark.parametrize(
     ("flag", "value", "rule"),
     [
@@ -268,6 +271,7 @@ def test_se11_names_given_on_the_command_line_are_checked(flag: str, value: str,
         settings.sync_settings(arguments, settings.source_spec(arguments))
 
 
+@pytest.mark.case("FA-21")
 def test_fa21_a_command_restores_the_signal_handlers_it_replaced(tmp_path: Path) -> None:
     """In-process callers (tests, an embedding program) keep their own Ctrl-C."""
     before = {number: signal.getsignal(number) for number in stop.STOP_SIGNALS}

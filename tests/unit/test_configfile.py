@@ -115,6 +115,7 @@ def test_a_source_can_be_a_chart_of_a_chart_repository(tmp_path: Path) -> None:
     assert ChartSettings().version == "*"
 
 
+@pytest.mark.case("BI-07")
 def test_bi07_limits_are_set_per_source(tmp_path: Path) -> None:
     limits = {
         "maxObjectBytes": "1Mi",

@@ -60,6 +60,7 @@ def test_the_queue_hands_out_each_key_once_however_often_it_was_added() -> None:
     assert queue.take(timeout_seconds=0) == set()
 
 
+@pytest.mark.case("SE-20")
 def test_se20_requests_during_a_run_fold_into_one_more_run() -> None:
     started, finish = threading.Semaphore(0), threading.Event()
     runs: list[str] = []
@@ -188,6 +189,7 @@ def test_a_run_that_raises_does_not_stop_later_runs() -> None:
     wait_for(lambda: len(runs) == 2, "a run after the failed one")
 
 
+@pytest.mark.case("SE-20")
 @pytest.mark.parametrize(
     ("header", "valid"),
     [
@@ -210,6 +212,7 @@ def _mac(algorithm: str, key: bytes = b"key") -> str:
     return f"{algorithm}=" + hmac.new(key, b"body", algorithm).hexdigest()
 
 
+@pytest.mark.case("SE-20")
 @pytest.mark.parametrize(
     ("headers", "valid"),
     [
@@ -398,6 +401,7 @@ def test_a_retry_runs_however_late_and_goes_with_its_source() -> None:
         scheduler.shutdown(wait=False)
 
 
+@pytest.mark.case("FA-01")
 def test_a_daemon_is_not_ready_before_its_sources_are_scheduled(tmp_path: Path) -> None:
     """Its endpoints serve before the sources start: until they are scheduled there is no
     worker whose readiness could be asked, and `all([])` must not answer for them (FA-01

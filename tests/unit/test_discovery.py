@@ -15,6 +15,7 @@ CONFIG_MAPS = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False)
 
 
+@pytest.mark.case("SE-11")
 @pytest.mark.parametrize(
     ("resource", "namespace", "name", "path"),
     [
@@ -64,6 +65,7 @@ class AggregatedDiscovery:
         return {"items": [] if path == "/api" else self.groups}
 
 
+@pytest.mark.case("FA-14")
 def test_fa14_a_stale_group_serves_nothing_and_is_named_as_failed() -> None:
     """v1.34 lists an APIService whose backend is missing as a version with freshness Stale
     (no resources, or the last ones known): none of it can be listed or applied."""

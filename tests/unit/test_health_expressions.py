@@ -61,6 +61,7 @@ def test_an_expression_that_cannot_be_evaluated_holds_not_and_says_why() -> None
     assert "state" in found.message  # the missing key, as the runtime names it
 
 
+@pytest.mark.case("BI-21")
 def test_the_iteration_budget_bounds_an_expression() -> None:
     """BI-21."""
     costly = HealthCheck(

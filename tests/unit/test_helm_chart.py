@@ -159,6 +159,7 @@ def test_a_chart_that_reaches_out_is_refused(
     assert message in str(refused.value)
 
 
+@pytest.mark.case("BI-12")
 def test_bi12_a_symlink_in_a_chart_is_refused(tmp_path: Path) -> None:
     write(tmp_path, CHART)
     (tmp_path / "app/templates/passwd.yaml").symlink_to("/etc/passwd")
@@ -204,6 +205,7 @@ def test_a_hostile_archive_is_refused(tmp_path: Path, data: bytes, message: str)
     assert message in str(refused.value)
 
 
+@pytest.mark.case("BI-07")
 def test_bi07_a_bomb_costs_no_more_than_its_budget(tmp_path: Path) -> None:
     """1 GiB of zeros gzipped is about a megabyte (made here of gzip members, which one
     stream may hold in a row): refused once the budget is read, long before the gigabyte."""

@@ -78,6 +78,7 @@ HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
 SIGNED = post(b"X-Hub-Signature-256: " + GOOD.encode() + b"\r\n")
 
 
+@pytest.mark.case("SE-20")
 @pytest.mark.parametrize(
     "signature",
     [
@@ -97,6 +98,7 @@ def test_se20_a_malformed_signature_gets_401_and_the_server_keeps_serving(
     assert server.triggered == ["app"]
 
 
+@pytest.mark.case("SE-20")
 @pytest.mark.parametrize("length", [b"", b"\xb2", b"9" * 5000, b"1048577", b"-1"])
 def test_se20_a_missing_odd_or_too_large_content_length_gets_413(
     server: Server, length: bytes
@@ -106,6 +108,7 @@ def test_se20_a_missing_odd_or_too_large_content_length_gets_413(
     assert server.triggered == []
 
 
+@pytest.mark.case("SE-20")
 def test_se20_a_client_still_sending_an_oversized_body_reads_the_413(server: Server) -> None:
     """The answer comes before the body is read; the rest of the body is read and dropped
     so the client, still sending, is not reset (it lost the answer that way under load)."""
@@ -127,6 +130,7 @@ def probe_timeout_seconds() -> float:
 DEPLOYMENT = Path(__file__).resolve().parents[2] / "config" / "manager" / "deployment.yaml"
 
 
+@pytest.mark.case("SE-19")
 def test_se19_probes_are_answered_at_once_while_half_requests_hold_connections(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -153,6 +157,7 @@ def test_se19_probes_are_answered_at_once_while_half_requests_hold_connections(
     assert server_threads() == 0
 
 
+@pytest.mark.case("SE-19")
 def test_se19_one_address_cannot_take_every_connection(server: Server) -> None:
     """Past MAX_PER_CLIENT from one address the rest is answered 503 at once; another
     address (a git host's) is still served, and the server keeps one thread however many
@@ -170,6 +175,7 @@ def test_se19_one_address_cannot_take_every_connection(server: Server) -> None:
         greedy.close()
 
 
+@pytest.mark.case("SE-19")
 def test_se19_slow_clients_are_cut_off_at_the_deadline(probes: Server) -> None:
     """A client that sends one more byte every 0.2 s, for ever, is cut off all the same."""
     with socket.create_connection(probes.address, timeout=10) as slow:

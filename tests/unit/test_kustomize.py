@@ -35,17 +35,17 @@ def test_the_cause_is_kustomizes_error(stderr: str, expected: str) -> None:
 
 
 SCRUBBED = {
-    "se02 an env line": (
+    "SE-02 an env line": (
         "line [84 61 67 255] has invalid utf8 bytes : TOKEN=s3cr3t-value",
         [],
         "line [***] has invalid utf8 bytes : TOKEN=***",
     ),
-    "se02 a literal without a key": (
+    "SE-02 a literal without a key": (
         "literal sources [a b=one =two]: invalid literal source =two",
         [],
         "literal sources [a b=*** =***]: invalid literal source =***",
     ),
-    "se02 a generator value anywhere": (
+    "SE-02 a generator value anywhere": (
         "invalid literal source s3cr3t, or czNjcjN0",
         ["s3cr3t"],
         "invalid literal source ***, or ***",

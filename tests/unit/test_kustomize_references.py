@@ -140,6 +140,7 @@ def test_references_leaving_the_revision_are_refused(
     assert caught.value.reason in ("path_escape", "remote")
 
 
+@pytest.mark.case("SE-11")
 @pytest.mark.parametrize("reference", ["../linked", "../real/../linked/x", "../via/base"])
 def test_se11_a_symlink_on_the_way_is_refused(tmp_path: Path, reference: str) -> None:
     write(tmp_path, {**BASE, "app/kustomization.yaml": f"resources: [{reference}]\n"})
@@ -156,6 +157,7 @@ def test_se11_a_symlink_on_the_way_is_refused(tmp_path: Path, reference: str) ->
     )
 
 
+@pytest.mark.case("SE-11")
 def test_se11_a_symlinked_kustomization_file_is_refused(tmp_path: Path) -> None:
     write(tmp_path, {"real.yaml": "resources: []\n", "app/x": ""})
     (tmp_path / "app" / "kustomization.yaml").symlink_to(tmp_path / "real.yaml")
@@ -166,6 +168,7 @@ def test_se11_a_symlinked_kustomization_file_is_refused(tmp_path: Path) -> None:
     assert caught.value.reason == "symlink"
 
 
+@pytest.mark.case("SE-02")
 def test_se02_generator_values_are_returned_for_scrubbing(tmp_path: Path) -> None:
     write(
         tmp_path,
@@ -204,6 +207,7 @@ def test_the_reach_is_every_kustomization_and_every_path_they_name(tmp_path: Pat
     }
 
 
+@pytest.mark.case("SE-02")
 def test_se02_values_of_generator_configs_are_returned_for_scrubbing(tmp_path: Path) -> None:
     write(
         tmp_path,

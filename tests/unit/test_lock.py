@@ -8,6 +8,7 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -26,6 +27,7 @@ def locked(lock: str) -> dict[str, str]:
     return {canonicalize_name(pin.name): pin.version for pin in pins(lock)}
 
 
+@pytest.mark.case("SE-21")
 def test_every_dependency_is_locked_within_its_range() -> None:
     for lock, required in (
         (RUNTIME, PROJECT["dependencies"]),
@@ -39,11 +41,13 @@ def test_every_dependency_is_locked_within_its_range() -> None:
             assert requirement.specifier.contains(versions[name]), f"{name}: make lock"
 
 
+@pytest.mark.case("SE-21")
 def test_the_dev_set_installs_the_runtime_set_unchanged() -> None:
     runtime, dev = locked(RUNTIME), locked(DEV)
     assert {name: dev.get(name) for name in runtime} == runtime
 
 
+@pytest.mark.case("SE-21")
 def test_every_pin_carries_hashes_and_nothing_else_is_named() -> None:
     for lock in (RUNTIME, DEV):
         body = "\n".join(line for line in lock.splitlines() if not line.startswith("#"))

@@ -110,6 +110,7 @@ def test_parse_documents_gives_start_lines_and_drops_empty_documents() -> None:
 # --- BI-01 malformed YAML --------------------------------------------------------------
 
 
+@pytest.mark.case("BI-01")
 @pytest.mark.parametrize(
     ("text", "where"),
     [
@@ -131,6 +132,7 @@ def test_malformed_yaml_reports_path_line_and_column(text: str, where: str) -> N
     assert str(error).startswith(f"apps/x.yaml:{where}: ")
 
 
+@pytest.mark.case("BI-01")
 def test_one_malformed_file_among_fifty_fails_the_whole_load(tmp_path: Path) -> None:
     files: dict[str, str | bytes] = {f"apps/f{n:02}.yaml": cm(f"c{n}") for n in range(50)}
     files["apps/f25.yaml"] = cm("c25") + "data:\n  a: 'unclosed\n"
@@ -142,6 +144,7 @@ def test_one_malformed_file_among_fifty_fails_the_whole_load(tmp_path: Path) -> 
     assert re.match(r"apps/f25\.yaml:8:1: ", str(error))
 
 
+@pytest.mark.case("BI-01")
 def test_control_characters_are_a_syntax_error_with_a_line() -> None:
     error = parse_error("a: 1\nb: \x01\n")
 
@@ -152,6 +155,7 @@ def test_control_characters_are_a_syntax_error_with_a_line() -> None:
 # --- BI-02 duplicate keys --------------------------------------------------------------
 
 
+@pytest.mark.case("BI-02")
 @pytest.mark.parametrize(
     ("text", "key", "first", "second"),
     [
@@ -176,6 +180,7 @@ def test_duplicate_keys_name_both_lines(text: str, key: str, first: int, second:
     assert f"duplicate key {key} at lines {first} and {second}" in str(error)
 
 
+@pytest.mark.case("BI-02")
 def test_duplicate_key_in_a_secret_names_the_key_but_never_the_value() -> None:
     text = f"kind: Secret\nstringData:\n  password: {CANARY}\n  password: {CANARY}-2\n"
 
@@ -186,6 +191,7 @@ def test_duplicate_key_in_a_secret_names_the_key_but_never_the_value() -> None:
     assert CANARY not in str(error)
 
 
+@pytest.mark.case("BI-02")
 @pytest.mark.parametrize(
     "text",
     [
@@ -207,6 +213,7 @@ def test_merge_keys_are_not_duplicate_keys(text: str) -> None:
 # --- BI-03 duplicate objects -----------------------------------------------------------
 
 
+@pytest.mark.case("BI-03")
 def test_the_same_object_in_two_files_is_rejected_naming_both(tmp_path: Path) -> None:
     write(tmp_path, {"a.yaml": cm("app"), "b.yaml": cm("other") + "---\n" + cm("app")})
     manifests = load(tmp_path, ["."])
@@ -219,6 +226,7 @@ def test_the_same_object_in_two_files_is_rejected_naming_both(tmp_path: Path) ->
     assert "duplicate object ConfigMap/ns/app: a.yaml:1 and b.yaml:7" in str(caught.value)
 
 
+@pytest.mark.case("BI-03")
 @pytest.mark.parametrize(
     ("first", "second", "duplicate"),
     [
@@ -283,6 +291,7 @@ def named(name: str, namespace: str = "ns") -> str:
     )
 
 
+@pytest.mark.case("SE-11", "BI-14")
 @pytest.mark.parametrize("name", HOSTILE_NAMES.values(), ids=HOSTILE_NAMES.keys())
 def test_se11_hostile_names_are_refused_when_read(tmp_path: Path, name: str) -> None:
     write(tmp_path, {"bad.yaml": "# a comment\n" + named(name)})
@@ -295,6 +304,7 @@ def test_se11_hostile_names_are_refused_when_read(tmp_path: Path, name: str) -> 
     assert "x" * 81 not in str(error)  # a long value is cut short
 
 
+@pytest.mark.case("SE-11", "BI-14")
 @pytest.mark.parametrize("namespace", HOSTILE_NAMES.values(), ids=HOSTILE_NAMES.keys())
 def test_se11_hostile_namespaces_are_refused_when_read(tmp_path: Path, namespace: str) -> None:
     write(tmp_path, {"bad.yaml": named("ok", namespace)})
@@ -338,6 +348,7 @@ NAME_RULES = [
 ]
 
 
+@pytest.mark.case("BI-14", "SE-11")
 @pytest.mark.parametrize(("api_version", "kind", "name", "valid"), NAME_RULES)
 def test_bi14_names_follow_the_rule_of_their_kind(
     tmp_path: Path, api_version: str, kind: str, name: str, valid: bool
@@ -358,6 +369,7 @@ OBJECT_FLAG = "(--max-object-bytes, limits.maxObjectBytes)"
 DOCUMENTS_FLAG = "(--max-documents, limits.maxDocuments)"
 
 
+@pytest.mark.case("BI-07", "LD-05")
 def test_bi07_a_file_past_the_revision_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
     write(tmp_path, {"a.yaml": cm("a"), "big.yaml": b"\xff" * 101})  # unreadable if read
     limit = len(cm("a")) + 100
@@ -371,6 +383,7 @@ def test_bi07_a_file_past_the_revision_limit_is_refused_before_it_is_read(tmp_pa
     )
 
 
+@pytest.mark.case("BI-07", "LD-05")
 def test_bi07_the_revision_limit_is_the_sum_of_its_files(tmp_path: Path) -> None:
     write(tmp_path, {"a.yaml": cm("a"), "b.yaml": cm("b")})
 
@@ -380,6 +393,7 @@ def test_bi07_the_revision_limit_is_the_sum_of_its_files(tmp_path: Path) -> None
     assert str(error).startswith("b.yaml: the revision's manifests reach ")
 
 
+@pytest.mark.case("LD-05", "BI-07")
 def test_ld05_an_object_over_the_limit_is_refused_naming_its_line(tmp_path: Path) -> None:
     big = cm("big", extra=f"data:\n  k: {'x' * 2000}\n")
     write(tmp_path, {"big.yaml": f"{cm('a')}---\n{big}"})
@@ -394,6 +408,7 @@ def test_ld05_an_object_over_the_limit_is_refused_naming_its_line(tmp_path: Path
     ), str(error)
 
 
+@pytest.mark.case("LD-05", "BI-07")
 def test_ld05_objects_are_measured_in_bytes(tmp_path: Path) -> None:
     text = cm("a", extra=f"data:\n  k: {'€' * 400}\n")  # 1,200 bytes of value in 400 characters
     write(tmp_path, {"a.yaml": text})
@@ -403,6 +418,7 @@ def test_ld05_objects_are_measured_in_bytes(tmp_path: Path) -> None:
     assert load_error(tmp_path, limits=Limits(max_object_bytes=1200)).reason == "size_limit"
 
 
+@pytest.mark.case("BI-07", "LD-05")
 def test_bi07_many_objects_may_share_a_file_larger_than_one_object(tmp_path: Path) -> None:
     objects = [cm(f"c{i}", extra=f"data:\n  k: '{i:0400}'\n") for i in range(30)]
     text = "---\n" + "---\n".join(objects)
@@ -413,6 +429,7 @@ def test_bi07_many_objects_may_share_a_file_larger_than_one_object(tmp_path: Pat
     assert len(manifests) == 30 and len(text) > 10 * 1024
 
 
+@pytest.mark.case("LD-05", "BI-07")
 def test_ld05_a_json_file_is_one_object_refused_before_it_is_read(tmp_path: Path) -> None:
     write(tmp_path, {"big.json": b"\xff" * 101})
 
@@ -424,6 +441,7 @@ def test_ld05_a_json_file_is_one_object_refused_before_it_is_read(tmp_path: Path
     )
 
 
+@pytest.mark.case("BI-07", "LD-05")
 def test_bi07_documents_are_counted_over_the_whole_revision(tmp_path: Path) -> None:
     six = "".join(f"---\n{cm(f'{name}{i}')}" for name in "x" for i in range(6))
     write(tmp_path, {"a.yaml": six, "b.yaml": six.replace("x", "y")})
@@ -437,6 +455,7 @@ def test_bi07_documents_are_counted_over_the_whole_revision(tmp_path: Path) -> N
     )
 
 
+@pytest.mark.case("BI-07", "LD-05")
 @pytest.mark.parametrize(
     ("text", "limits", "line"),
     [
@@ -467,6 +486,7 @@ def billion_laughs(levels: int = 9, refs: int = 9) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.case("BI-08")
 def test_billion_laughs_is_rejected_quickly() -> None:
     started = time.perf_counter()
 
@@ -477,6 +497,7 @@ def test_billion_laughs_is_rejected_quickly() -> None:
     assert time.perf_counter() - started < 1
 
 
+@pytest.mark.case("BI-08")
 @pytest.mark.parametrize(
     ("text", "limits", "reason"),
     [
@@ -503,6 +524,7 @@ def test_alias_budgets(text: str, limits: Limits, reason: str) -> None:
     assert parse_error(text, limits=limits).reason == reason
 
 
+@pytest.mark.case("BI-08")
 def test_aliases_under_budget_load_correctly_and_unshared(tmp_path: Path) -> None:
     text = (
         "apiVersion: apps/v1\nkind: Deployment\n"
@@ -521,6 +543,7 @@ def test_aliases_under_budget_load_correctly_and_unshared(tmp_path: Path) -> Non
     assert body["spec"]["selector"]["matchLabels"] == {"app": "web"}
 
 
+@pytest.mark.case("BI-08")
 def test_expansion_under_the_floor_is_always_allowed() -> None:
     # 9 x 9 x 9 nodes = under 10,000, though far over 10 times the nodes written.
     [(_line, data)] = parse_documents(billion_laughs(levels=3), "x.yaml", LIMITS)
@@ -531,6 +554,7 @@ def test_expansion_under_the_floor_is_always_allowed() -> None:
 # --- BI-09 deep nesting ----------------------------------------------------------------
 
 
+@pytest.mark.case("BI-09")
 @pytest.mark.parametrize(
     ("text", "path"),
     [
@@ -549,6 +573,7 @@ def test_deep_nesting_is_a_clean_depth_error(text: str, path: str) -> None:
     assert "limit of 100 levels" in str(error)
 
 
+@pytest.mark.case("BI-09")
 @pytest.mark.parametrize(
     ("text", "ok"),
     [
@@ -569,6 +594,7 @@ def test_depth_limit_boundary(text: str, ok: bool) -> None:
 # --- BI-10, BI-11 encodings ------------------------------------------------------------
 
 
+@pytest.mark.case("BI-10", "BI-11")
 @pytest.mark.parametrize(
     ("content", "line", "offset"),
     [
@@ -592,12 +618,14 @@ def test_non_utf8_is_an_encoding_error_with_byte_offset(
     assert f"byte offset {offset}" in str(error)
 
 
+@pytest.mark.case("BI-10", "BI-11")
 def test_a_utf8_bom_is_allowed(tmp_path: Path) -> None:
     write(tmp_path, {"bom.yaml": b"\xef\xbb\xbf" + cm("a", extra="data: {k: café}\n").encode()})
 
     assert [m.body["data"] for m in load(tmp_path, ["."])] == [{"k": "café"}]
 
 
+@pytest.mark.case("BI-10", "BI-11")
 def test_binary_files_without_a_manifest_extension_are_skipped(tmp_path: Path) -> None:
     write(
         tmp_path,
@@ -611,6 +639,7 @@ def test_binary_files_without_a_manifest_extension_are_skipped(tmp_path: Path) -
     assert origins(load(tmp_path, ["."])) == ["a.yaml:1"]
 
 
+@pytest.mark.case("BI-10", "BI-11")
 def test_a_fifo_named_like_a_manifest_is_refused_without_blocking(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe.yaml")
 
@@ -637,6 +666,7 @@ def link(root: Path, rel: str, target: str) -> str:
     return rel
 
 
+@pytest.mark.case("BI-12")
 @pytest.mark.parametrize(
     "make",
     [
@@ -672,6 +702,7 @@ def test_symlinks_are_refused_and_the_canary_never_leaks(
     assert "outside" not in str(error)  # the target is not named
 
 
+@pytest.mark.case("BI-12")
 def test_a_symlink_component_of_a_configured_path_is_refused(repo: Path) -> None:
     link(repo, "ext", "../outside")
 
@@ -682,12 +713,14 @@ def test_a_symlink_component_of_a_configured_path_is_refused(repo: Path) -> None
     assert CANARY not in str(error)
 
 
+@pytest.mark.case("BI-12")
 def test_an_excluded_symlink_is_never_met(repo: Path) -> None:
     link(repo, "vendor/x.yaml", "../../outside/canary.yaml")
 
     assert names(load(repo, ["."], exclude=["vendor/*"])) == ["real", "sub"]
 
 
+@pytest.mark.case("BI-12")
 @pytest.mark.parametrize(
     ("path", "reason", "message"),
     [
@@ -708,6 +741,7 @@ def test_configured_paths_are_checked(repo: Path, path: str, reason: str, messag
     assert CANARY not in str(error)
 
 
+@pytest.mark.case("BI-12")
 @pytest.mark.parametrize(
     ("paths", "expected"),
     [
@@ -724,6 +758,7 @@ def test_configured_paths_select_files(
     assert origins(load(repo, paths)) == expected
 
 
+@pytest.mark.case("BI-12")
 def test_a_file_named_in_the_config_is_read_whatever_its_extension(tmp_path: Path) -> None:
     write(tmp_path, {"manifests.txt": cm("a")})
 
@@ -736,6 +771,7 @@ def test_a_file_named_in_the_config_is_read_whatever_its_extension(tmp_path: Pat
 LIST = "apiVersion: v1\nkind: List\nitems:\n"
 
 
+@pytest.mark.case("BI-16")
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -766,6 +802,7 @@ def test_odd_streams(tmp_path: Path, text: str, expected: list[str]) -> None:
     assert [f"{m.key.name}:{m.origin.line}" for m in manifests] == expected
 
 
+@pytest.mark.case("BI-16")
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -839,6 +876,7 @@ def test_invalid_documents_name_the_file_line_document_and_field(
 # --- BI-17 tags ------------------------------------------------------------------------
 
 
+@pytest.mark.case("BI-17")
 @pytest.mark.parametrize(
     ("template", "tag"),
     [
@@ -875,6 +913,7 @@ def test_non_core_tags_are_forbidden_and_nothing_runs(
     assert not sentinel.exists()
 
 
+@pytest.mark.case("BI-17")
 @pytest.mark.parametrize(
     ("text", "value"),
     [
@@ -925,6 +964,7 @@ def test_a_sync_wave_is_read(tmp_path: Path, wave: str | None, number: int) -> N
 # --- BI-19 ownership labels, SOPS ------------------------------------------------------
 
 
+@pytest.mark.case("BI-19")
 @pytest.mark.parametrize("label", [APPLYSET_PART_OF_LABEL, APPLYSET_ID_LABEL])
 @pytest.mark.parametrize("wrapped", [False, True], ids=["document", "list-item"])
 def test_applyset_labels_in_manifests_are_refused(
@@ -940,12 +980,14 @@ def test_applyset_labels_in_manifests_are_refused(
     assert label in str(error)
 
 
+@pytest.mark.case("BI-19")
 def test_other_applyset_names_in_labels_are_fine(tmp_path: Path) -> None:
     write(tmp_path, {"x.yaml": cm("a").replace("  name: a\n", "  name: a\n  labels: {app: x}\n")})
 
     assert names(load(tmp_path, ["."])) == ["a"]
 
 
+@pytest.mark.case("SE-18")
 def test_a_sops_encrypted_secret_is_refused_without_its_values(tmp_path: Path) -> None:
     """SE-18."""
     secret = (
@@ -966,6 +1008,7 @@ def test_a_sops_encrypted_secret_is_refused_without_its_values(tmp_path: Path) -
 SECRET = "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\n"
 
 
+@pytest.mark.case("BI-18")
 @pytest.mark.parametrize(
     "data",
     ["{password: c2VjcmV0}", '{password: "c2Vj\\ncmV0"}', "{}", "{empty: ''}", "null"],
@@ -977,6 +1020,7 @@ def test_a_secrets_base64_data_is_read(tmp_path: Path, data: str) -> None:
     assert names(load(tmp_path, ["."])) == ["db"]
 
 
+@pytest.mark.case("BI-18", "SE-02")
 @pytest.mark.parametrize(
     ("data", "says"),
     [
@@ -1000,6 +1044,7 @@ def test_bi18_a_secret_whose_data_is_not_base64_is_refused_naming_the_key_only(
     assert CANARY not in str(error) and "c2VjcmV" not in str(error)
 
 
+@pytest.mark.case("SE-02")
 @pytest.mark.parametrize(
     "text",
     [
@@ -1023,6 +1068,7 @@ def test_errors_never_echo_secret_values(tmp_path: Path, text: str) -> None:
 # --- BI-22 YAML 1.1 types --------------------------------------------------------------
 
 
+@pytest.mark.case("BI-22")
 def test_yaml_1_1_types_and_dates_as_strings_golden() -> None:
     text = (
         "on: yes\noff: off\nquoted_yes: 'yes'\nmode: 0755\nhex: 0x1F\n"
@@ -1054,6 +1100,7 @@ def test_yaml_1_1_types_and_dates_as_strings_golden() -> None:
     }
 
 
+@pytest.mark.case("BI-22")
 def test_an_integer_too_long_to_convert_is_invalid_not_a_crash() -> None:
     error = parse_error("apiVersion: v1\nkind: X\nmetadata: {name: a}\nn: " + "9" * 5_000 + "\n")
 
@@ -1238,6 +1285,7 @@ def test_a_kustomization_without_a_renderer_is_an_error(tmp_path: Path) -> None:
     assert "app has a kustomization.yaml; rendering it needs kubectl on PATH" in str(error)
 
 
+@pytest.mark.case("BI-07")
 def test_bi07_the_renderer_gets_what_is_left_of_the_revision_limit(tmp_path: Path) -> None:
     write(tmp_path, {"a.yaml": cm("a"), "b/kustomization.yaml": "resources: []\n"})
     render = FakeRenderer(cm("b"))

@@ -207,7 +207,7 @@ PRUNE_CASES = {
         (CONFIG_MAP,),
         (),
     ),
-    "protected kinds (SE-17)": (
+    "SE-17 protected kinds": (
         config_maps(8),
         owned(NAMESPACE, CRD, PVC, *config_maps(8)),
         PrunePolicy(),
@@ -246,6 +246,18 @@ def test_prune_guards(case: str) -> None:
     assert decision.refused == refused
 
 
+@pytest.mark.case("LD-04")
+def test_ld04_five_thousand_objects_gone_at_once_stay_unless_a_mass_prune_is_allowed() -> None:
+    kept, gone = config_maps(6000)[:1000], config_maps(6000)[1000:]
+    live = owned(*kept, *gone)
+
+    guarded = decide_prune(kept, live, record_of(live), PrunePolicy())
+    allowed = decide_prune(kept, live, record_of(live), PrunePolicy(allow_mass_prune=True))
+
+    assert (guarded.delete, set(guarded.refused)) == ((), {(k, Refusal.THRESHOLD) for k in gone})
+    assert (set(allowed.delete), allowed.refused) == (set(gone), ())
+
+
 FOUR = owned(*config_maps(4))
 OWNERSHIP_CASES = {
     # SE-16 (c): a label copied onto an object this source never applied
@@ -276,6 +288,7 @@ def test_labelled_strangers_do_not_widen_the_prune_budget() -> None:
     assert threshold == config_maps(4)[2:]
 
 
+@pytest.mark.case("FA-13", "FA-14")
 def test_fa13_fa14_a_recorded_object_of_an_unserved_kind_is_refused_not_forgotten() -> None:
     """Discovery cannot resolve Widget (its CRD is gone, its APIService down): the widget
     cannot be listed, so only the record names it. It is kept; the other kinds prune."""
