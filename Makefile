@@ -17,7 +17,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test demo bench crd schemas lint lock control-plane prometheus image-tools clean
+.PHONY: test demo bench crd schemas lint lock control-plane prometheus sshd image-tools clean
 
 # The locked set, hashes required, then gitopsd itself without resolving anything again.
 $(BIN)/.installed: pyproject.toml requirements/dev.txt
@@ -44,6 +44,9 @@ control-plane:
 prometheus:
 	tests/prometheus/provide.sh >/dev/null
 
+sshd:
+	tests/sshd/provide.sh >/dev/null
+
 image-tools: control-plane
 	tests/image/provide.sh >/dev/null
 
@@ -57,7 +60,7 @@ lint: $(BIN)/.installed
 
 # Lint runs beside the tests, on the core they leave free most of the time; its output
 # follows theirs, and either failing fails the target.
-test: $(BIN)/.installed control-plane prometheus image-tools
+test: $(BIN)/.installed control-plane prometheus sshd image-tools
 	@echo "lint (ruff, mypy --strict, import contracts, dependency audit) runs beside the tests; its output follows"
 	@$(MAKE) --no-print-directory lint > $(VENV)/lint.log 2>&1 & linting=$$!; \
 	$(BIN)/pytest; tested=$$?; \

@@ -16,6 +16,7 @@ status is no port scanner.
 
 from __future__ import annotations
 
+import re
 import shlex
 import time
 from collections.abc import Mapping
@@ -84,11 +85,35 @@ def remote(spec: SourceSpec, env: Mapping[str, str]) -> Reach:
 
 def _ssh_to(env: Mapping[str, str], host: str, port: int, addresses: list[str]) -> str:
     """ssh to the first address checked (ssh takes one), its key looked up under the host's
-    name as ssh writes it in known_hosts ([host]:port off port 22)."""
-    alias = host if port == 22 else f"[{host}]:{port}"
-    words = ["-o", f"HostName={addresses[0]}", "-o", f"HostKeyAlias={alias}"]
+    name as ssh writes it in known_hosts."""
+    words = ["-o", f"HostName={addresses[0]}", "-o", f"HostKeyAlias={_known_as(host, port)}"]
     words += ["-o", "CheckHostIP=no"]  # the address is ours, not one known_hosts pins
     return " ".join([env["GIT_SSH_COMMAND"], *map(shlex.quote, words)])
+
+
+def _known_as(host: str, port: int) -> str:
+    """The host's name as known_hosts writes it: [host]:port off port 22."""
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+_UNPINNED = re.compile(r"host key is known for", re.IGNORECASE)
+_ANOTHER_PINNED = re.compile(
+    r"remote host identification has changed|host key for .* has changed", re.IGNORECASE
+)
+
+
+def host_key_refused(url: str, stderr: str) -> str | None:
+    """Why ssh refused the host's key, in words that name the host as known_hosts does:
+    no key pinned for it, or another key than the one it showed; None for another cause."""
+    known_as = _known_as(*endpoint(url)[1:])
+    if _UNPINNED.search(stderr):
+        return (
+            f"the host key of {known_as} is not known: no key is pinned for it in the "
+            "known_hosts file, and none is trusted on first use"
+        )
+    if _ANOTHER_PINNED.search(stderr):
+        return f"the host key of {known_as} is not the one pinned for it in the known_hosts file"
+    return None
 
 
 def no_answer(url: str) -> str:

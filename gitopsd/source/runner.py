@@ -171,6 +171,8 @@ class Runner:
         reason, cause = _classify(stderr)
         if reason == SourceReason.TIMEOUT:
             cause = reach.limit.said
+        if reason == SourceReason.HOSTKEY:
+            cause = gitreach.host_key_refused(self.spec.url, stderr) or cause
         return self.error(cause or gitreach.no_answer(self.spec.url), reason)
 
     def fetch(self, refspec: str, depth: str = "--depth=1") -> None:
