@@ -2,7 +2,9 @@
 (and every request of the audited user, reads included).
 
 Claims such as "only the leader writes" are checked here, against what the server
-recorded, never against what a process says about itself.
+recorded, never against what a process says about itself. A window the log may no longer
+hold whole (the API server rotated it meanwhile) fails the read, loudly: "no DELETE" must
+never pass because the DELETE went to a rotated file.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from tests.harness.controlplane import WRITE_VERBS, ControlPlane
@@ -55,19 +58,46 @@ def requests(plane: ControlPlane, user: str, since: float = 0.0) -> list[Write]:
 
 
 def _logged(plane: ControlPlane, since: float) -> list[Write]:
-    if not plane.audit_log.exists():
-        return []
     found = []
-    text = plane.audit_log.read_text()
-    complete = text[: text.rfind("\n") + 1]  # the server may be writing the last line
-    for line in complete.splitlines():
-        event = json.loads(line)
+    for event in events(plane.audit_log, since, plane.ready_at):
         if event.get("stage") != "ResponseComplete":
             continue
         write = _write(event)
         if write.received >= since:
             found.append(write)
     return found
+
+
+class RotatedLog(AssertionError):
+    """The audit log may not hold every event of the window read."""
+
+
+def events(log: Path, since: float, began: float) -> list[dict[str, Any]]:
+    """The complete events of `log` (the server may be writing the last line), once it is
+    sure to hold every event from `since` on: raises RotatedLog if a file the server
+    rotated out of it was written since then, or if its first event is later than `since`
+    though it began (at `began`) before."""
+    rotated = sorted(p.name for p in _rotated(log) if p.stat().st_mtime >= since)
+    if rotated:
+        raise RotatedLog(f"{log} was rotated after {_when(since)}, into {', '.join(rotated)}")
+    if not log.exists():
+        return []
+    text = log.read_text()
+    logged = [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
+    first = _received(logged[0]) if logged else None
+    if first is not None and began <= since < first:
+        raise RotatedLog(f"{log} begins at {_when(first)}, after {_when(since)}: rotated")
+    return logged
+
+
+def _rotated(log: Path) -> list[Path]:
+    """The files the API server's log rotation (lumberjack) made of `log`: audit.log becomes
+    audit-2006-01-02T15-04-05.000.log beside it (gzipped with --audit-log-compress)."""
+    return list(log.parent.glob(f"{log.stem}-*{log.suffix}*"))
+
+
+def _when(stamp: float) -> str:
+    return datetime.fromtimestamp(stamp).isoformat(timespec="milliseconds")
 
 
 def writes_by_anyone(plane: ControlPlane, since: float = 0.0) -> list[Write]:
@@ -105,7 +135,6 @@ def _write(event: dict[str, object]) -> Write:
     assert isinstance(user, dict)
     acting_as = event.get("impersonatedUser") or {}
     assert isinstance(acting_as, dict)
-    stamp = str(event["requestReceivedTimestamp"]).replace("Z", "+00:00")
     return Write(
         user=str(user.get("username", "")),
         verb=str(event.get("verb", "")),
@@ -115,8 +144,14 @@ def _write(event: dict[str, object]) -> Write:
         dry_run="dryRun=All" in str(event.get("requestURI", "")),
         code=int(status.get("code", 0)),
         uri=str(event.get("requestURI", "")),
-        received=datetime.fromisoformat(stamp).timestamp(),
+        received=_received(event),
         acting_as=str(acting_as.get("username", "")),
         answer=answer if isinstance(answer := event.get("responseObject"), dict) else None,
         request=asked if isinstance(asked := event.get("requestObject"), dict) else None,
     )
+
+
+def _received(event: Mapping[str, Any]) -> float:
+    """Unix seconds when the server received the event's request."""
+    stamp = str(event["requestReceivedTimestamp"]).replace("Z", "+00:00")
+    return datetime.fromisoformat(stamp).timestamp()

@@ -174,6 +174,8 @@ class ControlPlane:
         self.apiserver: subprocess.Popen[bytes] | None = None
         self.etcd: subprocess.Popen[bytes] | None = None
         self.controllers: list[subprocess.Popen[bytes]] = []
+        self.ready_at = float("inf")
+        """When the API server first answered ready: its audit log holds events of before."""
 
     @property
     def url(self) -> str:
@@ -203,6 +205,7 @@ class ControlPlane:
         self.etcd_url = self._start_etcd()
         self.port = free_port()
         self._start_apiserver()
+        self.ready_at = time.time()
         write_kubeconfig(self.kubeconfig, self.url, self.ca_file, "admin", self.admin_token)
         write_kubeconfig(
             self.audited_kubeconfig, self.url, self.ca_file, AUDITED_USER, self.audited_token
@@ -321,6 +324,9 @@ class ControlPlane:
             "--audit-policy-file": str(policy),
             "--audit-log-path": str(self.audit_log),
             "--audit-log-mode": "blocking",  # written before the answer: tests read it at once
+            # never rotated (by default at 100 MB): events moved out of the file tests read
+            # would make "no write" pass for the wrong reason (audit.py fails if it happens)
+            "--audit-log-maxsize": str(1024 * 1024),
             **self.flags.get("kube-apiserver", {}),
         }
         binary = str(self.binaries.kube_apiserver)
