@@ -5,6 +5,9 @@
 # `make bench` measures gitopsd against kubectl and its targets, on a bare control plane
 # and on one with controllers, and writes BENCHMARKS.md (about 40 minutes; not part of
 # `make test`).
+# `make mutation` runs the pure core's unit tests against mutants of its modules (mutmut) and
+# writes the share each module's tests kill to MUTATION.md (about 6 minutes; not part of
+# `make test`).
 # `make crd` writes config/crd/gitsyncs.yaml from gitopsd/gitsync/schema.py (a test fails
 # when the two disagree).
 # `make schemas` writes gitopsd/validation/kubernetes.json, the built-in kinds' schemas that
@@ -17,7 +20,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test demo bench crd schemas lint lock control-plane prometheus sshd image-tools clean
+.PHONY: test demo bench mutation crd schemas lint lock control-plane prometheus sshd image-tools clean
 
 # The locked set, hashes required, then gitopsd itself without resolving anything again.
 $(BIN)/.installed: pyproject.toml requirements/dev.txt
@@ -72,6 +75,9 @@ demo: $(BIN)/.installed control-plane
 
 bench: $(BIN)/.installed control-plane
 	$(BIN)/python -m tests.bench $(ARGS)
+
+mutation: $(BIN)/.installed
+	$(BIN)/python -m tests.mutation $(ARGS)
 
 crd: $(BIN)/.installed
 	$(BIN)/python -m gitopsd.gitsync.schema > config/crd/gitsyncs.yaml
