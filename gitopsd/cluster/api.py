@@ -38,6 +38,8 @@ A 5xx may come after the server created the object (a gateway that timed out), s
 is never retried after one: its caller finds out what happened (a hook by its run label)."""
 MAX_RETRY_AFTER_SECONDS = 30.0
 """The longest Retry-After honoured: a request is worth that much waiting, not more."""
+CONNECT_TIMEOUT_SECONDS = 5.0
+"""How long a request waits for its connection; then `Api.timeout_seconds` for the answer."""
 REASON_BY_STATUS: dict[int, ClusterReason] = {
     400: ClusterReason.INVALID,
     401: ClusterReason.FORBIDDEN,
@@ -249,7 +251,7 @@ class Api:
         """One attempt, its answer read whole: a cut or truncated body fails here."""
         payload = None if body is None else json.dumps(body).encode()  # JSON is YAML too
         headers = {"Accept": accept, "Content-Type": content_type}
-        timeout = (5.0, self.timeout_seconds)
+        timeout = (CONNECT_TIMEOUT_SECONDS, self.timeout_seconds)
         try:
             response = self.transport.send(method, _target(path, query), payload, headers, timeout)
             try:
@@ -266,7 +268,9 @@ class Api:
         headers = {"Accept": JSON, "Content-Type": JSON}
         # a watch ends itself after its timeoutSeconds (300); a silent one longer is a hang
         try:
-            response = self.transport.send("GET", _target(path, query), None, headers, (5.0, 330.0))
+            response = self.transport.send(
+                "GET", _target(path, query), None, headers, (CONNECT_TIMEOUT_SECONDS, 330.0)
+            )
         except TRANSPORT_ERRORS as error:
             raise self._unreachable("WATCH", path, error) from None
         self.reachable = True

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from gitopsd.cluster.api import CONNECT_TIMEOUT_SECONDS, Api
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import ControlPlane
@@ -214,23 +215,42 @@ def test_fa23_a_leader_that_loses_its_lease_while_throttled_writes_nothing_after
     assert leader.value("gitopsd_errors_total", reason="fenced") >= 1
 
 
+REQUEST_TIMEOUT_SECONDS = CONNECT_TIMEOUT_SECONDS + Api.timeout_seconds
+"""The longest a write that passed its fence may take to reach the API server."""
+
+
+def is_write(request: Request) -> bool:
+    return request.method == "PATCH" and "dryRun" not in request.query
+
+
 @pytest.mark.case("FA-04")
-def test_fa04_a_reconcile_that_crawls_stops_at_its_timeout_and_tries_again(
+def test_fa04_a_reconcile_that_crawls_stops_writing_at_its_timeout_and_tries_again(
     daemons: Daemons,
     proxy: FaultProxy,
+    control_plane: ControlPlane,
     admin_api: Any,
     git_server: GitServer,
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
-    """Every write takes 2 s through the proxy, so twenty objects cannot be applied within
-    the source's 3 s timeout: the reconcile stops writing, fails with reason timeout and
-    backs off; once the API server is fast again the next attempt applies everything."""
+    """Every write takes 4 s through the proxy and the source writes one object at a time,
+    so its twenty objects cannot be applied within its 3 s timeout (writing on, the
+    reconcile would take 80 s). The API server's audit log shows the first reconcile's
+    writes stop at its deadline: none received later than one request timeout past it.
+    It fails with reason timeout and backs off; once the API server is fast again, the
+    next attempt applies everything."""
     names = [f"c{n}" for n in range(20)]
     git_repo.commit(config_maps(*names))
-    slow = proxy.inject(Fault(lambda request: request.method == "PATCH", delay_seconds=2))
-    daemon = daemons.start(git_server.file_url(git_repo), server=proxy.url, timeout="3s")
+    slow = proxy.inject(Fault(is_write, delay_seconds=4))
+    started = time.time()
+    url = git_server.file_url(git_repo)
+    daemon = daemons.start(url, server=proxy.url, timeout="3s", concurrency=1)
 
+    daemon.wait_value("gitopsd_reconcile_total", bool, "the first reconcile to end", 120)
+    ended = time.time()
+    sent = [w for w in audit.writes(control_plane, daemon.user, started) if w.received <= ended]
+    deadline = sent[0].received + 3  # it began before its first request reached the server
+    assert [w for w in sent if w.received > deadline + REQUEST_TIMEOUT_SECONDS] == []
     daemon.wait_value(
         "gitopsd_errors_total", lambda v: v >= 1, "a timeout", 60, stage="cluster", reason="timeout"
     )
