@@ -18,7 +18,7 @@ from kubernetes import client
 
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
-from tests.harness.controlplane import ControlPlane
+from tests.harness.controlplane import AUDITED_USER, ControlPlane
 from tests.harness.gitserver import GitRepo, GitServer, git
 from tests.integration.test_prune import config_map_files, config_maps
 from tests.integration.test_sync import scope
@@ -117,6 +117,7 @@ def test_a_source_that_cannot_be_read_whole_prunes_nothing(
 
 SMALL_DISK = """
 mount -t tmpfs -o size=2m tmpfs "$CACHE"
+cp -a "$SEED"/. "$CACHE"
 "$@"
 echo "first: $?"
 find "$CACHE" -type f -printf "left: %P %s\\n"
@@ -125,11 +126,12 @@ mount -o remount,size=32m "$CACHE"
 "$@" > /dev/null
 echo "once there is space: $?"
 """
-"""Runs the command twice on a cache of its own: on 2 MiB, then on 32 MiB."""
+"""Runs the command twice on a cache of its own that starts as a copy of `$SEED`: on 2 MiB,
+then on 32 MiB."""
 
 
 @pytest.mark.case("FA-22")
-def test_fa22_a_full_disk_under_the_cache_dir_fails_the_source_and_prunes_nothing(
+def test_fa22_a_full_disk_under_the_cache_dir_fails_the_source_and_applies_nothing(
     control_plane: ControlPlane,
     gitopsd: Gitopsd,
     admin_api: Any,
@@ -138,38 +140,44 @@ def test_fa22_a_full_disk_under_the_cache_dir_fails_the_source_and_prunes_nothin
     namespace: str,
     tmp_path: Path,
 ) -> None:
-    """The cache on a 2 MiB filesystem of its own (a private mount namespace), and a
-    revision whose pack is larger: the fetch fails for want of space, nothing is rendered
-    from what it wrote, nothing applied or pruned, no partial pack is left to keep the disk
-    full, and the same sync succeeds once there is space."""
+    """The cache on a 2 MiB filesystem of its own (a private mount namespace), holding a
+    revision read but never applied (a diff of it ran), and a newer revision whose pack is
+    larger: the fetch fails for want of space, and the failed run sends no write at all
+    (the audit log, by the run's own user, dry-runs included): nothing rendered from what
+    the fetch wrote, nor from the revision the cache held; nothing applied or pruned. No
+    partial pack is left to keep the disk full, and the same sync succeeds once there is
+    space."""
     git_repo.commit(owned_files(""))
     url = git_server.file_url(git_repo)
     assert gitopsd("sync", url, *scope(namespace), "--prune").code == 0
+    git_repo.commit(config_map_files("read"))
+    assert gitopsd("diff", url, *scope(namespace)).code == 1  # "read" would be created
     before, since = versions(admin_api, namespace), time.time()
     noise = {f"assets/noise{i}.bin": os.urandom(2**20) for i in range(3)}  # incompressible
     git_repo.commit({"a.yaml": None, **noise, **config_map_files("new")})
     small = tmp_path / "small"
     small.mkdir()
     sync = [sys.executable, "-m", "gitopsd", "sync", url, *scope(namespace), "--prune"]
-    sync += ["--cache-dir", str(small), "--kubeconfig", str(control_plane.kubeconfig)]
+    sync += ["--cache-dir", str(small), "--kubeconfig", str(control_plane.audited_kubeconfig)]
 
     done = subprocess.run(
         ["unshare", "--map-root-user", "--mount", "sh", "-c", SMALL_DISK, "sh", *sync],
         capture_output=True,
         text=True,
         check=False,
-        env={**os.environ, "CACHE": str(small)},
+        env={**os.environ, "CACHE": str(small), "SEED": str(gitopsd.cache)},
     )
 
+    [between] = [float(line.split()[1]) for line in done.stdout.splitlines() if "between" in line]
+    failed_run = [
+        w for w in audit.writes(control_plane, AUDITED_USER, since) if w.received < between
+    ]
+    assert failed_run == []
     assert f"first: {SOURCE_FAILED}" in done.stdout, done.stdout + done.stderr
     assert "failed (nospace)" in done.stderr and "No space left on device" in done.stderr
     left = [line.split() for line in done.stdout.splitlines() if line.startswith("left: ")]
     assert not [name for _, name, _ in left if "tmp_" in name], left  # no partial pack
     assert sum(int(size) for _, _, size in left) < 64 * 1024, left
-    [between] = [float(line.split()[1]) for line in done.stdout.splitlines() if "between" in line]
-    failed_run = [w for w in audit.deletes(control_plane, namespace, since) if w.received < between]
-    assert failed_run == []
     assert "once there is space: 0" in done.stdout, done.stdout + done.stderr
-    assert "new" in config_maps(admin_api, namespace) and versions(admin_api, namespace) == {
-        "b": before["b"]
-    }  # the next run applied the revision and pruned a
+    assert {"new", "read"} <= config_maps(admin_api, namespace)
+    assert versions(admin_api, namespace) == {"b": before["b"]}  # the next run pruned a
