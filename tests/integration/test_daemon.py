@@ -523,18 +523,38 @@ def test_a_bad_commit_keeps_the_last_good_state_and_waits_for_a_new_one(
     wait_for(lambda: config_map_value(admin_api, namespace, "b") is None, "b pruned then")
 
 
-def test_a_kind_the_cluster_lacks_is_retried_until_its_crd_appears(
+@pytest.mark.case("BI-06")
+def test_bi06_a_kind_the_cluster_lacks_is_retried_until_its_crd_appears_pruning_nothing(
     daemons: Daemons,
     gitopsd: Gitopsd,
+    control_plane: ControlPlane,
     admin_api: Any,
     git_server: GitServer,
     git_repo: GitRepo,
     namespace: str,
     tmp_path: Path,
 ) -> None:
+    """A revision that holds a custom resource of a kind the cluster does not serve yet, and
+    leaves out b (applied before, prune on), fails with reason unknown_kind and is retried
+    after its backoff, not left for a new revision: a CRD may come. Meanwhile nothing of it
+    is applied and nothing pruned (the audit log). Once the CRD is created out of band, a
+    retry applies the revision whole: the custom resource, a's new value, b pruned."""
     group = f"{unique_name('g')}.example.com"
-    git_repo.commit({"bob.yaml": f"apiVersion: {group}/v1\nkind: Bob\nmetadata:\n  name: bob\n"})
-    daemon = daemons.start(git_server.file_url(git_repo))
+    git_repo.commit(config_maps("a", "b"))
+    daemon = daemons.start(git_server.file_url(git_repo), prune=True)
+    daemon.wait_value("gitopsd_reconcile_total", bool, "the first sync", result="success")
+    assert config_map_value(admin_api, namespace, "b") == "v"
+    since, polls = time.time(), daemon.value("gitopsd_reconcile_total")
+    bob = f"apiVersion: {group}/v1\nkind: Bob\nmetadata:\n  name: bob\n"
+    git_repo.commit({**config_maps("a", value="w"), "b.yaml": None, "bob.yaml": bob})
+
+    def written_since() -> list[audit.Write]:
+        return [
+            w for w in audit.changes(control_plane, daemon.user, since) if w.resource != "events"
+        ]
+
+    daemon.wait_value("gitopsd_reconcile_total", lambda v: v >= polls + 3, "three polls", 60)
+    assert written_since() == []  # nothing of the revision applied, nothing pruned
     daemon.wait_value(
         "gitopsd_errors_total",
         lambda v: v >= 2,
@@ -543,6 +563,7 @@ def test_a_kind_the_cluster_lacks_is_retried_until_its_crd_appears(
         stage="manifests",
         reason="unknown_kind",
     )
+    assert written_since() == []
 
     crd = tmp_path / "crd.yaml"
     crd.write_text(bob_definition(group))
@@ -562,6 +583,8 @@ def test_a_kind_the_cluster_lacks_is_retried_until_its_crd_appears(
         return found
 
     wait_for(bobs, "the Bob, once its kind is served", 90)
+    wait_for(lambda: config_map_value(admin_api, namespace, "b") is None, "b pruned then")
+    assert config_map_value(admin_api, namespace, "a") == "w"
 
 
 def bob_definition(group: str) -> str:
