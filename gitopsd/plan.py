@@ -121,7 +121,7 @@ def waves(
     sync hooks `hooks` puts in it (a wave may hold hooks alone); empty ones dropped."""
     objects = _by_wave((key, _wave_number(key, wave_of_key)) for key in keys)
     ran = _by_wave(hooks.items())
-    order = sorted(objects.keys() | ran.keys(), key=lambda n: (n is not None, n or 0))
+    order = sorted(objects.keys() | ran.keys(), key=lambda n: -math.inf if n is None else n)
     return [Wave(n, tiers(objects.get(n, [])), sorted(ran.get(n, []))) for n in order]
 
 

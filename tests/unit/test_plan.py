@@ -10,7 +10,8 @@ import pytest
 
 from gitopsd.changes import Action, Live, Measurement, Target
 from gitopsd.config import PrunePolicy, SyncSettings
-from gitopsd.diff import Drift, State
+from gitopsd.diff import Drift, FieldChange, State
+from gitopsd.drift_policy import Decision
 from gitopsd.inventory import uid_prefix
 from gitopsd.objects import ARGOCD_SYNC_WAVE_ANNOTATION as ARGO_WAVE
 from gitopsd.objects import ObjectKey, Origin
@@ -575,10 +576,108 @@ def test_an_object_without_a_record_of_its_uid_is_never_replaced() -> None:
     plan = plan_for(settings, Step.SYNC, TARGETS, LIVE, others)
 
     assert plan is not None and plan.actions[OTHERS] == Action.REFUSED
-    assert "not_owned" in plan.refused[OTHERS]
+    assert plan.refused[OTHERS] == (
+        "not replaced: git changes spec.selector, which cannot change once set, and this "
+        "source has no record of applying the object it finds (rule: not_owned)"
+    )
 
 
 def test_a_heal_leaves_an_immutable_change_to_the_next_sync() -> None:
     plan = plan_for(SyncSettings("app"), Step.HEAL, TARGETS, LIVE, IMMUTABLE)
 
     assert plan is not None and DEPLOYMENT not in plan.actions
+
+
+def test_refused_objects_of_an_unserved_kind_come_in_delete_order() -> None:
+    """Namespaced before cluster-scoped, as their deletes would go, not by name."""
+    everywhere = ObjectKey("example.com", "Widget", "", "everywhere")
+    recorded = {everywhere: "0badc0de", WIDGET: "0badc0de"}
+    policy = PrunePolicy(allow_empty=True)
+
+    decision = decide_prune([], {}, recorded, policy, {WIDGET.group_kind})
+
+    unseen = Refusal.DISCOVERY_INCOMPLETE
+    assert decision.refused == ((WIDGET, unseen), (everywhere, unseen))
+
+
+def test_a_decision_counts_what_the_source_owns_and_the_budget_it_gives() -> None:
+    live = owned(*config_maps(8))
+
+    within = decide_prune(config_maps(6), live, record_of(live), PrunePolicy())
+    over = decide_prune(config_maps(5), live, record_of(live), PrunePolicy())
+
+    assert (within.owned, within.budget, len(within.delete)) == (8, 2, 2)
+    assert (over.owned, over.budget, over.delete) == (8, 2, ())
+
+
+def create_only(key: ObjectKey) -> Target:
+    annotations = {SYNC_OPTIONS: "create-only"}
+    body = {"metadata": {"name": key.name, "annotations": annotations}}
+    return Target(key, body, Origin("app.yaml", 1), None)
+
+
+def test_a_create_only_object_is_created_when_absent_and_never_written_once_it_exists() -> None:
+    targets = {**TARGETS, CONFIG_MAP: create_only(CONFIG_MAP), WIDGET: create_only(WIDGET)}
+
+    plan = plan_for(SyncSettings("app"), Step.SYNC, targets, LIVE, MEASURED)
+
+    assert plan is not None
+    assert CONFIG_MAP not in plan.actions
+    assert plan.actions[WIDGET] == Action.CREATED
+
+
+def test_an_immutable_change_of_an_object_not_written_leaves_the_others_decided() -> None:
+    targets = {**TARGETS, CONFIG_MAP: create_only(CONFIG_MAP)}
+
+    plan = plan_for(SyncSettings("app"), Step.SYNC, targets, LIVE, IMMUTABLE)
+
+    assert plan is not None
+    assert CONFIG_MAP not in plan.actions
+    assert plan.actions[DEPLOYMENT] == Action.REFUSED
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        (("spec.selector", "spec.template.metadata"), "spec.selector, spec.template.metadata"),
+        ((), "a field"),
+    ],
+)
+def test_a_refusal_names_the_immutable_fields_git_changes(
+    fields: tuple[str, ...], named: str
+) -> None:
+    immutable = replace(MEASURED, immutable={DEPLOYMENT: fields})
+
+    plan = plan_for(SyncSettings("app"), Step.SYNC, TARGETS, LIVE, immutable)
+
+    assert plan is not None
+    said = f"not applied: git changes {named}, which cannot change once set; to delete"
+    assert plan.refused[DEPLOYMENT].startswith(said)
+
+
+def test_a_sync_without_prune_names_what_it_provably_owns_that_left_git() -> None:
+    """A labelled object it has no record of is not its own to name."""
+    stranger = ObjectKey("", "ConfigMap", "team", "stranger")
+    live = replace(LIVE, owned={**LIVE.owned, **owned(stranger)})
+
+    plan = plan_for(SyncSettings("app"), Step.SYNC, TARGETS, live, MEASURED)
+
+    assert plan is not None and plan.left_git == (GONE,)
+
+
+ACCEPTED = FieldChange(
+    "spec.replicas", 5, 3, "kube-controller-manager", ("spec", "replicas"), Decision.ACCEPT
+)
+EDITED = FieldChange("spec.paused", True, None, "kubectl-edit", ("spec", "paused"))
+
+
+@pytest.mark.parametrize("step", [Step.SYNC, Step.HEAL])
+def test_what_the_drift_policy_holds_is_held_in_the_objects_sent_only(step: Step) -> None:
+    """The config map differs only where a rule accepts it: it is not sent, nothing held."""
+    drifted = Drift(DEPLOYMENT, State.MODIFIED, (EDITED,), accepted=(ACCEPTED,))
+    accepted = Drift(CONFIG_MAP, State.MODIFIED, accepted=(ACCEPTED,))
+    measured = replace(MEASURED, drifts=[drifted, *MEASURED.drifts[1:]], held=[accepted])
+
+    plan = plan_for(SyncSettings("app"), step, TARGETS, LIVE, measured)
+
+    assert plan is not None and plan.held == {DEPLOYMENT: (ACCEPTED,)}
