@@ -33,6 +33,8 @@ ANNOTATION = "gitopsd.io/drift-policy"
 MAX_RULES = 100
 MAX_OBJECT_RULES = 16
 MAX_ANNOTATION_BYTES = 4096
+MAX_ANNOTATION_DEPTH = 3
+"""A list of rules, each a mapping whose target is a mapping and whose paths are a list."""
 MAX_PATTERNS = 32
 """Paths or managers one rule may name."""
 RULE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -284,8 +286,23 @@ def _annotation_rules(text: str) -> tuple[Rule, ...]:
     if len(text.encode()) > MAX_ANNOTATION_BYTES:
         raise ConfigError(f"{ANNOTATION}: expected YAML of at most {MAX_ANNOTATION_BYTES} bytes")
     try:
+        _check_depth(text)
         value = yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise ConfigError(f"{ANNOTATION}: not YAML: {error}") from None
     rules = value if isinstance(value, list) else [value]
     return read_rules(rules, "annotations", ANNOTATION, targeted=False)
+
+
+def _check_depth(text: str) -> None:
+    """Refuses YAML nested deeper than rules are, read as parse events before anything is
+    composed: PyYAML's composer recurses once per level, and 4 KiB of brackets would
+    exhaust the interpreter's stack."""
+    depth = 0
+    for event in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_ANNOTATION_DEPTH:
+                raise ConfigError(f"{ANNOTATION}: nested deeper than {MAX_ANNOTATION_DEPTH} levels")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1

@@ -110,6 +110,14 @@ BAD_INPUTS: dict[str, tuple[dict[str, str | bytes], int, list[str]]] = {
         INVALID,
         ["bad.yaml:1", "Secret s: data key 'password' is not valid base64"],
     ),
+    "BI-21 an ignore rule nested without end": (
+        {
+            "bad.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  annotations:\n"
+            f"    gitopsd.io/drift-policy: {json.dumps('[' * 900 + ']' * 900)}\n"
+        },
+        INVALID,
+        ["bad.yaml:1", "gitopsd.io/drift-policy: nested deeper than 3 levels"],
+    ),
     "BI-22 a number where a string belongs": (
         {
             "bad.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"

@@ -291,6 +291,30 @@ def test_an_annotation_too_large_or_not_yaml_is_refused() -> None:
             object_rules(body)
 
 
+NESTED_WITHOUT_END = {
+    "flow sequences": "[" * 900 + "]" * 900,
+    "block sequences": "- " * 2000 + "x",
+    "flow mappings": "{a: " * 800 + "1" + "}" * 800,
+}
+
+
+@pytest.mark.case("BI-21")
+@pytest.mark.parametrize("text", NESTED_WITHOUT_END.values(), ids=list(NESTED_WITHOUT_END))
+def test_bi21_an_annotation_nested_without_end_is_refused_before_it_is_built(text: str) -> None:
+    """Within the 4 KiB an annotation may have, YAML nested a thousand levels deep: read
+    whole, it would exhaust the interpreter's stack (a RecursionError, no ConfigError)."""
+    body = {"metadata": {"annotations": {"gitopsd.io/drift-policy": text}}}
+    with pytest.raises(ConfigError, match="drift-policy: nested deeper than 3 levels"):
+        object_rules(body)
+
+
+def test_an_annotation_as_deep_as_rules_are_is_read() -> None:
+    text = "- {name: r, paths: [spec.replicas], managers: [kubectl-*], action: ignore}"
+    body = {"metadata": {"annotations": {"gitopsd.io/drift-policy": text}}}
+    [rule] = object_rules(body)
+    assert (rule.label, rule.managers) == ("r", ("kubectl-*",))
+
+
 def test_an_annotation_that_is_no_string_is_refused() -> None:
     body = {"metadata": {"annotations": {"gitopsd.io/drift-policy": [{"action": "ignore"}]}}}
     with pytest.raises(ConfigError, match="expected YAML text, not list"):
