@@ -1,7 +1,8 @@
 """Replicas that share the GitSyncs: each holds a Lease of its own, serves the tenants
 (namespaces) that rendezvous-hash to it, and writes for nothing else; a replica killed
-has its share taken over within the lease duration, one stopped at once. Who wrote what is
-read from the API server's audit log, by each replica's own ServiceAccount."""
+has its share taken over within the lease duration and two retry periods, one stopped at
+once. Who wrote what, and when, is read from the API server's audit log, by each replica's
+own ServiceAccount."""
 
 from __future__ import annotations
 
@@ -29,6 +30,15 @@ from tests.harness.waiting import wait_for
 from tests.integration.test_gitsync import config_map, config_map_value, create, wait_ready
 from tests.integration.test_gitsync_webhooks import PUSH, TOKEN, hook_secret
 
+LEASE_SECONDS, RENEW_DEADLINE_SECONDS, RETRY_SECONDS = 4, 3, 1
+TAKEOVER_SECONDS = LEASE_SECONDS + 2 * RETRY_SECONDS
+"""The longest a killed replica's share waits for another: the others see its Lease's last
+renewal at their next list (a retry period after it, at most), and judge it gone at their
+first list a lease duration after that (another retry period, at most)."""
+FIRST_RECONCILE_SECONDS = RETRY_SECONDS
+"""Then its sources start and are polled at once: a retry period for that and the rounds'
+own requests."""
+
 
 def replicas(
     daemons: Daemons,
@@ -45,9 +55,9 @@ def replicas(
     sharding = {
         "enabled": True,
         "namespace": daemons.namespace,
-        "leaseDuration": "4s",
-        "renewDeadline": "3s",
-        "retryPeriod": "1s",
+        "leaseDuration": f"{LEASE_SECONDS}s",
+        "renewDeadline": f"{RENEW_DEADLINE_SECONDS}s",
+        "retryPeriod": f"{RETRY_SECONDS}s",
         **(timing or {}),
     }
     settings = {"enabled": True, "allowInsecure": True, "shard": shard}
@@ -125,6 +135,19 @@ def writers(
     return found
 
 
+def first_writes(
+    plane: ControlPlane, members: dict[str, DaemonProcess], owners: dict[str, str], since: float
+) -> dict[str, float]:
+    """When each namespace first received a write from the replica that owns it now (its
+    objects, its GitSync's status, its Events), at or after `since`."""
+    users = {namespace: members[member].user for namespace, member in owners.items()}
+    first: dict[str, float] = {}
+    for write in audit.writes_by_anyone(plane, since):
+        if users.get(write.namespace) == write.user and write.resource != "leases":
+            first.setdefault(write.namespace, write.received)
+    return first
+
+
 def running(replica: DaemonProcess) -> set[str]:
     """The sources the replica runs, as its control API (`gitopsd get`) lists them."""
     url, header = f"{replica.control_url}{SOURCES}", {CONTROL_HEADER: "1"}
@@ -181,6 +204,9 @@ def test_gitsyncs_spread_over_replicas_and_a_killed_ones_share_moves_within_the_
         ns: {m} for ns, m in moved.items()
     }
     assert all(moved[ns] == m for ns, m in owned.items() if m != killed)  # only its share moved
+    taken = first_writes(control_plane, members, moved, since=killed_at)
+    waited = {ns: taken[ns] - killed_at for ns, m in owned.items() if m == killed}
+    assert max(waited.values()) <= TAKEOVER_SECONDS + FIRST_RECONCILE_SECONDS, waited
     for member in survivors:
         runs_its_share = partial(runs, members[member], member, moved)
         wait_for(runs_its_share, f"{member} to run its new share")
