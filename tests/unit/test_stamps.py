@@ -5,7 +5,15 @@ from __future__ import annotations
 import base64
 
 from gitopsd.changes import Target
-from gitopsd.inventory import MAX_PARENT_BYTES, STAMP_BYTES, ApplySet, encode_stamps, stamps_of
+from gitopsd.inventory import (
+    MAX_PARENT_BYTES,
+    STAMP_BYTES,
+    ApplySet,
+    encode_record,
+    encode_stamps,
+    stamps_of,
+    stored_stamps,
+)
 from gitopsd.objects import Body, ObjectKey, Origin
 from gitopsd.reconcile.measure import IN_SYNC, DriftMemo, Measured, stamp
 
@@ -38,9 +46,23 @@ def test_stamps_travel_in_the_parent_aligned_with_its_record() -> None:
 def test_a_parent_without_readable_stamps_has_none() -> None:
     record = {key("a"): "0a1b2c3d"}
     assert "in-sync" not in APPLYSET.parent(record, encode_stamps(record, {}))["binaryData"]
-    for stored in ("not base64!", 7, base64.b64encode(b"short").decode()):
+    one_stamp_and_more = "!" + base64.b64encode(b"S" * STAMP_BYTES).decode()
+    for stored in ("not base64!", 7, one_stamp_and_more):
         parent = {"binaryData": {"in-sync": stored}}
-        assert stamps_of(parent, record) == {}
+        assert (stored_stamps(parent), stamps_of(parent, record)) == (b"", {})
+    short = {"binaryData": {"in-sync": base64.b64encode(b"short").decode()}}
+    assert stamps_of(short, record) == {}  # not one stamp per recorded object
+
+
+def test_stamps_are_kept_while_record_and_stamps_fit_the_parents_bytes() -> None:
+    record = {key("a"): "0a1b2c3d"}
+    room = MAX_PARENT_BYTES - len(encode_record(record))
+
+    filled = APPLYSET.parent(record, b"S" * room)["binaryData"]
+    over = APPLYSET.parent(record, b"S" * (room + 1))["binaryData"]
+
+    assert base64.b64decode(filled["in-sync"]) == b"S" * room
+    assert "in-sync" not in over
 
 
 def test_stamps_that_would_not_fit_beside_the_record_are_left_out() -> None:
