@@ -22,15 +22,18 @@ import hashlib
 import shutil
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from gitopsd import archives
 from gitopsd.config import SourceSpec
-from gitopsd.errors import ConfigError, ManifestError, SourceError, SourceReason
+from gitopsd.errors import ConfigError, GitopsdError, ManifestError, SourceError, SourceReason
+from gitopsd.masking import redact
 from gitopsd.source.chart_cache import CHARTS, Reading
 from gitopsd.source.chart_index import ChartIndex
+from gitopsd.source.credentials import read_password, secret_forms
 from gitopsd.source.policy import FLAG_ALLOWS_INSECURE, check_url, mask_url, url_scheme
 from gitopsd.source.registry import Registry
 from gitopsd.source.revision import Revision
@@ -74,6 +77,28 @@ def fetch_chart(
     default the source's own limits. `reading`: the daemon's record of who holds which
     chart, and its bounds. Raises ConfigError for a refused source, ManifestError for a
     chart over its budget, SourceError for everything else."""
+    with _credentials_masked(spec):
+        return _fetch_chart(spec, cache_dir, budget, reading)
+
+
+@contextmanager
+def _credentials_masked(spec: SourceSpec) -> Iterator[None]:
+    """The repository names its archives, versions and token service itself, and may name
+    them with the credentials it was sent (an archive URL built with them): every spelling
+    of them is *** in an error of the fetch, as in git's (`credentials.secret_forms`)."""
+    password = read_password(spec.credentials)
+    try:
+        yield
+    except GitopsdError as error:
+        if password:
+            forms = secret_forms(spec.credentials.username, password)
+            error.args = (redact(str(error), forms),)
+        raise
+
+
+def _fetch_chart(
+    spec: SourceSpec, cache_dir: Path, budget: archives.Budget | None, reading: Reading | None
+) -> Revision:
     check_chart_source(spec)
     repository = Registry(spec) if spec.url.lower().startswith(OCI) else ChartIndex(spec)
     release = repository.release()

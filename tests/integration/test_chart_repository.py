@@ -4,6 +4,7 @@ is hostile."""
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import tarfile
@@ -131,6 +132,45 @@ def test_se05_wrong_chart_repository_credentials_fail_without_showing_them(
     assert "index.yaml: HTTP 401: check the credentials" in refused.err
     assert "wrong-password-canary" not in refused.text
     assert "hello" not in gitopsd.kubectl("get", "configmaps", "-n", namespace, "-o", "name")
+
+
+def credential_forms(charts: ChartRepository) -> dict[str, str]:
+    """Each spelling of the repository's credentials a message could carry."""
+    basic = f"{charts.username}:{charts.password}".encode()
+    return {
+        "the password": charts.password,
+        "its base64": base64.b64encode(charts.password.encode()).decode(),
+        "the Authorization: Basic value": base64.b64encode(basic).decode(),
+        "user:password": basic.decode(),
+    }
+
+
+@pytest.mark.case("SE-05")
+@pytest.mark.parametrize(
+    "form", ["user:password", "the Authorization: Basic value", "its base64", "the password"]
+)
+def test_se05_chart_repository_credentials_are_masked_in_every_form(
+    gitopsd: Gitopsd, charts: ChartRepository, namespace: str, tmp_path: Path, form: str
+) -> None:
+    """A repository whose index names its archive with the credentials it was sent, as some
+    do: in a URL's userinfo, or in its path as the Authorization header's value, as base64
+    or as they are. The archive is refused or not found, and the error names its URL with
+    *** where the credentials were, in every form."""
+    spelled = credential_forms(charts)[form]
+    origin = charts.url.rsplit("/", 1)[0]
+    archive = f"{origin}/charts/{spelled}/hello-1.0.0.tgz"
+    if form == "user:password":  # the userinfo of a URL on another host (localhost)
+        archive = f"http://{spelled}@localhost:{origin.rsplit(':', 1)[1]}/hello-1.0.0.tgz"
+    entry = {"version": "1.0.0", "digest": "0" * 64, "urls": [archive]}
+    index = {"apiVersion": "v1", "entries": {"hello": [entry]}}
+    charts.put("index.yaml", yaml.safe_dump(index).encode())
+
+    refused = gitopsd("sync", charts.url, *scope(namespace), *chart_flags(charts, tmp_path, "*"))
+
+    assert refused.code == ExitCode.SOURCE_FAILED, refused.text
+    assert "chart hello 1.0.0 (" in refused.err and "***" in refused.err, refused.err
+    for name, secret in credential_forms(charts).items():
+        assert secret not in refused.text, f"{name} in {refused.text!r}"
 
 
 def test_a_gitsync_follows_its_chart_repository_to_each_new_version(
