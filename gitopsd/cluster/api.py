@@ -38,8 +38,7 @@ A 5xx may come after the server created the object (a gateway that timed out), s
 is never retried after one: its caller finds out what happened (a hook by its run label)."""
 MAX_RETRY_AFTER_SECONDS = 30.0
 """The longest Retry-After honoured: a request is worth that much waiting, not more."""
-CONNECT_TIMEOUT_SECONDS = 5.0
-"""How long a request waits for its connection; then `Api.timeout_seconds` for the answer."""
+CONNECT_TIMEOUT_SECONDS = 5.0  # for the connection; then Api.timeout_seconds for the answer
 REASON_BY_STATUS: dict[int, ClusterReason] = {
     400: ClusterReason.INVALID,
     401: ClusterReason.FORBIDDEN,
@@ -267,10 +266,9 @@ class Api:
         """Opens a watch: its response, the body to be streamed."""
         headers = {"Accept": JSON, "Content-Type": JSON}
         # a watch ends itself after its timeoutSeconds (300); a silent one longer is a hang
+        timeout = (CONNECT_TIMEOUT_SECONDS, 330.0)
         try:
-            response = self.transport.send(
-                "GET", _target(path, query), None, headers, (CONNECT_TIMEOUT_SECONDS, 330.0)
-            )
+            response = self.transport.send("GET", _target(path, query), None, headers, timeout)
         except TRANSPORT_ERRORS as error:
             raise self._unreachable("WATCH", path, error) from None
         self.reachable = True
