@@ -156,7 +156,7 @@ def gitopsd_fields(body: Body) -> set[Path]:
     entries = [
         e for e in managed if e.get("manager") == FIELD_MANAGER and e.get("operation") == "Apply"
     ]
-    return set().union(*(fields_of(e) for e in entries)) if entries else set()
+    return set().union(*(fields_of(e) for e in entries))
 
 
 def same_ownership(expected: Body, live: Body) -> bool:

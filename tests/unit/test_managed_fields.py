@@ -1,0 +1,259 @@
+"""managedFields read as Server-Side Apply writes them: who owns a field (a map owned whole,
+list elements by key or value, ties), who removed one, what a takeover manager added that
+git does not declare, and what a sync takes over and reports lost. (Drift's attribution,
+through `diff.compare`: test_diff.py.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gitopsd.managed_fields import (
+    added_out_of_band,
+    gitopsd_fields,
+    lost_fields,
+    owner,
+    removal_owner,
+    remove,
+    same_ownership,
+    takeover_patch,
+)
+
+TAKEOVER = ("kubectl-edit",)
+
+
+def entry(
+    manager: str, fields: dict[str, Any], operation: str = "Update", time: str = "2026-01-01"
+) -> dict[str, Any]:
+    return {"manager": manager, "operation": operation, "time": time, "fieldsV1": fields}
+
+
+LIVE: dict[str, Any] = {
+    "metadata": {"finalizers": ["first", "second"]},
+    "spec": {"replicas": 3, "ports": [{"name": "http", "port": 80}], "paused": False},
+}
+REPLICAS: dict[str, Any] = {"f:spec": {"f:replicas": {}}}
+PORT = 'k:{"name":"http"}'
+SECOND = 'v:"second"'
+
+
+OWNERS: dict[str, tuple[list[dict[str, Any]], tuple[Any, ...], str]] = {
+    # managedFields, the field's path -> its owner
+    "nobody": ([], ("spec", "replicas"), "unknown"),
+    "a manager owning other fields only": (
+        [entry("kubectl-edit", {"f:spec": {"f:paused": {}}})],
+        ("spec", "replicas"),
+        "unknown",
+    ),
+    "a manager owning nothing": ([entry("helm", {})], ("spec", "replicas"), "unknown"),
+    "a map owned whole owns each field in it": (
+        [entry("helm", {"f:spec": {}})],
+        ("spec", "replicas"),
+        "helm",
+    ),
+    "an entry without a manager's name": (
+        [{"fieldsV1": REPLICAS}],
+        ("spec", "replicas"),
+        "unknown",
+    ),
+    "of two others, the first listed": (
+        [entry("helm", REPLICAS), entry("kubectl-edit", REPLICAS)],
+        ("spec", "replicas"),
+        "helm",
+    ),
+    "another manager wins a tie with gitopsd": (
+        [entry("gitopsd", REPLICAS, "Apply"), entry("hpa", REPLICAS)],
+        ("spec", "replicas"),
+        "hpa",
+    ),
+    "gitopsd keeps what a later entry does not own": (
+        [entry("gitopsd", REPLICAS, "Apply"), entry("kubectl-edit", {"f:spec": {"f:paused": {}}})],
+        ("spec", "replicas"),
+        "gitopsd",
+    ),
+    "another manager wins a tie over the whole object": (
+        [entry("gitopsd", REPLICAS, "Apply"), entry("hpa", {})],
+        (),
+        "hpa",
+    ),
+    "a list element by its key, beside the list itself": (
+        [entry("helm", {"f:spec": {"f:ports": {".": {}, PORT: {"f:port": {}}}}})],
+        ("spec", "ports", 0, "port"),
+        "helm",
+    ),
+    "a list element no key names": (
+        [entry("helm", {"f:spec": {"f:ports": {'k:{"name":"https"}': {"f:port": {}}}}})],
+        ("spec", "ports", 0, "port"),
+        "unknown",
+    ),
+    "an element past the live list's end": (
+        [entry("helm", {"f:spec": {"f:ports": {PORT: {"f:port": {}}}}})],
+        ("spec", "ports", 1, "port"),
+        "unknown",
+    ),
+    "a set element by its value": (
+        [entry("janitor", {"f:metadata": {"f:finalizers": {".": {}, SECOND: {}}}})],
+        ("metadata", "finalizers", 1),
+        "janitor",
+    ),
+    "a set element of another value": (
+        [entry("janitor", {"f:metadata": {"f:finalizers": {".": {}, SECOND: {}}}})],
+        ("metadata", "finalizers", 0),
+        "unknown",
+    ),
+    "a field inside what is a number live": (
+        [entry("hpa", REPLICAS)],
+        ("spec", "replicas", "max"),
+        "hpa",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", OWNERS, ids=list(OWNERS))
+def test_the_owner_of_a_field(case: str) -> None:
+    managed, path, expected = OWNERS[case]
+    assert owner(managed, LIVE, path) == expected
+
+
+REMOVERS: dict[str, tuple[list[dict[str, Any]], str]] = {
+    "nobody edited it": ([], "unknown"),
+    "the latest other editor": (
+        [entry("kubectl-edit", {}, time="2026-02-01"), entry("kubectl-patch", {}, time="2026-03")],
+        "kubectl-patch",
+    ),
+    "never gitopsd": (
+        [entry("kubectl-edit", {}, time="2026-02-01"), entry("gitopsd", {}, time="2026-03-01")],
+        "kubectl-edit",
+    ),
+    "an edit, not an apply": (
+        [entry("kubectl-edit", {}, time="2026-02-01"), entry("helm", {}, "Apply", "2026-03-01")],
+        "kubectl-edit",
+    ),
+    "an edit of unknown time is the earliest": (
+        [{"manager": "unknown-time", "operation": "Update"}, entry("kubectl-edit", {})],
+        "kubectl-edit",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", REMOVERS, ids=list(REMOVERS))
+def test_who_removed_a_field(case: str) -> None:
+    managed, expected = REMOVERS[case]
+    assert removal_owner(managed) == expected
+
+
+def test_what_a_takeover_manager_added_and_git_does_not_declare() -> None:
+    added = {
+        "f:metadata": {"f:labels": {".": {}, "f:team": {}, "f:app": {}}},
+        "f:spec": {
+            "f:template": {"f:metadata": {}},
+            "f:containers": {'k:{"name":"sidecar"}': {".": {}, "f:image": {}}},
+        },
+    }
+    declared = {
+        "metadata": {"labels": {"app": "web"}},
+        "spec": {"template": ["not", "a", "map"], "containers": [{"name": "app"}]},
+    }
+    managed = [entry("kubectl-edit", added), entry("helm", {"f:data": {}})]
+
+    assert added_out_of_band(managed, declared, TAKEOVER) == [
+        ("f:metadata", "f:labels", "f:team"),
+        ("f:spec", "f:template", "f:metadata"),
+        ("f:spec", "f:containers", 'k:{"name":"sidecar"}'),
+    ]
+
+
+def test_a_raw_path_removes_a_nested_field_or_a_list_element() -> None:
+    body = {
+        "spec": {
+            "template": {"metadata": {"labels": {"team": "ops", "app": "web"}}},
+            "containers": [{"name": "app"}, {"name": "sidecar"}],
+        }
+    }
+    remove(body, ("f:spec", "f:template", "f:metadata", "f:labels", "f:team"))
+    remove(body, ("f:spec", "f:containers", 'k:{"name":"sidecar"}'))
+    remove(body, ("f:spec", "f:containers", "f:name"))  # no field of a list: nothing
+    remove(body, ("f:status", "f:replicas"))  # not there: nothing
+    assert body == {
+        "spec": {
+            "template": {"metadata": {"labels": {"app": "web"}}},
+            "containers": [{"name": "app"}],
+        }
+    }
+
+
+def managed_body(*entries: dict[str, Any], version: str = "42") -> dict[str, Any]:
+    return {"metadata": {"resourceVersion": version, "managedFields": list(entries)}}
+
+
+def test_gitopsd_owns_the_fields_of_its_apply_entries_only() -> None:
+    body = managed_body(
+        entry("gitopsd", REPLICAS, "Apply"),
+        entry("gitopsd", {"f:spec": {"f:paused": {}}}),  # an Update: not what it applied
+        entry("helm", {"f:data": {}}, "Apply"),
+    )
+    assert gitopsd_fields(body) == {("f:spec", "f:replicas")}
+    assert gitopsd_fields({"metadata": {}}) == set() == gitopsd_fields({})
+
+
+def test_unchanged_ownership_is_the_same_fields_owned_by_gitopsd() -> None:
+    applied = managed_body(entry("gitopsd", REPLICAS, "Apply"))
+    assert same_ownership(
+        applied, managed_body(entry("gitopsd", REPLICAS, "Apply"), entry("x", {}))
+    )
+    assert not same_ownership(applied, managed_body(entry("gitopsd", {"f:spec": {}}, "Apply")))
+
+
+def test_each_field_gitopsd_took_from_another_manager_is_reported_lost() -> None:
+    live = managed_body(
+        entry("gitopsd", {"f:data": {"f:a": {}}}, "Apply"),
+        entry("kubectl-edit", {"f:spec": {"f:replicas": {}, "f:paused": {}}, "f:data": {}}),
+        entry("helm", {"f:data": {"f:b": {}, "f:a": {}}}, "Apply"),
+    )
+    result = managed_body(
+        entry("gitopsd", {"f:data": {"f:a": {}, "f:b": {}}, "f:spec": {"f:paused": {}}}, "Apply")
+    )
+    assert lost_fields(live, result) == [
+        "kubectl-edit lost .spec.paused",
+        "helm lost .data.a",
+        "helm lost .data.b",
+    ]
+
+
+def test_a_takeover_merges_the_takeover_managers_fields_into_gitopsds_apply() -> None:
+    ours = entry("gitopsd", {"f:spec": {"f:replicas": {}, "f:template": {"f:a": {}}}}, "Apply")
+    edited = entry("kubectl-edit", {"f:spec": {"f:paused": {}, "f:template": {"f:b": {}}}})
+    labelled = entry("kubectl-label", {"f:metadata": {"f:labels": {"f:team": {}}}})
+    scaler = entry("hpa", {"f:spec": {"f:replicas": {}}})
+    live = managed_body(scaler, ours, edited, labelled)
+
+    patch = takeover_patch(live)
+
+    merged: dict[str, Any] = {
+        "f:spec": {"f:replicas": {}, "f:template": {"f:a": {}, "f:b": {}}, "f:paused": {}},
+        "f:metadata": {"f:labels": {"f:team": {}}},
+    }
+    assert patch == [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
+        {
+            "op": "replace",
+            "path": "/metadata/managedFields",
+            "value": [scaler, ours | {"fieldsV1": merged}],
+        },
+    ]
+    assert ours["fieldsV1"] == {"f:spec": {"f:replicas": {}, "f:template": {"f:a": {}}}}
+
+
+@pytest.mark.parametrize(
+    "managed",
+    [
+        [entry("kubectl-edit", REPLICAS)],  # gitopsd never applied it
+        [entry("gitopsd", REPLICAS, "Apply"), entry("hpa", REPLICAS)],  # no takeover manager
+        [entry("gitopsd", REPLICAS), entry("kubectl-edit", REPLICAS)],  # gitopsd's Update only
+    ],
+)
+def test_no_takeover_without_gitopsds_apply_and_a_takeover_managers_fields(
+    managed: list[dict[str, Any]],
+) -> None:
+    assert takeover_patch(managed_body(*managed)) is None
