@@ -124,7 +124,12 @@ def test_a_failed_pre_sync_hook_stops_the_sync_and_runs_the_sync_fail_hooks(
 
 
 def test_delete_policies_clean_up_and_hooks_are_never_pruned(
-    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
 ) -> None:
     git_repo.commit(
         {
@@ -138,15 +143,64 @@ def test_delete_policies_clean_up_and_hooks_are_never_pruned(
         }
     )
     url = git_server.file_url(git_repo)
+    started = time.time()
 
     synced = gitopsd("sync", url, *scope(namespace), "--prune")
 
     assert synced.code == 0, synced.text
+    written = writes_in(control_plane, namespace, started)
+    assert [shown(w) for w in written] == [
+        "patch configmaps/app",
+        "patch jobs/cleaned",  # it ran (the post-sync hooks in name order) ...
+        "delete jobs/cleaned",  # ... and, once it had succeeded, was deleted
+        "patch jobs/kept",  # before-hook-creation, the default: kept until it runs again
+    ]
+    succeeded = settled(control_plane, namespace, "cleaned", started)
+    assert written[1].received < succeeded < written[2].received
     assert set(jobs(admin_api, namespace)) == {"kept"}
     assert config_maps(admin_api, namespace) == {"gitopsd-test", "app"}
     git_repo.commit({"kept.yaml": None, "cleaned.yaml": None})
+    again = time.time()
     assert gitopsd("sync", url, *scope(namespace), "--prune").code == 0
+    assert [shown(w) for w in writes_in(control_plane, namespace, again)] == []
     assert set(jobs(admin_api, namespace)) == {"kept"}  # a hook's run is not a member
+
+
+def test_a_failed_hooks_run_is_deleted_under_hook_failed_and_kept_without_it(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    """A pre-sync Job that fails stops the sync either way; its run is deleted only when
+    its policy names hook-failed (hook-succeeded alone keeps a failed run to be read)."""
+    cleaned = {"gitopsd.io/hook": "pre-sync", "gitopsd.io/hook-delete-policy": "hook-failed"}
+    git_repo.commit(
+        {"cleaned.yaml": job("cleaned", cleaned, fails=True), "app.yaml": config_map("app")}
+    )
+    url = git_server.file_url(git_repo)
+    started = time.time()
+
+    failed = gitopsd("sync", url, *scope(namespace))
+
+    assert failed.code == UNHEALTHY, failed.text
+    written = writes_in(control_plane, namespace, started)
+    assert [shown(w) for w in written] == ["patch jobs/cleaned", "delete jobs/cleaned"]
+    failed_at = settled(control_plane, namespace, "cleaned", started, Status.FAILED)
+    assert written[0].received < failed_at < written[1].received
+    assert jobs(admin_api, namespace) == {}
+
+    kept = {"gitopsd.io/hook": "pre-sync", "gitopsd.io/hook-delete-policy": "hook-succeeded"}
+    git_repo.commit({"cleaned.yaml": None, "kept.yaml": job("kept", kept, fails=True)})
+    again = time.time()
+
+    assert gitopsd("sync", url, *scope(namespace)).code == UNHEALTHY
+    assert [shown(w) for w in writes_in(control_plane, namespace, again)] == ["patch jobs/kept"]
+    [run] = jobs(admin_api, namespace).values()
+    assert run.metadata.name == "kept"
+    assert "Failed" in {c.type for c in run.status.conditions or [] if c.status == "True"}
 
 
 def test_a_charts_helm_hooks_run_in_their_phases_by_weight(
@@ -364,13 +418,16 @@ def shown(write: audit.Write) -> str:
     return f"{write.verb} {write.resource}/{write.name}"
 
 
-def completed(plane: ControlPlane, namespace: str, name: str, since: float) -> float:
-    """When the Job controller wrote the status that made Job `name` Current."""
+def settled(
+    plane: ControlPlane, namespace: str, name: str, since: float, status: Status = Status.CURRENT
+) -> float:
+    """When the Job controller wrote the status that made Job `name` Current (complete), or
+    `status` (Failed)."""
     return min(
         w.received
         for w in audit.writes_by_anyone(plane, since)
         if w.uri.startswith(f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}/status")
-        and health.assess(dict(w.answer or {})).status == Status.CURRENT
+        and health.assess(dict(w.answer or {})).status == status
     )
 
 
@@ -423,7 +480,7 @@ def test_sync_hooks_run_in_their_waves_as_in_argo_cds_sync_waves_example(
     assert order[3] == "patch jobs/maint-page-up"
     assert sorted(order[4:6]) == ["patch replicasets/frontend", "patch services/frontend"]
     assert order[6:] == ["patch jobs/maint-page-down"]
-    page_up = completed(control_plane, namespace, "maint-page-up", started)
+    page_up = settled(control_plane, namespace, "maint-page-up", started)
     assert written[3].received < page_up < written[4].received  # complete before wave 2
 
     # a new revision runs every hook again, in the same waves (BeforeHookCreation: the
