@@ -363,7 +363,7 @@ def _put(body: Body, place: Locator, value: Any) -> None:
             if index is None and segment.name is None:
                 return  # an unnamed element that is not there: nothing to hold it in
             if index is None:
-                node.append({"name": segment.name} if following is not None else value)
+                node.append({"name": segment.name})
                 index = len(node) - 1
             if following is None:
                 node[index] = value
