@@ -23,7 +23,7 @@ from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.waiting import wait_for
 from tests.integration.test_gitsync import create, operator, patch_spec, wait_ready
-from tests.integration.test_kustomize import assert_refused, program
+from tests.integration.test_kustomize import assert_refused
 from tests.integration.test_prune import config_maps
 from tests.integration.test_source import file_spec
 from tests.integration.test_sync import config_map, scope
@@ -178,29 +178,85 @@ def test_a_revision_that_changes_nothing_of_the_chart_renders_nothing(
     assert (greeting(), parses.parses) == ("hello", 3)
 
 
+LEAK = f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: leak\ndata:\n  k: {CANARY}\n"
+OUTSIDE = "<outside>"
+"""Stands for a directory outside the checkout, holding a chart and a values file, each
+greeting with the canary (the checkout's own secrets/leak.yaml holds it too)."""
+ESCAPES = {
+    "BI-12 a template linked out of the chart, into the checkout": (
+        {"hello/templates/leak.yaml": "../../secrets/leak.yaml"},
+        (),
+        "hello/templates/leak.yaml: is a symlink; gitopsd never follows symlinks",
+    ),
+    "BI-12 values.yaml linked out of the checkout": (
+        {"hello/values.yaml": f"{OUTSIDE}/values.yaml"},
+        (),
+        "hello/values.yaml: is a symlink; gitopsd never follows symlinks",
+    ),
+    "BI-12 a chart directory linked out of the checkout": (
+        {"apps/hello": f"{OUTSIDE}/hello"},
+        ("--path", "apps"),
+        "apps/hello: is a symlink; gitopsd never follows symlinks",
+    ),
+    "BI-12 a file:// dependency linked out of the checkout": (
+        {"lib": f"{OUTSIDE}/hello"},
+        ("--path", "needs-lib"),
+        "needs-lib/Chart.yaml: file://../lib: is a symlink; gitopsd never follows symlinks",
+    ),
+    "SE-11 a values file outside the checkout": (
+        {},
+        ("--helm-values", "../" * 16 + f"{OUTSIDE}/values.yaml"),
+        "/outside/values.yaml' resolves outside the checkout",
+    ),
+    "SE-11 a values file linked out of the checkout": (
+        {"prod.yaml": f"{OUTSIDE}/values.yaml"},
+        ("--helm-values", "../prod.yaml"),
+        "helm valuesFiles: ../prod.yaml: is a symlink; gitopsd never follows symlinks",
+    ),
+}
+
+
 @pytest.mark.case("SE-11")
+@pytest.mark.parametrize(("links", "flags", "message"), ESCAPES.values(), ids=ESCAPES.keys())
 def test_se11_a_chart_reads_no_file_outside_itself(
-    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    namespace: str,
+    tmp_path: Path,
+    links: dict[str, str],
+    flags: tuple[str, ...],
+    message: str,
 ) -> None:
-    """`.Files` holds the chart's own files only, whatever path a template asks for."""
-    template = (
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: files\ndata:\n"
-        '  outside: {{ .Files.Get "../secret.txt" | quote }}\n'
-        '  absolute: {{ .Files.Get "/etc/hostname" | quote }}\n'
-        '  own: {{ .Files.Get "own.txt" | quote }}\n'
+    """A local directory as the source, so each link is a real one that helm would follow:
+    each is refused naming the file, before helm reads it, and nothing is applied."""
+    outside = tmp_path / "outside"
+    greeting = f"greeting: {CANARY}\n"
+    write_files(outside, {**HELLO_CHART, "hello/values.yaml": greeting, "values.yaml": greeting})
+    lib = HELLO_CHART["hello/Chart.yaml"].replace("hello", "needs-lib")
+    dependency = "dependencies:\n- name: lib\n  version: 0.1.0\n  repository: file://../lib\n"
+    checkout = tmp_path / "checkout"
+    write_files(
+        checkout,
+        {
+            **HELLO_CHART,
+            "secrets/leak.yaml": LEAK,
+            "needs-lib/Chart.yaml": lib + dependency,
+            "apps/README.md": "charts\n",
+        },
     )
-    files = {**HELLO_CHART, "hello/templates/files.yaml": template, "hello/own.txt": "mine"}
-    git_repo.commit({**files, "secret.txt": CANARY})
-    url = git_server.file_url(git_repo)
+    for name, target in links.items():
+        (checkout / name).unlink(missing_ok=True)
+        (checkout / name).symlink_to(target.replace(OUTSIDE, str(outside)))
+    given = [flag.replace(OUTSIDE, str(outside)[1:]) for flag in flags]
+    given = given if "--path" in given else ["--path", "hello", *given]
 
-    synced = gitopsd("sync", url, *scope(namespace), "--path", "hello")
+    assert_refused(gitopsd, admin_api, str(checkout), namespace, [message], [CANARY], tuple(given))
 
-    assert synced.code == 0, synced.text
-    assert config_map(admin_api, namespace, "files").data == {
-        "outside": "",
-        "absolute": "",
-        "own": "mine",
-    }
+
+def write_files(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
 
 
 HOSTILE_CHARTS = {
@@ -210,6 +266,13 @@ HOSTILE_CHARTS = {
             + "dependencies:\n- name: x\n  version: 0.1.0\n  repository: file://../../../x\n"
         },
         "hello/Chart.yaml: 'file://../../../x' resolves outside the checkout",
+    ),
+    "SE-12 a dependency through a helm plugin's scheme": (
+        {
+            "hello/Chart.yaml": HELLO_CHART["hello/Chart.yaml"]
+            + "dependencies:\n- name: x\n  version: 0.1.0\n  repository: pwn://x\n"
+        },
+        "hello/Chart.yaml: dependency x: source URL pwn://x: scheme pwn:// is refused",
     ),
     "SE-12 a dependency from where gitopsd does not fetch": (
         {
@@ -236,23 +299,6 @@ def test_hostile_charts_are_refused_and_nothing_is_applied(
         )
 
 
-@pytest.mark.case("BI-12")
-def test_bi12_a_symlink_in_a_chart_is_refused(
-    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
-) -> None:
-    git_repo.commit(HELLO_CHART)
-    git_repo.commit_symlink("hello/templates/passwd.yaml", "/etc/passwd")
-
-    assert_refused(
-        gitopsd,
-        admin_api,
-        git_server.file_url(git_repo),
-        namespace,
-        ["hello/templates/passwd.yaml: is a symlink; gitopsd never follows symlinks"],
-        flags=("--path", "hello"),
-    )
-
-
 @pytest.mark.case("BI-07")
 def test_bi07_an_archive_bomb_under_charts_is_refused_before_helm_unpacks_it(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
@@ -273,6 +319,40 @@ def test_bi07_an_archive_bomb_under_charts_is_refused_before_helm_unpacks_it(
     )
 
 
+def helm_plugins(sentinel: Path) -> dict[str, str]:
+    """A post-renderer `pwn` and a downloader for `pwn://`, each of which, run, leaves
+    `sentinel` (by the shell's own means: a render finds no program on PATH) and gives a
+    ConfigMap `pwned` for the chart's objects."""
+    run = (
+        f"#!/bin/sh\necho ran > {sentinel}\n"
+        "printf 'apiVersion: v1\\nkind: ConfigMap\\nmetadata:\\n  name: pwned\\n'\n"
+    )
+    post_renderer = (
+        "apiVersion: v1\ntype: postrenderer/v1\nname: pwn\nversion: 0.1.0\nruntime: subprocess\n"
+        "runtimeConfig:\n  platformCommand:\n  - command: ${HELM_PLUGIN_DIR}/run\n"
+    )
+    downloader = "name: pwn-get\nversion: 0.1.0\ndownloaders:\n- command: run\n  protocols: [pwn]\n"
+    return {
+        "pwn/plugin.yaml": post_renderer,
+        "pwn/run": run,
+        "pwn-get/plugin.yaml": downloader,
+        "pwn-get/run": run,
+    }
+
+
+REPOSITORIES = "repositories:\n- name: x\n  url: pwn://x\n"
+VENDORED_FROM_A_PLUGINS_SCHEME = {
+    "hello/Chart.yaml": HELLO_CHART["hello/Chart.yaml"]
+    + "dependencies:\n- name: x\n  version: 0.1.0\n  repository: pwn://x\n",
+    "hello/charts/x/Chart.yaml": "apiVersion: v2\nname: x\nversion: 0.1.0\n",
+    "hello/charts/x/templates/cm.yaml": (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-x\n"
+    ),
+}
+"""A chart whose dependency names a repository of the plugin's scheme, vendored: helm would
+fetch it through the downloader only if asked to update dependencies."""
+
+
 @pytest.mark.case("SE-15")
 def test_se15_no_plugin_post_renderer_or_setting_of_the_repository_runs(
     gitopsd: Gitopsd,
@@ -281,33 +361,43 @@ def test_se15_no_plugin_post_renderer_or_setting_of_the_repository_runs(
     git_repo: GitRepo,
     namespace: str,
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A chart that brings helm plugins (a downloader for its dependency's scheme, a
-    post-renderer) and helm's settings in every place helm looks for them."""
+    """helm runs a plugin only when asked (a post-renderer by its flag, a downloader for a
+    URL's scheme) and takes its settings from its environment and its home. So plugins lie
+    where the daemon's environment points helm, and in every place of the repository helm
+    could be pointed at; that environment also names settings helm acts on as it starts (a
+    release store read from a file that is not there stops it; a profile written); a
+    repositories.yaml names the plugin's scheme. The chart renders as written, and nothing
+    ran."""
     sentinel = tmp_path / "plugin-ran"
-    plugin = (
-        "name: pwn\nversion: 0.1.0\ncommand: $HELM_PLUGIN_DIR/run\n"
-        "downloaders:\n- command: run\n  protocols: [pwn]\n"
+    plugins = helm_plugins(sentinel)
+    daemons = tmp_path / "daemon"
+    for place in ("plugins", "data/helm/plugins"):
+        write_files(daemons / place, plugins)
+        for run in (daemons / place).glob("*/run"):
+            run.chmod(0o755)
+    write_files(daemons, {"config/helm/repositories.yaml": REPOSITORIES})
+    monkeypatch.setenv("HELM_PLUGINS", str(daemons / "plugins"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(daemons / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(daemons / "config"))
+    monkeypatch.setenv("HELM_DRIVER", "memory")
+    monkeypatch.setenv("HELM_MEMORY_DRIVER_DATA", str(tmp_path / "no-releases.yaml"))
+    monkeypatch.setenv("HELM_PPROF_CPU_PROFILE", str(sentinel))
+    places = ["hello/plugins", "hello/.local/share/helm/plugins", ".helm/plugins"]
+    files = {f"{place}/{name}": text for place in places for name, text in plugins.items()}
+    configs = ["hello/.config/helm/repositories.yaml", ".config/helm/repositories.yaml"]
+    files |= {config: REPOSITORIES for config in configs}
+    executable = [name for name in files if name.endswith("/run")]
+    git_repo.commit(
+        {**HELLO_CHART, **VENDORED_FROM_A_PLUGINS_SCHEME, **files}, executable=executable
     )
-    places = ["hello/.local/share/helm/plugins/pwn", "hello/plugins/pwn", ".helm/plugins/pwn"]
-    files: dict[str, str] = {
-        **HELLO_CHART,
-        "hello/Chart.yaml": HELLO_CHART["hello/Chart.yaml"]
-        + "dependencies:\n- name: x\n  version: 0.1.0\n  repository: pwn://x\n",
-        "hello/.config/helm/repositories.yaml": "repositories:\n- name: x\n  url: pwn://x\n",
-    }
-    for place in places:
-        files |= {f"{place}/plugin.yaml": plugin, f"{place}/run": program(sentinel)}
-    git_repo.commit(files, executable=[f"{place}/run" for place in places])
 
-    assert_refused(
-        gitopsd,
-        admin_api,
-        git_server.file_url(git_repo),
-        namespace,
-        ["hello/Chart.yaml: dependency x: source URL pwn://x: scheme pwn:// is refused"],
-        flags=("--path", "hello"),
-    )
+    synced = gitopsd("sync", git_server.file_url(git_repo), *scope(namespace), "--path", "hello")
+
+    assert synced.code == 0, synced.text
+    assert config_maps(admin_api, namespace) == {"gitopsd-test", "hello-hello", "hello-x"}
+    assert config_map(admin_api, namespace, "hello-hello").data == {"greeting": "hello"}
     assert not sentinel.exists()
 
 
