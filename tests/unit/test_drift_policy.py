@@ -36,6 +36,9 @@ OWNER = FieldChange(
     "kubectl-annotate",
     ("metadata", "annotations", "example.com/owner"),
 )
+TILDE = FieldChange(
+    "metadata.annotations.a~b", "x", "y", "kubectl-annotate", ("metadata", "annotations", "a~b")
+)
 
 
 def rules(*written: dict[str, Any]) -> Any:
@@ -71,6 +74,11 @@ CASES: dict[str, tuple[FieldChange, list[dict[str, Any]], str]] = {
         [{"paths": ["spec.template"], "action": "ignore"}],
         "ignore:drift[0]",
     ),
+    "a path names its own key only": (
+        REPLICAS,
+        [{"paths": ["spec.selector"], "action": "ignore"}],
+        "heal:",
+    ),
     "a deeper path does not cover its parent": (
         REPLICAS,
         [{"paths": ["spec.replicas.x"], "action": "ignore"}],
@@ -92,10 +100,26 @@ CASES: dict[str, tuple[FieldChange, list[dict[str, Any]], str]] = {
         "ignore:drift[0]",
     ),
     "an index": (PORT, [{"paths": ["spec.ports[0]"], "action": "ignore"}], "ignore:drift[0]"),
+    "another index": (PORT, [{"paths": ["spec.ports[1]"], "action": "ignore"}], "heal:"),
     "a JSON pointer with an index, as Argo CD and Flux write them": (
         IMAGE,
         [{"paths": ["/spec/template/spec/containers/0/image"], "action": "ignore"}],
         "ignore:drift[0]",
+    ),
+    "a JSON pointer to another field": (
+        REPLICAS,
+        [{"paths": ["/spec/selector"], "action": "ignore"}],
+        "heal:",
+    ),
+    "a JSON pointer with any key": (
+        OWNER,
+        [{"paths": ["/metadata/*/example.com~1owner"], "action": "alert"}],
+        "alert:drift[0]",
+    ),
+    "a JSON pointer with an escaped tilde": (
+        TILDE,
+        [{"paths": ["/metadata/annotations/a~0b"], "action": "accept"}],
+        "accept:drift[0]",
     ),
     "a JSON pointer with an escaped key": (
         OWNER,
@@ -106,6 +130,11 @@ CASES: dict[str, tuple[FieldChange, list[dict[str, Any]], str]] = {
         OWNER,
         [{"paths": ['metadata.annotations["example.com/owner"]'], "action": "accept"}],
         "accept:drift[0]",
+    ),
+    "another quoted key": (
+        OWNER,
+        [{"paths": ['metadata.annotations["example.com/other"]'], "action": "accept"}],
+        "heal:",
     ),
     "a wildcard key": (OWNER, [{"paths": ["metadata.*"], "action": "alert"}], "alert:drift[0]"),
     "a manager glob that does not match": (
@@ -128,6 +157,11 @@ CASES: dict[str, tuple[FieldChange, list[dict[str, Any]], str]] = {
             {"target": {"namespace": "shop", "name": "w*"}, "action": "alert"},
         ],
         "alert:drift[1]",
+    ),
+    "by namespace": (
+        REPLICAS,
+        [{"target": {"namespace": "other"}, "action": "ignore"}],
+        "heal:",
     ),
     "the core group is empty, not any": (
         REPLICAS,
@@ -238,18 +272,66 @@ def test_diff_names_a_key_with_dots_so_a_rule_can_be_written_from_it() -> None:
     assert decision(OWNER, {"paths": [path], "action": "ignore"}) == "ignore:drift[0]"
 
 
+PATTERNS = "expected a list of at most 32 non-empty strings"
+TARGET_TEXT = "expected a string of at most 253 characters"
 INVALID: dict[str, tuple[Any, str]] = {
     "not a list": ({"action": "ignore"}, "expected a list"),
+    "a rule that is no mapping": (["ignore"], "test: drift[0]: expected a mapping"),
     "no action": ([{"paths": ["spec.replicas"]}], "test: drift[0]: action: expected one of"),
-    "an unknown action": ([{"action": "revert"}], "got 'revert'"),
+    "an unknown action": (
+        [{"action": "revert"}],
+        "test: drift[0]: action: expected one of ignore, accept, heal, alert, got 'revert'",
+    ),
     "an unknown field": ([{"action": "heal", "path": "x"}], "drift[0]: unknown field(s) path"),
+    "unknown fields": (
+        [{"action": "heal", "path": "x", "manager": "y"}],
+        "drift[0]: unknown field(s) manager, path",
+    ),
     "an unknown target field": (
         [{"action": "heal", "target": {"labels": "x"}}],
         "drift[0]: target: unknown field(s) labels",
     ),
+    "unknown target fields": (
+        [{"action": "heal", "target": {"labels": "x", "owner": "y"}}],
+        "drift[0]: target: unknown field(s) labels, owner",
+    ),
+    "a target that is no mapping": (
+        [{"action": "heal", "target": "web"}],
+        "test: drift[0]: target: expected a mapping",
+    ),
+    "an empty target name": (
+        [{"action": "heal", "target": {"name": ""}}],
+        f"test: drift[0]: target: name: {TARGET_TEXT}",
+    ),
+    "a target kind that is no string": (
+        [{"action": "heal", "target": {"kind": 5}}],
+        f"test: drift[0]: target: kind: {TARGET_TEXT}",
+    ),
+    "a target name too long": (
+        [{"action": "heal", "target": {"name": "n" * 254}}],
+        f"test: drift[0]: target: name: {TARGET_TEXT}",
+    ),
     "a path that is none": (
         [{"action": "ignore", "paths": ["spec..replicas"]}],
-        "not a field path",
+        "test: drift[0]: paths: 'spec..replicas' is not a field path (like spec.replicas, "
+        "spec.template.spec.containers[name=app].image, or /spec/replicas)",
+    ),
+    "paths that are no list": (
+        [{"action": "ignore", "paths": "spec.replicas"}],
+        f"test: drift[0]: paths: {PATTERNS}",
+    ),
+    "an empty path": ([{"action": "ignore", "paths": [""]}], f"test: drift[0]: paths: {PATTERNS}"),
+    "too many paths": (
+        [{"action": "ignore", "paths": ["spec.replicas"] * 33}],
+        f"test: drift[0]: paths: {PATTERNS}",
+    ),
+    "managers not strings": (
+        [{"action": "ignore", "managers": [1]}],
+        f"test: drift[0]: managers: {PATTERNS}",
+    ),
+    "a manager glob too long": (
+        [{"action": "ignore", "managers": ["m" * 1025]}],
+        f"test: drift[0]: managers: {PATTERNS}",
     ),
     "an empty pointer step": ([{"action": "ignore", "paths": ["/spec//x"]}], "not a field path"),
     "an unclosed bracket": ([{"action": "ignore", "paths": ["a[name=x"]}], "not a field path"),
@@ -258,6 +340,10 @@ INVALID: dict[str, tuple[Any, str]] = {
     "two rules of one name": (
         [{"action": "ignore", "name": "a"}, {"action": "heal", "name": "a"}],
         "rule names must differ: a",
+    ),
+    "two names, each twice": (
+        [{"action": "heal", "name": name} for name in ("a", "b", "b", "a")],
+        "test: drift: rule names must differ: a, b",
     ),
     "too many rules": ([{"action": "heal"}] * 101, "at most 100 rules"),
 }
@@ -269,6 +355,23 @@ def test_an_invalid_rule_is_refused_naming_it(case: str) -> None:
     with pytest.raises(ConfigError, match=None) as raised:
         read_rules(value, "test")
     assert message in str(raised.value)
+
+
+def test_rules_at_their_limits_are_read() -> None:
+    at_limits = {
+        "action": "accept",
+        "target": {"name": "n" * 253},
+        "paths": ["spec.replicas"] * 32,
+        "managers": ["m" * 1024, "*"],
+    }
+    assert len(read_rules([at_limits, *[{"action": "heal"}] * 99], "test")) == 100
+
+
+def test_an_objects_own_rules_are_at_most_sixteen() -> None:
+    text = "\n".join(["- {action: heal}"] * 17)
+    body = {"metadata": {"annotations": {"gitopsd.io/drift-policy": text}}}
+    with pytest.raises(ConfigError, match="expected a list of at most 16 rules"):
+        object_rules(body)
 
 
 def test_an_invalid_annotation_is_refused_with_its_file_and_line() -> None:
@@ -304,6 +407,13 @@ def test_bi21_an_annotation_nested_without_end_is_refused_before_it_is_built(tex
     """Within the 4 KiB an annotation may have, YAML nested a thousand levels deep: read
     whole, it would exhaust the interpreter's stack (a RecursionError, no ConfigError)."""
     body = {"metadata": {"annotations": {"gitopsd.io/drift-policy": text}}}
+    with pytest.raises(ConfigError, match="drift-policy: nested deeper than 3 levels"):
+        object_rules(body)
+
+
+def test_an_annotation_deeper_than_rules_after_a_closed_level_is_refused() -> None:
+    """Four levels deep in its second element, after its first closed at three."""
+    body = {"metadata": {"annotations": {"gitopsd.io/drift-policy": "[[[x], [[y]]]]"}}}
     with pytest.raises(ConfigError, match="drift-policy: nested deeper than 3 levels"):
         object_rules(body)
 
