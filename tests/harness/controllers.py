@@ -36,6 +36,8 @@ ROOT_CA_CONFIG_MAP = "kube-root-ca.crt"
 """What the root-ca-cert-publisher puts in every namespace."""
 FAILING_POD_LABEL = "pod-container-running-failed.stage.kwok.x-k8s.io"
 """A pod labelled with this (value "true") fails: kwok's chaos stage, for Jobs that fail."""
+NOWHERE = {"gitopsd.io/test": "nowhere"}
+"""A node selector no node matches: the pods stay Pending for good."""
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ from tests.harness.memory_cage import MemoryCage
 from tests.harness.waiting import wait_for
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+ELECTION = {"enabled": True, "leaseDuration": "4s", "renewDeadline": "3s", "retryPeriod": "1s"}
+"""Leader election in seconds, not the default tens of seconds, for a test's daemons."""
 
 
 @dataclass

@@ -1,8 +1,10 @@
 """An HTTP server on 127.0.0.1 that a test controls: what gitopsd or a tool it runs must
-never reach (a canary), or what would collect what it is sent (credentials)."""
+never reach (a canary), or what would collect what it is sent (credentials); and a port
+on 127.0.0.1 where nothing listens."""
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,3 +55,9 @@ def serving(loopback: Loopback) -> Iterator[Loopback]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def closed_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port: int = listener.getsockname()[1]
+    return port

@@ -14,13 +14,12 @@ from kubernetes import client
 from tests.harness import audit
 from tests.harness.admission import dead_webhook, deny, refuses
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import config_map_names, config_map_value
+from tests.harness.commands import drift_of, scope
 from tests.harness.controlplane import ControlPlane, free_port
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.owned_config_maps import versions
 from tests.harness.waiting import wait_for
-from tests.integration.test_daemon import config_map_value
-from tests.integration.test_no_prune_under_faults import versions
-from tests.integration.test_prune import config_maps
-from tests.integration.test_sync import drift_of, scope
 
 DENY_LABEL = "fault.test/deny"
 
@@ -69,7 +68,7 @@ def test_fa11_a_dry_run_refused_by_admission_applies_nothing_and_prunes_nothing(
     writes = audit.writes(control_plane, "admin", since)
     assert [w for w in writes if w.namespace == namespace and not w.dry_run] == []
     assert versions(admin_api, namespace) == before
-    assert config_maps(admin_api, namespace) >= {"a", "b"} and "c" not in config_maps(
+    assert config_map_names(admin_api, namespace) >= {"a", "b"} and "c" not in config_map_names(
         admin_api, namespace
     )
 
@@ -103,8 +102,8 @@ def test_fa12_a_delete_refused_by_admission_stays_recorded_and_is_retried(
         assert "b is kept by policy" in run.err
         assert f"pruned     ConfigMap/{namespace}/c" in run.out  # said, though the sync failed
         assert "1 pruned" in run.out
-        assert config_maps(admin_api, namespace) >= {"a", "b"}
-        assert "c" not in config_maps(admin_api, namespace)  # the rest of the prune went on
+        assert config_map_names(admin_api, namespace) >= {"a", "b"}
+        assert "c" not in config_map_names(admin_api, namespace)  # the rest of the prune went on
         [still] = drift_of(gitopsd, url, namespace)  # still recorded as this source's
         assert (still["object"], still["state"]) == (f"ConfigMap/{namespace}/b", "extraneous")
     finally:
@@ -113,7 +112,7 @@ def test_fa12_a_delete_refused_by_admission_stays_recorded_and_is_retried(
 
     again = gitopsd("sync", url, *scope(namespace), "--prune")
     assert again.code == 0, again.text
-    assert "b" not in config_maps(admin_api, namespace)
+    assert "b" not in config_map_names(admin_api, namespace)
     assert config_map_value(admin_api, namespace, "a") == "v"
 
 
@@ -152,8 +151,8 @@ def test_fa24_a_webhook_that_is_down_applies_nothing_prunes_nothing_and_then_rec
 
     again = gitopsd("sync", url, *scope(namespace), "--prune")
     assert again.code == 0, again.text
-    assert "gone" not in config_maps(admin_api, namespace)
-    assert {"new", "a"} <= config_maps(admin_api, namespace)
+    assert "gone" not in config_map_names(admin_api, namespace)
+    assert {"new", "a"} <= config_map_names(admin_api, namespace)
     assert config_map_value(admin_api, namespace, "a") == "w"
 
 
@@ -228,4 +227,4 @@ def test_ld03_one_namespace_refused_among_many_applies_none_of_their_objects(
     wait_for(lambda: not refuses(create), "the policy to be gone")
     assert gitopsd("sync", url, *scope(namespace)).code == 0
     for n in range(SPREAD):
-        assert config_maps(admin_api, f"{namespace}-n{n:02d}") >= {"c0", "c1", "c2"}
+        assert config_map_names(admin_api, f"{namespace}-n{n:02d}") >= {"c0", "c1", "c2"}

@@ -11,10 +11,11 @@ from kubernetes import client
 
 from tests.harness import audit
 from tests.harness.cli import Gitopsd, Run
+from tests.harness.cluster_reads import job_uid
+from tests.harness.commands import scope, sync
 from tests.harness.controlplane import ControlPlane
 from tests.harness.gitserver import GitRepo, GitServer
-from tests.integration.test_replace import job, sync, uid_of
-from tests.integration.test_sync import scope
+from tests.harness.manifests import suspended_job
 
 
 def config_map(name: str, annotations: dict[str, str], value: str = "v") -> str:
@@ -64,7 +65,7 @@ def test_argo_cd_and_flux_annotations_are_honoured(
         "merged.yaml": config_map("merged", {FLUX + "ssa": "Merge"}),
         "plain.yaml": config_map("plain", {}),
         "odd.yaml": config_map("odd", {ARGO + "sync-options": "Validate=false"}),
-        "job.yaml": job("migrate", "'true'", f"{FLUX}force: enabled"),
+        "job.yaml": suspended_job("migrate", "'true'", f"{FLUX}force: enabled"),
     }
     git_repo.commit(files)
     url = git_server.file_url(git_repo)
@@ -93,9 +94,11 @@ def test_argo_cd_and_flux_annotations_are_honoured(
     assert f"ConfigMap/{namespace}/plain" in drifted.out
     assert "once" not in drifted.out and "merged" not in drifted.out
 
-    before = uid_of(admin_api, namespace, "migrate")
+    before = job_uid(admin_api, namespace, "migrate")
     kept = {f"{name}.yaml": None for name in KEPT}
-    git_repo.commit({**kept, "job.yaml": job("migrate", "'false'", f"{FLUX}force: enabled")})
+    git_repo.commit(
+        {**kept, "job.yaml": suspended_job("migrate", "'false'", f"{FLUX}force: enabled")}
+    )
     second = sync(gitopsd, url, namespace, "--prune")
 
     assert second.code == 5, second.text  # prunes refused, as for gitopsd.io/prune: disabled
@@ -107,7 +110,7 @@ def test_argo_cd_and_flux_annotations_are_honoured(
     for name in ("argo-prune", "argo-delete", "flux-prune"):  # never deleted
         assert data(admin_api, namespace, name) == {"k": "v"}, name
     assert data(admin_api, namespace, "argo-extraneous") is None  # pruned as usual
-    assert uid_of(admin_api, namespace, "migrate") not in (None, before)  # Flux's force
+    assert job_uid(admin_api, namespace, "migrate") not in (None, before)  # Flux's force
 
     # IgnoreExtraneous: an owned object that left git is no drift
     git_repo.commit({"extra.yaml": config_map("extra", KEPT["argo-extraneous"])})

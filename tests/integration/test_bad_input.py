@@ -15,12 +15,12 @@ import pytest
 from tests.harness import audit
 from tests.harness.canary import Canary
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import config_map_names
+from tests.harness.commands import scope
 from tests.harness.controlplane import AUDITED_USER, ControlPlane
 from tests.harness.gitserver import GitRepo, GitServer
-from tests.integration.test_no_prune_under_faults import OWNED, owned_files, versions
-from tests.integration.test_prune import config_maps
-from tests.integration.test_sync import scope
-from tests.unit.test_manifests import HOSTILE_NAMES
+from tests.harness.hostile_names import HOSTILE_NAMES
+from tests.harness.owned_config_maps import OWNED, owned_files, versions
 
 INVALID, CLUSTER_FAILED = 2, 4
 GOOD = {"good.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: good\ndata:\n  k: v\n"}
@@ -191,7 +191,7 @@ def test_bad_input_is_a_clear_error_and_changes_nothing(
     for mention in mentions:
         assert mention in run.err, f"{mention!r} not in {run.err!r}"
     Canary(CANARY).assert_absent(run.text, "gitopsd's output")
-    assert "good" not in config_maps(admin_api, namespace)
+    assert "good" not in config_map_names(admin_api, namespace)
     assert audit.deletes(control_plane, namespace, since) == []
     assert versions(admin_api, namespace) == before  # owned, left out, kept unchanged
     assert not SENTINEL.exists()
@@ -222,7 +222,7 @@ def test_bi12_symlinks_are_refused_their_targets_never_read_and_nothing_pruned(
     assert run.code == INVALID, run.text
     assert "link.yaml" in run.err and "symlink" in run.err
     assert "root:" not in run.text
-    assert "good" not in config_maps(admin_api, namespace)
+    assert "good" not in config_map_names(admin_api, namespace)
     assert audit.deletes(control_plane, namespace, since) == []
     assert versions(admin_api, namespace) == before
 
@@ -339,8 +339,8 @@ def test_a_kustomization_is_rendered_by_kustomize(
     run = gitopsd("sync", url, *scope(namespace))
 
     assert run.code == 0, run.text
-    assert {"kz-good"} <= config_maps(admin_api, namespace)
-    assert any(name.startswith("kz-generated-") for name in config_maps(admin_api, namespace))
+    assert {"kz-good"} <= config_map_names(admin_api, namespace)
+    assert any(name.startswith("kz-generated-") for name in config_map_names(admin_api, namespace))
     assert gitopsd("diff", url, *scope(namespace)).code == 0
 
 
@@ -476,7 +476,7 @@ def test_bi07_a_large_file_of_dashboards_syncs(
     run = gitopsd("sync", git_server.file_url(git_repo), *scope(namespace))
 
     assert run.code == 0, run.text
-    assert {f"dashboard-{n}" for n in range(24)} <= config_maps(admin_api, namespace)
+    assert {f"dashboard-{n}" for n in range(24)} <= config_map_names(admin_api, namespace)
 
 
 @pytest.mark.case("LD-05")
@@ -497,7 +497,7 @@ def test_ld05_an_object_over_3_mib_is_refused_naming_its_line(
         "big.yaml:7:1: object is 3.5 MiB, over the per-object limit of 3 MiB "
         "(--max-object-bytes, limits.maxObjectBytes)"
     ) in run.err
-    assert "good" not in config_maps(admin_api, namespace)
+    assert "good" not in config_map_names(admin_api, namespace)
 
 
 @pytest.mark.case("BI-07")
@@ -541,5 +541,5 @@ def test_bi07_limits_set_on_the_command_line_take_effect(
 
     assert refused.code == INVALID, refused.text
     assert message in refused.err
-    assert config_maps(admin_api, namespace) == set()
+    assert config_map_names(admin_api, namespace) == set()
     assert accepted.code == 0, accepted.text

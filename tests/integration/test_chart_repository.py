@@ -17,16 +17,18 @@ import yaml
 from kubernetes import client
 
 from gitopsd.errors import ExitCode
+from tests.harness.archives import archive
 from tests.harness.chartrepo import ChartRepository, serving
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import config_map_named
+from tests.harness.commands import scope
 from tests.harness.controlplane import Binaries
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.gitsyncs import create, get, wait_ready
+from tests.harness.operators import operator
 from tests.harness.registry import Registry, serving_registry
 from tests.harness.waiting import wait_for
-from tests.integration.test_gitsync import create, get, operator, wait_ready
-from tests.integration.test_sync import config_map, scope
-from tests.unit.test_helm_chart import archive
 
 HELLO = {
     "hello/Chart.yaml": "apiVersion: v2\nname: hello\nversion: 0.1.0\n",
@@ -69,7 +71,7 @@ def chart_flags(charts: ChartRepository | Registry, tmp_path: Path, version: str
 
 
 def version_of(admin_api: Any, namespace: str) -> str:
-    found = config_map(admin_api, namespace, "hello")
+    found = config_map_named(admin_api, namespace, "hello")
     return str(found.data["version"]) if found else ""
 
 
@@ -84,7 +86,10 @@ def test_a_chart_syncs_at_the_highest_version_its_range_allows_then_shows_no_dri
 
     assert synced.code == 0, synced.text
     assert "1.1.0@sha256:" in synced.out  # the version resolved, reported as the revision
-    assert config_map(admin_api, namespace, "hello").data == {"greeting": "hi", "version": "1.1.0"}
+    assert config_map_named(admin_api, namespace, "hello").data == {
+        "greeting": "hi",
+        "version": "1.1.0",
+    }
     assert gitopsd("diff", charts.url, *flags, "--helm-set", "greeting=hi").code == 0
 
     charts.publish(HELLO, "1.3.0")
@@ -347,14 +352,14 @@ def test_dependencies_of_repositories_and_registries_are_fetched_at_the_locked_v
     flags = [*scope(namespace), "--path", "shop", "--helm-release", "web"]
 
     assert gitopsd("sync", url, *flags).code == 0
-    hello = config_map(admin_api, namespace, "web")
+    hello = config_map_named(admin_api, namespace, "web")
     assert hello.data["version"] == "1.0.0"  # Chart.lock's, not the newest in ^1.0
-    assert config_map(admin_api, namespace, "web-greeter").data == {"version": "2.0.0"}
+    assert config_map_named(admin_api, namespace, "web-greeter").data == {"version": "2.0.0"}
 
     git_repo.commit({"shop/Chart.lock": None})  # unlocked: the highest each range allows
     assert gitopsd("sync", url, *flags).code == 0
-    assert config_map(admin_api, namespace, "web").data["version"] == "1.1.0"
-    assert config_map(admin_api, namespace, "web-greeter").data == {"version": "2.1.0"}
+    assert config_map_named(admin_api, namespace, "web").data["version"] == "1.1.0"
+    assert config_map_named(admin_api, namespace, "web-greeter").data == {"version": "2.1.0"}
 
 
 @pytest.mark.case("SE-12")
@@ -410,9 +415,9 @@ def test_a_kustomizations_helm_charts_render_with_gitopsds_helm_then_its_transfo
     synced = gitopsd("sync", url, *scope(namespace), "--path", "app")
 
     assert synced.code == 0, synced.text
-    local = config_map(admin_api, namespace, "local-greeter")
+    local = config_map_named(admin_api, namespace, "local-greeter")
     assert (local.data, local.metadata.labels["team"]) == ({"version": "0.1.0"}, "shop")
-    remote = config_map(admin_api, namespace, "remote")
+    remote = config_map_named(admin_api, namespace, "remote")
     assert remote.data == {"greeting": "inline", "version": "1.0.0"}
     assert remote.metadata.labels["team"] == "shop"  # the kustomization's own transformer
     assert gitopsd("diff", url, *scope(namespace), "--path", "app").code == 0

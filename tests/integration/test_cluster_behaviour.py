@@ -11,14 +11,15 @@ import pytest
 from kubernetes import client
 
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import config_map_value
+from tests.harness.commands import scope
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.gitsyncs import create, wait_ready
 from tests.harness.kube import create_namespace
+from tests.harness.manifests import config_map_files_with_data, deployment, job, under
+from tests.harness.operators import operator
 from tests.harness.waiting import wait_for
-from tests.integration.test_daemon import config_map_value, config_maps
-from tests.integration.test_gitsync import create, operator, wait_ready
-from tests.integration.test_health import deployment, job, under
-from tests.integration.test_sync import scope
 
 HOLD = "gitopsd.test/hold"
 """A finalizer nobody removes but the test: it keeps a namespace Terminating."""
@@ -61,7 +62,12 @@ def test_fa27_a_namespace_being_deleted_fails_its_source_clearly_while_others_go
     namespace: str,
     doomed: str,
 ) -> None:
-    git_repo.commit({**under("doomed", config_maps("a")), **under("other", config_maps("b"))})
+    git_repo.commit(
+        {
+            **under("doomed", config_map_files_with_data("a")),
+            **under("other", config_map_files_with_data("b")),
+        }
+    )
     url = git_server.file_url(git_repo)
     sources = [
         daemons.source(url, name="doomed", paths=["doomed"], namespace=doomed),
@@ -76,8 +82,8 @@ def test_fa27_a_namespace_being_deleted_fails_its_source_clearly_while_others_go
     core.delete_namespace(doomed)
     wait_for(lambda: namespace_phase(admin_api, doomed) == "Terminating", "Terminating")
     changed = {
-        **under("doomed", config_maps("a", value="w")),
-        **under("other", config_maps("b", value="w")),
+        **under("doomed", config_map_files_with_data("a", value="w")),
+        **under("other", config_map_files_with_data("b", value="w")),
     }
     git_repo.commit(changed)
 
@@ -91,13 +97,13 @@ def test_fa27_a_namespace_being_deleted_fails_its_source_clearly_while_others_go
 
     release_blocker(admin_api, doomed)
     wait_for(lambda: namespace_phase(admin_api, doomed) is None, "the namespace gone", 60)
-    git_repo.commit(under("doomed", config_maps("a", value="z")))  # tried at once
+    git_repo.commit(under("doomed", config_map_files_with_data("a", value="z")))  # tried at once
     gone = (
         f"namespace {doomed} does not exist, and this revision does not create it: "
         f"1 of its objects goes there ({a})"
     )
     wait_for(lambda: any(gone in m for m in messages(daemon, "doomed")), "the namespace named")
-    git_repo.commit(under("other", config_maps("b", value="x")))
+    git_repo.commit(under("other", config_map_files_with_data("b", value="x")))
     wait_for(lambda: config_map_value(admin_api, namespace, "b", "k") == "x", "other goes on")
 
 
@@ -120,7 +126,7 @@ def owned_by(api: Any, namespace: str, kind: str) -> list[str]:
 def test_prune_of_a_deployment_leaves_its_replica_sets_and_pods_to_garbage_collection(
     daemons: Daemons, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
-    git_repo.commit({**deployment("web"), **config_maps("settings")})
+    git_repo.commit({**deployment("web"), **config_map_files_with_data("settings")})
     daemon = daemons.start(git_server.file_url(git_repo), prune=True)
     daemon.wait_value("gitopsd_source_health", lambda v: v == 1, "web rolled out", status="Current")
     assert owned_by(admin_api, namespace, "ReplicaSet") and owned_by(admin_api, namespace, "Pod")
@@ -140,11 +146,11 @@ def test_prune_of_a_deployment_leaves_its_replica_sets_and_pods_to_garbage_colle
 def test_a_job_whose_template_changed_in_git_is_refused_alone_naming_the_field(
     gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
-    git_repo.commit({**job("migrate"), **config_maps("settings")})
+    git_repo.commit({**job("migrate"), **config_map_files_with_data("settings")})
     url = git_server.file_url(git_repo)
     assert gitopsd("sync", url, *scope(namespace), "--wait", "--timeout", "2m").code == 0
     changed = job("migrate")["migrate.yaml"].replace('command: ["true"]', 'command: ["false"]')
-    git_repo.commit({"migrate.yaml": changed, **config_maps("settings", value="w")})
+    git_repo.commit({"migrate.yaml": changed, **config_map_files_with_data("settings", value="w")})
 
     run = gitopsd("sync", url, *scope(namespace))
 
@@ -182,7 +188,7 @@ def test_a_tenant_bound_to_the_built_in_edit_role_syncs(
             "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": namespace}],
         },
     )
-    git_repo.commit({**deployment("web"), **config_maps("settings")})
+    git_repo.commit({**deployment("web"), **config_map_files_with_data("settings")})
     operator(daemons, namespace)
 
     spec = {"repository": {"url": git_server.file_url(git_repo)}, "serviceAccountName": "tenant"}

@@ -19,11 +19,11 @@ from gitopsd.config import SyncSettings
 from gitopsd.errors import ClusterReason
 from gitopsd.managed_fields import takeover_patch
 from gitopsd.objects import PRUNE_ANNOTATION, Body, ObjectKey, key_of, owner_of
+from tests.harness.controllers import NOWHERE
 from tests.harness.controlplane import ControlPlane
 from tests.harness.faultproxy import Answer, Fault, FaultProxy, Request
 from tests.harness.kube import unique_name
 from tests.harness.waiting import wait_for
-from tests.integration.test_health import NOWHERE
 
 CONFIG_MAPS = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
 DEPLOYMENTS = Resource("apps", "v1", "Deployment", "deployments", namespaced=True)

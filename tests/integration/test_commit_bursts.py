@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 
 from tests.harness import audit
+from tests.harness.cluster_reads import config_map_value
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.faultproxy import Fault, FaultProxy, write_of_config_map
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.manifests import config_map_files_with_data
 from tests.harness.waiting import wait_for
-from tests.integration.test_daemon import config_map_value, config_maps
 
 BURST = 20
 MOST_SYNCS = 3
@@ -41,7 +42,7 @@ def test_ld06_a_burst_of_commits_is_coalesced_one_sync_at_a_time_and_ends_at_hea
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
-    git_repo.commit(config_maps("app", value="v0"))
+    git_repo.commit(config_map_files_with_data("app", value="v0"))
     daemon = daemons.start(git_server.file_url(git_repo), server=proxy.url)
     wait_for(lambda: config_map_value(admin_api, namespace, "app") == "v0", "the first sync")
     commits: list[str] = []
@@ -50,11 +51,11 @@ def test_ld06_a_burst_of_commits_is_coalesced_one_sync_at_a_time_and_ends_at_hea
     def push_the_burst() -> None:
         first_noted.wait(30)  # the daemon may write before the test noted the first commit
         for n in range(2, BURST + 1):
-            commits.append(git_repo.commit(config_maps("app", value=f"v{n}")))
+            commits.append(git_repo.commit(config_map_files_with_data("app", value=f"v{n}")))
 
     held = proxy.inject(Fault(write_of_config_map("app"), meanwhile=push_the_burst, times=1))
     since = time.time()
-    commits.append(git_repo.commit(config_maps("app", value="v1")))
+    commits.append(git_repo.commit(config_map_files_with_data("app", value="v1")))
     first_noted.set()
     wait_for(lambda: len(commits) == BURST, "the burst, pushed while the first sync writes")
     head = git_repo.head()

@@ -9,11 +9,13 @@ import json
 from typing import Any
 
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import config_map_value
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.gitsyncs import condition, create, get, wait_ready
+from tests.harness.manifests import config_map_files_with_data
+from tests.harness.operators import operator
 from tests.harness.waiting import wait_for
-from tests.integration.test_daemon import config_map_value, config_maps
-from tests.integration.test_gitsync import condition, create, get, operator, wait_ready
 
 INVALID, CLUSTER_FAILED = 2, 4
 
@@ -26,7 +28,7 @@ def test_get_lists_a_daemons_sources_and_reconcile_applies_a_commit_now(
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
-    git_repo.commit(config_maps("a"))
+    git_repo.commit(config_map_files_with_data("a"))
     daemon = daemons.start(git_server.file_url(git_repo), interval="1h")
     wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first sync")
     at = ["--daemon", daemon.control_url]
@@ -46,7 +48,7 @@ def test_get_lists_a_daemons_sources_and_reconcile_applies_a_commit_now(
     ]
     assert row.split() == ["app", "True", git_repo.head()[:12], "0", "Current", "false"]
 
-    second = git_repo.commit(config_maps("a", value="w"))
+    second = git_repo.commit(config_map_files_with_data("a", value="w"))
     reconciled = gitopsd("reconcile", "app", *at)
 
     assert reconciled.code == 0, reconciled.text
@@ -73,7 +75,7 @@ def test_a_reconcile_that_fails_says_why_with_the_exit_code_sync_would_give(
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
-    git_repo.commit(config_maps("a"))
+    git_repo.commit(config_map_files_with_data("a"))
     daemon = daemons.start(git_server.file_url(git_repo), interval="1h")
     wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first sync")
     git_repo.commit({"a.yaml": "kind: [unclosed\n"})
@@ -87,7 +89,7 @@ def test_a_reconcile_that_fails_says_why_with_the_exit_code_sync_would_give(
     port = (
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  ports:\n  - port: 70000\n"
     )
-    git_repo.commit({"a.yaml": config_maps("a")["a.yaml"], "web.yaml": port})
+    git_repo.commit({"a.yaml": config_map_files_with_data("a")["a.yaml"], "web.yaml": port})
 
     refused = gitopsd("reconcile", "app", "--daemon", daemon.control_url)
 
@@ -106,7 +108,7 @@ def test_a_gitsync_is_reconciled_on_request_and_suspended_and_resumed_from_the_c
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
-    git_repo.commit(config_maps("a"))
+    git_repo.commit(config_map_files_with_data("a"))
     operator(daemons, namespace)
     create(
         admin_api,
@@ -117,7 +119,7 @@ def test_a_gitsync_is_reconciled_on_request_and_suspended_and_resumed_from_the_c
     wait_ready(admin_api, namespace, "web", "True", "Succeeded")
 
     # Flux's convention, as `kubectl annotate --overwrite` writes it
-    git_repo.commit(config_maps("a", value="w"))
+    git_repo.commit(config_map_files_with_data("a", value="w"))
     gitopsd.kubectl(
         "annotate",
         "--overwrite",
@@ -135,7 +137,7 @@ def test_a_gitsync_is_reconciled_on_request_and_suspended_and_resumed_from_the_c
     )
     assert config_map_value(admin_api, namespace, "a") == "w"
 
-    third = git_repo.commit(config_maps("a", value="x"))
+    third = git_repo.commit(config_map_files_with_data("a", value="x"))
     reconciled = gitopsd("reconcile", "web", "--gitsync", "-n", namespace)
     assert reconciled.code == 0, reconciled.text
     assert reconciled.out.startswith(f"{namespace}/web: reconciled: Succeeded: revision {third}")

@@ -19,15 +19,16 @@ import pytest
 from tests.harness import audit
 from tests.harness.census import recorded_names, uid_prefixes
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import config_map_names
+from tests.harness.commands import scope
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.faultproxy import Fault, FaultProxy
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import admin_service_account
+from tests.harness.manifests import config_map_files
+from tests.harness.sync_writes import creates, write_of_a_new_config_map
 from tests.harness.waiting import wait_for
-from tests.integration.test_prune import config_map_files, config_maps
-from tests.integration.test_sync import scope
-from tests.integration.test_sync_signals import creates, write_of_a_new_config_map
 
 NEW = [f"new{i}" for i in range(200)]
 PARENT = "gitopsd-test"
@@ -100,7 +101,7 @@ def test_fa02_an_api_server_killed_mid_apply_prunes_nothing_and_the_next_sync_co
     proxy.clear()
     again = gitopsd("sync", url, *scope(namespace), "--prune", "--allow-mass-prune")
     assert again.code == 0, again.text
-    assert config_maps(admin_api, namespace) >= set(NEW) and "victim" not in config_maps(
+    assert config_map_names(admin_api, namespace) >= set(NEW) and "victim" not in config_map_names(
         admin_api, namespace
     )
     assert recorded_names(admin_api, namespace, PARENT) == {
@@ -122,7 +123,7 @@ def test_fa20_a_daemon_killed_mid_apply_converges_on_restart_and_orphans_nothing
     git_repo.commit(config_map_files("victim", *kept))
     url = git_server.file_url(git_repo)
     daemon = daemons.start(url, server=proxy.url, prune=True)
-    wait_for(lambda: {"victim", *kept} <= config_maps(admin_api, namespace), "the first sync")
+    wait_for(lambda: {"victim", *kept} <= config_map_names(admin_api, namespace), "the first sync")
     since = time.time()
     proxy.inject(Fault(when=write_of_a_new_config_map, delay_seconds=0.2))
     git_repo.commit({"victim.yaml": None, **config_map_files(*NEW)})
@@ -133,7 +134,7 @@ def test_fa20_a_daemon_killed_mid_apply_converges_on_restart_and_orphans_nothing
     daemon.process.wait(30)
     killed_at = time.time()
     assert [w for w in audit.changes(control_plane, daemon.user, since) if w.verb == "delete"] == []
-    live = config_maps(admin_api, namespace)
+    live = config_map_names(admin_api, namespace)
     assert "victim" in live and len(live & set(NEW)) < len(NEW)
 
     proxy.clear()
@@ -144,7 +145,7 @@ def test_fa20_a_daemon_killed_mid_apply_converges_on_restart_and_orphans_nothing
         "the restarted daemon to converge",
         120,
     )
-    assert config_maps(admin_api, namespace) >= wanted and "victim" not in config_maps(
+    assert config_map_names(admin_api, namespace) >= wanted and "victim" not in config_map_names(
         admin_api, namespace
     )
     deleted = [
@@ -176,8 +177,8 @@ def test_fa03_an_api_server_that_hangs_mid_apply_times_the_sync_out_and_prunes_n
     assert code == CLUSTER_FAILED, errors
     assert "timed out" in errors or "timeout" in errors, errors
     assert [w for w in audit.changes(control_plane, user) if w.verb == "delete"] == []
-    assert "victim" in config_maps(admin_api, namespace)
+    assert "victim" in config_map_names(admin_api, namespace)
     proxy.clear()
     again = gitopsd("sync", url, *scope(namespace), "--prune", "--allow-mass-prune")
     assert again.code == 0, again.text
-    assert "victim" not in config_maps(admin_api, namespace)
+    assert "victim" not in config_map_names(admin_api, namespace)

@@ -23,34 +23,14 @@ from tests.harness import audit
 from tests.harness.admission import deny
 from tests.harness.canary import Canary
 from tests.harness.cli import Gitopsd, example_files
+from tests.harness.cluster_reads import config_map_value, replicas
 from tests.harness.controlplane import AUDITED_USER, ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import Gate, unique_name
+from tests.harness.manifests import config_map_files_with_data, deployment
 from tests.harness.prometheus import Prometheus, PrometheusBinaries
 from tests.harness.waiting import wait_for
-from tests.integration.test_health import deployment
-
-
-def config_maps(*names: str, value: str = "v") -> dict[str, str]:
-    """One file per ConfigMap, each holding data k: `value`."""
-    return {
-        f"{name}.yaml": f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n"
-        f"data:\n  k: {value}\n"
-        for name in names
-    }
-
-
-def config_map_value(admin_api: Any, namespace: str, name: str, key: str = "k") -> str | None:
-    core: Any = client.CoreV1Api(admin_api)
-    found = core.list_namespaced_config_map(namespace, field_selector=f"metadata.name={name}")
-    return found.items[0].data.get(key) if found.items else None
-
-
-def replicas(admin_api: Any, namespace: str, name: str = "web") -> int | None:
-    apps: Any = client.AppsV1Api(admin_api)
-    found = apps.list_namespaced_deployment(namespace, field_selector=f"metadata.name={name}")
-    return int(found.items[0].spec.replicas) if found.items else None
 
 
 def sync_as_the_daemon_would(gitopsd: Gitopsd, url: str, namespace: str) -> None:
@@ -78,11 +58,11 @@ def quiet_window(daemon: DaemonProcess, reconciles: int = 3) -> dict[str, float]
 def test_a_commit_is_applied_and_the_next_one_follows(
     daemons: Daemons, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
-    git_repo.commit(config_maps("a"))
+    git_repo.commit(config_map_files_with_data("a"))
     daemon = daemons.start(git_server.file_url(git_repo))
     wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first commit")
 
-    sha = git_repo.commit(config_maps("a", value="w"))
+    sha = git_repo.commit(config_map_files_with_data("a", value="w"))
 
     wait_for(lambda: config_map_value(admin_api, namespace, "a") == "w", "the second commit")
     daemon.wait_value(
@@ -118,10 +98,13 @@ def test_two_sources_on_one_url_each_apply_exactly_their_own_ref(
 ) -> None:
     """Both read app/ of one repository, polled concurrently with prune and no budget: had
     either read the other's tree (or half of one), the audit log would show its DELETEs."""
-    mine = in_app(config_maps(*(f"m{n}" for n in range(10))))
+    mine = in_app(config_map_files_with_data(*(f"m{n}" for n in range(10))))
     git_repo.commit(mine)
     git_repo.commit(
-        {**dict.fromkeys(mine), **in_app(config_maps(*(f"o{n}" for n in range(10))))},
+        {
+            **dict.fromkeys(mine),
+            **in_app(config_map_files_with_data(*(f"o{n}" for n in range(10)))),
+        },
         branch="other",
     )
     sources = [
@@ -137,8 +120,8 @@ def test_two_sources_on_one_url_each_apply_exactly_their_own_ref(
     ]
     daemon = daemons.start_with(sources, "daemon").start()
     for value in ("r1", "r2", "r3", "r4", "r5"):
-        git_repo.commit(in_app(config_maps("m0", value=value)))
-        git_repo.commit(in_app(config_maps("o0", value=value)), branch="other")
+        git_repo.commit(in_app(config_map_files_with_data("m0", value=value)))
+        git_repo.commit(in_app(config_map_files_with_data("o0", value=value)), branch="other")
         for name in ("m0", "o0"):
             wait_for(value_is(admin_api, namespace, name, value), f"{name}: {value}")
 
@@ -292,7 +275,7 @@ def edit_many_in_quick_succession(admin_api: Any, namespace: str, healed: bool) 
 def test_self_heal_heals_every_one_of_many_quick_out_of_band_edits(
     daemons: Daemons, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
-    git_repo.commit(config_maps(*MANY))
+    git_repo.commit(config_map_files_with_data(*MANY))
     daemon = daemons.start(git_server.file_url(git_repo), interval="1h")  # heals by watch only
     in_git = dict.fromkeys(MANY, "v")
     wait_for(lambda: config_map_values(admin_api, namespace) == in_git, "the ConfigMaps", 60)
@@ -316,7 +299,7 @@ def test_observe_mode_exports_every_one_of_many_quick_out_of_band_edits(
     namespace: str,
 ) -> None:
     url = git_server.file_url(git_repo)
-    git_repo.commit(config_maps(*MANY))
+    git_repo.commit(config_map_files_with_data(*MANY))
     sync_as_the_daemon_would(gitopsd, url, namespace)
     daemon = daemons.start(url, mode="observe", interval="1h")  # measures by watch only
     daemon.wait_value("gitopsd_reconcile_total", lambda v: v == 1, "the first poll", source="app")
@@ -337,7 +320,7 @@ def test_objects_a_sync_created_are_not_exported_as_missing_once_it_finished(
     """The first poll measures every object missing, then creates them. The drift it
     measured must not outlive the sync: the watch measures the objects again only after the
     poll, and a scrape in between would count existing objects as missing."""
-    git_repo.commit(config_maps(*MANY))
+    git_repo.commit(config_map_files_with_data(*MANY))
     daemon = daemons.start(git_server.file_url(git_repo), interval="1h")
 
     def missing_once_created() -> tuple[float] | None:
@@ -370,7 +353,7 @@ def refused(admin_api: Any, namespace: str, name: str, value: str) -> bool:
 def test_a_heal_that_fails_is_retried_after_its_backoff(
     daemons: Daemons, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
-    git_repo.commit(config_maps("a", "b"))
+    git_repo.commit(config_map_files_with_data("a", "b"))
     daemon = daemons.start(git_server.file_url(git_repo), interval="1h")  # heals by watch only
     wait_for(value_is(admin_api, namespace, "b", "v"), "the ConfigMaps")
     remove_policy = refuse_git_values(admin_api, namespace)
@@ -398,7 +381,7 @@ def test_fa15_self_heal_goes_on_while_git_is_unreachable_and_nothing_is_pruned(
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
-    git_repo.commit(config_maps("a"))
+    git_repo.commit(config_map_files_with_data("a"))
     daemon = daemons.start(git_server.file_url(git_repo), prune=True)
     wait_for(value_is(admin_api, namespace, "a", "v"), "the ConfigMap")
     gone = git_repo.bare.rename(git_repo.bare.with_suffix(".gone"))
@@ -438,9 +421,15 @@ def test_observe_mode_never_writes(
     namespace: str,
 ) -> None:
     url = git_server.file_url(git_repo)
-    git_repo.commit({**config_maps("a", "b"), **deployment("web")})
+    git_repo.commit({**config_map_files_with_data("a", "b"), **deployment("web")})
     sync_as_the_daemon_would(gitopsd, url, namespace)
-    git_repo.commit({**config_maps("a", value="w"), "b.yaml": None, **config_maps("c")})
+    git_repo.commit(
+        {
+            **config_map_files_with_data("a", value="w"),
+            "b.yaml": None,
+            **config_map_files_with_data("c"),
+        }
+    )
     gitopsd.kubectl("scale", "deployment/web", "--replicas=3", "-n", namespace)
     daemon = daemons.start(url, mode="observe", prune=True)
 
@@ -467,7 +456,7 @@ def test_warn_mode_records_an_event_and_changes_nothing_else(
     namespace: str,
 ) -> None:
     url = git_server.file_url(git_repo)
-    git_repo.commit(config_maps("a"))
+    git_repo.commit(config_map_files_with_data("a"))
     sync_as_the_daemon_would(gitopsd, url, namespace)
     daemon = daemons.start(url, mode="warn")
     gitopsd.kubectl("patch", "configmap/a", "-n", namespace, "-p", '{"data":{"k":"edited"}}')
@@ -488,11 +477,15 @@ def test_a_bad_commit_keeps_the_last_good_state_and_waits_for_a_new_one(
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
-    git_repo.commit(config_maps("a", "b"))
+    git_repo.commit(config_map_files_with_data("a", "b"))
     daemon = daemons.start(git_server.file_url(git_repo), prune=True)
     wait_for(lambda: config_map_value(admin_api, namespace, "b") == "v", "the first commit")
 
-    bad = {**config_maps("a", value="w"), "b.yaml": None, "broken.yaml": "kind: [unclosed\n"}
+    bad = {
+        **config_map_files_with_data("a", value="w"),
+        "b.yaml": None,
+        "broken.yaml": "kind: [unclosed\n",
+    }
     git_repo.commit(bad)
 
     daemon.wait_value(
@@ -540,13 +533,13 @@ def test_bi06_a_kind_the_cluster_lacks_is_retried_until_its_crd_appears_pruning_
     is applied and nothing pruned (the audit log). Once the CRD is created out of band, a
     retry applies the revision whole: the custom resource, a's new value, b pruned."""
     group = f"{unique_name('g')}.example.com"
-    git_repo.commit(config_maps("a", "b"))
+    git_repo.commit(config_map_files_with_data("a", "b"))
     daemon = daemons.start(git_server.file_url(git_repo), prune=True)
     daemon.wait_value("gitopsd_reconcile_total", bool, "the first sync", result="success")
     assert config_map_value(admin_api, namespace, "b") == "v"
     since, polls = time.time(), daemon.value("gitopsd_reconcile_total")
     bob = f"apiVersion: {group}/v1\nkind: Bob\nmetadata:\n  name: bob\n"
-    git_repo.commit({**config_maps("a", value="w"), "b.yaml": None, "bob.yaml": bob})
+    git_repo.commit({**config_map_files_with_data("a", value="w"), "b.yaml": None, "bob.yaml": bob})
 
     def written_since() -> list[audit.Write]:
         return [
@@ -614,12 +607,12 @@ def test_a_webhook_needs_a_valid_signature(
 ) -> None:
     secret_file = tmp_path / "hook-secret"
     secret_file.write_text("s3cret\n")
-    git_repo.commit(config_maps("a"))
+    git_repo.commit(config_map_files_with_data("a"))
     daemon = daemons.start(
         git_server.file_url(git_repo), interval="1h", webhookSecretFile=str(secret_file)
     )
     wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first commit")
-    git_repo.commit(config_maps("b"))
+    git_repo.commit(config_map_files_with_data("b"))
     payload = b'{"ref": "refs/heads/main"}'
     good = "sha256=" + hmac.new(b"s3cret", payload, hashlib.sha256).hexdigest()
     wrong_key = "sha256=" + hmac.new(b"guess", payload, hashlib.sha256).hexdigest()
@@ -650,7 +643,7 @@ def test_se20_signed_replays_during_a_fetch_cost_one_more_fetch_and_no_threads(
     (tmp_path / "hook-secret").write_text("s3cret")
     (tmp_path / "git-password").write_text(git_server.password)
     credentials = {"username": git_server.username, "passwordFile": str(tmp_path / "git-password")}
-    git_repo.commit(config_maps("a"))
+    git_repo.commit(config_map_files_with_data("a"))
     daemon = daemons.start(
         git_server.http_url(git_repo),
         interval="1h",
@@ -661,7 +654,7 @@ def test_se20_signed_replays_during_a_fetch_cost_one_more_fetch_and_no_threads(
     daemon.wait_value(fetches, lambda v: v == 1, "the first fetch", source="app")
     wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first commit")
     idle_threads = daemon.threads()
-    git_repo.commit(config_maps("b"))
+    git_repo.commit(config_map_files_with_data("b"))
     payload = b'{"ref": "refs/heads/main"}'
     signed = {
         "X-Hub-Signature-256": "sha256=" + hmac.new(b"s3cret", payload, hashlib.sha256).hexdigest()
@@ -683,7 +676,7 @@ def test_sigusr1_writes_every_threads_stack_to_the_log_and_the_daemon_goes_on(
     daemons: Daemons, git_server: GitServer, git_repo: GitRepo
 ) -> None:
     """How a daemon that hangs says where (the harness asks before it kills one)."""
-    git_repo.commit(config_maps("a"))
+    git_repo.commit(config_map_files_with_data("a"))
     daemon = daemons.start(git_server.file_url(git_repo))
     asked = 0
 
@@ -715,14 +708,14 @@ def test_sigterm_mid_sync_stops_the_applies_and_never_starts_a_prune(
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
-    git_repo.commit(config_maps("victim", *[f"cm{i}" for i in range(10)]))
+    git_repo.commit(config_map_files_with_data("victim", *[f"cm{i}" for i in range(10)]))
     daemon = daemons.start(
         git_server.file_url(git_repo), prune=True, guards={"allowMassPrune": True}
     )
     wait_for(lambda: config_map_value(admin_api, namespace, "victim") == "v", "the first sync")
     new = [f"new{i}" for i in range(600)]
     second_commit = time.time()
-    git_repo.commit({"victim.yaml": None, **config_maps(*new)})
+    git_repo.commit({"victim.yaml": None, **config_map_files_with_data(*new)})
 
     def creating() -> bool:
         created = [
@@ -760,7 +753,9 @@ def test_a_no_op_reconcile_makes_no_api_request(
 ) -> None:
     """Judged by the API server: the daemon runs as the user whose every request the audit
     log records, reads and watches included."""
-    git_repo.commit({**example_files("app"), **config_maps(*[f"cm{i}" for i in range(30)])})
+    git_repo.commit(
+        {**example_files("app"), **config_map_files_with_data(*[f"cm{i}" for i in range(30)])}
+    )
     source = daemons.source(git_server.file_url(git_repo))
     token = control_plane.audited_token
     daemon = daemons.configure_as(AUDITED_USER, token, [source], "daemon").start()
@@ -835,7 +830,7 @@ def test_one_invalid_source_never_stops_the_others(
     canary: Canary,
 ) -> None:
     """BI-20: one bad source is set aside, the others run."""
-    git_repo.commit(config_maps("a"))
+    git_repo.commit(config_map_files_with_data("a"))
     url = git_server.file_url(git_repo)
     sources = [
         daemons.source(url, name="broken", interval="forever"),
@@ -876,14 +871,14 @@ def test_ten_hung_sources_never_delay_an_eleventh(
     """Each hung source holds a poll for the git timeout (60 s), more of them than the
     pool's turns (concurrentReconciles: 4); the good source's next commit arrives only
     through its own scheduled poll, which must still run."""
-    git_repo.commit(config_maps("a"))
+    git_repo.commit(config_map_files_with_data("a"))
     hung = [daemons.source(f"{silent_git_host}/r{n}.git", name=f"hung-{n}") for n in range(10)]
     good = daemons.source(git_server.file_url(git_repo))
     sources = [*hung, good]  # polled first come, first served: the hung ones first
     daemons.start_with(sources, "daemon", shutdownGraceSeconds=1, concurrentReconciles=4).start()
     wait_for(value_is(admin_api, namespace, "a", "v"), "the first commit, read at start", 60)
 
-    git_repo.commit(config_maps("a", value="w"))
+    git_repo.commit(config_map_files_with_data("a", value="w"))
 
     wait_for(value_is(admin_api, namespace, "a", "w"), "the next scheduled poll", 20)
 

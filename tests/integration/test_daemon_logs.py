@@ -12,8 +12,8 @@ from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import admin_service_account
+from tests.harness.manifests import config_map_files
 from tests.harness.waiting import wait_for
-from tests.integration.test_prune import config_map_files
 
 WARNING = "TLS verification is off for the cluster at"
 

@@ -12,9 +12,9 @@ from kubernetes import client
 
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import config_map_names
 from tests.harness.controlplane import AUDITED_USER, ControlPlane
-from tests.integration.test_prune import config_maps
-from tests.integration.test_targets import folder
+from tests.harness.manifests import folder
 
 INVALID = 2
 CLUSTER_FAILED = 4
@@ -120,7 +120,7 @@ def test_create_namespace_makes_it_first_labelled_as_the_sources_and_never_prune
     namespace = core.read_namespace(target)
     assert namespace.metadata.labels["gitopsd.io/created-by"].startswith("applyset-")
     assert "applyset.kubernetes.io/part-of" not in namespace.metadata.labels
-    assert config_maps(admin_api, target) >= {"a", "b"}
+    assert config_map_names(admin_api, target) >= {"a", "b"}
     since = time.time()
 
     again = gitopsd("sync", str(m), "-n", target, "--prune", "--prune-protected")

@@ -12,12 +12,12 @@ from kubernetes import client
 
 from tests.harness import audit
 from tests.harness.cli import Gitopsd, example_files
+from tests.harness.cluster_reads import replicas
+from tests.harness.commands import scope
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.waiting import wait_for
-from tests.integration.test_daemon import replicas
-from tests.integration.test_sync import scope
 
 HPA = "kube-controller-manager"
 """The field manager of the HPA controller's writes (its user agent's program name)."""

@@ -22,12 +22,12 @@ from kubernetes import client
 from gitopsd.cluster.api import Api
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
+from tests.harness.commands import scope
 from tests.harness.controlplane import AUDITED_USER, Binaries, ControlPlane, running_control_plane
 from tests.harness.faultproxy import Fault, FaultProxy, write_of_config_map
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import api_client
-from tests.integration.test_no_prune_under_faults import OWNED, owned_files
-from tests.integration.test_sync import scope
+from tests.harness.owned_config_maps import OWNED, owned_files
 
 CLUSTER_FAILED = 4
 NAMESPACE = "etcd-faults"

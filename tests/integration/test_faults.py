@@ -16,8 +16,10 @@ from kubernetes import client
 from gitopsd.cluster.api import CONNECT_TIMEOUT_SECONDS, Api
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import config_map_value
+from tests.harness.commands import scope
 from tests.harness.controlplane import ControlPlane
-from tests.harness.daemon import DaemonProcess, Daemons
+from tests.harness.daemon import ELECTION, DaemonProcess, Daemons
 from tests.harness.faultproxy import (
     HTML_PAGE,
     Answer,
@@ -28,10 +30,8 @@ from tests.harness.faultproxy import (
     write_of_config_map,
 )
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.manifests import config_map_files_with_data
 from tests.harness.waiting import wait_for
-from tests.integration.test_daemon import config_map_value, config_maps
-from tests.integration.test_leader_election import ELECTION
-from tests.integration.test_sync import scope
 
 
 def everything(request: Request) -> bool:
@@ -77,7 +77,7 @@ def test_fa10_a_transport_fault_ends_the_cli_with_exit_4_and_one_line(
     fault: Fault,
     says: str,
 ) -> None:
-    git_repo.commit(config_maps("a"))
+    git_repo.commit(config_map_files_with_data("a"))
     kubeconfig = proxy.kubeconfig(tmp_path / "kubeconfig")
     proxy.inject(fault)
 
@@ -99,7 +99,7 @@ def test_fa09_a_throttled_cli_waits_out_retry_after_and_succeeds(
     namespace: str,
     tmp_path: Path,
 ) -> None:
-    git_repo.commit(config_maps("a"))
+    git_repo.commit(config_map_files_with_data("a"))
     kubeconfig = proxy.kubeconfig(tmp_path / "kubeconfig")
     path = f"/api/v1/namespaces/{namespace}/configmaps/{PARENT}"
     throttle = proxy.inject(
@@ -127,7 +127,7 @@ def test_fa03_watches_cut_or_answered_with_html_recover_and_heal_what_changed_me
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
-    git_repo.commit(config_maps("a"))
+    git_repo.commit(config_map_files_with_data("a"))
     daemon = daemons.start(git_server.file_url(git_repo), server=proxy.url)
     wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first sync")
     wait_for(lambda: daemon.get("/readyz")[0] == 200, "the daemon to be ready")
@@ -159,7 +159,7 @@ def test_fa01_a_daemon_outlives_an_api_server_restart_and_heals_an_edit_made_aft
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
-    git_repo.commit(config_maps("a"))
+    git_repo.commit(config_map_files_with_data("a"))
     daemon = daemons.start(git_server.file_url(git_repo))
     wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first sync")
     wait_for(lambda: daemon.get("/readyz")[0] == 200, "the daemon to be ready")
@@ -188,7 +188,7 @@ def test_fa23_a_leader_that_loses_its_lease_while_throttled_writes_nothing_after
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
-    git_repo.commit(config_maps("a"))
+    git_repo.commit(config_map_files_with_data("a"))
     url = git_server.file_url(git_repo)
     election = {**ELECTION, "namespace": namespace}
     leader = daemons.start(url, "first", top={"leaderElection": election}, server=proxy.url)
@@ -199,7 +199,7 @@ def test_fa23_a_leader_that_loses_its_lease_while_throttled_writes_nothing_after
 
     # Each "retry later" outlasts the 3 s renew deadline; the third attempt would pass.
     throttle = proxy.inject(Fault(write_of_config_map("a"), throttled(5), times=2))
-    git_repo.commit(config_maps("a", value="w"))
+    git_repo.commit(config_map_files_with_data("a", value="w"))
     wait_for(lambda: throttle.fired >= 1, "the leader's write to be throttled")
     lost_at = time.time()
     polls = leader.value("gitopsd_reconcile_total")  # the throttled one is still running
@@ -240,7 +240,7 @@ def test_fa04_a_reconcile_that_crawls_stops_writing_at_its_timeout_and_tries_aga
     It fails with reason timeout and backs off; once the API server is fast again, the
     next attempt applies everything."""
     names = [f"c{n}" for n in range(20)]
-    git_repo.commit(config_maps(*names))
+    git_repo.commit(config_map_files_with_data(*names))
     slow = proxy.inject(Fault(is_write, delay_seconds=4))
     started = time.time()
     url = git_server.file_url(git_repo)
@@ -273,7 +273,7 @@ def test_a_failed_reconcile_is_retried_after_its_backoff_not_at_the_next_interva
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
-    git_repo.commit(config_maps("a"))
+    git_repo.commit(config_map_files_with_data("a"))
     proxy.inject(Fault(everything, SERVER_ERROR))  # the API server fails from the start
     daemon = daemons.start(git_server.file_url(git_repo), server=proxy.url, interval="10m")
     daemon.wait_value(
@@ -301,7 +301,7 @@ def test_a_takeover_outdated_by_another_write_is_read_again_and_made(
     """FA-25: A controller's write between the sync's read and its takeover of kubectl's fields
     fails the takeover's resourceVersion test (422 from the API server): the object is read
     again and its takeover made anew, and the sync heals the edit (it ended with exit 2)."""
-    git_repo.commit(config_maps("a"))
+    git_repo.commit(config_map_files_with_data("a"))
     url = git_server.file_url(git_repo)
     assert gitopsd("sync", url, *scope(namespace)).code == 0
     edit_out_of_band(gitopsd, namespace, "edited")
@@ -349,10 +349,10 @@ def test_fa08_a_parent_written_by_another_meanwhile_takes_one_write_and_keeps_th
     """FA-08, decided otherwise than a retry on conflict: the ApplySet parent is written by
     server-side apply under its uid, not its resourceVersion, so another's write between
     the read and the write is no conflict: one attempt, their field kept, one prune."""
-    git_repo.commit(config_maps("a", "b"))
+    git_repo.commit(config_map_files_with_data("a", "b"))
     url = git_server.file_url(git_repo)
     assert gitopsd("sync", url, *scope(namespace), "--prune").code == 0
-    git_repo.commit({"b.yaml": None, **config_maps("c")})
+    git_repo.commit({"b.yaml": None, **config_map_files_with_data("c")})
 
     def another_writes() -> None:
         note = ("annotate", "configmap", PARENT, "note=kept", "--field-manager=an-admin")
@@ -405,7 +405,7 @@ def test_fa01_a_daemon_started_while_the_api_server_is_down_waits_alive_and_conv
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
-    git_repo.commit(config_maps("a"))
+    git_repo.commit(config_map_files_with_data("a"))
     daemon = daemons.start_with([daemons.source(git_server.file_url(git_repo))], "daemon")
 
     with control_plane.apiserver_stopped():

@@ -15,115 +15,34 @@ from kubernetes import client, watch
 from tests.harness import audit
 from tests.harness.canary import Canary
 from tests.harness.cli import EXAMPLES, Gitopsd, example_files
+from tests.harness.cluster_reads import config_map_data_value
 from tests.harness.controlplane import ControlPlane
-from tests.harness.daemon import DaemonProcess, Daemons
+from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.gitsyncs import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    condition,
+    create,
+    credentials_secret,
+    events,
+    get,
+    patch_spec,
+    wait_ready,
+)
 from tests.harness.kube import Gate, create_namespace
+from tests.harness.manifests import config_map_with_value
+from tests.harness.operators import operator
 from tests.harness.waiting import wait_for
 
-GROUP, VERSION, PLURAL = "gitopsd.io", "v1alpha1", "gitsyncs"
-
-
-def config_map(name: str, value: str = "one", namespace: str = "") -> str:
-    where = f"\n  namespace: {namespace}" if namespace else ""
-    return (
-        f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}{where}\n"
-        f"data:\n  value: {value}\n"
-    )
-
-
-def operator(daemons: Daemons, namespace: str, **git_syncs: Any) -> DaemonProcess:
-    """A daemon serving the GitSyncs of `namespace` only (other tests' stay theirs)."""
-    settings = {"enabled": True, "namespaces": [namespace], "allowInsecure": True, **git_syncs}
-    return daemons.start_with([], "operator", gitSyncs=settings).start()
-
-
-def create(api: Any, namespace: str, name: str, spec: dict[str, Any], **metadata: Any) -> None:
-    body = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "GitSync",
-        "metadata": {"name": name, "namespace": namespace, **metadata},
-        "spec": {"interval": "1s", **spec},
-    }
-    client.CustomObjectsApi(api).create_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, body
-    )
-
-
-def patch_spec(api: Any, namespace: str, name: str, spec: dict[str, Any]) -> None:
-    client.CustomObjectsApi(api).patch_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, name, {"spec": spec}
-    )
-
-
-def get(api: Any, namespace: str, name: str) -> dict[str, Any] | None:
-    objects: Any = client.CustomObjectsApi(api)
-    try:
-        found: dict[str, Any] = objects.get_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name
-        )
-    except client.ApiException as error:
-        if error.status == 404:
-            return None
-        raise
-    return found
-
-
-def condition(gitsync: dict[str, Any] | None, kind: str) -> dict[str, Any]:
-    conditions = ((gitsync or {}).get("status") or {}).get("conditions") or []
-    return next((c for c in conditions if c["type"] == kind), {})
-
-
-def wait_ready(
-    api: Any, namespace: str, name: str, status: str, reason: str, deadline: float = 60
-) -> dict[str, Any]:
-    """The GitSync once its Ready condition has `status` and `reason` for its generation."""
-
-    def reached() -> dict[str, Any] | None:
-        found = get(api, namespace, name)
-        ready = condition(found, "Ready")
-        generation = (found or {}).get("metadata", {}).get("generation")
-        observed = (found or {}).get("status", {}).get("observedGeneration")
-        met = (ready.get("status"), ready.get("reason")) == (status, reason)
-        return found if met and observed == generation else None
-
-    return wait_for(reached, f"GitSync {name} Ready={status} ({reason})", deadline)
-
-
-def events(api: Any, namespace: str, name: str) -> list[Any]:
-    core: Any = client.CoreV1Api(api)
-    selector = f"involvedObject.kind=GitSync,involvedObject.name={name}"
-    found: list[Any] = core.list_namespaced_event(namespace, field_selector=selector).items
-    return found
+# What test_helm.py and test_hooks.py still import from here, until they import it from
+# tests.harness (tests/unit/test_architecture.py, UNTIL_THEY_MOVE).
+__all__ = ["create", "operator", "patch_spec", "wait_ready"]
 
 
 def reasons(api: Any, namespace: str, name: str) -> list[str]:
     return [event.reason for event in events(api, namespace, name)]
-
-
-def config_map_value(api: Any, namespace: str, name: str) -> str | None:
-    core: Any = client.CoreV1Api(api)
-    try:
-        value: str = core.read_namespaced_config_map(name, namespace).data["value"]
-    except client.ApiException as error:
-        if error.status == 404:
-            return None
-        raise
-    return value
-
-
-def credentials_secret(api: Any, namespace: str, git_server: GitServer, for_url: str) -> str:
-    """The git server's credentials, opted in (by its owner, an admin) for `for_url`."""
-    core: Any = client.CoreV1Api(api)
-    annotations = {"gitopsd.io/git-credentials-for": for_url}
-    core.create_namespaced_secret(
-        namespace,
-        {
-            "metadata": {"name": "git-credentials", "annotations": annotations},
-            "stringData": {"username": git_server.username, "password": git_server.password},
-        },
-    )
-    return "git-credentials"
 
 
 def test_a_gitsync_is_created_updated_suspended_resumed_and_deleted(
@@ -135,7 +54,9 @@ def test_a_gitsync_is_created_updated_suspended_resumed_and_deleted(
     git_repo: GitRepo,
     gitopsd: Gitopsd,
 ) -> None:
-    first = git_repo.commit({"app/a.yaml": config_map("a"), "other/b.yaml": config_map("b")})
+    first = git_repo.commit(
+        {"app/a.yaml": config_map_with_value("a"), "other/b.yaml": config_map_with_value("b")}
+    )
     secret = credentials_secret(admin_api, namespace, git_server, git_server.http_url(git_repo))
     daemon = operator(daemons, namespace)
     repository = {"url": git_server.http_url(git_repo), "secretRef": {"name": secret}}
@@ -148,8 +69,8 @@ def test_a_gitsync_is_created_updated_suspended_resumed_and_deleted(
     assert status["inventory"] == {"total": 1, "kinds": [{"groupKind": "ConfigMap", "count": 1}]}
     assert status["drift"]["total"] == 0 and status["lastSyncTime"]
     assert synced["metadata"]["finalizers"] == ["gitopsd.io/finalizer"]
-    assert config_map_value(admin_api, namespace, "a") == "one"
-    assert config_map_value(admin_api, namespace, "b") is None
+    assert config_map_data_value(admin_api, namespace, "a") == "one"
+    assert config_map_data_value(admin_api, namespace, "b") is None
     table = gitopsd.kubectl("get", "gitsyncs", "-n", namespace).splitlines()
     assert table[0].split() == [
         "NAME",
@@ -174,18 +95,20 @@ def test_a_gitsync_is_created_updated_suspended_resumed_and_deleted(
     changed = wait_ready(admin_api, namespace, "web", "True", "Succeeded")
     assert changed["status"]["observedGeneration"] == 2
     assert changed["status"]["inventory"]["total"] == 2
-    assert config_map_value(admin_api, namespace, "b") == "one"
+    assert config_map_data_value(admin_api, namespace, "b") == "one"
 
     # Suspended: a new revision is not applied, and the condition says why.
     patch_spec(admin_api, namespace, "web", {"suspend": True})
     wait_ready(admin_api, namespace, "web", "True", "Suspended")
-    second = git_repo.commit({"app/a.yaml": config_map("a", "two")})
+    second = git_repo.commit({"app/a.yaml": config_map_with_value("a", "two")})
     gitopsd.kubectl("wait", "--for=condition=Ready", "gitsync/web", "-n", namespace)
-    assert config_map_value(admin_api, namespace, "a") == "one"
+    assert config_map_data_value(admin_api, namespace, "a") == "one"
 
     patch_spec(admin_api, namespace, "web", {"suspend": False})
     resumed = wait_ready(admin_api, namespace, "web", "True", "Succeeded")
-    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "two", "the resumed GitSync")
+    wait_for(
+        lambda: config_map_data_value(admin_api, namespace, "a") == "two", "the resumed GitSync"
+    )
     resumed = wait_for(
         lambda: (
             (g := get(admin_api, namespace, "web"))
@@ -201,8 +124,8 @@ def test_a_gitsync_is_created_updated_suspended_resumed_and_deleted(
         GROUP, VERSION, namespace, PLURAL, "web"
     )
     wait_for(lambda: get(admin_api, namespace, "web") is None, "the GitSync gone")
-    assert config_map_value(admin_api, namespace, "a") == "two"
-    assert config_map_value(admin_api, namespace, "b") == "one"
+    assert config_map_data_value(admin_api, namespace, "a") == "two"
+    assert config_map_data_value(admin_api, namespace, "b") == "one"
     logs = daemon.logs()
     assert git_server.password not in logs
 
@@ -217,7 +140,7 @@ def test_a_rotated_git_password_is_read_after_the_poll_the_old_one_failed(
 ) -> None:
     """Polls that succeed read no Secret; one that fails has its GitSync read whole, so the
     rotated Secret is used by the next poll (nothing about the GitSync changed)."""
-    git_repo.commit({"a.yaml": config_map("a")})
+    git_repo.commit({"a.yaml": config_map_with_value("a")})
     url = git_server.http_url(git_repo)
     secret = credentials_secret(admin_api, namespace, git_server, url)
     operator(daemons, namespace)
@@ -232,9 +155,9 @@ def test_a_rotated_git_password_is_read_after_the_poll_the_old_one_failed(
         )
         core: Any = client.CoreV1Api(admin_api)
         core.patch_namespaced_secret(secret, namespace, {"stringData": {"password": new}})
-        git_repo.commit({"a.yaml": config_map("a", value="after")})
+        git_repo.commit({"a.yaml": config_map_with_value("a", value="after")})
 
-        wait_for(lambda: config_map_value(admin_api, namespace, "a") == "after", "the commit")
+        wait_for(lambda: config_map_data_value(admin_api, namespace, "a") == "after", "the commit")
         wait_ready(admin_api, namespace, "web", "True", "Succeeded")
     finally:
         git_server.password = old
@@ -251,7 +174,7 @@ def test_a_new_revision_is_reported_with_the_health_its_writes_were_read_back_wi
     """Every status a sync publishes carries its writes' health as the watch brought them
     back: Ready goes from one revision's Succeeded to the next's, never through "applied;
     its new status is not read yet" (and a request is not answered with it)."""
-    git_repo.commit({"a.yaml": config_map("a")})
+    git_repo.commit({"a.yaml": config_map_with_value("a")})
     operator(daemons, namespace)
     create(
         admin_api,
@@ -260,7 +183,7 @@ def test_a_new_revision_is_reported_with_the_health_its_writes_were_read_back_wi
         {"repository": {"url": git_server.file_url(git_repo)}, "interval": "1h"},
     )
     found = wait_ready(admin_api, namespace, "web", "True", "Succeeded")
-    second = git_repo.commit({"a.yaml": config_map("a", value="two")})
+    second = git_repo.commit({"a.yaml": config_map_with_value("a", value="two")})
     objects: Any = client.CustomObjectsApi(admin_api)
     stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
         objects.list_namespaced_custom_object,
@@ -305,7 +228,7 @@ def test_drift_shows_in_status_and_events_without_values_and_heals_in_enforce_mo
     secret = (
         f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\nstringData:\n  token: {value}\n"
     )
-    git_repo.commit({"token.yaml": secret, "c.yaml": config_map("c")})
+    git_repo.commit({"token.yaml": secret, "c.yaml": config_map_with_value("c")})
     daemon = operator(daemons, namespace)
     repository = {"url": git_server.file_url(git_repo)}
     create(admin_api, namespace, "watch", {"repository": repository})
@@ -336,7 +259,7 @@ def test_drift_shows_in_status_and_events_without_values_and_heals_in_enforce_mo
 
     patch_spec(admin_api, namespace, "watch", {"mode": "enforce"})
     wait_ready(admin_api, namespace, "watch", "True", "Succeeded")
-    assert config_map_value(admin_api, namespace, "c") == "one"
+    assert config_map_data_value(admin_api, namespace, "c") == "one"
     for leaked in (canary, changed):
         leaked.assert_not_in_cluster(admin_api, namespace)  # status, Events, the parent
         leaked.assert_absent(daemon.logs(), "the logs")
@@ -351,7 +274,7 @@ def test_delete_policy_prune_withdraws_what_the_gitsync_applied(
     git_server: GitServer,
     git_repo: GitRepo,
 ) -> None:
-    git_repo.commit({"a.yaml": config_map("a"), "b.yaml": config_map("b")})
+    git_repo.commit({"a.yaml": config_map_with_value("a"), "b.yaml": config_map_with_value("b")})
     operator(daemons, namespace)
     annotations = {"gitopsd.io/delete-policy": "prune"}
     spec = {"repository": {"url": git_server.file_url(git_repo)}}
@@ -411,7 +334,7 @@ def test_a_gitsync_acts_only_with_its_service_accounts_rights(
     service = (
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  ports:\n    - port: 80\n"
     )
-    git_repo.commit({"a.yaml": config_map("a"), "service.yaml": service})
+    git_repo.commit({"a.yaml": config_map_with_value("a"), "service.yaml": service})
     daemon = operator(daemons, namespace)
     since = time.time()
     spec = {"repository": {"url": git_server.file_url(git_repo)}, "serviceAccountName": "tenant"}
@@ -422,7 +345,7 @@ def test_a_gitsync_acts_only_with_its_service_accounts_rights(
     assert condition(stalled, "Stalled")["status"] == "True"
     user = f"system:serviceaccount:{namespace}:tenant"
     assert f'User "{user}" cannot list resource "services"' in message
-    assert config_map_value(admin_api, namespace, "a") is None  # nothing applied: all or none
+    assert config_map_data_value(admin_api, namespace, "a") is None  # nothing applied: all or none
     # nothing was assessed: its health is not known, which is not Current
     assert stalled["status"]["health"] == {
         "status": "Unknown",
@@ -434,7 +357,7 @@ def test_a_gitsync_acts_only_with_its_service_accounts_rights(
     # Within its rights it syncs, and every write for it is made as the tenant.
     git_repo.commit({"service.yaml": None})
     wait_ready(admin_api, namespace, "tenant", "True", "Succeeded")
-    assert config_map_value(admin_api, namespace, "a") == "one"
+    assert config_map_data_value(admin_api, namespace, "a") == "one"
     as_tenant = [w for w in audit.impersonated(control_plane, user, since) if w.code < 300]
     assert {(w.resource, w.name) for w in as_tenant if not w.dry_run} >= {
         ("configmaps", "a"),
@@ -454,14 +377,19 @@ def test_a_gitsync_without_service_account_stays_in_its_namespace(
     git_repo: GitRepo,
 ) -> None:
     elsewhere = create_namespace(admin_api)
-    git_repo.commit({"a.yaml": config_map("a"), "b.yaml": config_map("b", namespace=elsewhere)})
+    git_repo.commit(
+        {
+            "a.yaml": config_map_with_value("a"),
+            "b.yaml": config_map_with_value("b", namespace=elsewhere),
+        }
+    )
     operator(daemons, namespace)
     create(admin_api, namespace, "confined", {"repository": {"url": git_server.file_url(git_repo)}})
 
     stalled = wait_ready(admin_api, namespace, "confined", "False", "OutOfNamespace")
     assert f"ConfigMap/{elsewhere}/b" in condition(stalled, "Ready")["message"]
-    assert config_map_value(admin_api, elsewhere, "b") is None
-    assert config_map_value(admin_api, namespace, "a") is None
+    assert config_map_data_value(admin_api, elsewhere, "b") is None
+    assert config_map_data_value(admin_api, namespace, "a") is None
     wait_for(lambda: "Failed" in reasons(admin_api, namespace, "confined"), "a Failed Event")
 
     # A spec made invalid never holds up the GitSync's deletion (nothing can be pruned).
@@ -481,13 +409,13 @@ def test_a_gitsync_without_service_account_stays_in_its_namespace(
     tenant = create_namespace(admin_api)
     core: Any = client.CoreV1Api(admin_api)
     core.create_namespaced_service_account(tenant, {"metadata": {"name": "deployer"}})
-    git_repo.commit({"b.yaml": None, "a.yaml": config_map("a", namespace=namespace)})
+    git_repo.commit({"b.yaml": None, "a.yaml": config_map_with_value("a", namespace=namespace)})
     settings = {"enabled": True, "namespaces": [tenant], "allowInsecure": True}
     daemons.start_with([], "operator-b", gitSyncs=settings).start()
     spec = {"repository": {"url": git_server.file_url(git_repo)}, "serviceAccountName": "deployer"}
     create(admin_api, tenant, "intruder", spec)
     wait_ready(admin_api, tenant, "intruder", "False", "Forbidden")
-    assert config_map_value(admin_api, namespace, "a") is None
+    assert config_map_data_value(admin_api, namespace, "a") is None
 
 
 def test_only_the_leader_writes_gitsync_status_and_objects(
@@ -499,7 +427,7 @@ def test_only_the_leader_writes_gitsync_status_and_objects(
     git_server: GitServer,
     git_repo: GitRepo,
 ) -> None:
-    git_repo.commit({"a.yaml": config_map("a")})
+    git_repo.commit({"a.yaml": config_map_with_value("a")})
     election = {
         "enabled": True,
         "namespace": namespace,
@@ -565,7 +493,7 @@ def test_a_gitsync_waits_for_the_gitsyncs_it_depends_on_and_a_cycle_stalls(
     gate: Gate,
 ) -> None:
     deployment = gate.hold((EXAMPLES / "app" / "deployment.yaml").read_text())
-    git_repo.commit({"db/web.yaml": deployment, "app/cm.yaml": config_map("settings")})
+    git_repo.commit({"db/web.yaml": deployment, "app/cm.yaml": config_map_with_value("settings")})
     url = git_server.file_url(git_repo)
     operator(daemons, namespace)
     create(admin_api, namespace, "db", {"repository": {"url": url}, "paths": ["db"]})
@@ -574,11 +502,11 @@ def test_a_gitsync_waits_for_the_gitsyncs_it_depends_on_and_a_cycle_stalls(
 
     waiting = wait_ready(admin_api, namespace, "app", "False", "DependencyNotReady")
     assert f"source {namespace}/db: " in condition(waiting, "Ready")["message"]
-    assert config_map_value(admin_api, namespace, "settings") is None
+    assert config_map_data_value(admin_api, namespace, "settings") is None
     gate.open()
     wait_ready(admin_api, namespace, "db", "True", "Succeeded")
     wait_ready(admin_api, namespace, "app", "True", "Succeeded")
-    assert config_map_value(admin_api, namespace, "settings") == "one"
+    assert config_map_data_value(admin_api, namespace, "settings") == "one"
 
     patch_spec(admin_api, namespace, "db", {"dependsOn": [{"name": "app"}]})
 

@@ -5,10 +5,8 @@ accepted."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
-import json
 import time
 from typing import Any
 
@@ -16,26 +14,15 @@ import pytest
 from kubernetes import client
 
 from tests.harness import audit
+from tests.harness.cluster_reads import config_map_value
 from tests.harness.controlplane import AUDITED_USER, ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.gitsyncs import GROUP, PLURAL, VERSION, condition, create, get, wait_ready
+from tests.harness.manifests import each_in_its_folder
+from tests.harness.operators import audited_operator, operator
 from tests.harness.waiting import wait_for
-from tests.integration.test_daemon import config_map_value
-from tests.integration.test_gitsync import (
-    GROUP,
-    PLURAL,
-    VERSION,
-    condition,
-    create,
-    get,
-    operator,
-    wait_ready,
-)
-from tests.integration.test_shared_fetches import each_in_its_folder
-from tests.integration.test_tenant_boundary import audited_operator
-
-TOKEN = b"a-webhook-token-9d1c"
-PUSH = json.dumps({"ref": "refs/heads/main", "after": "0" * 40}).encode()
+from tests.harness.webhooks import PUSH, TOKEN, hook_secret, secret_data
 
 
 @pytest.mark.case("SE-20")
@@ -119,7 +106,7 @@ def test_a_gitsync_reads_its_secret_once_at_creation_and_again_only_when_it_chan
     wait_for(secrets_read, "the changed GitSync's Secret read afresh")
 
     rotated = b"a-rotated-token-77e0"
-    core.patch_namespaced_secret("hook", namespace, {"data": {"token": _b64(rotated)}})
+    core.patch_namespaced_secret("hook", namespace, {"data": {"token": secret_data(rotated)}})
     signed = {
         "X-Hub-Signature-256": "sha256=" + hmac.new(rotated, PUSH, hashlib.sha256).hexdigest()
     }
@@ -130,19 +117,8 @@ def test_a_gitsync_reads_its_secret_once_at_creation_and_again_only_when_it_chan
     )
 
 
-def hook_secret(core: Any, namespace: str) -> None:
-    """The Secret `hook` whose key `token` signs the GitSyncs' webhook calls."""
-    core.create_namespaced_secret(
-        namespace, {"metadata": {"name": "hook"}, "data": {"token": _b64(TOKEN)}}
-    )
-
-
 def values(admin_api: Any, namespace: str) -> list[str | None]:
     return [config_map_value(admin_api, namespace, name) for name in "ab"]
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
 
 
 def test_a_webhook_whose_secret_is_missing_stalls_its_gitsync_naming_the_field(

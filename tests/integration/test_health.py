@@ -13,41 +13,14 @@ import re
 import pytest
 
 from tests.harness.cli import Gitopsd
-from tests.harness.controllers import FAILING_POD_LABEL
+from tests.harness.commands import UNHEALTHY, scope
+from tests.harness.controllers import NOWHERE
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import Gate
+from tests.harness.manifests import WIDGETS, deployment, job, under
 from tests.harness.status_writer import StatusWriter, meanwhile, ready
 from tests.harness.waiting import wait_for
-from tests.integration.test_sync import scope
-
-UNHEALTHY = 6
-NOWHERE = {"gitopsd.io/test": "nowhere"}
-"""A node selector no node matches: the pods stay Pending for good."""
-
-
-def deployment(
-    name: str, wave: str = "", pods_on: dict[str, str] | None = None, deadline: int = 60
-) -> dict[str, str]:
-    """A Deployment of one replica; `pods_on` a node selector for its pods, `deadline` its
-    progressDeadlineSeconds."""
-    annotations = f"\n  annotations: {{gitopsd.io/sync-wave: '{wave}'}}" if wave else ""
-    selector = f"\n      nodeSelector: {json.dumps(pods_on)}" if pods_on else ""
-    return {
-        f"{name}.yaml": f"""apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: {name}{annotations}
-spec:
-  replicas: 1
-  progressDeadlineSeconds: {deadline}
-  selector: {{matchLabels: {{app: {name}}}}}
-  template:
-    metadata: {{labels: {{app: {name}}}}}
-    spec:{selector}
-      containers: [{{name: app, image: "registry.k8s.io/pause:3.10"}}]
-"""
-    }
 
 
 def stuck(name: str, wave: str = "") -> dict[str, str]:
@@ -61,53 +34,6 @@ def config_map(name: str, wave: str = "") -> dict[str, str]:
         f"{name}.yaml": f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}"
         f"{annotations}\ndata:\n  k: v\n"
     }
-
-
-def job(name: str, fails: bool = False) -> dict[str, str]:
-    """A Job of one pod, which succeeds, or exits 1 when `fails` (kwok's chaos stage)."""
-    labels = f"\n    metadata: {{labels: {{{FAILING_POD_LABEL}: 'true'}}}}" if fails else ""
-    return {
-        f"{name}.yaml": f"""apiVersion: batch/v1
-kind: Job
-metadata:
-  name: {name}
-spec:
-  backoffLimit: 0
-  template:{labels}
-    spec:
-      restartPolicy: Never
-      containers: [{{name: run, image: "busybox:1.36", command: ["true"]}}]
-"""
-    }
-
-
-WIDGETS = {
-    "crd.yaml": """apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: gauges.health.example.com
-spec:
-  group: health.example.com
-  names: {kind: Gauge, plural: gauges, singular: gauge}
-  scope: Namespaced
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      subresources: {status: {}}
-      schema:
-        openAPIV3Schema:
-          type: object
-          x-kubernetes-preserve-unknown-fields: true
-""",
-    "gauge.yaml": """apiVersion: health.example.com/v1
-kind: Gauge
-metadata:
-  name: pressure
-spec:
-  size: 3
-""",
-}
 
 
 def healths(gitopsd: Gitopsd, url: str, namespace: str) -> dict[str, dict[str, str]]:
@@ -287,10 +213,6 @@ def test_an_invalid_sync_wave_is_refused_before_anything_is_applied(
 
 
 # The daemon: health as metrics and logs, and sources that wait for others
-
-
-def under(folder: str, files: dict[str, str]) -> dict[str, str | None]:
-    return {f"{folder}/{path}": text for path, text in files.items()}
 
 
 def test_a_source_applies_its_revision_only_once_the_one_it_depends_on_is_healthy(

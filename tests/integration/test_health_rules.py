@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from tests.harness.cli import Gitopsd
+from tests.harness.commands import UNHEALTHY, scope
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import wait_established
+from tests.harness.manifests import WIDGETS
 from tests.harness.status_writer import StatusWriter
-from tests.integration.test_health import UNHEALTHY, WIDGETS
-from tests.integration.test_sync import scope
 
 LOAD_BALANCER = """apiVersion: v1
 kind: Service

@@ -12,13 +12,13 @@ import yaml
 from kubernetes import client
 
 from tests.harness.cli import Gitopsd
+from tests.harness.commands import scope
 from tests.harness.faultproxy import Answer, Fault, FaultProxy
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import Gate
 from tests.harness.status_writer import meanwhile
 from tests.harness.waiting import wait_for
 from tests.integration.test_hooks import config_map, job, jobs, replica_set
-from tests.integration.test_sync import scope
 
 GATEWAY_TIMEOUT = b'{"kind":"Status","apiVersion":"v1","status":"Failure","code":504}'
 

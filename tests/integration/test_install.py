@@ -15,13 +15,13 @@ import pytest
 from kubernetes import client
 
 from tests.harness.cli import Gitopsd, example_files
+from tests.harness.cluster_reads import config_map_value, replicas
 from tests.harness.controlplane import provided
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.install import Install
 from tests.harness.kube import token_of, unique_name, wait_established
 from tests.harness.waiting import wait_for
-from tests.integration.test_daemon import config_map_value, replicas
 
 Identity = tuple[str, str, str]  # kind, namespace, name
 

@@ -22,16 +22,21 @@ from gitopsd import sandbox
 from tests.harness import audit
 from tests.harness.canary import Canary
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import config_map_named, config_map_names
+from tests.harness.commands import INVALID, scope
 from tests.harness.controlplane import Binaries, ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.gitsyncs import create, get, wait_ready
 from tests.harness.loopback import Loopback, serving
-from tests.integration.test_gitsync import create, get, operator, wait_ready
-from tests.integration.test_no_prune_under_faults import owned_files, versions
-from tests.integration.test_prune import config_maps
-from tests.integration.test_sync import config_map, scope
+from tests.harness.operators import operator
+from tests.harness.owned_config_maps import owned_files, versions
+from tests.harness.refusals import assert_refused, program
 
-INVALID = 2
+# What test_helm.py and test_hooks.py still import from here, until they import it from
+# tests.harness (tests/unit/test_architecture.py, UNTIL_THEY_MOVE).
+__all__ = ["assert_refused"]
+
 GOOD = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: good\ndata:\n  k: v\n"
 PLUGIN = "app/.config/kustomize/plugin/gitopsd.test/v1/pwn/Pwn"
 CANARY = "CANARY-generated-0123456789"
@@ -46,37 +51,6 @@ def kuberc(**defaults: str) -> str:
         "apiVersion: kubectl.config.k8s.io/v1beta1\nkind: Preference\ndefaults:\n"
         f"- command: kustomize\n  options:\n{options}"
     )
-
-
-def program(sentinel: Path) -> str:
-    """A program that leaves `sentinel` behind and prints a ConfigMap (or a helm version)."""
-    return (
-        f"#!/bin/sh\ntouch {sentinel}\n"
-        'case "$1" in version) echo v3.15.0 ;;\n'
-        "*) printf 'apiVersion: v1\\nkind: ConfigMap\\nmetadata:\\n  name: pwned\\n' ;; esac\n"
-    )
-
-
-def assert_refused(
-    gitopsd: Gitopsd,
-    admin_api: Any,
-    url: str,
-    namespace: str,
-    mentions: list[str],
-    canaries: list[str] = [],  # noqa: B006 - never mutated
-    flags: tuple[str, ...] = (),
-) -> None:
-    runs = {
-        "validate": gitopsd("validate", url, "--allow-insecure-source", *flags),
-        "sync": gitopsd("sync", url, *scope(namespace), *flags),
-    }
-    for command, run in runs.items():
-        assert run.code == INVALID, f"{command}: {run.text}"
-        for mention in mentions:
-            assert mention in run.err, f"{command}: {mention!r} not in {run.err!r}"
-        for canary in canaries:
-            Canary(canary).assert_absent(run.text, command)
-    assert config_maps(admin_api, namespace) == set()
 
 
 @pytest.mark.case("SE-15")
@@ -134,7 +108,7 @@ def test_se15_a_kuberc_in_the_repository_cannot_run_helm_from_it(
     # gitopsd renders helmCharts itself, with its own helm: kustomize runs none
     synced = gitopsd("sync", url, *scope(namespace), "--path", "app")
     assert synced.code == 0, synced.text
-    assert config_map(admin_api, namespace, "good") is not None
+    assert config_map_named(admin_api, namespace, "good") is not None
     assert not sentinel.exists()
 
 
@@ -227,7 +201,7 @@ def test_bi13_a_cycle_of_kustomizations_is_refused_without_hanging_or_pruning(
 
     assert run.code == INVALID, run.text
     assert "app: kustomize failed: error:" in run.err and "cycle" in run.err, run.err
-    assert "good" not in config_maps(admin_api, namespace)
+    assert "good" not in config_map_names(admin_api, namespace)
     assert audit.deletes(control_plane, namespace, since) == []
     assert versions(admin_api, namespace) == before  # owned, left out, kept unchanged
 
@@ -337,7 +311,7 @@ def test_a_base_inside_the_checkout_still_renders(
     else:
         run = gitopsd("sync", url, *scope(namespace), "--path", "overlay")
         assert run.code == 0, run.text
-        assert "overlay-good" in config_maps(admin_api, namespace)
+        assert "overlay-good" in config_map_names(admin_api, namespace)
 
 
 # What kustomize reads is what was checked, and it reaches no network
@@ -462,7 +436,7 @@ def test_se11_gitattributes_cannot_change_the_bytes_kustomize_reads(
     for run in (checked, synced):
         assert run.code == 0, run.text  # harmless: the decoy, as the blob says
         Canary(CANARY).assert_absent(run.text, "gitopsd's output")
-    assert config_maps(admin_api, namespace) == {"good", "gitopsd-test"}  # and the parent
+    assert config_map_names(admin_api, namespace) == {"good", "gitopsd-test"}  # and the parent
 
 
 @pytest.mark.case("SE-02")

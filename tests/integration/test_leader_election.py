@@ -10,13 +10,12 @@ from typing import Any
 
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import config_map_value
 from tests.harness.controlplane import ControlPlane
-from tests.harness.daemon import DaemonProcess, Daemons
+from tests.harness.daemon import ELECTION, DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.manifests import config_map_files_with_data
 from tests.harness.waiting import wait_for
-from tests.integration.test_daemon import config_map_value, config_maps
-
-ELECTION = {"enabled": True, "leaseDuration": "4s", "renewDeadline": "3s", "retryPeriod": "1s"}
 
 
 def replicas(
@@ -24,7 +23,7 @@ def replicas(
 ) -> tuple[DaemonProcess, DaemonProcess]:
     """A leader that applied a first commit (ConfigMap a, k: v) and a ready standby;
     `timing` overrides the lease durations."""
-    git_repo.commit(config_maps("a"))
+    git_repo.commit(config_map_files_with_data("a"))
     url = git_server.file_url(git_repo)
     election = {**ELECTION, **timing, "namespace": daemons.namespace}
     leader = daemons.start(url, "first", top={"leaderElection": election})
@@ -47,7 +46,7 @@ def test_only_the_leader_writes_and_a_standby_takes_over_when_it_dies(
 ) -> None:
     leader, standby = replicas(daemons, git_server, git_repo)
 
-    git_repo.commit(config_maps("a", value="w"))
+    git_repo.commit(config_map_files_with_data("a", value="w"))
     wait_for(lambda: config_map_value(admin_api, namespace, "a") == "w", "the second commit")
     standby.wait_value(
         "gitopsd_reconcile_total", lambda v: v >= 3, "the standby to poll too", result="standby"
@@ -61,7 +60,7 @@ def test_only_the_leader_writes_and_a_standby_takes_over_when_it_dies(
 
     leader.signal(signal.SIGKILL)
     standby.wait_value("gitopsd_leader", lambda v: v == 1, "the standby to take over")
-    git_repo.commit(config_maps("a", value="x"))
+    git_repo.commit(config_map_files_with_data("a", value="x"))
 
     wait_for(lambda: config_map_value(admin_api, namespace, "a") == "x", "the new leader's sync")
     assert "a" in {w.name for w in audit.changes(control_plane, standby.user)}
@@ -80,7 +79,8 @@ def test_a_leader_stopped_past_its_lease_is_fenced_and_writes_nothing(
     stopped_at = time.time()
     leader.signal(signal.SIGSTOP)  # a hung process: it cannot renew, nor know it lost
     standby.wait_value("gitopsd_leader", lambda v: v == 1, "the standby to take over")
-    git_repo.commit(config_maps("a", value="w"))  # work the old leader would still want to do
+    # work the old leader would still want to do
+    git_repo.commit(config_map_files_with_data("a", value="w"))
     wait_for(lambda: config_map_value(admin_api, namespace, "a") == "w", "the new leader's sync")
     leader.signal(signal.SIGCONT)
 

@@ -11,10 +11,11 @@ from typing import Any
 from kubernetes import client
 
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import config_map_names
 from tests.harness.controlplane import ControlPlane
 from tests.harness.kube import kubeconfig_for, service_account_token
-from tests.integration.test_prune import config_maps
-from tests.integration.test_targets import earlier_record, folder, parents
+from tests.harness.manifests import folder
+from tests.harness.records import earlier_record, parents
 
 DRIFT = 1
 
@@ -57,7 +58,7 @@ def test_a_user_with_edit_in_one_namespace_diffs_and_syncs_there(
     assert synced.code == 0, synced.text
     assert pruned.code == 0, pruned.text
     assert f"pruned     ConfigMap/{namespace}/b" in pruned.out
-    assert config_maps(admin_api, namespace) >= {"a"}
+    assert config_map_names(admin_api, namespace) >= {"a"}
     assert len(parents(admin_api, namespace)) == 1  # its record, in its namespace
 
 

@@ -14,33 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
 
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import config_map_names
+from tests.harness.commands import scope
 from tests.harness.controlplane import AUDITED_USER, ControlPlane
 from tests.harness.gitserver import GitRepo, GitServer, git
-from tests.integration.test_prune import config_map_files, config_maps
-from tests.integration.test_sync import scope
+from tests.harness.manifests import config_map_files
+from tests.harness.owned_config_maps import OWNED, owned_files, versions
 
 INVALID, SOURCE_FAILED = 2, 3
-OWNED = ("a", "b")
-
-
-def versions(admin_api: Any, namespace: str) -> dict[str, str]:
-    """name -> resourceVersion of each owned ConfigMap of `namespace`: equal before and
-    after means none was written or deleted (the ApplySet parent records the revision
-    that pruned nothing)."""
-    items: Any = client.CoreV1Api(admin_api).list_namespaced_config_map(namespace).items
-    found = {item.metadata.name: item.metadata.resource_version for item in items}
-    return {name: found[name] for name in OWNED if name in found}
-
-
-def owned_files(directory: str) -> dict[str, str | None]:
-    return {
-        f"{directory}{name}.yaml": f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n"
-        for name in OWNED
-    }
 
 
 def unreachable(repo: GitRepo) -> Callable[[], None]:
@@ -179,5 +163,5 @@ def test_fa22_a_full_disk_under_the_cache_dir_fails_the_source_and_applies_nothi
     assert not [name for _, name, _ in left if "tmp_" in name], left  # no partial pack
     assert sum(int(size) for _, _, size in left) < 64 * 1024, left
     assert "once there is space: 0" in done.stdout, done.stdout + done.stderr
-    assert {"new", "read"} <= config_maps(admin_api, namespace)
+    assert {"new", "read"} <= config_map_names(admin_api, namespace)
     assert versions(admin_api, namespace) == {"b": before["b"]}  # the next run pruned a

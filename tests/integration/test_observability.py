@@ -19,14 +19,15 @@ import pytest
 import yaml
 
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import config_map_value
+from tests.harness.controllers import NOWHERE
 from tests.harness.controlplane import Binaries
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import unique_name
+from tests.harness.manifests import config_map_files_with_data, deployment
 from tests.harness.prometheus import Prometheus, PrometheusBinaries
 from tests.harness.waiting import wait_for
-from tests.integration.test_daemon import config_map_value, config_maps
-from tests.integration.test_health import NOWHERE, deployment
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "config" / "grafana"
@@ -445,9 +446,13 @@ def scene(
     repos = {name: git_server.create_repo(unique_name(name)) for name in SOURCES}
     never_rolled_out = deployment("web", pods_on=NOWHERE, deadline=3600)
     revisions = {
-        "drifting": repos["drifting"].commit(config_maps("drifting-a") | never_rolled_out),
+        "drifting": repos["drifting"].commit(
+            config_map_files_with_data("drifting-a") | never_rolled_out
+        ),
         "failing": repos["failing"].commit(invalid_config_map("failing-a")),
-        "pruning": repos["pruning"].commit(config_maps(*(f"pruning-{n}" for n in range(8)))),
+        "pruning": repos["pruning"].commit(
+            config_map_files_with_data(*(f"pruning-{n}" for n in range(8)))
+        ),
     }
     fields: dict[str, dict[str, Any]] = {
         "drifting": {"selfHeal": False},

@@ -17,13 +17,14 @@ from kubernetes import client
 from gitopsd.inventory import ApplySet
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import config_map_names
+from tests.harness.commands import scope, synced
 from tests.harness.controlplane import ControlPlane
 from tests.harness.gitserver import GitRepo, GitServer
-from tests.integration.test_prune import config_map_files, config_maps, synced
-from tests.integration.test_sync import scope
+from tests.harness.manifests import config_map_files
+from tests.harness.records import PART_OF
 
 CLUSTER_FAILED, PRUNE_BLOCKED = 4, 5
-PART_OF = "applyset.kubernetes.io/part-of"
 
 
 def deletes(plane: ControlPlane, since: float) -> list[str]:
@@ -62,7 +63,7 @@ def test_se16c_a_copied_label_is_never_pruned(
 
     assert run.code == PRUNE_BLOCKED, run.text
     assert f"ConfigMap/{namespace}/victim  (prune refused: not_owned)" in run.out
-    assert "victim" in config_maps(admin_api, namespace)
+    assert "victim" in config_map_names(admin_api, namespace)
     assert deletes(control_plane, started) == []
     drift = gitopsd("diff", url, *scope(namespace), "-o", "json")
     assert drift.code == 0, drift.text  # not this source's, so not its extraneous drift
@@ -136,7 +137,7 @@ def test_a_tampered_parent_is_refused_and_nothing_is_written(
         "test: its tooling is 'kubectl/v1.34'"
     ) in run.err
     assert audit.changes(control_plane, "admin", started) == []
-    assert config_maps(admin_api, namespace) >= {"a", "b", "c", "d"}
+    assert config_map_names(admin_api, namespace) >= {"a", "b", "c", "d"}
 
 
 def test_the_cli_and_the_daemon_name_parents_alike_and_never_collide(
@@ -161,9 +162,11 @@ def test_the_cli_and_the_daemon_name_parents_alike_and_never_collide(
     assert gitopsd("sync", other_url, *flags).code == 0
 
     assert deletes(control_plane, started) == ["b"]
-    parents = {name for name in config_maps(admin_api, namespace) if name.startswith("gitopsd-")}
+    parents = {
+        name for name in config_map_names(admin_api, namespace) if name.startswith("gitopsd-")
+    }
     assert parents == {"gitopsd-test", "gitopsd-gitopsd-test"}
-    assert "a" in config_maps(admin_api, namespace)
+    assert "a" in config_map_names(admin_api, namespace)
     assert gitopsd("diff", url, *scope(namespace)).code == 0
 
 
@@ -190,7 +193,7 @@ def test_kubectl_lists_the_members_but_cannot_prune_them(
     with pytest.raises(AssertionError) as refused:
         gitopsd.kubectl(*prune, "-f", str(tmp_path / "a.yaml"))
     assert 'managed by tooling "gitopsd" instead of "kubectl"' in str(refused.value)
-    assert "b" in config_maps(admin_api, namespace)
+    assert "b" in config_map_names(admin_api, namespace)
 
 
 def test_two_checkouts_of_one_repository_are_one_source_by_default(

@@ -16,13 +16,14 @@ from gitopsd.cluster.discovery import AGGREGATED
 from gitopsd.objects import APPLYSET_GROUP_KINDS_ANNOTATION, ObjectKey
 from gitopsd.resources import CONFIG_MAPS
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import config_map_names
+from tests.harness.commands import PRUNE_BLOCKED, scope
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import unique_name
+from tests.harness.manifests import config_map_files
 from tests.harness.waiting import wait_for
-from tests.integration.test_prune import PRUNE_BLOCKED, config_map_files, config_maps
-from tests.integration.test_sync import scope
 
 INVALID = 2
 
@@ -181,8 +182,8 @@ def test_fa13_a_recorded_object_whose_crd_was_deleted_stays_recorded_and_is_refu
     assert run.code == PRUNE_BLOCKED, run.text
     assert_kept_and_refused(run.out, widgets, namespace)
     assert f"pruned     ConfigMap/{namespace}/d" in run.out  # other kinds still prune
-    assert config_maps(admin_api, namespace) >= {"a", "b", "c"}
-    assert "d" not in config_maps(admin_api, namespace)
+    assert config_map_names(admin_api, namespace) >= {"a", "b", "c"}
+    assert "d" not in config_map_names(admin_api, namespace)
     again = gitopsd("sync", url, *scope(namespace), "--prune")
     assert again.code == PRUNE_BLOCKED, again.text  # refused every time, never forgotten
     assert_kept_and_refused(again.out, widgets, namespace)
@@ -208,8 +209,8 @@ def test_fa14_a_group_whose_discovery_fails_blocks_only_its_own_prunes(
     assert_kept_and_refused(run.out, widgets, namespace)
     assert f"created    ConfigMap/{namespace}/e" in run.out
     assert f"pruned     ConfigMap/{namespace}/d" in run.out
-    assert config_maps(admin_api, namespace) >= {"a", "b", "c", "e"}
-    assert "d" not in config_maps(admin_api, namespace)
+    assert config_map_names(admin_api, namespace) >= {"a", "b", "c", "e"}
+    assert "d" not in config_map_names(admin_api, namespace)
 
     git_repo.commit({"w2.yaml": widget_file(widgets.group, "w2")})
     using = gitopsd("sync", url, *scope(namespace), "--prune")
@@ -242,7 +243,7 @@ def test_fa14_the_daemon_counts_logs_and_keeps_a_recorded_object_it_cannot_see(
         "the prune of the widget to be refused",
         reason="discovery_incomplete",
     )
-    wait_for(lambda: "d" not in config_maps(admin_api, namespace), "d to be pruned")
+    wait_for(lambda: "d" not in config_map_names(admin_api, namespace), "d to be pruned")
     widget = ObjectKey(widgets.group, "Widget", namespace, "w")
     refusals = [line for line in daemon.log_lines() if line.get("object") == str(widget)]
     assert refusals and refusals[0]["message"] == "prune refused (discovery_incomplete)"

@@ -8,35 +8,15 @@ import pytest
 from kubernetes import client
 
 from tests.harness.cli import Gitopsd
-from tests.harness.controllers import ROOT_CA_CONFIG_MAP
+from tests.harness.cluster_reads import config_map_names
+from tests.harness.commands import PRUNE_BLOCKED, drift_of, scope, synced
 from tests.harness.gitserver import GitRepo, GitServer
-from tests.integration.test_sync import drift_of, scope
+from tests.harness.manifests import config_map_files
 
-PRUNE_BLOCKED = 5
-
-
-def config_maps(admin_api: Any, namespace: str) -> set[str]:
-    """The ConfigMaps of `namespace` but the one the cluster publishes in each (the CA)."""
-    core: Any = client.CoreV1Api(admin_api)
-    items = core.list_namespaced_config_map(namespace).items
-    return {item.metadata.name for item in items} - {ROOT_CA_CONFIG_MAP}
-
-
-def config_map_files(*names: str) -> dict[str, str | None]:
-    return {
-        f"{name}.yaml": f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n"
-        for name in names
-    }
-
-
-def synced(
-    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str, *names: str
-) -> str:
-    git_repo.commit(config_map_files(*names))
-    url = git_server.file_url(git_repo)
-    run = gitopsd("sync", url, *scope(namespace), "--prune")
-    assert run.code == 0, run.text
-    return url
+# What test_helm.py and test_hooks.py still import from here, until they import it from
+# tests.harness (tests/unit/test_architecture.py, UNTIL_THEY_MOVE).
+config_maps = config_map_names
+__all__ = ["config_maps"]
 
 
 def test_an_object_removed_from_git_is_pruned_only_with_prune(
@@ -48,13 +28,13 @@ def test_an_object_removed_from_git_is_pruned_only_with_prune(
     [extraneous] = drift_of(gitopsd, url, namespace)
     assert (extraneous["object"], extraneous["state"]) == (f"ConfigMap/{namespace}/d", "extraneous")
     assert gitopsd("sync", url, *scope(namespace)).code == 0
-    assert "d" in config_maps(admin_api, namespace)  # no --prune, no delete
+    assert "d" in config_map_names(admin_api, namespace)  # no --prune, no delete
 
     pruned = gitopsd("sync", url, *scope(namespace), "--prune")
     assert pruned.code == 0, pruned.text
     assert f"pruned     ConfigMap/{namespace}/d" in pruned.out
-    assert {"a", "b", "c"} <= config_maps(admin_api, namespace)
-    assert "d" not in config_maps(admin_api, namespace)
+    assert {"a", "b", "c"} <= config_map_names(admin_api, namespace)
+    assert "d" not in config_map_names(admin_api, namespace)
     assert drift_of(gitopsd, url, namespace) == []
 
 
@@ -67,11 +47,11 @@ def test_an_empty_source_prunes_nothing_unless_allowed(
     refused = gitopsd("sync", url, *scope(namespace), "--prune")
     assert refused.code == PRUNE_BLOCKED
     assert f"ConfigMap/{namespace}/a  (prune refused: empty_source)" in refused.out
-    assert "a" in config_maps(admin_api, namespace)
+    assert "a" in config_map_names(admin_api, namespace)
 
     allowed = gitopsd("sync", url, *scope(namespace), "--prune", "--allow-empty")
     assert allowed.code == 0, allowed.text
-    assert "a" not in config_maps(admin_api, namespace)
+    assert "a" not in config_map_names(admin_api, namespace)
 
 
 @pytest.mark.case("LD-04")
@@ -85,11 +65,11 @@ def test_pruning_beyond_the_budget_is_refused_unless_allowed(
     refused = gitopsd("sync", url, *scope(namespace), "--prune")
     assert refused.code == PRUNE_BLOCKED
     assert refused.out.count("(prune refused: threshold)") == 3
-    assert set(names) <= config_maps(admin_api, namespace)
+    assert set(names) <= config_map_names(admin_api, namespace)
 
     widened = gitopsd("sync", url, *scope(namespace), "--prune", "--prune-budget", "40")
     assert widened.code == 0, widened.text
-    assert config_maps(admin_api, namespace).isdisjoint(names[:3])
+    assert config_map_names(admin_api, namespace).isdisjoint(names[:3])
 
 
 def test_mass_prune_is_allowed_with_its_flag(
@@ -100,7 +80,7 @@ def test_mass_prune_is_allowed_with_its_flag(
     assert gitopsd("sync", url, *scope(namespace), "--prune").code == PRUNE_BLOCKED
     run = gitopsd("sync", url, *scope(namespace), "--prune", "--allow-mass-prune")
     assert run.code == 0, run.text
-    assert config_maps(admin_api, namespace) & {"a", "b", "c"} == {"c"}
+    assert config_map_names(admin_api, namespace) & {"a", "b", "c"} == {"c"}
 
 
 def test_namespaces_and_opted_out_objects_are_never_pruned(
@@ -122,14 +102,14 @@ def test_namespaces_and_opted_out_objects_are_never_pruned(
     assert refused.code == PRUNE_BLOCKED
     assert f"ConfigMap/{namespace}/keep  (prune refused: disabled)" in refused.out
     assert f"Namespace/{extra}  (prune refused: protected)" in refused.out
-    assert "keep" in config_maps(admin_api, namespace)
+    assert "keep" in config_map_names(admin_api, namespace)
     core: Any = client.CoreV1Api(admin_api)
     assert core.read_namespace(extra).status.phase == "Active"
 
     opted_in = gitopsd("sync", url, *scope(namespace), "--prune", "--prune-protected")
     assert opted_in.code == PRUNE_BLOCKED  # the annotation still holds
     assert core.read_namespace(extra).status.phase == "Terminating"
-    assert "keep" in config_maps(admin_api, namespace)
+    assert "keep" in config_map_names(admin_api, namespace)
 
 
 def test_a_dry_run_sync_changes_nothing(
@@ -142,5 +122,5 @@ def test_a_dry_run_sync_changes_nothing(
     assert run.code == 0, run.text
     assert f"created    ConfigMap/{namespace}/e" in run.out
     assert f"pruned     ConfigMap/{namespace}/d  (dry run)" in run.out
-    assert config_maps(admin_api, namespace) >= {"a", "b", "c", "d"}
-    assert "e" not in config_maps(admin_api, namespace)
+    assert config_map_names(admin_api, namespace) >= {"a", "b", "c", "d"}
+    assert "e" not in config_map_names(admin_api, namespace)

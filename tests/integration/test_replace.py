@@ -9,38 +9,19 @@ from typing import Any
 from kubernetes import client
 
 from tests.harness import audit
-from tests.harness.cli import Gitopsd, Run
+from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import job_uid
+from tests.harness.commands import scope, sync
 from tests.harness.controlplane import ControlPlane
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.manifests import suspended_job
 from tests.harness.waiting import wait_for
-from tests.integration.test_sync import scope
 
 OPTION = "gitopsd.io/sync-options: replace-on-immutable"
 
 
-def job(name: str, command: str, annotations: str = "") -> str:
-    """A suspended Job (no pod needed): its template cannot change once created."""
-    annotated = f"  annotations:\n    {annotations}\n" if annotations else ""
-    return (
-        f"apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {name}\n{annotated}"
-        "spec:\n  suspend: true\n  template:\n    spec:\n      restartPolicy: Never\n"
-        f"      containers:\n        - name: main\n          image: busybox\n"
-        f"          command: [{command}]\n"
-    )
-
-
 def config_map(value: str) -> str:
     return f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  k: {value}\n"
-
-
-def sync(gitopsd: Gitopsd, url: str, namespace: str, *flags: str) -> Run:
-    return gitopsd("sync", url, *scope(namespace), *flags)
-
-
-def uid_of(admin_api: Any, namespace: str, name: str) -> str | None:
-    batch: Any = client.BatchV1Api(admin_api)
-    found = batch.list_namespaced_job(namespace, field_selector=f"metadata.name={name}").items
-    return str(found[0].metadata.uid) if found else None
 
 
 def job_deletes(plane: ControlPlane, namespace: str, since: float = 0.0) -> list[audit.Write]:
@@ -59,19 +40,19 @@ def test_a_changed_job_template_is_replaced_exactly_as_read(
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
-    git_repo.commit({"job.yaml": job("migrate", "'true'", OPTION)})
+    git_repo.commit({"job.yaml": suspended_job("migrate", "'true'", OPTION)})
     url = git_server.file_url(git_repo)
     assert sync(gitopsd, url, namespace).code == 0
-    before = uid_of(admin_api, namespace, "migrate")
+    before = job_uid(admin_api, namespace, "migrate")
     batch: Any = client.BatchV1Api(admin_api)
     version = batch.read_namespaced_job("migrate", namespace).metadata.resource_version
 
-    git_repo.commit({"job.yaml": job("migrate", "'sh', '-c', 'exit 0'", OPTION)})
+    git_repo.commit({"job.yaml": suspended_job("migrate", "'sh', '-c', 'exit 0'", OPTION)})
     replaced = sync(gitopsd, url, namespace)
 
     assert replaced.code == 0, replaced.text
     assert f"replaced   batch/Job/{namespace}/migrate" in replaced.out
-    after = uid_of(admin_api, namespace, "migrate")
+    after = job_uid(admin_api, namespace, "migrate")
     assert after is not None and after != before
     command = batch.read_namespaced_job("migrate", namespace).spec.template.spec.containers[0]
     assert command.command == ["sh", "-c", "exit 0"]
@@ -97,18 +78,18 @@ def test_without_the_option_the_rest_is_applied_and_the_refusal_named(
 ) -> None:
     git_repo.commit(
         {
-            "job.yaml": job("migrate", "'true'"),
-            "other.yaml": job("cleanup", "'true'"),
+            "job.yaml": suspended_job("migrate", "'true'"),
+            "other.yaml": suspended_job("cleanup", "'true'"),
             "settings.yaml": config_map("one"),
         }
     )
     url = git_server.file_url(git_repo)
     assert sync(gitopsd, url, namespace, "--prune").code == 0
-    before = uid_of(admin_api, namespace, "migrate")
+    before = job_uid(admin_api, namespace, "migrate")
 
     git_repo.commit(
         {
-            "job.yaml": job("migrate", "'false'"),
+            "job.yaml": suspended_job("migrate", "'false'"),
             "settings.yaml": config_map("two"),
             "other.yaml": None,
         }
@@ -121,9 +102,9 @@ def test_without_the_option_the_rest_is_applied_and_the_refusal_named(
     assert f"refused    batch/Job/{namespace}/migrate" in refused.out
     core: Any = client.CoreV1Api(admin_api)
     assert core.read_namespaced_config_map("settings", namespace).data == {"k": "two"}
-    assert uid_of(admin_api, namespace, "migrate") == before
+    assert job_uid(admin_api, namespace, "migrate") == before
     # the Job that left git is kept: the one refused might be it, renamed
-    assert uid_of(admin_api, namespace, "cleanup") is not None
+    assert job_uid(admin_api, namespace, "cleanup") is not None
     assert "held_back" in refused.out
     assert job_deletes(control_plane, namespace) == []
 
@@ -139,7 +120,7 @@ def test_an_object_this_source_has_no_record_of_is_never_deleted(
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
-    git_repo.commit({"job.yaml": job("migrate", "'true'")})
+    git_repo.commit({"job.yaml": suspended_job("migrate", "'true'")})
     url = git_server.file_url(git_repo)
     assert sync(gitopsd, url, namespace).code == 0
     batch: Any = client.BatchV1Api(admin_api)
@@ -173,12 +154,12 @@ def test_an_object_this_source_has_no_record_of_is_never_deleted(
     wait_for(created, "their Job to be created", 30)
     since = max(w.received for w in job_deletes(control_plane, namespace))
 
-    git_repo.commit({"job.yaml": job("migrate", "'false'", OPTION)})
+    git_repo.commit({"job.yaml": suspended_job("migrate", "'false'", OPTION)})
     refused = sync(gitopsd, url, namespace, "--replace-on-immutable")
 
     assert refused.code == 2
     assert "not_owned" in refused.err
-    assert uid_of(admin_api, namespace, "migrate") == theirs
+    assert job_uid(admin_api, namespace, "migrate") == theirs
     assert [w for w in job_deletes(control_plane, namespace) if w.received > since] == []
 
 

@@ -22,10 +22,10 @@ from kubernetes import client
 from gitopsd.objects import APPLYSET_PART_OF_LABEL
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
+from tests.harness.commands import scope
 from tests.harness.controlplane import AUDITED_USER, WRITE_VERBS, ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
-from tests.integration.test_sync import scope
 
 OBJECTS = 12
 FIXED_REQUESTS = 12

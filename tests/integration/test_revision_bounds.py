@@ -17,12 +17,13 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from tests.harness.cluster_reads import config_map_data_value
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import unique_name
+from tests.harness.manifests import config_map_with_value
 from tests.harness.memory import run_measured
 from tests.harness.waiting import wait_for
-from tests.integration.test_gitsync import config_map, config_map_value
 
 PEAK_RSS_MIB = 300
 DIRECTORY, FILE = "040000", "100644"
@@ -30,7 +31,7 @@ DIRECTORY, FILE = "040000", "100644"
 
 def nested_paths(repo: GitRepo) -> str:
     """A tree of 2**22 files (4,194,304), from 22 tree objects and one blob."""
-    blob = repo.blob(config_map("x"))
+    blob = repo.blob(config_map_with_value("x"))
     tree = repo.tree({"a.yaml": (FILE, blob), "b.yaml": (FILE, blob)})
     for _ in range(21):
         tree = repo.tree({"a": (DIRECTORY, tree), "b": (DIRECTORY, tree)})
@@ -103,14 +104,16 @@ def test_bi07_revision_bombs_never_exhaust_a_daemon_whose_other_source_keeps_syn
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
-    git_repo.commit({"app/alive.yaml": config_map("alive")})
+    git_repo.commit({"app/alive.yaml": config_map_with_value("alive")})
     good = daemons.source(git_server.file_url(git_repo), name="good", paths=["app"])
     bombs = [
         daemons.source(committed_bomb(git_server, name), name=f"bomb-{name}", paths=["app"])
         for name in BOMBS
     ]
     daemon = daemons.start_with([good, *bombs], "daemon").start()
-    wait_for(lambda: config_map_value(admin_api, namespace, "alive") == "one", "the good source")
+    wait_for(
+        lambda: config_map_data_value(admin_api, namespace, "alive") == "one", "the good source"
+    )
 
     for name in BOMBS:
         daemon.wait_value(
@@ -126,8 +129,10 @@ def test_bi07_revision_bombs_never_exhaust_a_daemon_whose_other_source_keeps_syn
     for _, _, limit in BOMBS.values():
         assert any(limit in message for message in logged), (limit, logged)
 
-    git_repo.commit({"app/alive.yaml": config_map("alive", "two")})
-    wait_for(lambda: config_map_value(admin_api, namespace, "alive") == "two", "the next commit")
+    git_repo.commit({"app/alive.yaml": config_map_with_value("alive", "two")})
+    wait_for(
+        lambda: config_map_data_value(admin_api, namespace, "alive") == "two", "the next commit"
+    )
     assert daemon.peak_rss_mib() < PEAK_RSS_MIB
     core: Any = client.CoreV1Api(admin_api)
     names = {item.metadata.name for item in core.list_namespaced_config_map(namespace).items}
@@ -138,8 +143,8 @@ def test_only_the_trees_under_the_paths_are_listed(
     git_server: GitServer, git_repo: GitRepo, tmp_path: Path
 ) -> None:
     """Four million paths beside the source's path cost nothing: they are never listed."""
-    git_repo.commit({"app/a.yaml": config_map("a")})
-    app = git_repo.blob(config_map("a"))
+    git_repo.commit({"app/a.yaml": config_map_with_value("a")})
+    app = git_repo.blob(config_map_with_value("a"))
     root = git_repo.tree(
         {
             "app": (DIRECTORY, git_repo.tree({"a.yaml": (FILE, app)})),

@@ -17,10 +17,11 @@ from gitopsd import manifests, source
 from gitopsd.config import Limits, SourceSpec
 from gitopsd.errors import ManifestError
 from gitopsd.objects import Manifest
+from tests.harness.checkouts import cached_repository, file_spec, tree
 from tests.harness.gitserver import GitRepo, GitServer
-from tests.integration.test_source import cached_repository, config_map, file_spec, tree
+from tests.harness.manifests import config_map_without_data
 
-APPS = {f"apps/app-{n}.yaml": config_map(f"app-{n}") for n in range(30)}
+APPS = {f"apps/app-{n}.yaml": config_map_without_data(f"app-{n}") for n in range(30)}
 DEFAULT_LIMITS = Limits()
 
 
@@ -50,7 +51,9 @@ def test_a_new_revision_reads_only_its_changed_file(
     spec = file_spec(git_server, git_repo)
     parses = manifests.ParseCache()
     _, cold_reads = read(spec, cache, parses)
-    git_repo.commit({"apps/app-7.yaml": config_map("app-7") + "data: {changed: 'yes'}\n"})
+    git_repo.commit(
+        {"apps/app-7.yaml": config_map_without_data("app-7") + "data: {changed: 'yes'}\n"}
+    )
 
     found, blobs_read = read(spec, cache, parses)
 
@@ -100,10 +103,12 @@ def test_the_limits_count_files_that_were_not_read_again(
     limits = Limits(max_revision_bytes=sum(map(len, APPS.values())) + 10, max_documents=31)
     read(spec, cache, parses, limits)
 
-    git_repo.commit({"late.yaml": config_map("late")})
+    git_repo.commit({"late.yaml": config_map_without_data("late")})
     with pytest.raises(ManifestError) as over_bytes:
         read(spec, cache, parses, limits)
-    git_repo.commit({"late.yaml": config_map("x") + "---\n" + config_map("y")})
+    git_repo.commit(
+        {"late.yaml": config_map_without_data("x") + "---\n" + config_map_without_data("y")}
+    )
     with pytest.raises(ManifestError) as over_documents:
         read(spec, cache, parses, dataclasses.replace(limits, max_revision_bytes=64 << 20))
 
@@ -114,10 +119,12 @@ def test_the_limits_count_files_that_were_not_read_again(
 def test_an_old_revision_is_read_exactly_after_the_ref_moved_and_the_cache_was_recloned(
     git_server: GitServer, git_repo: GitRepo, cache: Path
 ) -> None:
-    git_repo.commit({"a.yaml": config_map("old")})
+    git_repo.commit({"a.yaml": config_map_without_data("old")})
     spec = file_spec(git_server, git_repo)
     old = source.fetch(spec, cache)
-    git_repo.commit({"a.yaml": config_map("new"), "b.yaml": config_map("b")})
+    git_repo.commit(
+        {"a.yaml": config_map_without_data("new"), "b.yaml": config_map_without_data("b")}
+    )
     source.fetch(spec, cache)
     shutil.rmtree(cached_repository(cache))  # as another process recovering would
 
@@ -163,7 +170,7 @@ def test_only_what_kustomize_reaches_is_written_out_and_removed_after(
             **APPS,
             "app/kustomization.yaml": "resources: [../base]\n",
             "base/kustomization.yaml": "resources: [cm.yaml]\n",
-            "base/cm.yaml": config_map("base"),
+            "base/cm.yaml": config_map_without_data("base"),
         }
     )
     spec = file_spec(git_server, git_repo)

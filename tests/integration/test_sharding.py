@@ -22,13 +22,15 @@ from gitopsd.cluster.shards import GROUP_LABEL, SHARD_LABEL, rank
 from gitopsd.daemon.http.endpoints import CONTROL_HEADER, SOURCES
 from gitopsd.gitsync import FINALIZER
 from tests.harness import audit
+from tests.harness.cluster_reads import config_map_data_value
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.gitsyncs import create, wait_ready
 from tests.harness.kube import unique_name
+from tests.harness.manifests import config_map_with_value
 from tests.harness.waiting import wait_for
-from tests.integration.test_gitsync import config_map, config_map_value, create, wait_ready
-from tests.integration.test_gitsync_webhooks import PUSH, TOKEN, hook_secret
+from tests.harness.webhooks import PUSH, TOKEN, hook_secret
 
 LEASE_SECONDS, RENEW_DEADLINE_SECONDS, RETRY_SECONDS = 4, 3, 1
 TAKEOVER_SECONDS = LEASE_SECONDS + 2 * RETRY_SECONDS
@@ -163,7 +165,7 @@ def runs(replica: DaemonProcess, member: str, owned: dict[str, str]) -> bool:
 
 def applied(admin_api: Any, owned: dict[str, str], value: str, deadline: float = 60) -> None:
     def everywhere() -> bool:
-        return all(config_map_value(admin_api, ns, "a") == value for ns in owned)
+        return all(config_map_data_value(admin_api, ns, "a") == value for ns in owned)
 
     wait_for(everywhere, f"ConfigMap a = {value} in every tenant", deadline)
 
@@ -176,7 +178,7 @@ def test_gitsyncs_spread_over_replicas_and_a_killed_ones_share_moves_within_the_
     git_server: GitServer,
     git_repo: GitRepo,
 ) -> None:
-    git_repo.commit({"a.yaml": config_map("a")})
+    git_repo.commit({"a.yaml": config_map_with_value("a")})
     url = git_server.file_url(git_repo)
     shard = unique_name("s")
     members = replicas(daemons, 3, shard, url)
@@ -195,7 +197,7 @@ def test_gitsyncs_spread_over_replicas_and_a_killed_ones_share_moves_within_the_
     killed = owned[daemons.namespace]  # a share of two tenants and the file source
     killed_at = time.time()
     members[killed].signal(signal.SIGKILL)
-    git_repo.commit({"a.yaml": config_map("a", value="two")})
+    git_repo.commit({"a.yaml": config_map_with_value("a", value="two")})
 
     survivors = [member for member in members if member != killed]
     applied(admin_api, owned, "two")
@@ -227,7 +229,7 @@ def test_a_stopped_replica_hands_its_share_over_at_once(
     git_server: GitServer,
     git_repo: GitRepo,
 ) -> None:
-    git_repo.commit({"a.yaml": config_map("a")})
+    git_repo.commit({"a.yaml": config_map_with_value("a")})
     shard = unique_name("s")
     long_lease = {"leaseDuration": "120s", "renewDeadline": "5s"}
     members = replicas(daemons, 2, shard, timing=long_lease)
@@ -238,7 +240,7 @@ def test_a_stopped_replica_hands_its_share_over_at_once(
     staying = next(member for member in members if member != stopping)
     assert members[stopping].stop() == 0
     stopped_at = time.time()
-    git_repo.commit({"a.yaml": config_map("a", value="two")})
+    git_repo.commit({"a.yaml": config_map_with_value("a", value="two")})
 
     # Released, not expired: taken over long before the 120 s lease would run out.
     applied(admin_api, owned, "two", deadline=30)
@@ -255,7 +257,7 @@ def test_a_replica_that_joins_takes_its_share_after_its_hold_and_the_other_lets_
     git_server: GitServer,
     git_repo: GitRepo,
 ) -> None:
-    git_repo.commit({"a.yaml": config_map("a")})
+    git_repo.commit({"a.yaml": config_map_with_value("a")})
     shard = unique_name("s")
     members = replicas(daemons, 1, shard)
     (alone,) = members
@@ -269,7 +271,7 @@ def test_a_replica_that_joins_takes_its_share_after_its_hold_and_the_other_lets_
     for member, replica in members.items():
         wait_for(partial(runs, replica, member, moved), f"{member} to run its share")
     members[alone].wait_value("gitopsd_shard_members", lambda v: v == 2, "the new replica seen")
-    git_repo.commit({"a.yaml": config_map("a", value="two")})
+    git_repo.commit({"a.yaml": config_map_with_value("a", value="two")})
 
     applied(admin_api, moved, "two")
     assert joined in moved.values()
@@ -288,7 +290,7 @@ def test_a_webhook_call_on_another_replica_is_forwarded_to_the_one_that_serves_i
     git_server: GitServer,
     git_repo: GitRepo,
 ) -> None:
-    git_repo.commit({"a.yaml": config_map("a")})
+    git_repo.commit({"a.yaml": config_map_with_value("a")})
     shard = unique_name("s")
     members = replicas(daemons, 2, shard)
     owned = tenants(admin_api, list(members), each=1)
@@ -303,7 +305,7 @@ def test_a_webhook_call_on_another_replica_is_forwarded_to_the_one_that_serves_i
         create(admin_api, namespace, "app", spec, labels={SHARD_LABEL: shard})
     for namespace in owned:
         wait_ready(admin_api, namespace, "app", "True", "Succeeded")
-    git_repo.commit({"a.yaml": config_map("a", value="two")})
+    git_repo.commit({"a.yaml": config_map_with_value("a", value="two")})
     tenant, served_by = next(iter(owned.items()))
     other = members[next(member for member in members if member != served_by)]
     path = f"/hooks/gitsyncs/{tenant}/app"
@@ -312,10 +314,10 @@ def test_a_webhook_call_on_another_replica_is_forwarded_to_the_one_that_serves_i
     assert other.post(path, PUSH, forged) == 202  # forwarded: the token is not known here
     wait_for(lambda: "answered 401" in other.logs(), "the serving replica's refusal, logged")
     assert other.post(path, PUSH, {**signed(PUSH), "X-Gitopsd-Forwarded": "1"}) == 404  # once
-    assert config_map_value(admin_api, tenant, "a") == "one"
+    assert config_map_data_value(admin_api, tenant, "a") == "one"
 
     assert other.post(path, PUSH, signed(PUSH)) == 202
-    wait_for(lambda: config_map_value(admin_api, tenant, "a") == "two", "the announced commit")
+    wait_for(lambda: config_map_data_value(admin_api, tenant, "a") == "two", "the announced commit")
     assert TOKEN.decode() not in other.logs()
 
 

@@ -14,25 +14,19 @@ from kubernetes import client
 from gitopsd.config import SourceSpec
 from gitopsd.source import FetchLedger
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import config_map_value
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.gitsyncs import GROUP, PLURAL, VERSION, create, credentials_secret, wait_ready
+from tests.harness.manifests import config_map_files_with_data, each_in_its_folder
+from tests.harness.operators import operator
 from tests.harness.waiting import wait_for
-from tests.integration.test_daemon import config_map_value, config_maps
-from tests.integration.test_gitsync import (
-    GROUP,
-    PLURAL,
-    VERSION,
-    create,
-    credentials_secret,
-    operator,
-    wait_ready,
-)
 
 
 def test_a_recent_fetch_is_used_and_a_new_commit_is_told_to_the_other_readers(
     git_server: GitServer, git_repo: GitRepo, tmp_path: Path
 ) -> None:
-    first = git_repo.commit(config_maps("a"))
+    first = git_repo.commit(config_map_files_with_data("a"))
     spec = SourceSpec(url=git_server.file_url(git_repo), allow_insecure=True)
     ledger = FetchLedger()
     told = {"hourly": threading.Event(), "eager": threading.Event()}
@@ -40,14 +34,14 @@ def test_a_recent_fetch_is_used_and_a_new_commit_is_told_to_the_other_readers(
     eager = ledger.join(spec, tmp_path, 0, told["eager"].set)
 
     assert hourly.fetch().sha == first
-    second = git_repo.commit(config_maps("a", value="two"))
+    second = git_repo.commit(config_map_files_with_data("a", value="two"))
     assert hourly.fetch().sha == first  # fetched within the hour: git was not asked
 
     assert eager.fetch().sha == second  # it accepts no fetch but its own
     assert told["hourly"].is_set() and not told["eager"].is_set()
     assert hourly.fetch().sha == second  # told, it reads the new commit without a fetch
 
-    third = git_repo.commit(config_maps("a", value="three"))
+    third = git_repo.commit(config_map_files_with_data("a", value="three"))
     hourly.forget()  # a webhook announced the push
     assert hourly.fetch().sha == third
     assert told["eager"].is_set()
@@ -97,8 +91,3 @@ def test_gitsyncs_of_one_repository_share_its_fetches_and_cache_by_credentials(
         )
     wait_for(lambda: len(list(caches.iterdir())) == 1, "c's cache gone with c, b's kept")
     assert len(list(caches.glob("*/*.git"))) == 1
-
-
-def each_in_its_folder(names: str, value: str) -> dict[str, str]:
-    """A ConfigMap per name, in a folder of its name."""
-    return {f"{name}/{name}.yaml": config_maps(name, value=value)[f"{name}.yaml"] for name in names}

@@ -32,8 +32,15 @@ from gitopsd.source import tree as source_tree
 from gitopsd.source.credentials import environment
 from gitopsd.source.runner import open_runner
 from tests.harness.canary import Canary
+from tests.harness.checkouts import cached_repository, file_spec, tree
 from tests.harness.gitserver import GitRepo, GitServer, git
+from tests.harness.loopback import closed_port
+from tests.harness.manifests import config_map_without_data
 from tests.harness.waiting import wait_for
+
+# What test_helm.py and test_hooks.py still import from here, until they import it from
+# tests.harness (tests/unit/test_architecture.py, UNTIL_THEY_MOVE).
+__all__ = ["file_spec"]
 
 CANARY = "CANARY-0123456789abcdef^+/="
 CHILD_ENVIRONMENT = {
@@ -56,10 +63,6 @@ CHILD_ENVIRONMENT = {
 # --- helpers --------------------------------------------------------------------------
 
 
-def file_spec(server: GitServer, repo: GitRepo, ref: str = "HEAD") -> SourceSpec:
-    return SourceSpec(url=server.file_url(repo), ref=ref, allow_insecure=True, timeout_seconds=30)
-
-
 def http_spec(
     server: GitServer, repo: GitRepo, tmp_path: Path, password: str | None = None
 ) -> SourceSpec:
@@ -72,23 +75,11 @@ def http_spec(
     )
 
 
-def tree(root: Path) -> dict[str, str]:
-    """The checked-out files (not .git) as relative posix path -> content."""
-    files = (p for p in root.rglob("*") if p.is_file() and ".git" not in p.relative_to(root).parts)
-    return {p.relative_to(root).as_posix(): p.read_text() for p in files}
-
-
 def checked_out(spec: SourceSpec, cache: Path) -> tuple[Revision, dict[str, str]]:
     """The revision the ref names now, and the files of its snapshot."""
     revision = fetch(spec, cache)
     with snapshot(spec, cache, revision) as root:
         return revision, tree(root)
-
-
-def cached_repository(cache: Path) -> Path:
-    """The one bare repository a test's fetches keep in the cache."""
-    (repository,) = cache.glob("*.git")
-    return repository
 
 
 def blob_id(repo: GitRepo, sha: str, path: str) -> str:
@@ -169,12 +160,6 @@ def blackhole_port() -> Iterator[int]:
     """A port whose kernel completes the TCP handshake but that never answers."""
     with socket.create_server(("127.0.0.1", 0), backlog=16) as listener:
         yield listener.getsockname()[1]
-
-
-def closed_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        port: int = listener.getsockname()[1]
-    return port
 
 
 # --- mask_url, check_url, read_directory (no server) ----------------------------------
@@ -405,9 +390,9 @@ def test_two_sources_on_one_url_each_read_exactly_their_own_ref(
     must load exactly its own ref's objects, every time (none missing, none of the other)."""
     main_objects = {f"main-{n}" for n in range(40)}
     other_objects = {f"other-{n}" for n in range(30)}
-    git_repo.commit({f"app/{name}.yaml": config_map(name) for name in main_objects})
+    git_repo.commit({f"app/{name}.yaml": config_map_without_data(name) for name in main_objects})
     removed = dict.fromkeys(f"app/{name}.yaml" for name in main_objects)
-    added = {f"app/{name}.yaml": config_map(name) for name in other_objects}
+    added = {f"app/{name}.yaml": config_map_without_data(name) for name in other_objects}
     git_repo.commit({**removed, **added}, branch="other")
     expected = {"main": main_objects, "other": other_objects}
     failures: list[str] = []
@@ -430,10 +415,6 @@ def test_two_sources_on_one_url_each_read_exactly_their_own_ref(
     for reader in readers:
         reader.join()
     assert failures == []
-
-
-def config_map(name: str) -> str:
-    return f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n"
 
 
 def test_fetch_by_branch_tag_and_commit(

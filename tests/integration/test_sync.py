@@ -12,36 +12,16 @@ import pytest
 from kubernetes import client
 
 from tests.harness.cli import Gitopsd, example_files
+from tests.harness.cluster_reads import config_map_named
+from tests.harness.commands import drift_of, scope
 from tests.harness.gitserver import GitRepo, GitServer
 
+# What test_helm.py and test_hooks.py still import from here, until they import it from
+# tests.harness (tests/unit/test_architecture.py, UNTIL_THEY_MOVE).
+config_map = config_map_named
+__all__ = ["config_map", "drift_of", "scope"]
+
 EXAMPLES = ["app", "jobs", "daemonset", "statefulset", "alice"]
-
-
-def scope(namespace: str) -> list[str]:
-    """Flags that put a test's objects and its ApplySet parent in its own namespace."""
-    return [
-        "--allow-insecure-source",
-        "--namespace",
-        namespace,
-        "--inventory-namespace",
-        namespace,
-        "--name",
-        "test",
-    ]
-
-
-def drift_of(gitopsd: Gitopsd, url: str, namespace: str) -> list[dict[str, Any]]:
-    run = gitopsd("diff", url, *scope(namespace), "-o", "json")
-    assert run.code in (0, 1), run.text
-    drift: list[dict[str, Any]] = json.loads(run.out)["drift"]
-    assert run.code == (1 if drift else 0)
-    return drift
-
-
-def config_map(admin_api: Any, namespace: str, name: str) -> Any:
-    core: Any = client.CoreV1Api(admin_api)
-    found = core.list_namespaced_config_map(namespace, field_selector=f"metadata.name={name}")
-    return found.items[0] if found.items else None
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
@@ -186,12 +166,12 @@ def test_a_field_taken_by_another_manager_is_attributed_and_taken_back(
     refused = gitopsd("sync", url, *scope(namespace), "--no-force-conflicts")
     assert refused.code == 4
     assert "intruder" in refused.err and "web-config" in refused.err
-    assert config_map(admin_api, namespace, "web-config").data["LOG_LEVEL"] == "debug"
+    assert config_map_named(admin_api, namespace, "web-config").data["LOG_LEVEL"] == "debug"
 
     forced = gitopsd("sync", url, *scope(namespace))
     assert forced.code == 0, forced.text
     assert "intruder lost .data.LOG_LEVEL" in forced.out
-    assert config_map(admin_api, namespace, "web-config").data["LOG_LEVEL"] == "info"
+    assert config_map_named(admin_api, namespace, "web-config").data["LOG_LEVEL"] == "info"
     assert drift_of(gitopsd, url, namespace) == []
 
 
@@ -218,7 +198,7 @@ def test_an_existing_object_is_adopted_only_when_asked(
 
     adopted = gitopsd("sync", url, *scope(namespace), "--adopt")
     assert adopted.code == 0, adopted.text
-    assert config_map(admin_api, namespace, "web-config").data["GREETING"] == "hello"
+    assert config_map_named(admin_api, namespace, "web-config").data["GREETING"] == "hello"
 
 
 def test_a_diff_piped_into_head_ends_quietly_with_its_own_exit_code(

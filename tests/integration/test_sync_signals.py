@@ -16,34 +16,19 @@ from gitopsd.config import SyncSettings
 from tests.harness import audit
 from tests.harness.census import recorded_names
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import config_map_names
+from tests.harness.commands import scope
 from tests.harness.controlplane import ControlPlane
-from tests.harness.faultproxy import Fault, FaultProxy, Request
+from tests.harness.faultproxy import Fault, FaultProxy
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import admin_service_account
+from tests.harness.manifests import config_map_files
+from tests.harness.sync_writes import creates, write_of_a_new_config_map
 from tests.harness.waiting import wait_for
-from tests.integration.test_prune import config_map_files, config_maps
-from tests.integration.test_sync import scope
 
 OBJECTS = 500
 IN_FLIGHT = SyncSettings(name="any").concurrency
 """At most this many requests were already sent when the signal was handled."""
-
-
-def write_of_a_new_config_map(request: Request) -> bool:
-    return (
-        request.method == "PATCH"
-        and "/configmaps/new" in request.path
-        and "dryRun" not in request.query
-    )
-
-
-def creates(plane: ControlPlane, user: str, since: float = 0.0) -> list[audit.Write]:
-    """The ConfigMaps `user` applied for real (not dry-run) since `since`."""
-    return [
-        w
-        for w in audit.changes(plane, user, since)
-        if w.verb == "patch" and w.resource == "configmaps" and w.name.startswith("new")
-    ]
 
 
 @pytest.mark.case("FA-21")
@@ -94,7 +79,7 @@ def test_fa21_a_signal_stops_a_sync_without_new_requests_or_prune(
     recorded = recorded_names(admin_api, namespace, "gitopsd-test")
     assert set(recorded) == {"victim", *(w.name for w in applied)}  # what it did, kept
     assert [w for w in audit.changes(control_plane, user) if w.verb == "delete"] == []
-    assert "victim" in config_maps(admin_api, namespace)  # not pruned
+    assert "victim" in config_map_names(admin_api, namespace)  # not pruned
     assert summary.count(f"created    ConfigMap/{namespace}/new") == len(applied)
     assert f"{len(applied)} created" in summary
     assert f"stopped by {stop.name}" in errors, errors

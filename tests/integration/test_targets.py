@@ -12,40 +12,18 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from gitopsd.config import SourceSpec
-from gitopsd.reconcile.naming import earlier_default_name
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import config_map_names
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import create_namespace
-from tests.integration.test_prune import config_maps
+from tests.harness.manifests import CONFIG_MAP, folder
+from tests.harness.records import TARGET_ANNOTATION, earlier_record, parents, without_identity
 
 CLUSTER_FAILED = 4
 PRUNE_BLOCKED = 5
-TARGET_ANNOTATION = "gitopsd.io/target"
-CONFIG_MAP = "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{k: v}}\n"
-
-
-def folder(at: Path, *names: str, **extra: str) -> Path:
-    """A directory of ConfigMaps (none naming its namespace), and `extra` files."""
-    at.mkdir(parents=True, exist_ok=True)
-    for old in at.rglob("*.yaml"):
-        old.unlink()
-    for name in names:
-        (at / f"{name}.yaml").write_text(CONFIG_MAP.format(name=name))
-    for relative, text in extra.items():
-        (at / relative).parent.mkdir(parents=True, exist_ok=True)
-        (at / relative).write_text(text)
-    return at
-
-
-def parents(admin_api: Any, namespace: str) -> dict[str, dict[str, str]]:
-    """The ApplySet parents in `namespace`, each with its annotations."""
-    core: Any = client.CoreV1Api(admin_api)
-    found = core.list_namespaced_config_map(namespace, label_selector="applyset.kubernetes.io/id")
-    return {item.metadata.name: item.metadata.annotations or {} for item in found.items}
 
 
 def test_one_folder_synced_into_a_second_namespace_leaves_the_first_alone(
@@ -65,8 +43,8 @@ def test_one_folder_synced_into_a_second_namespace_leaves_the_first_alone(
 
     assert second.code == 0, second.text
     assert "0 pruned" in second.out and "pruned     " not in second.out
-    assert config_maps(admin_api, prod) >= {"settings"}
-    assert config_maps(admin_api, staging) >= {"settings"}
+    assert config_map_names(admin_api, prod) >= {"settings"}
+    assert config_map_names(admin_api, staging) >= {"settings"}
     assert audit.deletes(control_plane, prod, since) == []
     [prod_parent], [staging_parent] = parents(admin_api, prod), parents(admin_api, staging)
     assert prod_parent != staging_parent  # each target keeps its record where it applies
@@ -97,7 +75,7 @@ def test_two_values_files_of_one_chart_are_two_targets(
     staging = gitopsd(*sync, "values-staging.yaml")
 
     assert staging.code == 0, staging.text
-    assert config_maps(admin_api, namespace) >= {"settings-prod", "settings-staging"}
+    assert config_map_names(admin_api, namespace) >= {"settings-prod", "settings-staging"}
     assert audit.deletes(control_plane, namespace, since) == []
     assert len(parents(admin_api, namespace)) == 2
 
@@ -123,7 +101,7 @@ def test_two_contexts_of_one_cluster_differing_in_their_namespace_are_two_target
     )
 
     assert second.code == 0, second.text
-    assert config_maps(admin_api, prod) >= {"settings"}
+    assert config_map_names(admin_api, prod) >= {"settings"}
     assert audit.deletes(control_plane, prod, since) == []
 
 
@@ -146,24 +124,6 @@ def test_an_object_another_target_owns_is_named_and_left_as_it_is(
     assert "is owned by another target: gitopsd source one-" in second.err
     assert f"gitopsd sync of {one} (paths .) into namespace {prod}" in second.err
     assert core.read_namespaced_config_map("shared", prod).metadata.resource_version == before
-
-
-def earlier_record(gitopsd: Gitopsd, admin_api: Any, at: Path, namespace: str) -> str:
-    """A record as gitopsd wrote it before targets were told apart: the source's old
-    default name, in `default`, without the target's identity. Made by a sync naming that
-    place, then the one annotation this version adds taken off: the rest of the parent
-    (labels, tooling, record) is written as it always was."""
-    old = earlier_default_name(SourceSpec(str(at)))
-    where = ("-n", namespace, "--name", old, "--inventory-namespace", "default")
-    made = gitopsd("sync", str(at), *where)
-    assert made.code == 0, made.text
-    return without_identity(gitopsd, f"gitopsd-{old}")
-
-
-def without_identity(gitopsd: Gitopsd, parent: str) -> str:
-    """The parent in `default`, as a gitopsd that kept no target identity wrote it."""
-    gitopsd.kubectl("annotate", "configmap", "-n", "default", parent, f"{TARGET_ANNOTATION}-")
-    return parent
 
 
 def test_a_record_an_earlier_gitopsd_kept_is_left_to_its_target_and_moved_by_it(
@@ -192,8 +152,8 @@ def test_a_record_an_earlier_gitopsd_kept_is_left_to_its_target_and_moved_by_it(
     assert moved.code == 0, moved.text
     assert f"gitopsd: note: moved ConfigMap/default/{earlier} to ConfigMap/{prod}/" in moved.err
     assert f"pruned     ConfigMap/{prod}/old" in moved.out
-    assert config_maps(admin_api, prod) >= {"settings", "new"}
-    assert "old" not in config_maps(admin_api, prod)
+    assert config_map_names(admin_api, prod) >= {"settings", "new"}
+    assert "old" not in config_map_names(admin_api, prod)
     assert earlier not in parents(admin_api, "default")
     [own] = parents(admin_api, prod)
     assert "gitopsd.io/moved-from" not in parents(admin_api, prod)[own]  # the move is done
@@ -257,7 +217,7 @@ def test_a_sync_without_prune_says_what_left_git_and_a_dry_run_says_it_is_one(
     assert "2 objects this source applied left git and were kept: --prune deletes them" in kept.out
     assert (document["left_git"], document["dry_run"]) == (2, False)
     assert dry.out.rstrip().endswith("(dry run: nothing was changed)"), dry.out
-    assert config_maps(admin_api, namespace) >= {"a", "b", "c"}
+    assert config_map_names(admin_api, namespace) >= {"a", "b", "c"}
 
 
 def test_a_daemon_source_meeting_a_cli_sync_of_its_target_says_so_backs_off_then_adopts(

@@ -18,25 +18,25 @@ from gitopsd.inventory import RECORD_KEY, ApplySet, decode_record, encode_record
 from gitopsd.objects import APPLYSET_PART_OF_LABEL, ObjectKey
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
+from tests.harness.commands import scope
 from tests.harness.controlplane import AUDITED_USER, ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
-from tests.harness.kube import create_namespace
-from tests.harness.loopback import Loopback, serving
-from tests.harness.waiting import wait_for
-from tests.integration.test_gitsync import (
+from tests.harness.gitsyncs import (
     GROUP,
     PLURAL,
     VERSION,
     condition,
-    config_map,
     create,
     get,
-    operator,
     patch_spec,
     wait_ready,
 )
-from tests.integration.test_sync import scope
+from tests.harness.kube import create_namespace
+from tests.harness.loopback import Loopback, serving
+from tests.harness.manifests import config_map_with_value
+from tests.harness.operators import audited_operator, operator
+from tests.harness.waiting import wait_for
 
 KINDS = ",".join(
     [
@@ -44,14 +44,6 @@ KINDS = ",".join(
         *("ServiceAccount", "Service", "Job.batch", "ClusterRole.rbac.authorization.k8s.io"),
     ]
 )
-
-
-def audited_operator(daemons: Daemons, plane: ControlPlane, namespace: str) -> DaemonProcess:
-    """A daemon serving the GitSyncs of `namespace`, as the audited user (cluster-admin)."""
-    settings = {"enabled": True, "namespaces": [namespace], "allowInsecure": True}
-    return daemons.configure_as(
-        AUDITED_USER, plane.audited_token, [], "operator", gitSyncs=settings
-    ).start()
 
 
 def parent_patch(record: dict[ObjectKey, str], namespaces: str, kinds: str) -> dict[str, Any]:
@@ -86,7 +78,7 @@ def test_se09_a_tenant_cannot_steer_what_the_daemon_lists_watches_or_prunes_thro
     the forgery names is listed or watched beyond its namespace."""
     core: Any = client.CoreV1Api(admin_api)
     victim = create_namespace(admin_api)
-    git_repo.commit({"app/own.yaml": config_map("own")})
+    git_repo.commit({"app/own.yaml": config_map_with_value("own")})
     daemon = audited_operator(daemons, control_plane, namespace)
     spec = {"repository": {"url": git_server.file_url(git_repo)}, "paths": ["app"], "prune": True}
     create(admin_api, namespace, "tenant", spec)
@@ -132,7 +124,7 @@ def recorded(core: Any, applyset: ApplySet) -> dict[ObjectKey, str]:
 def test_what_a_source_lists_is_bounded_whatever_its_parent_records(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
-    git_repo.commit({"a.yaml": config_map("a")})
+    git_repo.commit({"a.yaml": config_map_with_value("a")})
     url = git_server.file_url(git_repo)
     assert gitopsd("sync", url, *scope(namespace)).code == 0
     applyset = ApplySet.of_source("test", namespace)
@@ -246,7 +238,7 @@ def test_se03_a_deleted_gitsyncs_metric_series_go_with_it(
     git_repo: GitRepo,
 ) -> None:
     """GitSyncs created and deleted again and again leave the exposition as it was."""
-    git_repo.commit({"app/a.yaml": config_map("a")})
+    git_repo.commit({"app/a.yaml": config_map_with_value("a")})
     daemon = operator(daemons, namespace)
     spec = {"repository": {"url": git_server.file_url(git_repo)}, "paths": ["app"]}
     objects: Any = client.CustomObjectsApi(admin_api)
@@ -274,7 +266,7 @@ def test_se09_a_dependency_in_another_namespace_is_refused_without_the_daemons_c
     git_server: GitServer,
     git_repo: GitRepo,
 ) -> None:
-    git_repo.commit({"app/a.yaml": config_map("a")})
+    git_repo.commit({"app/a.yaml": config_map_with_value("a")})
     operator(daemons, namespace)
     spec = {
         "repository": {"url": git_server.file_url(git_repo)},

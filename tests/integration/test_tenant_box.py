@@ -11,21 +11,15 @@ from typing import Any
 
 from kubernetes import client
 
+from tests.harness.cluster_reads import config_map_data_value
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitServer
+from tests.harness.gitsyncs import condition, create, events, get, wait_ready
 from tests.harness.hostile_charts import RENDER_BOMB
 from tests.harness.hostile_rules import slow_rule, string_bomb
 from tests.harness.kube import create_namespace, unique_name
+from tests.harness.manifests import config_map_with_value
 from tests.harness.waiting import wait_for
-from tests.integration.test_gitsync import (
-    condition,
-    config_map,
-    config_map_value,
-    create,
-    events,
-    get,
-    wait_ready,
-)
 
 CANARY = "canary-7f3a9c"
 DEPLOYMENT_MEMORY_MIB = 1024
@@ -70,7 +64,7 @@ def assert_heals(api: Any, namespace: str, name: str) -> None:
     core: Any = client.CoreV1Api(api)
     core.patch_namespaced_config_map(name, namespace, {"data": {"value": "tampered"}})
     wait_for(
-        lambda: config_map_value(api, namespace, name) == "one",
+        lambda: config_map_data_value(api, namespace, name) == "one",
         f"ConfigMap {name} healed",
         60,
     )
@@ -83,8 +77,8 @@ def test_ta01_a_health_rule_that_builds_gigabytes_is_stopped_at_its_bound(
     so, naming the bound; the daemon lives and keeps healing another GitSync."""
     attacker = git_server.create_repo(unique_name("attacker"))
     victim = git_server.create_repo(unique_name("victim"))
-    attacker.commit({"bait.yaml": config_map("bait")})
-    victim.commit({"steady.yaml": config_map("steady")})
+    attacker.commit({"bait.yaml": config_map_with_value("bait")})
+    victim.commit({"steady.yaml": config_map_with_value("steady")})
     daemon = caged_operator(daemons, namespace)
     create(admin_api, namespace, "victim", {"repository": {"url": git_server.file_url(victim)}})
     wait_ready(admin_api, namespace, "victim", "True", "Succeeded")
@@ -126,8 +120,8 @@ def test_ta01_a_namespaces_slow_health_rules_wait_for_its_share_and_no_other_doe
     attacker, victim = namespace, create_namespace(admin_api, "victim")
     slow = git_server.create_repo(unique_name("attacker"))
     steady = git_server.create_repo(unique_name("victim"))
-    slow.commit({f"cm-{i}.yaml": config_map(f"cm-{i}") for i in range(SLOW_OBJECTS)})
-    steady.commit({"steady.yaml": config_map("steady")})
+    slow.commit({f"cm-{i}.yaml": config_map_with_value(f"cm-{i}") for i in range(SLOW_OBJECTS)})
+    steady.commit({"steady.yaml": config_map_with_value("steady")})
     daemon = caged_operator(
         daemons, attacker, victim, sandbox={"expressionTimeout": "60s"}, tenantQuota=RULE_SHARE
     )
@@ -158,7 +152,7 @@ def test_a_chart_that_renders_gigabytes_fails_at_the_render_memory_bound(
     attacker = git_server.create_repo(unique_name("attacker"))
     victim = git_server.create_repo(unique_name("victim"))
     attacker.commit({"Chart.yaml": CHART, "templates/bomb.yaml": RENDER_BOMB})
-    victim.commit({"steady.yaml": config_map("steady")})
+    victim.commit({"steady.yaml": config_map_with_value("steady")})
     daemon = caged_operator(daemons, namespace)
     create(admin_api, namespace, "victim", {"repository": {"url": git_server.file_url(victim)}})
     wait_ready(admin_api, namespace, "victim", "True", "Succeeded")
@@ -199,7 +193,7 @@ def test_ta01_render_bombs_of_three_namespaces_at_once_wait_for_a_render_slot(
     hog = git_server.create_repo(unique_name("hog"))
     victim = git_server.create_repo(unique_name("victim"))
     hog.commit({"Chart.yaml": CHART, "templates/hog.yaml": HOG_TEMPLATE})
-    victim.commit({"steady.yaml": config_map("steady")})
+    victim.commit({"steady.yaml": config_map_with_value("steady")})
     tenants = [create_namespace(admin_api) for _ in range(3)]
     daemon = caged_operator(daemons, namespace, *tenants)
     create(admin_api, namespace, "victim", {"repository": {"url": git_server.file_url(victim)}})
@@ -299,7 +293,7 @@ def test_ta07_a_values_schema_ref_to_a_file_outside_the_chart_reveals_nothing(
             "Chart.yaml": CHART,
             "values.yaml": "x: 1\n",
             "values.schema.json": json.dumps(schema),
-            "templates/cm.yaml": config_map("plain"),
+            "templates/cm.yaml": config_map_with_value("plain"),
         }
     )
     daemon = caged_operator(daemons, namespace)

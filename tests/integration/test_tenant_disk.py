@@ -16,22 +16,14 @@ from kubernetes import client
 from gitopsd.errors import ExitCode
 from tests.harness.chartrepo import ChartRepository, serving
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import config_map_named
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.gitsyncs import GROUP, PLURAL, VERSION, condition, create, get, wait_ready
 from tests.harness.kube import create_namespace
+from tests.harness.manifests import config_map_with_value
+from tests.harness.operators import operator
 from tests.harness.waiting import wait_for
-from tests.integration.test_gitsync import (
-    GROUP,
-    PLURAL,
-    VERSION,
-    condition,
-    create,
-    get,
-    operator,
-    wait_ready,
-)
-from tests.integration.test_gitsync import config_map as gitsync_config_map
-from tests.integration.test_sync import config_map
 
 MIB = 1024 * 1024
 
@@ -104,7 +96,7 @@ def chart_bytes(daemon: DaemonProcess) -> int:
 
 
 def applied_version(api: Any, namespace: str) -> str:
-    found = config_map(api, namespace, "heavy")
+    found = config_map_named(api, namespace, "heavy")
     return str(found.data["version"]) if found else ""
 
 
@@ -120,7 +112,7 @@ def test_ta04_the_chart_cache_keeps_what_sources_hold_and_gives_back_a_deleted_g
     """TA-04: a chart repository that publishes a new 4 MiB version at every poll costs the
     cache one version, not one per poll; deleting the GitSync frees it, while another
     GitSync of the namespace (the same cache root) goes on."""
-    git_repo.commit({"app/c.yaml": gitsync_config_map("c")})
+    git_repo.commit({"app/c.yaml": config_map_with_value("c")})
     daemon = operator(daemons, namespace)
     create(admin_api, namespace, "other", {"repository": {"url": git_server.file_url(git_repo)}})
     helm = {"chart": "heavy", "releaseName": "heavy"}
@@ -192,7 +184,7 @@ def test_ta04_a_deleted_gitsyncs_git_repository_is_removed_and_anothers_is_kept(
     urls = {}
     for name in ("gone", "kept"):
         repo = git_server.create_repo(f"{name}-{namespace}")
-        repo.commit({"app/c.yaml": gitsync_config_map(f"c-{name}")})
+        repo.commit({"app/c.yaml": config_map_with_value(f"c-{name}")})
         urls[name] = git_server.file_url(repo)
         create(admin_api, namespace, name, {"repository": {"url": urls[name]}})
         wait_ready(admin_api, namespace, name, "True", "Succeeded")
@@ -219,9 +211,9 @@ def test_ta04_a_namespace_over_its_git_cache_bound_is_refused_and_others_are_not
     bounds = {"maxBytesPerNamespace": "1Mi"}
     daemon = daemons.start_with([], "operator", gitSyncs=settings, gitCache=bounds).start()
     heavy = git_server.create_repo(f"heavy-{attacker}")
-    heavy.commit({"app/c.yaml": gitsync_config_map("c"), "app/noise.bin": os.urandom(2 * MIB)})
+    heavy.commit({"app/c.yaml": config_map_with_value("c"), "app/noise.bin": os.urandom(2 * MIB)})
     light = git_server.create_repo(f"light-{namespace}")
-    light.commit({"app/c.yaml": gitsync_config_map("c")})
+    light.commit({"app/c.yaml": config_map_with_value("c")})
     create(admin_api, attacker, "heavy", {"repository": {"url": git_server.file_url(heavy)}})
     create(admin_api, namespace, "light", {"repository": {"url": git_server.file_url(light)}})
 

@@ -22,17 +22,13 @@ from tests.harness import silent_dns
 from tests.harness.controlplane import SERVICE_CLUSTER_IP_RANGE, ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.gitsyncs import create, credentials_secret, heals, ready_message
 from tests.harness.kube import create_namespace
+from tests.harness.loopback import closed_port
+from tests.harness.manifests import config_map_with_value
+from tests.harness.operators import MEMORY_LIMIT_MIB, tenant_operator
 from tests.harness.trickle import Trickle, serving
 from tests.harness.waiting import wait_for
-from tests.integration.test_gitsync import config_map, create, credentials_secret
-from tests.integration.test_source import closed_port
-from tests.integration.test_tenant_time import (
-    MEMORY_LIMIT_MIB,
-    heals,
-    message,
-    tenant_operator,
-)
 
 FENCED = "resolves to loopback, link-local or the cluster's networks (network.clusterNetworks)"
 
@@ -78,7 +74,7 @@ def test_ta05_a_gitsync_repository_on_loopback_or_link_local_is_never_reached(
             create(admin_api, namespace, name, {"repository": {"url": url}})
         for name in urls:
             wait_for(
-                lambda: FENCED in message(admin_api, namespace, name),  # noqa: B023
+                lambda: FENCED in ready_message(admin_api, namespace, name),  # noqa: B023
                 f"GitSync {name} refused by the fence",
             )
         assert listening.accepted == 0
@@ -102,7 +98,9 @@ def test_ta05_the_clusters_service_network_is_fenced_without_being_listed(
         {"repository": {"url": f"https://{service.spec.cluster_ip}/r.git"}},
     )
 
-    wait_for(lambda: FENCED in message(admin_api, namespace, "service"), "the Service refused")
+    wait_for(
+        lambda: FENCED in ready_message(admin_api, namespace, "service"), "the Service refused"
+    )
     learned = [line for line in daemon.log_lines() if line["message"].startswith("fenced for")]
     assert learned and SERVICE_CLUSTER_IP_RANGE in learned[0]["message"]
 
@@ -131,7 +129,7 @@ def test_ta05_a_node_that_joins_has_its_pod_network_fenced_without_a_restart(
         )
         url = f"https://{JOINED_POD_NETWORK.replace('0/24', '9')}/r.git"
         create(admin_api, namespace, "pods", {"repository": {"url": url}})
-        wait_for(lambda: FENCED in message(admin_api, namespace, "pods"), "the pod refused")
+        wait_for(lambda: FENCED in ready_message(admin_api, namespace, "pods"), "the pod refused")
     finally:
         core.delete_node(node)
 
@@ -140,7 +138,7 @@ def failure(admin_api: Any, namespace: str, name: str, port: int) -> str:
     """The GitSync's failure as its status says it, its port and retry delay left out."""
 
     def failed() -> str | None:
-        said = message(admin_api, namespace, name)
+        said = ready_message(admin_api, namespace, name)
         return said if " failed (" in said else None
 
     said = wait_for(failed, f"GitSync {name} failing")
@@ -224,7 +222,7 @@ def test_ta05_a_trickling_git_server_holds_a_command_only_until_the_admins_git_d
     a status naming it, and another tenant is polled and healed. Before, git's commands
     had a fixed minute, which no status named and no administrator could set."""
     slow = slow_git_server.create_repo("slow")
-    slow.commit({"c.yaml": config_map("c")})
+    slow.commit({"c.yaml": config_map_with_value("c")})
     url = slow_git_server.http_url(slow)
     attackers = [create_namespace(admin_api), create_namespace(admin_api)]
     top = {"concurrentReconciles": 1, "network": {"gitDeadline": "3s"}}
@@ -239,7 +237,7 @@ def test_ta05_a_trickling_git_server_holds_a_command_only_until_the_admins_git_d
 
     def past_deadline() -> bool:
         deadline = "not done within the git deadline of 3 s (network.gitDeadline)"
-        return all(deadline in message(admin_api, *gitsync) for gitsync in hung)
+        return all(deadline in ready_message(admin_api, *gitsync) for gitsync in hung)
 
     wait_for(past_deadline, "each hung GitSync's status naming the git deadline", 45)
     heals(admin_api, namespace, git_server, git_repo)

@@ -14,19 +14,14 @@ import pytest
 from kubernetes import client
 
 from tests.harness.chartrepo import ChartRepository, serving
+from tests.harness.cluster_reads import config_map_data_value
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitServer
+from tests.harness.gitsyncs import condition, create, get, wait_ready
 from tests.harness.kube import create_namespace
+from tests.harness.manifests import config_map_with_value
 from tests.harness.registry import FloodingRegistry, serving_flooding_registry
 from tests.harness.waiting import wait_for
-from tests.integration.test_gitsync import (
-    condition,
-    config_map,
-    config_map_value,
-    create,
-    get,
-    wait_ready,
-)
 
 MEMORY_LIMIT_MIB = 1024
 """The shipped Deployment's memory limit."""
@@ -89,7 +84,7 @@ def test_ta02_listings_of_any_weight_cost_a_bounded_memory_and_fail_naming_the_b
     daemon.memory_limit_mib = MEMORY_LIMIT_MIB
     daemon.start()
     victim = git_server.create_repo("victim")
-    victim.commit({"app/c.yaml": config_map("c")})
+    victim.commit({"app/c.yaml": config_map_with_value("c")})
     create(admin_api, namespace, "victim", {"repository": {"url": git_server.file_url(victim)}})
     wait_ready(admin_api, namespace, "victim", "True", "Succeeded")
 
@@ -115,6 +110,6 @@ def test_ta02_listings_of_any_weight_cost_a_bounded_memory_and_fail_naming_the_b
 
     core: Any = client.CoreV1Api(admin_api)
     core.patch_namespaced_config_map("c", namespace, {"data": {"value": "edited"}})
-    wait_for(lambda: config_map_value(admin_api, namespace, "c") == "one", "the victim healed")
+    wait_for(lambda: config_map_data_value(admin_api, namespace, "c") == "one", "the victim healed")
     alive(daemon)
     assert daemon.cage is not None and daemon.cage.oom_kills() == 0

@@ -14,22 +14,14 @@ from typing import Any
 from kubernetes import client
 
 from tests.harness import audit
+from tests.harness.cluster_reads import config_map_data_value
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.gitsyncs import GROUP, PLURAL, VERSION, condition, create, get, wait_ready
 from tests.harness.kube import create_namespace
+from tests.harness.manifests import config_map_with_value
 from tests.harness.waiting import wait_for
-from tests.integration.test_gitsync import (
-    GROUP,
-    PLURAL,
-    VERSION,
-    condition,
-    config_map,
-    config_map_value,
-    create,
-    get,
-    wait_ready,
-)
 
 BOMB_CHART = {
     "bomb/Chart.yaml": "apiVersion: v2\nname: bomb\nversion: 0.1.0\n",
@@ -85,7 +77,7 @@ def test_ta03_a_tenant_at_its_share_is_refused_and_another_tenant_is_still_heale
     record_property: Callable[[str, object], None],
 ) -> None:
     attacker, neighbour = namespace, create_namespace(admin_api, "neighbour")
-    git_repo.commit({**BOMB_CHART, "plain/c.yaml": config_map("c")})
+    git_repo.commit({**BOMB_CHART, "plain/c.yaml": config_map_with_value("c")})
     settings = {"enabled": True, "namespaces": [attacker, neighbour], "allowInsecure": True}
     daemon = daemons.start_with([], "operator", gitSyncs=settings, tenantQuota=QUOTA)
     daemon.memory_limit_mib = MEMORY_LIMIT_MIB
@@ -113,7 +105,7 @@ def test_ta03_a_tenant_at_its_share_is_refused_and_another_tenant_is_still_heale
     core: Any = client.CoreV1Api(admin_api)
     core.patch_namespaced_config_map("c", neighbour, {"data": {"value": "edited"}})
     edited = time.monotonic()
-    wait_for(lambda: config_map_value(admin_api, neighbour, "c") == "one", "the heal", 60)
+    wait_for(lambda: config_map_data_value(admin_api, neighbour, "c") == "one", "the heal", 60)
     record_property("neighbour_heal_seconds", round(time.monotonic() - edited, 2))
     assert daemon.cage is not None
     record_property("daemon_peak_mib", daemon.cage.peak_mib())
@@ -150,7 +142,9 @@ def test_ta03_a_gitsync_waiting_for_its_share_is_served_once_another_is_deleted(
     git_server: GitServer,
     git_repo: GitRepo,
 ) -> None:
-    git_repo.commit({"first/c.yaml": config_map("c"), "second/d.yaml": config_map("d")})
+    git_repo.commit(
+        {"first/c.yaml": config_map_with_value("c"), "second/d.yaml": config_map_with_value("d")}
+    )
     settings = {"enabled": True, "namespaces": [namespace], "allowInsecure": True}
     daemon = daemons.start_with([], "operator", gitSyncs=settings, tenantQuota={"gitSyncs": 1})
     daemon.start()
@@ -193,7 +187,9 @@ def test_ta03_a_namespaces_requests_leave_at_its_pace(
     git_repo: GitRepo,
     control_plane: ControlPlane,
 ) -> None:
-    git_repo.commit({f"many/c{n}.yaml": config_map(f"c{n}") for n in range(PACED_OBJECTS)})
+    git_repo.commit(
+        {f"many/c{n}.yaml": config_map_with_value(f"c{n}") for n in range(PACED_OBJECTS)}
+    )
     settings = {"enabled": True, "namespaces": [namespace], "allowInsecure": True}
     daemon = daemons.start_with([], "operator", gitSyncs=settings, tenantQuota=PACE)
     daemon.start()

@@ -13,27 +13,26 @@ from kubernetes import client
 from gitopsd.errors import ExitCode
 from tests.harness.cli import Gitopsd, Run
 from tests.harness.controlplane import ControlPlane
-from tests.harness.daemon import DaemonProcess, Daemons
+from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
-from tests.harness.kube import create_namespace
-from tests.harness.trickle import Trickle, serving
-from tests.harness.waiting import wait_for
-from tests.integration.test_gitsync import (
+from tests.harness.gitsyncs import (
     GROUP,
     PLURAL,
     VERSION,
-    condition,
-    config_map,
-    config_map_value,
     create,
     get,
+    heals,
     patch_spec,
+    ready_message,
     wait_ready,
 )
-from tests.integration.test_source import closed_port
+from tests.harness.kube import create_namespace
+from tests.harness.loopback import closed_port
+from tests.harness.manifests import config_map_with_value
+from tests.harness.operators import MEMORY_LIMIT_MIB, tenant_operator
+from tests.harness.trickle import Trickle, serving
+from tests.harness.waiting import wait_for
 
-MEMORY_LIMIT_MIB = 1024
-"""The Deployment's limit."""
 HUNG = {"helm": {"chart": "hello", "releaseName": "hello"}}
 
 
@@ -44,16 +43,6 @@ def trickle() -> Iterator[Trickle]:
         yield served
 
 
-def tenant_operator(
-    daemons: Daemons, namespaces: list[str], top: dict[str, Any] | None = None
-) -> DaemonProcess:
-    """A daemon serving the GitSyncs of `namespaces`, in the Deployment's memory limit."""
-    settings = {"enabled": True, "namespaces": namespaces, "allowInsecure": True}
-    daemon = daemons.start_with([], "operator", gitSyncs=settings, **(top or {}))
-    daemon.memory_limit_mib = MEMORY_LIMIT_MIB
-    return daemon.start()
-
-
 def hang(admin_api: Any, namespaces: list[str], trickle: Trickle, each: int) -> list[str]:
     """`each` GitSyncs in every one of `namespaces` whose chart repository trickles."""
     names = [f"hung-{n}" for n in range(each)]
@@ -61,24 +50,6 @@ def hang(admin_api: Any, namespaces: list[str], trickle: Trickle, each: int) -> 
         for name in names:
             create(admin_api, namespace, name, {"repository": {"url": trickle.url}, **HUNG})
     return names
-
-
-def message(admin_api: Any, namespace: str, name: str) -> str:
-    return str(condition(get(admin_api, namespace, name), "Ready").get("message", ""))
-
-
-def heals(admin_api: Any, namespace: str, git_server: GitServer, git_repo: GitRepo) -> None:
-    """The tenant's GitSync becomes Ready, and an out-of-band edit is healed."""
-    git_repo.commit({"c.yaml": config_map("c")})
-    create(admin_api, namespace, "app", {"repository": {"url": git_server.file_url(git_repo)}})
-    wait_ready(admin_api, namespace, "app", "True", "Succeeded", deadline=90)
-    core: Any = client.CoreV1Api(admin_api)
-    core.patch_namespaced_config_map("c", namespace, {"data": {"value": "edited"}})
-    wait_for(
-        lambda: config_map_value(admin_api, namespace, "c") == "one",
-        "the other tenant's edit healed",
-        deadline_seconds=60,
-    )
 
 
 def test_ta05_a_trickling_chart_repository_holds_a_fetch_only_until_the_admins_deadline(
@@ -103,7 +74,7 @@ def test_ta05_a_trickling_chart_repository_holds_a_fetch_only_until_the_admins_d
 
     def past_deadline() -> bool:
         deadline = "fetch deadline of 3 s (network.fetchDeadline)"
-        return all(deadline in message(admin_api, *gitsync) for gitsync in hung)
+        return all(deadline in ready_message(admin_api, *gitsync) for gitsync in hung)
 
     wait_for(
         lambda: trickle.holding() == 4 or past_deadline(),
@@ -181,7 +152,7 @@ def test_ta05_readyz_says_when_the_pool_of_polls_is_held_and_no_poll_moves(
     thread of the pool (1 turn, 4 threads; the configuration's sources are not held to a
     share), and a fifth waits: /readyz answers 503 once no poll has started or ended for
     poolProgressDeadline, and 200 again once the polls move. Before, it said ready."""
-    git_repo.commit({"c.yaml": config_map("c")})
+    git_repo.commit({"c.yaml": config_map_with_value("c")})
     with serving(Trickle()) as trickle:
         hung = [{**daemons.source(trickle.url), "name": f"hung-{n}", **HUNG} for n in range(4)]
         sources = [*hung, daemons.source(git_server.file_url(git_repo))]
@@ -227,7 +198,7 @@ def test_ta05_retiring_hung_gitsyncs_never_holds_up_another_tenants(
     objects: Any = client.CustomObjectsApi(admin_api)
     for name in names[2:]:
         objects.delete_namespaced_custom_object(GROUP, VERSION, attacker, PLURAL, name)
-    git_repo.commit({"c.yaml": config_map("c")})
+    git_repo.commit({"c.yaml": config_map_with_value("c")})
     create(admin_api, namespace, "app", {"repository": {"url": git_server.file_url(git_repo)}})
     wait_ready(admin_api, namespace, "app", "True", "Succeeded", deadline=45)
     assert trickle.holding() >= 2  # the changed GitSyncs' fetches still hang

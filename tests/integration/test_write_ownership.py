@@ -15,17 +15,18 @@ from kubernetes import client
 
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
+from tests.harness.commands import scope
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.faultproxy import Fault, FaultProxy, Request
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.gitsyncs import create, wait_ready
 from tests.harness.kube import Gate
+from tests.harness.manifests import deployment
+from tests.harness.operators import operator
+from tests.harness.records import PART_OF
 from tests.harness.status_writer import meanwhile
 from tests.harness.waiting import wait_for
-from tests.integration.test_gitsync import create, operator, wait_ready
-from tests.integration.test_health import deployment
-from tests.integration.test_ownership import PART_OF
-from tests.integration.test_sync import scope
 
 CLUSTER_FAILED = 4
 QUOTA = "compute-quota"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import io
 import tarfile
 from pathlib import Path
 
@@ -13,7 +12,8 @@ from gitopsd.config import Limits
 from gitopsd.errors import ManifestError, ManifestReason
 from gitopsd.helm import chart, output
 from gitopsd.manifests import Directory
-from tests.unit.test_manifests import write
+from tests.harness.archives import archive
+from tests.harness.manifests import write
 
 LIMITS = Limits()
 SMALL = Limits(max_revision_bytes=1024 * 1024)
@@ -22,21 +22,6 @@ CHART = {
     "app/values.yaml": "replicas: 1\n",
     "app/templates/cm.yaml": "kind: ConfigMap\n",
 }
-
-
-def archive(members: dict[str, bytes], links: dict[str, str] | None = None) -> bytes:
-    """A gzipped tar of `members` (name: content), with symlinks `links` (name: target)."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        for name, target in (links or {}).items():
-            info = tarfile.TarInfo(name)
-            info.type, info.linkname = tarfile.SYMTYPE, target
-            tar.addfile(info)
-    return buffer.getvalue()
 
 
 def write_bytes(root: Path, rel: str, data: bytes) -> None:

@@ -10,7 +10,7 @@ from gitopsd.config import Limits
 from gitopsd.errors import ManifestError
 from gitopsd.kustomize import references
 from gitopsd.manifests import Directory
-from tests.unit.test_manifests import write
+from tests.harness.manifests import write
 
 LIMITS = Limits()
 GENERATOR = "apiVersion: builtin\nkind: ConfigMapGenerator\nmetadata:\n  name: m\n"

@@ -12,18 +12,11 @@ from gitopsd.cluster import Cluster, Resource
 from gitopsd.cluster.api import Api
 from gitopsd.cluster.lease import LeaderElector
 from gitopsd.errors import ClusterError
-from tests.unit.test_api import Transport
+from tests.harness.clock import Clock
+from tests.harness.scripted_api import Transport
 
 CONFIG_MAPS = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
 BODY = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "n"}}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,8 @@ from gitopsd.objects import (
     group_of,
     wave_of,
 )
+from tests.harness.hostile_names import HOSTILE_NAMES
+from tests.harness.manifests import write
 
 CANARY = "CANARY-4f1d2c9e"
 LIMITS = Limits()
@@ -39,17 +41,6 @@ def cm(name: str, namespace: str = "ns", extra: str = "") -> str:
         f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n"
         f"  namespace: {namespace}\n{extra}"
     )
-
-
-def write(root: Path, files: Mapping[str, str | bytes]) -> Path:
-    for rel, content in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    return root
 
 
 def load_error(root: Path | Tree, paths: tuple[str, ...] = (".",), **options: Any) -> ManifestError:
@@ -268,19 +259,6 @@ def test_identity_is_group_kind_namespace_name(
 
 
 # --- SE-11, BI-14 names and namespaces --------------------------------------------------
-
-HOSTILE_NAMES = {
-    "path escape": "../../kube-system/configmaps/victim",
-    "query": "x?dryRun=All",
-    "slash": "a/b",
-    "encoded dots": "%2e%2e",
-    "dot-dot": "..",
-    "300 characters": "x" * 300,
-    "upper case": "Victim",
-    "unicode": "vïctim",
-    "blank": " ",
-    "only a dash": "-",
-}
 
 
 def named(name: str, namespace: str = "ns") -> str:

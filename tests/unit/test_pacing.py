@@ -10,7 +10,7 @@ from gitopsd.cluster.api import Api
 from gitopsd.cluster.pacing import Pace
 from gitopsd.configfile import TenantQuota
 from gitopsd.daemon.quotas import Holdings
-from tests.unit.test_api import Answer, Transport, throttled
+from tests.harness.scripted_api import Answer, Transport, throttled
 
 
 class Clock:

@@ -18,8 +18,8 @@ import pytest
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.api import Api
 from gitopsd.cluster.shards import GROUP_LABEL, Membership
-from tests.unit.test_api import Answer
-from tests.unit.test_lease import Clock
+from tests.harness.clock import Clock
+from tests.harness.scripted_api import Answer
 
 KEYS = [f"team-{n}" for n in range(60)]
 LEASE, DEADLINE, RETRY = 15.0, 10.0, 2.0
