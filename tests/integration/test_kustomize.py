@@ -126,7 +126,7 @@ def test_se11_a_resource_outside_the_checkout_is_refused(
     outside.mkdir()
     (outside / "kustomization.yaml").write_text("resources: [cm.yaml]\n")
     (outside / "cm.yaml").write_text(GOOD.replace("good", canary))
-    escape = "../" * 40 + str(outside).lstrip("/")  # from any checkout, up to / and down again
+    escape = "../" * 20 + str(outside).lstrip("/")  # from any checkout, up to / and down again
     git_repo.commit({"app/kustomization.yaml": f"resources: [{escape}]\n"})
 
     assert_refused(

@@ -5,6 +5,7 @@ audit log, not from what gitopsd says; bad input does the same in test_bad_input
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -131,11 +132,12 @@ def test_fa22_a_full_disk_under_the_cache_dir_fails_the_source_and_applies_nothi
     the fetch wrote, nor from the revision the cache held; nothing applied or pruned. No
     partial pack is left to keep the disk full, and the same sync succeeds once there is
     space."""
+    seeding = dataclasses.replace(gitopsd, cache=tmp_path / "seed")  # this repository's only
     git_repo.commit(owned_files(""))
     url = git_server.file_url(git_repo)
-    assert gitopsd("sync", url, *scope(namespace), "--prune").code == 0
+    assert seeding("sync", url, *scope(namespace), "--prune").code == 0
     git_repo.commit(config_map_files("read"))
-    assert gitopsd("diff", url, *scope(namespace)).code == 1  # "read" would be created
+    assert seeding("diff", url, *scope(namespace)).code == 1  # "read" would be created
     before, since = versions(admin_api, namespace), time.time()
     noise = {f"assets/noise{i}.bin": os.urandom(2**20) for i in range(3)}  # incompressible
     git_repo.commit({"a.yaml": None, **noise, **config_map_files("new")})
@@ -149,7 +151,7 @@ def test_fa22_a_full_disk_under_the_cache_dir_fails_the_source_and_applies_nothi
         capture_output=True,
         text=True,
         check=False,
-        env={**os.environ, "CACHE": str(small), "SEED": str(gitopsd.cache)},
+        env={**os.environ, "CACHE": str(small), "SEED": str(seeding.cache)},
     )
 
     [between] = [float(line.split()[1]) for line in done.stdout.splitlines() if "between" in line]
