@@ -1,7 +1,9 @@
 # The two commands of a fresh clone:
 #   make demo   a real sync of examples/ from git into a local control plane
-#   make test   lint, type-check, import contracts and the whole test suite
+#   make test   lint, type-check, import contracts and the whole test suite, its files
+#               spread over the cores (each worker with a control plane of its own)
 # Both create the virtualenv and build (once) or find the control plane themselves.
+# `make test-fast` runs the tests that need no cluster (under a minute).
 # `make bench` measures gitopsd against kubectl and its targets, on a bare control plane
 # and on one with controllers, and writes BENCHMARKS.md (about 40 minutes; not part of
 # `make test`).
@@ -19,8 +21,10 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# One pytest worker per core, at most four: each starts a control plane of its own.
+WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
 
-.PHONY: test demo bench mutation crd schemas lint lock control-plane prometheus sshd image-tools clean
+.PHONY: test test-fast demo bench mutation crd schemas lint lock control-plane prometheus sshd image-tools clean
 
 # The locked set, hashes required, then gitopsd itself without resolving anything again.
 $(BIN)/.installed: pyproject.toml requirements/dev.txt
@@ -66,9 +70,12 @@ lint: $(BIN)/.installed
 test: $(BIN)/.installed control-plane prometheus sshd image-tools
 	@echo "lint (ruff, mypy --strict, import contracts, dependency audit) runs beside the tests; its output follows"
 	@$(MAKE) --no-print-directory lint > $(VENV)/lint.log 2>&1 & linting=$$!; \
-	$(BIN)/pytest; tested=$$?; \
+	$(BIN)/pytest --numprocesses $(WORKERS) --dist loadfile --durations 25; tested=$$?; \
 	wait $$linting; linted=$$?; cat $(VENV)/lint.log; \
 	test $$tested -eq 0 -a $$linted -eq 0
+
+test-fast: $(BIN)/.installed
+	$(BIN)/pytest --numprocesses $(WORKERS) -m "not cluster and not image" --durations 10
 
 demo: $(BIN)/.installed control-plane
 	$(BIN)/python -m tests.demo $(ARGS)

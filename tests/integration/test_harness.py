@@ -230,6 +230,7 @@ def test_git_server_helpers_rewrite_history(
     assert "feature" not in git("branch", "--list", cwd=git_repo.bare)
 
 
+@pytest.mark.cluster  # a control plane of its own, not the session's
 def test_a_stopped_control_plane_leaves_no_process(binaries: Binaries, tmp_path: Path) -> None:
     with running_control_plane(binaries, tmp_path) as plane:
         with plane.apiserver_stopped():  # restarted: still stopped after the controllers
