@@ -32,6 +32,7 @@ TARGET = 85.0
 CAUGHT = ("killed", "timeout")
 """A timeout is caught too: the mutant made a test run until mutmut stopped it."""
 COLUMNS = ("killed", "timeout", "survived", "no tests", "suspicious")
+"""The verdicts counted one by one; any other (a crash, one not checked) counts as other."""
 RESULT = re.compile(r"^\s+(?P<mutant>\S+): (?P<verdict>.+)$", re.MULTILINE)
 MUTANT_NAME = re.compile(r"gitopsd\.[\wǁ.]+__mutmut_\d+")
 
@@ -132,7 +133,7 @@ def circumstances(workers: int, minutes: float) -> str:
 
 
 def table(scores: list[Score]) -> str:
-    head = ["module", "mutants", *COLUMNS, "killed %"]
+    head = ["module", "mutants", *COLUMNS, "other", "killed %"]
     rows = [_row(score.module, score) for score in scores]
     total = Score("all", sum((score.verdicts for score in scores), Counter()))
     rows.append(_row("**all**", total))
@@ -141,8 +142,9 @@ def table(scores: list[Score]) -> str:
 
 
 def _row(name: str, score: Score) -> list[str]:
-    counts = [str(score.verdicts[column]) for column in COLUMNS]
-    return [name, str(score.mutants), *counts, f"{score.percent:.1f} %"]
+    counts = [score.verdicts[column] for column in COLUMNS]
+    other = score.mutants - sum(counts)
+    return [name, str(score.mutants), *map(str, counts), str(other), f"{score.percent:.1f} %"]
 
 
 def document(header: str, scores: list[Score], unexplained: list[str]) -> str:
