@@ -1,5 +1,5 @@
 """Objects read back from the API server, as a test checks what a sync left: ConfigMaps
-(their names, one of them, a value they hold), a Deployment's replicas, a Job's uid.
+(their names, one of them, a value they hold), a Deployment's replicas, Jobs and a Job's uid.
 A read of one object answers None when it is not there."""
 
 from __future__ import annotations
@@ -53,3 +53,8 @@ def job_uid(admin_api: Any, namespace: str, name: str) -> str | None:
     batch: Any = client.BatchV1Api(admin_api)
     found = batch.list_namespaced_job(namespace, field_selector=f"metadata.name={name}").items
     return str(found[0].metadata.uid) if found else None
+
+
+def jobs_by_name(admin_api: Any, namespace: str) -> dict[str, Any]:
+    batch: Any = client.BatchV1Api(admin_api)
+    return {job.metadata.name: job for job in batch.list_namespaced_job(namespace).items}

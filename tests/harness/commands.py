@@ -10,7 +10,10 @@ from tests.harness.cli import Gitopsd, Run
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.manifests import config_map_files
 
+DRIFT = 1
 INVALID = 2
+SOURCE_FAILED = 3
+CLUSTER_FAILED = 4
 PRUNE_BLOCKED = 5
 UNHEALTHY = 6
 

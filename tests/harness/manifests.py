@@ -1,5 +1,6 @@
-"""Manifests as the tests commit or write them: ConfigMaps with and without data,
-Deployments, Jobs, a custom resource with its CRD; and the folders they are placed in.
+"""Manifests as the tests commit or write them: ConfigMaps with and without data, annotated
+or not, Deployments, Jobs and hook Jobs, a ReplicaSet, a custom resource with its CRD, a
+small Helm chart; and the folders they are placed in.
 
 Files are {relative path: content}, ready for GitRepo.commit (None there deletes a file)."""
 
@@ -11,12 +12,22 @@ from pathlib import Path
 
 from tests.harness.controllers import FAILING_POD_LABEL
 
+ARGO_WAVE = "argocd.argoproj.io/sync-wave"
+"""Argo CD's sync-wave annotation, which gitopsd reads as it reads its own."""
+
 CONFIG_MAP = "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{k: v}}\n"
 """A ConfigMap holding data k: v, its name to be formatted in; it names no namespace."""
 
 
 def config_map_without_data(name: str) -> str:
     return f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n"
+
+
+def config_map_with_data(name: str, annotations: dict[str, str] | None = None) -> str:
+    """A ConfigMap holding data k: v, and `annotations` (a hook's, a wave's) when given."""
+    shown = "".join(f"\n    {key}: {value!r}" for key, value in (annotations or {}).items())
+    notes = f"\n  annotations:{shown}" if shown else ""
+    return f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}{notes}\ndata:\n  k: v\n"
 
 
 def config_map_with_value(name: str, value: str = "one", namespace: str = "") -> str:
@@ -95,6 +106,42 @@ spec:
     }
 
 
+def hook_job(name: str, annotations: dict[str, str], fails: bool = False) -> str:
+    """A Job of one pod with `annotations` (which make it a hook), which succeeds, or exits 1
+    when `fails` (kwok's chaos stage)."""
+    labels = f"\n    metadata: {{labels: {{{FAILING_POD_LABEL}: 'true'}}}}" if fails else ""
+    shown = "".join(f"\n    {key}: {value!r}" for key, value in annotations.items())
+    return f"""apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  annotations:{shown}
+spec:
+  backoffLimit: 0
+  template:{labels}
+    spec:
+      restartPolicy: Never
+      containers: [{{name: run, image: "busybox:1.36", command: ["true"]}}]
+"""
+
+
+def replica_set(name: str, wave: str = "") -> str:
+    """A ReplicaSet of one pause pod, in Argo CD's sync wave `wave` when given."""
+    annotations = f"\n  annotations: {{{ARGO_WAVE}: '{wave}'}}" if wave else ""
+    return f"""apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: {name}{annotations}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{tier: {name}}}}}
+  template:
+    metadata: {{labels: {{tier: {name}}}}}
+    spec:
+      containers: [{{name: main, image: "registry.k8s.io/pause:3.10"}}]
+"""
+
+
 def suspended_job(name: str, command: str, annotations: str = "") -> str:
     """A suspended Job (no pod needed): its template cannot change once created."""
     annotated = f"  annotations:\n    {annotations}\n" if annotations else ""
@@ -134,6 +181,16 @@ spec:
 """,
 }
 """A custom resource no controller serves, and its CRD."""
+
+HELLO_CHART = {
+    "hello/Chart.yaml": "apiVersion: v2\nname: hello\nversion: 0.1.0\n",
+    "hello/values.yaml": "greeting: hello\n",
+    "hello/templates/cm.yaml": (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-hello\n"
+        "data:\n  greeting: {{ .Values.greeting | quote }}\n"
+    ),
+}
+"""A chart in folder hello/: one ConfigMap, <release>-hello, holding the greeting value."""
 
 
 def under(folder: str, files: dict[str, str]) -> dict[str, str | None]:

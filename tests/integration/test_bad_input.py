@@ -16,13 +16,12 @@ from tests.harness import audit
 from tests.harness.canary import Canary
 from tests.harness.cli import Gitopsd
 from tests.harness.cluster_reads import config_map_names
-from tests.harness.commands import scope
+from tests.harness.commands import INVALID, scope
 from tests.harness.controlplane import AUDITED_USER, ControlPlane
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.hostile_names import HOSTILE_NAMES
 from tests.harness.owned_config_maps import OWNED, owned_files, versions
 
-INVALID, CLUSTER_FAILED = 2, 4
 GOOD = {"good.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: good\ndata:\n  k: v\n"}
 LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)

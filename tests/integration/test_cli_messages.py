@@ -13,10 +13,10 @@ import pytest
 from kubernetes import client
 
 from tests.harness.cli import Gitopsd, Run
+from tests.harness.commands import CLUSTER_FAILED, INVALID
 from tests.harness.controlplane import ControlPlane, write_kubeconfig
 from tests.harness.gitserver import GitRepo, GitServer
 
-INVALID, CLUSTER_FAILED = 2, 4
 MANIFEST = {"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {k: v}\n"}
 
 

@@ -10,14 +10,13 @@ from typing import Any
 
 from tests.harness.cli import Gitopsd
 from tests.harness.cluster_reads import config_map_value
+from tests.harness.commands import CLUSTER_FAILED, INVALID
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.gitsyncs import condition, create, get, wait_ready
 from tests.harness.manifests import config_map_files_with_data
 from tests.harness.operators import operator
 from tests.harness.waiting import wait_for
-
-INVALID, CLUSTER_FAILED = 2, 4
 
 
 def test_get_lists_a_daemons_sources_and_reconcile_applies_a_commit_now(

@@ -20,7 +20,7 @@ from tests.harness import audit
 from tests.harness.census import recorded_names, uid_prefixes
 from tests.harness.cli import Gitopsd
 from tests.harness.cluster_reads import config_map_names
-from tests.harness.commands import scope
+from tests.harness.commands import CLUSTER_FAILED, scope
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.faultproxy import Fault, FaultProxy
@@ -32,7 +32,6 @@ from tests.harness.waiting import wait_for
 
 NEW = [f"new{i}" for i in range(200)]
 PARENT = "gitopsd-test"
-CLUSTER_FAILED = 4
 
 
 @dataclass(frozen=True)

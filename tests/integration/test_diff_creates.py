@@ -13,12 +13,10 @@ from kubernetes import client
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
 from tests.harness.cluster_reads import config_map_names
+from tests.harness.commands import CLUSTER_FAILED, DRIFT, INVALID
 from tests.harness.controlplane import AUDITED_USER, ControlPlane
 from tests.harness.manifests import folder
 
-INVALID = 2
-CLUSTER_FAILED = 4
-DRIFT = 1
 DEPLOYMENT = """\
 apiVersion: apps/v1
 kind: Deployment

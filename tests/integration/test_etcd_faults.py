@@ -22,14 +22,13 @@ from kubernetes import client
 from gitopsd.cluster.api import Api
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
-from tests.harness.commands import scope
+from tests.harness.commands import CLUSTER_FAILED, scope
 from tests.harness.controlplane import AUDITED_USER, Binaries, ControlPlane, running_control_plane
 from tests.harness.faultproxy import Fault, FaultProxy, write_of_config_map
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import api_client
 from tests.harness.owned_config_maps import OWNED, owned_files
 
-CLUSTER_FAILED = 4
 NAMESPACE = "etcd-faults"
 PARENT = "gitopsd-test"  # the ApplySet parent's ConfigMap, of `scope`'s --name test
 QUOTA_BYTES = 20 * 1024 * 1024

@@ -36,10 +36,6 @@ from tests.harness.manifests import config_map_with_value
 from tests.harness.operators import operator
 from tests.harness.waiting import wait_for
 
-# What test_helm.py and test_hooks.py still import from here, until they import it from
-# tests.harness (tests/unit/test_architecture.py, UNTIL_THEY_MOVE).
-__all__ = ["create", "operator", "patch_spec", "wait_ready"]
-
 
 def reasons(api: Any, namespace: str, name: str) -> list[str]:
     return [event.reason for event in events(api, namespace, name)]

@@ -17,28 +17,22 @@ from gitopsd import manifests, source
 from gitopsd.config import ChartSettings
 from gitopsd.reconcile.desired import read_revision
 from tests.harness.canary import Canary
+from tests.harness.checkouts import file_spec
 from tests.harness.cli import Gitopsd, example_files
+from tests.harness.cluster_reads import config_map_named, config_map_names
+from tests.harness.commands import scope
 from tests.harness.controlplane import Binaries
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.gitsyncs import create, patch_spec, wait_ready
+from tests.harness.manifests import HELLO_CHART
+from tests.harness.operators import operator
+from tests.harness.refusals import assert_refused
 from tests.harness.waiting import wait_for
-from tests.integration.test_gitsync import create, operator, patch_spec, wait_ready
-from tests.integration.test_kustomize import assert_refused
-from tests.integration.test_prune import config_maps
-from tests.integration.test_source import file_spec
-from tests.integration.test_sync import config_map, scope
 
 SHOP = ["--path", "shop", "--helm-release", "web"]
 EXAMPLE_GROUP = "shop.gitopsd.example"
 CANARY = "CANARY-values-0123456789"
-HELLO_CHART = {
-    "hello/Chart.yaml": "apiVersion: v2\nname: hello\nversion: 0.1.0\n",
-    "hello/values.yaml": "greeting: hello\n",
-    "hello/templates/cm.yaml": (
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-hello\n"
-        "data:\n  greeting: {{ .Values.greeting | quote }}\n"
-    ),
-}
 
 
 def shop_files(namespace: str) -> dict[str, str]:
@@ -73,7 +67,7 @@ def test_a_chart_with_helpers_dependencies_and_crds_syncs_healthy_then_shows_no_
     assert f"hook       {migrate}  (pre-sync hook: Current" in synced.out
     batch: Any = client.BatchV1Api(admin_api)
     assert batch.list_namespaced_job(namespace).items == []  # deleted once it succeeded
-    shop = config_map(admin_api, namespace, "web-shop")
+    shop = config_map_named(admin_api, namespace, "web-shop")
     version = client.VersionApi(admin_api).get_code().git_version
     assert shop.data == {
         "greeting": "hello",
@@ -81,7 +75,7 @@ def test_a_chart_with_helpers_dependencies_and_crds_syncs_healthy_then_shows_no_
         "servesDeployments": "true",
     }
     assert shop.metadata.labels["helm.sh/chart"] == "shop-0.1.0"  # the file:// library
-    assert config_map(admin_api, namespace, "web-cache").data == {"size": "64Mi"}  # vendored
+    assert config_map_named(admin_api, namespace, "web-cache").data == {"size": "64Mi"}  # vendored
     apps: Any = client.AppsV1Api(admin_api)
     assert apps.read_namespaced_deployment("web-shop", namespace).status.ready_replicas == 1
     promotions: Any = client.CustomObjectsApi(admin_api).list_namespaced_custom_object(
@@ -148,7 +142,7 @@ def test_a_template_removed_from_the_chart_is_pruned(
     assert pruned.code == 0, pruned.text
     core: Any = client.CoreV1Api(admin_api)
     assert [s.metadata.name for s in core.list_namespaced_service(namespace).items] == []
-    assert config_maps(admin_api, namespace) >= {"web-shop", "web-cache"}
+    assert config_map_names(admin_api, namespace) >= {"web-shop", "web-cache"}
 
 
 def test_a_revision_that_changes_nothing_of_the_chart_renders_nothing(
@@ -396,8 +390,8 @@ def test_se15_no_plugin_post_renderer_or_setting_of_the_repository_runs(
     synced = gitopsd("sync", git_server.file_url(git_repo), *scope(namespace), "--path", "hello")
 
     assert synced.code == 0, synced.text
-    assert config_maps(admin_api, namespace) == {"gitopsd-test", "hello-hello", "hello-x"}
-    assert config_map(admin_api, namespace, "hello-hello").data == {"greeting": "hello"}
+    assert config_map_names(admin_api, namespace) == {"gitopsd-test", "hello-hello", "hello-x"}
+    assert config_map_named(admin_api, namespace, "hello-hello").data == {"greeting": "hello"}
     assert not sentinel.exists()
 
 
@@ -460,11 +454,15 @@ def test_a_gitsync_renders_its_chart_with_the_values_of_its_spec(
     )
 
     wait_ready(admin_api, namespace, "hello", "True", "Succeeded")
-    assert config_map(admin_api, namespace, "team-hello").data == {"greeting": "from the spec"}
+    assert config_map_named(admin_api, namespace, "team-hello").data == {
+        "greeting": "from the spec"
+    }
 
     patch_spec(admin_api, namespace, "hello", {"helm": {"values": {"greeting": "changed"}}})
     wait_for(
-        lambda: config_map(admin_api, namespace, "team-hello").data == {"greeting": "changed"},
+        lambda: (
+            config_map_named(admin_api, namespace, "team-hello").data == {"greeting": "changed"}
+        ),
         "the chart rendered again with the GitSync's new values",
         deadline_seconds=60,
     )

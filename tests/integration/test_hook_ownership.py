@@ -12,13 +12,14 @@ import yaml
 from kubernetes import client
 
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import jobs_by_name
 from tests.harness.commands import scope
 from tests.harness.faultproxy import Answer, Fault, FaultProxy
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import Gate
+from tests.harness.manifests import config_map_with_data, hook_job, replica_set
 from tests.harness.status_writer import meanwhile
 from tests.harness.waiting import wait_for
-from tests.integration.test_hooks import config_map, job, jobs, replica_set
 
 GATEWAY_TIMEOUT = b'{"kind":"Status","apiVersion":"v1","status":"Failure","code":504}'
 
@@ -75,10 +76,10 @@ def test_ta07_a_generate_name_hook_whose_create_answer_is_lost_runs_once(
     post-sync hook Job named by generateName. The POST is not sent again (a 5xx may mean
     it was applied): the run is found by its run label and waited for, so one Job runs.
     Before, the POST was retried and the hook ran twice."""
-    smoke = job("smoke", {"gitopsd.io/hook": "post-sync"}).replace(
+    smoke = hook_job("smoke", {"gitopsd.io/hook": "post-sync"}).replace(
         "  name: smoke\n", "  generateName: smoke-\n"
     )
-    git_repo.commit({"smoke.yaml": smoke, "app.yaml": config_map("app")})
+    git_repo.commit({"smoke.yaml": smoke, "app.yaml": config_map_with_data("app")})
     kubeconfig = proxy.kubeconfig(tmp_path / "kubeconfig")
     lost = proxy.inject(
         Fault(
@@ -95,5 +96,5 @@ def test_ta07_a_generate_name_hook_whose_create_answer_is_lost_runs_once(
 
     assert lost.fired == 1
     assert synced.code == 0, synced.text
-    runs = jobs(admin_api, namespace)
+    runs = jobs_by_name(admin_api, namespace)
     assert len(runs) == 1 and all(name.startswith("smoke-") for name in runs), runs

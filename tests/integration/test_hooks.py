@@ -14,48 +14,23 @@ from gitopsd.health import Status
 from gitopsd.objects import ObjectKey
 from tests.harness import audit
 from tests.harness.cli import Gitopsd, Run
-from tests.harness.controllers import FAILING_POD_LABEL
+from tests.harness.cluster_reads import config_map_names, jobs_by_name
+from tests.harness.commands import UNHEALTHY, drift_of, scope
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.gitsyncs import create, wait_ready
 from tests.harness.kube import Gate
+from tests.harness.manifests import (
+    ARGO_WAVE,
+    HELLO_CHART,
+    config_map_with_data,
+    hook_job,
+    replica_set,
+)
+from tests.harness.operators import operator
 from tests.harness.status_writer import meanwhile
 from tests.harness.waiting import wait_for
-from tests.integration.test_gitsync import create, operator, wait_ready
-from tests.integration.test_helm import HELLO_CHART
-from tests.integration.test_prune import config_maps
-from tests.integration.test_sync import drift_of, scope
-
-UNHEALTHY = 6
-
-
-def job(name: str, annotations: dict[str, str], fails: bool = False) -> str:
-    """A hook Job of one pod, which succeeds, or fails when `fails` (kwok's chaos stage)."""
-    labels = f"\n    metadata: {{labels: {{{FAILING_POD_LABEL}: 'true'}}}}" if fails else ""
-    shown = "".join(f"\n    {key}: {value!r}" for key, value in annotations.items())
-    return f"""apiVersion: batch/v1
-kind: Job
-metadata:
-  name: {name}
-  annotations:{shown}
-spec:
-  backoffLimit: 0
-  template:{labels}
-    spec:
-      restartPolicy: Never
-      containers: [{{name: run, image: "busybox:1.36", command: ["true"]}}]
-"""
-
-
-def config_map(name: str, annotations: dict[str, str] | None = None) -> str:
-    shown = "".join(f"\n    {key}: {value!r}" for key, value in (annotations or {}).items())
-    notes = f"\n  annotations:{shown}" if shown else ""
-    return f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}{notes}\ndata:\n  k: v\n"
-
-
-def jobs(api: Any, namespace: str) -> dict[str, Any]:
-    batch: Any = client.BatchV1Api(api)
-    return {j.metadata.name: j for j in batch.list_namespaced_job(namespace).items}
 
 
 def test_a_pre_sync_job_runs_to_completion_before_anything_else_is_applied(
@@ -68,8 +43,8 @@ def test_a_pre_sync_job_runs_to_completion_before_anything_else_is_applied(
 ) -> None:
     git_repo.commit(
         {
-            "migrate.yaml": job("migrate", {"gitopsd.io/hook": "pre-sync"}),
-            "app.yaml": config_map("app"),
+            "migrate.yaml": hook_job("migrate", {"gitopsd.io/hook": "pre-sync"}),
+            "app.yaml": config_map_with_data("app"),
         }
     )
     url = git_server.file_url(git_repo)
@@ -96,23 +71,23 @@ def test_a_pre_sync_job_runs_to_completion_before_anything_else_is_applied(
     # a hook is no member: never drift, never in the record, and (before-hook-creation, the
     # default) run afresh by the next sync
     assert drift_of(gitopsd, url, namespace) == []
-    first = jobs(admin_api, namespace)["migrate"].metadata.uid
+    first = jobs_by_name(admin_api, namespace)["migrate"].metadata.uid
     assert gitopsd("sync", url, *scope(namespace)).code == 0
-    assert jobs(admin_api, namespace)["migrate"].metadata.uid != first
+    assert jobs_by_name(admin_api, namespace)["migrate"].metadata.uid != first
 
 
 def test_a_failed_pre_sync_hook_stops_the_sync_and_runs_the_sync_fail_hooks(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
-    git_repo.commit({"old.yaml": config_map("old")})
+    git_repo.commit({"old.yaml": config_map_with_data("old")})
     url = git_server.file_url(git_repo)
     assert gitopsd("sync", url, *scope(namespace)).code == 0
     git_repo.commit(
         {
             "old.yaml": None,
-            "new.yaml": config_map("new"),
-            "migrate.yaml": job("migrate", {"gitopsd.io/hook": "pre-sync"}, fails=True),
-            "alarm.yaml": config_map("alarm", {"argocd.argoproj.io/hook": "SyncFail"}),
+            "new.yaml": config_map_with_data("new"),
+            "migrate.yaml": hook_job("migrate", {"gitopsd.io/hook": "pre-sync"}, fails=True),
+            "alarm.yaml": config_map_with_data("alarm", {"argocd.argoproj.io/hook": "SyncFail"}),
         }
     )
 
@@ -120,7 +95,7 @@ def test_a_failed_pre_sync_hook_stops_the_sync_and_runs_the_sync_fail_hooks(
 
     assert failed.code == UNHEALTHY, failed.text
     assert f"batch/Job/{namespace}/migrate: pre-sync hook did not succeed" in failed.err
-    assert config_maps(admin_api, namespace) == {"gitopsd-test", "old", "alarm"}
+    assert config_map_names(admin_api, namespace) == {"gitopsd-test", "old", "alarm"}
 
 
 def test_delete_policies_clean_up_and_hooks_are_never_pruned(
@@ -133,13 +108,13 @@ def test_delete_policies_clean_up_and_hooks_are_never_pruned(
 ) -> None:
     git_repo.commit(
         {
-            "cleaned.yaml": job(
+            "cleaned.yaml": hook_job(
                 "cleaned",
                 {"gitopsd.io/hook": "post-sync", "gitopsd.io/hook-delete-policy": "hook-succeeded"},
             ),
-            "kept.yaml": job("kept", {"helm.sh/hook": "post-install"}),
-            "skipped.yaml": config_map("skipped", {"argocd.argoproj.io/hook": "Skip"}),
-            "app.yaml": config_map("app"),
+            "kept.yaml": hook_job("kept", {"helm.sh/hook": "post-install"}),
+            "skipped.yaml": config_map_with_data("skipped", {"argocd.argoproj.io/hook": "Skip"}),
+            "app.yaml": config_map_with_data("app"),
         }
     )
     url = git_server.file_url(git_repo)
@@ -157,13 +132,13 @@ def test_delete_policies_clean_up_and_hooks_are_never_pruned(
     ]
     succeeded = settled(control_plane, namespace, "cleaned", started)
     assert written[1].received < succeeded < written[2].received
-    assert set(jobs(admin_api, namespace)) == {"kept"}
-    assert config_maps(admin_api, namespace) == {"gitopsd-test", "app"}
+    assert set(jobs_by_name(admin_api, namespace)) == {"kept"}
+    assert config_map_names(admin_api, namespace) == {"gitopsd-test", "app"}
     git_repo.commit({"kept.yaml": None, "cleaned.yaml": None})
     again = time.time()
     assert gitopsd("sync", url, *scope(namespace), "--prune").code == 0
     assert [shown(w) for w in writes_in(control_plane, namespace, again)] == []
-    assert set(jobs(admin_api, namespace)) == {"kept"}  # a hook's run is not a member
+    assert set(jobs_by_name(admin_api, namespace)) == {"kept"}  # a hook's run is not a member
 
 
 def test_a_failed_hooks_run_is_deleted_under_hook_failed_and_kept_without_it(
@@ -178,7 +153,10 @@ def test_a_failed_hooks_run_is_deleted_under_hook_failed_and_kept_without_it(
     its policy names hook-failed (hook-succeeded alone keeps a failed run to be read)."""
     cleaned = {"gitopsd.io/hook": "pre-sync", "gitopsd.io/hook-delete-policy": "hook-failed"}
     git_repo.commit(
-        {"cleaned.yaml": job("cleaned", cleaned, fails=True), "app.yaml": config_map("app")}
+        {
+            "cleaned.yaml": hook_job("cleaned", cleaned, fails=True),
+            "app.yaml": config_map_with_data("app"),
+        }
     )
     url = git_server.file_url(git_repo)
     started = time.time()
@@ -190,15 +168,15 @@ def test_a_failed_hooks_run_is_deleted_under_hook_failed_and_kept_without_it(
     assert [shown(w) for w in written] == ["patch jobs/cleaned", "delete jobs/cleaned"]
     failed_at = settled(control_plane, namespace, "cleaned", started, Status.FAILED)
     assert written[0].received < failed_at < written[1].received
-    assert jobs(admin_api, namespace) == {}
+    assert jobs_by_name(admin_api, namespace) == {}
 
     kept = {"gitopsd.io/hook": "pre-sync", "gitopsd.io/hook-delete-policy": "hook-succeeded"}
-    git_repo.commit({"cleaned.yaml": None, "kept.yaml": job("kept", kept, fails=True)})
+    git_repo.commit({"cleaned.yaml": None, "kept.yaml": hook_job("kept", kept, fails=True)})
     again = time.time()
 
     assert gitopsd("sync", url, *scope(namespace)).code == UNHEALTHY
     assert [shown(w) for w in writes_in(control_plane, namespace, again)] == ["patch jobs/kept"]
-    [run] = jobs(admin_api, namespace).values()
+    [run] = jobs_by_name(admin_api, namespace).values()
     assert run.metadata.name == "kept"
     assert "Failed" in {c.type for c in run.status.conditions or [] if c.status == "True"}
 
@@ -207,14 +185,14 @@ def test_a_charts_helm_hooks_run_in_their_phases_by_weight(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
     hooks = {
-        "hello/templates/first.yaml": job(
+        "hello/templates/first.yaml": hook_job(
             "{{ .Release.Name }}-first",
             {"helm.sh/hook": "pre-install", "helm.sh/hook-weight": "-1"},
         ),
-        "hello/templates/second.yaml": job(
+        "hello/templates/second.yaml": hook_job(
             "{{ .Release.Name }}-second", {"helm.sh/hook": "pre-upgrade,pre-install"}
         ),
-        "hello/templates/gone.yaml": job(
+        "hello/templates/gone.yaml": hook_job(
             "{{ .Release.Name }}-gone", {"helm.sh/hook": "pre-delete"}
         ),
     }
@@ -226,17 +204,17 @@ def test_a_charts_helm_hooks_run_in_their_phases_by_weight(
     assert synced.code == 0, synced.text
     ran = [line.split()[1] for line in synced.out.splitlines() if line.strip().startswith("hook")]
     assert ran == [f"batch/Job/{namespace}/hello-first", f"batch/Job/{namespace}/hello-second"]
-    assert set(jobs(admin_api, namespace)) == {"hello-first", "hello-second"}
-    assert config_maps(admin_api, namespace) == {"gitopsd-test", "hello-hello"}
+    assert set(jobs_by_name(admin_api, namespace)) == {"hello-first", "hello-second"}
+    assert config_map_names(admin_api, namespace) == {"gitopsd-test", "hello-hello"}
 
 
 def test_a_generate_name_hook_is_created_afresh_by_each_sync(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
-    smoke = job("smoke", {"argocd.argoproj.io/hook": "PostSync"}).replace(
+    smoke = hook_job("smoke", {"argocd.argoproj.io/hook": "PostSync"}).replace(
         "  name: smoke\n", "  generateName: smoke-\n"
     )
-    git_repo.commit({"smoke.yaml": smoke, "app.yaml": config_map("app")})
+    git_repo.commit({"smoke.yaml": smoke, "app.yaml": config_map_with_data("app")})
     url = git_server.file_url(git_repo)
 
     for _ in range(2):
@@ -244,7 +222,7 @@ def test_a_generate_name_hook_is_created_afresh_by_each_sync(
         assert synced.code == 0, synced.text
         assert f"hook       batch/Job/{namespace}/smoke-" in synced.out
 
-    runs = jobs(admin_api, namespace)
+    runs = jobs_by_name(admin_api, namespace)
     assert len(runs) == 2 and all(name.startswith("smoke-") for name in runs), runs
     assert all(succeeded(job) for job in runs.values())
 
@@ -268,14 +246,14 @@ def test_a_gitsync_runs_its_hooks_for_each_new_revision_and_never_for_a_heal(
 ) -> None:
     git_repo.commit(
         {
-            "migrate.yaml": job("migrate", {"gitopsd.io/hook": "pre-sync"}),
-            "app.yaml": config_map("app"),
+            "migrate.yaml": hook_job("migrate", {"gitopsd.io/hook": "pre-sync"}),
+            "app.yaml": config_map_with_data("app"),
         }
     )
     operator(daemons, namespace)
     create(admin_api, namespace, "app", {"repository": {"url": git_server.file_url(git_repo)}})
     wait_ready(admin_api, namespace, "app", "True", "Succeeded")
-    first = jobs(admin_api, namespace)["migrate"].metadata.uid
+    first = jobs_by_name(admin_api, namespace)["migrate"].metadata.uid
 
     core: Any = client.CoreV1Api(admin_api)
     core.patch_namespaced_config_map("app", namespace, {"data": {"k": "edited"}})
@@ -283,15 +261,19 @@ def test_a_gitsync_runs_its_hooks_for_each_new_revision_and_never_for_a_heal(
         lambda: core.read_namespaced_config_map("app", namespace).data == {"k": "v"},
         "the edit healed",
     )
-    assert jobs(admin_api, namespace)["migrate"].metadata.uid == first  # a heal runs no hook
+    assert (
+        jobs_by_name(admin_api, namespace)["migrate"].metadata.uid == first
+    )  # a heal runs no hook
 
-    git_repo.commit({"app.yaml": config_map("app").replace("k: v", "k: v2")})
+    git_repo.commit({"app.yaml": config_map_with_data("app").replace("k: v", "k: v2")})
     wait_for(
         lambda: core.read_namespaced_config_map("app", namespace).data == {"k": "v2"},
         "the new revision applied",
         deadline_seconds=60,
     )
-    assert jobs(admin_api, namespace)["migrate"].metadata.uid != first  # a new revision does
+    assert (
+        jobs_by_name(admin_api, namespace)["migrate"].metadata.uid != first
+    )  # a new revision does
 
 
 def test_an_object_of_a_hooks_name_that_is_no_hook_of_the_source_is_never_touched(
@@ -300,7 +282,9 @@ def test_an_object_of_a_hooks_name_that_is_no_hook_of_the_source_is_never_touche
     core: Any = client.CoreV1Api(admin_api)
     theirs = {"metadata": {"name": "marker"}, "data": {"owner": "someone else"}}
     core.create_namespaced_config_map(namespace, theirs)
-    git_repo.commit({"marker.yaml": config_map("marker", {"gitopsd.io/hook": "pre-sync"})})
+    git_repo.commit(
+        {"marker.yaml": config_map_with_data("marker", {"gitopsd.io/hook": "pre-sync"})}
+    )
 
     refused = gitopsd("sync", git_server.file_url(git_repo), *scope(namespace))
 
@@ -321,10 +305,10 @@ def test_a_pre_sync_hook_runs_in_a_namespace_its_own_revision_creates(
     git_repo.commit(
         {
             "namespace.yaml": f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {home}\n",
-            "migrate.yaml": job("migrate", {"gitopsd.io/hook": "pre-sync"}).replace(
+            "migrate.yaml": hook_job("migrate", {"gitopsd.io/hook": "pre-sync"}).replace(
                 "metadata:\n", in_home, 1
             ),
-            "app.yaml": config_map("app").replace("metadata:\n", in_home, 1),
+            "app.yaml": config_map_with_data("app").replace("metadata:\n", in_home, 1),
         }
     )
     core: Any = client.CoreV1Api(admin_api)
@@ -335,7 +319,7 @@ def test_a_pre_sync_hook_runs_in_a_namespace_its_own_revision_creates(
         assert synced.code == 0, synced.text
         assert f"hook       batch/Job/{home}/migrate  (pre-sync hook: Current" in synced.out
         assert "2 created" in synced.out
-        assert config_maps(admin_api, home) == {"app"}
+        assert config_map_names(admin_api, home) == {"app"}
         assert drift_of(gitopsd, url, namespace) == []
         parent = core.read_namespaced_config_map("gitopsd-test", namespace)
         record = inventory.recorded(admin_api.sanitize_for_serialization(parent))
@@ -353,36 +337,20 @@ def sync_waves_example(revision: str, gate: Gate) -> dict[str, str]:
     maintenance page up); wave 2 the frontend's ReplicaSet and Service; a wave-3 Sync Job
     (the page down). The backend's pods wait for `gate`; `revision` labels both Services,
     so a new one writes to waves 0 and 2."""
-    presync = job("upgrade-sql-schema", {"argocd.argoproj.io/hook": "PreSync"})
+    presync = hook_job("upgrade-sql-schema", {"argocd.argoproj.io/hook": "PreSync"})
     page = {"argocd.argoproj.io/hook": "Sync", HOOK_POLICY: "BeforeHookCreation"}
     return {
         "upgrade-sql-schema.yaml": presync.replace(
             "  name: upgrade-sql-schema\n", "  generateName: upgrade-sql-schema-\n"
         ),
         "backend.yaml": gate.hold(replica_set("backend")) + service("backend", revision),
-        "maint-page-up.yaml": job("maint-page-up", {**page, ARGO_WAVE: "1"}),
+        "maint-page-up.yaml": hook_job("maint-page-up", {**page, ARGO_WAVE: "1"}),
         "frontend.yaml": replica_set("frontend", "2") + service("frontend", revision, "2"),
-        "maint-page-down.yaml": job("maint-page-down", {**page, ARGO_WAVE: "3"}),
+        "maint-page-down.yaml": hook_job("maint-page-down", {**page, ARGO_WAVE: "3"}),
     }
 
 
-ARGO_WAVE, HOOK_POLICY = "argocd.argoproj.io/sync-wave", "argocd.argoproj.io/hook-delete-policy"
-
-
-def replica_set(name: str, wave: str = "") -> str:
-    annotations = f"\n  annotations: {{{ARGO_WAVE}: '{wave}'}}" if wave else ""
-    return f"""apiVersion: apps/v1
-kind: ReplicaSet
-metadata:
-  name: {name}{annotations}
-spec:
-  replicas: 1
-  selector: {{matchLabels: {{tier: {name}}}}}
-  template:
-    metadata: {{labels: {{tier: {name}}}}}
-    spec:
-      containers: [{{name: main, image: "registry.k8s.io/pause:3.10"}}]
-"""
+HOOK_POLICY = "argocd.argoproj.io/hook-delete-policy"
 
 
 def service(name: str, revision: str, wave: str = "") -> str:
@@ -447,7 +415,7 @@ def test_sync_hooks_run_in_their_waves_as_in_argo_cds_sync_waves_example(
 
     def wave_0_held() -> None:
         wait_for(lambda: apps.list_namespaced_replica_set(namespace).items, "wave 0", 120)
-        hooks_while_wave_0_unhealthy.append(set(jobs(admin_api, namespace)))
+        hooks_while_wave_0_unhealthy.append(set(jobs_by_name(admin_api, namespace)))
         gate.open()
 
     before = time.time()
@@ -485,7 +453,7 @@ def test_sync_hooks_run_in_their_waves_as_in_argo_cds_sync_waves_example(
 
     # a new revision runs every hook again, in the same waves (BeforeHookCreation: the
     # earlier run of a named hook deleted first)
-    first_runs = {name: j.metadata.uid for name, j in jobs(admin_api, namespace).items()}
+    first_runs = {name: j.metadata.uid for name, j in jobs_by_name(admin_api, namespace).items()}
     git_repo.commit(sync_waves_example("2", gate))
     again = time.time()
 
@@ -501,7 +469,7 @@ def test_sync_hooks_run_in_their_waves_as_in_argo_cds_sync_waves_example(
         "delete jobs/maint-page-down",
         "patch jobs/maint-page-down",
     ]
-    second_runs = jobs(admin_api, namespace)
+    second_runs = jobs_by_name(admin_api, namespace)
     assert len(second_runs) == 4  # two runs of the PreSync Job, one of each named one
     for name in ("maint-page-up", "maint-page-down"):
         assert second_runs[name].metadata.uid != first_runs[name]
@@ -517,10 +485,10 @@ def test_within_a_wave_objects_go_before_its_hooks_and_hooks_that_name_no_wave_l
     in_wave = {"gitopsd.io/hook": "sync", "gitopsd.io/sync-wave": "1"}
     git_repo.commit(
         {
-            "settings.yaml": config_map("settings", {"gitopsd.io/sync-wave": "1"}),
-            "check.yaml": job("check", in_wave),
-            "late.yaml": config_map("late", {"gitopsd.io/sync-wave": "2"}),
-            "after-all.yaml": job("after-all", {"gitopsd.io/hook": "sync"}),
+            "settings.yaml": config_map_with_data("settings", {"gitopsd.io/sync-wave": "1"}),
+            "check.yaml": hook_job("check", in_wave),
+            "late.yaml": config_map_with_data("late", {"gitopsd.io/sync-wave": "2"}),
+            "after-all.yaml": hook_job("after-all", {"gitopsd.io/hook": "sync"}),
         }
     )
     started = time.time()
@@ -539,23 +507,23 @@ def test_within_a_wave_objects_go_before_its_hooks_and_hooks_that_name_no_wave_l
 def test_a_failed_hook_of_a_wave_holds_back_later_waves_and_prune(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
-    git_repo.commit({"old.yaml": config_map("old")})
+    git_repo.commit({"old.yaml": config_map_with_data("old")})
     url = git_server.file_url(git_repo)
     assert gitopsd("sync", url, *scope(namespace)).code == 0
     git_repo.commit(
         {
             "old.yaml": None,
-            "check.yaml": job(
+            "check.yaml": hook_job(
                 "check", {"argocd.argoproj.io/hook": "Sync", ARGO_WAVE: "1"}, fails=True
             ),
-            "late.yaml": config_map("late", {ARGO_WAVE: "2"}),
+            "late.yaml": config_map_with_data("late", {ARGO_WAVE: "2"}),
         }
     )
 
     failed = gitopsd("sync", url, *scope(namespace), "--prune")
 
     assert failed.code == UNHEALTHY, failed.text
-    assert config_maps(admin_api, namespace) == {"gitopsd-test", "old"}  # no wave 2, no prune
+    assert config_map_names(admin_api, namespace) == {"gitopsd-test", "old"}  # no wave 2, no prune
     assert f"batch/Job/{namespace}/check: sync hook in wave 1 did not succeed" in failed.err
 
 
@@ -569,7 +537,7 @@ def test_a_hook_of_a_later_wave_never_takes_an_object_made_at_its_name_while_a_w
     gate: Gate,
 ) -> None:
     """The hook is read right before it is written, not when the sync began (SE-16)."""
-    marker = config_map("marker", {"argocd.argoproj.io/hook": "Sync", ARGO_WAVE: "1"})
+    marker = config_map_with_data("marker", {"argocd.argoproj.io/hook": "Sync", ARGO_WAVE: "1"})
     git_repo.commit({"backend.yaml": gate.hold(replica_set("backend")), "marker.yaml": marker})
     apps: Any = client.AppsV1Api(admin_api)
     core: Any = client.CoreV1Api(admin_api)

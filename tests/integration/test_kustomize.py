@@ -33,10 +33,6 @@ from tests.harness.operators import operator
 from tests.harness.owned_config_maps import owned_files, versions
 from tests.harness.refusals import assert_refused, program
 
-# What test_helm.py and test_hooks.py still import from here, until they import it from
-# tests.harness (tests/unit/test_architecture.py, UNTIL_THEY_MOVE).
-__all__ = ["assert_refused"]
-
 GOOD = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: good\ndata:\n  k: v\n"
 PLUGIN = "app/.config/kustomize/plugin/gitopsd.test/v1/pwn/Pwn"
 CANARY = "CANARY-generated-0123456789"

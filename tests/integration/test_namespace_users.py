@@ -12,12 +12,11 @@ from kubernetes import client
 
 from tests.harness.cli import Gitopsd
 from tests.harness.cluster_reads import config_map_names
+from tests.harness.commands import DRIFT
 from tests.harness.controlplane import ControlPlane
 from tests.harness.kube import kubeconfig_for, service_account_token
 from tests.harness.manifests import folder
 from tests.harness.records import earlier_record, parents
-
-DRIFT = 1
 
 
 def account(

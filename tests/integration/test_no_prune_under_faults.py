@@ -19,13 +19,11 @@ import pytest
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
 from tests.harness.cluster_reads import config_map_names
-from tests.harness.commands import scope
+from tests.harness.commands import INVALID, SOURCE_FAILED, scope
 from tests.harness.controlplane import AUDITED_USER, ControlPlane
 from tests.harness.gitserver import GitRepo, GitServer, git
 from tests.harness.manifests import config_map_files
 from tests.harness.owned_config_maps import OWNED, owned_files, versions
-
-INVALID, SOURCE_FAILED = 2, 3
 
 
 def unreachable(repo: GitRepo) -> Callable[[], None]:

@@ -18,13 +18,11 @@ from gitopsd.inventory import ApplySet
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
 from tests.harness.cluster_reads import config_map_names
-from tests.harness.commands import scope, synced
+from tests.harness.commands import CLUSTER_FAILED, PRUNE_BLOCKED, scope, synced
 from tests.harness.controlplane import ControlPlane
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.manifests import config_map_files
 from tests.harness.records import PART_OF
-
-CLUSTER_FAILED, PRUNE_BLOCKED = 4, 5
 
 
 def deletes(plane: ControlPlane, since: float) -> list[str]:

@@ -17,15 +17,13 @@ from gitopsd.objects import APPLYSET_GROUP_KINDS_ANNOTATION, ObjectKey
 from gitopsd.resources import CONFIG_MAPS
 from tests.harness.cli import Gitopsd
 from tests.harness.cluster_reads import config_map_names
-from tests.harness.commands import PRUNE_BLOCKED, scope
+from tests.harness.commands import INVALID, PRUNE_BLOCKED, scope
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import unique_name
 from tests.harness.manifests import config_map_files
 from tests.harness.waiting import wait_for
-
-INVALID = 2
 
 
 @dataclass

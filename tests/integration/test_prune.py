@@ -13,11 +13,6 @@ from tests.harness.commands import PRUNE_BLOCKED, drift_of, scope, synced
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.manifests import config_map_files
 
-# What test_helm.py and test_hooks.py still import from here, until they import it from
-# tests.harness (tests/unit/test_architecture.py, UNTIL_THEY_MOVE).
-config_maps = config_map_names
-__all__ = ["config_maps"]
-
 
 def test_an_object_removed_from_git_is_pruned_only_with_prune(
     gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str

@@ -38,10 +38,6 @@ from tests.harness.loopback import closed_port
 from tests.harness.manifests import config_map_without_data
 from tests.harness.waiting import wait_for
 
-# What test_helm.py and test_hooks.py still import from here, until they import it from
-# tests.harness (tests/unit/test_architecture.py, UNTIL_THEY_MOVE).
-__all__ = ["file_spec"]
-
 CANARY = "CANARY-0123456789abcdef^+/="
 CHILD_ENVIRONMENT = {
     "PATH",

@@ -16,11 +16,6 @@ from tests.harness.cluster_reads import config_map_named
 from tests.harness.commands import drift_of, scope
 from tests.harness.gitserver import GitRepo, GitServer
 
-# What test_helm.py and test_hooks.py still import from here, until they import it from
-# tests.harness (tests/unit/test_architecture.py, UNTIL_THEY_MOVE).
-config_map = config_map_named
-__all__ = ["config_map", "drift_of", "scope"]
-
 EXAMPLES = ["app", "jobs", "daemonset", "statefulset", "alice"]
 
 

@@ -15,15 +15,13 @@ from kubernetes import client
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
 from tests.harness.cluster_reads import config_map_names
+from tests.harness.commands import CLUSTER_FAILED, PRUNE_BLOCKED
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import create_namespace
 from tests.harness.manifests import CONFIG_MAP, folder
 from tests.harness.records import TARGET_ANNOTATION, earlier_record, parents, without_identity
-
-CLUSTER_FAILED = 4
-PRUNE_BLOCKED = 5
 
 
 def test_one_folder_synced_into_a_second_namespace_leaves_the_first_alone(

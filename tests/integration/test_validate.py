@@ -14,11 +14,11 @@ import yaml
 from kubernetes import client
 
 from tests.harness.cli import Gitopsd
+from tests.harness.commands import INVALID
 from tests.harness.controlplane import ControlPlane
 from tests.harness.kube import unique_name, wait_established
 from tests.harness.waiting import wait_for
 
-INVALID = 2
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "app" / "deployment.yaml"
 SECRET = """\
 apiVersion: v1

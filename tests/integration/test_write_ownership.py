@@ -15,7 +15,7 @@ from kubernetes import client
 
 from tests.harness import audit
 from tests.harness.cli import Gitopsd
-from tests.harness.commands import scope
+from tests.harness.commands import CLUSTER_FAILED, scope
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.faultproxy import Fault, FaultProxy, Request
@@ -28,7 +28,6 @@ from tests.harness.records import PART_OF
 from tests.harness.status_writer import meanwhile
 from tests.harness.waiting import wait_for
 
-CLUSTER_FAILED = 4
 QUOTA = "compute-quota"
 MEMBER = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: member\ndata:\n  k: git\n"
 

@@ -16,14 +16,6 @@ MAP = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
 MAX_LINES = 400
 TESTS = ROOT / "tests"
 TEST_PACKAGES = ("tests.integration", "tests.unit")
-UNTIL_THEY_MOVE = {
-    "tests/integration/test_helm.py": "imports what five test modules re-export for it",
-    "tests/integration/test_hooks.py": "imports what three re-export for it, and HELLO_CHART",
-    "tests/integration/test_hook_ownership.py": "imports the hook manifests of test_hooks.py",
-}
-"""Test modules let off for now: others are changing the first two, so their imports (and the
-helpers test_hooks.py defines) move to tests/harness with those changes. The modules they
-import from name what they re-export for them (`__all__`); drop both once they do."""
 
 
 def modules() -> list[str]:
@@ -101,12 +93,4 @@ def borrowers() -> dict[str, set[str]]:
 def test_no_test_module_imports_another() -> None:
     """What tests share is in tests/harness, named after what it holds."""
     borrowing = {path: sorted(modules) for path, modules in borrowers().items()}
-    unexpected = {
-        path: modules for path, modules in borrowing.items() if path not in UNTIL_THEY_MOVE
-    }
-    assert unexpected == {}, "move what they import into tests/harness"
-
-
-def test_each_module_let_off_still_imports_another() -> None:
-    done = set(UNTIL_THEY_MOVE) - set(borrowers())
-    assert done == set(), "drop them from UNTIL_THEY_MOVE, and the `__all__` kept for them"
+    assert borrowing == {}, "move what they import into tests/harness"
