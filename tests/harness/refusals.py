@@ -1,9 +1,8 @@
-"""A repository that gitopsd must refuse: the program a hostile one ships for a tool to run,
+"""A repository that gitopsd must refuse: the program a hostile one names for a tool to run,
 and the check that `validate` and `sync` both refuse it, naming why, and apply nothing."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from tests.harness.canary import Canary
@@ -11,14 +10,16 @@ from tests.harness.cli import Gitopsd
 from tests.harness.cluster_reads import config_map_names
 from tests.harness.commands import INVALID, scope
 
-
-def program(sentinel: Path) -> str:
-    """A program that leaves `sentinel` behind and prints a ConfigMap (or a helm version)."""
-    return (
-        f"#!/bin/sh\ntouch {sentinel}\n"
-        'case "$1" in version) echo v3.15.0 ;;\n'
-        "*) printf 'apiVersion: v1\\nkind: ConfigMap\\nmetadata:\\n  name: pwned\\n' ;; esac\n"
-    )
+HOSTILE_PROGRAM = (
+    "#!/bin/sh\n"
+    "case \"$1\" in version) printf 'v3.15.0\\n' ;;\n"
+    "*) printf 'apiVersion: v1\\nkind: ConfigMap\\nmetadata:\\n  name: pwned\\n' ;; esac\n"
+)
+"""A program a hostile repository names for a tool to run (a kustomize plugin, helm): run,
+it prints a ConfigMap `pwned` (or, asked its version, a helm version) by the shell's
+builtins alone, so its trace is in the rendered objects. Under a render's fence it cannot
+start at all (the fence lets the render execute its own program only, and read no /bin/sh):
+the tool's attempt to run it fails instead, and that failure is the trace."""
 
 
 def assert_refused(

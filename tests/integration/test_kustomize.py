@@ -1,8 +1,8 @@
 """Kustomize renders only what the revision holds and runs none of its code (SE-15, SE-11,
 SE-12, SE-02, BI-07, BI-13). Each hostile repository is committed to a real git repository
 and read by `gitopsd validate` and `gitopsd sync` with the real kubectl: refused with a
-clear error, no sentinel file written, no canary in any output, nothing created in the
-namespace (and with prune on, nothing deleted)."""
+clear error, no program of the repository run, no canary in any output, nothing created in
+the namespace (and with prune on, nothing deleted)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from gitopsd import sandbox
 from tests.harness import audit
 from tests.harness.canary import Canary
 from tests.harness.cli import Gitopsd
-from tests.harness.cluster_reads import config_map_named, config_map_names
+from tests.harness.cluster_reads import config_map_names
 from tests.harness.commands import INVALID, scope
 from tests.harness.controlplane import Binaries, ControlPlane
 from tests.harness.daemon import Daemons
@@ -31,7 +31,7 @@ from tests.harness.gitsyncs import create, get, wait_ready
 from tests.harness.loopback import Loopback, serving
 from tests.harness.operators import operator
 from tests.harness.owned_config_maps import owned_files, versions
-from tests.harness.refusals import assert_refused, program
+from tests.harness.refusals import HOSTILE_PROGRAM, assert_refused
 
 GOOD = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: good\ndata:\n  k: v\n"
 PLUGIN = "app/.config/kustomize/plugin/gitopsd.test/v1/pwn/Pwn"
@@ -51,29 +51,33 @@ def kuberc(**defaults: str) -> str:
 
 @pytest.mark.case("SE-15")
 def test_se15_a_kuberc_in_the_repository_cannot_switch_on_exec_plugins(
-    gitopsd: Gitopsd,
-    admin_api: Any,
-    git_server: GitServer,
-    git_repo: GitRepo,
-    namespace: str,
-    tmp_path: Path,
+    gitopsd: Gitopsd, admin_api: Any, git_server: GitServer, git_repo: GitRepo, namespace: str
 ) -> None:
-    sentinel = tmp_path / "plugin-ran"
+    """The repository is laid out as a home kubectl and kustomize could be given: a kuberc
+    that switches exec plugins on, and the plugin where kustomize looks for it. The plugin
+    can leave no trace of its own here (a snapshot's files are never executable, and the
+    render's fence lets nothing but kubectl execute, nor /bin/sh be read), so the proof is
+    kustomize's own words: plugins were off when it met the generator. Had the kuberc been
+    obeyed, kustomize would have named the plugin as one it could not run; with those walls
+    down too, it would have rendered the plugin's ConfigMap `pwned`."""
     git_repo.commit(
         {
             "app/.kube/kuberc": kuberc(**{"enable-alpha-plugins": "true"}),
             "app/kustomization.yaml": "resources: [good.yaml]\ngenerators: [pwn.yaml]\n",
             "app/good.yaml": GOOD,
             "app/pwn.yaml": "apiVersion: gitopsd.test/v1\nkind: Pwn\nmetadata:\n  name: pwn\n",
-            PLUGIN: program(sentinel),
+            PLUGIN: HOSTILE_PROGRAM,
         },
         executable=[PLUGIN],
     )
 
     assert_refused(
-        gitopsd, admin_api, git_server.file_url(git_repo), namespace, ["app: kustomize failed"]
+        gitopsd,
+        admin_api,
+        git_server.file_url(git_repo),
+        namespace,
+        ["app: kustomize failed", "external plugins disabled; unable to load external plugin"],
     )
-    assert not sentinel.exists()
 
 
 @pytest.mark.case("SE-15")
@@ -85,18 +89,23 @@ def test_se15_a_kuberc_in_the_repository_cannot_run_helm_from_it(
     namespace: str,
     tmp_path: Path,
 ) -> None:
-    sentinel = tmp_path / "helm-ran"
+    """A kuberc switches kustomize's helm on and points it at a program on the machine.
+    Under the render's fence that program cannot start (it lies outside what the render may
+    read, and so does /bin/sh): had kustomize tried to run it, the render would have failed;
+    unfenced, the chart's objects would have been the program's ConfigMap `pwned`. So the
+    proof is a sync that succeeds with exactly the chart's objects, by gitopsd's own helm."""
     url = git_server.file_url(git_repo)
     # Revisions are read from snapshots at random paths, so the program a kuberc names is
     # one that exists on the machine already: the kuberc must not be read at all.
     helm = tmp_path / "helm"
-    helm.write_text(program(sentinel))
+    helm.write_text(HOSTILE_PROGRAM)
     helm.chmod(0o755)
     git_repo.commit(
         {
             "app/.kube/kuberc": kuberc(**{"enable-helm": "true", "helm-command": str(helm)}),
             "app/kustomization.yaml": "helmCharts:\n- name: chart\n  releaseName: r\n",
             "app/charts/chart/Chart.yaml": "apiVersion: v2\nname: chart\nversion: 0.1.0\n",
+            "app/charts/chart/values.yaml": "",  # kustomize inflates no chart without one
             "app/charts/chart/templates/cm.yaml": GOOD,
         }
     )
@@ -104,8 +113,7 @@ def test_se15_a_kuberc_in_the_repository_cannot_run_helm_from_it(
     # gitopsd renders helmCharts itself, with its own helm: kustomize runs none
     synced = gitopsd("sync", url, *scope(namespace), "--path", "app")
     assert synced.code == 0, synced.text
-    assert config_map_named(admin_api, namespace, "good") is not None
-    assert not sentinel.exists()
+    assert config_map_names(admin_api, namespace) == {"gitopsd-test", "good"}
 
 
 @pytest.mark.case("SE-11")
