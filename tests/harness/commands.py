@@ -1,5 +1,6 @@
 """gitopsd's commands as the cluster tests run them, each test's objects and ApplySet parent
-in its own namespace, and the exit codes they end with, as a user's script reads them."""
+in its own namespace, and the exit codes they end with, as a user's script reads them:
+written out, not gitopsd.errors.ExitCode, so that a renumbering fails the tests."""
 
 from __future__ import annotations
 

@@ -89,21 +89,9 @@ spec:
 
 
 def job(name: str, fails: bool = False) -> dict[str, str]:
-    """A Job of one pod, which succeeds, or exits 1 when `fails` (kwok's chaos stage)."""
-    labels = f"\n    metadata: {{labels: {{{FAILING_POD_LABEL}: 'true'}}}}" if fails else ""
-    return {
-        f"{name}.yaml": f"""apiVersion: batch/v1
-kind: Job
-metadata:
-  name: {name}
-spec:
-  backoffLimit: 0
-  template:{labels}
-    spec:
-      restartPolicy: Never
-      containers: [{{name: run, image: "busybox:1.36", command: ["true"]}}]
-"""
-    }
+    """A Job of one pod, which succeeds, or exits 1 when `fails` (kwok's chaos stage), in a
+    file of its name."""
+    return {f"{name}.yaml": hook_job(name, {}, fails)}
 
 
 def hook_job(name: str, annotations: dict[str, str], fails: bool = False) -> str:
@@ -111,11 +99,11 @@ def hook_job(name: str, annotations: dict[str, str], fails: bool = False) -> str
     when `fails` (kwok's chaos stage)."""
     labels = f"\n    metadata: {{labels: {{{FAILING_POD_LABEL}: 'true'}}}}" if fails else ""
     shown = "".join(f"\n    {key}: {value!r}" for key, value in annotations.items())
+    annotated = f"\n  annotations:{shown}" if annotations else ""
     return f"""apiVersion: batch/v1
 kind: Job
 metadata:
-  name: {name}
-  annotations:{shown}
+  name: {name}{annotated}
 spec:
   backoffLimit: 0
   template:{labels}
