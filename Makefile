@@ -8,8 +8,8 @@
 # and on one with controllers, and writes BENCHMARKS.md (about 40 minutes; not part of
 # `make test`).
 # `make mutation` runs the pure core's unit tests against mutants of its modules (mutmut) and
-# writes the share each module's tests kill to MUTATION.md (about 6 minutes; not part of
-# `make test`).
+# writes the share each module's tests kill to MUTATION.md (10 minutes on 2 cores, over 30
+# when they are shared; not part of `make test`; docs/testing.md says how to read it).
 # `make crd` writes config/crd/gitsyncs.yaml from gitopsd/gitsync/schema.py (a test fails
 # when the two disagree).
 # `make schemas` writes gitopsd/validation/kubernetes.json, the built-in kinds' schemas that
