@@ -189,20 +189,37 @@ def explain(have: Body, want: Body, managed: list[Body], live: Body) -> Iterator
         if report == "iterable_item_moved":
             continue  # the server keeps associative lists in its own order
         for level in levels:
-            removed_live = level.t2 is notpresent
-            path = tuple(level.path(output_format="list", use_t2=not removed_live))
-            for leaf, old, new in _leaves_of_change(path, level.t1, level.t2):
-                container = have if new is notpresent else want
+            live_path, git_path = _path_in(level, "t1"), _path_in(level, "t2")
+            for suffix, old, new in _leaves_of_change((), level.t1, level.t2):
+                container, path = (have, live_path) if new is notpresent else (want, git_path)
                 manager = (
-                    removal_owner(managed) if old is notpresent else owner(managed, live, leaf)
+                    removal_owner(managed)
+                    if old is notpresent
+                    else owner(managed, live, (*live_path, *suffix))
                 )
                 yield FieldChange(
-                    path=render_path(container, leaf),
+                    path=render_path(container, (*path, *suffix)),
                     live=None if old is notpresent else old,
                     desired=None if new is notpresent else new,
                     manager=manager,
-                    place=locate(container, leaf),
+                    place=locate(container, (*path, *suffix)),
                 )
+
+
+def _path_in(level: Any, side: str) -> Path:
+    """`level`'s path in one side ("t1", the live object, or "t2", git's), each list index
+    read from where the element is in that side's list: when named elements move, deepdiff
+    gives a changed element's indices of the other side."""
+    chain = [level]
+    while chain[-1].up is not None:
+        chain.append(chain[-1].up)
+    chain.reverse()  # the root first: chain[n + 1] is what the nth step of the path reaches
+    path = list(level.path(output_format="list", use_t2=side == "t2"))
+    for step, segment in enumerate(path[: len(chain) - 1]):
+        parent, child = getattr(chain[step], side), getattr(chain[step + 1], side)
+        if isinstance(segment, int) and isinstance(parent, list):
+            path[step] = next((n for n, item in enumerate(parent) if item is child), segment)
+    return tuple(path)
 
 
 def _leaves_of_change(path: Path, old: Any, new: Any) -> Iterator[tuple[Path, Any, Any]]:

@@ -250,6 +250,31 @@ def test_a_list_item_field_is_attributed_through_its_merge_key() -> None:
     assert change.place == ("spec", "template", "spec", "containers", Item(1, "web"), "image")
 
 
+def test_a_named_element_that_moved_and_changed_is_named_and_attributed_as_itself() -> None:
+    """deepdiff gives a moved element's indices of the other side: read alone, they named
+    the element that stood at web's place in the other list, and asked its manager."""
+    editor = managed(
+        "kubectl-set",
+        {
+            "f:spec": {
+                "f:template": {"f:spec": {"f:containers": {'k:{"name":"web"}': {"f:image": {}}}}}
+            }
+        },
+    )
+    live = deployment(image="nginx:9", managedFields=[OURS, editor])
+    expected = deployment()
+    containers(expected).insert(0, {"name": "extra", "image": "busybox:1"})
+
+    drift = diff.compare(KEY, expected, live, expected)
+
+    assert drift is not None
+    web = [(c.path, c.live, c.desired, c.manager) for c in drift.changes if c.live is not None]
+    assert web == [
+        ("spec.template.spec.containers[name=web].image", "nginx:9", "nginx:1.27", "kubectl-set")
+    ]
+    assert {c.place[4] for c in drift.changes} == {Item(0, "extra"), Item(2, "web")}
+
+
 def test_a_field_added_by_a_takeover_manager_is_drift_but_not_by_a_controller() -> None:
     labeller = managed("kubectl-label", {"f:metadata": {"f:labels": {"f:extra": {}}}})
     controller = managed(
