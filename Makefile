@@ -70,7 +70,7 @@ lint: $(BIN)/.installed
 test: $(BIN)/.installed control-plane prometheus sshd image-tools
 	@echo "lint (ruff, mypy --strict, import contracts, dependency audit) runs beside the tests; its output follows"
 	@$(MAKE) --no-print-directory lint > $(VENV)/lint.log 2>&1 & linting=$$!; \
-	$(BIN)/pytest --numprocesses $(WORKERS) --dist loadfile --durations 25; tested=$$?; \
+	$(BIN)/pytest --numprocesses $(WORKERS) --dist loadfile --no-loadscope-reorder --durations 25; tested=$$?; \
 	wait $$linting; linted=$$?; cat $(VENV)/lint.log; \
 	test $$tested -eq 0 -a $$linted -eq 0
 
