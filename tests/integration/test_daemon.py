@@ -394,7 +394,9 @@ def test_fa15_self_heal_goes_on_while_git_is_unreachable_and_nothing_is_pruned(
         wait_for(value_is(admin_api, namespace, "a", "v"), "the edit to be healed", 30)
     finally:
         gone.rename(git_repo.bare)
-    # Healed by the watch while the polls wait out their backoff, not after it ended.
+    # Healed by the watch while the polls wait out their backoff, not after it ended. The
+    # daemon logs a write once the API server answered it: the test may see the value first.
+    wait_for(lambda: "configured" in daemon.logs(), "the heal to be logged", 30)
     lines = daemon.log_lines()
     [healed] = [line["time"] for line in lines if line["message"] == "configured"]
     fetches = [line for line in lines if line.get("stage") == "source" and line["time"] < healed]
