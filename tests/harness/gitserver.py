@@ -10,8 +10,9 @@ import base64
 import os
 import secrets
 import subprocess
+import tempfile
 import threading
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,6 +26,12 @@ TEST_IDENTITY = {
     "GIT_COMMITTER_NAME": "gitopsd tests",
     "GIT_COMMITTER_EMAIL": "tests@gitopsd.invalid",
 }
+
+
+def tree_listing(entries: Mapping[str, tuple[str, str]]) -> str:
+    """`entries` (name -> (mode, object id)) as `git mktree` reads them."""
+    kinds = {"040000": "tree", "100644": "blob", "100755": "blob", "120000": "blob"}
+    return "".join(f"{mode} {kinds[mode]} {sha}\t{name}\n" for name, (mode, sha) in entries.items())
 
 
 def git(*args: str, cwd: Path, input: str | None = None) -> str:
@@ -99,13 +106,24 @@ class GitRepo:
         """Stores `content` as a blob of the working clone; its id."""
         return git("hash-object", "-w", "--stdin", cwd=self.work, input=content)
 
+    def blobs(self, contents: Sequence[str]) -> list[str]:
+        """Stores each of `contents` as a blob, in one git process; their ids, in order."""
+        with tempfile.TemporaryDirectory() as scratch:
+            paths = [Path(scratch, str(n)) for n in range(len(contents))]
+            for path, content in zip(paths, contents, strict=True):
+                path.write_text(content)
+            listed = "".join(f"{path}\n" for path in paths)
+            return git("hash-object", "-w", "--stdin-paths", cwd=self.work, input=listed).split()
+
     def tree(self, entries: Mapping[str, tuple[str, str]]) -> str:
         """Stores a tree of `entries` (name -> (mode, object id)) without a work tree; its id."""
-        kinds = {"040000": "tree", "100644": "blob", "100755": "blob", "120000": "blob"}
-        lines = "".join(
-            f"{mode} {kinds[mode]} {sha}\t{name}\n" for name, (mode, sha) in entries.items()
-        )
-        return git("mktree", cwd=self.work, input=lines)
+        [sha] = self.trees([entries])
+        return sha
+
+    def trees(self, trees: Sequence[Mapping[str, tuple[str, str]]]) -> list[str]:
+        """Stores each of `trees` as `tree` does, in one git process; their ids, in order."""
+        listed = "\n".join(tree_listing(entries) for entries in trees)
+        return git("mktree", "--batch", cwd=self.work, input=listed).split()
 
     def push_tree(self, tree: str, message: str = "a crafted tree") -> str:
         """Pushes a commit of `tree` on top of the branch, never checked out (it may name

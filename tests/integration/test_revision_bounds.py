@@ -48,12 +48,10 @@ def inflating(repo: GitRepo) -> str:
 
 def chain(repo: GitRepo) -> str:
     """A kustomization whose base has a base, and so on, 1,500 deep (app, then k1..k1499)."""
-    links = {
-        f"k{n}": repo.tree({"kustomization.yaml": (FILE, repo.blob(f"resources: [../k{n + 1}]\n"))})
-        for n in range(1, 1500)
-    }
-    start = repo.tree({"kustomization.yaml": (FILE, repo.blob("resources: [../k1]\n"))})
-    return repo.tree({"app": (DIRECTORY, start), **{k: (DIRECTORY, t) for k, t in links.items()}})
+    names = ["app", *(f"k{n}" for n in range(1, 1500))]
+    blobs = repo.blobs([f"resources: [../k{n}]\n" for n in range(1, 1501)])
+    trees = repo.trees([{"kustomization.yaml": (FILE, blob)} for blob in blobs])
+    return repo.tree({name: (DIRECTORY, tree) for name, tree in zip(names, trees, strict=True)})
 
 
 BOMBS: dict[str, tuple[Callable[[GitRepo], str], bool, str]] = {
