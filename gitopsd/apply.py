@@ -153,7 +153,7 @@ class Applier:
     ) -> None:
         tier_targets = [self._target(key, targets) for key in tier]
         if self.settings.dry_run and any(t is None for t in tier_targets):
-            self._skip_unserved(tier, tier_targets)
+            self._skip_unserved(tier, tier_targets, targets)
             return
         ready_now = [t for t in tier_targets if t is not None]
         self.dry_run((t for t in ready_now if t.key in deferred), kept=())
@@ -182,12 +182,18 @@ class Applier:
             target.resource = self.pending_resources(key)
         return target if target.resource else None
 
-    def _skip_unserved(self, tier: list[ObjectKey], targets: Sequence[Target | None]) -> None:
-        for key, target in zip(tier, targets, strict=True):
+    def _skip_unserved(
+        self,
+        tier: list[ObjectKey],
+        served: Sequence[Target | None],
+        targets: Mapping[ObjectKey, Target],
+    ) -> None:
+        """A dry run cannot send what a CRD of the same sync would make served."""
+        for key, target in zip(tier, served, strict=True):
             if target is None:
-                self.changes.outcomes.append(
-                    Outcome(key, Action.CREATED, "would be created after its CRD (not dry-run)")
-                )
+                detail = "would be created after its CRD (not dry-run)"
+                version = targets[key].version
+                self.changes.outcomes.append(Outcome(key, Action.CREATED, detail, version))
 
     def _replace(self, targets: list[Target]) -> None:
         """Deletes each object whose immutable fields git changes, exactly as read (its uid
@@ -281,7 +287,7 @@ class Applier:
         now = result or live
         if not self.settings.dry_run and now is not None:
             self.changes.applied[target.key] = uid_prefix(now)
-        outcome = Outcome(target.key, action, detail)
+        outcome = Outcome(target.key, action, detail, target.version)
         self.changes.outcomes.append(outcome)
         self.on_outcome(outcome)
 

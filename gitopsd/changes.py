@@ -19,6 +19,7 @@ from gitopsd.objects import (
     Resource,
     pack,
     unpack,
+    version_of,
     wave_of,
 )
 from gitopsd.sync_options import Option, options_of, unhonoured
@@ -50,6 +51,8 @@ class Target:
     """The annotations of other tools it carries that gitopsd does not honour."""
     rules: tuple[Rule, ...] = field(compare=False)
     """Its own drift rules (`gitopsd.drift_policy`), before its source's."""
+    version: str = field(compare=False)
+    """The version of its apiVersion as git writes it (`v1`), for what reports name it by."""
 
     def __init__(
         self,
@@ -66,6 +69,7 @@ class Target:
         self.wave = wave_of(body)
         self.options, self.notices = options_of(body), unhonoured(body)
         self.rules = object_rules(body)  # checked when its manifest was read
+        self.version = version_of(str(body.get("apiVersion", "")))
 
     def writes(self, present: bool) -> bool:
         """A sync writes it: not skipped, and not create-only once it exists."""
@@ -146,6 +150,8 @@ class Outcome:
     key: ObjectKey
     action: Action
     detail: str = ""
+    version: str = ""
+    """The API version it was written or deleted at (`v1`), for reports to name it by."""
 
 
 @dataclass

@@ -169,3 +169,8 @@ def group_of(api_version: str) -> str:
     """The API group of an apiVersion: "apps" for "apps/v1", "" (core) for "v1"."""
     group, _, _version = api_version.rpartition("/")
     return group
+
+
+def version_of(api_version: str) -> str:
+    """The version of an apiVersion: "v1" for "apps/v1" and for "v1"."""
+    return api_version.rpartition("/")[2]

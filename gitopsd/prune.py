@@ -51,7 +51,7 @@ def prune(
         if isinstance(done, Refusal):
             result.refused.append((key, done))
         else:  # deleted, or already gone
-            result.pruned.append(Outcome(key, Action.PRUNED))
+            result.pruned.append(Outcome(key, Action.PRUNED, version=resource.version))
             on_outcome(result.pruned[-1])
     if failures:
         result.error = ApplyError([str(f) for f in failures], failures[0].reason, action="prune")

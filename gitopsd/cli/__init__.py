@@ -2,7 +2,8 @@
 
 `parser` declares the flags, `settings` turns them into the settings of gitopsd.config,
 `commands` runs a command and maps its errors to exit codes, `render` prints drift and
-reports, `stop` catches the signals that stop a command.
+reports for people, `documents` writes them for programs (the versioned JSON contract),
+`stop` catches the signals that stop a command.
 """
 
 from __future__ import annotations

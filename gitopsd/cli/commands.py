@@ -11,31 +11,22 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import sys
+from dataclasses import dataclass
 from typing import TextIO
 
 from gitopsd import daemon, manifests, validation
 from gitopsd.changes import ChangeSet, Hooks
-from gitopsd.cli.render import (
-    Progress,
-    drift_json,
-    emit,
-    error_json,
-    health_json,
-    render_drift,
-    render_health,
-    render_report,
-    report_json,
-)
+from gitopsd.cli import documents
+from gitopsd.cli.render import Progress, emit, render_drift, render_health, render_report
 from gitopsd.cli.settings import source_spec, sync_settings
 from gitopsd.cli.stop import STOP
 from gitopsd.cluster import Cluster
 from gitopsd.config import SyncSettings
 from gitopsd.errors import ClusterError, ClusterReason, ExitCode, GitopsdError, ManifestError
 from gitopsd.health import Health, Status, overall
-from gitopsd.objects import Manifest, ObjectKey
+from gitopsd.objects import Manifest, ObjectKey, version_of
 from gitopsd.reconcile import (
     Bounds,
     Intent,
@@ -56,8 +47,20 @@ def run(arguments: argparse.Namespace) -> int:
         code: int = arguments.command(arguments)
     except GitopsdError as error:
         _explain(error)
+        if getattr(arguments, "output", "text") != "text":
+            failed = documents.failed(arguments.document, error, _named_source(arguments))
+            emit(documents.serialized(failed, arguments.output))
         return error.exit_code
     return code
+
+
+def _named_source(arguments: argparse.Namespace) -> documents.Document | None:
+    """The source a control command names, as its document refers to it."""
+    if arguments.document not in ("ReconcileResult", "SuspendResult"):
+        return None
+    if getattr(arguments, "gitsync", True):  # suspend and resume name GitSyncs alone
+        return documents.source_reference("GitSync", arguments.namespace or "", arguments.name)
+    return documents.source_reference("Source", "", arguments.name)
 
 
 def _explain(error: GitopsdError) -> None:
@@ -85,12 +88,25 @@ def run_validate(arguments: argparse.Namespace) -> int:
         problems = validation.check(found, catalogue, positions.origin_of)
     for problem in problems:
         print(f"gitopsd: error: {problem}", file=sys.stderr)
-    if problems:
-        invalid = len({problem.key for problem in problems})
-        count = f"{len(problems)} problem{'s' * (len(problems) > 1)}"
-        raise ManifestError(f"{count} in {invalid} of {len(found)} objects")
-    emit(f"{len(found)} objects valid\n")
+    error = _invalid(problems, len(found))
+    if arguments.output != "text":
+        versions = {manifest.key: version_of(manifest.api_version) for manifest in found}
+        result = documents.validate_result(len(found), problems, _lookup(versions), error)
+        emit(documents.serialized(result, arguments.output))
+    elif error is None:
+        emit(f"{len(found)} objects valid\n")
+    if error is not None:
+        print(f"gitopsd: error: {error}", file=sys.stderr)
+        return error.exit_code
     return ExitCode.OK
+
+
+def _invalid(problems: list[validation.Problem], objects: int) -> ManifestError | None:
+    if not problems:
+        return None
+    invalid = len({problem.key for problem in problems})
+    count = f"{len(problems)} problem{'s' * (len(problems) > 1)}"
+    return ManifestError(f"{count} in {invalid} of {objects} objects")
 
 
 def _catalogue(cluster: Cluster | None, found: list[Manifest]) -> validation.Catalogue:
@@ -103,25 +119,19 @@ def _catalogue(cluster: Cluster | None, found: list[Manifest]) -> validation.Cat
 
 
 def run_diff(arguments: argparse.Namespace) -> int:
-    try:
-        result = _reconcile(arguments, connect(arguments), Intent.OBSERVE, Hooks())
-    except GitopsdError as error:
-        if arguments.output != "json":
-            raise
-        _explain(error)
-        document = drift_json(None, [], {}) | health_json({}) | error_json(error)
-        emit(json.dumps(document, indent=2) + "\n")
-        return error.exit_code
+    result = _reconcile(arguments, connect(arguments), Intent.OBSERVE, Hooks())
     _notify(result.desired.notices)
     _notify(result.notices, "note")
     origins = {key: str(target.origin) for key, target in result.desired.targets.items()}
     drifts, sha, healths = result.drifts, result.desired.revision.sha, result.health()
     out = io.StringIO()
     ignored = arguments.show_ignored
-    if arguments.output == "json":
-        found = drift_json(sha, drifts, origins, result.held, ignored)
-        document = found | health_json(healths) | error_json(None)
-        print(json.dumps(document, indent=2, default=str), file=out)
+    if arguments.output != "text":
+        versions = _versions(result)
+        found = documents.diff_result(
+            sha, drifts, origins, healths, versions, None, result.held, ignored
+        )
+        out.write(documents.serialized(found, arguments.output))
     else:
         render_drift(drifts, origins, out, _colored(sys.stdout), result.held, ignored)
         render_health(healths, out)
@@ -141,6 +151,7 @@ def run_sync(arguments: argparse.Namespace) -> int:
     )
     healths: dict[ObjectKey, Health] | None = None
     error: GitopsdError | None = None
+    result: Result | None = None
     try:
         cluster = connect(arguments)
         settings = sync_settings(arguments, source_spec(arguments), cluster.namespace)
@@ -160,7 +171,8 @@ def run_sync(arguments: argparse.Namespace) -> int:
         _explain(error)
         if arguments.output == "text" and progress.sha is None:
             return error.exit_code  # nothing was read, so nothing was done
-    _print_report(arguments.output, report, healths, error, progress.sha is not None)
+    found = _Found(report, healths, _versions(result), progress.sha is not None)
+    _print_report(arguments.output, found, error)
     code = _sync_code(report, healths, _health_limit(arguments))
     return code if error is None or code == ExitCode.UNHEALTHY else error.exit_code
 
@@ -172,24 +184,50 @@ def _notify(notices: list[str], kind: str = "warning") -> None:
         print(f"gitopsd: {kind}: {notice}", file=sys.stderr)
 
 
-def _print_report(
-    output: str,
-    report: SyncReport,
-    healths: dict[ObjectKey, Health] | None,
-    error: GitopsdError | None,
-    read: bool,
-) -> None:
+@dataclass(frozen=True)
+class _Found:
+    """What a sync did and found, whether it ended well or not."""
+
+    report: SyncReport
+    healths: dict[ObjectKey, Health] | None
+    versions: documents.Versions
+    read: bool
+    """A revision was read (else nothing was done)."""
+
+
+def _print_report(output: str, found: _Found, error: GitopsdError | None) -> None:
+    if output != "text":
+        result = documents.sync_result(
+            found.report, found.read, found.healths, found.versions, error
+        )
+        emit(documents.serialized(result, output))
+        return
     out = io.StringIO()
-    if output == "json":
-        document = report_json(report) | health_json(healths or {}) | error_json(error)
-        if not read:
-            document["revision"] = None
-        print(json.dumps(document, indent=2), file=out)
-    else:
-        render_report(report, out)
-        if healths is not None:
-            render_health(healths, out)
+    render_report(found.report, out)
+    if found.healths is not None:
+        render_health(found.healths, out)
     emit(out.getvalue())
+
+
+def _versions(result: Result | None) -> documents.Versions:
+    """The version each object is named by: git's for what the revision holds, the
+    cluster's for what it no longer does; "" when the command failed before reading."""
+    if result is None:
+        return lambda key: ""
+    targets, live = result.desired.targets, result.live
+
+    def version(key: ObjectKey) -> str:
+        target = targets.get(key)
+        if target is not None:
+            return target.version
+        body = live.find(key)
+        return version_of(str(body.get("apiVersion", ""))) if body else ""
+
+    return version
+
+
+def _lookup(versions: dict[ObjectKey, str]) -> documents.Versions:
+    return lambda key: versions.get(key, "")
 
 
 def _health_limit(arguments: argparse.Namespace) -> float:

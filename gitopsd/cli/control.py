@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from gitopsd import gitsync
+from gitopsd.cli import documents
 from gitopsd.cli.commands import connect
 from gitopsd.cli.render import emit
 from gitopsd.cluster import Cluster
@@ -34,10 +35,11 @@ def run_get(arguments: argparse.Namespace) -> int:
         lines = [_gitsync_line(body) for body in cluster.list_objects(gitsync.RESOURCE, namespace)]
     else:
         lines = _ask(arguments.daemon, "GET", SOURCES)
-    if arguments.output == "json":
-        emit(json.dumps(lines, indent=2) + "\n")
-    else:
+    if arguments.output == "text":
         emit(_table(lines))
+    else:
+        items = [documents.source_item(_reference(line), line) for line in lines]
+        emit(documents.serialized(documents.source_list(items), arguments.output))
     return ExitCode.OK
 
 
@@ -45,9 +47,21 @@ def run_reconcile(arguments: argparse.Namespace) -> int:
     """Asks for a reconcile now and waits until it is done: 0 when it succeeded, else the
     exit code of its failure (a GitSync's status names none: 4)."""
     line = _reconcile_gitsync(arguments) if arguments.gitsync else _reconcile_source(arguments)
-    verdict = "failed" if line["failed"] else "reconciled"
-    emit(f"{line['name']}: {verdict}: {line['reason']}: {line['message']}\n")
-    return _failure_code(line) if line["failed"] else ExitCode.OK
+    code = _failure_code(line) if line["failed"] else ExitCode.OK
+    if arguments.output == "text":
+        verdict = "failed" if line["failed"] else "reconciled"
+        emit(f"{line['name']}: {verdict}: {line['reason']}: {line['message']}\n")
+    else:
+        result = documents.reconcile_result(_reference(line), line, code)
+        emit(documents.serialized(result, arguments.output))
+    return code
+
+
+def _reference(line: Document) -> Document:
+    """A line names a GitSync NAMESPACE/NAME, a daemon's source by its name alone."""
+    namespace, _, name = str(line["name"]).rpartition("/")
+    kind = "GitSync" if namespace else "Source"
+    return documents.source_reference(kind, namespace, name)
 
 
 def _failure_code(line: Document) -> ExitCode:
@@ -72,7 +86,11 @@ def _set_suspend(arguments: argparse.Namespace, suspend: bool) -> int:
     _gitsync(cluster, namespace, arguments.name)
     operation = {"op": "add", "path": "/spec/suspend", "value": suspend}
     cluster.patch(gitsync.RESOURCE, namespace, arguments.name, [operation])
-    emit(f"GitSync {namespace}/{arguments.name} {'suspended' if suspend else 'resumed'}\n")
+    if arguments.output == "text":
+        emit(f"GitSync {namespace}/{arguments.name} {'suspended' if suspend else 'resumed'}\n")
+    else:
+        source = documents.source_reference("GitSync", namespace, arguments.name)
+        emit(documents.serialized(documents.suspend_result(source, suspend), arguments.output))
     return ExitCode.OK
 
 

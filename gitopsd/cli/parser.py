@@ -104,7 +104,8 @@ def _add_validate(commands: Any) -> None:
         "those of the Kubernetes version built in",
     )
     kube_arguments(checks)
-    validate.set_defaults(command=run_validate)
+    _output_argument(validate)
+    validate.set_defaults(command=run_validate, document="ValidateResult")
 
 
 def _add_diff(commands: Any) -> None:
@@ -122,7 +123,7 @@ def _add_diff(commands: Any) -> None:
         help="also show the fields the drift policy ignores, and the rule that did",
     )
     _output_argument(diff_command)
-    diff_command.set_defaults(command=run_diff)
+    diff_command.set_defaults(command=run_diff, document="DiffResult")
 
 
 def _add_sync(commands: Any) -> None:
@@ -137,7 +138,7 @@ def _add_sync(commands: Any) -> None:
     cluster_arguments(sync)
     _sync_arguments(sync.add_argument_group("sync"))
     _output_argument(sync)
-    sync.set_defaults(command=run_sync)
+    sync.set_defaults(command=run_sync, document="SyncResult")
 
 
 def _sync_arguments(group: argparse._ArgumentGroup) -> None:
@@ -209,7 +210,7 @@ def _add_get(commands: Any) -> None:
     )
     _control_arguments(get)
     _output_argument(get)
-    get.set_defaults(command=run_get)
+    get.set_defaults(command=run_get, document="SourceList")
 
 
 def _add_reconcile(commands: Any) -> None:
@@ -230,14 +231,16 @@ def _add_reconcile(commands: Any) -> None:
         help="bound on the wait (default 5m)",
     )
     _control_arguments(reconcile)
-    reconcile.set_defaults(command=run_reconcile)
+    _output_argument(reconcile)
+    reconcile.set_defaults(command=run_reconcile, document="ReconcileResult")
 
 
 def _add_suspension(commands: Any, name: str, command: Any, summary: str) -> None:
     suspension = _command(commands, name, summary, f"  gitopsd {name} web -n team-a")
     suspension.add_argument("name", metavar="NAME", help="the GitSync")
     _control_arguments(suspension)
-    suspension.set_defaults(command=command)
+    _output_argument(suspension)
+    suspension.set_defaults(command=command, document="SuspendResult")
 
 
 def _control_arguments(parser: argparse.ArgumentParser) -> None:
@@ -258,4 +261,11 @@ def _control_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _output_argument(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("output")
-    group.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    group.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json", "yaml"),
+        default="text",
+        help="text for people; json or yaml: one document of the versioned contract "
+        "(docs/cli.md#json-and-yaml-output)",
+    )

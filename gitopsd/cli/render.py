@@ -1,5 +1,5 @@
-"""Drift, health and sync reports, as text for people and JSON for programs, and a progress
-bar."""
+"""Drift, health and sync reports as text for people (gitopsd.cli.documents writes them for
+programs), and a progress bar."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import yaml
 
 from gitopsd import diff
 from gitopsd.changes import Action, Outcome
-from gitopsd.errors import GitopsdError
 from gitopsd.health import Health, unhealthy
 from gitopsd.objects import ObjectKey
 from gitopsd.reconcile import SyncReport
@@ -76,51 +75,6 @@ def unified(drift: diff.Drift) -> list[str]:
     )
 
 
-def drift_json(
-    revision: str | None,
-    drifts: list[diff.Drift],
-    origins: dict[Any, str],
-    held: list[diff.Drift] | None = None,
-    show_ignored: bool = False,
-) -> dict[str, Any]:
-    """`drift`: the drifted objects; `held`: those whose differences the drift policy
-    accepts (or ignores, shown only with `show_ignored`) whole."""
-    shown_held = [d for d in held or [] if d.accepted or show_ignored]
-    return {
-        "revision": revision,
-        "drift": [_drift_json(d, origins, show_ignored) for d in drifts],
-        "held": [_drift_json(d, origins, show_ignored) for d in shown_held],
-    }
-
-
-def _drift_json(drift: diff.Drift, origins: dict[Any, str], show_ignored: bool) -> dict[str, Any]:
-    ignored = {"ignored": [_change_json(c) for c in drift.ignored]} if show_ignored else {}
-    return {
-        "object": str(drift.key),
-        "group": drift.key.group,
-        "kind": drift.key.kind,
-        "namespace": drift.key.namespace,
-        "name": drift.key.name,
-        "state": str(drift.state),
-        "origin": origins.get(drift.key),
-        "changes": [_change_json(c) for c in drift.changes],
-        "accepted": [_change_json(c) for c in drift.accepted],
-        **ignored,
-        "reason": drift.reason or None,
-    }
-
-
-def _change_json(change: diff.FieldChange) -> dict[str, Any]:
-    return {
-        "path": change.path,
-        "live": change.live,
-        "desired": change.desired,
-        "manager": change.manager,
-        "decision": str(change.decision),
-        "rule": change.rule or None,
-    }
-
-
 def render_health(healths: Mapping[ObjectKey, Health], out: TextIO) -> None:
     """Each object that is not Current, Failed ones first, then the counts."""
     for key, health in unhealthy(healths):
@@ -129,15 +83,6 @@ def render_health(healths: Mapping[ObjectKey, Health], out: TextIO) -> None:
     counts = Counter(h.status for h in healths.values())
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no objects"
     print(f"health: {summary}", file=out)
-
-
-def health_json(healths: Mapping[ObjectKey, Health]) -> dict[str, Any]:
-    return {
-        "health": [
-            {"object": str(key), "status": str(h.status), "reason": h.reason, "message": h.message}
-            for key, h in sorted(healths.items())
-        ]
-    }
 
 
 class Progress:
@@ -217,30 +162,6 @@ def render_report(report: SyncReport, out: TextIO) -> None:
 def _left_git(count: int) -> str:
     objects = f"{count} object{'s' if count != 1 else ''} this source applied"
     return f"{objects} left git and {'were' if count != 1 else 'was'} kept: --prune deletes them"
-
-
-def report_json(report: SyncReport) -> dict[str, Any]:
-    return {
-        "revision": report.revision,
-        "outcomes": [
-            {"object": str(o.key), "action": str(o.action), "detail": o.detail}
-            for o in report.changes.outcomes
-        ],
-        "prune_refused": [{"object": str(k), "reason": str(r)} for k, r in report.refused],
-        "prune_refusals": report.refusals,
-        "left_git": report.left_git,
-        "dry_run": report.dry_run,
-        "takeovers": report.changes.takeovers,
-        "held": report.held,
-    }
-
-
-def error_json(error: GitopsdError | None) -> dict[str, Any]:
-    """Why the command failed; a message never carries a Secret value (gitopsd.errors)."""
-    if error is None:
-        return {"error": None}
-    described = {"stage": str(error.stage), "reason": str(error.reason), "message": str(error)}
-    return {"error": described}
 
 
 def emit(text: str) -> None:

@@ -175,6 +175,7 @@ def summary(name: str, status: Document, suspended: bool) -> Document:
         "failed": stalled or retrying,
         "message": ready.get("message", ""),
         "lastHandledReconcileAt": status.get("lastHandledReconcileAt", ""),
+        "lastSyncTime": status.get("lastSyncTime", ""),
     }
 
 

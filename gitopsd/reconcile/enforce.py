@@ -18,7 +18,7 @@ from gitopsd.changes import Action, ChangeSet, Hooks, Live, Outcome, Target
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.config import SyncSettings
 from gitopsd.errors import ApplyError, ClusterReason, GitopsdError
-from gitopsd.objects import Body, ObjectKey
+from gitopsd.objects import Body, ObjectKey, version_of
 from gitopsd.plan import Plan, PruneDecision, Refusal, Wave
 from gitopsd.prune import prune
 from gitopsd.reconcile.desired import Desired
@@ -277,7 +277,7 @@ class Pruning:
         report: SyncReport,
     ) -> None:
         if self.parent.settings.dry_run:
-            dry = [Outcome(k, Action.PRUNED, "dry run") for k in decision.delete]
+            dry = [Outcome(k, Action.PRUNED, "dry run", _version(live, k)) for k in decision.delete]
             report.changes.outcomes += dry
             for outcome in dry:
                 self.on_outcome(outcome)
@@ -320,3 +320,9 @@ def _refuse_foreign_parent(
 def _served(cluster: Cluster, target: Target) -> Resource | None:
     api_version = target.body["apiVersion"]
     return cluster.discovery.find(api_version, target.key.kind)
+
+
+def _version(live: Live, key: ObjectKey) -> str:
+    """The version an owned object is served at, as the cluster answered it."""
+    body = live.find(key)
+    return version_of(str(body.get("apiVersion", ""))) if body else ""

@@ -82,7 +82,7 @@ class HookRunner:
         assert target.hook is not None  # noqa: S101 - run() selects hooks only
         policies, what = target.hook.delete_policies, _what(target.hook, phase)
         if self.settings.dry_run:
-            self.on_outcome(Outcome(target.key, Action.HOOK, f"{what}, dry run"))
+            self.on_outcome(Outcome(target.key, Action.HOOK, f"{what}, dry run", target.version))
             return
         target, run = self._start(target, phase)
         verdict = self._verdict(target, run)
@@ -90,7 +90,7 @@ class HookRunner:
         cleanup = DeletePolicy.HOOK_SUCCEEDED if succeeded else DeletePolicy.HOOK_FAILED
         if cleanup in policies:
             self._clean_up(target, run)
-        self.on_outcome(Outcome(target.key, Action.HOOK, f"{what}: {verdict}"))
+        self.on_outcome(Outcome(target.key, Action.HOOK, f"{what}: {verdict}", target.version))
         if not succeeded:
             raise ApplyError(
                 [

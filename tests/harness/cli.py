@@ -7,8 +7,10 @@ import io
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gitopsd.cli import main
+from tests.harness import contract
 from tests.harness.controlplane import Binaries, ControlPlane
 
 
@@ -21,6 +23,10 @@ class Run:
     @property
     def text(self) -> str:
         return self.out + self.err
+
+    def document(self, kind: str | None = None) -> dict[str, Any]:
+        """The output as `-o json` prints it, checked against its kind's schema."""
+        return contract.parsed(self.out, kind)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ written out, not gitopsd.errors.ExitCode, so that a renumbering fails the tests.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from tests.harness.cli import Gitopsd, Run
@@ -35,7 +34,7 @@ def scope(namespace: str) -> list[str]:
 def drift_of(gitopsd: Gitopsd, url: str, namespace: str) -> list[dict[str, Any]]:
     run = gitopsd("diff", url, *scope(namespace), "-o", "json")
     assert run.code in (0, 1), run.text
-    drift: list[dict[str, Any]] = json.loads(run.out)["drift"]
+    drift: list[dict[str, Any]] = run.document("DiffResult")["drift"]
     assert run.code == (1 if drift else 0)
     return drift
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.harness import audit
+from tests.harness import audit, contract
 from tests.harness.admission import dead_webhook, deny, refuses
 from tests.harness.cli import Gitopsd
 from tests.harness.cluster_reads import config_map_names, config_map_value
@@ -105,7 +105,10 @@ def test_fa12_a_delete_refused_by_admission_stays_recorded_and_is_retried(
         assert config_map_names(admin_api, namespace) >= {"a", "b"}
         assert "c" not in config_map_names(admin_api, namespace)  # the rest of the prune went on
         [still] = drift_of(gitopsd, url, namespace)  # still recorded as this source's
-        assert (still["object"], still["state"]) == (f"ConfigMap/{namespace}/b", "extraneous")
+        assert (contract.named(still["object"]), still["state"]) == (
+            f"ConfigMap/{namespace}/b",
+            "extraneous",
+        )
     finally:
         remove()
     wait_for(lambda: not refuses(delete), "the policy's removal to take effect")

@@ -292,7 +292,7 @@ def test_secret_values_never_appear_in_diff_or_sync_output(
     second = gitopsd("sync", url, *scope(namespace))
 
     assert text.code == as_json.code == 1
-    [drift] = json.loads(as_json.out)["drift"]
+    [drift] = as_json.document("DiffResult")["drift"]
     assert drift["changes"] == [
         {
             "path": "data.token",

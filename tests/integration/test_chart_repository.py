@@ -96,6 +96,7 @@ def test_a_chart_syncs_at_the_highest_version_its_range_allows_then_shows_no_dri
     changed = gitopsd("diff", charts.url, *flags, "--helm-set", "greeting=hi", "-o", "json")
     assert changed.code == 1, changed.text
     assert "1.3.0@sha256:" in changed.out
+    changed.document("DiffResult")
     assert gitopsd("sync", charts.url, *flags, "--helm-set", "greeting=hi").code == 0
     assert version_of(admin_api, namespace) == "1.3.0"
     archives = [path for path in charts.requests if path.endswith(".tgz")]

@@ -90,7 +90,15 @@ def test_objects_without_a_namespace_go_to_the_context_namespace(
     assert core.read_namespaced_config_map("cm", namespace).data == {"k": "v"}
     # --namespace still wins over the context
     again = gitopsd("diff", url, *flags, "--namespace", "default", "-o", "json")
-    assert again.code == 1 and json.loads(again.out)["drift"][0]["object"] == "ConfigMap/default/cm"
+    assert again.code == 1, again.text
+    [drift] = again.document("DiffResult")["drift"]
+    assert drift["object"] == {
+        "group": "",
+        "version": "v1",
+        "kind": "ConfigMap",
+        "namespace": "default",
+        "name": "cm",
+    }
 
 
 def test_no_kubeconfig_says_where_it_looked(

@@ -5,7 +5,6 @@ The sources poll hourly, so whatever is applied within a test was asked for."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from tests.harness.cli import Gitopsd
@@ -53,8 +52,8 @@ def test_get_lists_a_daemons_sources_and_reconcile_applies_a_commit_now(
     assert reconciled.code == 0, reconciled.text
     assert reconciled.out.startswith("app: reconciled: Succeeded: ")
     assert config_map_value(admin_api, namespace, "a") == "w"  # applied before it returned
-    [line] = json.loads(gitopsd("get", *at, "-o", "json").out)
-    assert (line["name"], line["revision"], line["ready"]) == ("app", second, "True")
+    [line] = gitopsd("get", *at, "-o", "json").document("SourceList")["items"]
+    assert (line["source"]["name"], line["revision"], line["ready"]) == ("app", second, True)
 
     unknown = gitopsd("reconcile", "nope", *at)
     assert unknown.code == CLUSTER_FAILED and "no source nope runs here" in unknown.err
@@ -157,9 +156,10 @@ def test_a_gitsync_is_reconciled_on_request_and_suspended_and_resumed_from_the_c
         "AGE",
     ]
     assert table[1].split()[6] == "true"
-    [line] = json.loads(gitopsd("get", "--gitsyncs", "-n", namespace, "-o", "json").out)
-    assert (line["name"], line["suspended"], line["reason"]) == (
-        f"{namespace}/web",
+    listed = gitopsd("get", "--gitsyncs", "-n", namespace, "-o", "json")
+    [line] = listed.document("SourceList")["items"]
+    assert (line["source"], line["suspended"], line["reason"]) == (
+        {"kind": "GitSync", "namespace": namespace, "name": "web"},
         True,
         "Suspended",
     )

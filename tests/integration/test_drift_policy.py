@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes import client
 
-from tests.harness import audit
+from tests.harness import audit, contract
 from tests.harness.cli import Gitopsd, example_files
 from tests.harness.cluster_reads import replicas
 from tests.harness.commands import scope
@@ -133,7 +133,7 @@ def _with_image(image: str) -> str:
 
 def diff_json(gitopsd: Gitopsd, url: str, namespace: str, *flags: str) -> tuple[int, Any]:
     run = gitopsd("diff", url, *scope(namespace), "-o", "json", *flags)
-    return run.code, json.loads(run.out)
+    return run.code, run.document("DiffResult")
 
 
 def test_diff_shows_which_rule_decided_each_field_and_what_it_hid(
@@ -158,14 +158,18 @@ def test_diff_shows_which_rule_decided_each_field_and_what_it_hid(
 
     code, found = diff_json(gitopsd, url, namespace, *rules)
     assert code == 1  # the alert is drift
-    assert [d["object"] for d in found["drift"]] == [f"ConfigMap/{namespace}/web-config"]
+    assert [contract.named(d["object"]) for d in found["drift"]] == [
+        f"ConfigMap/{namespace}/web-config"
+    ]
     [change] = found["drift"][0]["changes"]
     assert (change["path"], change["decision"], change["rule"]) == (
         "data.LOG_LEVEL",
         "alert",
         "config",
     )
-    assert [d["object"] for d in found["held"]] == [f"apps/Deployment/{namespace}/web"]
+    assert [contract.named(d["object"]) for d in found["held"]] == [
+        f"apps/Deployment/{namespace}/web"
+    ]
     [accepted] = found["held"][0]["accepted"]
     assert (accepted["path"], accepted["manager"], accepted["rule"]) == (
         "spec.replicas",
@@ -174,7 +178,7 @@ def test_diff_shows_which_rule_decided_each_field_and_what_it_hid(
     )
 
     code, shown = diff_json(gitopsd, url, namespace, *rules, "--show-ignored")
-    ignored = {d["object"]: d["ignored"] for d in shown["held"]}
+    ignored = {contract.named(d["object"]): d["ignored"] for d in shown["held"]}
     assert [c["path"] for c in ignored[f"Service/{namespace}/web"]] == ["metadata.labels.touched"]
 
     text = gitopsd("diff", url, *scope(namespace), *rules[:2]).out

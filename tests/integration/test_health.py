@@ -7,11 +7,11 @@ Ready condition is written by the test, as its controller would: it has none."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 
+from tests.harness import contract
 from tests.harness.cli import Gitopsd
 from tests.harness.commands import UNHEALTHY, scope
 from tests.harness.controllers import NOWHERE
@@ -39,7 +39,8 @@ def config_map(name: str, wave: str = "") -> dict[str, str]:
 def healths(gitopsd: Gitopsd, url: str, namespace: str) -> dict[str, dict[str, str]]:
     run = gitopsd("diff", url, *scope(namespace), "-o", "json")
     assert run.code in (0, 1), run.text
-    return {entry.pop("object"): entry for entry in json.loads(run.out)["health"]}
+    health = run.document("DiffResult")["health"]
+    return {contract.named(entry.pop("object")): entry for entry in health}
 
 
 def exists(gitopsd: Gitopsd, namespace: str, resource: str, name: str) -> bool:
@@ -188,10 +189,11 @@ def test_sync_as_json_says_what_it_applied_before_a_wave_timed_out(
     run = gitopsd("sync", url, *scope(namespace), "--timeout", "3s", "-o", "json")
 
     assert run.code == UNHEALTHY, run.text
-    document = json.loads(run.out)
+    document = run.document("SyncResult")
     assert document["revision"] == git_repo.head()
-    created = {(o["object"], o["action"]) for o in document["outcomes"]}
+    created = {(contract.named(o["object"]), o["action"]) for o in document["outcomes"]}
     assert created == {(f"apps/Deployment/{namespace}/db", "created")}
+    assert document["outcomes"][0]["object"]["version"] == "v1"
     assert document["error"]["reason"] == "unhealthy"
     assert "sync wave 0 is not healthy" in document["error"]["message"]
     assert not exists(gitopsd, namespace, "configmap", "app")

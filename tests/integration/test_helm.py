@@ -16,6 +16,7 @@ from kubernetes import client
 from gitopsd import manifests, source
 from gitopsd.config import ChartSettings
 from gitopsd.reconcile.desired import read_revision
+from tests.harness import contract
 from tests.harness.canary import Canary
 from tests.harness.checkouts import file_spec
 from tests.harness.cli import Gitopsd, example_files
@@ -49,7 +50,7 @@ def group(namespace: str) -> str:
 def drift(gitopsd: Gitopsd, url: str, namespace: str, *flags: str) -> list[dict[str, Any]]:
     run = gitopsd("diff", url, *scope(namespace), *SHOP, *flags, "-o", "json")
     assert run.code in (0, 1), run.text
-    found: list[dict[str, Any]] = json.loads(run.out)["drift"]
+    found: list[dict[str, Any]] = run.document("DiffResult")["drift"]
     assert run.code == (1 if found else 0), run.text
     return found
 
@@ -105,7 +106,7 @@ def test_a_values_change_shows_only_the_fields_it_changes_with_their_manager(
         }
     )
     changes = {
-        (found["object"], change["path"]): change
+        (contract.named(found["object"]), change["path"]): change
         for found in drift(gitopsd, url, namespace)
         for change in found["changes"]
     }
@@ -422,6 +423,7 @@ def test_se02_a_value_never_leaks_from_a_secret_or_a_failure(
     gitopsd.kubectl("patch", "secret/db", "-n", namespace, "-p", '{"stringData":{"password":"x"}}')
     shown = gitopsd("diff", url, *scope(namespace), *chart, "-o", "json")
     assert shown.code == 1, shown.text
+    shown.document("DiffResult")
     Canary(CANARY).assert_absent(shown.text, "the diff")
 
     strict = (*chart, "--helm-set", "strict=true")

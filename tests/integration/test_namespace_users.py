@@ -4,7 +4,6 @@ refused: a record an earlier gitopsd kept in `default` is not looked for)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +71,8 @@ def test_a_user_who_may_view_and_patch_for_a_dry_run_can_diff(
     diff = gitopsd("diff", str(one), "-n", namespace, "--kubeconfig", kubeconfig, "-o", "json")
 
     assert diff.code == DRIFT, diff.text
-    [drift] = json.loads(diff.out)["drift"]
-    assert (drift["name"], drift["state"]) == ("a", "modified")
+    [drift] = diff.document("DiffResult")["drift"]
+    assert (drift["object"]["name"], drift["state"]) == ("a", "modified")
     assert [change["path"] for change in drift["changes"]] == ["data.k"]
 
 

@@ -65,6 +65,7 @@ def test_se16c_a_copied_label_is_never_pruned(
     assert deletes(control_plane, started) == []
     drift = gitopsd("diff", url, *scope(namespace), "-o", "json")
     assert drift.code == 0, drift.text  # not this source's, so not its extraneous drift
+    assert drift.document("DiffResult")["drift"] == []
 
 
 @pytest.mark.case("SE-16")

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from tests.harness import contract
 from tests.harness.cli import Gitopsd
 from tests.harness.cluster_reads import config_map_names
 from tests.harness.commands import PRUNE_BLOCKED, drift_of, scope, synced
@@ -21,7 +22,10 @@ def test_an_object_removed_from_git_is_pruned_only_with_prune(
     git_repo.commit({"d.yaml": None})
 
     [extraneous] = drift_of(gitopsd, url, namespace)
-    assert (extraneous["object"], extraneous["state"]) == (f"ConfigMap/{namespace}/d", "extraneous")
+    assert (contract.named(extraneous["object"]), extraneous["state"]) == (
+        f"ConfigMap/{namespace}/d",
+        "extraneous",
+    )
     assert gitopsd("sync", url, *scope(namespace)).code == 0
     assert "d" in config_map_names(admin_api, namespace)  # no --prune, no delete
 

@@ -18,7 +18,7 @@ from kubernetes import client
 
 from gitopsd import configfile
 from gitopsd.errors import ConfigError
-from tests.harness import audit
+from tests.harness import audit, contract
 from tests.harness.cli import Gitopsd
 from tests.harness.controllers import USERS
 from tests.harness.controlplane import ControlPlane, free_port
@@ -57,6 +57,8 @@ def run_block(gitopsd: Gitopsd, name: str) -> list[str]:
             check=False,
         )
         assert done.returncode == expected_exit(line), f"{line}\n{done.stdout}{done.stderr}"
+        for form in re.findall(r"-o (json|yaml)\b", line) if "|" not in line else ():
+            contract.parsed(done.stdout, form=form)  # the example prints the contract
         outputs.append(done.stdout)
     return outputs
 
@@ -64,7 +66,15 @@ def run_block(gitopsd: Gitopsd, name: str) -> list[str]:
 def test_the_cli_examples_run_as_documented(gitopsd: Gitopsd) -> None:
     outputs = run_block(gitopsd, "cli")
     assert outputs[0].strip() == "3 objects valid"
+    assert contract.parsed(outputs[4], "DiffResult")["drift"] == []
     assert "metadata.labels.touched" in outputs[6] and "kubectl-label" in outputs[6]
+
+
+def test_the_json_examples_print_the_contract(gitopsd: Gitopsd) -> None:
+    as_json, as_yaml = run_block(gitopsd, "json")
+
+    assert as_json.strip() == "true"
+    assert contract.parsed(as_yaml, "ValidateResult", form="yaml")["objects"] == 3
 
 
 def test_the_validate_examples_run_as_documented(gitopsd: Gitopsd) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from tests.harness import contract
 from tests.harness.cli import Gitopsd, example_files
 from tests.harness.cluster_reads import config_map_named
 from tests.harness.commands import drift_of, scope
@@ -104,7 +104,10 @@ def test_an_out_of_band_edit_is_reported_exactly_and_sync_restores_it(
     gitopsd.kubectl(*kubectl_args, "-n", namespace)
 
     [drift] = drift_of(gitopsd, url, namespace)
-    assert (drift["object"], drift["state"]) == (f"{kind}/{namespace}/{name}", "modified")
+    assert (contract.named(drift["object"]), drift["state"]) == (
+        f"{kind}/{namespace}/{name}",
+        "modified",
+    )
     assert drift["changes"] == [
         {
             "path": path,
@@ -129,7 +132,10 @@ def test_a_deleted_object_is_reported_missing_and_recreated(
     gitopsd.kubectl("delete", "configmap/web-config", "-n", namespace)
 
     [drift] = drift_of(gitopsd, url, namespace)
-    assert (drift["object"], drift["state"]) == (f"ConfigMap/{namespace}/web-config", "missing")
+    assert (contract.named(drift["object"]), drift["state"]) == (
+        f"ConfigMap/{namespace}/web-config",
+        "missing",
+    )
     assert drift["origin"] == "configmap.yaml:1"
     assert gitopsd("sync", url, *scope(namespace)).code == 0
     assert drift_of(gitopsd, url, namespace) == []
@@ -182,7 +188,7 @@ def test_an_existing_object_is_adopted_only_when_asked(
 
     reason = "exists and no gitopsd source manages it; sync --adopt takes it over"
     [unowned] = [d for d in drift_of(gitopsd, url, namespace) if d["state"] == "unowned"]
-    assert unowned["object"] == f"ConfigMap/{namespace}/web-config"
+    assert contract.named(unowned["object"]) == f"ConfigMap/{namespace}/web-config"
     assert unowned["reason"].startswith(reason)
 
     refused = gitopsd("sync", url, *scope(namespace))
@@ -231,7 +237,8 @@ def test_sync_as_json_describes_a_failure_before_anything_was_read(
     run = gitopsd("sync", missing, *scope(namespace), "-o", "json")
 
     assert run.code == 3, run.text
-    document = json.loads(run.out)
+    document = run.document("SyncResult")
     assert document["revision"] is None and document["outcomes"] == []
+    assert document["error"]["exitCode"] == 3
     assert document["error"]["stage"] == "source"
     assert "missing.git" in document["error"]["message"]

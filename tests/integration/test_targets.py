@@ -141,7 +141,7 @@ def test_a_record_an_earlier_gitopsd_kept_is_left_to_its_target_and_moved_by_it(
     folder(one, "settings", "new")  # old left git
     diff = gitopsd("diff", str(one), "-n", prod, "-o", "json")
     assert diff.code == 1, diff.text
-    states = {d["name"]: d["state"] for d in json.loads(diff.out)["drift"]}
+    states = {d["object"]["name"]: d["state"] for d in diff.document("DiffResult")["drift"]}
     assert states == {"old": "extraneous", "new": "missing"}
     assert f"ConfigMap/default/{earlier}, where an earlier gitopsd kept it" in diff.err
 
@@ -196,8 +196,11 @@ def test_a_refused_prune_says_its_guard_numbers_objects_and_override(
     )
     kept = ", ".join(f"ConfigMap/{namespace}/{name}" for name in names[1:11])
     assert line.endswith(f"kept {kept} and 2 more")
-    document = json.loads(gitopsd("sync", str(one), "-n", namespace, "--prune", "-o", "json").out)
-    assert document["prune_refusals"] == [line]
+    again = gitopsd("sync", str(one), "-n", namespace, "--prune", "-o", "json")
+    document = again.document("SyncResult")
+    assert document["pruneRefusals"] == [line]
+    assert len(document["pruneRefused"]) == document["counts"]["skipped"] == 12
+    assert document["pruneRefused"][0]["object"]["version"] == "v1"
 
 
 def test_a_sync_without_prune_says_what_left_git_and_a_dry_run_says_it_is_one(
@@ -209,11 +212,11 @@ def test_a_sync_without_prune_says_what_left_git_and_a_dry_run_says_it_is_one(
 
     kept = gitopsd("sync", str(one), "-n", namespace)
     dry = gitopsd("sync", str(one), "-n", namespace, "--prune", "--dry-run")
-    document = json.loads(gitopsd("sync", str(one), "-n", namespace, "-o", "json").out)
+    document = gitopsd("sync", str(one), "-n", namespace, "-o", "json").document("SyncResult")
 
     assert kept.code == 0, kept.text
     assert "2 objects this source applied left git and were kept: --prune deletes them" in kept.out
-    assert (document["left_git"], document["dry_run"]) == (2, False)
+    assert (document["leftGit"], document["dryRun"]) == (2, False)
     assert dry.out.rstrip().endswith("(dry run: nothing was changed)"), dry.out
     assert config_map_names(admin_api, namespace) >= {"a", "b", "c"}
 

@@ -326,18 +326,6 @@ def test_health_names_what_is_not_current_failed_first_then_counts() -> None:
     ]
 
 
-def test_health_as_json_lists_every_object() -> None:
-    found = render.health_json(HEALTHS)["health"]
-
-    assert [entry["object"] for entry in found] == [str(CFG), str(WEB), str(JOB)]
-    assert found[1] == {
-        "object": "apps/Deployment/n/web",
-        "status": "InProgress",
-        "reason": "Rollout",
-        "message": "available replicas 0/1",
-    }
-
-
 def test_waiting_shows_progress_on_a_terminal_only() -> None:
     shown, hidden = Terminal(), io.StringIO()
 

@@ -85,7 +85,7 @@ def test_each_object_is_deleted_as_it_was_seen_and_told_of_as_it_is_gone() -> No
     assert (
         result.pruned
         == told
-        == [Outcome(key("b"), Action.PRUNED), Outcome(key("a"), Action.PRUNED)]
+        == [Outcome(key("b"), Action.PRUNED, "", "v1"), Outcome(key("a"), Action.PRUNED, "", "v1")]
     )
     assert (result.refused, result.error) == ([], None)
 
