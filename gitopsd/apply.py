@@ -51,6 +51,9 @@ class Applier:
     only its uid and resourceVersion)."""
     await_wave: Callable[[Wave, list[Target]], None] = lambda wave, targets: None
     """Returns once a wave's objects are healthy; raises ApplyError when they are not."""
+    on_wave: Callable[[int, int], None] = lambda number, objects: None
+    """Hears of each sync wave once it is applied (its number, its objects), when a plan
+    has more than one."""
     run_hooks: Callable[[list[ObjectKey]], None] = lambda keys: None
     """Runs a wave's sync hooks (`Wave.hooks`), in order; raises ApplyError when one fails."""
 
@@ -71,12 +74,15 @@ class Applier:
         deferred = {k for k in plan.sent() if not ready(targets[k], targets, self.live)}
         ordered = waves(plan.actions, {key: targets[key].wave for key in plan.actions}, plan.hooks)
         waited = False
+        numbered = sum(1 for wave in ordered if wave.number is not None)
         for number, wave in enumerate(ordered, start=1):
             if waited:  # time passed since the read: what this wave writes is read again
                 self._read_again([key for key in wave.keys if key in plan.sent()], targets)
             for tier in wave.tiers:
                 self._run_tier(tier, plan, targets, deferred)
             self.run_hooks(wave.hooks)  # each read right before it runs, as it is written
+            if wave.number is not None and numbered > 1:
+                self.on_wave(wave.number, len(wave.keys))
             later = number < len(ordered)
             waited = later and wave.number is not None and not self.settings.dry_run
             if waited:

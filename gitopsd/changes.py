@@ -4,12 +4,13 @@ what came of it. Pure data, shared by the readers and the measure (which find), 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gitopsd import diff, inventory
 from gitopsd.drift_policy import Rule, object_rules
+from gitopsd.health import Health
 from gitopsd.objects import (
     Body,
     GroupKind,
@@ -124,6 +125,10 @@ class Measurement:
     with those fields: replaced, or refused alone."""
     held: list[diff.Drift] = field(default_factory=list)
     """Objects each of whose differing fields a rule accepts or ignores: no drift."""
+    compared: int = 0
+    """The objects compared with the cluster."""
+    dry_run: int = 0
+    """Of those, the objects dry-run now: the memo vouched for the others."""
 
 
 class Action(StrEnum):
@@ -183,6 +188,11 @@ class Hooks:
     on_applied: Callable[[Target, Body], None] = lambda target, result: None
     """Each object the server applied, with its answer (of an object created, only its uid
     and resourceVersion)."""
+    on_wave: Callable[[int, int], None] = lambda number, objects: None
+    """A sync wave was applied (its number, and how many objects it holds); a later wave
+    waits until it is healthy."""
+    on_health: Callable[[Mapping[ObjectKey, Health]], None] = lambda healths: None
+    """The health of a wave's objects, read again while the next wave waits for it."""
     may_prune: Callable[[], bool] = lambda: True
     """Asked right before pruning starts: a process shutting down says no."""
     dependencies_waiting: Callable[[], str] = lambda: ""

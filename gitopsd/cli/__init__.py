@@ -3,7 +3,8 @@
 `parser` declares the flags, `settings` turns them into the settings of gitopsd.config,
 `commands` runs a command and maps its errors to exit codes, `render` prints drift and
 reports for people, `documents` writes them for programs (the versioned JSON contract),
-`stop` catches the signals that stop a command.
+`progress` tells what a sync is doing while it runs, `stop` catches the signals that stop
+a command.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     name = signal.Signals(STOP.signal).name
     print(
-        f"gitopsd: stopped by {name}: the writes in flight finished, no other write or "
+        f"gitopsd: stopped by {name} after {STOP.after:.0f} s: the writes in flight finished, "
+        "no other write or "
         "dry-run started, nothing was pruned",
         file=sys.stderr,
     )

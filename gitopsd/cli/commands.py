@@ -19,7 +19,8 @@ from typing import TextIO
 from gitopsd import daemon, manifests, validation
 from gitopsd.changes import ChangeSet, Hooks
 from gitopsd.cli import documents
-from gitopsd.cli.render import Progress, emit, render_drift, render_health, render_report
+from gitopsd.cli.progress import Progress
+from gitopsd.cli.render import emit, render_drift, render_health, render_report
 from gitopsd.cli.settings import source_spec, sync_settings
 from gitopsd.cli.stop import STOP
 from gitopsd.cluster import Cluster
@@ -142,13 +143,8 @@ def run_diff(arguments: argparse.Namespace) -> int:
 def run_sync(arguments: argparse.Namespace) -> int:
     """Reports what was done whatever happened: a sync that fails part-way may have
     written objects already, and says which, beside its error."""
-    progress = Progress(sys.stderr)
-    hooks = Hooks(
-        on_revision=progress.read,
-        on_plan=progress.planned,
-        on_outcome=progress.tick,
-        may_prune=STOP.running,
-    )
+    progress = Progress(sys.stderr, quiet=arguments.quiet)
+    hooks = progress.hooks(may_prune=STOP.running)
     healths: dict[ObjectKey, Health] | None = None
     error: GitopsdError | None = None
     result: Result | None = None
@@ -271,7 +267,10 @@ def _reconcile(
 
 def connect(arguments: argparse.Namespace) -> Cluster:
     cluster = Cluster.connect(
-        arguments.kubeconfig, arguments.context, arguments.allow_exec_credentials
+        arguments.kubeconfig,
+        arguments.context,
+        arguments.allow_exec_credentials,
+        insecure=arguments.insecure_skip_tls_verify,
     )
     cluster.stopping = STOP.stopped
     return cluster

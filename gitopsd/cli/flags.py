@@ -163,6 +163,12 @@ def kube_arguments(group: argparse._ArgumentGroup) -> None:
         action="store_true",
         help="let the kubeconfig run its exec/auth-provider credential plugin",
     )
+    add(
+        "--insecure-skip-tls-verify",
+        action="store_true",
+        help="do not check the API server's certificate, as kubectl's flag (asked for here, it "
+        "is not warned of; a kubeconfig that says so is, once)",
+    )
 
 
 def cluster_arguments(parser: argparse.ArgumentParser) -> None:

@@ -137,7 +137,13 @@ def _add_sync(commands: Any) -> None:
     source_arguments(sync)
     cluster_arguments(sync)
     _sync_arguments(sync.add_argument_group("sync"))
-    _output_argument(sync)
+    output = _output_argument(sync)
+    output.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print the result alone: no progress (a line per phase, the bar, the wait) on stderr",
+    )
     sync.set_defaults(command=run_sync, document="SyncResult")
 
 
@@ -259,7 +265,7 @@ def _control_arguments(parser: argparse.ArgumentParser) -> None:
     kube_arguments(group)
 
 
-def _output_argument(parser: argparse.ArgumentParser) -> None:
+def _output_argument(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     group = parser.add_argument_group("output")
     group.add_argument(
         "-o",
@@ -269,3 +275,4 @@ def _output_argument(parser: argparse.ArgumentParser) -> None:
         help="text for people; json or yaml: one document of the versioned contract "
         "(docs/cli.md#json-and-yaml-output)",
     )
+    return group

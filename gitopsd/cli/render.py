@@ -1,5 +1,5 @@
 """Drift, health and sync reports as text for people (gitopsd.cli.documents writes them for
-programs), and a progress bar."""
+programs; gitopsd.cli.progress tells what a sync is doing while it runs)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any, TextIO
 import yaml
 
 from gitopsd import diff
-from gitopsd.changes import Action, Outcome
+from gitopsd.changes import Action
 from gitopsd.health import Health, unhealthy
 from gitopsd.objects import ObjectKey
 from gitopsd.reconcile import SyncReport
@@ -83,54 +83,6 @@ def render_health(healths: Mapping[ObjectKey, Health], out: TextIO) -> None:
     counts = Counter(h.status for h in healths.values())
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no objects"
     print(f"health: {summary}", file=out)
-
-
-class Progress:
-    """A one-line progress bar on a terminal; silent otherwise."""
-
-    WIDTH = 30
-
-    def __init__(self, out: TextIO) -> None:
-        self.total, self.done_count, self.out = 1, 0, out
-        self.shown = out.isatty()
-        self.sha: str | None = None
-        """The revision being synced, once read."""
-        self.outcomes: list[Outcome] = []
-        """Every outcome so far: the report of a sync that was stopped."""
-
-    def read(self, sha: str) -> None:
-        self.sha = sha
-
-    def planned(self, count: int) -> None:
-        self.total = max(count, 1)
-
-    def tick(self, outcome: Outcome) -> None:
-        self.outcomes.append(outcome)
-        self.done_count += 1
-        if self.shown:
-            filled = min(self.WIDTH, self.WIDTH * self.done_count // self.total)
-            bar = "#" * filled + "-" * (self.WIDTH - filled)
-            print(
-                f"\r[{bar}] {self.done_count}/{self.total} {outcome.key}"[:100].ljust(100),
-                end="",
-                file=self.out,
-                flush=True,
-            )
-
-    def waiting(self, healths: Mapping[ObjectKey, Health]) -> None:
-        """Health so far, while `sync --wait` waits: how many are Current, and one that is not."""
-        if not self.shown:
-            return
-        current = sum(1 for h in healths.values() if h.healthy)
-        pending = next(((k, h) for k, h in sorted(healths.items()) if not h.healthy), None)
-        example = f"  {pending[0]}: {pending[1]}" if pending else ""
-        line = f"\rwaiting: {current}/{len(healths)} Current{example}"
-        print(line[:100].ljust(100), end="", file=self.out, flush=True)
-        self.done_count = max(self.done_count, 1)  # `done` clears the line
-
-    def done(self) -> None:
-        if self.shown and self.done_count:
-            print("\r" + " " * 100 + "\r", end="", file=self.out, flush=True)
 
 
 def render_report(report: SyncReport, out: TextIO) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import time
 from collections.abc import Iterator
 
 
@@ -15,10 +16,13 @@ class Stop:
 
     def __init__(self) -> None:
         self.signal: int | None = None
+        self.started = time.monotonic()
+        self.after = 0.0
+        """Seconds from the command's start to the signal."""
 
     @contextlib.contextmanager
     def caught(self) -> Iterator[None]:
-        self.signal = None
+        self.signal, self.started = None, time.monotonic()
         handlers = {number: signal.signal(number, self._catch) for number in STOP_SIGNALS}
         try:
             yield
@@ -27,6 +31,8 @@ class Stop:
                 signal.signal(number, handler)
 
     def _catch(self, number: int, frame: object) -> None:
+        if self.signal is None:
+            self.after = time.monotonic() - self.started
         self.signal = number
 
     def running(self) -> bool:

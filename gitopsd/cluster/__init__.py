@@ -67,9 +67,11 @@ class Cluster:
         context: str | None = None,
         allow_exec: bool = False,
         connections: int = POOL_CONNECTIONS,
+        insecure: bool = False,
     ) -> Cluster:
-        """A cluster client that keeps `connections` open: at least the requests in flight."""
-        connection = api_client(kubeconfig, context, allow_exec, connections)
+        """A cluster client that keeps `connections` open: at least the requests in flight;
+        `insecure`: the server's certificate is not checked (see `api_client`)."""
+        connection = api_client(kubeconfig, context, allow_exec, connections, insecure)
         api = Api(PooledTransport.of(connection.client), server=connection.server)
         return cls(api, Discovery(api), namespace=connection.namespace)
 

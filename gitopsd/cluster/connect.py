@@ -40,9 +40,11 @@ def api_client(
     context: str | None = None,
     allow_exec: bool = False,
     connections: int = POOL_CONNECTIONS,
+    insecure: bool = False,
 ) -> Connection:
     """An authenticated ApiClient that keeps `connections` open for reuse; kubeconfig `exec`
-    and auth-provider plugins need allow_exec."""
+    and auth-provider plugins need allow_exec. `insecure`: the server's certificate is not
+    checked, as asked (kubectl's --insecure-skip-tls-verify), so that is not warned of."""
     path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
     default = Path.home() / ".kube" / "config"
     configuration = client.Configuration()
@@ -59,7 +61,9 @@ def api_client(
         )
     except (config.ConfigException, OSError, yaml.YAMLError) as error:
         raise ConfigError(f"kubeconfig {path}: {_why(error)}") from None
-    _warn_if_unverified(configuration)
+    if insecure:
+        configuration.verify_ssl = False
+    _warn_if_unverified(configuration, asked=insecure)
     user = chosen.context.get("user")
     who = f"context {chosen.name}" + (f", user {user}" if user else "")
     server = f"the API server at {_shown(configuration.host)} ({who})"
@@ -130,17 +134,20 @@ def _shown(host: str) -> str:
     return f"{address.scheme}://{address.netloc.rpartition('@')[2]}{address.path}"
 
 
-def _warn_if_unverified(configuration: Any) -> None:
+def _warn_if_unverified(configuration: Any, asked: bool) -> None:
     """Says once that the server's certificate is not checked, instead of urllib3's two
-    plain-text lines on every request (it warns about each one)."""
+    plain-text lines on every request (it warns about each one); nothing when the setting
+    asked for it, rather than a kubeconfig found."""
     if configuration.verify_ssl:
+        return
+    warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
+    if asked:
         return
     log.warning(
         "TLS verification is off for the cluster at %s (insecure-skip-tls-verify): "
         "its identity is not checked",
         _shown(configuration.host),
     )
-    warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
 
 
 def _refuse_plugins(path: Path, chosen: _Chosen) -> None:

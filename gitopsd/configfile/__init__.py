@@ -113,6 +113,8 @@ class DaemonConfig:
     kubeconfig: str | None = None
     context: str | None = None
     allow_exec_credentials: bool = False
+    insecure_skip_tls_verify: bool = False
+    """The API server's certificate is not checked, as asked (so it is not warned of)."""
     leader_election: LeaderElection = field(default_factory=LeaderElection)
     sharding: Sharding = field(default_factory=Sharding)
     object_series_budget: int = 500
@@ -166,6 +168,7 @@ TOP_KEYS = {
     "kubeconfig",
     "context",
     "allowExecCredentials",
+    "insecureSkipTLSVerify",
     "leaderElection",
     "sharding",
     "objectSeriesBudget",
@@ -223,6 +226,9 @@ def load(path: Path) -> DaemonConfig:
         context=top.get("context"),
         allow_exec_credentials=boolean(
             top, "allowExecCredentials", str(path), DaemonConfig.allow_exec_credentials
+        ),
+        insecure_skip_tls_verify=boolean(
+            top, "insecureSkipTLSVerify", str(path), DaemonConfig.insecure_skip_tls_verify
         ),
         leader_election=leader_election,
         sharding=sharding,

@@ -71,7 +71,10 @@ class Daemon:
         self.registry = CollectorRegistry()
         self.recorder = Recorder(self.registry, config.object_series_budget)
         self.cluster = Cluster.connect(
-            config.kubeconfig, config.context, config.allow_exec_credentials
+            config.kubeconfig,
+            config.context,
+            config.allow_exec_credentials,
+            insecure=config.insecure_skip_tls_verify,
         )
         self.recorder.count_api_requests(self.cluster.api.counters.snapshot)
         self.elector = self._elector()

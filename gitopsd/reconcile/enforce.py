@@ -9,6 +9,7 @@ precondition that keeps it to what was read (`gitopsd.ownership`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -203,8 +204,12 @@ def _apply(
         on_outcome=hooks.on_outcome,
         on_applied=hooks.on_applied,
         await_wave=WaveGate(
-            HealthWait(cluster, settings.concurrency, checks=settings.checks), settings
+            HealthWait(
+                cluster, settings.concurrency, on_progress=hooks.on_health, checks=settings.checks
+            ),
+            settings,
         ),
+        on_wave=hooks.on_wave,
         run_hooks=run_hooks,
     )
     try:
@@ -236,9 +241,11 @@ class WaveGate:
         """Raises ApplyError (unhealthy) naming `what`, and `so` (what did not happen), when
         the targets are not healthy in time."""
         limit = self.settings.health_timeout_seconds
+        started = time.monotonic()
         failing = not_healthy(self.wait.until_healthy(targets, limit))
         if failing:
-            first = f"{what} is not healthy after up to {limit:g} s, so {so}: {failing[0]}"
+            waited = f"{time.monotonic() - started:.0f} s of at most {limit:g} s"
+            first = f"{what} is not healthy after {waited}, so {so}: {failing[0]}"
             rest = [f"{what}: {line}" for line in failing[1:]]
             raise ApplyError([first, *rest], ClusterReason.UNHEALTHY)
 

@@ -145,7 +145,8 @@ def measure(
         if body is not None and targets[key].resource and targets[key].writes(present=True)
     }
     stale = [targets[key] for key, body in present.items() if not memo.fresh(targets[key], body)]
-    absent = _ready_absent(targets, live)
+    ready_absent = _ready_absent(targets, live)
+    absent = ready_absent
     if not validate_missing:
         absent = [target for target in absent if memo.missing(target) is None]
     _dry_run(cluster, Applier(cluster, settings, live.desired), stale, absent, live, memo)
@@ -166,6 +167,8 @@ def measure(
         differing={key for key, m in measured.items() if not m.in_sync},
         immutable={key: m.immutable for key, m in measured.items() if m.immutable},
         held=[drift for drift in modified if not drift.reported],
+        compared=len(present) + len(ready_absent),
+        dry_run=len(stale) + len(absent),
     )
 
 

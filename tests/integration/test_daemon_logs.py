@@ -6,13 +6,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gitopsd.cluster import Cluster
 from gitopsd.resources import CONFIG_MAPS
+from tests.harness.cli import Gitopsd
 from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import admin_service_account
-from tests.harness.manifests import config_map_files
+from tests.harness.manifests import config_map_files, folder
 from tests.harness.waiting import wait_for
 
 WARNING = "TLS verification is off for the cluster at"
@@ -63,3 +66,30 @@ def test_every_log_line_is_json_and_unverified_tls_is_said_once(
     assert warned[0]["level"] == "warning"
     assert control_plane.url in warned[0]["message"]
     assert token not in text
+
+
+def test_unverified_tls_is_warned_of_unless_the_command_asks_for_it(
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    namespace: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _, token = admin_service_account(admin_api, namespace, "cli")
+    kubeconfig = insecure_kubeconfig(tmp_path / "insecure", control_plane.url, "cli", token)
+    one = folder(tmp_path / "one", "a")
+    at = ("diff", str(one), "-n", namespace, "--kubeconfig", str(kubeconfig))
+
+    def warned() -> list[str]:
+        said = [record.getMessage() for record in caplog.records if WARNING in record.getMessage()]
+        caplog.clear()
+        return said
+
+    found = gitopsd(*at)
+    found_warned = warned()
+    asked = gitopsd(*at, "--insecure-skip-tls-verify")
+
+    assert (found.code, asked.code) == (1, 1), found.text + asked.text  # a is missing
+    assert len(found_warned) == 1 and control_plane.url in found_warned[0]
+    assert warned() == []

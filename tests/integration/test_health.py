@@ -89,8 +89,9 @@ def test_sync_wait_passes_a_job_that_completes_and_names_one_that_failed(
     run = gitopsd("sync", url, *scope(namespace), "--wait", "--timeout", "2m")
 
     assert run.code == UNHEALTHY, run.text
-    assert f"batch/Job/{namespace}/seed: Failed: BackoffLimitExceeded" in run.err
-    assert f"batch/Job/{namespace}/migrate" not in run.err
+    failure = run.err.partition("gitopsd: error:")[2]  # after the progress lines
+    assert f"batch/Job/{namespace}/seed: Failed: BackoffLimitExceeded" in failure
+    assert f"batch/Job/{namespace}/migrate" not in failure
     found = healths(gitopsd, url, namespace)
     assert found[f"batch/Job/{namespace}/migrate"]["status"] == "Current"
 

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from gitopsd import diff
-from gitopsd.changes import Action, Outcome
 from gitopsd.cli import control, main, render, settings, stop
 from gitopsd.cli.parser import build_parser
 from gitopsd.config import ChartSettings, Limits
@@ -25,30 +24,6 @@ from gitopsd.health import Health, Status
 from gitopsd.objects import ObjectKey
 
 KEY = ObjectKey("", "ConfigMap", "ns", "app")
-
-
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def test_progress_draws_a_bar_on_a_terminal_and_clears_it() -> None:
-    out = Terminal()
-    progress = render.Progress(out)
-    progress.planned(2)
-    progress.tick(Outcome(KEY, Action.CREATED))
-    assert "[###############---------------] 1/2 ConfigMap/ns/app" in out.getvalue()
-    progress.done()
-    assert out.getvalue().endswith("\r")
-
-
-def test_progress_is_silent_when_not_a_terminal() -> None:
-    out = io.StringIO()
-    progress = render.Progress(out)
-    progress.planned(2)
-    progress.tick(Outcome(KEY, Action.CREATED))
-    progress.done()
-    assert out.getvalue() == ""
 
 
 @pytest.mark.parametrize("color", [True, False])
@@ -324,16 +299,6 @@ def test_health_names_what_is_not_current_failed_first_then_counts() -> None:
         "  InProgress   apps/Deployment/n/web  Rollout: available replicas 0/1",
         "health: 1 Current, 1 Failed, 1 InProgress",
     ]
-
-
-def test_waiting_shows_progress_on_a_terminal_only() -> None:
-    shown, hidden = Terminal(), io.StringIO()
-
-    render.Progress(shown).waiting(HEALTHS)
-    render.Progress(hidden).waiting(HEALTHS)
-
-    assert "waiting: 1/3 Current  apps/Deployment/n/web: InProgress" in shown.getvalue()
-    assert hidden.getvalue() == ""
 
 
 def test_the_daemon_refuses_a_configuration_that_says_one_thing_twice(tmp_path: Path) -> None:
