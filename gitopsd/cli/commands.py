@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import platform
 import sys
 from dataclasses import dataclass
+from importlib.metadata import version
 from typing import TextIO
 
 from gitopsd import daemon, manifests, validation
@@ -73,6 +75,17 @@ def _explain(error: GitopsdError) -> None:
 
 def run_daemon(arguments: argparse.Namespace) -> int:
     return daemon.run(arguments.config, arguments.log_level, arguments.log_format)
+
+
+def run_version(arguments: argparse.Namespace) -> int:
+    """As `--version`, with what it was built and tested against, for a bug report."""
+    kubernetes = validation.built_in().where
+    emit(
+        f"gitopsd {version('gitopsd')}\n"
+        f"{kubernetes} (the schemas built in, and the version it is tested against)\n"
+        f"Python {platform.python_version()}\n"
+    )
+    return ExitCode.OK
 
 
 def run_validate(arguments: argparse.Namespace) -> int:

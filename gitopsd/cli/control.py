@@ -25,7 +25,17 @@ from gitopsd.gitsync.status import Document, summary
 SOURCES = "/api/v1/sources"
 DAEMON = "http://127.0.0.1:9091"
 ANNOTATE_ATTEMPTS = 3
-COLUMNS = ("NAME", "READY", "REVISION", "DRIFT", "HEALTH", "SUSPENDED", "MESSAGE")
+COLUMNS = (
+    "NAME",
+    "READY",
+    "REASON",
+    "REVISION",
+    "SYNCED",
+    "DRIFT",
+    "HEALTH",
+    "SUSPENDED",
+    "MESSAGE",
+)
 
 
 def run_get(arguments: argparse.Namespace) -> int:
@@ -97,7 +107,13 @@ def _set_suspend(arguments: argparse.Namespace, suspend: bool) -> int:
 def _reconcile_source(arguments: argparse.Namespace) -> Document:
     name = arguments.name
     path = f"{SOURCES}/{quote(name, safe='')}/reconcile"
-    token = _ask(arguments.daemon, "POST", path)["token"]
+    try:
+        token = _ask(arguments.daemon, "POST", path)["token"]
+    except ClusterError as error:
+        if error.reason != ClusterReason.NOT_FOUND:
+            raise
+        names = [str(line["name"]) for line in _ask(arguments.daemon, "GET", SOURCES)]
+        raise _unknown(f"source {name}", f"at {arguments.daemon}", names) from None
 
     def done() -> Document | None:
         lines = _ask(arguments.daemon, "GET", SOURCES)
@@ -152,8 +168,16 @@ def _annotate(body: Document, token: str) -> list[dict[str, Any]]:
 def _gitsync(cluster: Cluster, namespace: str, name: str) -> Document:
     body = cluster.get(gitsync.RESOURCE, namespace, name)
     if body is None:
-        raise ClusterError(f"GitSync {namespace}/{name} not found", ClusterReason.NOT_FOUND)
+        there = cluster.list_objects(gitsync.RESOURCE, namespace)
+        names = [str(found["metadata"]["name"]) for found in there]
+        raise _unknown(f"GitSync {name}", f"in namespace {namespace}", names)
     return body
+
+
+def _unknown(what: str, where: str, names: list[str]) -> ConfigError:
+    """A name that is not there, with those that are: most often a typo."""
+    there = f"those there: {', '.join(sorted(names))}" if names else "there is none"
+    return ConfigError(f"no {what} {where}; {there}")
 
 
 def _gitsync_line(body: Document) -> Document:
@@ -243,12 +267,17 @@ def _not_gitopsd(daemon: str, detail: str = "") -> ClusterError:
 COLUMN_KEYS = ("name", "ready", "revision", "drift", "health", "suspended", "message")
 
 
-def _table(lines: list[Document]) -> str:
+def _table(lines: list[Document], now: float | None = None) -> str:
+    """The sources as `kubectl get` shows objects: the revision by its first 12 characters
+    (JSON has it whole), the last sync as its age, the last outcome as Ready's reason."""
+    now = time.time() if now is None else now
     rows = [COLUMNS] + [
         (
             line["name"],
             line["ready"],
+            line["reason"] or "-",
             line["revision"][:12] or "-",
+            _age(line.get("lastSyncTime") or "", now),
             str(line["drift"]),
             line["health"],
             str(line["suspended"]).lower(),
@@ -262,3 +291,15 @@ def _table(lines: list[Document]) -> str:
         + "\n"
         for row in rows
     )
+
+
+def _age(stamp: str, now: float) -> str:
+    """How long ago an RFC 3339 time was, as kubectl's AGE says it; "-" for never."""
+    if not stamp:
+        return "-"
+    then = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    seconds = max(int(now - then), 0)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

@@ -7,7 +7,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from gitopsd.cli.commands import run_daemon, run_diff, run_sync, run_validate
+from gitopsd.cli.commands import run_daemon, run_diff, run_sync, run_validate, run_version
 from gitopsd.cli.control import DAEMON, run_get, run_reconcile, run_resume, run_suspend
 from gitopsd.cli.flags import (
     cluster_arguments,
@@ -50,7 +50,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_reconcile(commands)
     _add_suspension(commands, "suspend", run_suspend, "stop reconciling a GitSync")
     _add_suspension(commands, "resume", run_resume, "reconcile a suspended GitSync again")
+    _add_version(commands)
     return parser
+
+
+def _add_version(commands: Any) -> None:
+    shown = _command(
+        commands,
+        "version",
+        "gitopsd's version, and the Kubernetes and Python versions it runs with",
+        "  gitopsd version",
+    )
+    shown.set_defaults(command=run_version)
 
 
 def _command(commands: Any, name: str, summary: str, examples: str) -> argparse.ArgumentParser:

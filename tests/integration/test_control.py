@@ -5,8 +5,10 @@ The sources poll hourly, so whatever is applied within a test was asked for."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from tests.harness import contract
 from tests.harness.cli import Gitopsd
 from tests.harness.cluster_reads import config_map_value
 from tests.harness.commands import CLUSTER_FAILED, INVALID
@@ -38,13 +40,17 @@ def test_get_lists_a_daemons_sources_and_reconcile_applies_a_commit_now(
     assert header.split() == [
         "NAME",
         "READY",
+        "REASON",
         "REVISION",
+        "SYNCED",
         "DRIFT",
         "HEALTH",
         "SUSPENDED",
         "MESSAGE",
     ]
-    assert row.split() == ["app", "True", git_repo.head()[:12], "0", "Current", "false"]
+    name, ready, reason, revision, synced, *rest = row.split()
+    assert (name, ready, reason, revision) == ("app", "True", "Succeeded", git_repo.head()[:12])
+    assert re.fullmatch(r"\d+[sm]", synced) and rest == ["0", "Current", "false"]
 
     second = git_repo.commit(config_map_files_with_data("a", value="w"))
     reconciled = gitopsd("reconcile", "app", *at)
@@ -56,7 +62,9 @@ def test_get_lists_a_daemons_sources_and_reconcile_applies_a_commit_now(
     assert (line["source"]["name"], line["revision"], line["ready"]) == ("app", second, True)
 
     unknown = gitopsd("reconcile", "nope", *at)
-    assert unknown.code == CLUSTER_FAILED and "no source nope runs here" in unknown.err
+    assert unknown.code == INVALID, unknown.text
+    said = f"no source nope at {daemon.control_url}; those there: app"
+    assert f"gitopsd: error: {said}\n" == unknown.err
     not_control = gitopsd("get", "--daemon", daemon.url)  # the webhook port: no control API
     assert not_control.code == CLUSTER_FAILED and "control API" in not_control.err
     daemon.stop()
@@ -140,9 +148,19 @@ def test_a_gitsync_is_reconciled_on_request_and_suspended_and_resumed_from_the_c
     assert reconciled.code == 0, reconciled.text
     assert reconciled.out.startswith(f"{namespace}/web: reconciled: Succeeded: revision {third}")
     assert config_map_value(admin_api, namespace, "a") == "x"
+    as_json = gitopsd("reconcile", "web", "--gitsync", "-n", namespace, "-o", "json")
+    result = as_json.document("ReconcileResult")
+    assert (as_json.code, result["succeeded"], result["exitCode"]) == (0, True, 0)
+    assert result["source"] == {"kind": "GitSync", "namespace": namespace, "name": "web"}
+    typo = gitopsd("reconcile", "wbe", "--gitsync", "-n", namespace, "-o", "json")
+    assert typo.code == INVALID, typo.text
+    said = f"no GitSync wbe in namespace {namespace}; those there: web"
+    assert typo.document("ReconcileResult")["error"]["message"] == said
 
     suspended = gitopsd("suspend", "web", "-n", namespace)
     assert suspended.code == 0 and suspended.out == f"GitSync {namespace}/web suspended\n"
+    again = gitopsd("suspend", "web", "-n", namespace, "-o", "yaml")
+    assert contract.parsed(again.out, "SuspendResult", form="yaml")["suspended"] is True
     wait_ready(admin_api, namespace, "web", "True", "Suspended")
     table = gitopsd.kubectl("get", "gitsyncs", "-n", namespace).splitlines()
     assert table[0].split() == [

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import io
 import json
+import platform
 import re
 import shlex
 import signal
@@ -396,3 +398,25 @@ def test_a_failed_reconcile_exits_with_a_documented_code_only(
     line: dict[str, Any], code: int
 ) -> None:
     assert control._failure_code(line) == code
+
+
+@pytest.mark.parametrize(
+    ("seconds", "age"),
+    [(0, "0s"), (119, "119s"), (120, "2m"), (7199, "119m"), (7200, "2h"), (2 * 86400, "2d")],
+)
+def test_the_last_sync_is_shown_as_its_age_as_kubectl_shows_one(seconds: int, age: str) -> None:
+    synced = 1_764_892_800  # 2025-12-05T00:00:00Z
+
+    assert control._age("2025-12-05T00:00:00Z", synced + seconds) == age
+    assert control._age("", synced) == "-"
+
+
+def test_version_says_what_version_it_is_and_what_it_was_tested_against(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["version"]) == 0
+
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[0] == f"gitopsd {importlib.metadata.version('gitopsd')}"
+    assert re.fullmatch(r"Kubernetes v1\.\d+\.\d+ \(the schemas built in, .*\)", shown[1])
+    assert shown[2] == f"Python {platform.python_version()}"
