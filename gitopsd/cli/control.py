@@ -67,6 +67,50 @@ def run_reconcile(arguments: argparse.Namespace) -> int:
     return code
 
 
+def run_tree(arguments: argparse.Namespace) -> int:
+    """The objects a source holds, from the daemon that runs it: each with its health and
+    drift, as that daemon measured them last (as `flux tree` and `argocd app resources`)."""
+    name = arguments.name
+    if arguments.gitsync:  # the daemon runs it as NAMESPACE/NAME
+        name = f"{_namespace(arguments, connect(arguments))}/{arguments.name}"
+    try:
+        found = _ask(arguments.daemon, "GET", f"{SOURCES}/{quote(name, safe='')}/objects")
+    except ClusterError as error:
+        if error.reason != ClusterReason.NOT_FOUND:
+            raise
+        names = [str(line["name"]) for line in _ask(arguments.daemon, "GET", SOURCES)]
+        raise _unknown(f"source {name}", f"at {arguments.daemon}", names) from None
+    source = _reference({"name": name})
+    if arguments.output == "text":
+        emit(_tree_table(name, found))
+    else:
+        tree = documents.object_tree(source, found["revision"], found["objects"])
+        emit(documents.serialized(tree, arguments.output))
+    return ExitCode.OK
+
+
+def _tree_table(name: str, found: Document) -> str:
+    revision = str(found["revision"])[:12] or "none applied yet"
+    rows = [("KIND", "NAMESPACE", "NAME", "HEALTH", "DRIFT")] + [
+        (
+            "/".join(part for part in (line["object"]["group"], line["object"]["kind"]) if part),
+            line["object"]["namespace"] or "-",
+            line["object"]["name"],
+            line["health"]["status"] or "-",
+            _drift_cell(line),
+        )
+        for line in found["objects"]
+    ]
+    return f"{name} at revision {revision}\n" + _columns(rows)
+
+
+def _drift_cell(line: Document) -> str:
+    if not line["drift"]:
+        return "-"
+    fields = ", ".join(line["fields"])
+    return f"{line['drift']}: {fields}" if fields else str(line["drift"])
+
+
 def _reference(line: Document) -> Document:
     """A line names a GitSync NAMESPACE/NAME, a daemon's source by its name alone."""
     namespace, _, name = str(line["name"]).rpartition("/")
@@ -285,7 +329,12 @@ def _table(lines: list[Document], now: float | None = None) -> str:
         )
         for line in lines
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    return _columns(rows)
+
+
+def _columns(rows: list[tuple[str, ...]]) -> str:
+    """Rows as `kubectl get` aligns them: each column as wide as its widest cell."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "".join(
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         + "\n"

@@ -230,6 +230,11 @@ def _request_time(token: Any) -> str | None:
     return f"{second}.{nanoseconds:09d}Z"
 
 
+def object_tree(source: Document, revision: str, objects: list[Document]) -> Document:
+    """The objects of a source as its daemon lists them (gitopsd.daemon.control)."""
+    return document("ObjectTree", source=source, revision=revision, objects=objects, error=None)
+
+
 def reconcile_result(source: Document, line: Mapping[str, Any] | None, exit_code: int) -> Document:
     """A reconcile asked for and waited on: how it ended (`line`: the source's summary
     once it answered; None when the command failed before)."""
@@ -264,6 +269,9 @@ _FAILED: dict[str, Callable[[GitopsdError, Document | None], Document]] = {
     "SourceList": lambda error, _: source_list([]) | {"error": error_of(error)},
     "ReconcileResult": lambda error, source: (
         reconcile_result(source or {}, None, error.exit_code) | {"error": error_of(error)}
+    ),
+    "ObjectTree": lambda error, source: document(
+        "ObjectTree", source=source, revision="", objects=[], error=error_of(error)
     ),
     "SuspendResult": lambda error, source: document(
         "SuspendResult", source=source, suspended=None, error=error_of(error)

@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from gitopsd.cli.commands import run_daemon, run_diff, run_sync, run_validate, run_version
-from gitopsd.cli.control import DAEMON, run_get, run_reconcile, run_resume, run_suspend
+from gitopsd.cli.control import (
+    DAEMON,
+    run_get,
+    run_reconcile,
+    run_resume,
+    run_suspend,
+    run_tree,
+)
 from gitopsd.cli.flags import (
     cluster_arguments,
     duration,
@@ -50,8 +57,25 @@ def build_parser() -> argparse.ArgumentParser:
     _add_reconcile(commands)
     _add_suspension(commands, "suspend", run_suspend, "stop reconciling a GitSync")
     _add_suspension(commands, "resume", run_resume, "reconcile a suspended GitSync again")
+    _add_tree(commands)
     _add_version(commands)
     return parser
+
+
+def _add_tree(commands: Any) -> None:
+    tree = _command(
+        commands,
+        "tree",
+        "list the objects a source holds, with their health and drift, from its daemon",
+        "  gitopsd tree platform                  # a source of the daemon\n"
+        "  gitopsd tree web --gitsync -n team-a   # a GitSync the daemon serves\n"
+        "  gitopsd tree platform -o json | jq '.objects[] | select(.drift != \"\")'",
+    )
+    tree.add_argument("name", metavar="NAME", help="the source, or with --gitsync the GitSync")
+    tree.add_argument("--gitsync", action="store_true", help="NAME is a GitSync")
+    _control_arguments(tree)
+    _output_argument(tree)
+    tree.set_defaults(command=run_tree, document="ObjectTree")
 
 
 def _add_version(commands: Any) -> None:

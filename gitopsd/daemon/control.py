@@ -6,13 +6,17 @@ port-forward`, whose connections arrive from loopback."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gitopsd.changes import Target
 from gitopsd.daemon.worker import SourceWorker
+from gitopsd.diff import Drift
 from gitopsd.errors import ExitCode
 from gitopsd.gitsync.status import Document, Failure, failed_status, status_of, summary
+from gitopsd.health import Health
+from gitopsd.objects import ObjectKey, version_of
 
 NOT_LEADING = (
     "this replica does not write for this source (a standby, or another replica's share): "
@@ -36,7 +40,7 @@ class Control:
     def reconcile(self, name: str) -> tuple[int, dict[str, Any]]:
         """Asks source `name` to reconcile now: 202 with the token its line shows as
         lastHandledReconcileAt once that reconcile (or a later one) is done."""
-        worker = next((w for w in self.workers() if w.name == name), None)
+        worker = self._worker(name)
         if worker is None:
             return 404, {"error": f"no source {name} runs here"}
         if "/" in name:  # namespace/name: the GitSync's own annotation is its request
@@ -48,6 +52,21 @@ class Control:
         token = str(time.time_ns())  # grows: a caller waits for its own, or a later one
         worker.request(token)
         return 202, {"token": token}
+
+    def objects(self, name: str) -> tuple[int, dict[str, Any]]:
+        """The objects of source `name` (`gitopsd tree`): its revision's, and those it
+        applied that left git, each with its health and drift as they were measured last."""
+        worker = self._worker(name)
+        if worker is None:
+            return 404, {"error": f"no source {name} runs here"}
+        desired = worker.state.desired
+        report = worker.report
+        targets = desired.targets if desired else {}
+        listed = owned_objects(targets, report.health or {}, report.drifts or [])
+        return 200, {"revision": report.applied_revision, "objects": listed}
+
+    def _worker(self, name: str) -> SourceWorker | None:
+        return next((w for w in self.workers() if w.name == name), None)
 
 
 def _line(worker: SourceWorker) -> Document:
@@ -66,3 +85,37 @@ def _refused(name: str, error: str) -> Document:
 
 def _name(line: Document) -> str:
     return str(line["name"])
+
+
+def owned_objects(
+    targets: Mapping[ObjectKey, Target], healths: Mapping[ObjectKey, Health], drifts: list[Drift]
+) -> list[Document]:
+    """Each object of the revision and each the source applied that left git (an
+    extraneous drift), sorted as `kubectl get` sorts: its health ("" before it was
+    assessed) and its drift ("" when in sync), with the fields that differ."""
+    drifted = {drift.key: drift for drift in drifts}
+    versions = {key: target.version for key, target in targets.items()}
+    for key, drift in drifted.items():
+        body = drift.live or drift.desired or {}
+        versions.setdefault(key, version_of(str(body.get("apiVersion", ""))))
+    return [
+        {
+            "object": {
+                "group": key.group,
+                "version": version,
+                "kind": key.kind,
+                "namespace": key.namespace,
+                "name": key.name,
+            },
+            "health": _health(healths.get(key)),
+            "drift": str(drifted[key].state) if key in drifted else "",
+            "fields": [change.path for change in drifted[key].changes] if key in drifted else [],
+        }
+        for key, version in sorted(versions.items())
+    ]
+
+
+def _health(health: Health | None) -> Document:
+    if health is None:
+        return {"status": "", "reason": "", "message": ""}
+    return {"status": str(health.status), "reason": health.reason, "message": health.message}

@@ -61,6 +61,19 @@ def test_get_lists_a_daemons_sources_and_reconcile_applies_a_commit_now(
     [line] = gitopsd("get", *at, "-o", "json").document("SourceList")["items"]
     assert (line["source"]["name"], line["revision"], line["ready"]) == ("app", second, True)
 
+    tree = gitopsd("tree", "app", *at)
+    assert tree.code == 0, tree.text
+    assert tree.out.splitlines()[0] == f"app at revision {second[:12]}"
+    assert tree.out.splitlines()[2].split() == ["ConfigMap", namespace, "a", "Current", "-"]
+    [entry] = gitopsd("tree", "app", *at, "-o", "json").document("ObjectTree")["objects"]
+    assert (entry["object"]["name"], entry["health"]["status"], entry["drift"]) == (
+        "a",
+        "Current",
+        "",
+    )
+    typo = gitopsd("tree", "ap", *at)
+    assert typo.code == INVALID and "no source ap at" in typo.err, typo.text
+
     unknown = gitopsd("reconcile", "nope", *at)
     assert unknown.code == INVALID, unknown.text
     said = f"no source nope at {daemon.control_url}; those there: app"

@@ -245,6 +245,10 @@ class FakeControl:
             return 202, {"token": "1"}
         return 404, {"error": f"no source {name} runs here"}
 
+    def objects(self, name: str) -> tuple[int, dict[str, object]]:
+        self.asked.append(f"objects of {name}")
+        return 200, {"revision": "", "objects": []}
+
 
 def control_server(listen: str) -> tuple[http.Server, FakeControl]:
     control = FakeControl()
@@ -264,6 +268,8 @@ def test_the_control_api_lists_sources_and_asks_for_a_reconcile() -> None:
         listed = served.exchange(control_request("GET", "/api/v1/sources"))
         asked = served.exchange(control_request("POST", "/api/v1/sources/team%2Fweb/reconcile"))
         unknown = served.exchange(control_request("POST", "/api/v1/sources/nope/reconcile"))
+        objects = served.exchange(control_request("GET", "/api/v1/sources/team%2Fweb/objects"))
+        wrong_method = served.status(control_request("GET", "/api/v1/sources/app/reconcile"))
         metrics = served.status(control_request("GET", "/metrics"))
     finally:
         running.shutdown()
@@ -271,8 +277,9 @@ def test_the_control_api_lists_sources_and_asks_for_a_reconcile() -> None:
     assert listed.split(b"\r\n\r\n", 1)[1] == b'[{"name": "app", "ready": "True"}]\n'
     assert asked.startswith(b"HTTP/1.0 202 ") and asked.endswith(b'{"token": "1"}\n')
     assert unknown.startswith(b"HTTP/1.0 404 ") and b"no source nope runs here" in unknown
-    assert metrics == 404  # the control listener serves the control API only
-    assert control.asked == ["team/web", "nope"]
+    assert objects.endswith(b'{"revision": "", "objects": []}\n')
+    assert (wrong_method, metrics) == (404, 404)  # the control API, and only as documented
+    assert control.asked == ["team/web", "nope", "objects of team/web"]
 
 
 @pytest.mark.parametrize(

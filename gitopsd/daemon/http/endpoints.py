@@ -6,7 +6,8 @@
   Prometheus alone (the shipped NetworkPolicy admits no one else), so whatever holds the
   webhooks' connections never starves a probe;
 - the control API of `gitopsd get` and `gitopsd reconcile` (`controlListen`), bound to
-  loopback: GET /api/v1/sources and POST /api/v1/sources/<name>/reconcile.
+  loopback: GET /api/v1/sources, POST /api/v1/sources/<name>/reconcile and GET
+  /api/v1/sources/<name>/objects.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class ControlApi(Protocol):
     def sources(self) -> list[dict[str, Any]]: ...
 
     def reconcile(self, name: str) -> tuple[int, dict[str, Any]]: ...
+
+    def objects(self, name: str) -> tuple[int, dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,7 @@ class Control:
 
 SOURCES = "/api/v1/sources"
 RECONCILE = "/reconcile"
+OBJECTS = "/objects"
 CONTROL_HEADER = "x-gitopsd-control"
 """Required on every control request: a web page cannot send it without asking first (a
 CORS preflight nothing here answers), so a browser cannot be made to call the API."""
@@ -188,13 +192,13 @@ def _control(control: ControlApi, client: str, request: Request) -> Reply:
     if request.method == "GET" and request.path == SOURCES:
         return 200, _json(control.sources()), "application/json"
     prefix = SOURCES + "/"
-    if not (request.method == "POST" and request.path.startswith(prefix)):
-        return 404, _json({"error": "not found"}), "application/json"
-    if not request.path.endswith(RECONCILE):
-        return 404, _json({"error": "not found"}), "application/json"
-    name = unquote(request.path.removeprefix(prefix).removesuffix(RECONCILE))
-    status, answer = control.reconcile(name)
-    return status, _json(answer), "application/json"
+    asked = {("POST", RECONCILE): control.reconcile, ("GET", OBJECTS): control.objects}
+    for (method, suffix), answer_for in asked.items():
+        path = request.path
+        if request.method == method and path.startswith(prefix) and path.endswith(suffix):
+            status, answer = answer_for(unquote(path.removeprefix(prefix).removesuffix(suffix)))
+            return status, _json(answer), "application/json"
+    return 404, _json({"error": "not found"}), "application/json"
 
 
 def _local(connection_client: str, request: Request) -> bool:
