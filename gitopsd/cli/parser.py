@@ -71,11 +71,16 @@ def _add_tree(commands: Any) -> None:
         "  gitopsd tree web --gitsync -n team-a   # a GitSync the daemon serves\n"
         "  gitopsd tree platform -o json | jq '.objects[] | select(.drift != \"\")'",
     )
-    tree.add_argument("name", metavar="NAME", help="the source, or with --gitsync the GitSync")
-    tree.add_argument("--gitsync", action="store_true", help="NAME is a GitSync")
+    _named_source(tree)
     _control_arguments(tree)
     _output_argument(tree)
     tree.set_defaults(command=run_tree, document="ObjectTree")
+
+
+def _named_source(parser: argparse.ArgumentParser) -> None:
+    """A daemon's source by its name, or a GitSync with --gitsync (in --namespace)."""
+    parser.add_argument("name", metavar="NAME", help="the source, or with --gitsync the GitSync")
+    parser.add_argument("--gitsync", action="store_true", help="NAME is a GitSync")
 
 
 def _add_version(commands: Any) -> None:
@@ -262,8 +267,7 @@ def _add_reconcile(commands: Any) -> None:
         "  gitopsd reconcile platform                  # a source of the daemon\n"
         "  gitopsd reconcile web --gitsync -n team-a   # sets gitopsd.io/reconcile-requested-at",
     )
-    reconcile.add_argument("name", metavar="NAME", help="the source, or with --gitsync the GitSync")
-    reconcile.add_argument("--gitsync", action="store_true", help="NAME is a GitSync")
+    _named_source(reconcile)
     reconcile.add_argument(
         "--timeout",
         type=duration,
