@@ -93,7 +93,7 @@ class Downloads:
                 and not self.bearer_tried
             ):
                 raise _Challenged(challenge) from None
-            raise _http_error(what, error.code) from None
+            raise _http_error(what, error.code, self.basic is not None) from None
         if len(response.body) > limit:
             raise SourceError(
                 f"{what}: larger than {format_size(limit)} ({how_to_raise(bound)})",
@@ -149,7 +149,9 @@ class Downloads:
         try:
             answer = self._open(request, redirects, _MAX_TOKEN_BYTES, f"{what}: token service")
         except urllib.error.HTTPError as error:
-            raise _http_error(f"{what}: token service", error.code) from None
+            raise _http_error(
+                f"{what}: token service", error.code, self.basic is not None
+            ) from None
         self.authorization = "Bearer " + _token(answer.body, what)
 
 
@@ -202,13 +204,22 @@ def origin(url: str) -> tuple[str, str]:
     return parts.scheme.lower(), f"{parts.hostname or ''}:{port or ''}"
 
 
-def _http_error(what: str, code: int) -> SourceError:
+NO_CREDENTIALS = (
+    "the server asks for credentials and none were given (--username and --password-file; "
+    "a configured source's credentials: username, passwordFile; a GitSync's "
+    "repository.secretRef)"
+)
+
+
+def _http_error(what: str, code: int, credentials_given: bool) -> SourceError:
     if code == _REDIRECT_REFUSED:
         return SourceError(
             f"{what}: redirected to another host; gitopsd asks only the source's own "
             "scheme, host and port",
             SourceReason.REF_MISSING,
         )
+    if code in (401, 403) and not credentials_given:
+        return SourceError(f"{what}: HTTP {code}: {NO_CREDENTIALS}", SourceReason.AUTH)
     if code in (401, 403):
         return SourceError(f"{what}: HTTP {code}: check the credentials", SourceReason.AUTH)
     if code == 404:

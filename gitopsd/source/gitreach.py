@@ -109,11 +109,20 @@ def host_key_refused(url: str, stderr: str) -> str | None:
     if _UNPINNED.search(stderr):
         return (
             f"the host key of {known_as} is not known: no key is pinned for it in the "
-            "known_hosts file, and none is trusted on first use"
+            f"known_hosts file, and none is trusted on first use; pin it there {PINNED_WHERE}"
         )
     if _ANOTHER_PINNED.search(stderr):
-        return f"the host key of {known_as} is not the one pinned for it in the known_hosts file"
+        return (
+            f"the host key of {known_as} is not the one pinned for it in the known_hosts "
+            f"file {PINNED_WHERE}"
+        )
     return None
+
+
+PINNED_WHERE = (
+    "(--known-hosts; a configured source's credentials: knownHostsFile; a GitSync's "
+    "repository.secretRef, its known_hosts key)"
+)
 
 
 def no_answer(url: str) -> str:

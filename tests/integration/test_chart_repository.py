@@ -137,6 +137,10 @@ def test_se05_wrong_chart_repository_credentials_fail_without_showing_them(
     assert refused.code == ExitCode.SOURCE_FAILED, refused.text
     assert "index.yaml: HTTP 401: check the credentials" in refused.err
     assert "wrong-password-canary" not in refused.text
+    anonymous = gitopsd("sync", charts.url, *scope(namespace), *flags[:4])  # no credentials
+    assert anonymous.code == ExitCode.SOURCE_FAILED, anonymous.text
+    asked = "index.yaml: HTTP 401: the server asks for credentials and none were given "
+    assert asked + "(--username and --password-file;" in anonymous.err
     assert "hello" not in gitopsd.kubectl("get", "configmaps", "-n", namespace, "-o", "name")
 
 

@@ -116,6 +116,7 @@ def test_a_host_key_not_pinned_is_refused_and_never_remembered(
         said += run.text
         assert run.code == ExitCode.SOURCE_FAILED, f"{attempt} fetch: {run.text}"
         assert f"the host key of {sshd.known_as} {refusal}" in run.err, run.err
+        assert "(--known-hosts; a configured source's credentials: knownHostsFile" in run.err
         assert "(hostkey)" in run.err and run.out == "", run.text
         assert fetched_objects(cache) == [], f"{attempt} fetch"
         assert known_hosts.read_text() == pinned, f"{attempt} fetch"
