@@ -54,6 +54,8 @@ _CAUSE_CHARS = 400
 _NOWHERE = "http://127.0.0.1:9"  # the discard port: anything sent through a proxy goes nowhere
 _ASSIGNMENT = re.compile(r"([\w./-]*)=([^\s\]]+)")  # `KEY=value`, and a bare `=value`
 _QUOTED_LINES = re.compile(r"`[^`]*\n[^`]*`")
+_RERUN_HINTS = re.compile(r"^Use --debug flag to render out invalid YAML$", re.MULTILINE)
+"""helm's advice to run it again with a flag: gitopsd runs it, the user cannot add one."""
 _BYTE_LIST = re.compile(r"\[\d{1,3}(?: \d{1,3})+\]")  # Go prints a bad line as its bytes
 _MASK = "***"
 _SHORTEST_MASKED = 3  # shorter values are masked only as `KEY=***`, or every "1" would go
@@ -273,7 +275,8 @@ def _read_at_most(stream: IO[bytes] | None, limit: int) -> bytes | None:
 def cause(stderr: str) -> str:
     """The program's own words, from its `error:` line on (else its last line), without the
     configs it quotes over several lines: those may hold an inline patch of a Secret."""
-    lines = [line.strip() for line in _QUOTED_LINES.sub("`...`", stderr).splitlines()]
+    quoted = _QUOTED_LINES.sub("`...`", stderr)
+    lines = [line.strip() for line in _RERUN_HINTS.sub("", quoted).splitlines()]
     lines = [line for line in lines if line]
     starts = [at for at, line in enumerate(lines) if line.lower().startswith("error:")]
     return " ".join(lines[starts[0] if starts else -1 :]) or "no message"

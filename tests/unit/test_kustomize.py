@@ -10,7 +10,7 @@ from gitopsd.sandbox import cause, scrub
 
 ROOT = Path("/cache/checkout")
 
-# Shapes kubectl 1.34 (kustomize v5.7) prints, reproduced with the real binary.
+# Shapes kubectl 1.34 (kustomize v5.7) and helm 4.3 print, reproduced with the real binaries.
 CAUSES = {
     "one error line": (
         "error: configmap s illegally repeats the key `a`\n",
@@ -26,6 +26,13 @@ CAUSES = {
     "warnings before the error": ("# Warning: x\nerror: bad\n", "error: bad"),
     "no error line": ("first\nlast words\n", "last words"),
     "nothing at all": ("", "no message"),
+    "helm's hint to run it with --debug left out (helm 4.3)": (
+        "Error: YAML parse error on hc/templates/x.yaml: error converting YAML to JSON: yaml: "
+        "mapping values are not allowed in this context\n\n"
+        "Use --debug flag to render out invalid YAML\n",
+        "Error: YAML parse error on hc/templates/x.yaml: error converting YAML to JSON: yaml: "
+        "mapping values are not allowed in this context",
+    ),
 }
 
 
