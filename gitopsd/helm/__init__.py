@@ -127,7 +127,7 @@ class Charts:
             chart_root = self._fetched(where, remote)
             chart = inspect(Directory(chart_root), ".", limits)
         else:
-            chart = inspect(tree, inflation.chart, limits)
+            chart = inspect(tree, _chart_at_home(tree, inflation), limits)
             chart_root = tree.materialized(sorted(chart.every_file()))
         if chart.library:
             return ""
@@ -277,3 +277,17 @@ def _leaves(value: Any) -> Iterator[str]:
             yield from _leaves(item)
     elif isinstance(value, str):
         yield value
+
+
+def _chart_at_home(tree: Tree, inflation: ChartInflation) -> str:
+    """The chart directory a helmCharts entry names, once it is there: kustomize looks for
+    it under helmGlobals.chartHome, which a chart kept elsewhere needs set."""
+    assert inflation.chart is not None  # noqa: S101 - a chart of the revision
+    if tree.mode(f"{inflation.chart}/{CHART_FILE}") is None:
+        home = inflation.chart.rpartition("/")[0] or "."
+        raise ManifestError(
+            f"{inflation.where}: no chart {inflation.name} in {home}/ (helmGlobals.chartHome, "
+            "default charts, is where a kustomization's charts are, from its directory; or "
+            "`repo` fetches the chart)"
+        )
+    return inflation.chart

@@ -450,3 +450,22 @@ def test_se12_a_helm_charts_entry_gitopsd_cannot_render_as_kustomize_would_is_re
 
     assert refused.code == ExitCode.INVALID, refused.text
     assert f"app/kustomization.yaml: {message}" in refused.err, refused.text
+
+
+def test_a_chart_kept_outside_the_chart_home_is_named_with_the_setting_that_finds_it(
+    gitopsd: Gitopsd, git_repo: GitRepo
+) -> None:
+    chart = {f"mycharts/{path}": text for path, text in GREETER.items()}
+    git_repo.commit({"app/kustomization.yaml": "helmCharts:\n- name: greeter\n", **chart})
+
+    refused = gitopsd("validate", str(git_repo.work), "--path", "app")
+    git_repo.commit(
+        {"app/kustomization.yaml": "helmGlobals: {chartHome: ../mycharts}\n"
+         "helmCharts:\n- name: greeter\n"}
+    )  # fmt: skip
+    found = gitopsd("validate", str(git_repo.work), "--path", "app")
+
+    assert refused.code == ExitCode.INVALID, refused.text
+    said = "app/kustomization.yaml: helmCharts[0]: no chart greeter in app/charts/ "
+    assert said + "(helmGlobals.chartHome, default charts," in refused.err, refused.err
+    assert found.code == 0, found.text
