@@ -39,6 +39,7 @@ from gitopsd.drift_policy import read_rules
 from gitopsd.errors import ConfigError
 from gitopsd.names import DNS1123_LABEL, NameRule, namespace_problem, shown
 from gitopsd.reconcile import naming
+from gitopsd.source.policy import mask_url
 from gitopsd.target_identity import Tool
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ Settings = TypeVar("Settings", bound="DataclassInstance")
 
 
 def source_spec(arguments: argparse.Namespace) -> SourceSpec:
-    url = arguments.source
+    url, chart = _chart_apart(arguments.source, getattr(arguments, "helm_chart", None))
     if is_local(url):
         url = str(Path(url).resolve())
         if arguments.ref is not None:
@@ -63,7 +64,10 @@ def source_spec(arguments: argparse.Namespace) -> SourceSpec:
     )
     return _given(
         SourceSpec(
-            url=url, credentials=credentials, limits=limits(arguments), helm=_charts(arguments)
+            url=url,
+            credentials=credentials,
+            limits=limits(arguments),
+            helm=_charts(arguments, chart),
         ),
         arguments,
         ref="ref",
@@ -74,7 +78,22 @@ def source_spec(arguments: argparse.Namespace) -> SourceSpec:
     )
 
 
-def _charts(arguments: argparse.Namespace) -> ChartSettings:
+def _chart_apart(source: str, chart: str | None) -> tuple[str, str | None]:
+    """The registry and the chart of an OCI reference written as `helm install` takes it,
+    oci://HOST/PATH/CHART, unless --helm-chart names the chart apart."""
+    if chart is not None or not source.lower().startswith("oci://"):
+        return source, chart
+    address = source[len("oci://") :].rstrip("/")
+    registry, _, named = address.rpartition("/")
+    if not registry:
+        raise ConfigError(
+            f"{mask_url(source)}: an OCI source names its chart, oci://HOST/PATH/CHART, or "
+            "its registry with --helm-chart CHART"
+        )
+    return f"oci://{registry}", named
+
+
+def _charts(arguments: argparse.Namespace, chart: str | None) -> ChartSettings:
     """How charts render, from the --helm-* flags (a command without them: the defaults)."""
     values = set_values(getattr(arguments, "helm_set", None) or [], "--helm-set")
     namespace = getattr(arguments, "helm_namespace", None)
@@ -86,7 +105,7 @@ def _charts(arguments: argparse.Namespace) -> ChartSettings:
             release_name=release_name(getattr(arguments, "helm_release", None), "--helm-release"),
             namespace=namespace,
             values=inline_values(values, "--helm-set"),
-            chart=chart_name(getattr(arguments, "helm_chart", None), "--helm-chart"),
+            chart=chart_name(chart, "--helm-chart"),
             version=ChartSettings.version
             if version is None
             else version_range(version, "--helm-version"),

@@ -116,6 +116,8 @@ def test_a_chart_of_an_oci_registry_syncs_by_range_through_the_registry_token_fl
     assert "1.1.1+build.5@sha256:" in synced.out
     assert version_of(admin_api, namespace) == "1.1.1+build.5"
     assert gitopsd("diff", registry.url, *flags).code == 0
+    helm_style = [*scope(namespace), *chart_flags(registry, tmp_path, "~1.1")[2:]]
+    assert gitopsd("diff", f"{registry.url}/hello", *helm_style).code == 0  # the same target
 
     (tmp_path / "chart-password").write_text("wrong-password-canary")
     refused = gitopsd("diff", registry.url, *flags)

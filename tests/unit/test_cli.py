@@ -120,6 +120,35 @@ def test_chart_flags_name_a_chart_of_a_chart_repository() -> None:
 
 
 @pytest.mark.parametrize(
+    ("source", "flags", "registry", "chart"),
+    [
+        ("oci://reg.example/charts/greeter", [], "oci://reg.example/charts", "greeter"),
+        ("OCI://reg.example/greeter/", [], "oci://reg.example", "greeter"),
+        (
+            "oci://reg.example/charts",
+            ["--helm-chart", "greeter"],
+            "oci://reg.example/charts",
+            "greeter",
+        ),
+        ("https://charts.example/greeter", [], "https://charts.example/greeter", None),
+    ],
+)
+def test_an_oci_reference_may_name_its_chart_as_helm_install_takes_it(
+    source: str, flags: list[str], registry: str, chart: str | None
+) -> None:
+    spec = settings.source_spec(build_parser().parse_args(["diff", source, *flags]))
+
+    assert (spec.url, spec.helm.chart) == (registry, chart)
+
+
+def test_an_oci_reference_without_a_chart_says_how_to_name_one() -> None:
+    arguments = build_parser().parse_args(["diff", "oci://reg.example"])
+
+    with pytest.raises(ConfigError, match=r"oci://HOST/PATH/CHART, or its registry with --helm"):
+        settings.source_spec(arguments)
+
+
+@pytest.mark.parametrize(
     ("flags", "message"),
     [
         (["--helm-release=-x"], "--helm-release: '-x' must be a Helm release name"),
