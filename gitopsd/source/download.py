@@ -121,10 +121,7 @@ class Downloads:
             except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
                 if running.passed:
                     raise _past_deadline(what, network) from None
-                where = "{}://{}".format(*origin(request.full_url))
-                raise SourceError(
-                    f"{what}: no HTTP answer from {mask_url(where)}", SourceReason.UNREACHABLE
-                ) from None
+                raise no_answer(what, request.full_url, self.spec.allow_insecure) from None
         if running.passed:  # the body was cut short
             raise _past_deadline(what, network)
         return Response(body, response.headers)
@@ -202,6 +199,24 @@ def origin(url: str) -> tuple[str, str]:
     except ValueError:
         return parts.scheme.lower(), "\0invalid"
     return parts.scheme.lower(), f"{parts.hostname or ''}:{port or ''}"
+
+
+PLAIN_HTTP = (
+    " (nothing answered as https there; a server that speaks plain HTTP is read only with "
+    "--allow-insecure-source, allowInsecure: true)"
+)
+"""Said alike of a closed port, a TLS service and a plain one: the error is no scanner."""
+
+
+def no_answer(what: str, url: str, allow_insecure: bool) -> SourceError:
+    """One message whatever the cause (a closed port, a TLS service, a plain one), with
+    the remedy of the one a person most often meets: a plain-HTTP registry."""
+    scheme, authority = origin(url)
+    hint = PLAIN_HTTP if scheme == "https" and not allow_insecure else ""
+    return SourceError(
+        f"{what}: no HTTP answer from {mask_url(f'{scheme}://{authority}')}{hint}",
+        SourceReason.UNREACHABLE,
+    )
 
 
 NO_CREDENTIALS = (
