@@ -37,7 +37,7 @@ def serialized(found: Document, output: str) -> str:
     """The document as `-o json` or `-o yaml` prints it."""
     if output == "yaml":
         return yaml.safe_dump(found, sort_keys=False, default_flow_style=False, allow_unicode=True)
-    return json.dumps(found, indent=2) + "\n"
+    return json.dumps(found, indent=2, default=str) + "\n"  # a YAML date in a value, say
 
 
 def reference(key: ObjectKey, version: str) -> Document:
