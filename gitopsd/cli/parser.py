@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from gitopsd.cli.flags import (
     source_arguments,
     switch,
 )
+from gitopsd.cli.shells import SCRIPTS, run_completion
 from gitopsd.config import PrunePolicy, SyncSettings
 
 EXIT_CODES = """exit codes:
@@ -51,7 +53,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_suspension(commands, "suspend", run_suspend, "stop reconciling a GitSync")
     _add_suspension(commands, "resume", run_resume, "reconcile a suspended GitSync again")
     _add_version(commands)
+    _add_completion(commands, parser)
     return parser
+
+
+def _add_completion(commands: Any, parser: argparse.ArgumentParser) -> None:
+    completion = _command(
+        commands,
+        "completion",
+        "a script that has your shell complete gitopsd's commands, flags and their values",
+        "  source <(gitopsd completion bash)           # in ~/.bashrc\n"
+        "  gitopsd completion zsh > ~/.zfunc/_gitopsd  # a directory of $fpath\n"
+        "  gitopsd completion fish > ~/.config/fish/completions/gitopsd.fish",
+    )
+    completion.add_argument(
+        "shell", metavar="SHELL", choices=tuple(SCRIPTS), help="bash, zsh or fish"
+    )
+    completion.set_defaults(command=partial(run_completion, parser))
 
 
 def _add_version(commands: Any) -> None:
