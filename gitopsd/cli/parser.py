@@ -8,6 +8,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from gitopsd.cli.check import run_check
 from gitopsd.cli.commands import run_daemon, run_diff, run_sync, run_validate, run_version
 from gitopsd.cli.control import DAEMON, run_get, run_reconcile, run_resume, run_suspend
 from gitopsd.cli.flags import (
@@ -54,7 +55,43 @@ def build_parser() -> argparse.ArgumentParser:
     _add_suspension(commands, "resume", run_resume, "reconcile a suspended GitSync again")
     _add_version(commands)
     _add_completion(commands, parser)
+    _add_check(commands)
     return parser
+
+
+def _add_check(commands: Any) -> None:
+    check = _command(
+        commands,
+        "check",
+        "whether gitopsd can work here: the cluster, its version, your rights, the GitSync "
+        "API, helm and kubectl",
+        "  gitopsd check\n"
+        "  gitopsd check --pre -n shop --resource deployments.apps\n"
+        "  gitopsd check -o json | jq '.checks[] | select(.ok | not)'",
+    )
+    check.add_argument(
+        "--pre",
+        action="store_true",
+        help="the prerequisites alone, as before installing gitopsd: not the GitSync API",
+    )
+    group = check.add_argument_group("cluster")
+    kube_arguments(group)
+    group.add_argument(
+        "--namespace",
+        "-n",
+        help="where a sync's rights are checked (default: the kubeconfig context's "
+        "namespace, else 'default')",
+    )
+    group.add_argument(
+        "--resource",
+        dest="resources",
+        action="append",
+        metavar="RESOURCE",
+        help="a sync's rights on this resource too, as kubectl names it (deployments.apps), "
+        "repeatable; always on ConfigMaps (the ApplySet parent)",
+    )
+    _output_argument(check)
+    check.set_defaults(command=run_check, document="CheckResult")
 
 
 def _add_completion(commands: Any, parser: argparse.ArgumentParser) -> None:
