@@ -25,7 +25,7 @@ BIN := $(VENV)/bin
 # per core left the cores half idle), and each worker starts a control plane of its own.
 WORKERS ?= $(shell n=$$(nproc); echo $$(( 2 * n < 4 ? 2 * n : 4 )))
 
-.PHONY: test test-fast demo bench mutation crd schemas lint lock control-plane prometheus sshd image-tools clean
+.PHONY: test test-fast demo bench mutation crd schemas lint lock control-plane prometheus sshd shells image-tools clean
 
 # The locked set, hashes required, then gitopsd itself without resolving anything again.
 $(BIN)/.installed: pyproject.toml requirements/dev.txt
@@ -55,6 +55,9 @@ prometheus:
 sshd:
 	tests/sshd/provide.sh >/dev/null
 
+shells:
+	tests/shells/provide.sh >/dev/null
+
 image-tools: control-plane
 	tests/image/provide.sh >/dev/null
 
@@ -68,14 +71,14 @@ lint: $(BIN)/.installed
 
 # Lint runs beside the tests, on the core they leave free most of the time; its output
 # follows theirs, and either failing fails the target.
-test: $(BIN)/.installed control-plane prometheus sshd image-tools
+test: $(BIN)/.installed control-plane prometheus sshd shells image-tools
 	@echo "lint (ruff, mypy --strict, import contracts, dependency audit) runs beside the tests; its output follows"
 	@$(MAKE) --no-print-directory lint > $(VENV)/lint.log 2>&1 & linting=$$!; \
 	$(BIN)/pytest --numprocesses $(WORKERS) --dist loadfile --no-loadscope-reorder --durations 25; tested=$$?; \
 	wait $$linting; linted=$$?; cat $(VENV)/lint.log; \
 	test $$tested -eq 0 -a $$linted -eq 0
 
-test-fast: $(BIN)/.installed
+test-fast: $(BIN)/.installed shells
 	$(BIN)/pytest --numprocesses $(WORKERS) -m "not cluster and not image" --durations 10
 
 demo: $(BIN)/.installed control-plane

@@ -29,6 +29,7 @@ from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.image import Image, build_image, provide_buildah
 from tests.harness.kube import Gate, api_client, create_namespace, unique_name
 from tests.harness.prometheus import PrometheusBinaries, provide_prometheus
+from tests.harness.shells import provide_shells
 from tests.harness.waiting import wait_for
 
 GITSYNC_CRD = Path(__file__).parent.parent / "config" / "crd" / "gitsyncs.yaml"
@@ -160,6 +161,12 @@ def proxy(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterat
 def prometheus_binaries() -> PrometheusBinaries:
     """Prometheus and promtool from Debian's package (tests/prometheus/provide.sh)."""
     return provide_prometheus()
+
+
+@pytest.fixture(scope="session")
+def shells() -> dict[str, Path]:
+    """bash, zsh and fish by name; zsh and fish from Debian's packages (tests/shells/provide.sh)."""
+    return provide_shells()
 
 
 @pytest.fixture(scope="session")

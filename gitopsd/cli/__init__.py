@@ -4,7 +4,7 @@
 `commands` runs a command and maps its errors to exit codes, `render` prints drift and
 reports for people, `documents` writes them for programs (the versioned JSON contract),
 `progress` tells what a sync is doing while it runs, `stop` catches the signals that stop
-a command.
+a command, `completion` and `shells` write the shells' completion scripts from the parser.
 """
 
 from __future__ import annotations

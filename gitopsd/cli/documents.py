@@ -253,6 +253,13 @@ def suspend_result(source: Document, suspended: bool) -> Document:
     return document("SuspendResult", source=source, suspended=suspended, error=None)
 
 
+def check_result(checks: Iterable[tuple[str, bool, str]], error: GitopsdError | None) -> Document:
+    """Each check's `name`, whether it passed (`ok`) and what it found (`detail`); `error`:
+    the first that failed, whose exit code is the command's."""
+    listed = [{"name": name, "ok": ok, "detail": detail} for name, ok, detail in checks]
+    return document("CheckResult", checks=listed, error=error_of(error))
+
+
 def failed(kind: str, error: GitopsdError, source: Document | None = None) -> Document:
     """The document of a command that failed before it had anything else to say."""
     return _FAILED[kind](error, source)
@@ -276,4 +283,5 @@ _FAILED: dict[str, Callable[[GitopsdError, Document | None], Document]] = {
     "SuspendResult": lambda error, source: document(
         "SuspendResult", source=source, suspended=None, error=error_of(error)
     ),
+    "CheckResult": lambda error, _: check_result([], error),
 }

@@ -156,7 +156,11 @@ def percent(text: str) -> float:
 
 def kube_arguments(group: argparse._ArgumentGroup) -> None:
     add = group.add_argument
-    add("--kubeconfig", help="kubeconfig file (default $KUBECONFIG, ~/.kube/config, in-cluster)")
+    add(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig file (default $KUBECONFIG, ~/.kube/config, in-cluster)",
+    )
     add("--context", help="kubeconfig context")
     add(
         "--allow-exec-credentials",

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from gitopsd.cli.check import run_check
 from gitopsd.cli.commands import run_daemon, run_diff, run_sync, run_validate, run_version
 from gitopsd.cli.control import (
     DAEMON,
@@ -25,6 +27,7 @@ from gitopsd.cli.flags import (
     source_arguments,
     switch,
 )
+from gitopsd.cli.shells import SCRIPTS, run_completion
 from gitopsd.config import PrunePolicy, SyncSettings
 
 EXIT_CODES = """exit codes:
@@ -59,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_suspension(commands, "resume", run_resume, "reconcile a suspended GitSync again")
     _add_tree(commands)
     _add_version(commands)
+    _add_completion(commands, parser)
+    _add_check(commands)
     return parser
 
 
@@ -81,6 +86,56 @@ def _named_source(parser: argparse.ArgumentParser) -> None:
     """A daemon's source by its name, or a GitSync with --gitsync (in --namespace)."""
     parser.add_argument("name", metavar="NAME", help="the source, or with --gitsync the GitSync")
     parser.add_argument("--gitsync", action="store_true", help="NAME is a GitSync")
+
+
+def _add_check(commands: Any) -> None:
+    check = _command(
+        commands,
+        "check",
+        "whether gitopsd can work here: the cluster, its version, your rights, the GitSync "
+        "API, helm and kubectl",
+        "  gitopsd check\n"
+        "  gitopsd check --pre -n shop --resource deployments.apps\n"
+        "  gitopsd check -o json | jq '.checks[] | select(.ok | not)'",
+    )
+    check.add_argument(
+        "--pre",
+        action="store_true",
+        help="the prerequisites alone, as before installing gitopsd: not the GitSync API",
+    )
+    group = check.add_argument_group("cluster")
+    kube_arguments(group)
+    group.add_argument(
+        "--namespace",
+        "-n",
+        help="where a sync's rights are checked (default: the kubeconfig context's "
+        "namespace, else 'default')",
+    )
+    group.add_argument(
+        "--resource",
+        dest="resources",
+        action="append",
+        metavar="RESOURCE",
+        help="a sync's rights on this resource too, as kubectl names it (deployments.apps), "
+        "repeatable; always on ConfigMaps (the ApplySet parent)",
+    )
+    _output_argument(check)
+    check.set_defaults(command=run_check, document="CheckResult")
+
+
+def _add_completion(commands: Any, parser: argparse.ArgumentParser) -> None:
+    completion = _command(
+        commands,
+        "completion",
+        "a script that has your shell complete gitopsd's commands, flags and their values",
+        "  source <(gitopsd completion bash)           # in ~/.bashrc\n"
+        "  gitopsd completion zsh > ~/.zfunc/_gitopsd  # a directory of $fpath\n"
+        "  gitopsd completion fish > ~/.config/fish/completions/gitopsd.fish",
+    )
+    completion.add_argument(
+        "shell", metavar="SHELL", choices=tuple(SCRIPTS), help="bash, zsh or fish"
+    )
+    completion.set_defaults(command=partial(run_completion, parser))
 
 
 def _add_version(commands: Any) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gitopsd.cluster.api import Api, ApiError, Counters
-from gitopsd.cluster.connect import POOL_CONNECTIONS, api_client
+from gitopsd.cluster.connect import POOL_CONNECTIONS, api_client, kubeconfig_file
 from gitopsd.cluster.discovery import Discovery
 from gitopsd.cluster.fanout import run_concurrently
 from gitopsd.cluster.openapi import documents
@@ -23,7 +23,7 @@ from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.objects import FIELD_MANAGER, Body, GroupKind, Resource
 from gitopsd.resources import ACCESS_REVIEWS, CUSTOM_RESOURCE_DEFINITIONS, EVENTS
 
-__all__ = ["ApiError", "Cluster", "Counters", "Resource", "run_concurrently"]
+__all__ = ["ApiError", "Cluster", "Counters", "Resource", "kubeconfig_file", "run_concurrently"]
 
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML, so the body is sent as JSON
 JSON_PATCH = "application/json-patch+json"
@@ -276,12 +276,17 @@ class Cluster:
         """Whether its identity may list and watch `resource` in all namespaces (asked with
         SelfSubjectAccessReviews, which change nothing); False when it cannot be asked."""
         try:
-            return all(self._allowed(verb, resource) for verb in ("list", "watch"))
+            return all(self.allowed(verb, resource) for verb in ("list", "watch"))
         except ClusterError:
             return False
 
-    def _allowed(self, verb: str, resource: Resource) -> bool:
+    def allowed(self, verb: str, resource: Resource, namespace: str = "") -> bool:
+        """Whether its identity may `verb` `resource` in `namespace` ("": in every one, or a
+        cluster-scoped resource), as the server's authorizer answers a
+        SelfSubjectAccessReview, which any identity may send and which changes nothing."""
         attributes = {"verb": verb, "group": resource.group, "resource": resource.plural}
+        if namespace:
+            attributes["namespace"] = namespace
         review = {
             "apiVersion": ACCESS_REVIEWS.api_version,
             "kind": ACCESS_REVIEWS.kind,

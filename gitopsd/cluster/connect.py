@@ -45,16 +45,15 @@ def api_client(
     """An authenticated ApiClient that keeps `connections` open for reuse; kubeconfig `exec`
     and auth-provider plugins need allow_exec. `insecure`: the server's certificate is not
     checked, as asked (kubectl's --insecure-skip-tls-verify), so that is not warned of."""
-    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
-    default = Path.home() / ".kube" / "config"
+    found = kubeconfig_file(kubeconfig)
     configuration = client.Configuration()
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, connections)
-    if path is None and not default.exists():
-        return _in_cluster(configuration, default)
-    path = path or str(default)
-    chosen = _context(Path(path), context)
+    if found is None:
+        return _in_cluster(configuration, _home_kubeconfig())
+    path = str(found)
+    chosen = _context(found, context)
     if not allow_exec:
-        _refuse_plugins(Path(path), chosen)
+        _refuse_plugins(found, chosen)
     try:
         config.load_kube_config(  # type: ignore[no-untyped-call]
             path, context=context, client_configuration=configuration
@@ -68,6 +67,20 @@ def api_client(
     who = f"context {chosen.name}" + (f", user {user}" if user else "")
     server = f"the API server at {_shown(configuration.host)} ({who})"
     return Connection(client.ApiClient(configuration), server, chosen.context.get("namespace"))
+
+
+def kubeconfig_file(kubeconfig: str | None = None) -> Path | None:
+    """The kubeconfig read, as kubectl finds it: `kubeconfig`, else the first file $KUBECONFIG
+    names, else ~/.kube/config if it exists; None: none, so the in-cluster account."""
+    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    if path:
+        return Path(path)
+    home = _home_kubeconfig()
+    return home if home.exists() else None
+
+
+def _home_kubeconfig() -> Path:
+    return Path.home() / ".kube" / "config"  # $HOME as it is now, not at import
 
 
 def _in_cluster(configuration: Any, default: Path) -> Connection:

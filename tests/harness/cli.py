@@ -43,11 +43,7 @@ class Gitopsd:
         cluster = [] if own else ["--kubeconfig", str(self.plane.kubeconfig)]
         reads_git = command in ("validate", "diff", "sync")
         cache = ["--cache-dir", str(self.cache)] if reads_git else []
-        argv = [command, *rest, *cache, *cluster]
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(argv)
-        return Run(code, out.getvalue(), err.getvalue())
+        return offline(command, *rest, *cache, *cluster)
 
     def kubectl(self, *arguments: str) -> str:
         """Runs the real kubectl against the test control plane (out-of-band edits)."""
@@ -60,6 +56,14 @@ class Gitopsd:
         if done.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(arguments)}: {done.stderr}")
         return done.stdout
+
+
+def offline(*arguments: str) -> Run:
+    """The command line in-process, as given: for a command that needs no cluster."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(arguments))
+    return Run(code, out.getvalue(), err.getvalue())
 
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

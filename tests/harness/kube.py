@@ -63,6 +63,28 @@ def kubeconfig_for(
     return path
 
 
+def account(
+    plane: ControlPlane, admin_api: Any, namespace: str, at: Path, role: str, *extra: str
+) -> str:
+    """A kubeconfig for a ServiceAccount of `namespace` bound, there only, to the
+    ClusterRole `role`, and to a Role granting `extra` verbs on ConfigMaps."""
+    name = f"{role}-user"
+    token = service_account_token(admin_api, namespace, name)
+    rbac: Any = client.RbacAuthorizationV1Api(admin_api)
+    subject = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+    role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}
+    binding = {"metadata": {"name": name}, "roleRef": role_ref, "subjects": subject}
+    rbac.create_namespaced_role_binding(namespace, binding)
+    if extra:
+        rule = {"apiGroups": [""], "resources": ["configmaps"], "verbs": list(extra)}
+        rbac.create_namespaced_role(namespace, {"metadata": {"name": name}, "rules": [rule]})
+        own = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
+        rbac.create_namespaced_role_binding(
+            namespace, {"metadata": {"name": f"{name}-own"}, "roleRef": own, "subjects": subject}
+        )
+    return str(kubeconfig_for(plane, at / f"{name}.kubeconfig", name, token))
+
+
 def admin_service_account(api: Any, namespace: str, name: str) -> tuple[str, str]:
     """A ServiceAccount bound to cluster-admin, as a daemon deployed in-cluster would have:
     returns its user name (as the audit log records it) and a token."""

@@ -3,6 +3,7 @@ errors, played in order without a server, and every request it was sent kept."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,9 +59,12 @@ class Transport:
 
     script: list[Answer | Exception]
     sent: list[str] = field(default_factory=list)
+    bodies: list[Any] = field(default_factory=list)
+    """The body of each request sent, decoded (None for none)."""
 
-    def send(self, method: str, target: str, *_: Any) -> Answer:
+    def send(self, method: str, target: str, body: bytes | None = None, *_: Any) -> Answer:
         self.sent.append(f"{method} {target}")
+        self.bodies.append(json.loads(body) if body else None)
         step = self.script.pop(0)
         if isinstance(step, Exception):
             raise step
