@@ -86,14 +86,28 @@ def _kubernetes(cluster: Cluster) -> Check:
 
 
 def version_check(server: str) -> Check:
-    """Tested when its minor version is that of the built-in schemas (Kubernetes v1.34.4:
-    v1.34.x, a distribution's build suffix included)."""
+    """As `flux check`: a version older than the one gitopsd is tested against fails (its
+    API may lack what gitopsd uses); the tested minor passes (Kubernetes v1.34.4: v1.34.x,
+    a distribution's build suffix included), and a newer one passes, said to be untested."""
     tested = validation.built_in().where.rpartition(" ")[2]
     minor = tested.rpartition(".")[0] + "."
+    found, wanted = _minor(server), _minor(tested)
     if server.startswith(minor):
         return Check("kubernetes", f"{server}, of {minor}x, which gitopsd is tested against")
-    why = f"{server or 'no version'}: gitopsd is tested against {minor}x only"
+    if found is not None and wanted is not None and found > wanted:
+        return Check(
+            "kubernetes", f"{server}: newer than {minor}x, which gitopsd is tested against"
+        )
+    why = f"{server or 'no version'}: older than {minor}x, which gitopsd is tested against"
     return Check("kubernetes", why, ClusterError(why, ClusterReason.SERVER))
+
+
+def _minor(version: str) -> tuple[int, int] | None:
+    """(major, minor) of `v1.34.4` and its distributions' forms (`v1.34.2-eks-113cf36`)."""
+    parts = version.removeprefix("v").split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return None
+    return int(parts[0]), int(parts[1])
 
 
 def _rights(cluster: Cluster, namespace: str, named: list[str]) -> Check:
