@@ -45,22 +45,20 @@ def api_client(
     """An authenticated ApiClient that keeps `connections` open for reuse; kubeconfig `exec`
     and auth-provider plugins need allow_exec. `insecure`: the server's certificate is not
     checked, as asked (kubectl's --insecure-skip-tls-verify), so that is not warned of."""
-    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
-    default = Path.home() / ".kube" / "config"
+    found = _kubeconfig(kubeconfig)
     configuration = client.Configuration()
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, connections)
-    if path is None and not default.exists():
-        return _in_cluster(configuration, default)
-    path = path or str(default)
-    chosen = _context(Path(path), context)
+    if found is None:
+        return _in_cluster(configuration)
+    chosen = _context(found, context)
     if not allow_exec:
-        _refuse_plugins(Path(path), chosen)
+        _refuse_plugins(found, chosen)
     try:
         config.load_kube_config(  # type: ignore[no-untyped-call]
-            path, context=context, client_configuration=configuration
+            str(found), context=context, client_configuration=configuration
         )
     except (config.ConfigException, OSError, yaml.YAMLError) as error:
-        raise ConfigError(f"kubeconfig {path}: {_why(error)}") from None
+        raise ConfigError(f"kubeconfig {found}: {_why(error)}") from None
     if insecure:
         configuration.verify_ssl = False
     _warn_if_unverified(configuration, asked=insecure)
@@ -70,17 +68,47 @@ def api_client(
     return Connection(client.ApiClient(configuration), server, chosen.context.get("namespace"))
 
 
-def _in_cluster(configuration: Any, default: Path) -> Connection:
+def context_namespace(kubeconfig: str | None = None, context: str | None = None) -> str | None:
+    """The namespace the kubeconfig's context names (in a pod without a kubeconfig, its
+    service account's), read without connecting: what a command that needs no cluster
+    (`gitopsd build`) defaults to, as a sync would. None when it names none, or there is
+    neither."""
+    found = _kubeconfig(kubeconfig)
+    if found is None:
+        return _service_account_namespace() if IN_CLUSTER_TOKEN.exists() else None
+    namespace = _context(found, context).context.get("namespace")
+    return str(namespace) if namespace else None
+
+
+def _kubeconfig(flag: str | None) -> Path | None:
+    """The kubeconfig to read: `flag`, else the first of $KUBECONFIG, else ~/.kube/config
+    if it exists; None: there is none (in a pod, the service account is used)."""
+    path = flag or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
+    if path is not None:
+        return Path(path)
+    default = _default_kubeconfig()
+    return default if default.exists() else None
+
+
+def _default_kubeconfig() -> Path:
+    return Path.home() / ".kube" / "config"
+
+
+def _in_cluster(configuration: Any) -> Connection:
     if not IN_CLUSTER_TOKEN.exists():
         raise ConfigError(
-            f"no kubeconfig: $KUBECONFIG is unset, {default} does not exist and this is not "
-            "a pod with a service account; pass --kubeconfig FILE or set KUBECONFIG"
+            f"no kubeconfig: $KUBECONFIG is unset, {_default_kubeconfig()} does not exist and "
+            "this is not a pod with a service account; pass --kubeconfig FILE or set KUBECONFIG"
         )
     config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     server = f"the API server at {_shown(configuration.host)} (in-cluster service account)"
+    return Connection(client.ApiClient(configuration), server, _service_account_namespace())
+
+
+def _service_account_namespace() -> str | None:
     namespace_file = IN_CLUSTER_TOKEN.with_name("namespace")
     namespace = namespace_file.read_text().strip() if namespace_file.exists() else None
-    return Connection(client.ApiClient(configuration), server, namespace or None)
+    return namespace or None
 
 
 @dataclass(frozen=True)
