@@ -1,25 +1,32 @@
 """What `gitopsd build` prints is what a sync sends: offline, the built-in kinds and the
 revision's CRDs namespace and label each object exactly as the cluster's discovery does
-(one `resolve` for both), and a build lists the objects in the order a sync applies them."""
+(one `resolve` for both), a build lists the objects in the order a sync applies them, and
+the command prints them without a cluster, Secrets' values masked. (Against a real sync:
+tests/integration/test_build.py.)"""
 
 from __future__ import annotations
 
+import contextlib
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
 import pytest
+import yaml
 
 from gitopsd.changes import Target
+from gitopsd.cli import main
 from gitopsd.cluster.discovery import Discovery
 from gitopsd.config import SyncSettings
-from gitopsd.errors import ManifestError, ManifestReason
+from gitopsd.errors import ExitCode, ManifestError, ManifestReason
 from gitopsd.manifests import load
 from gitopsd.objects import APPLYSET_PART_OF_LABEL, ObjectKey, Resource
 from gitopsd.reconcile.desired import Desired, applyset_of
 from gitopsd.reconcile.resolving import BuiltIn, Served, resolve
 from gitopsd.source import Revision
 from gitopsd.synchooks import HOOK_OF_LABEL
+from tests.harness import contract
 
 SETTINGS = SyncSettings("app", default_namespace="team", inventory_namespace="team")
 APPLYSET_ID = applyset_of(SETTINGS).id
@@ -190,3 +197,104 @@ def test_a_build_lists_what_a_sync_sends_in_the_order_it_applies_it(tmp_path: Pa
         "Job/migrate",  # the hooks last; a skipped object never
     ]
     assert ordered[-1].body["metadata"]["labels"] == {HOOK_OF_LABEL: APPLYSET_ID}
+
+
+# The command itself, offline: a local directory of plain YAML needs neither git, kubectl,
+# helm nor a cluster, and a kubeconfig that points nowhere is read for its namespace alone.
+
+SECRET = (
+    "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\n"
+    "stringData: {password: CANARY-string-data}\ndata: {token: Q0FOQVJZLWRhdGE=}\n"
+)
+NOWHERE = """\
+apiVersion: v1
+kind: Config
+clusters: [{name: nowhere, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: nowhere, user: u, namespace: from-context}}]
+current-context: c
+"""
+
+
+@dataclass(frozen=True)
+class Printed:
+    code: int
+    out: str
+    err: str
+
+
+def build(tmp_path: Path, files: dict[str, str], *flags: str) -> Printed:
+    source = tmp_path / "source"
+    source.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (source / name).write_text(text)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(NOWHERE)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["build", str(source), "--kubeconfig", str(kubeconfig), *flags])
+    return Printed(code, out.getvalue(), err.getvalue())
+
+
+def test_build_prints_the_objects_as_a_yaml_stream_into_the_contexts_namespace(
+    tmp_path: Path,
+) -> None:
+    printed = build(
+        tmp_path, {"config.yaml": REVISION["config.yaml"], "role.yaml": REVISION["role.yaml"]}
+    )
+
+    assert (printed.code, printed.err) == (0, "")
+    assert printed.out.startswith("---\n")
+    role, config = yaml.safe_load_all(printed.out)  # cluster-scoped first
+    assert (role["kind"], role["metadata"].get("namespace")) == ("ClusterRole", None)
+    assert config["metadata"]["namespace"] == "from-context"
+    assert set(config["metadata"]["labels"]) == {APPLYSET_PART_OF_LABEL}
+
+
+def test_build_json_is_a_build_result_of_the_same_objects(tmp_path: Path) -> None:
+    files = {"config.yaml": REVISION["config.yaml"]}
+    stream = list(yaml.safe_load_all(build(tmp_path, files, "-n", "shop").out))
+
+    printed = build(tmp_path, files, "-n", "shop", "-o", "json")
+
+    found = contract.parsed(printed.out, "BuildResult")
+    assert (found["revision"], found["error"]) == ("", None)  # a directory outside git
+    assert found["objects"] == stream
+    assert stream[0]["metadata"]["namespace"] == "shop"
+
+
+def test_a_secrets_values_are_masked_unless_asked_for(tmp_path: Path) -> None:
+    masked = build(tmp_path, {"secret.yaml": SECRET})
+    [secret] = yaml.safe_load_all(masked.out)
+
+    assert "CANARY" not in masked.out and "Q0FOQVJZ" not in masked.out
+    assert (secret["data"], secret["stringData"]) == ({"token": "***"}, {"password": "***"})
+    shown = build(tmp_path, {"secret.yaml": SECRET}, "--show-secrets", "-o", "json")
+    [secret] = contract.parsed(shown.out, "BuildResult")["objects"]
+    assert secret["stringData"] == {"password": "CANARY-string-data"}
+
+
+def test_a_kind_unknown_offline_fails_naming_it_and_the_flag_that_resolves_it(
+    tmp_path: Path,
+) -> None:
+    printed = build(tmp_path, {"gadget.yaml": manifest("example.com/v1", "Gadget", "g")})
+
+    assert (printed.code, printed.out) == (ExitCode.INVALID, "")
+    assert "gadget.yaml:1: Gadget g: example.com/v1 Gadget is no kind of" in printed.err
+    assert "pass --cluster" in printed.err
+
+
+def test_without_any_kubeconfig_the_namespace_is_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "config.yaml").write_text(REVISION["config.yaml"])
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["build", str(source)]) == ExitCode.OK
+
+    [config] = yaml.safe_load_all(out.getvalue())
+    assert config["metadata"]["namespace"] == "default"
