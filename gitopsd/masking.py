@@ -16,13 +16,16 @@ MASK, MASK_CHANGED = "***", "*** (changed)"
 
 
 def mask(body: Body) -> Body:
-    """A Secret with every value replaced by ***; other kinds unchanged."""
+    """A Secret with every value of its data and stringData replaced by ***, so which keys
+    it sets still shows (a field git wrote as no mapping is masked whole); other kinds
+    unchanged."""
     if body.get("kind") != "Secret":
         return body
     masked = copy.deepcopy(body)
-    masked.pop("stringData", None)
-    if isinstance(masked.get("data"), dict):
-        masked["data"] = dict.fromkeys(masked["data"], MASK)
+    for values in ("data", "stringData"):
+        if values in masked:
+            found = masked[values]
+            masked[values] = dict.fromkeys(found, MASK) if isinstance(found, dict) else MASK
     return masked
 
 

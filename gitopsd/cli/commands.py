@@ -22,13 +22,20 @@ from gitopsd import daemon, manifests, validation
 from gitopsd.changes import ChangeSet, Hooks
 from gitopsd.cli import documents
 from gitopsd.cli.progress import Progress
-from gitopsd.cli.render import emit, render_drift, render_health, render_report
+from gitopsd.cli.render import (
+    emit,
+    render_drift,
+    render_health,
+    render_manifests,
+    render_report,
+)
 from gitopsd.cli.settings import source_spec, sync_settings
 from gitopsd.cli.stop import STOP
-from gitopsd.cluster import Cluster
+from gitopsd.cluster import Cluster, context_namespace
 from gitopsd.config import SyncSettings
 from gitopsd.errors import ClusterError, ClusterReason, ExitCode, GitopsdError, ManifestError
 from gitopsd.health import Health, Status, overall
+from gitopsd.masking import mask
 from gitopsd.objects import Manifest, ObjectKey, version_of
 from gitopsd.reconcile import (
     Bounds,
@@ -38,6 +45,7 @@ from gitopsd.reconcile import (
     Source,
     State,
     SyncReport,
+    build,
     desired,
     reconcile_once,
 )
@@ -130,6 +138,28 @@ def _catalogue(cluster: Cluster | None, found: list[Manifest]) -> validation.Cat
         return validation.built_in()
     documents = cluster.openapi({manifest.api_version for manifest in found})
     return validation.served(cluster.discovery.resources(), documents)
+
+
+def run_build(arguments: argparse.Namespace) -> int:
+    """The objects a sync of the source would send, in the order it applies them, as it
+    sends them; Secrets' values masked unless asked for. Offline unless --cluster."""
+    cluster = connect(arguments) if arguments.cluster else None
+    if cluster is None:
+        namespace = context_namespace(arguments.kubeconfig, arguments.context)
+    else:
+        namespace = cluster.namespace
+    spec = source_spec(arguments)
+    source = Source(spec, sync_settings(arguments, spec, namespace), arguments.cache_dir)
+    built = build(source, cluster)
+    _notify(built.notices)
+    shown = arguments.show_secrets
+    objects = [t.body if shown else mask(t.body) for t in built.in_order()]
+    if arguments.output == "text":
+        emit(render_manifests(objects))
+    else:
+        result = documents.build_result(built.revision.sha, objects, None)
+        emit(documents.serialized(result, arguments.output))
+    return ExitCode.OK
 
 
 def run_diff(arguments: argparse.Namespace) -> int:

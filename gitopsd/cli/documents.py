@@ -19,7 +19,7 @@ from gitopsd import diff
 from gitopsd.changes import Action
 from gitopsd.errors import GitopsdError
 from gitopsd.health import Health
-from gitopsd.objects import ObjectKey, version_of
+from gitopsd.objects import Body, ObjectKey, version_of
 from gitopsd.reconcile import SyncReport
 from gitopsd.validation import Problem
 
@@ -178,6 +178,11 @@ def validate_result(
     )
 
 
+def build_result(revision: str | None, objects: list[Body], error: GitopsdError | None) -> Document:
+    """`objects`: the bodies a sync of `revision` sends, in the order it applies them."""
+    return document("BuildResult", revision=revision, objects=objects, error=error_of(error))
+
+
 def error_of(error: GitopsdError | None) -> Document | None:
     """Why the command failed; a message never carries a Secret value (gitopsd.errors)."""
     if error is None:
@@ -273,6 +278,7 @@ _FAILED: dict[str, Callable[[GitopsdError, Document | None], Document]] = {
     "DiffResult": lambda error, _: diff_result(None, [], {}, {}, _unknown, error),
     "SyncResult": lambda error, _: sync_result(SyncReport(""), False, None, _unknown, error),
     "ValidateResult": lambda error, _: validate_result(0, [], _unknown, error),
+    "BuildResult": lambda error, _: build_result(None, [], error),
     "SourceList": lambda error, _: source_list([]) | {"error": error_of(error)},
     "ReconcileResult": lambda error, source: (
         reconcile_result(source or {}, None, error.exit_code) | {"error": error_of(error)}

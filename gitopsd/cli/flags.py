@@ -178,32 +178,8 @@ def kube_arguments(group: argparse._ArgumentGroup) -> None:
 def cluster_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("cluster")
     kube_arguments(group)
+    target_arguments(group)
     add = group.add_argument
-    add(
-        "--name",
-        help="the source's name, as in the daemon's config: its ApplySet parent is the "
-        "ConfigMap gitopsd-NAME (default: made of SOURCE and everything that makes the sync "
-        "a target of its own: --path, --include, --exclude, --namespace and the --helm-* "
-        "flags; a checkout is known by its remote URL and its path in the repository)",
-    )
-    add(
-        "--inventory-namespace",
-        help="namespace of the ApplySet parent (default: the namespace it applies into, "
-        "--namespace)",
-    )
-    switch(
-        group,
-        "--create-namespace",
-        "create --namespace if it does not exist, labelled as this source's creation; it is "
-        "never pruned",
-    )
-    add(
-        "--namespace",
-        "-n",
-        dest="default_namespace",
-        help="namespace for namespaced objects that name none (default: the kubeconfig "
-        f"context's namespace, else {SyncSettings.default_namespace!r})",
-    )
     add(
         "--concurrency",
         type=positive,
@@ -231,6 +207,37 @@ def cluster_arguments(parser: argparse.ArgumentParser) -> None:
         help="a drift policy rule, as YAML (repeatable; the first that matches decides), "
         "e.g. '{target: {kind: Deployment}, paths: [spec.replicas], managers: "
         "[kube-controller-manager], action: accept}'",
+    )
+
+
+def target_arguments(group: argparse._ArgumentGroup) -> None:
+    """What makes a sync a target of its own: the namespace it applies into, and its
+    record's name and place (the ApplySet its objects are labelled members of)."""
+    add = group.add_argument
+    add(
+        "--name",
+        help="the source's name, as in the daemon's config: its ApplySet parent is the "
+        "ConfigMap gitopsd-NAME (default: made of SOURCE and everything that makes the sync "
+        "a target of its own: --path, --include, --exclude, --namespace and the --helm-* "
+        "flags; a checkout is known by its remote URL and its path in the repository)",
+    )
+    add(
+        "--inventory-namespace",
+        help="namespace of the ApplySet parent (default: the namespace it applies into, "
+        "--namespace)",
+    )
+    switch(
+        group,
+        "--create-namespace",
+        "create --namespace if it does not exist, labelled as this source's creation; it is "
+        "never pruned",
+    )
+    add(
+        "--namespace",
+        "-n",
+        dest="default_namespace",
+        help="namespace for namespaced objects that name none (default: the kubeconfig "
+        f"context's namespace, else {SyncSettings.default_namespace!r})",
     )
 
 

@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from gitopsd.cli.check import run_check
-from gitopsd.cli.commands import run_daemon, run_diff, run_sync, run_validate, run_version
+from gitopsd.cli.commands import (
+    run_build,
+    run_daemon,
+    run_diff,
+    run_sync,
+    run_validate,
+    run_version,
+)
 from gitopsd.cli.control import (
     DAEMON,
     run_get,
@@ -26,6 +33,7 @@ from gitopsd.cli.flags import (
     shown_duration,
     source_arguments,
     switch,
+    target_arguments,
 )
 from gitopsd.cli.shells import SCRIPTS, run_completion
 from gitopsd.config import PrunePolicy, SyncSettings
@@ -43,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Keep Kubernetes clusters in the state a git repository declares.",
         epilog=f"""examples:
   gitopsd diff https://git.example.com/org/apps.git --path prod
+  gitopsd build ./deploy --namespace shop > manifests.yaml
   gitopsd sync ./deploy --namespace shop --prune --wait
   gitopsd run --config /etc/gitopsd/gitopsd.yaml
   gitopsd get --gitsyncs -A
@@ -53,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gitopsd {version('gitopsd')}")
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
     _add_validate(commands)
+    _add_build(commands)
     _add_diff(commands)
     _add_sync(commands)
     _add_run(commands)
@@ -201,6 +211,46 @@ def _add_validate(commands: Any) -> None:
     kube_arguments(checks)
     _output_argument(validate)
     validate.set_defaults(command=run_validate, document="ValidateResult")
+
+
+def _add_build(commands: Any) -> None:
+    build = _command(
+        commands,
+        "build",
+        "print the objects as a sync would send them: rendered, namespaced, labelled "
+        "(no cluster needed)",
+        "  gitopsd build ./deploy --namespace shop\n"
+        "  gitopsd build https://git.example.com/org/apps.git --path prod -o json | jq .objects\n"
+        "  gitopsd build ./deploy --cluster --context staging",
+    )
+    source_arguments(build)
+    target_arguments(
+        build.add_argument_group("target (as sync's: they decide namespaces and labels)")
+    )
+    kinds = build.add_argument_group(
+        "kinds",
+        "Without --cluster, only the kubeconfig context's namespace is read (the default "
+        "namespace, as sync's): no request is made.",
+    )
+    kinds.add_argument(
+        "--cluster",
+        action="store_true",
+        help="resolve kinds against those the cluster serves and render charts for its "
+        "capabilities, as sync does (default: the built-in kinds and the revision's CRDs; "
+        "a kind of neither needs it)",
+    )
+    kube_arguments(kinds)
+    output = _output_argument(
+        build,
+        "text: the objects as a YAML stream; json or yaml: one document of the versioned "
+        "contract (docs/cli.md#json-and-yaml-output)",
+    )
+    output.add_argument(
+        "--show-secrets",
+        action="store_true",
+        help="print Secrets' data and stringData values as git holds them (default: ***)",
+    )
+    build.set_defaults(command=run_build, document="BuildResult")
 
 
 def _add_diff(commands: Any) -> None:
@@ -359,14 +409,13 @@ def _control_arguments(parser: argparse.ArgumentParser) -> None:
     kube_arguments(group)
 
 
-def _output_argument(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+def _output_argument(
+    parser: argparse.ArgumentParser,
+    help: str = "text for people; json or yaml: one document of the versioned contract "
+    "(docs/cli.md#json-and-yaml-output)",
+) -> argparse._ArgumentGroup:
     group = parser.add_argument_group("output")
     group.add_argument(
-        "-o",
-        "--output",
-        choices=("text", "json", "yaml"),
-        default="text",
-        help="text for people; json or yaml: one document of the versioned contract "
-        "(docs/cli.md#json-and-yaml-output)",
+        "-o", "--output", choices=("text", "json", "yaml"), default="text", help=help
     )
     return group

@@ -1,10 +1,12 @@
-"""Drift, health and sync reports as text for people (gitopsd.cli.documents writes them for
-programs; gitopsd.cli.progress tells what a sync is doing while it runs)."""
+"""Drift, health and sync reports as text for people, and a build's objects as a YAML
+stream (gitopsd.cli.documents writes them for programs; gitopsd.cli.progress tells what a
+sync is doing while it runs)."""
 
 from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 import sys
 from collections import Counter
@@ -16,7 +18,7 @@ import yaml
 from gitopsd import diff
 from gitopsd.changes import Action
 from gitopsd.health import Health, unhealthy
-from gitopsd.objects import ObjectKey
+from gitopsd.objects import Body, ObjectKey
 from gitopsd.reconcile import SyncReport
 
 COLORS = {"+": "\033[32m", "-": "\033[31m", "@": "\033[36m"}
@@ -109,6 +111,14 @@ def render_report(report: SyncReport, out: TextIO) -> None:
             del counts[rare]
     summary = ", ".join(f"{n} {action}" for action, n in counts.items())
     print(f"{summary} (dry run: nothing was changed)" if report.dry_run else summary, file=out)
+
+
+def render_manifests(objects: list[Body]) -> str:
+    """Objects as a YAML stream, each document after `---`, their keys in git's order and
+    no line folded (a long annotation stays on its line)."""
+    return yaml.safe_dump_all(
+        objects, explicit_start=True, sort_keys=False, width=math.inf, allow_unicode=True
+    )
 
 
 def _left_git(count: int) -> str:

@@ -12,7 +12,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gitopsd.cluster.api import Api, ApiError, Counters
-from gitopsd.cluster.connect import POOL_CONNECTIONS, api_client, kubeconfig_file
+from gitopsd.cluster.connect import (
+    POOL_CONNECTIONS,
+    api_client,
+    context_namespace,
+    kubeconfig_file,
+)
 from gitopsd.cluster.discovery import Discovery
 from gitopsd.cluster.fanout import run_concurrently
 from gitopsd.cluster.openapi import documents
@@ -23,7 +28,15 @@ from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.objects import FIELD_MANAGER, Body, GroupKind, Resource
 from gitopsd.resources import ACCESS_REVIEWS, CUSTOM_RESOURCE_DEFINITIONS, EVENTS
 
-__all__ = ["ApiError", "Cluster", "Counters", "Resource", "kubeconfig_file", "run_concurrently"]
+__all__ = [
+    "ApiError",
+    "Cluster",
+    "Counters",
+    "Resource",
+    "context_namespace",
+    "kubeconfig_file",
+    "run_concurrently",
+]
 
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML, so the body is sent as JSON
 JSON_PATCH = "application/json-patch+json"

@@ -49,17 +49,16 @@ def api_client(
     configuration = client.Configuration()
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, connections)
     if found is None:
-        return _in_cluster(configuration, _home_kubeconfig())
-    path = str(found)
+        return _in_cluster(configuration)
     chosen = _context(found, context)
     if not allow_exec:
         _refuse_plugins(found, chosen)
     try:
         config.load_kube_config(  # type: ignore[no-untyped-call]
-            path, context=context, client_configuration=configuration
+            str(found), context=context, client_configuration=configuration
         )
     except (config.ConfigException, OSError, yaml.YAMLError) as error:
-        raise ConfigError(f"kubeconfig {path}: {_why(error)}") from None
+        raise ConfigError(f"kubeconfig {found}: {_why(error)}") from None
     if insecure:
         configuration.verify_ssl = False
     _warn_if_unverified(configuration, asked=insecure)
@@ -83,17 +82,33 @@ def _home_kubeconfig() -> Path:
     return Path.home() / ".kube" / "config"  # $HOME as it is now, not at import
 
 
-def _in_cluster(configuration: Any, default: Path) -> Connection:
+def context_namespace(kubeconfig: str | None = None, context: str | None = None) -> str | None:
+    """The namespace the kubeconfig's context names (in a pod without a kubeconfig, its
+    service account's), read without connecting: what a command that needs no cluster
+    (`gitopsd build`) defaults to, as a sync would. None when it names none, or there is
+    neither."""
+    found = kubeconfig_file(kubeconfig)
+    if found is None:
+        return _service_account_namespace() if IN_CLUSTER_TOKEN.exists() else None
+    namespace = _context(found, context).context.get("namespace")
+    return str(namespace) if namespace else None
+
+
+def _in_cluster(configuration: Any) -> Connection:
     if not IN_CLUSTER_TOKEN.exists():
         raise ConfigError(
-            f"no kubeconfig: $KUBECONFIG is unset, {default} does not exist and this is not "
-            "a pod with a service account; pass --kubeconfig FILE or set KUBECONFIG"
+            f"no kubeconfig: $KUBECONFIG is unset, {_home_kubeconfig()} does not exist and "
+            "this is not a pod with a service account; pass --kubeconfig FILE or set KUBECONFIG"
         )
     config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     server = f"the API server at {_shown(configuration.host)} (in-cluster service account)"
+    return Connection(client.ApiClient(configuration), server, _service_account_namespace())
+
+
+def _service_account_namespace() -> str | None:
     namespace_file = IN_CLUSTER_TOKEN.with_name("namespace")
     namespace = namespace_file.read_text().strip() if namespace_file.exists() else None
-    return Connection(client.ApiClient(configuration), server, namespace or None)
+    return namespace or None
 
 
 @dataclass(frozen=True)

@@ -31,11 +31,11 @@ from gitopsd.reconcile.desired import (
     empty_warning,
     fetch,
     read_revision,
-    resolve,
 )
 from gitopsd.reconcile.enforce import ParentWriter, SyncReport, make_changes
 from gitopsd.reconcile.live import Bounds, CacheReader, ListReader, Reader
 from gitopsd.reconcile.measure import IN_SYNC, DriftMemo, measure, with_owners
+from gitopsd.reconcile.resolving import BuiltIn, Kinds, Served, resolve
 from gitopsd.resources import CONFIG_MAPS
 from gitopsd.source import ChartUser, Revision, Shared
 
@@ -218,26 +218,50 @@ def get_desired(
     if known is not None:
         return known
     try:
-        found = read_revision(
-            revision,
-            source.spec,
-            source.cache_dir,
-            state.parse_cache,
-            namespace=source.settings.default_namespace,
-            cluster=cluster,
-            empty_allowed=source.settings.prune.allow_empty,
-            charts=source.charts,
-            tenant=source.settings.inventory_namespace,
-        )
-        _may_keep(state, hooks, len(found))
-        previous = state.desired.targets if state.desired else None
-        targets = resolve(found, cluster, source.settings, previous)
+        desired = _read(source, revision, cluster, Served(cluster.discovery), state, hooks)
     except ManifestError as error:
         state.invalid(revision, error)
         raise
-    desired = state.read(Desired.of(revision, targets, empty_warning(found, source.spec)))
+    state.read(desired)
     hooks.on_revision(revision.sha)
     return desired
+
+
+def build(source: Source, cluster: Cluster | None) -> Desired:
+    """The revision as a sync of `source` would send it, read without reading or writing a
+    single object (`gitopsd build`): with `cluster`, its charts rendered for the cluster's
+    capabilities and its kinds resolved against those it serves, as a sync does; without,
+    offline: charts rendered with helm's defaults, kinds resolved against the built-in ones
+    and the revision's CRDs."""
+    kinds = Served(cluster.discovery) if cluster else BuiltIn()
+    return _read(source, _fetch(source, Hooks()), cluster, kinds, State(), Hooks())
+
+
+def _read(
+    source: Source,
+    revision: Revision,
+    cluster: Cluster | None,
+    kinds: Kinds,
+    state: State,
+    hooks: Hooks,
+) -> Desired:
+    """`revision` read (only the files `state` has not parsed) and resolved against `kinds`,
+    keeping what it can of the targets `state` resolved last."""
+    found = read_revision(
+        revision,
+        source.spec,
+        source.cache_dir,
+        state.parse_cache,
+        namespace=source.settings.default_namespace,
+        cluster=cluster,
+        empty_allowed=source.settings.prune.allow_empty,
+        charts=source.charts,
+        tenant=source.settings.inventory_namespace,
+    )
+    _may_keep(state, hooks, len(found))
+    previous = state.desired.targets if state.desired else None
+    targets = resolve(found, kinds, source.settings, previous)
+    return Desired.of(revision, targets, empty_warning(found, source.spec))
 
 
 def _may_keep(state: State, hooks: Hooks, objects: int) -> None:
@@ -356,6 +380,7 @@ __all__ = [
     "State",
     "Step",
     "SyncReport",
+    "build",
     "get_desired",
     "read_only",
     "reconcile_once",

@@ -1,4 +1,5 @@
-"""getDesired: a revision read whole, resolved against the cluster's API, ready to send."""
+"""getDesired: a revision read whole (resolved against the cluster's API by
+`reconcile.resolving`), ready to send."""
 
 from __future__ import annotations
 
@@ -7,22 +8,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gitopsd import archives, helm, inventory, kustomize, manifests, source, synchooks
+from gitopsd import archives, helm, inventory, kustomize, manifests, source
 from gitopsd.changes import Target
-from gitopsd.cluster import Cluster, Resource
-from gitopsd.config import (
-    ChartSettings,
-    Credentials,
-    Setting,
-    SourceSpec,
-    SyncSettings,
-    is_local,
-)
+from gitopsd.cluster import Cluster
+from gitopsd.config import ChartSettings, Credentials, SourceSpec, SyncSettings, is_local
 from gitopsd.errors import ManifestError, ManifestReason
 from gitopsd.helm.chart import RemoteDependency
-from gitopsd.objects import Body, GroupKind, Manifest, ObjectKey, Origin
-from gitopsd.resources import NAMESPACES
-from gitopsd.sync_options import SYNC_OPTIONS_ANNOTATION, Option
+from gitopsd.objects import Body, Manifest, ObjectKey
+from gitopsd.plan import waves
 
 
 @dataclass(frozen=True)
@@ -39,6 +32,16 @@ class Desired:
     def synced(self) -> dict[ObjectKey, Target]:
         """The targets whose health counts: all but those a sync never writes (`skip`)."""
         return {key: t for key, t in self.targets.items() if t.writes(present=False)}
+
+    def in_order(self) -> list[Target]:
+        """What a sync of the revision sends: the members it writes, in the order it applies
+        them (`plan.waves`: the Namespaces and CRDs, then each sync wave, cluster-scoped
+        objects before namespaced ones), then the hooks, by key (a sync runs them in their
+        phases)."""
+        synced = self.synced
+        ordered = waves(synced, {key: target.wave for key, target in synced.items()}, {})
+        members = [synced[key] for wave in ordered for key in wave.keys]
+        return [*members, *sorted(self.hooks, key=lambda target: target.key)]
 
     @property
     def notices(self) -> list[str]:
@@ -224,157 +227,5 @@ def _capabilities(cluster: Cluster | None) -> Callable[[], helm.Capabilities] | 
     return lambda: helm.Capabilities(discovery.kubernetes_version(), discovery.api_versions())
 
 
-def resolve(
-    found: list[Manifest],
-    cluster: Cluster,
-    settings: SyncSettings,
-    previous: Mapping[ObjectKey, Target] | None = None,
-) -> dict[ObjectKey, Target]:
-    """Maps each manifest to its API resource, fills in namespaces, rejects duplicates, and
-    labels each as a member of the source's ApplySet (or as a hook of its source): ready to
-    send, once per revision.
-    A target of the `previous` revision is kept, with its fingerprint, when its manifest is
-    the very one read again (its file unchanged) and its kind resolves as before: a new
-    revision costs work only for what changed."""
-    defined = _definitions_in(found)
-    applyset = applyset_of(settings)
-    # each prior target holds its manifest, so no other object can have that manifest's id
-    kept = {id(t.read_from): t for t in (previous or {}).values() if t.read_from is not None}
-
-    def target_of(manifest: Manifest) -> Target:
-        prior = kept.get(id(manifest))
-        if prior and prior.read_from is manifest and _resolves_as(prior, manifest, cluster):
-            return prior
-        resolved, resource = _resolve_one(manifest, cluster, defined, settings)
-        hook = synchooks.hook_of(resolved.body, str(resolved.origin))
-        body = applyset.hook(resolved.body) if hook else applyset.member(resolved.body)
-        return Target(resolved.key, body, resolved.origin, resource, manifest, hook)
-
-    targets = manifests.index(target_of(manifest) for manifest in found)
-    if settings.create_namespace:
-        targets = _creating_namespace(targets, settings, applyset)
-    return targets
-
-
-def _creating_namespace(
-    targets: dict[ObjectKey, Target], settings: SyncSettings, applyset: inventory.ApplySet
-) -> dict[ObjectKey, Target]:
-    """`targets` with the namespace it applies into, unless the revision declares it: made
-    when absent, before anything else, and never written after (create-only). It is no
-    member of the set, only labelled as made by it, so no prune ever deletes it."""
-    name = settings.default_namespace
-    key = ObjectKey("", "Namespace", "", name)
-    if key in targets:
-        return targets
-    metadata = {
-        "name": name,
-        "labels": {inventory.CREATED_BY_LABEL: applyset.id},
-        "annotations": {SYNC_OPTIONS_ANNOTATION: str(Option.CREATE_ONLY)},
-    }
-    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
-    origin = Origin(settings.say(Setting.CREATE_NAMESPACE), 0)
-    return {key: Target(key, body, origin, NAMESPACES), **targets}
-
-
-def _resolves_as(prior: Target, manifest: Manifest, cluster: Cluster) -> bool:
-    """The kind of `prior`, read from `manifest`, is served as it was."""
-    served = cluster.discovery.find(manifest.api_version, prior.key.kind)
-    return served is not None and served == prior.resource
-
-
 def applyset_of(settings: SyncSettings) -> inventory.ApplySet:
     return inventory.ApplySet.of_source(settings.name, settings.inventory_namespace)
-
-
-@dataclass(frozen=True)
-class Definition:
-    """A kind that a CRD in the revision defines."""
-
-    group: str
-    kind: str
-    plural: str
-    namespaced: bool
-    versions: frozenset[str]
-
-
-def _definitions_in(found: list[Manifest]) -> dict[GroupKind, Definition]:
-    definitions = {}
-    for manifest in found:
-        if manifest.key.kind != "CustomResourceDefinition":
-            continue
-        spec = manifest.body.get("spec") or {}
-        names = spec.get("names") or {}
-        versions = frozenset(
-            v.get("name") for v in spec.get("versions") or [] if v.get("served", True)
-        )
-        group_kind = GroupKind(str(spec.get("group", "")), str(names.get("kind", "")))
-        definitions[group_kind] = Definition(
-            group_kind.group,
-            group_kind.kind,
-            str(names.get("plural", "")),
-            spec.get("scope") == "Namespaced",
-            versions,
-        )
-    return definitions
-
-
-def _resolve_one(
-    manifest: Manifest,
-    cluster: Cluster,
-    defined: dict[GroupKind, Definition],
-    settings: SyncSettings,
-) -> tuple[Manifest, Resource | None]:
-    resource = cluster.discovery.find(manifest.api_version, manifest.key.kind)
-    definition = defined.get(manifest.key.group_kind)
-    version = manifest.api_version.rpartition("/")[2]
-    if resource is None and not (definition and version in definition.versions):
-        raise ManifestError(_unserved(manifest, cluster), ManifestReason.UNKNOWN_KIND)
-    namespaced = resource.namespaced if resource else bool(definition and definition.namespaced)
-    resolved = _with_namespace(manifest, namespaced, settings.default_namespace)
-    _check_confined(resolved, settings.confined_to)
-    return resolved, resource
-
-
-def _check_confined(manifest: Manifest, namespace: str | None) -> None:
-    key = manifest.key
-    if namespace is not None and key.namespace != namespace:
-        where = f"namespace {key.namespace}" if key.namespace else "the cluster scope"
-        raise ManifestError(
-            f"{manifest.origin}: {key}: lies in {where}, but this source may only write to "
-            f"namespace {namespace} (a GitSync without serviceAccountName)",
-            ManifestReason.OUT_OF_NAMESPACE,
-        )
-
-
-def _unserved(manifest: Manifest, cluster: Cluster) -> str:
-    where = f"{manifest.origin}: {manifest.key.kind} {manifest.key.name}"
-    served = cluster.discovery.served_versions(manifest.api_version, manifest.key.kind)
-    group = manifest.key.group
-    if group in cluster.discovery.failed_groups:
-        return (
-            f"{where}: the cluster's discovery of group {group} failed (is its APIService "
-            "available?), so the kind cannot be resolved now"
-        )
-    if served:
-        return (
-            f"{where}: apiVersion {manifest.api_version} is no longer served; "
-            f"the cluster serves {', '.join(served)}"
-        )
-    return (
-        f"{where}: the cluster has no kind {manifest.key.kind} in {manifest.api_version}, "
-        "and no CRD in this revision defines it"
-    )
-
-
-def _with_namespace(manifest: Manifest, namespaced: bool, default: str) -> Manifest:
-    key, body = manifest.key, manifest.body
-    if not namespaced and key.namespace:
-        raise ManifestError(
-            f"{manifest.origin}: {key.kind} {key.name} is cluster-scoped but names namespace "
-            f"{key.namespace}",
-            ManifestReason.INVALID,
-        )
-    if namespaced and not key.namespace:
-        body = {**body, "metadata": {**body["metadata"], "namespace": default}}
-        key = ObjectKey(key.group, key.kind, default, key.name)
-    return Manifest(key, manifest.api_version, body, manifest.origin)

@@ -41,7 +41,7 @@ class Gitopsd:
         command, *rest = arguments
         own = command == "validate" or "--kubeconfig" in rest
         cluster = [] if own else ["--kubeconfig", str(self.plane.kubeconfig)]
-        reads_git = command in ("validate", "diff", "sync")
+        reads_git = command in ("validate", "build", "diff", "sync")
         cache = ["--cache-dir", str(self.cache)] if reads_git else []
         return offline(command, *rest, *cache, *cluster)
 

@@ -84,6 +84,20 @@ def test_the_validate_examples_run_as_documented(gitopsd: Gitopsd) -> None:
     assert cluster.strip() == "3 objects valid"
 
 
+def test_the_build_examples_print_the_objects_namespaced_labelled_and_in_order(
+    gitopsd: Gitopsd,
+) -> None:
+    stream, chart = run_block(gitopsd, "build")
+
+    objects = list(yaml.safe_load_all(stream))
+    assert [o["kind"] for o in objects] == ["ConfigMap", "Service", "Deployment"]
+    for found in objects:
+        assert found["metadata"]["namespace"] == "demo"
+        assert "applyset.kubernetes.io/part-of" in found["metadata"]["labels"]
+    kinds = [o["kind"] for o in contract.parsed(chart, "BuildResult")["objects"]]
+    assert (kinds[0], kinds[-1], len(kinds)) == ("CustomResourceDefinition", "Job", 7)
+
+
 def test_the_drift_policy_example_accepts_the_replicas_and_sync_keeps_them(
     gitopsd: Gitopsd,
 ) -> None:

@@ -126,6 +126,17 @@ def test_a_diff_names_its_fields_with_both_values_and_the_manager() -> None:
     ]
 
 
+def test_a_build_holds_whole_objects_each_with_its_labels() -> None:
+    labels = {"applyset.kubernetes.io/part-of": "applyset-x-v1"}
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "labels": labels}}
+    found = contract.checked(documents.build_result(SHA, [body], None), "BuildResult")
+    assert found["objects"] == [body]
+
+    for unlabelled in ({**body, "metadata": {"name": "a"}}, {**body, "kind": ""}):
+        with pytest.raises(AssertionError):
+            contract.checked(documents.build_result(SHA, [unlabelled], None), "BuildResult")
+
+
 def test_a_daemons_request_time_is_rfc_3339_and_a_gitsyncs_annotation_as_written() -> None:
     line = {
         "name": "app",
@@ -210,3 +221,15 @@ def test_a_test_that_parses_output_itself_is_found() -> None:
     tree = ast.parse("found = json.loads(gitopsd('get', '-o', 'json').out)\n")
 
     assert reads_output_unchecked(tree) == [1]
+
+
+@pytest.mark.parametrize(
+    "revision",
+    [SHA, "ab" * 32, f"1.2.3+build.5@sha256:{'cd' * 32}", ""],
+    ids=["sha-1", "sha-256", "a-charts-version-and-digest", "a-directory"],
+)
+def test_every_revision_a_source_reads_is_one_the_schema_takes(revision: str) -> None:
+    found = a_sync_result()
+    found["revision"] = revision
+
+    assert contract.checked(found, "SyncResult")["revision"] == revision

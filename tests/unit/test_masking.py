@@ -12,10 +12,15 @@ def config_map() -> dict[str, Any]:
     return {"kind": "ConfigMap", "data": {"a": "plain"}}
 
 
-def test_a_secret_shows_a_mask_for_each_value_and_no_string_data() -> None:
+def test_a_secret_shows_a_mask_for_each_value_of_data_and_string_data() -> None:
     body = {"kind": "Secret", "data": {"a": "c2VjcmV0"}, "stringData": {"b": "secret"}}
-    assert mask(body) == {"kind": "Secret", "data": {"a": MASK}}
+    assert mask(body) == {"kind": "Secret", "data": {"a": MASK}, "stringData": {"b": MASK}}
     assert body["data"] == {"a": "c2VjcmV0"}  # the body itself is left alone
+
+
+def test_values_git_wrote_as_no_mapping_are_masked_whole() -> None:
+    body = {"kind": "Secret", "data": "c2VjcmV0", "stringData": ["secret"]}
+    assert mask(body) == {"kind": "Secret", "data": MASK, "stringData": MASK}
 
 
 def test_a_pair_is_masked_when_either_side_is_a_secret() -> None:

@@ -10,12 +10,12 @@ from typing import cast
 import pytest
 
 from gitopsd.changes import Target
-from gitopsd.cluster import Cluster
+from gitopsd.cluster.discovery import Discovery
 from gitopsd.config import SyncSettings
 from gitopsd.errors import ManifestError
 from gitopsd.manifests import ParseCache, load
 from gitopsd.objects import ObjectKey, Resource
-from gitopsd.reconcile.desired import resolve
+from gitopsd.reconcile.resolving import Served, resolve
 
 CONFIG_MAPS = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
 WIDGETS = Resource("example.com", "example.com/v1", "Widget", "widgets", namespaced=True)
@@ -23,7 +23,7 @@ SETTINGS = SyncSettings("app", default_namespace="team")
 
 
 @dataclass
-class Served:
+class Table:
     """Discovery as a table: what the cluster serves, by apiVersion and kind."""
 
     resources: dict[tuple[str, str], Resource] = field(default_factory=dict)
@@ -36,11 +36,6 @@ class Served:
         return []
 
 
-@dataclass
-class FakeCluster:
-    discovery: Served
-
-
 def config_map(name: str, value: str = "v") -> str:
     return f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  k: {value}\n"
 
@@ -51,8 +46,8 @@ WIDGET = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n"
 class Revisions:
     """Revisions of a directory read as git would: a blob id per file's content."""
 
-    def __init__(self, root: Path, served: Served) -> None:
-        self.root, self.cluster = root, cast(Cluster, FakeCluster(served))
+    def __init__(self, root: Path, served: Table) -> None:
+        self.root, self.kinds = root, Served(cast(Discovery, served))
         self.cache, self.targets = ParseCache(), cast(dict[ObjectKey, Target], {})
 
     def commit(self, files: dict[str, str]) -> dict[ObjectKey, Target]:
@@ -60,7 +55,7 @@ class Revisions:
             (self.root / rel).write_text(text)
         blob_ids = {p.name: str(hash(p.read_text())) for p in self.root.glob("*.yaml")}
         found = load(self.root, ["."], cache=self.cache, blob_ids=blob_ids)
-        self.targets = resolve(found, self.cluster, SETTINGS, self.targets)
+        self.targets = resolve(found, self.kinds, SETTINGS, self.targets)
         return self.targets
 
 
@@ -69,7 +64,7 @@ def key(name: str, kind: str = "ConfigMap", group: str = "") -> ObjectKey:
 
 
 def test_a_new_revision_keeps_the_targets_of_unchanged_files(tmp_path: Path) -> None:
-    revisions = Revisions(tmp_path, Served({("v1", "ConfigMap"): CONFIG_MAPS}))
+    revisions = Revisions(tmp_path, Table({("v1", "ConfigMap"): CONFIG_MAPS}))
     first = revisions.commit({"a.yaml": config_map("a"), "b.yaml": config_map("b")})
 
     second = revisions.commit({"b.yaml": config_map("b", "changed")})
@@ -81,7 +76,7 @@ def test_a_new_revision_keeps_the_targets_of_unchanged_files(tmp_path: Path) -> 
 
 
 def test_a_kind_that_resolves_otherwise_now_is_resolved_again(tmp_path: Path) -> None:
-    served = Served({("v1", "ConfigMap"): CONFIG_MAPS})
+    served = Table({("v1", "ConfigMap"): CONFIG_MAPS})
     revisions = Revisions(tmp_path, served)
     crd = (
         "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
@@ -106,7 +101,7 @@ def test_a_kind_that_resolves_otherwise_now_is_resolved_again(tmp_path: Path) ->
 
 
 def test_an_object_written_twice_is_refused_also_when_one_is_kept(tmp_path: Path) -> None:
-    revisions = Revisions(tmp_path, Served({("v1", "ConfigMap"): CONFIG_MAPS}))
+    revisions = Revisions(tmp_path, Table({("v1", "ConfigMap"): CONFIG_MAPS}))
     revisions.commit({"a.yaml": config_map("a")})
 
     with pytest.raises(ManifestError) as caught:
