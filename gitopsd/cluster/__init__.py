@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gitopsd.cluster.api import Api, ApiError, Counters
+from gitopsd.cluster.api import Api, ApiError, Counters, Unserved
 from gitopsd.cluster.connect import POOL_CONNECTIONS, api_client
 from gitopsd.cluster.discovery import Discovery
 from gitopsd.cluster.fanout import run_concurrently
@@ -23,7 +23,7 @@ from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.objects import FIELD_MANAGER, Body, GroupKind, Resource
 from gitopsd.resources import ACCESS_REVIEWS, CUSTOM_RESOURCE_DEFINITIONS, EVENTS
 
-__all__ = ["ApiError", "Cluster", "Counters", "Resource", "run_concurrently"]
+__all__ = ["ApiError", "Cluster", "Counters", "Resource", "Unserved", "run_concurrently"]
 
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML, so the body is sent as JSON
 JSON_PATCH = "application/json-patch+json"

@@ -18,10 +18,14 @@ import pytest
 from gitopsd import diff
 from gitopsd.cli import control, main, render, settings, stop
 from gitopsd.cli.parser import build_parser
+from gitopsd.cluster import Cluster
+from gitopsd.cluster.api import Api
+from gitopsd.cluster.discovery import Discovery
 from gitopsd.config import ChartSettings, Limits
-from gitopsd.errors import ConfigError, ExitCode
+from gitopsd.errors import ClusterError, ConfigError, ExitCode
 from gitopsd.health import Health, Status
 from gitopsd.objects import ObjectKey
+from tests.harness.scripted_api import Answer, Transport
 
 KEY = ObjectKey("", "ConfigMap", "ns", "app")
 
@@ -396,3 +400,50 @@ def test_a_failed_reconcile_exits_with_a_documented_code_only(
     line: dict[str, Any], code: int
 ) -> None:
     assert control._failure_code(line) == code
+
+
+SERVER = "the API server at https://127.0.0.1:6443 (context test, user alice)"
+NO_GROUPS = Answer(200, b'{"items": []}')
+GITSYNC_GROUP = {
+    "metadata": {"name": "gitopsd.io"},
+    "versions": [
+        {
+            "version": "v1alpha1",
+            "resources": [
+                {"resource": "gitsyncs", "responseKind": {"kind": "GitSync"}, "scope": "Namespaced"}
+            ],
+        }
+    ],
+}
+NO_GITSYNC = b'{"kind": "Status", "code": 404, "details": {"name": "web", "kind": "gitsyncs"}}'
+
+
+PAGE_NOT_FOUND = Answer(404, b"404 page not found\n", {"Content-Type": "text/plain"})
+VERSION = Answer(200, b'{"gitVersion": "v1.34.4"}')
+
+
+@pytest.mark.parametrize(
+    ("read", "groups", "says"),
+    [
+        (
+            [PAGE_NOT_FOUND, VERSION],
+            [],
+            f"{SERVER} serves no GitSyncs: the GitSync CRD is not installed: "
+            "kubectl apply -f config/crd/gitsyncs.yaml",
+        ),
+        ([Answer(404, NO_GITSYNC)], [GITSYNC_GROUP], "GitSync n/web not found"),
+    ],
+    ids=["no-crd", "no-such-gitsync"],
+)
+def test_a_gitsync_not_found_says_whether_the_cluster_serves_gitsyncs_at_all(
+    read: list[Answer], groups: list[dict[str, Any]], says: str
+) -> None:
+    discovered = [NO_GROUPS, Answer(200, json.dumps({"items": groups}).encode())]  # /api, /apis
+    api = Api(Transport([*read, *discovered]), server=SERVER)
+    cluster = Cluster(api, Discovery(api))
+
+    with pytest.raises(ClusterError) as failed:
+        control._gitsync(cluster, "n", "web")
+
+    assert str(failed.value) == says
+    assert failed.value.exit_code == ExitCode.CLUSTER_FAILED
