@@ -18,12 +18,13 @@ from gitopsd import gitsync
 from gitopsd.cli import documents
 from gitopsd.cli.commands import connect
 from gitopsd.cli.render import emit
-from gitopsd.cluster import Cluster
+from gitopsd.cluster import Cluster, Unserved
 from gitopsd.errors import ClusterError, ClusterReason, ConfigError, ExitCode
 from gitopsd.gitsync.status import Document, summary
 
 SOURCES = "/api/v1/sources"
 DAEMON = "http://127.0.0.1:9091"
+CRD_MISSING = "the GitSync CRD is not installed: kubectl apply -f config/crd/gitsyncs.yaml"
 ANNOTATE_ATTEMPTS = 3
 COLUMNS = (
     "NAME",
@@ -42,7 +43,7 @@ def run_get(arguments: argparse.Namespace) -> int:
     if arguments.gitsyncs:
         cluster = connect(arguments)
         namespace = "" if arguments.all_namespaces else _namespace(arguments, cluster)
-        lines = [_gitsync_line(body) for body in cluster.list_objects(gitsync.RESOURCE, namespace)]
+        lines = [_gitsync_line(body) for body in _gitsyncs(cluster, namespace)]
     else:
         lines = _ask(arguments.daemon, "GET", SOURCES)
     if arguments.output == "text":
@@ -209,13 +210,27 @@ def _annotate(body: Document, token: str) -> list[dict[str, Any]]:
     return [version, {"op": "add", "path": "/metadata/annotations", "value": {key: token}}]
 
 
+def _gitsyncs(cluster: Cluster, namespace: str) -> list[Document]:
+    try:
+        return cluster.list_objects(gitsync.RESOURCE, namespace)
+    except Unserved:
+        raise _crd_missing(cluster) from None
+
+
 def _gitsync(cluster: Cluster, namespace: str, name: str) -> Document:
     body = cluster.get(gitsync.RESOURCE, namespace, name)
-    if body is None:
-        there = cluster.list_objects(gitsync.RESOURCE, namespace)
-        names = [str(found["metadata"]["name"]) for found in there]
-        raise _unknown(f"GitSync {name}", f"in namespace {namespace}", names)
-    return body
+    if body is not None:
+        return body
+    if cluster.discovery.find(gitsync.RESOURCE.api_version, gitsync.KIND) is None:
+        raise _crd_missing(cluster)  # then no GitSync can exist
+    there = cluster.list_objects(gitsync.RESOURCE, namespace)
+    names = [str(found["metadata"]["name"]) for found in there]
+    raise _unknown(f"GitSync {name}", f"in namespace {namespace}", names)
+
+
+def _crd_missing(cluster: Cluster) -> ClusterError:
+    server = cluster.api.server
+    return ClusterError(f"{server} serves no GitSyncs: {CRD_MISSING}", ClusterReason.NOT_FOUND)
 
 
 def _unknown(what: str, where: str, names: list[str]) -> ConfigError:

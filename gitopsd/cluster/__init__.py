@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gitopsd.cluster.api import Api, ApiError, Counters
+from gitopsd.cluster.api import Api, ApiError, Counters, Unserved
 from gitopsd.cluster.connect import (
     POOL_CONNECTIONS,
     api_client,
@@ -33,6 +33,7 @@ __all__ = [
     "Cluster",
     "Counters",
     "Resource",
+    "Unserved",
     "context_namespace",
     "kubeconfig_file",
     "run_concurrently",

@@ -15,7 +15,6 @@ import email.utils
 import gc
 import http.client
 import json
-import re
 import ssl
 import threading
 import time
@@ -27,6 +26,14 @@ from urllib.parse import urlencode
 import urllib3
 
 from gitopsd.backoff import jittered
+from gitopsd.cluster.answers import (
+    Answer,
+    immutable_fields,
+    names_an_object,
+    speaks_kubernetes,
+    status_message,
+    status_of,
+)
 from gitopsd.cluster.pacing import Pace
 from gitopsd.cluster.transport import Transport
 from gitopsd.errors import ClusterError, ClusterReason
@@ -106,15 +113,6 @@ class Counters:
             return dict(self._requests)
 
 
-@dataclass(frozen=True)
-class Answer:
-    """A response read whole."""
-
-    status: int
-    headers: Any
-    data: bytes
-
-
 class ApiError(ClusterError):
     """A request the API server answered with an error status; `immutable`: the fields it
     refused to change because they cannot change once set (a Job's template, a
@@ -132,6 +130,15 @@ class ApiError(ClusterError):
         self.status = status
         self.immutable = immutable
         self.changeable = changeable
+
+
+class Unserved(ApiError):
+    """A 404 from an API server that serves no such resource type (its CRD or API group is
+    not installed): no object of it exists, and a caller that knows what installs it says
+    so."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(404, message)
 
 
 @dataclass
@@ -170,8 +177,8 @@ class Api:
             answer = self._exchange(method, path, query, body, content_type, accept)
             self.counters.count(method, answer.status)
             if answer.status < 300:
-                return _decoded(f"{method} {path}", answer.data or b"null", answer)
-            error = self._error(answer)
+                return _decoded(f"{method} {path}", answer.data or b"null", answer, self.server)
+            error = self._error(method, path, answer)
             retryable = NOT_APPLIED_STATUSES if method == "POST" else RETRYABLE_STATUSES
             if error.status not in retryable:
                 raise error
@@ -192,7 +199,7 @@ class Api:
                 raise self._unreachable("WATCH", path, error) from None
             finally:
                 response.release_conn()
-            raise self._error(answer)
+            raise self._error("WATCH", path, answer)
         kind = response.headers.get("Content-Type") or "no content type"
         if not kind.startswith("application/json"):  # a proxy's page, not a watch
             response.release_conn()
@@ -210,7 +217,7 @@ class Api:
             for chunk in raw.stream(64 * 1024, decode_content=True):
                 buffer += chunk
                 *lines, buffer = buffer.split(b"\n")
-                yield from (_event(path, line, raw) for line in lines if line.strip())
+                yield from (_event(path, line, raw, self.server) for line in lines if line.strip())
         except TRANSPORT_ERRORS as error:
             raise self._unreachable("WATCH", path, error) from None
         finally:
@@ -220,16 +227,36 @@ class Api:
                 f"WATCH {path}: the stream ended inside an event", ClusterReason.UNREACHABLE
             )
 
-    def _error(self, answer: Answer) -> ApiError:
-        status = _status_of(answer)
+    def _error(self, method: str, path: str, answer: Answer) -> ApiError:
+        status = status_of(answer)
         if status == 401:  # the server's own message is a bare "Unauthorized"
             return ApiError(
                 401,
                 f"{self.server} refused the credentials (401 Unauthorized): the token or "
                 "client certificate is wrong or has expired; log in again or fix the kubeconfig",
             )
-        immutable, changeable = _immutable_fields(answer)
-        return ApiError(status, _status_message(answer), immutable, changeable)
+        if status == 404 and not names_an_object(answer):
+            return self._unserved(method, path)
+        immutable, changeable = immutable_fields(answer)
+        return ApiError(status, status_message(answer), immutable, changeable)
+
+    def _unserved(self, method: str, path: str) -> Unserved:
+        """A 404 about the path, not an object: an API server serves no such resource type.
+        Unless the server is no API server at all (asked at GET /version): that is raised,
+        and as no ApiError, so that no caller takes it for an object that is gone."""
+        answer = self._exchange("GET", "/version", (), None, JSON, JSON)
+        self.counters.count("GET", answer.status)
+        if not speaks_kubernetes(answer):
+            raise ClusterError(
+                f"{self.server} is not a Kubernetes API server: it answers {method} {path} "
+                f"with HTTP 404 and GET /version with no Kubernetes version (HTTP "
+                f"{answer.status}); check the server address in the kubeconfig",
+                ClusterReason.UNREACHABLE,
+            )
+        return Unserved(
+            f"{self.server} does not serve {method} {path} (HTTP 404): no such resource "
+            "type; its CRD or API group is not installed"
+        )
 
     def _unreachable(self, method: str, path: str, error: BaseException) -> ClusterError:
         self.reachable = False
@@ -311,9 +338,9 @@ def _seconds_asked(retry_after: str) -> float | None:
     return max((until - datetime.datetime.now(datetime.UTC)).total_seconds(), 0.0)
 
 
-def _decoded(request: str, data: bytes, response: Any) -> Any:
+def _decoded(request: str, data: bytes, response: Any, server: str) -> Any:
     """The JSON body; anything else (an HTML page from a proxy, a cut-off body) means the
-    API server was not really reached."""
+    API server was not really reached, and says which server answered."""
     large = len(data) >= LARGE_ANSWER_BYTES
     try:
         with COLLECTOR_PAUSE if large else contextlib.nullcontext():
@@ -321,64 +348,19 @@ def _decoded(request: str, data: bytes, response: Any) -> Any:
     except ValueError:
         kind = response.headers.get("Content-Type") or "no content type"
         raise ClusterError(
-            f"{request}: the answer is not JSON ({kind}, {len(data)} bytes, "
+            f"{request}: the answer of {server} is not JSON ({kind}, {len(data)} bytes, "
             f"HTTP {response.status})",
             ClusterReason.UNREACHABLE,
         ) from None
 
 
-def _event(path: str, line: bytes, response: Any) -> dict[str, Any]:
-    event = _decoded(f"WATCH {path}", line, response)
+def _event(path: str, line: bytes, response: Any, server: str) -> dict[str, Any]:
+    event = _decoded(f"WATCH {path}", line, response, server)
     if not isinstance(event, dict):
         raise ClusterError(
             f"WATCH {path}: an event is not a JSON object", ClusterReason.UNREACHABLE
         )
     return event
-
-
-def _status_of(answer: Answer) -> int:
-    """The status, except that server-side apply answers 500 for a manifest that does not fit
-    the schema (a bad request, so never worth retrying)."""
-    if answer.status == 500 and b"failed to create typed patch object" in answer.data:
-        return 422
-    return answer.status
-
-
-def _status_message(answer: Answer) -> str:
-    try:
-        status = json.loads(answer.data or b"{}")
-    except ValueError:
-        return f"HTTP {answer.status}"
-    message = status.get("message") if isinstance(status, dict) else None
-    return str(message or f"HTTP {answer.status}")
-
-
-IMMUTABLE_WORDS = ("field is immutable", "may not change once set", "are forbidden")
-"""How the API server's validation says a field cannot change (`updates to statefulset spec
-for fields other than ... are forbidden`)."""
-
-
-CHANGEABLE = re.compile(r"for fields other than (.*) are forbidden")
-
-
-def _immutable_fields(answer: Answer) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The fields an Invalid answer refuses as immutable, from its causes, and the fields
-    under them it names as ones that may change."""
-    if answer.status != 422:
-        return (), ()
-    try:
-        status = json.loads(answer.data or b"{}")
-        causes = [
-            (str(cause.get("field", "")), str(cause.get("message", "")))
-            for cause in status["details"]["causes"]
-        ]
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return (), ()
-    refused = [(f, m) for f, m in causes if any(words in m for words in IMMUTABLE_WORDS)]
-    said = " ".join(m for _, m in refused)
-    changeable = CHANGEABLE.search(said)
-    names = tuple(re.findall(r"'([^']+)'", changeable[1])) if changeable else ()
-    return tuple(field for field, _ in refused), names
 
 
 def _cause(error: BaseException) -> str:

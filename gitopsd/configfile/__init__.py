@@ -102,8 +102,9 @@ class GitSyncSettings:
 
 @dataclass(frozen=True)
 class DaemonConfig:
-    listen: str = "127.0.0.1:9090"
-    """host:port of the webhooks, POST /hooks/<source>: what a git host must reach."""
+    listen: str = "127.0.0.1:9290"
+    """host:port of the webhooks, POST /hooks/<source>: what a git host must reach. Not
+    9090: Prometheus' port, taken wherever one runs beside gitopsd."""
     probe_listen: str = "127.0.0.1:9092"
     """host:port of /metrics, /healthz and /readyz: a listener of their own, so nothing
     that holds the webhooks' connections starves a probe or a scrape."""

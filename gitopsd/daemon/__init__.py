@@ -31,7 +31,7 @@ from gitopsd.cluster.lease import LeaderElector
 from gitopsd.cluster.shards import Membership
 from gitopsd.cluster.watches import Watches
 from gitopsd.configfile import DaemonConfig, SourceConfig
-from gitopsd.daemon import disk, http, logs
+from gitopsd.daemon import disk, http, listeners, logs
 from gitopsd.daemon.control import Control
 from gitopsd.daemon.controller import GitSyncController
 from gitopsd.daemon.forwarding import Forwarder
@@ -41,7 +41,7 @@ from gitopsd.daemon.quotas import Holdings
 from gitopsd.daemon.registry import Registry
 from gitopsd.daemon.worker import SourceWorker
 from gitopsd.daemon.writers import Writers
-from gitopsd.errors import ConfigError, ConfigReason
+from gitopsd.errors import ConfigError, ConfigReason, GitopsdError
 from gitopsd.metrics import Recorder
 from gitopsd.reconcile import desired
 
@@ -304,16 +304,9 @@ class Daemon:
         return 0
 
     def _serve(self) -> list[http.Server]:
-        """Its three listeners, each with connection caps of its own."""
-        config = self.config
-        webhooks = http.serve(config.listen_address, http.Webhooks(self._hooks()))
-        probes = http.serve(config.probe_address, http.Probes(self.registry, self.ready))
         control = Control(self.sources.workers, lambda: list(self.set_aside))
-        control_server = http.serve_control(config.control_address, control)
-        log.info("serving /hooks on %s", config.listen)
-        log.info("serving /metrics, /healthz and /readyz on %s", config.probe_listen)
-        log.info("serving the control API on %s", config.control_listen)
-        return [webhooks, probes, control_server]
+        probes = http.Probes(self.registry, self.ready)
+        return listeners.start(self.config, http.Webhooks(self._hooks()), probes, control)
 
     def _schedule(self) -> None:
         """The configuration's sources start now; with sharding, once the share holds them."""
@@ -387,9 +380,17 @@ class Daemon:
 
 def run(config_path: Path, level: str = "info", form: str | None = None) -> int:
     """The daemon, logging lines of `level` and above as `form` (json, text; None: text on
-    a terminal, else json)."""
+    a terminal, else json), the error that stops it too: its log says why it ended."""
     logs.configure(sys.stderr, logging.getLevelNamesMapping()[level.upper()], form)
     signal.signal(signal.SIGUSR1, logs.log_every_threads_stack)
+    try:
+        return _run(config_path)
+    except GitopsdError as error:
+        log.error("%s", error, extra={"stage": error.stage, "reason": error.reason})
+        return error.exit_code
+
+
+def _run(config_path: Path) -> int:
     config = configfile.load(config_path)
     rule_share = config.tenant_quota.health_rule_seconds_per_minute
     sandbox.bound_everything(config.sandbox, rule_share)  # the tenants' rules and renders

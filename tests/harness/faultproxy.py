@@ -6,7 +6,8 @@ server is all a client needs. Each request either passes through to the API serv
 fresh TLS connection, its bearer token untouched, so the audit log still names the real
 user) or meets the first matching `Fault`: delayed, answered by the proxy itself (429 with
 Retry-After, 500, an HTML page with 200, a truncated body; or 504 once the API server did
-the work) or cut without an answer.
+the work), cut without an answer, or passed on to another path (what the API server
+answers there, as for a resource type it does not serve).
 `cut_connections()` ends every connection in flight, watches included, mid-stream.
 """
 
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from tests.harness.controlplane import ControlPlane, write_kubeconfig
 
@@ -92,6 +93,8 @@ class Fault:
     forwarded: bool = False
     """With `answer`: the request is passed on first, and the API server's answer replaced
     by `answer` (a gateway that timed out after the server did the work)."""
+    moved: Callable[[str], str] | None = None
+    """The request is passed on to the path this gives for its own (its query kept)."""
 
 
 @dataclass
@@ -223,7 +226,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault and fault.answer and not fault.forwarded:
             self._answer(fault.answer)
         else:
-            self._forward(body, fault.answer if fault else None)
+            self._forward(_target(parts, fault), body, fault.answer if fault else None)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
@@ -239,7 +242,7 @@ class _Handler(BaseHTTPRequestHandler):
         if answer.truncated:
             self._hang_up()
 
-    def _forward(self, body: bytes, instead: Answer | None = None) -> None:
+    def _forward(self, target: str, body: bytes, instead: Answer | None = None) -> None:
         upstream_tls = ssl.create_default_context(cafile=str(self.server.proxy.plane.ca_file))
         plane = self.server.proxy.plane
         upstream = http.client.HTTPSConnection("127.0.0.1", plane.port, context=upstream_tls)
@@ -247,7 +250,7 @@ class _Handler(BaseHTTPRequestHandler):
             upstream.connect()  # refused while the API server is down: the client sees a cut
             self.server.proxy.track(upstream.sock, True)
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
-            upstream.request(self.command, self.path, body or None, headers)
+            upstream.request(self.command, target, body or None, headers)
             response = upstream.getresponse()
             if instead is None:
                 self._relay(response)
@@ -277,6 +280,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _hang_up(self) -> None:
         self.close_connection = True
         _hang_up(self.request)
+
+
+def _target(parts: SplitResult, fault: Fault | None) -> str:
+    """Where a request is passed on: its own path, or the one its fault moves it to."""
+    path = fault.moved(parts.path) if fault and fault.moved else parts.path
+    return f"{path}?{parts.query}" if parts.query else path
 
 
 def _hang_up(sock: Any) -> None:

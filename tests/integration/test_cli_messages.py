@@ -1,6 +1,6 @@
 """What the CLI says when it cannot talk to the cluster, and the kubeconfig's context
 namespace as the default namespace: each through the real CLI, against the real API
-server (or a port where none listens)."""
+server (or a port where none listens, or an HTTP server that is no API server)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,16 @@ from kubernetes import client
 from tests.harness.cli import Gitopsd, Run
 from tests.harness.commands import CLUSTER_FAILED, INVALID
 from tests.harness.controlplane import ControlPlane, write_kubeconfig
+from tests.harness.faultproxy import Fault, FaultProxy
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.loopback import Loopback, serving
 
 MANIFEST = {"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {k: v}\n"}
+GITSYNCS = "/apis/gitopsd.io/"
+NO_SUCH_GROUP = "/apis/absent.gitopsd.io/"
+"""A group no CRD defines: what the API server answers there, it answers for GitSyncs
+before their CRD is installed."""
+NOT_FOUND_PAGE = b"404 page not found\n"
 
 
 def with_namespace(path: Path, namespace: str) -> Path:
@@ -188,3 +195,62 @@ def test_a_kubeconfig_that_is_no_yaml_is_named_without_quoting_its_token(
     line = one_line(run.err)
     assert line.startswith(f"gitopsd: error: kubeconfig {kubeconfig}: line ")
     assert "CANARYTOKEN" not in run.text
+
+
+def test_gitsyncs_without_their_crd_say_the_crd_is_not_installed(
+    gitopsd: Gitopsd, proxy: FaultProxy, namespace: str, tmp_path: Path
+) -> None:
+    """The session's API server may serve GitSyncs already (another test installed the
+    CRD), so the proxy passes their requests on to a group that no CRD defines."""
+    moved = proxy.inject(
+        Fault(
+            lambda request: request.path.startswith(GITSYNCS),
+            moved=lambda path: path.replace(GITSYNCS, NO_SUCH_GROUP, 1),
+        )
+    )
+    kubeconfig = proxy.kubeconfig(tmp_path / "kubeconfig")
+
+    run = gitopsd("get", "--gitsyncs", "-n", namespace, "--kubeconfig", str(kubeconfig))
+
+    assert moved.fired == 1
+    assert run.code == CLUSTER_FAILED
+    assert one_line(run.err) == (
+        f"gitopsd: error: the API server at {proxy.url} (context test, user admin) serves no "
+        "GitSyncs: the GitSync CRD is not installed: kubectl apply -f config/crd/gitsyncs.yaml"
+    )
+    assert proxy.plane.admin_token not in run.text
+
+
+def test_get_gitsyncs_from_a_server_that_is_no_api_server_says_so(
+    gitopsd: Gitopsd, namespace: str, tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    with serving(Loopback(404, "", NOT_FOUND_PAGE)) as server:
+        write_kubeconfig(kubeconfig, server.url, gitopsd.plane.ca_file, "alice", "t0ken")
+        run = gitopsd("get", "--gitsyncs", "-n", namespace, "--kubeconfig", str(kubeconfig))
+
+    assert run.code == CLUSTER_FAILED
+    path = f"/apis/gitopsd.io/v1alpha1/namespaces/{namespace}/gitsyncs"
+    assert one_line(run.err) == (
+        f"gitopsd: error: the API server at {server.url} (context test, user alice) is not a "
+        f"Kubernetes API server: it answers GET {path} with HTTP 404 and GET /version with no "
+        "Kubernetes version (HTTP 404); check the server address in the kubeconfig"
+    )
+    assert "t0ken" not in run.text
+
+
+def test_diff_against_a_server_that_is_no_api_server_says_so(
+    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, tmp_path: Path
+) -> None:
+    with serving(Loopback(404, "", NOT_FOUND_PAGE)) as server:
+        run = diff_as_alice(gitopsd, git_server, git_repo, tmp_path, server.url, "t0ken")
+
+    assert run.code == CLUSTER_FAILED
+    line = one_line(run.err)
+    server_is = f"the API server at {server.url} (context test, user alice) is not a Kubernetes"
+    assert f"gitopsd: error: {server_is} API server: it answers GET /" in line
+    assert line.endswith(
+        "with HTTP 404 and GET /version with no Kubernetes version (HTTP 404); check the "
+        "server address in the kubeconfig"
+    )
+    assert "t0ken" not in run.text

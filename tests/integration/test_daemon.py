@@ -807,7 +807,7 @@ def ready_replicas(gitopsd: Gitopsd, namespace: str, name: str) -> str:
 def test_an_invalid_config_is_a_clear_error_at_start(tmp_path: Path) -> None:
     """BI-20."""
     config = tmp_path / "gitopsd.yaml"
-    config.write_text("listen: 127.0.0.1:9090\nsources:\n  - name: app\n    mode: sometimes\n")
+    config.write_text("listen: 127.0.0.1:9290\nsources:\n  - name: app\n    mode: sometimes\n")
 
     done = subprocess.run(
         [sys.executable, "-m", "gitopsd", "run", "--config", str(config)],

@@ -1,8 +1,11 @@
-"""The daemon's log stays machine-readable against a cluster whose TLS is not verified."""
+"""The daemon's log stays machine-readable: against a cluster whose TLS is not verified, and
+when the daemon cannot start."""
 
 from __future__ import annotations
 
 import json
+import re
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,8 @@ from tests.harness.manifests import config_map_files, folder
 from tests.harness.waiting import wait_for
 
 WARNING = "TLS verification is off for the cluster at"
+TEXT_LINE = re.compile(r"^\d\d:\d\d:\d\d (DEBUG|INFO|WARNING|ERROR)\s")
+"""A line of `--log-format text`: its time, then its level."""
 
 
 def insecure_kubeconfig(path: Path, server: str, user: str, token: str) -> Path:
@@ -93,3 +98,38 @@ def test_unverified_tls_is_warned_of_unless_the_command_asks_for_it(
     assert (found.code, asked.code) == (1, 1), found.text + asked.text  # a is missing
     assert len(found_warned) == 1 and control_plane.url in found_warned[0]
     assert warned() == []
+
+
+@pytest.mark.parametrize("log_format", ["json", "text"])
+@pytest.mark.parametrize("setting", ["listen", "probeListen", "controlListen"])
+def test_a_listen_address_in_use_is_one_error_line_naming_the_setting(
+    daemons: Daemons, namespace: str, setting: str, log_format: str
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as holder:
+        address = f"127.0.0.1:{holder.getsockname()[1]}"
+        daemon = daemons.start_with([], "daemon")
+        daemon.config[setting] = address
+        daemon.flags = ("--log-format", log_format)
+        daemon.start(wait=False)
+        process = daemon.process
+        assert process is not None
+        wait_for(lambda: process.poll() is not None, "the daemon to give up")
+
+    text = daemon.logs()
+    assert process.returncode == 2, text
+    assert "Traceback" not in text
+    errors = error_lines(text, log_format)
+    assert len(errors) == 1, text
+    assert f"{setting}: cannot listen on {address}: Address already in use; " in errors[0]
+    remedy = f"give {setting} another port in the configuration file, or stop what holds it"
+    assert remedy in errors[0]
+
+
+def error_lines(text: str, log_format: str) -> list[str]:
+    """The messages of the error lines, each line checked to be one of `log_format`."""
+    lines = text.splitlines()
+    if log_format == "json":
+        records = [json.loads(line) for line in lines]  # each line, or it fails here
+        return [record["message"] for record in records if record["level"] == "error"]
+    assert all(TEXT_LINE.match(line) for line in lines), text
+    return [line for line in lines if line.split()[1] == "ERROR"]

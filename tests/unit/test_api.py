@@ -9,13 +9,28 @@ import email.utils
 import gc
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import pytest
 import urllib3
 
-from gitopsd.cluster.api import LARGE_ANSWER_BYTES, Api, ApiError, CollectorPause
+from gitopsd.cluster import Cluster
+from gitopsd.cluster.api import LARGE_ANSWER_BYTES, Api, ApiError, CollectorPause, Unserved
 from gitopsd.errors import ClusterError, ClusterReason
+from gitopsd.gitsync import RESOURCE as GITSYNCS
 from tests.harness.scripted_api import Answer, Raw, Transport, throttled
+
+SERVER = "the API server at https://127.0.0.1:6443 (context test, user alice)"
+PAGE_NOT_FOUND = Answer(404, b"404 page not found\n", {"Content-Type": "text/plain"})
+"""What kube-apiserver answers at a path it serves nothing at (a CRD not installed), and
+what many other HTTP servers answer to anything."""
+NOTHING_FOUND = Answer(
+    404,
+    b'{"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404, "details": {},'
+    b' "message": "the server could not find the requested resource"}',
+)
+"""What it answers for a resource its API group does not have."""
+VERSION = Answer(200, b'{"major": "1", "minor": "34", "gitVersion": "v1.34.4"}')
 
 
 @pytest.mark.case("FA-09")
@@ -91,6 +106,69 @@ def test_a_refusal_is_not_retried_and_keeps_the_servers_words() -> None:
     assert len(transport.sent) == 1
 
 
+def test_a_404_that_names_an_object_is_that_object_missing() -> None:
+    said = b'{"kind": "Status", "message": "configmaps \\"a\\" not found", "reason": "NotFound",'
+    said += b' "details": {"name": "a", "kind": "configmaps"}, "code": 404}'
+    transport = Transport([Answer(404, said)])
+
+    with pytest.raises(ApiError) as failed:
+        Api(transport, server=SERVER).request("GET", "/api/v1/namespaces/n/configmaps/a")
+
+    assert str(failed.value) == 'configmaps "a" not found'
+    assert not isinstance(failed.value, Unserved) and failed.value.status == 404
+    assert transport.sent == ["GET /api/v1/namespaces/n/configmaps/a"]  # nothing else asked
+
+
+@pytest.mark.parametrize("answer", [PAGE_NOT_FOUND, NOTHING_FOUND], ids=["page", "status"])
+def test_a_404_about_the_path_says_which_server_serves_no_such_resource(answer: Answer) -> None:
+    transport = Transport([answer, VERSION])
+    path = GITSYNCS.path("n")
+
+    with pytest.raises(Unserved) as failed:
+        Api(transport, server=SERVER).request("GET", path)
+
+    assert str(failed.value) == (
+        f"{SERVER} does not serve GET {path} (HTTP 404): no such resource type; its CRD or "
+        "API group is not installed"
+    )
+    assert failed.value.reason == ClusterReason.NOT_FOUND
+    assert transport.sent == [f"GET {path}", "GET /version"]
+
+
+@pytest.mark.parametrize("version", [PAGE_NOT_FOUND, Answer(200, b'{"ok": true}')])
+def test_a_server_whose_version_is_no_kubernetes_version_is_called_no_api_server(
+    version: Answer,
+) -> None:
+    transport = Transport([PAGE_NOT_FOUND, version])
+
+    with pytest.raises(ClusterError) as failed:
+        Api(transport, server=SERVER).request("GET", "/api")
+
+    assert str(failed.value) == (
+        f"{SERVER} is not a Kubernetes API server: it answers GET /api with HTTP 404 and GET "
+        f"/version with no Kubernetes version (HTTP {version.status}); check the server "
+        "address in the kubeconfig"
+    )
+    assert not isinstance(failed.value, ApiError)  # no caller takes it for an object gone
+    assert failed.value.reason == ClusterReason.UNREACHABLE
+
+
+def test_a_get_finds_no_object_of_a_type_not_served_but_fails_on_no_api_server() -> None:
+    transport = Transport([PAGE_NOT_FOUND, VERSION, PAGE_NOT_FOUND, PAGE_NOT_FOUND])
+    cluster = Cluster(Api(transport, server=SERVER), discovery=cast(Any, None))
+
+    assert cluster.get(GITSYNCS, "n", "web") is None
+    with pytest.raises(ClusterError, match="is not a Kubernetes API server"):
+        cluster.get(GITSYNCS, "n", "web")
+
+
+def test_a_watch_of_a_type_not_served_says_so() -> None:
+    transport = Transport([PAGE_NOT_FOUND, VERSION])
+
+    with pytest.raises(Unserved, match=r"does not serve WATCH /apis/gitopsd\.io/"):
+        Api(transport, server=SERVER).stream(GITSYNCS.path(""), [("watch", "true")])
+
+
 @pytest.mark.case("FA-23")
 def test_fa23_the_fence_is_checked_before_every_attempt_not_only_the_first() -> None:
     transport = Transport([throttled(), throttled(), Answer(200)])
@@ -124,7 +202,7 @@ def test_fa23_the_fence_is_checked_before_every_attempt_not_only_the_first() -> 
 def test_fa10_a_transport_failure_becomes_one_line_cluster_error(
     step: Answer | Exception, says: str
 ) -> None:
-    api = Api(Transport([step]), max_attempts=1)
+    api = Api(Transport([step]), max_attempts=1, server=SERVER)
 
     with pytest.raises(ClusterError) as failed:
         api.request("GET", "/api/v1/namespaces")
@@ -132,10 +210,11 @@ def test_fa10_a_transport_failure_becomes_one_line_cluster_error(
     assert failed.value.reason == "unreachable"
     assert says in str(failed.value) and "\n" not in str(failed.value)
     assert str(failed.value).startswith("GET /api/v1/namespaces: ")
+    assert SERVER in str(failed.value)  # whichever server answered, or did not
 
 
 def test_reachable_turns_false_on_a_transport_failure_and_true_on_the_next_answer() -> None:
-    api = Api(Transport([ConnectionRefusedError(111, "refused"), Answer(404)]), max_attempts=1)
+    api = Api(Transport([ConnectionRefusedError(111, "refused"), Answer(403)]), max_attempts=1)
 
     with pytest.raises(ClusterError):
         api.request("GET", "/api/v1/namespaces")

@@ -20,10 +20,14 @@ import pytest
 from gitopsd import diff
 from gitopsd.cli import control, main, render, settings, stop
 from gitopsd.cli.parser import build_parser
+from gitopsd.cluster import Cluster
+from gitopsd.cluster.api import Api
+from gitopsd.cluster.discovery import Discovery
 from gitopsd.config import ChartSettings, Limits
-from gitopsd.errors import ConfigError, ExitCode
+from gitopsd.errors import ConfigError, ExitCode, GitopsdError
 from gitopsd.health import Health, Status
 from gitopsd.objects import ObjectKey
+from tests.harness.scripted_api import Answer, Transport
 
 KEY = ObjectKey("", "ConfigMap", "ns", "app")
 
@@ -449,3 +453,65 @@ def test_version_says_what_version_it_is_and_what_it_was_tested_against(
     assert shown[0] == f"gitopsd {importlib.metadata.version('gitopsd')}"
     assert re.fullmatch(r"Kubernetes v1\.\d+\.\d+ \(the schemas built in, .*\)", shown[1])
     assert shown[2] == f"Python {platform.python_version()}"
+
+
+SERVER = "the API server at https://127.0.0.1:6443 (context test, user alice)"
+NO_GROUPS = Answer(200, b'{"items": []}')
+GITSYNC_GROUP = {
+    "metadata": {"name": "gitopsd.io"},
+    "versions": [
+        {
+            "version": "v1alpha1",
+            "resources": [
+                {"resource": "gitsyncs", "responseKind": {"kind": "GitSync"}, "scope": "Namespaced"}
+            ],
+        }
+    ],
+}
+NO_GITSYNC = b'{"kind": "Status", "code": 404, "details": {"name": "web", "kind": "gitsyncs"}}'
+
+
+PAGE_NOT_FOUND = Answer(404, b"404 page not found\n", {"Content-Type": "text/plain"})
+VERSION = Answer(200, b'{"gitVersion": "v1.34.4"}')
+
+
+THERE = Answer(200, b'{"metadata": {}, "items": [{"metadata": {"name": "wbe"}}]}')
+
+
+@pytest.mark.parametrize(
+    ("read", "groups", "listed", "says", "code"),
+    [
+        (
+            [PAGE_NOT_FOUND, VERSION],
+            [],
+            [],
+            f"{SERVER} serves no GitSyncs: the GitSync CRD is not installed: "
+            "kubectl apply -f config/crd/gitsyncs.yaml",
+            ExitCode.CLUSTER_FAILED,
+        ),
+        (
+            [Answer(404, NO_GITSYNC)],
+            [GITSYNC_GROUP],
+            [THERE],
+            "no GitSync web in namespace n; those there: wbe",
+            ExitCode.INVALID,
+        ),
+    ],
+    ids=["no-crd", "no-such-gitsync"],
+)
+def test_a_gitsync_not_found_says_whether_the_cluster_serves_gitsyncs_at_all(
+    read: list[Answer],
+    groups: list[dict[str, Any]],
+    listed: list[Answer],
+    says: str,
+    code: ExitCode,
+) -> None:
+    discovered = [NO_GROUPS, Answer(200, json.dumps({"items": groups}).encode())]  # /api, /apis
+    api = Api(Transport([*read, *discovered, *listed]), server=SERVER)
+    cluster = Cluster(api, Discovery(api))
+
+    with pytest.raises(GitopsdError) as failed:
+        control._gitsync(cluster, "n", "web")
+
+    assert str(failed.value) == says
+    assert failed.value.exit_code == code

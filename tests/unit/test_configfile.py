@@ -34,7 +34,7 @@ def source(**fields: Any) -> dict[str, Any]:
 def test_the_annotated_example_loads(tmp_path: Path) -> None:
     config = load(EXAMPLE)
 
-    assert config.listen_address == ("127.0.0.1", 9090)
+    assert config.listen_address == ("127.0.0.1", 9290)
     assert config.leader_election.enabled
     assert config.leader_election.lease_seconds == 15
     [team] = config.sources
@@ -265,7 +265,7 @@ def test_unreadable_or_malformed_files_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"missing\.yaml"):
         load(tmp_path / "missing.yaml")
     broken = tmp_path / "broken.yaml"
-    broken.write_text("listen: 127.0.0.1:9090\nsources: [unclosed\n")
+    broken.write_text("listen: 127.0.0.1:9290\nsources: [unclosed\n")
     with pytest.raises(ConfigError, match=r"broken\.yaml:3:1: "):
         load(broken)
 
@@ -320,7 +320,7 @@ def test_sizes_are_written_the_way_they_are_read(size: int, text: str) -> None:
 def test_the_shipped_in_cluster_configuration_loads_with_no_sources(variant: str) -> None:
     config = load(Path(__file__).resolve().parents[2] / "config" / variant / "gitopsd.yaml")
 
-    assert config.sources == () and config.listen_address == ("0.0.0.0", 9090)  # noqa: S104 - the pod IP
+    assert config.sources == () and config.listen_address == ("0.0.0.0", 9290)  # noqa: S104 - the pod IP
     assert config.leader_election.enabled and config.cache_dir == Path("/var/cache/gitopsd")
 
 
@@ -394,13 +394,13 @@ def test_the_control_api_listens_on_loopback_only(tmp_path: Path) -> None:
 def test_ta06_probes_and_metrics_listen_apart_from_the_webhooks(tmp_path: Path) -> None:
     config = load(write(tmp_path, {"sources": []}))
     assert (config.listen_address, config.probe_address) == (
-        ("127.0.0.1", 9090),
+        ("127.0.0.1", 9290),
         ("127.0.0.1", 9092),
     )
     moved = load(write(tmp_path, {"sources": [], "probeListen": "0.0.0.0:8081"}))
     assert moved.probe_address == ("0.0.0.0", 8081)  # noqa: S104 - the pod IP
-    with pytest.raises(ConfigError, match=r"probeListen: '0\.0\.0\.0:9090' has the port of listen"):
-        load(write(tmp_path, {"sources": [], "probeListen": "0.0.0.0:9090"}))
+    with pytest.raises(ConfigError, match=r"probeListen: '0\.0\.0\.0:9290' has the port of listen"):
+        load(write(tmp_path, {"sources": [], "probeListen": "0.0.0.0:9290"}))
 
 
 def test_ta03_each_namespaces_share_has_documented_defaults_and_is_set_in_the_file(

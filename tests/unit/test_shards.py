@@ -45,13 +45,14 @@ class Leases:
         body = json.loads(payload) if payload else {}
         if method == "GET" and not name:
             return self._answer(200, {"items": self._selected(query), "metadata": {}})
-        found = self.stored.get(name or body.get("metadata", {}).get("name", ""))
+        named = name or body.get("metadata", {}).get("name", "")
+        found = self.stored.get(named)
         if method == "GET":
-            return self._answer(200, found) if found else self._answer(404, {})
+            return self._answer(200, found) if found else self._not_found(named)
         if method == "POST":
             return self._answer(409, {}) if found else self._store(body)
         if found is None:
-            return self._answer(404, {})
+            return self._not_found(named)
         preconditions = body.get("preconditions") or {}
         wanted = (body.get("metadata") or {}).get("resourceVersion") or preconditions.get(
             "resourceVersion"
@@ -80,6 +81,10 @@ class Leases:
         body["metadata"]["uid"] = kept or f"uid-{self.version}"  # an update keeps it
         self.stored[body["metadata"]["name"]] = body
         return self._answer(201, body)
+
+    def _not_found(self, name: str) -> Answer:
+        """As the API server says it: a Status naming the object."""
+        return self._answer(404, {"kind": "Status", "details": {"name": name, "kind": "leases"}})
 
     def _answer(self, status: int, body: Any) -> Answer:
         return Answer(status, json.dumps({"message": "scripted", **body}).encode())

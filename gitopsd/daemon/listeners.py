@@ -1,0 +1,54 @@
+"""The daemon's three listeners, opened at start: each a server of its own, with caps of its
+own (gitopsd.daemon.http). An address one of them cannot take is the configuration's to
+fix: an error naming the setting, the address and what to do, not a traceback."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from gitopsd.configfile import DaemonConfig
+from gitopsd.daemon.http import ControlApi, Probes, Server, Webhooks, serve, serve_control
+from gitopsd.errors import ConfigError
+
+log = logging.getLogger("gitopsd.daemon")
+
+
+def start(
+    config: DaemonConfig, webhooks: Webhooks, probes: Probes, control: ControlApi
+) -> list[Server]:
+    """The webhooks on `listen`, the probes and metrics on `probeListen`, the control API on
+    `controlListen`, each served from now on."""
+    with _listening("listen", config.listen):
+        hooks = serve(config.listen_address, webhooks)
+    with _listening("probeListen", config.probe_listen):
+        probed = serve(config.probe_address, probes)
+    with _listening("controlListen", config.control_listen):
+        controlled = serve_control(config.control_address, control)
+    log.info("serving /hooks on %s", config.listen)
+    log.info("serving /metrics, /healthz and /readyz on %s", config.probe_listen)
+    log.info("serving the control API on %s", config.control_listen)
+    return [hooks, probed, controlled]
+
+
+@contextmanager
+def _listening(setting: str, address: str) -> Iterator[None]:
+    try:
+        yield
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            remedy = f"give {setting} another port in the configuration file, or stop what holds it"
+        else:
+            remedy = f"give {setting} another address in the configuration file"
+        why = _system_words(error)
+        raise ConfigError(f"{setting}: cannot listen on {address}: {why}; {remedy}") from None
+
+
+def _system_words(error: OSError) -> str:
+    """Why, as the system says it (socket.create_server appends the address to that)."""
+    if error.errno is not None and error.errno > 0:
+        return os.strerror(error.errno)
+    return error.strerror or str(error)  # a host name that does not resolve: getaddrinfo's
