@@ -293,14 +293,25 @@ def _ask(daemon: str, method: str, path: str) -> Any:
 
 
 def _checked(daemon: str, answer: Any) -> Any:
+    """The answer, once it is one the API gives: the sources' lines, a reconcile's token, or
+    a source's objects (with the revision they were measured at)."""
     lines = answer if isinstance(answer, list) else [answer]
     if not all(isinstance(line, dict) for line in lines):
         raise _not_gitopsd(daemon)
     if isinstance(answer, list) and not all(set(COLUMN_KEYS) <= line.keys() for line in lines):
         raise _not_gitopsd(daemon)
-    if isinstance(answer, dict) and not isinstance(answer.get("token"), str):
+    if isinstance(answer, dict) and not (_token(answer) or _objects(answer)):
         raise _not_gitopsd(daemon)
     return answer
+
+
+def _token(answer: Document) -> bool:
+    return isinstance(answer.get("token"), str)
+
+
+def _objects(answer: Document) -> bool:
+    listed = answer.get("objects")
+    return isinstance(answer.get("revision"), str) and isinstance(listed, list)
 
 
 def _refused(daemon: str, error: urllib.error.HTTPError) -> ClusterError:

@@ -1,11 +1,13 @@
-"""Flags that several commands share (a source, its charts and limits, a cluster), and the
-types of flag values. Help texts quote each default from gitopsd.config."""
+"""Flags that several commands share (a source, its charts and limits, a cluster, the
+output), the types of flag values, and how a command is declared (its help, examples and the
+exit codes). Help texts quote each default from gitopsd.config."""
 
 from __future__ import annotations
 
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 from gitopsd.config import (
     LIMIT_SETTINGS,
@@ -244,3 +246,32 @@ def target_arguments(group: argparse._ArgumentGroup) -> None:
 def default_cache() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "gitopsd" / "sources"
+
+
+EXIT_CODES = """exit codes:
+  0  success (diff: no drift)           4  the cluster failed, or an apply conflict
+  1  diff found drift                   5  a prune guard refused a delete
+  2  invalid input (file:line named)    6  not healthy (--wait, a sync wave)
+  3  the source failed (git)            130, 143  stopped by SIGINT, SIGTERM"""
+
+
+def command(commands: Any, name: str, summary: str, examples: str) -> argparse.ArgumentParser:
+    return commands.add_parser(  # type: ignore[no-any-return]
+        name,
+        help=summary,
+        description=summary,
+        epilog=f"examples:\n{examples}\n\n{EXIT_CODES}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def output_argument(
+    parser: argparse.ArgumentParser,
+    help: str = "text for people; json or yaml: one document of the versioned contract "
+    "(docs/cli.md#json-and-yaml-output)",
+) -> argparse._ArgumentGroup:
+    group = parser.add_argument_group("output")
+    group.add_argument(
+        "-o", "--output", choices=("text", "json", "yaml"), default="text", help=help
+    )
+    return group

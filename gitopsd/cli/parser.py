@@ -1,34 +1,29 @@
-"""The commands and their flags. Help texts quote each default from gitopsd.config."""
+"""The commands and their flags (the daemon's and its control commands' in control_parser).
+Help texts quote each default from gitopsd.config."""
 
 from __future__ import annotations
 
 import argparse
 from functools import partial
 from importlib.metadata import version
-from pathlib import Path
 from typing import Any
 
 from gitopsd.cli.check import run_check
 from gitopsd.cli.commands import (
     run_build,
-    run_daemon,
     run_diff,
     run_sync,
     run_validate,
     run_version,
 )
-from gitopsd.cli.control import (
-    DAEMON,
-    run_get,
-    run_reconcile,
-    run_resume,
-    run_suspend,
-    run_tree,
-)
+from gitopsd.cli.control_parser import add_control_commands
 from gitopsd.cli.flags import (
+    EXIT_CODES,
     cluster_arguments,
+    command,
     duration,
     kube_arguments,
+    output_argument,
     percent,
     shown_duration,
     source_arguments,
@@ -37,12 +32,6 @@ from gitopsd.cli.flags import (
 )
 from gitopsd.cli.shells import SCRIPTS, run_completion
 from gitopsd.config import PrunePolicy, SyncSettings
-
-EXIT_CODES = """exit codes:
-  0  success (diff: no drift)           4  the cluster failed, or an apply conflict
-  1  diff found drift                   5  a prune guard refused a delete
-  2  invalid input (file:line named)    6  not healthy (--wait, a sync wave)
-  3  the source failed (git)            130, 143  stopped by SIGINT, SIGTERM"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,41 +54,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_build(commands)
     _add_diff(commands)
     _add_sync(commands)
-    _add_run(commands)
-    _add_get(commands)
-    _add_reconcile(commands)
-    _add_suspension(commands, "suspend", run_suspend, "stop reconciling a GitSync")
-    _add_suspension(commands, "resume", run_resume, "reconcile a suspended GitSync again")
-    _add_tree(commands)
+    add_control_commands(commands)
     _add_version(commands)
     _add_completion(commands, parser)
     _add_check(commands)
     return parser
 
 
-def _add_tree(commands: Any) -> None:
-    tree = _command(
-        commands,
-        "tree",
-        "list the objects a source holds, with their health and drift, from its daemon",
-        "  gitopsd tree platform                  # a source of the daemon\n"
-        "  gitopsd tree web --gitsync -n team-a   # a GitSync the daemon serves\n"
-        "  gitopsd tree platform -o json | jq '.objects[] | select(.drift != \"\")'",
-    )
-    _named_source(tree)
-    _control_arguments(tree)
-    _output_argument(tree)
-    tree.set_defaults(command=run_tree, document="ObjectTree")
-
-
-def _named_source(parser: argparse.ArgumentParser) -> None:
-    """A daemon's source by its name, or a GitSync with --gitsync (in --namespace)."""
-    parser.add_argument("name", metavar="NAME", help="the source, or with --gitsync the GitSync")
-    parser.add_argument("--gitsync", action="store_true", help="NAME is a GitSync")
-
-
 def _add_check(commands: Any) -> None:
-    check = _command(
+    check = command(
         commands,
         "check",
         "whether gitopsd can work here: the cluster, its version, your rights, the GitSync "
@@ -129,12 +92,12 @@ def _add_check(commands: Any) -> None:
         help="a sync's rights on this resource too, as kubectl names it (deployments.apps), "
         "repeatable; always on ConfigMaps (the ApplySet parent)",
     )
-    _output_argument(check)
+    output_argument(check)
     check.set_defaults(command=run_check, document="CheckResult")
 
 
 def _add_completion(commands: Any, parser: argparse.ArgumentParser) -> None:
-    completion = _command(
+    completion = command(
         commands,
         "completion",
         "a script that has your shell complete gitopsd's commands, flags and their values",
@@ -149,7 +112,7 @@ def _add_completion(commands: Any, parser: argparse.ArgumentParser) -> None:
 
 
 def _add_version(commands: Any) -> None:
-    shown = _command(
+    shown = command(
         commands,
         "version",
         "gitopsd's version, and the Kubernetes and Python versions it runs with",
@@ -158,41 +121,8 @@ def _add_version(commands: Any) -> None:
     shown.set_defaults(command=run_version)
 
 
-def _command(commands: Any, name: str, summary: str, examples: str) -> argparse.ArgumentParser:
-    return commands.add_parser(  # type: ignore[no-any-return]
-        name,
-        help=summary,
-        description=summary,
-        epilog=f"examples:\n{examples}\n\n{EXIT_CODES}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-
-
-def _add_run(commands: Any) -> None:
-    run = _command(
-        commands,
-        "run",
-        "the daemon: keep the configured sources (and GitSyncs) in sync",
-        "  gitopsd run --config config/gitopsd.yaml --log-format text",
-    )
-    run.add_argument("--config", type=Path, required=True, help="YAML file (see config/)")
-    logs = run.add_argument_group("logs")
-    logs.add_argument(
-        "--log-level",
-        choices=("debug", "info", "warning", "error"),
-        default="info",
-        help="the least severe lines written (default info)",
-    )
-    logs.add_argument(
-        "--log-format",
-        choices=("json", "text"),
-        help="JSON lines, or text (coloured on a terminal); default: text on a terminal, else json",
-    )
-    run.set_defaults(command=run_daemon)
-
-
 def _add_validate(commands: Any) -> None:
-    validate = _command(
+    validate = command(
         commands,
         "validate",
         "check manifests against their kinds' schemas (built in: no cluster needed)",
@@ -209,12 +139,12 @@ def _add_validate(commands: Any) -> None:
         "those of the Kubernetes version built in",
     )
     kube_arguments(checks)
-    _output_argument(validate)
+    output_argument(validate)
     validate.set_defaults(command=run_validate, document="ValidateResult")
 
 
 def _add_build(commands: Any) -> None:
-    build = _command(
+    build = command(
         commands,
         "build",
         "print the objects as a sync would send them: rendered, namespaced, labelled "
@@ -240,7 +170,7 @@ def _add_build(commands: Any) -> None:
         "a kind of neither needs it)",
     )
     kube_arguments(kinds)
-    output = _output_argument(
+    output = output_argument(
         build,
         "text: the objects as a YAML stream; json or yaml: one document of the versioned "
         "contract (docs/cli.md#json-and-yaml-output)",
@@ -254,7 +184,7 @@ def _add_build(commands: Any) -> None:
 
 
 def _add_diff(commands: Any) -> None:
-    diff_command = _command(
+    diff_command = command(
         commands,
         "diff",
         "show drift between git and the cluster",
@@ -267,12 +197,12 @@ def _add_diff(commands: Any) -> None:
         action="store_true",
         help="also show the fields the drift policy ignores, and the rule that did",
     )
-    _output_argument(diff_command)
+    output_argument(diff_command)
     diff_command.set_defaults(command=run_diff, document="DiffResult")
 
 
 def _add_sync(commands: Any) -> None:
-    sync = _command(
+    sync = command(
         commands,
         "sync",
         "apply git's state; prune what left git with --prune",
@@ -282,7 +212,7 @@ def _add_sync(commands: Any) -> None:
     source_arguments(sync)
     cluster_arguments(sync)
     _sync_arguments(sync.add_argument_group("sync"))
-    output = _output_argument(sync)
+    output = output_argument(sync)
     output.add_argument(
         "-q",
         "--quiet",
@@ -344,78 +274,3 @@ def _sync_arguments(group: argparse._ArgumentGroup) -> None:
         help="bound on --wait and on each sync wave's wait for health, such as 90s, 5m or 1h "
         f"(default {shown_duration(SyncSettings.health_timeout_seconds)})",
     )
-
-
-def _add_get(commands: Any) -> None:
-    get = _command(
-        commands,
-        "get",
-        "list a running daemon's sources, or the cluster's GitSyncs",
-        "  gitopsd get                      # the daemon's control API on 127.0.0.1:9091\n"
-        "  kubectl -n gitopsd-system port-forward deploy/gitopsd 9091 &  gitopsd get\n"
-        "  gitopsd get --gitsyncs -A -o json",
-    )
-    get.add_argument("--gitsyncs", action="store_true", help="the GitSyncs of the cluster")
-    get.add_argument(
-        "-A", "--all-namespaces", action="store_true", help="with --gitsyncs: every namespace"
-    )
-    _control_arguments(get)
-    _output_argument(get)
-    get.set_defaults(command=run_get, document="SourceList")
-
-
-def _add_reconcile(commands: Any) -> None:
-    reconcile = _command(
-        commands,
-        "reconcile",
-        "reconcile a source now (fetch, diff, apply) and wait until it is done",
-        "  gitopsd reconcile platform                  # a source of the daemon\n"
-        "  gitopsd reconcile web --gitsync -n team-a   # sets gitopsd.io/reconcile-requested-at",
-    )
-    _named_source(reconcile)
-    reconcile.add_argument(
-        "--timeout",
-        type=duration,
-        default=300.0,
-        metavar="DURATION",
-        help="bound on the wait (default 5m)",
-    )
-    _control_arguments(reconcile)
-    _output_argument(reconcile)
-    reconcile.set_defaults(command=run_reconcile, document="ReconcileResult")
-
-
-def _add_suspension(commands: Any, name: str, command: Any, summary: str) -> None:
-    suspension = _command(commands, name, summary, f"  gitopsd {name} web -n team-a")
-    suspension.add_argument("name", metavar="NAME", help="the GitSync")
-    _control_arguments(suspension)
-    _output_argument(suspension)
-    suspension.set_defaults(command=command, document="SuspendResult")
-
-
-def _control_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("daemon and cluster")
-    group.add_argument(
-        "--daemon",
-        default=DAEMON,
-        metavar="URL",
-        help=f"the daemon's controlListen address, on loopback (default {DAEMON})",
-    )
-    group.add_argument(
-        "--namespace",
-        "-n",
-        help="the GitSync's namespace (default: the kubeconfig context's, else 'default')",
-    )
-    kube_arguments(group)
-
-
-def _output_argument(
-    parser: argparse.ArgumentParser,
-    help: str = "text for people; json or yaml: one document of the versioned contract "
-    "(docs/cli.md#json-and-yaml-output)",
-) -> argparse._ArgumentGroup:
-    group = parser.add_argument_group("output")
-    group.add_argument(
-        "-o", "--output", choices=("text", "json", "yaml"), default="text", help=help
-    )
-    return group
