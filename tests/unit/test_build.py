@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -27,6 +27,7 @@ from gitopsd.reconcile.resolving import BuiltIn, Served, resolve
 from gitopsd.source import Revision
 from gitopsd.synchooks import HOOK_OF_LABEL
 from tests.harness import contract
+from tests.harness.discovery_table import Table
 
 SETTINGS = SyncSettings("app", default_namespace="team", inventory_namespace="team")
 APPLYSET_ID = applyset_of(SETTINGS).id
@@ -53,20 +54,6 @@ REVISION = {
     "crd.yaml": crd("Widget", "Namespaced"),
     "widget.yaml": manifest("example.com/v1", "Widget", "w"),
 }
-
-
-@dataclass
-class Table:
-    """A cluster's discovery as a table: it serves these (by apiVersion and kind)."""
-
-    resources: dict[tuple[str, str], Resource] = field(default_factory=dict)
-    failed_groups: frozenset[str] = frozenset()
-
-    def find(self, api_version: str, kind: str) -> Resource | None:
-        return self.resources.get((api_version, kind))
-
-    def served_versions(self, api_version: str, kind: str) -> list[str]:
-        return []
 
 
 def served(*resources: Resource) -> Served:

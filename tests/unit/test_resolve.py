@@ -3,7 +3,6 @@ file's manifest is the one resolved before, as long as its kind resolves as befo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
@@ -16,24 +15,11 @@ from gitopsd.errors import ManifestError
 from gitopsd.manifests import ParseCache, load
 from gitopsd.objects import ObjectKey, Resource
 from gitopsd.reconcile.resolving import Served, resolve
+from tests.harness.discovery_table import Table
 
 CONFIG_MAPS = Resource("", "v1", "ConfigMap", "configmaps", namespaced=True)
 WIDGETS = Resource("example.com", "example.com/v1", "Widget", "widgets", namespaced=True)
 SETTINGS = SyncSettings("app", default_namespace="team")
-
-
-@dataclass
-class Table:
-    """Discovery as a table: what the cluster serves, by apiVersion and kind."""
-
-    resources: dict[tuple[str, str], Resource] = field(default_factory=dict)
-    failed_groups: frozenset[str] = frozenset()
-
-    def find(self, api_version: str, kind: str) -> Resource | None:
-        return self.resources.get((api_version, kind))
-
-    def served_versions(self, api_version: str, kind: str) -> list[str]:
-        return []
 
 
 def config_map(name: str, value: str = "v") -> str:
