@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -17,6 +19,7 @@ from urllib.parse import quote
 from gitopsd import gitsync
 from gitopsd.cli import documents
 from gitopsd.cli.commands import connect
+from gitopsd.cli.progress import EVERY_SECONDS
 from gitopsd.cli.render import emit
 from gitopsd.cluster import Cluster, Unserved
 from gitopsd.errors import ClusterError, ClusterReason, ConfigError, ExitCode
@@ -251,13 +254,34 @@ def _namespace(arguments: argparse.Namespace, cluster: Cluster) -> str:
     return namespace
 
 
-def _wait(done: Callable[[], Document | None], what: str, timeout: float) -> Document:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+@dataclass(frozen=True)
+class Clock:
+    """Time as a wait reads it and spends it."""
+
+    now: Callable[[], float] = time.monotonic
+    pause: Callable[[float], None] = time.sleep
+
+
+def _wait(
+    done: Callable[[], Document | None],
+    what: str,
+    timeout: float,
+    say: Callable[[str], None] | None = None,
+    clock: Clock = Clock(),
+) -> Document:
+    """`done()`'s answer once it has one, asked twice a second; meanwhile, every 10 s, a
+    line on stderr (`say`) that it still waits, as a sync's waits say (EVERY_SECONDS)."""
+    say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+    started = clock.now()
+    said = started
+    while clock.now() < started + timeout:
         found = done()
         if found is not None:
             return found
-        time.sleep(0.5)
+        if clock.now() - said >= EVERY_SECONDS:
+            said = clock.now()
+            say(f"waiting for {what}: {said - started:.0f} s of at most {timeout:g} s")
+        clock.pause(0.5)
     raise ClusterError(f"timed out after {timeout:g} s waiting for {what}", ClusterReason.TIMEOUT)
 
 

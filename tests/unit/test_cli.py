@@ -24,7 +24,7 @@ from gitopsd.cluster import Cluster
 from gitopsd.cluster.api import Api
 from gitopsd.cluster.discovery import Discovery
 from gitopsd.config import ChartSettings, Limits
-from gitopsd.errors import ConfigError, ExitCode, GitopsdError
+from gitopsd.errors import ClusterError, ConfigError, ExitCode, GitopsdError
 from gitopsd.health import Health, Status
 from gitopsd.objects import ObjectKey
 from tests.harness.scripted_api import Answer, Transport
@@ -515,3 +515,32 @@ def test_a_gitsync_not_found_says_whether_the_cluster_serves_gitsyncs_at_all(
 
     assert str(failed.value) == says
     assert failed.value.exit_code == code
+
+
+def test_a_reconcile_that_waits_says_so_every_ten_seconds_until_it_is_done() -> None:
+    now = [0.0]
+    clock = control.Clock(now=lambda: now[0], pause=lambda seconds: now.append(now.pop() + seconds))
+    answers = iter([*[None] * 50, {"name": "app"}])  # done after 25 s
+    said: list[str] = []
+
+    found = control._wait(lambda: next(answers), "source app to reconcile", 300, said.append, clock)
+
+    assert found == {"name": "app"}
+    assert said == [
+        "waiting for source app to reconcile: 10 s of at most 300 s",
+        "waiting for source app to reconcile: 20 s of at most 300 s",
+    ]
+
+
+def test_a_reconcile_that_is_never_done_times_out_saying_how_long_it_waited() -> None:
+    now = [0.0]
+    clock = control.Clock(now=lambda: now[0], pause=lambda seconds: now.append(now.pop() + seconds))
+    said: list[str] = []
+
+    with pytest.raises(ClusterError, match="timed out after 30 s waiting for source app"):
+        control._wait(lambda: None, "source app to reconcile", 30, said.append, clock)
+
+    assert [line.split(": ")[1] for line in said] == [
+        "10 s of at most 30 s",
+        "20 s of at most 30 s",
+    ]
