@@ -22,6 +22,9 @@ KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization
 CHART_FILE = "Chart.yaml"
 DEFAULT_INCLUDE = ("*.yaml", "*.yml", "*.json")
 
+MAX_NAMES_LISTED = 20
+"""Names a missing path's error lists from the directory it was sought in."""
+
 
 @dataclass(frozen=True)
 class Source:
@@ -91,12 +94,29 @@ def _checked_path(tree: Tree, configured: str) -> str:
         rel = "/".join(pure.parts[:count])
         mode = tree.mode(rel)
         if mode is None:
+            there = _what_is_there(tree, pure.parts[: count - 1])
             raise ManifestError(
-                f"path {pure.as_posix()} not found in the revision", ManifestReason.INVALID
+                f"path {pure.as_posix()} not found in the revision{there}", ManifestReason.INVALID
             )
         if stat.S_ISLNK(mode):
             raise symlink_error(rel)
     return pure.as_posix()
+
+
+def _what_is_there(tree: Tree, parts: tuple[str, ...]) -> str:
+    """What the deepest directory of a missing path that exists holds (its first names), to
+    spot a typo; nothing under a file. Names alone: telling a directory from a file would
+    list each one, and a git subtree may hold more than a revision may."""
+    directory = "/".join(parts) or "."
+    if parts and not stat.S_ISDIR(tree.mode(directory) or 0):
+        return ""
+    names = tree.names(directory)
+    where = f"{directory}/" if parts else "the root"
+    if not names:
+        return f"; {where} is empty"
+    more = len(names) - MAX_NAMES_LISTED
+    listed = ", ".join(names[:MAX_NAMES_LISTED]) + (f" and {more} more" if more > 0 else "")
+    return f"; {where} holds {listed}"
 
 
 def _walk(tree: Tree, top: str, globs: Globs) -> Iterator[Source]:

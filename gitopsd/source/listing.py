@@ -57,6 +57,20 @@ def list_paths(
     return found
 
 
+def list_names(runner: Runner, sha: str, directory: str, most: int) -> list[str]:
+    """The names in `directory` of commit `sha` (not below it), at most `most` of them: for
+    a directory the source's paths did not list, which may hold more than a revision may."""
+    pathspecs = [] if directory == WHOLE else ["--", f"{directory}/"]
+    command = ("--literal-pathspecs", "ls-tree", "-z", "--name-only", "--full-tree", sha)
+    names: list[str] = []
+    with runner.records(*command, *pathspecs) as records:
+        for record in records:
+            names.append(os.fsdecode(record).rpartition("/")[2])
+            if len(names) >= most:
+                break
+    return sorted(names)
+
+
 def covers(listed: Iterable[str], rel: str) -> bool:
     """Whether a listing of `listed` holds every entry at or under `rel`."""
     return any(scope in (WHOLE, rel) or rel.startswith(scope + "/") for scope in listed)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from gitopsd.config import SourceSpec, how_to_raise
 from gitopsd.errors import ManifestError, ManifestReason
-from gitopsd.source.listing import WHOLE, Entry, children, covers, list_paths
+from gitopsd.source.listing import WHOLE, Entry, children, covers, list_names, list_paths
 from gitopsd.source.reads import RECENT_READS
 from gitopsd.source.repository import ensure_commit, locked, read_blobs, recovering
 from gitopsd.source.revision import Revision
@@ -85,6 +85,8 @@ class GitTree:
         return entry.mode if entry else None
 
     def names(self, rel: str) -> list[str]:
+        if not covers(self._listed, rel):  # named in an error, say, not read: not listed whole
+            return self._names_only(rel)
         self._entry(rel)
         if self._children is None:
             self._children = children(self._entries)
@@ -123,6 +125,12 @@ class GitTree:
         self._prefetched = {}
         if self._snapshot is not None:
             remove_snapshot(self._snapshot)
+
+    def _names_only(self, rel: str) -> list[str]:
+        """The names in a directory no listing covers, within the revision's entry limit."""
+        sha, most = self._revision.sha, self._limits.max_entries
+        with locked(self._runner):
+            return recovering(self._runner, lambda r: _named(r, sha, rel, most))
 
     def _entry(self, rel: str) -> Entry | None:
         if rel == WHOLE:
@@ -230,3 +238,8 @@ def _self_and_ancestors(path: str) -> Iterator[str]:
     while "/" in path:
         path = path.rpartition("/")[0]
         yield path
+
+
+def _named(runner: Runner, sha: str, directory: str, most: int) -> list[str]:
+    ensure_commit(runner, sha)
+    return list_names(runner, sha, directory, most)

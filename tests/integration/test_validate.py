@@ -16,6 +16,7 @@ from kubernetes import client
 from tests.harness.cli import Gitopsd
 from tests.harness.commands import INVALID
 from tests.harness.controlplane import ControlPlane
+from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import unique_name, wait_established
 from tests.harness.waiting import wait_for
 
@@ -27,6 +28,8 @@ metadata: {name: db}
 stringData:
   password: [hunter2-s3cret]
 """
+
+CM = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n"
 
 
 def crd(group: str) -> str:
@@ -145,3 +148,19 @@ def install(plane: ControlPlane, api: Any, definition_yaml: str) -> None:
     wait_established(api, name)
     listed = f"apis/{group}/v1"
     wait_for(lambda: listed in plane.request("GET", "/openapi/v3")["paths"], f"{listed} published")
+
+
+def test_a_path_the_revision_lacks_is_named_with_what_is_there(
+    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo
+) -> None:
+    """A typo in --path: the error lists the names of the deepest directory that exists,
+    read from git's object store (the revision is never listed whole for it)."""
+    git_repo.commit({"apps/web/cm.yaml": CM, "apps/api/cm.yaml": CM, "base/cm.yaml": CM})
+    url = git_server.file_url(git_repo)
+
+    at_the_root = gitopsd("validate", url, "--allow-insecure-source", "--path", "app")
+    below = gitopsd("validate", url, "--allow-insecure-source", "--path", "apps/wbe")
+
+    assert (at_the_root.code, below.code) == (INVALID, INVALID)
+    assert "path app not found in the revision; the root holds apps, base\n" in at_the_root.err
+    assert "path apps/wbe not found in the revision; apps/ holds api, web\n" in below.err

@@ -707,8 +707,24 @@ def test_an_excluded_symlink_is_never_met(repo: Path) -> None:
         pytest.param("sub/../../outside", "path_escape", "sub/../../outside: ", id="deep-dotdot"),
         pytest.param("sub/../sub", "path_escape", "sub/../sub: ", id="dotdot-coming-back"),
         pytest.param("sub\0x", "path_escape", "sub\\0x: ", id="nul"),
-        pytest.param("missing", "invalid", "path missing not found in the revision", id="missing"),
-        pytest.param("real.yaml/x", "invalid", "path real.yaml/x not found", id="under-a-file"),
+        pytest.param(
+            "missing",
+            "invalid",
+            "path missing not found in the revision; the root holds real.yaml, sub",
+            id="missing",
+        ),
+        pytest.param(
+            "sub/typo",
+            "invalid",
+            "path sub/typo not found in the revision; sub/ holds real.yaml",
+            id="missing-below",
+        ),
+        pytest.param(
+            "real.yaml/x",
+            "invalid",
+            "path real.yaml/x not found in the revision",
+            id="under-a-file",
+        ),
     ],
 )
 def test_configured_paths_are_checked(repo: Path, path: str, reason: str, message: str) -> None:
@@ -716,6 +732,7 @@ def test_configured_paths_are_checked(repo: Path, path: str, reason: str, messag
 
     assert error.reason == reason
     assert str(error).startswith(message)
+    assert reason != "invalid" or str(error) == message  # the listing, and nothing more
     assert CANARY not in str(error)
 
 
@@ -1429,3 +1446,12 @@ def test_a_file_that_vanishes_while_the_tree_is_read_is_an_error_never_a_skip(
         load(tmp_path, ["."], render_kustomization=render_and_remove_a_later_file)
     assert str(caught.value) == "z.yaml: vanished while the revision was read"
     assert caught.value.reason == "corrupt"
+
+
+def test_a_missing_path_lists_the_first_names_of_a_big_directory(tmp_path: Path) -> None:
+    root = write(tmp_path, {f"app{n:02}/cm.yaml": cm(f"a{n}") for n in range(25)})
+
+    error = load_error(root, ("ap",))
+
+    listed = ", ".join(f"app{n:02}" for n in range(20))
+    assert str(error) == f"path ap not found in the revision; the root holds {listed} and 5 more"
