@@ -153,11 +153,8 @@ def _resolves_as(prior: Target, manifest: Manifest, kinds: Kinds) -> bool:
 
 @dataclass(frozen=True)
 class Definition:
-    """A kind that a CRD in the revision defines."""
+    """A kind that a CRD in the revision defines: its scope and the versions it serves."""
 
-    group: str
-    kind: str
-    plural: str
     namespaced: bool
     versions: frozenset[str]
 
@@ -173,13 +170,7 @@ def _definitions_in(found: list[Manifest]) -> dict[GroupKind, Definition]:
             v.get("name") for v in spec.get("versions") or [] if v.get("served", True)
         )
         group_kind = GroupKind(str(spec.get("group", "")), str(names.get("kind", "")))
-        definitions[group_kind] = Definition(
-            group_kind.group,
-            group_kind.kind,
-            str(names.get("plural", "")),
-            spec.get("scope") == "Namespaced",
-            versions,
-        )
+        definitions[group_kind] = Definition(spec.get("scope") == "Namespaced", versions)
     return definitions
 
 
