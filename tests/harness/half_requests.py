@@ -16,7 +16,8 @@ class HalfRequests:
         self.connections = [self._open() for _ in range(count)]
         self.reopened = 0
         self.stop = threading.Event()
-        threading.Thread(target=self._hold, daemon=True).start()
+        self.holding = threading.Thread(target=self._hold, daemon=True)
+        self.holding.start()
 
     def _open(self) -> socket.socket:
         connection = socket.create_connection(
@@ -41,6 +42,9 @@ class HalfRequests:
                     self.reopened += 1
 
     def close(self) -> None:
+        """Closes the connections once the thread that holds them has let go: closed under
+        it, a socket it was about to poll failed it (EBADF) in a run of the suite."""
         self.stop.set()
+        self.holding.join(timeout=10)
         for connection in self.connections:
             connection.close()
