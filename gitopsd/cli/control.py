@@ -20,7 +20,7 @@ from gitopsd import gitsync
 from gitopsd.cli import documents
 from gitopsd.cli.commands import connect
 from gitopsd.cli.progress import EVERY_SECONDS
-from gitopsd.cli.render import emit
+from gitopsd.cli.render import emit, object_table, source_table
 from gitopsd.cluster import Cluster, Unserved
 from gitopsd.errors import ClusterError, ClusterReason, ConfigError, ExitCode
 from gitopsd.gitsync.status import Document, summary
@@ -29,17 +29,6 @@ SOURCES = "/api/v1/sources"
 DAEMON = "http://127.0.0.1:9091"
 CRD_MISSING = "the GitSync CRD is not installed: kubectl apply -f config/crd/gitsyncs.yaml"
 ANNOTATE_ATTEMPTS = 3
-COLUMNS = (
-    "NAME",
-    "READY",
-    "REASON",
-    "REVISION",
-    "SYNCED",
-    "DRIFT",
-    "HEALTH",
-    "SUSPENDED",
-    "MESSAGE",
-)
 
 
 def run_get(arguments: argparse.Namespace) -> int:
@@ -50,7 +39,7 @@ def run_get(arguments: argparse.Namespace) -> int:
     else:
         lines = _ask(arguments.daemon, "GET", SOURCES)
     if arguments.output == "text":
-        emit(_table(lines))
+        emit(source_table(lines))
     else:
         items = [documents.source_item(_reference(line), line) for line in lines]
         emit(documents.serialized(documents.source_list(items), arguments.output))
@@ -86,33 +75,11 @@ def run_tree(arguments: argparse.Namespace) -> int:
         raise _unknown(f"source {name}", f"at {arguments.daemon}", names) from None
     source = _reference({"name": name})
     if arguments.output == "text":
-        emit(_tree_table(name, found))
+        emit(object_table(name, found))
     else:
         tree = documents.object_tree(source, found["revision"], found["objects"])
         emit(documents.serialized(tree, arguments.output))
     return ExitCode.OK
-
-
-def _tree_table(name: str, found: Document) -> str:
-    revision = str(found["revision"])[:12] or "none applied yet"
-    rows = [("KIND", "NAMESPACE", "NAME", "HEALTH", "DRIFT")] + [
-        (
-            "/".join(part for part in (line["object"]["group"], line["object"]["kind"]) if part),
-            line["object"]["namespace"] or "-",
-            line["object"]["name"],
-            line["health"]["status"] or "-",
-            _drift_cell(line),
-        )
-        for line in found["objects"]
-    ]
-    return f"{name} at revision {revision}\n" + _columns(rows)
-
-
-def _drift_cell(line: Document) -> str:
-    if not line["drift"]:
-        return "-"
-    fields = ", ".join(line["fields"])
-    return f"{line['drift']}: {fields}" if fields else str(line["drift"])
 
 
 def _reference(line: Document) -> Document:
@@ -359,46 +326,3 @@ def _not_gitopsd(daemon: str, detail: str = "") -> ClusterError:
 
 
 COLUMN_KEYS = ("name", "ready", "revision", "drift", "health", "suspended", "message")
-
-
-def _table(lines: list[Document], now: float | None = None) -> str:
-    """The sources as `kubectl get` shows objects: the revision by its first 12 characters
-    (JSON has it whole), the last sync as its age, the last outcome as Ready's reason."""
-    now = time.time() if now is None else now
-    rows = [COLUMNS] + [
-        (
-            line["name"],
-            line["ready"],
-            line["reason"] or "-",
-            line["revision"][:12] or "-",
-            _age(line.get("lastSyncTime") or "", now),
-            str(line["drift"]),
-            line["health"],
-            str(line["suspended"]).lower(),
-            line["message"] if line["ready"] != "True" else "",
-        )
-        for line in lines
-    ]
-    return _columns(rows)
-
-
-def _columns(rows: list[tuple[str, ...]]) -> str:
-    """Rows as `kubectl get` aligns them: each column as wide as its widest cell."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        + "\n"
-        for row in rows
-    )
-
-
-def _age(stamp: str, now: float) -> str:
-    """How long ago an RFC 3339 time was, as kubectl's AGE says it; "-" for never."""
-    if not stamp:
-        return "-"
-    then = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-    seconds = max(int(now - then), 0)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= 2 * size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"

@@ -1,6 +1,6 @@
-"""Drift, health and sync reports as text for people, and a build's objects as a YAML
-stream (gitopsd.cli.documents writes them for programs; gitopsd.cli.progress tells what a
-sync is doing while it runs)."""
+"""Drift, health and sync reports as text for people, the sources and a source's objects
+as tables, and a build's objects as a YAML stream (gitopsd.cli.documents writes them for
+programs; gitopsd.cli.progress tells what a sync is doing while it runs)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,17 @@ import json
 import math
 import os
 import sys
+import time
 from collections import Counter
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 import yaml
 
 from gitopsd import diff
 from gitopsd.changes import Action
+from gitopsd.gitsync.status import Document
 from gitopsd.health import Health, unhealthy
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.reconcile import SyncReport
@@ -152,3 +155,81 @@ def _paint(line: str, color: bool) -> str:
         return line
     start = COLORS.get(line[:1])
     return f"{start}{line}{RESET}" if start else line
+
+
+COLUMNS = (
+    "NAME",
+    "READY",
+    "REASON",
+    "REVISION",
+    "SYNCED",
+    "DRIFT",
+    "HEALTH",
+    "SUSPENDED",
+    "MESSAGE",
+)
+
+
+def object_table(name: str, found: Document) -> str:
+    revision = str(found["revision"])[:12] or "none applied yet"
+    rows = [("KIND", "NAMESPACE", "NAME", "HEALTH", "DRIFT")] + [
+        (
+            "/".join(part for part in (line["object"]["group"], line["object"]["kind"]) if part),
+            line["object"]["namespace"] or "-",
+            line["object"]["name"],
+            line["health"]["status"] or "-",
+            _drift_cell(line),
+        )
+        for line in found["objects"]
+    ]
+    return f"{name} at revision {revision}\n" + _columns(rows)
+
+
+def _drift_cell(line: Document) -> str:
+    if not line["drift"]:
+        return "-"
+    fields = ", ".join(line["fields"])
+    return f"{line['drift']}: {fields}" if fields else str(line["drift"])
+
+
+def source_table(lines: list[Document], now: float | None = None) -> str:
+    """The sources as `kubectl get` shows objects: the revision by its first 12 characters
+    (JSON has it whole), the last sync as its age, the last outcome as Ready's reason."""
+    now = time.time() if now is None else now
+    rows = [COLUMNS] + [
+        (
+            line["name"],
+            line["ready"],
+            line["reason"] or "-",
+            line["revision"][:12] or "-",
+            _age(line.get("lastSyncTime") or "", now),
+            str(line["drift"]),
+            line["health"],
+            str(line["suspended"]).lower(),
+            line["message"] if line["ready"] != "True" else "",
+        )
+        for line in lines
+    ]
+    return _columns(rows)
+
+
+def _columns(rows: list[tuple[str, ...]]) -> str:
+    """Rows as `kubectl get` aligns them: each column as wide as its widest cell."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        + "\n"
+        for row in rows
+    )
+
+
+def _age(stamp: str, now: float) -> str:
+    """How long ago an RFC 3339 time was, as kubectl's AGE says it; "-" for never."""
+    if not stamp:
+        return "-"
+    then = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    seconds = max(int(now - then), 0)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

@@ -440,8 +440,8 @@ def test_a_failed_reconcile_exits_with_a_documented_code_only(
 def test_the_last_sync_is_shown_as_its_age_as_kubectl_shows_one(seconds: int, age: str) -> None:
     synced = 1_764_892_800  # 2025-12-05T00:00:00Z
 
-    assert control._age("2025-12-05T00:00:00Z", synced + seconds) == age
-    assert control._age("", synced) == "-"
+    assert render._age("2025-12-05T00:00:00Z", synced + seconds) == age
+    assert render._age("", synced) == "-"
 
 
 def test_version_says_what_version_it_is_and_what_it_was_tested_against(

@@ -4,7 +4,7 @@ drift, and how the command shows them (a table, or the ObjectTree document)."""
 from __future__ import annotations
 
 from gitopsd.changes import Target
-from gitopsd.cli import control, documents
+from gitopsd.cli import documents, render
 from gitopsd.daemon.control import owned_objects
 from gitopsd.diff import Drift, FieldChange, State
 from gitopsd.health import Health, Status
@@ -71,7 +71,7 @@ def test_the_document_is_of_the_contract() -> None:
 
 
 def test_the_table_names_each_object_with_its_health_and_the_fields_that_drifted() -> None:
-    shown = control._tree_table("app", {"revision": SHA, "objects": listed()})
+    shown = render.object_table("app", {"revision": SHA, "objects": listed()})
 
     assert shown.splitlines() == [
         "app at revision 0123456789ab",
