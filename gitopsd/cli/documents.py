@@ -52,13 +52,6 @@ def reference(key: ObjectKey, version: str) -> Document:
     }
 
 
-def timestamp(seconds: float | None) -> str | None:
-    """Unix seconds as RFC 3339 in UTC, to the second as the API server writes times."""
-    if seconds is None:
-        return None
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def diff_result(
     revision: str | None,
     drifts: list[diff.Drift],
