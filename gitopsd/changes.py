@@ -18,9 +18,9 @@ from gitopsd.objects import (
     ObjectKey,
     Origin,
     Resource,
+    body_version,
     pack,
     unpack,
-    version_of,
     wave_of,
 )
 from gitopsd.sync_options import Option, options_of, unhonoured
@@ -70,7 +70,7 @@ class Target:
         self.wave = wave_of(body)
         self.options, self.notices = options_of(body), unhonoured(body)
         self.rules = object_rules(body)  # checked when its manifest was read
-        self.version = version_of(str(body.get("apiVersion", "")))
+        self.version = body_version(body)
 
     def writes(self, present: bool) -> bool:
         """A sync writes it: not skipped, and not create-only once it exists."""

@@ -174,3 +174,8 @@ def group_of(api_version: str) -> str:
 def version_of(api_version: str) -> str:
     """The version of an apiVersion: "v1" for "apps/v1" and for "v1"."""
     return api_version.rpartition("/")[2]
+
+
+def body_version(body: Body | None) -> str:
+    """The version an object's body names (`v1`); "" for no body, or one that names none."""
+    return version_of(str(body.get("apiVersion", ""))) if body else ""

@@ -36,7 +36,7 @@ from gitopsd.config import SyncSettings
 from gitopsd.errors import ClusterError, ClusterReason, ExitCode, GitopsdError, ManifestError
 from gitopsd.health import Health, Status, overall
 from gitopsd.masking import mask
-from gitopsd.objects import Manifest, ObjectKey, version_of
+from gitopsd.objects import Manifest, ObjectKey, body_version, version_of
 from gitopsd.reconcile import (
     Bounds,
     Intent,
@@ -260,7 +260,7 @@ def _versions(result: Result | None) -> documents.Versions:
         if target is not None:
             return target.version
         body = live.find(key)
-        return version_of(str(body.get("apiVersion", ""))) if body else ""
+        return body_version(body)
 
     return version
 

@@ -19,7 +19,7 @@ from gitopsd import diff
 from gitopsd.changes import Action
 from gitopsd.errors import GitopsdError
 from gitopsd.health import Health
-from gitopsd.objects import Body, ObjectKey, version_of
+from gitopsd.objects import Body, ObjectKey, body_version
 from gitopsd.reconcile import SyncReport
 from gitopsd.validation import Problem
 
@@ -79,7 +79,7 @@ def _drift(drift: diff.Drift, origins: Mapping[ObjectKey, str], show_ignored: bo
     body = drift.desired or drift.live or {}
     ignored = {"ignored": [_change(c) for c in drift.ignored]} if show_ignored else {}
     return {
-        "object": reference(drift.key, version_of(str(body.get("apiVersion", "")))),
+        "object": reference(drift.key, body_version(body)),
         "state": str(drift.state),
         "origin": origins.get(drift.key),
         "changes": [_change(c) for c in drift.changes],

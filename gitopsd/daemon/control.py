@@ -16,7 +16,7 @@ from gitopsd.diff import Drift
 from gitopsd.errors import ExitCode
 from gitopsd.gitsync.status import Document, Failure, failed_status, status_of, summary
 from gitopsd.health import Health
-from gitopsd.objects import ObjectKey, version_of
+from gitopsd.objects import ObjectKey, body_version
 
 NOT_LEADING = (
     "this replica does not write for this source (a standby, or another replica's share): "
@@ -97,7 +97,7 @@ def owned_objects(
     versions = {key: target.version for key, target in targets.items()}
     for key, drift in drifted.items():
         body = drift.live or drift.desired or {}
-        versions.setdefault(key, version_of(str(body.get("apiVersion", ""))))
+        versions.setdefault(key, body_version(body))
     return [
         {
             "object": {

@@ -19,7 +19,7 @@ from gitopsd.changes import Action, ChangeSet, Hooks, Live, Outcome, Target
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.config import SyncSettings
 from gitopsd.errors import ApplyError, ClusterReason, GitopsdError
-from gitopsd.objects import Body, ObjectKey, version_of
+from gitopsd.objects import Body, ObjectKey, body_version
 from gitopsd.plan import Plan, PruneDecision, Refusal, Wave
 from gitopsd.prune import prune
 from gitopsd.reconcile.desired import Desired
@@ -332,4 +332,4 @@ def _served(cluster: Cluster, target: Target) -> Resource | None:
 def _version(live: Live, key: ObjectKey) -> str:
     """The version an owned object is served at, as the cluster answered it."""
     body = live.find(key)
-    return version_of(str(body.get("apiVersion", ""))) if body else ""
+    return body_version(body)
