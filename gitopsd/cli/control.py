@@ -66,13 +66,7 @@ def run_tree(arguments: argparse.Namespace) -> int:
     name = arguments.name
     if arguments.gitsync:  # the daemon runs it as NAMESPACE/NAME
         name = f"{_namespace(arguments, connect(arguments))}/{arguments.name}"
-    try:
-        found = _ask(arguments.daemon, "GET", f"{SOURCES}/{quote(name, safe='')}/objects")
-    except ClusterError as error:
-        if error.reason != ClusterReason.NOT_FOUND:
-            raise
-        names = [str(line["name"]) for line in _ask(arguments.daemon, "GET", SOURCES)]
-        raise _unknown(f"source {name}", f"at {arguments.daemon}", names) from None
+    found = _ask_source(arguments.daemon, "GET", name, "objects")
     source = _reference({"name": name})
     if arguments.output == "text":
         emit(object_table(name, found))
@@ -121,14 +115,7 @@ def _set_suspend(arguments: argparse.Namespace, suspend: bool) -> int:
 
 def _reconcile_source(arguments: argparse.Namespace) -> Document:
     name = arguments.name
-    path = f"{SOURCES}/{quote(name, safe='')}/reconcile"
-    try:
-        token = _ask(arguments.daemon, "POST", path)["token"]
-    except ClusterError as error:
-        if error.reason != ClusterReason.NOT_FOUND:
-            raise
-        names = [str(line["name"]) for line in _ask(arguments.daemon, "GET", SOURCES)]
-        raise _unknown(f"source {name}", f"at {arguments.daemon}", names) from None
+    token = _ask_source(arguments.daemon, "POST", name, "reconcile")["token"]
 
     def done() -> Document | None:
         lines = _ask(arguments.daemon, "GET", SOURCES)
@@ -201,6 +188,18 @@ def _gitsync(cluster: Cluster, namespace: str, name: str) -> Document:
 def _crd_missing(cluster: Cluster) -> ClusterError:
     server = cluster.api.server
     return ClusterError(f"{server} serves no GitSyncs: {CRD_MISSING}", ClusterReason.NOT_FOUND)
+
+
+def _ask_source(daemon: str, method: str, name: str, action: str) -> Any:
+    """One request about source `name` to the daemon's control API; a name it does not run
+    is refused with the names it does."""
+    try:
+        return _ask(daemon, method, f"{SOURCES}/{quote(name, safe='')}/{action}")
+    except ClusterError as error:
+        if error.reason != ClusterReason.NOT_FOUND:
+            raise
+        names = [str(line["name"]) for line in _ask(daemon, "GET", SOURCES)]
+        raise _unknown(f"source {name}", f"at {daemon}", names) from None
 
 
 def _unknown(what: str, where: str, names: list[str]) -> ConfigError:
