@@ -17,13 +17,14 @@ from typing import Any
 from urllib.parse import quote
 
 from gitopsd import gitsync
-from gitopsd.cli import documents
+from gitopsd.cli import documents, in_cluster
 from gitopsd.cli.commands import connect
 from gitopsd.cli.progress import EVERY_SECONDS
 from gitopsd.cli.render import emit, object_table, source_table
 from gitopsd.cluster import Cluster, Unserved
 from gitopsd.errors import ClusterError, ClusterReason, ConfigError, ExitCode
 from gitopsd.gitsync.status import Document, summary
+from gitopsd.gitsync.status_map import annotation_patch
 
 SOURCES = "/api/v1/sources"
 DAEMON = "http://127.0.0.1:9091"
@@ -36,6 +37,8 @@ def run_get(arguments: argparse.Namespace) -> int:
         cluster = connect(arguments)
         namespace = "" if arguments.all_namespaces else _namespace(arguments, cluster)
         lines = [_gitsync_line(body) for body in _gitsyncs(cluster, namespace)]
+    elif arguments.in_cluster:
+        lines = in_cluster.lines(connect(arguments), arguments.in_cluster)
     else:
         lines = _ask(arguments.daemon, "GET", SOURCES)
     if arguments.output == "text":
@@ -49,7 +52,12 @@ def run_get(arguments: argparse.Namespace) -> int:
 def run_reconcile(arguments: argparse.Namespace) -> int:
     """Asks for a reconcile now and waits until it is done: 0 when it succeeded, else the
     exit code of its failure (a GitSync's status names none: 4)."""
-    line = _reconcile_gitsync(arguments) if arguments.gitsync else _reconcile_source(arguments)
+    if arguments.gitsync:
+        line = _reconcile_gitsync(arguments)
+    elif arguments.in_cluster:
+        line = _reconcile_in_cluster(arguments)
+    else:
+        line = _reconcile_source(arguments)
     code = _failure_code(line) if line["failed"] else ExitCode.OK
     if arguments.output == "text":
         verdict = "failed" if line["failed"] else "reconciled"
@@ -100,15 +108,26 @@ def run_resume(arguments: argparse.Namespace) -> int:
 
 
 def _set_suspend(arguments: argparse.Namespace, suspend: bool) -> int:
-    cluster = connect(arguments)
-    namespace = _namespace(arguments, cluster)
-    _gitsync(cluster, namespace, arguments.name)
-    operation = {"op": "add", "path": "/spec/suspend", "value": suspend}
-    cluster.patch(gitsync.RESOURCE, namespace, arguments.name, [operation])
-    if arguments.output == "text":
-        emit(f"GitSync {namespace}/{arguments.name} {'suspended' if suspend else 'resumed'}\n")
+    """A GitSync's spec.suspend; a configured source's status ConfigMap, written by its
+    daemon (asked on loopback) or, `--in-cluster`, through the API server."""
+    name = arguments.name
+    if arguments.gitsync:
+        cluster = connect(arguments)
+        namespace = _namespace(arguments, cluster)
+        _gitsync(cluster, namespace, name)
+        operation = {"op": "add", "path": "/spec/suspend", "value": suspend}
+        cluster.patch(gitsync.RESOURCE, namespace, name, [operation])
+        source = documents.source_reference("GitSync", namespace, name)
+    elif arguments.in_cluster:
+        in_cluster.suspend(connect(arguments), arguments.in_cluster, name, suspend)
+        source = _reference({"name": name})
     else:
-        source = documents.source_reference("GitSync", namespace, arguments.name)
+        _ask_source(arguments.daemon, "POST", name, "suspend" if suspend else "resume")
+        source = _reference({"name": name})
+    if arguments.output == "text":
+        what = f"GitSync {source['namespace']}/{name}" if arguments.gitsync else f"source {name}"
+        emit(f"{what} {'suspended' if suspend else 'resumed'}\n")
+    else:
         emit(documents.serialized(documents.suspend_result(source, suspend), arguments.output))
     return ExitCode.OK
 
@@ -121,6 +140,19 @@ def _reconcile_source(arguments: argparse.Namespace) -> Document:
         lines = _ask(arguments.daemon, "GET", SOURCES)
         line = next((found for found in lines if found.get("name") == name), None)
         return line if line and _answered(line.get("lastHandledReconcileAt"), token) else None
+
+    return _wait(done, f"source {name} to reconcile", arguments.timeout)
+
+
+def _reconcile_in_cluster(arguments: argparse.Namespace) -> Document:
+    """A configured source's request, through its status ConfigMap; answered there."""
+    cluster, name, namespace = connect(arguments), arguments.name, arguments.in_cluster
+    token = datetime.now(UTC).isoformat()
+    in_cluster.request(cluster, namespace, name, token)
+
+    def done() -> Document | None:
+        line = in_cluster.line(cluster, namespace, name)
+        return line if line["lastHandledReconcileAt"] == token else None
 
     return _wait(done, f"source {name} to reconcile", arguments.timeout)
 
@@ -150,21 +182,12 @@ def _request(cluster: Cluster, namespace: str, name: str, token: str) -> None:
             hint = f"gitopsd resume {name} first"
             raise ConfigError(f"GitSync {namespace}/{name} is suspended: {hint}")
         try:
-            cluster.patch(gitsync.RESOURCE, namespace, name, _annotate(body, token))
+            key = gitsync.RECONCILE_REQUESTED_ANNOTATION
+            cluster.patch(gitsync.RESOURCE, namespace, name, annotation_patch(body, key, token))
             return
         except ClusterError as error:
             if error.reason != ClusterReason.CONFLICT or attempt == ANNOTATE_ATTEMPTS - 1:
                 raise
-
-
-def _annotate(body: Document, token: str) -> list[dict[str, Any]]:
-    key = gitsync.RECONCILE_REQUESTED_ANNOTATION
-    version = {"op": "test", "path": "/metadata/resourceVersion"}
-    version["value"] = body["metadata"]["resourceVersion"]
-    if body["metadata"].get("annotations"):
-        escaped = key.replace("~", "~0").replace("/", "~1")
-        return [version, {"op": "add", "path": f"/metadata/annotations/{escaped}", "value": token}]
-    return [version, {"op": "add", "path": "/metadata/annotations", "value": {key: token}}]
 
 
 def _gitsyncs(cluster: Cluster, namespace: str) -> list[Document]:
@@ -283,20 +306,25 @@ def _ask(daemon: str, method: str, path: str) -> Any:
 
 
 def _checked(daemon: str, answer: Any) -> Any:
-    """The answer, once it is one the API gives: the sources' lines, a reconcile's token, or
-    a source's objects (with the revision they were measured at)."""
+    """The answer, once it is one the API gives: the sources' lines, a reconcile's token, a
+    source's objects (with the revision they were measured at), or a suspension."""
     lines = answer if isinstance(answer, list) else [answer]
     if not all(isinstance(line, dict) for line in lines):
         raise _not_gitopsd(daemon)
     if isinstance(answer, list) and not all(set(COLUMN_KEYS) <= line.keys() for line in lines):
         raise _not_gitopsd(daemon)
-    if isinstance(answer, dict) and not (_token(answer) or _objects(answer)):
+    if isinstance(answer, dict) and not (_token(answer) or _objects(answer) or _held(answer)):
         raise _not_gitopsd(daemon)
     return answer
 
 
 def _token(answer: Document) -> bool:
     return isinstance(answer.get("token"), str)
+
+
+def _held(answer: Document) -> bool:
+    """A suspension's answer."""
+    return isinstance(answer.get("suspended"), bool)
 
 
 def _objects(answer: Document) -> bool:

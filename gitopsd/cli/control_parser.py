@@ -17,14 +17,15 @@ from gitopsd.cli.control import (
     run_tree,
 )
 from gitopsd.cli.flags import command, duration, kube_arguments, output_argument
+from gitopsd.cli.in_cluster import CONTROL_NAMESPACE
 
 
 def add_control_commands(commands: Any) -> None:
     _add_run(commands)
     _add_get(commands)
     _add_reconcile(commands)
-    _add_suspension(commands, "suspend", run_suspend, "stop reconciling a GitSync")
-    _add_suspension(commands, "resume", run_resume, "reconcile a suspended GitSync again")
+    _add_suspension(commands, "suspend", run_suspend, "stop reconciling a source or GitSync")
+    _add_suspension(commands, "resume", run_resume, "reconcile a suspended source again")
     _add_tree(commands)
 
 
@@ -57,7 +58,7 @@ def _add_get(commands: Any) -> None:
         "get",
         "list a running daemon's sources, or the cluster's GitSyncs",
         "  gitopsd get                      # the daemon's control API on 127.0.0.1:9091\n"
-        "  kubectl -n gitopsd-system port-forward deploy/gitopsd 9091 &  gitopsd get\n"
+        "  gitopsd get --in-cluster         # an in-cluster daemon's, through the API server\n"
         "  gitopsd get --gitsyncs -A -o json",
     )
     get.add_argument("--gitsyncs", action="store_true", help="the GitSyncs of the cluster")
@@ -75,6 +76,7 @@ def _add_reconcile(commands: Any) -> None:
         "reconcile",
         "reconcile a source now (fetch, diff, apply) and wait until it is done",
         "  gitopsd reconcile platform                  # a source of the daemon\n"
+        "  gitopsd reconcile platform --in-cluster     # of the daemon in the cluster\n"
         "  gitopsd reconcile web --gitsync -n team-a   # sets gitopsd.io/reconcile-requested-at",
     )
     _named_source(reconcile)
@@ -91,8 +93,13 @@ def _add_reconcile(commands: Any) -> None:
 
 
 def _add_suspension(commands: Any, name: str, run: Any, summary: str) -> None:
-    suspension = command(commands, name, summary, f"  gitopsd {name} web -n team-a")
-    suspension.add_argument("name", metavar="NAME", help="the GitSync")
+    examples = (
+        f"  gitopsd {name} platform                  # a source of the daemon, kept in its status\n"
+        f"  gitopsd {name} platform --in-cluster     # of the daemon in the cluster\n"
+        f"  gitopsd {name} web --gitsync -n team-a   # a GitSync's spec.suspend"
+    )
+    suspension = command(commands, name, summary, examples)
+    _named_source(suspension)
     _control_arguments(suspension)
     output_argument(suspension)
     suspension.set_defaults(command=run, document="SuspendResult")
@@ -131,5 +138,13 @@ def _control_arguments(parser: argparse.ArgumentParser) -> None:
         "--namespace",
         "-n",
         help="the GitSync's namespace (default: the kubeconfig context's, else 'default')",
+    )
+    group.add_argument(
+        "--in-cluster",
+        nargs="?",
+        const=CONTROL_NAMESPACE,
+        metavar="NAMESPACE",
+        help="reach the daemon's sources through the API server: their status ConfigMaps in "
+        f"its controlNamespace (default {CONTROL_NAMESPACE}), no port-forward",
     )
     kube_arguments(group)

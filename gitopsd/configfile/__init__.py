@@ -19,7 +19,16 @@ import yaml
 
 from gitopsd.config import Limits, Network
 from gitopsd.configfile.disk import ChartCacheSettings, GitCacheSettings, chart_cache, git_cache
-from gitopsd.configfile.fields import boolean, count, mapping, positive, seconds, string, strings
+from gitopsd.configfile.fields import (
+    boolean,
+    count,
+    mapping,
+    namespace,
+    positive,
+    seconds,
+    string,
+    strings,
+)
 from gitopsd.configfile.sandbox import sandbox_bounds
 from gitopsd.configfile.sources import (
     Mode,
@@ -117,6 +126,8 @@ class DaemonConfig:
     insecure_skip_tls_verify: bool = False
     """The API server's certificate is not checked, as asked (so it is not warned of)."""
     leader_election: LeaderElection = field(default_factory=LeaderElection)
+    control_namespace: str = "default"
+    """Where the file's sources keep their status ConfigMaps: a namespace only admins write."""
     sharding: Sharding = field(default_factory=Sharding)
     object_series_budget: int = 500
     """Most gitopsd_object_drift series; further drifted objects are only counted."""
@@ -171,6 +182,7 @@ TOP_KEYS = {
     "allowExecCredentials",
     "insecureSkipTLSVerify",
     "leaderElection",
+    "controlNamespace",
     "sharding",
     "objectSeriesBudget",
     "shutdownGraceSeconds",
@@ -232,6 +244,9 @@ def load(path: Path) -> DaemonConfig:
             top, "insecureSkipTLSVerify", str(path), DaemonConfig.insecure_skip_tls_verify
         ),
         leader_election=leader_election,
+        control_namespace=namespace(
+            top, "controlNamespace", str(path), DaemonConfig.control_namespace
+        ),
         sharding=sharding,
         object_series_budget=count(
             top, "objectSeriesBudget", str(path), DaemonConfig.object_series_budget
@@ -323,10 +338,10 @@ def _network(value: Any, where: str) -> Network:
 def _git_syncs(value: Any, where: str) -> GitSyncSettings:
     raw = mapping(value or {}, where, GITSYNC_KEYS)
     namespaces = strings(raw, "namespaces", where, GitSyncSettings.namespaces)
-    for namespace in namespaces:
-        problem = namespace_problem(namespace)
+    for served in namespaces:
+        problem = namespace_problem(served)
         if problem:
-            raise ConfigError(f"{where}: namespaces: {shown(namespace)} {problem}")
+            raise ConfigError(f"{where}: namespaces: {shown(served)} {problem}")
     account = raw.get("defaultServiceAccount")
     return GitSyncSettings(
         enabled=boolean(raw, "enabled", where, GitSyncSettings.enabled),

@@ -34,11 +34,13 @@ from gitopsd.configfile import DaemonConfig, SourceConfig
 from gitopsd.daemon import disk, http, listeners, logs
 from gitopsd.daemon.control import Control
 from gitopsd.daemon.controller import GitSyncController
+from gitopsd.daemon.file_sources import FileSources
 from gitopsd.daemon.forwarding import Forwarder
 from gitopsd.daemon.networks import learning
 from gitopsd.daemon.queue import Pool
 from gitopsd.daemon.quotas import Holdings
 from gitopsd.daemon.registry import Registry
+from gitopsd.daemon.status_maps import StatusMaps
 from gitopsd.daemon.worker import SourceWorker
 from gitopsd.daemon.writers import Writers
 from gitopsd.errors import ConfigError, ConfigReason, GitopsdError
@@ -62,10 +64,8 @@ class Daemon:
         self.config = config
         self.set_aside = list(config.invalid_sources)
         sources = self._usable(config.sources)
-        self.file_sources = sources
         self.stopping = threading.Event()
         self.leading = threading.Event()
-        self.lock = threading.Lock()
         self.writing = False
         """With sharding: whether this replica wrote for its share when last told."""
         self.registry = CollectorRegistry()
@@ -90,9 +90,6 @@ class Daemon:
         most = STALLED_THREADS * threads
         share = config.tenant_quota.threads
         self.pool = Pool(threads, "reconcile", STALLED_POLL_SECONDS, most, share)
-        self.workers: list[SourceWorker] = []
-        """The configuration's sources running here: all of them, or with sharding none
-        unless this replica's share holds their tenant ("")."""
         self.scheduled = threading.Event()
         """Set once the sources are scheduled: the endpoints serve before, and until then
         no worker exists whose readiness could be asked."""
@@ -103,6 +100,10 @@ class Daemon:
             job_defaults={"coalesce": True, "max_instances": 1},
         )
         self.controller = self._controller(sources)
+        maps = StatusMaps(self.writers.cluster_for(""), config.control_namespace, self.stopping)
+        self.file_sources = FileSources(
+            sources, self._worker, self.sources, self.scheduler, self.recorder, maps, self.stopping
+        )
 
     def _controller(self, sources: list[SourceConfig]) -> GitSyncController | None:
         """Operator mode, if enabled: GitSyncs beside the file sources. Their polls run in
@@ -208,33 +209,13 @@ class Daemon:
         for worker in self.sources.workers():
             worker.lead(membership.may_write(worker.tenant))
         if membership.owns(""):
-            self._run_file_sources()
+            self.file_sources.run()
         else:
-            self._retire_file_sources()
+            self.file_sources.retire()
         if self.controller and writing and not was_writing:
             self.controller.requeue_all()  # its finalizers and statuses, as a new leader's
         elif self.controller:
             self.controller.reshard()
-
-    def _run_file_sources(self) -> None:
-        """Starts the configuration's sources, unless they run already."""
-        with self.lock:
-            if self.workers or self.stopping.is_set():
-                return
-            started = self.workers = [self._worker(source) for source in self.file_sources]
-        for worker in started:
-            self.sources.add(worker)
-            worker.schedule(self.scheduler, worker.name)
-
-    def _retire_file_sources(self) -> None:
-        """Stops them (another replica's share now): their writes are fenced at once, so
-        nothing waits for the reconcile in flight; their metric series go with them."""
-        with self.lock:
-            retired, self.workers = self.workers, []
-        for worker in retired:
-            self.sources.remove(worker)
-            worker.retire()
-            self.recorder.forget(worker.name)
 
     def _may_write(self) -> bool:
         """Fencing, checked before every write: none without the lease (a replica that lost
@@ -246,6 +227,7 @@ class Daemon:
         self.recorder.set_leader(leading)
         if leading:
             self.leading.set()
+            self.file_sources.maps.forget_all()  # statuses are written afresh
             for worker in self.sources.workers():
                 worker.forget_applied()
                 worker.poll_soon()
@@ -279,8 +261,7 @@ class Daemon:
         known = lease is None or lease.state_known
         reachable = self.cluster.api.reachable
         serving = self.controller is None or self.controller.ready()
-        with self.lock:
-            workers = all(worker.ready() for worker in self.workers)
+        workers = all(worker.ready() for worker in self.file_sources.running_workers())
         moving = self.pool.stuck_seconds() < self.config.pool_progress_seconds
         return known and reachable and serving and workers and moving
 
@@ -289,6 +270,7 @@ class Daemon:
             self.recorder.error(name, ConfigError.stage, ConfigReason.INVALID)
             log.error("set aside: %s", error, extra={"source": name})
         servers = self._serve()
+        self.file_sources.maps.start()  # the suspensions, read before the sources start
         if self.elector:
             self.elector.start()
         if self.membership:
@@ -304,14 +286,15 @@ class Daemon:
         return 0
 
     def _serve(self) -> list[http.Server]:
-        control = Control(self.sources.workers, lambda: list(self.set_aside))
+        files = self.file_sources
+        control = Control(self.sources.workers, lambda: list(self.set_aside), files)
         probes = http.Probes(self.registry, self.ready)
         return listeners.start(self.config, http.Webhooks(self._hooks()), probes, control)
 
     def _schedule(self) -> None:
         """The configuration's sources start now; with sharding, once the share holds them."""
         if self.membership is None:
-            self._run_file_sources()
+            self.file_sources.run()
         self.scheduler.start()
         self.scheduled.set()
 
@@ -340,8 +323,7 @@ class Daemon:
             if path.startswith("gitsyncs/"):
                 found = controller.hook_of(path) if controller else None
                 return found or self._forward(path)
-            with self.lock:
-                worker = next((w for w in self.workers if w.name == path), None)
+            worker = self.file_sources.worker(path)
             if worker is None or worker.config.webhook_secret is None:
                 return None
             return http.Hook(worker.config.webhook_secret, worker.announced)

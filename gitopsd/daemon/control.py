@@ -11,10 +11,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitopsd.changes import Target
+from gitopsd.daemon.file_sources import FileSources
 from gitopsd.daemon.worker import SourceWorker
 from gitopsd.diff import Drift
-from gitopsd.errors import ExitCode
-from gitopsd.gitsync.status import Document, Failure, failed_status, status_of, summary
+from gitopsd.errors import ClusterError, ExitCode
+from gitopsd.gitsync.status import (
+    Document,
+    Failure,
+    SourceReport,
+    failed_status,
+    status_of,
+    summary,
+)
 from gitopsd.health import Health
 from gitopsd.objects import ObjectKey, body_version
 
@@ -31,16 +39,42 @@ class Control:
     """Every source running now: the configuration's, and the GitSyncs served."""
     set_aside: Callable[[], list[tuple[str, str]]] = list
     """(name, error) of the configuration's sources that cannot run."""
+    files: FileSources | None = None
+    """The configuration's sources: their suspension."""
 
     def sources(self) -> list[Document]:
         """A `gitopsd get` line per source, in the words of a GitSync's status."""
         running = [_line(worker) for worker in self.workers()]
-        return sorted(running + [_refused(*pair) for pair in self.set_aside()], key=_name)
+        resting = [_suspended(*pair) for pair in self.files.suspended()] if self.files else []
+        refused = [_refused(*pair) for pair in self.set_aside()]
+        return sorted(running + resting + refused, key=_name)
+
+    def suspend(self, name: str, suspended: bool) -> tuple[int, dict[str, Any]]:
+        """Suspends or resumes source `name`, in its status ConfigMap: every replica reads
+        it there, and this one after a restart. A GitSync's is its own spec.suspend."""
+        files = self.files
+        if "/" in name:
+            namespace, _, gitsync = name.partition("/")
+            verb = "suspend" if suspended else "resume"
+            return 409, {
+                "error": f"{name} is a GitSync: gitopsd {verb} {gitsync} --gitsync -n {namespace}"
+            }
+        if files is None or not files.runs(name):
+            return 404, {"error": f"no source {name} runs here"}
+        if not files.maps.cluster.writable():
+            return 409, {"error": NOT_LEADING}
+        try:
+            files.suspend(name, suspended)
+        except ClusterError as error:
+            return 409, {"error": f"could not keep the suspension of source {name}: {error}"}
+        return 200, {"suspended": suspended}
 
     def reconcile(self, name: str) -> tuple[int, dict[str, Any]]:
         """Asks source `name` to reconcile now: 202 with the token its line shows as
         lastHandledReconcileAt once that reconcile (or a later one) is done."""
         worker = self._worker(name)
+        if worker is None and self.files and self.files.runs(name):
+            return 409, {"error": f"source {name} is suspended: gitopsd resume {name} first"}
         if worker is None:
             return 404, {"error": f"no source {name} runs here"}
         if "/" in name:  # namespace/name: the GitSync's own annotation is its request
@@ -75,6 +109,11 @@ def _line(worker: SourceWorker) -> Document:
     line = summary(worker.name, status_of(0, report, None), suspended=False)
     exit_code = failure.exit_code if failure else ExitCode.OK
     return line | {"exitCode": exit_code, "finished": report.finished}
+
+
+def _suspended(name: str, report: SourceReport) -> Document:
+    line = summary(name, status_of(0, report, None, suspended=True), suspended=True)
+    return line | {"exitCode": ExitCode.OK, "finished": report.finished}
 
 
 def _refused(name: str, error: str) -> Document:

@@ -265,6 +265,7 @@ class Daemons:
         **top: Any,
     ) -> DaemonProcess:
         """As `start_with`, with the API identity `user` that `token` proves."""
+        top.setdefault("controlNamespace", self.namespace)  # its sources' status, apart
         path = self.workdir / f"{name}.kubeconfig"
         kubeconfig = kubeconfig_for(self.plane, path, name, token, server)
         daemon = DaemonProcess.configured(self.workdir, name, user, kubeconfig, sources, **top)

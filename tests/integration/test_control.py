@@ -170,9 +170,9 @@ def test_a_gitsync_is_reconciled_on_request_and_suspended_and_resumed_from_the_c
     said = f"no GitSync wbe in namespace {namespace}; those there: web"
     assert typo.document("ReconcileResult")["error"]["message"] == said
 
-    suspended = gitopsd("suspend", "web", "-n", namespace)
+    suspended = gitopsd("suspend", "web", "--gitsync", "-n", namespace)
     assert suspended.code == 0 and suspended.out == f"GitSync {namespace}/web suspended\n"
-    again = gitopsd("suspend", "web", "-n", namespace, "-o", "yaml")
+    again = gitopsd("suspend", "web", "--gitsync", "-n", namespace, "-o", "yaml")
     assert contract.parsed(again.out, "SuspendResult", form="yaml")["suspended"] is True
     wait_ready(admin_api, namespace, "web", "True", "Suspended")
     table = gitopsd.kubectl("get", "gitsyncs", "-n", namespace).splitlines()
@@ -197,7 +197,7 @@ def test_a_gitsync_is_reconciled_on_request_and_suspended_and_resumed_from_the_c
     refused = gitopsd("reconcile", "web", "--gitsync", "-n", namespace)
     assert refused.code == INVALID and "gitopsd resume web first" in refused.err
 
-    resumed = gitopsd("resume", "web", "-n", namespace)
+    resumed = gitopsd("resume", "web", "--gitsync", "-n", namespace)
     assert resumed.code == 0, resumed.text
     ready = wait_ready(admin_api, namespace, "web", "True", "Succeeded")
     assert condition(ready, "Ready")["status"] == "True"

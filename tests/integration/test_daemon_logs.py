@@ -56,7 +56,9 @@ def test_every_log_line_is_json_and_unverified_tls_is_said_once(
     user, token = admin_service_account(admin_api, namespace, "daemon")
     kubeconfig = insecure_kubeconfig(tmp_path / "insecure", control_plane.url, "daemon", token)
     source = daemons.source(git_server.file_url(git_repo))
-    daemon = DaemonProcess.configured(tmp_path, "daemon", user, kubeconfig, [source])
+    daemon = DaemonProcess.configured(
+        tmp_path, "daemon", user, kubeconfig, [source], controlNamespace=namespace
+    )
     daemons.started.append(daemon)
     daemon.start()
     admin = Cluster.connect(str(control_plane.kubeconfig))

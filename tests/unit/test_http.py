@@ -249,6 +249,10 @@ class FakeControl:
         self.asked.append(f"objects of {name}")
         return 200, {"revision": "", "objects": []}
 
+    def suspend(self, name: str, suspended: bool) -> tuple[int, dict[str, object]]:
+        self.asked.append(f"{'suspend' if suspended else 'resume'} {name}")
+        return 200, {"suspended": suspended}
+
 
 def control_server(listen: str) -> tuple[http.Server, FakeControl]:
     control = FakeControl()
@@ -269,6 +273,8 @@ def test_the_control_api_lists_sources_and_asks_for_a_reconcile() -> None:
         asked = served.exchange(control_request("POST", "/api/v1/sources/team%2Fweb/reconcile"))
         unknown = served.exchange(control_request("POST", "/api/v1/sources/nope/reconcile"))
         objects = served.exchange(control_request("GET", "/api/v1/sources/team%2Fweb/objects"))
+        suspended = served.exchange(control_request("POST", "/api/v1/sources/app/suspend"))
+        resumed = served.status(control_request("POST", "/api/v1/sources/app/resume"))
         wrong_method = served.status(control_request("GET", "/api/v1/sources/app/reconcile"))
         metrics = served.status(control_request("GET", "/metrics"))
     finally:
@@ -279,7 +285,8 @@ def test_the_control_api_lists_sources_and_asks_for_a_reconcile() -> None:
     assert unknown.startswith(b"HTTP/1.0 404 ") and b"no source nope runs here" in unknown
     assert objects.endswith(b'{"revision": "", "objects": []}\n')
     assert (wrong_method, metrics) == (404, 404)  # the control API, and only as documented
-    assert control.asked == ["team/web", "nope", "objects of team/web"]
+    assert suspended.endswith(b'{"suspended": true}\n') and resumed == 200
+    assert control.asked == ["team/web", "nope", "objects of team/web", "suspend app", "resume app"]
 
 
 @pytest.mark.parametrize(

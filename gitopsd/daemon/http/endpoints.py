@@ -6,8 +6,8 @@
   Prometheus alone (the shipped NetworkPolicy admits no one else), so whatever holds the
   webhooks' connections never starves a probe;
 - the control API of `gitopsd get` and `gitopsd reconcile` (`controlListen`), bound to
-  loopback: GET /api/v1/sources, POST /api/v1/sources/<name>/reconcile and GET
-  /api/v1/sources/<name>/objects.
+  loopback: GET /api/v1/sources, POST /api/v1/sources/<name>/reconcile, GET
+  /api/v1/sources/<name>/objects, and POST /api/v1/sources/<name>/suspend and /resume.
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ class ControlApi(Protocol):
     def reconcile(self, name: str) -> tuple[int, dict[str, Any]]: ...
 
     def objects(self, name: str) -> tuple[int, dict[str, Any]]: ...
+
+    def suspend(self, name: str, suspended: bool) -> tuple[int, dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,8 @@ class Control:
 SOURCES = "/api/v1/sources"
 RECONCILE = "/reconcile"
 OBJECTS = "/objects"
+SUSPEND = "/suspend"
+RESUME = "/resume"
 CONTROL_HEADER = "x-gitopsd-control"
 """Required on every control request: a web page cannot send it without asking first (a
 CORS preflight nothing here answers), so a browser cannot be made to call the API."""
@@ -192,7 +196,12 @@ def _control(control: ControlApi, client: str, request: Request) -> Reply:
     if request.method == "GET" and request.path == SOURCES:
         return 200, _json(control.sources()), "application/json"
     prefix = SOURCES + "/"
-    asked = {("POST", RECONCILE): control.reconcile, ("GET", OBJECTS): control.objects}
+    asked: dict[tuple[str, str], Callable[[str], tuple[int, dict[str, Any]]]] = {
+        ("POST", RECONCILE): control.reconcile,
+        ("GET", OBJECTS): control.objects,
+        ("POST", SUSPEND): lambda name: control.suspend(name, True),
+        ("POST", RESUME): lambda name: control.suspend(name, False),
+    }
     for (method, suffix), answer_for in asked.items():
         path = request.path
         if request.method == method and path.startswith(prefix) and path.endswith(suffix):
