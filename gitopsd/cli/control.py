@@ -20,7 +20,7 @@ from gitopsd import gitsync
 from gitopsd.cli import documents, in_cluster
 from gitopsd.cli.commands import connect
 from gitopsd.cli.progress import EVERY_SECONDS
-from gitopsd.cli.render import emit, object_table, source_table
+from gitopsd.cli.render import emit, source_table
 from gitopsd.cluster import Cluster, Unserved
 from gitopsd.errors import ClusterError, ClusterReason, ConfigError, ExitCode
 from gitopsd.gitsync.status import Document, summary
@@ -66,22 +66,6 @@ def run_reconcile(arguments: argparse.Namespace) -> int:
         result = documents.reconcile_result(_reference(line), line, code)
         emit(documents.serialized(result, arguments.output))
     return code
-
-
-def run_tree(arguments: argparse.Namespace) -> int:
-    """The objects a source holds, from the daemon that runs it: each with its health and
-    drift, as that daemon measured them last (as `flux tree` and `argocd app resources`)."""
-    name = arguments.name
-    if arguments.gitsync:  # the daemon runs it as NAMESPACE/NAME
-        name = f"{_namespace(arguments, connect(arguments))}/{arguments.name}"
-    found = _ask_source(arguments.daemon, "GET", name, "objects")
-    source = _reference({"name": name})
-    if arguments.output == "text":
-        emit(object_table(name, found))
-    else:
-        tree = documents.object_tree(source, found["revision"], found["objects"])
-        emit(documents.serialized(tree, arguments.output))
-    return ExitCode.OK
 
 
 def _reference(line: Document) -> Document:

@@ -14,10 +14,10 @@ from gitopsd.cli.control import (
     run_reconcile,
     run_resume,
     run_suspend,
-    run_tree,
 )
 from gitopsd.cli.flags import command, duration, kube_arguments, output_argument
 from gitopsd.cli.in_cluster import CONTROL_NAMESPACE
+from gitopsd.cli.tree import run_tree
 
 
 def add_control_commands(commands: Any) -> None:
@@ -109,9 +109,9 @@ def _add_tree(commands: Any) -> None:
     tree = command(
         commands,
         "tree",
-        "list the objects a source holds, with their health and drift, from its daemon",
-        "  gitopsd tree platform                  # a source of the daemon\n"
-        "  gitopsd tree web --gitsync -n team-a   # a GitSync the daemon serves\n"
+        "list the objects a source holds, with their health and drift",
+        "  gitopsd tree platform                  # a source of the daemon, from its daemon\n"
+        "  gitopsd tree web --gitsync -n team-a   # a GitSync, from its record in the cluster\n"
         "  gitopsd tree platform -o json | jq '.objects[] | select(.drift != \"\")'",
     )
     _named_source(tree)

@@ -41,6 +41,7 @@ class FileSources:
     reports: dict[str, SourceReport] = field(default_factory=dict)
     """What each suspended source saw last, for its status and `gitopsd get`."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+    changing: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.maps.on_suspend = self._suspension_changed
@@ -108,6 +109,12 @@ class FileSources:
             worker.request(token)
 
     def _suspension_changed(self, name: str, suspended: bool) -> None:
+        """One change at a time, whole (its status written too): the watch brings back the
+        change `suspend` makes, and `suspend` answers once the status says it."""
+        with self.changing:
+            self._change_suspension(name, suspended)
+
+    def _change_suspension(self, name: str, suspended: bool) -> None:
         config = next((c for c in self.configs if c.name == name), None)
         with self.lock:
             if config is None or not self.running:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kubernetes import client
+
 from tests.harness import contract
 from tests.harness.cli import Gitopsd
 from tests.harness.cluster_reads import config_map_value
@@ -218,3 +220,85 @@ def test_the_daemon_logs_text_at_the_level_asked(
     assert errors and "source=app" in errors[0]
     assert not [line for line in lines if line.startswith("{")]  # no JSON
     assert not [line for line in lines if " INFO    " in line]  # below the level asked
+
+
+def test_tree_of_a_gitsync_reads_its_record_and_status_from_the_cluster_with_no_daemon(
+    daemons: Daemons,
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    gitsync_crd: str,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit(config_map_files_with_data("a", "b"))
+    daemon = operator(daemons, namespace)
+    url = git_server.file_url(git_repo)
+    # selfHeal off: out-of-band changes are measured as drift, never undone
+    create(admin_api, namespace, "web", {"repository": {"url": url}, "selfHeal": False})
+    create(admin_api, namespace, "idle", {"repository": {"url": url}, "suspend": True})
+    ready = wait_ready(admin_api, namespace, "web", "True", "Succeeded")
+    revision = ready["status"]["lastAppliedRevision"]
+    tree = ["tree", "web", "--gitsync", "-n", namespace]
+
+    synced = gitopsd(*tree)
+    assert synced.code == 0, synced.text
+    lines = synced.out.splitlines()
+    assert lines[0] == f"{namespace}/web at revision {revision[:12]}"
+    assert [line.split() for line in lines[2:4]] == [
+        ["ConfigMap", namespace, name, "Current", "-"] for name in ("a", "b")
+    ]
+
+    core: Any = client.CoreV1Api(admin_api)
+    core.patch_namespaced_config_map("a", namespace, {"data": {"k": "edited"}})
+    core.delete_namespaced_config_map("b", namespace)
+    wait_for(
+        lambda: (
+            _drifts(get(admin_api, namespace, "web"))
+            == {f"ConfigMap/{namespace}/a": "modified", f"ConfigMap/{namespace}/b": "missing"}
+        ),
+        "the daemon's status to name both drifts",
+    )
+    daemon.stop()  # what follows reads the cluster alone
+
+    drifted = gitopsd(*tree)
+    assert drifted.code == 0, drifted.text
+    rows = [line.split() for line in drifted.out.splitlines()[2:4]]
+    assert rows == [
+        ["ConfigMap", namespace, "a", "Current", "modified:", "data.k"],
+        ["ConfigMap", namespace, "b", "NotFound", "missing"],
+    ]
+    assert "drift as the daemon measured it last" in drifted.out
+    document = gitopsd(*tree, "-o", "json").document("ObjectTree")
+    assert (document["source"], document["revision"]) == (
+        {"kind": "GitSync", "namespace": namespace, "name": "web"},
+        revision,
+    )
+    found = {
+        entry["object"]["name"]: (entry["health"]["status"], entry["drift"], entry["fields"])
+        for entry in document["objects"]
+    }
+    assert found == {"a": ("Current", "modified", ["data.k"]), "b": ("NotFound", "missing", [])}
+
+    idle = gitopsd("tree", "idle", "--gitsync", "-n", namespace)
+    assert idle.code == 0 and "idle has not synced" in idle.out, idle.text
+    assert (
+        gitopsd("tree", "idle", "--gitsync", "-n", namespace, "-o", "json").document("ObjectTree")[
+            "objects"
+        ]
+        == []
+    )
+    typo = gitopsd("tree", "wbe", "--gitsync", "-n", namespace)
+    assert typo.code == INVALID, typo.text
+    assert f"no GitSync wbe in namespace {namespace}; those there: idle, web" in typo.err
+
+    tooling = "applyset.kubernetes.io/tooling=kubectl/v1.30"
+    gitopsd.kubectl("annotate", "--overwrite", "-n", namespace, "cm/gitopsd-web", tooling)
+    foreign = gitopsd(*tree)
+    assert foreign.code == CLUSTER_FAILED, foreign.text
+    assert "is not the ApplySet parent of source web: its tooling is" in foreign.err
+
+
+def _drifts(gitsync: dict[str, Any] | None) -> dict[str, str]:
+    drift = ((gitsync or {}).get("status") or {}).get("drift") or {}
+    return {each["object"]: each["state"] for each in drift.get("objects") or []}

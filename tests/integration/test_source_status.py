@@ -84,6 +84,15 @@ def test_reconcile_in_cluster_applies_a_commit_now_and_names_the_sources_there(
     assert config_map_value(admin_api, namespace, "a") == "w"  # applied before it returned
     assert _line(gitopsd, *in_cluster)["revision"] == second
 
+    # its objects, from the record its status ConfigMap names, with no daemon asked
+    tree = gitopsd("tree", "app", *in_cluster, "--daemon", "http://127.0.0.1:9")
+    assert tree.code == 0, tree.text
+    assert tree.out.splitlines()[0] == f"app at revision {second[:12]}"
+    assert tree.out.splitlines()[2].split() == ["ConfigMap", namespace, "a", "Current", "-"]
+    listed = gitopsd("tree", "app", *in_cluster, "-o", "json").document("ObjectTree")
+    [entry] = listed["objects"]
+    assert (entry["object"]["name"], entry["health"]["status"]) == ("a", "Current")
+
     unknown = gitopsd("reconcile", "nope", *in_cluster)
     said = (
         f"no source nope has a status in namespace {namespace} (the daemon's "
