@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from gitopsd.gitsync import status_map
 from tests.harness.controlplane import WRITE_VERBS, ControlPlane
 
 
@@ -122,8 +123,19 @@ def impersonated(plane: ControlPlane, acting_as: str, since: float = 0.0) -> lis
 
 def changes(plane: ControlPlane, user: str, since: float = 0.0) -> list[Write]:
     """The writes by `user` that could change the cluster: no dry-runs, no Lease traffic
-    (candidates write the Lease by design)."""
-    return [w for w in writes(plane, user, since) if not w.dry_run and w.resource != "leases"]
+    (candidates write the Lease by design), no status ConfigMap of the daemon's sources
+    (its own bookkeeping, as a GitSync's status: `status_writes` counts those)."""
+    found = writes(plane, user, since)
+    return [w for w in found if not w.dry_run and w.resource != "leases" and not _status(w)]
+
+
+def status_writes(plane: ControlPlane, user: str, since: float = 0.0) -> list[Write]:
+    """The writes by `user` of the configured sources' status ConfigMaps."""
+    return [w for w in writes(plane, user, since) if _status(w)]
+
+
+def _status(write: Write) -> bool:
+    return write.resource == "configmaps" and write.name.startswith(status_map.PREFIX)
 
 
 def _write(event: dict[str, object]) -> Write:

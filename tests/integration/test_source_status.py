@@ -5,12 +5,17 @@ request to reconcile now. Against the real API server, through the real CLI."""
 
 from __future__ import annotations
 
+import signal
+import time
+from functools import partial
 from typing import Any
 
+from tests.harness import audit
 from tests.harness.cli import Gitopsd
 from tests.harness.cluster_reads import config_map_value
 from tests.harness.commands import INVALID
-from tests.harness.daemon import Daemons
+from tests.harness.controlplane import ControlPlane
+from tests.harness.daemon import ELECTION, DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.manifests import config_map_files_with_data
 from tests.harness.waiting import wait_for
@@ -21,6 +26,10 @@ def _line(gitopsd: Gitopsd, *where: str) -> dict[str, Any]:
     items = gitopsd("get", *where, "-o", "json").document("SourceList")["items"]
     assert len(items) <= 1, items
     return dict(items[0]) if items else {}
+
+
+def _says_suspended(gitopsd: Gitopsd, replica: DaemonProcess) -> bool:
+    return _line(gitopsd, "--daemon", replica.control_url).get("suspended") is True
 
 
 def test_a_suspended_source_stays_suspended_across_a_restart_and_is_resumed_in_cluster(
@@ -101,3 +110,36 @@ def test_reconcile_in_cluster_applies_a_commit_now_and_names_the_sources_there(
     assert (unknown.code, unknown.err) == (INVALID, f"gitopsd: error: {said}\n"), unknown.text
     typo = gitopsd("suspend", "nope", *in_cluster)
     assert typo.code == INVALID and said in typo.err, typo.text
+
+
+def test_a_suspension_holds_when_a_standby_takes_over(
+    daemons: Daemons,
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    git_repo.commit(config_map_files_with_data("a"))
+    url, election = git_server.file_url(git_repo), {**ELECTION, "namespace": namespace}
+    leader = daemons.start(url, "first", top={"leaderElection": election})
+    leader.wait_value("gitopsd_commit_to_applied_seconds_count", bool, "the first commit")
+    standby = daemons.start(url, "second", top={"leaderElection": election})
+    wait_for(lambda: standby.get("/readyz")[0] == 200, "the standby ready")
+
+    suspended = gitopsd("suspend", "app", "--in-cluster", namespace)
+    assert suspended.code == 0, suspended.text
+    for replica in (leader, standby):
+        wait_for(partial(_says_suspended, gitopsd, replica), f"{replica.name} to hear of it")
+    git_repo.commit(config_map_files_with_data("a", value="w"))
+    leader.signal(signal.SIGKILL)
+    standby.wait_value("gitopsd_leader", lambda v: v == 1, "the standby to take over")
+
+    resumed_at = time.time()
+    assert gitopsd("resume", "app", "--in-cluster", namespace).code == 0
+    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "w", "the resumed sync")
+    # The new leader polls every source it runs at once: had it run this one, it would
+    # have applied the commit before it was resumed.
+    written = [w for w in audit.changes(control_plane, standby.user) if w.name == "a"]
+    assert written and all(w.received >= resumed_at for w in written), written
