@@ -1,7 +1,7 @@
-"""What `gitopsd get` and `gitopsd reconcile` ask of a running daemon: the state of its
-sources, and a reconcile now. Served by http.py on a listener of its own, bound to
-loopback (`controlListen`): on a laptop the user reaches it, in a pod `kubectl
-port-forward`, whose connections arrive from loopback."""
+"""What `gitopsd get`, `reconcile`, `tree` and `history` ask of a running daemon: the state
+of its sources, a reconcile now, a source's objects and its last syncs. Served by http.py
+on a listener of its own, bound to loopback (`controlListen`): on a laptop the user
+reaches it, in a pod `kubectl port-forward`, whose connections arrive from loopback."""
 
 from __future__ import annotations
 
@@ -64,6 +64,13 @@ class Control:
         targets = desired.targets if desired else {}
         listed = owned_objects(targets, report.health or {}, report.drifts or [])
         return 200, {"revision": report.applied_revision, "objects": listed}
+
+    def history(self, name: str) -> tuple[int, dict[str, Any]]:
+        """The last syncs of source `name` (`gitopsd history`), newest first."""
+        worker = self._worker(name)
+        if worker is None:
+            return 404, {"error": f"no source {name} runs here"}
+        return 200, {"history": worker.report.history}
 
     def _worker(self, name: str) -> SourceWorker | None:
         return next((w for w in self.workers() if w.name == name), None)

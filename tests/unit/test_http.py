@@ -232,7 +232,7 @@ def test_ta06_each_listener_serves_only_its_own(server: Server, probes: Server) 
 
 @dataclass
 class FakeControl:
-    """The control API's two calls, recorded (gitopsd.daemon.control runs real workers)."""
+    """The control API's calls, recorded (gitopsd.daemon.control runs real workers)."""
 
     asked: list[str] = field(default_factory=list)
 
@@ -248,6 +248,10 @@ class FakeControl:
     def objects(self, name: str) -> tuple[int, dict[str, object]]:
         self.asked.append(f"objects of {name}")
         return 200, {"revision": "", "objects": []}
+
+    def history(self, name: str) -> tuple[int, dict[str, object]]:
+        self.asked.append(f"history of {name}")
+        return 200, {"history": []}
 
 
 def control_server(listen: str) -> tuple[http.Server, FakeControl]:
@@ -269,6 +273,7 @@ def test_the_control_api_lists_sources_and_asks_for_a_reconcile() -> None:
         asked = served.exchange(control_request("POST", "/api/v1/sources/team%2Fweb/reconcile"))
         unknown = served.exchange(control_request("POST", "/api/v1/sources/nope/reconcile"))
         objects = served.exchange(control_request("GET", "/api/v1/sources/team%2Fweb/objects"))
+        history = served.exchange(control_request("GET", "/api/v1/sources/app/history"))
         wrong_method = served.status(control_request("GET", "/api/v1/sources/app/reconcile"))
         metrics = served.status(control_request("GET", "/metrics"))
     finally:
@@ -278,8 +283,9 @@ def test_the_control_api_lists_sources_and_asks_for_a_reconcile() -> None:
     assert asked.startswith(b"HTTP/1.0 202 ") and asked.endswith(b'{"token": "1"}\n')
     assert unknown.startswith(b"HTTP/1.0 404 ") and b"no source nope runs here" in unknown
     assert objects.endswith(b'{"revision": "", "objects": []}\n')
+    assert history.startswith(b"HTTP/1.0 200 ") and history.endswith(b'{"history": []}\n')
     assert (wrong_method, metrics) == (404, 404)  # the control API, and only as documented
-    assert control.asked == ["team/web", "nope", "objects of team/web"]
+    assert control.asked == ["team/web", "nope", "objects of team/web", "history of app"]
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@
   Prometheus alone (the shipped NetworkPolicy admits no one else), so whatever holds the
   webhooks' connections never starves a probe;
 - the control API of `gitopsd get` and `gitopsd reconcile` (`controlListen`), bound to
-  loopback: GET /api/v1/sources, POST /api/v1/sources/<name>/reconcile and GET
-  /api/v1/sources/<name>/objects.
+  loopback: GET /api/v1/sources, POST /api/v1/sources/<name>/reconcile, GET
+  /api/v1/sources/<name>/objects and GET /api/v1/sources/<name>/history.
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ class ControlApi(Protocol):
     def reconcile(self, name: str) -> tuple[int, dict[str, Any]]: ...
 
     def objects(self, name: str) -> tuple[int, dict[str, Any]]: ...
+
+    def history(self, name: str) -> tuple[int, dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,7 @@ class Control:
 SOURCES = "/api/v1/sources"
 RECONCILE = "/reconcile"
 OBJECTS = "/objects"
+HISTORY = "/history"
 CONTROL_HEADER = "x-gitopsd-control"
 """Required on every control request: a web page cannot send it without asking first (a
 CORS preflight nothing here answers), so a browser cannot be made to call the API."""
@@ -192,7 +195,11 @@ def _control(control: ControlApi, client: str, request: Request) -> Reply:
     if request.method == "GET" and request.path == SOURCES:
         return 200, _json(control.sources()), "application/json"
     prefix = SOURCES + "/"
-    asked = {("POST", RECONCILE): control.reconcile, ("GET", OBJECTS): control.objects}
+    asked = {
+        ("POST", RECONCILE): control.reconcile,
+        ("GET", OBJECTS): control.objects,
+        ("GET", HISTORY): control.history,
+    }
     for (method, suffix), answer_for in asked.items():
         path = request.path
         if request.method == method and path.startswith(prefix) and path.endswith(suffix):
