@@ -6,10 +6,14 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+import pytest
+
 from gitopsd.changes import Action, Outcome
+from gitopsd.cli import documents, render
 from gitopsd.gitsync import history
 from gitopsd.gitsync.status import SourceReport, status_of
 from gitopsd.objects import ObjectKey
+from tests.harness import contract
 
 A, B = "a" * 40, "b" * 40
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -184,3 +188,45 @@ def test_a_success_after_a_failure_is_news() -> None:
 
     assert history.failing(broken) and not history.failing([])
     assert len(history.recorded(broken, success(A, T0 + 60))) == 2
+
+
+def a_history() -> list[history.Document]:
+    found = history.recorded([], success(A, T0, config_map("a", Action.CREATED)))
+    found = history.recorded(found, success(B, T0 + 60, config_map("a", Action.PRUNED)))
+    return history.recorded(found, failure(B, T0 + 120))
+
+
+def test_the_sync_history_document_is_of_the_contract() -> None:
+    source = documents.source_reference("Source", "", "app")
+
+    found = contract.checked(documents.sync_history(source, a_history()), "SyncHistory")
+
+    assert [e["outcome"] for e in found["history"]] == ["Failed", "Succeeded", "Succeeded"]
+    assert found["history"][1]["objects"]["pruned"][0]["name"] == "a"
+
+
+def test_the_schema_refuses_a_failure_without_its_reason() -> None:
+    source = documents.source_reference("Source", "", "app")
+    [broken] = history.recorded([], failure(A, T0))
+    del broken["reason"]
+
+    with pytest.raises(AssertionError, match="reason"):
+        contract.checked(documents.sync_history(source, [broken]), "SyncHistory")
+
+
+def test_the_table_shows_each_sync_with_its_age_counts_and_why_it_failed() -> None:
+    table = render.history_table(a_history(), now=T0 + 300).splitlines()
+
+    assert table[0].split() == [
+        "REVISION",
+        "STARTED",
+        "DURATION",
+        "OUTCOME",
+        "CREATED",
+        "CONFIGURED",
+        "PRUNED",
+        "MESSAGE",
+    ]
+    assert table[1].split()[:8] == [B[:12], "3m", "0.2s", "Failed", "0", "0", "0", "Syntax:"]
+    assert table[2].split() == [B[:12], "4m", "1.5s", "Succeeded", "0", "0", "1"]
+    assert table[3].split() == [A[:12], "5m", "1.5s", "Succeeded", "1", "0", "0"]
