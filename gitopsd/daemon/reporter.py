@@ -119,7 +119,7 @@ class Reporter:
         self.report.failure = Failure.of(error)
         if self.attempt is not None:
             self.attempt.failure = self.report.failure
-            self.attempt.end(self.report.attempted_revision)
+            self.attempt.end(self.state.fetched_revision or self.report.attempted_revision)
         stage, reason = error.stage, error.reason
         self.recorder.error(self.name, stage, reason)
         self.log.error("%s; %s", error, retry, extra={"stage": stage, "reason": reason})

@@ -219,14 +219,15 @@ class SourceWorker:
         """One reconcile of the whole source (scheduler, start-up and webhook call this)."""
         if not self.backoff.ready() and self.requested == self.report.handled_request:
             return
-        with self.busy, self.deadline.running(), self.reporter.recording():
+        with self.busy, self.deadline.running():
             if self.stopping.is_set() or self.halt.is_set():  # under the lock: no new work
                 return
             token = self.requested  # read under the lock: a later poll answers a later one
-            started = time.monotonic()
-            result = self._reconcile()
-            self.recorder.reconciled(self.name, result, time.monotonic() - started, time.time())
-            self._settle()
+            with self.reporter.recording():  # in the history before the request is answered
+                started = time.monotonic()
+                result = self._reconcile()
+                self.recorder.reconciled(self.name, result, time.monotonic() - started, time.time())
+                self._settle()
             self.report.handled_request = token
             self.attempted.set()
         self.on_report()
