@@ -67,7 +67,7 @@ def run(arguments: argparse.Namespace) -> int:
 
 def _named_source(arguments: argparse.Namespace) -> documents.Document | None:
     """The source a control command names, as its document refers to it."""
-    if arguments.document not in ("ReconcileResult", "SuspendResult", "ObjectTree"):
+    if arguments.document not in ("ReconcileResult", "SuspendResult", "ObjectTree", "SyncHistory"):
         return None
     if getattr(arguments, "gitsync", True):  # suspend and resume name GitSyncs alone
         return documents.source_reference("GitSync", arguments.namespace or "", arguments.name)

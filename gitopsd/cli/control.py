@@ -291,13 +291,16 @@ def _ask(daemon: str, method: str, path: str) -> Any:
 
 def _checked(daemon: str, answer: Any) -> Any:
     """The answer, once it is one the API gives: the sources' lines, a reconcile's token, a
-    source's objects (with the revision they were measured at), or a suspension."""
+    source's objects (with the revision they were measured at), its history, or a
+    suspension."""
     lines = answer if isinstance(answer, list) else [answer]
     if not all(isinstance(line, dict) for line in lines):
         raise _not_gitopsd(daemon)
     if isinstance(answer, list) and not all(set(COLUMN_KEYS) <= line.keys() for line in lines):
         raise _not_gitopsd(daemon)
-    if isinstance(answer, dict) and not (_token(answer) or _objects(answer) or _held(answer)):
+    if isinstance(answer, dict) and not any(
+        found(answer) for found in (_token, _objects, _history, _held)
+    ):
         raise _not_gitopsd(daemon)
     return answer
 
@@ -314,6 +317,11 @@ def _held(answer: Document) -> bool:
 def _objects(answer: Document) -> bool:
     listed = answer.get("objects")
     return isinstance(answer.get("revision"), str) and isinstance(listed, list)
+
+
+def _history(answer: Document) -> bool:
+    listed = answer.get("history")
+    return isinstance(listed, list) and all(isinstance(entry, dict) for entry in listed)
 
 
 def _refused(daemon: str, error: urllib.error.HTTPError) -> ClusterError:

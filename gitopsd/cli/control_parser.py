@@ -1,5 +1,5 @@
 """The parsers of the daemon (`run`) and of the commands that ask it or the cluster's GitSyncs
-(`get`, `reconcile`, `suspend`, `resume`, `tree`)."""
+(`get`, `reconcile`, `suspend`, `resume`, `tree`, `history`)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from gitopsd.cli.control import (
     run_suspend,
 )
 from gitopsd.cli.flags import command, duration, kube_arguments, output_argument
+from gitopsd.cli.history import run_history
 from gitopsd.cli.in_cluster import CONTROL_NAMESPACE
 from gitopsd.cli.tree import run_tree
 
@@ -27,6 +28,7 @@ def add_control_commands(commands: Any) -> None:
     _add_suspension(commands, "suspend", run_suspend, "stop reconciling a source or GitSync")
     _add_suspension(commands, "resume", run_resume, "reconcile a suspended source again")
     _add_tree(commands)
+    _add_history(commands)
 
 
 def _add_run(commands: Any) -> None:
@@ -118,6 +120,21 @@ def _add_tree(commands: Any) -> None:
     _control_arguments(tree)
     output_argument(tree)
     tree.set_defaults(command=run_tree, document="ObjectTree")
+
+
+def _add_history(commands: Any) -> None:
+    history = command(
+        commands,
+        "history",
+        "list a source's last syncs: revision, start, duration, outcome, objects changed",
+        "  gitopsd history platform                  # a source of the daemon\n"
+        "  gitopsd history web --gitsync -n team-a   # a GitSync's status (no daemon needed)\n"
+        "  gitopsd history platform -o json | jq '.history[0].objects.pruned'",
+    )
+    _named_source(history)
+    _control_arguments(history)
+    output_argument(history)
+    history.set_defaults(command=run_history, document="SyncHistory")
 
 
 def _named_source(parser: argparse.ArgumentParser) -> None:

@@ -233,6 +233,12 @@ def object_tree(source: Document, revision: str, objects: list[Document]) -> Doc
     return document("ObjectTree", source=source, revision=revision, objects=objects, error=None)
 
 
+def sync_history(source: Document, entries: list[Document]) -> Document:
+    """A source's last syncs, newest first, as its status or its daemon keeps them
+    (gitopsd.gitsync.history)."""
+    return document("SyncHistory", source=source, history=entries, error=None)
+
+
 def reconcile_result(source: Document, line: Mapping[str, Any] | None, exit_code: int) -> Document:
     """A reconcile asked for and waited on: how it ended (`line`: the source's summary
     once it answered; None when the command failed before)."""
@@ -278,6 +284,9 @@ _FAILED: dict[str, Callable[[GitopsdError, Document | None], Document]] = {
     ),
     "ObjectTree": lambda error, source: document(
         "ObjectTree", source=source, revision="", objects=[], error=error_of(error)
+    ),
+    "SyncHistory": lambda error, source: (
+        sync_history(source or {}, []) | {"error": error_of(error)}
     ),
     "SuspendResult": lambda error, source: document(
         "SuspendResult", source=source, suspended=None, error=error_of(error)

@@ -1,5 +1,5 @@
-"""Drift, health and sync reports as text for people, the sources and a source's objects
-as tables, and a build's objects as a YAML stream (gitopsd.cli.documents writes them for
+"""Drift, health and sync reports as text for people, the sources, a source's objects and
+its history as tables, and a build's objects as a YAML stream (gitopsd.cli.documents writes them for
 programs; gitopsd.cli.progress tells what a sync is doing while it runs)."""
 
 from __future__ import annotations
@@ -209,6 +209,39 @@ def source_table(lines: list[Document], now: float | None = None) -> str:
             line["message"] if line["ready"] != "True" else "",
         )
         for line in lines
+    ]
+    return _columns(rows)
+
+
+HISTORY_COLUMNS = (
+    "REVISION",
+    "STARTED",
+    "DURATION",
+    "OUTCOME",
+    "CREATED",
+    "CONFIGURED",
+    "PRUNED",
+    "MESSAGE",
+)
+
+
+def history_table(entries: list[Document], now: float | None = None) -> str:
+    """A source's syncs, newest first: the revision by its first 12 characters, the start
+    as its age, the objects by action, and why a failed one failed."""
+    now = time.time() if now is None else now
+    rows = [HISTORY_COLUMNS] + [
+        (
+            entry["revision"][:12] or "-",
+            _age(entry["startedAt"], now),
+            f"{entry['durationSeconds']:.1f}s",
+            entry["outcome"],
+            *(
+                str(entry["counts"].get(action, 0))
+                for action in ("created", "configured", "pruned")
+            ),
+            f"{entry['reason']}: {entry['message']}" if entry.get("reason") else "",
+        )
+        for entry in entries
     ]
     return _columns(rows)
 

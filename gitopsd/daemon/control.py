@@ -1,7 +1,7 @@
-"""What `gitopsd get` and `gitopsd reconcile` ask of a running daemon: the state of its
-sources, and a reconcile now. Served by http.py on a listener of its own, bound to
-loopback (`controlListen`): on a laptop the user reaches it, in a pod `kubectl
-port-forward`, whose connections arrive from loopback."""
+"""What `gitopsd get`, `reconcile`, `tree` and `history` ask of a running daemon: the state
+of its sources, a reconcile now, a source's objects and its last syncs. Served by http.py
+on a listener of its own, bound to loopback (`controlListen`): on a laptop the user
+reaches it, in a pod `kubectl port-forward`, whose connections arrive from loopback."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from gitopsd.daemon.file_sources import FileSources
 from gitopsd.daemon.worker import SourceWorker
 from gitopsd.diff import Drift
 from gitopsd.errors import ClusterError, ExitCode
+from gitopsd.gitsync import history
 from gitopsd.gitsync.status import (
     Document,
     Failure,
@@ -98,6 +99,18 @@ class Control:
         targets = desired.targets if desired else {}
         listed = owned_objects(targets, report.health or {}, report.drifts or [])
         return 200, {"revision": report.applied_revision, "objects": listed}
+
+    def history(self, name: str) -> tuple[int, dict[str, Any]]:
+        """The last syncs of source `name` (`gitopsd history`), newest first: a configured
+        source's as its status ConfigMap keeps them, across restarts and suspensions."""
+        worker, files = self._worker(name), self.files
+        if files is not None and files.runs(name):
+            kept = files.maps.status(name)
+            report = worker.report if worker else files.report_of(name)
+            return 200, {"history": history.merged(report.history, kept.get("history") or [])}
+        if worker is None:
+            return 404, {"error": f"no source {name} runs here"}
+        return 200, {"history": worker.report.history}
 
     def _worker(self, name: str) -> SourceWorker | None:
         return next((w for w in self.workers() if w.name == name), None)

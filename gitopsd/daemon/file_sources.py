@@ -96,6 +96,11 @@ class FileSources:
             names = [c.name for c in self.configs if c.name not in self.workers]
         return [(name, self.reports.get(name, SourceReport())) for name in names]
 
+    def report_of(self, name: str) -> SourceReport:
+        """What suspended source `name` saw last (nothing, if it never ran here)."""
+        with self.lock:
+            return self.reports.get(name, SourceReport())
+
     def suspend(self, name: str, suspended: bool) -> None:
         """Suspends or resumes source `name` here now, and in its status ConfigMap for
         every replica and restart (where the watch brings it back, changing nothing)."""

@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -19,6 +20,7 @@ from gitopsd.configfile import Mode, SourceConfig
 from gitopsd.daemon.logs import ContextLog
 from gitopsd.drift_policy import Decision
 from gitopsd.errors import GitopsdError
+from gitopsd.gitsync import history
 from gitopsd.gitsync.status import Failure, SourceReport
 from gitopsd.health import Health, Status
 from gitopsd.metrics import Recorder
@@ -26,6 +28,27 @@ from gitopsd.objects import Body, ObjectKey
 from gitopsd.reconcile import Result, State, Step, SyncReport
 
 log = logging.getLogger("gitopsd.source")
+
+
+@dataclass
+class Attempt:
+    """A poll or drift check under way, as its history entry will tell it."""
+
+    started_at: float = field(default_factory=time.time)
+    clock: float = field(default_factory=time.monotonic)
+    revision: str = ""
+    outcomes: list[Outcome] = field(default_factory=list)
+    failure: Failure | None = None
+    ended: float | None = None
+    """When its last write or its failure was (monotonic); None while it did nothing."""
+
+    def end(self, revision: str) -> None:
+        self.revision, self.ended = revision, time.monotonic()
+
+    def entry(self) -> history.Document:
+        failure = (self.failure.reason, self.failure.message) if self.failure else None
+        seconds = (self.ended or self.clock) - self.clock
+        return history.entry(self.revision, self.started_at, seconds, self.outcomes, failure)
 
 
 @dataclass
@@ -47,6 +70,8 @@ class Reporter:
     changes."""
     seen: dict[ObjectKey, float] = field(default_factory=dict)
     """When the first watch event of each key not measured since arrived (wall clock)."""
+    attempt: Attempt | None = None
+    """The poll or drift check being recorded in the history, if one is."""
 
     def __post_init__(self) -> None:
         self.log = ContextLog(log, {"source": self.config.name})
@@ -77,15 +102,35 @@ class Reporter:
         """A watch event of `key`: the first since it was measured dates its drift."""
         self.seen.setdefault(key, time.time())
 
+    @contextmanager
+    def recording(self) -> Iterator[None]:
+        """A poll or drift check, recorded in the history if it synced, healed or failed:
+        from its start to its last write or its failure."""
+        self.attempt = Attempt()
+        try:
+            yield
+        finally:
+            attempt, self.attempt = self.attempt, None
+            if attempt.ended is not None:
+                self.report.history = history.recorded(self.report.history, attempt.entry())
+
     def failed(self, error: GitopsdError, retry: str) -> None:
         """Counts and logs a failure, with what becomes of it (`retry`)."""
         self.report.failure = Failure.of(error)
+        if self.attempt is not None:
+            self.attempt.failure = self.report.failure
+            self.attempt.end(self.state.fetched_revision or self.report.attempted_revision)
         stage, reason = error.stage, error.reason
         self.recorder.error(self.name, stage, reason)
         self.log.error("%s; %s", error, retry, extra={"stage": stage, "reason": reason})
 
     def succeeded(self) -> None:
+        """A reconcile that succeeded: news in the history only after a failure (a sync's
+        success is told by `synced`)."""
         self.report.failure = None
+        attempt = self.attempt
+        if attempt is not None and attempt.ended is None and history.failing(self.report.history):
+            attempt.end(self.report.attempted_revision)
 
     def _read(self, sha: str) -> None:
         self.recorder.revision(self.name, sha)
@@ -190,6 +235,9 @@ class Reporter:
             self.log.info("took over %s", takeover, extra=revision)
         changed = [o for o in report.changes.outcomes if o.action != Action.UNCHANGED]
         self.log.info("sync finished: %d changed", len(changed), extra=revision)
+        if self.attempt is not None and (result.step == Step.SYNC or changed):
+            self.attempt.outcomes += changed
+            self.attempt.end(result.desired.revision.sha)
 
     def _not_applied(self, report: SyncReport, revision: dict[str, str]) -> None:
         """Objects the sync refused alone: counted as an error, logged, and in the status."""

@@ -56,6 +56,10 @@ class StatusMaps:
     def wait_synced(self, timeout_seconds: float) -> bool:
         return self.informer.synced.wait(timeout_seconds)
 
+    def status(self, source: str) -> Document:
+        """The status kept for `source` ({} before one was written)."""
+        return status_map.status(self._map(source))
+
     def suspended(self, source: str) -> bool:
         return status_map.suspended(self._map(source))
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -22,11 +21,12 @@ from gitopsd.backoff import Backoff
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.watches import LiveCache, Watches
 from gitopsd.configfile import Mode, SourceConfig
+from gitopsd.daemon.deadlines import Deadline
 from gitopsd.daemon.jobs import Jobs
 from gitopsd.daemon.queue import Pool, WorkQueue
 from gitopsd.daemon.quotas import Holdings
 from gitopsd.daemon.reporter import APPLIED, Reporter
-from gitopsd.errors import ApplyError, ClusterError, ClusterReason, GitopsdError, Remedy
+from gitopsd.errors import ApplyError, GitopsdError, Remedy
 from gitopsd.gitsync.status import SourceReport
 from gitopsd.metrics import Recorder
 from gitopsd.objects import Body, ObjectKey
@@ -67,8 +67,6 @@ class SourceWorker:
     backoff: Backoff = field(default_factory=Backoff)
     recheck_backoff: Backoff = field(default_factory=Backoff)
     """Paces drift checks after a failed one; its own, so a git outage never pauses healing."""
-    deadline: float | None = None
-    """When the reconcile or drift check in flight must stop writing (monotonic seconds)."""
     attempted: threading.Event = field(default_factory=threading.Event)
     on_report: Callable[[], None] = lambda: None
     """Hears that `report` changed: after each poll and drift check."""
@@ -96,6 +94,7 @@ class SourceWorker:
         # a retired source writes nothing more: its GitSync may be withdrawing its objects
         self.cluster = replace(self.cluster, may_write=lambda: fence() and not self._done())
         config = self.config
+        self.deadline = Deadline(config.timeout_seconds)
         applyset = desired.applyset_of(config.settings)
         self.cache = LiveCache(self.watches, self.cluster, applyset.id, self._changed, self.halt)
         bounds = Bounds.of(config.settings, config.spec.limits)
@@ -220,14 +219,15 @@ class SourceWorker:
         """One reconcile of the whole source (scheduler, start-up and webhook call this)."""
         if not self.backoff.ready() and self.requested == self.report.handled_request:
             return
-        with self.busy, self._deadline():
+        with self.busy, self.deadline.running():
             if self.stopping.is_set() or self.halt.is_set():  # under the lock: no new work
                 return
             token = self.requested  # read under the lock: a later poll answers a later one
-            started = time.monotonic()
-            result = self._reconcile()
-            self.recorder.reconciled(self.name, result, time.monotonic() - started, time.time())
-            self._settle()
+            with self.reporter.recording():  # in the history before the request is answered
+                started = time.monotonic()
+                result = self._reconcile()
+                self.recorder.reconciled(self.name, result, time.monotonic() - started, time.time())
+                self._settle()
             self.report.handled_request = token
             self.attempted.set()
         self.on_report()
@@ -293,33 +293,14 @@ class SourceWorker:
             self.reporter.synced(result, result.report)
         return True
 
-    @contextmanager
-    def _deadline(self) -> Iterator[None]:
-        """Past the source's timeout the fence says no, so a reconcile or drift check that
-        crawls writes nothing more, fails and backs off, instead of holding the source."""
-        self.deadline = time.monotonic() + self.config.timeout_seconds
-        try:
-            yield
-        finally:
-            self.deadline = None
-
     def _done(self) -> bool:
-        return self._late() or self.halt.is_set()
-
-    def _late(self) -> bool:
-        deadline = self.deadline
-        return deadline is not None and time.monotonic() > deadline
+        return self.deadline.passed() or self.halt.is_set()
 
     def _failed(self, error: GitopsdError, backoff: Backoff) -> float | None:
         """Reports a failure; what may cure itself is retried after `backoff` (its delay is
         returned), a bad revision waits for the next one, and nothing is retried once the
         source is stopping (None)."""
-        if self._late():
-            limit = self.config.timeout_seconds
-            cause = str(error).splitlines()[0][:300]
-            error = ClusterError(
-                f"did not finish within its timeout of {limit:g} s: {cause}", ClusterReason.TIMEOUT
-            )
+        error = self.deadline.explained(error)
         delay = None
         if self.halt.is_set() or self.stopping.is_set():
             retry = "not retried: the source is stopping"
@@ -376,7 +357,7 @@ class SourceWorker:
             self.queue.add_all(keys)
             self._check_later(self.recheck_backoff.not_before - time.monotonic())
         else:
-            with self._deadline():
+            with self.deadline.running(), self.reporter.recording():
                 self._recheck(keys)
             return True
         return False

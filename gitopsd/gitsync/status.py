@@ -16,6 +16,7 @@ from typing import Any
 
 from gitopsd.diff import Drift, FieldChange, State
 from gitopsd.errors import ConfigError, ConfigReason, ExitCode, GitopsdError, Remedy
+from gitopsd.gitsync import history
 from gitopsd.gitsync.schema import MAX_DRIFTED_SHOWN
 from gitopsd.health import Health, Status, overall, unhealthy
 from gitopsd.objects import Body, GroupKind, ObjectKey
@@ -72,6 +73,8 @@ class SourceReport:
     """Why the revision is not applied yet: the dependencies not ready, or ""."""
     handled_request: str = ""
     """The request to reconcile now that the last reconcile answered (see `request`)."""
+    history: list[Document] = field(default_factory=list)
+    """Its last syncs, newest first (`gitsync.history`)."""
 
 
 def unready(report: SourceReport) -> str:
@@ -138,6 +141,7 @@ def status_of(
         "drift": _drift_summary(report.drifts or [], report.accepted),
         "health": _health_summary(report.health),
         "inventory": _inventory(report.inventory),
+        "history": history.merged(report.history, previous.get("history") or []),
     }
     if report.synced_at is not None:
         status["lastSyncTime"] = _timestamp(report.synced_at)

@@ -3,6 +3,7 @@ of what it saw last."""
 
 from __future__ import annotations
 
+from gitopsd.gitsync.history import MAX_MESSAGE, MAX_NAMED, MAX_SYNCS, NAMED
 from gitopsd.gitsync.openapi import object_, string
 
 MAX_DRIFTED_SHOWN = 20
@@ -109,6 +110,41 @@ INVENTORY = object_(
         },
     },
 )
+REFERENCE = object_(
+    'A Kubernetes object: every part apart, "" where it has none.',
+    {
+        "group": string('Its API group; "" for the core group.'),
+        "version": string("The API version it was written at."),
+        "kind": string("Its kind."),
+        "namespace": string('Its namespace; "" for a cluster-scoped object.'),
+        "name": string("Its name."),
+    },
+)
+SYNC = object_(
+    "A sync that did something: applied a revision or changed objects, or failed.",
+    {
+        "revision": string("The revision it read or applied (full commit id)."),
+        "startedAt": string("When it started.", format="date-time"),
+        "durationSeconds": {"type": "number", "minimum": 0},
+        "outcome": string("Succeeded or Failed.", enum=["Succeeded", "Failed"]),
+        "reason": string("Why it failed: a CamelCase word, as Ready's.", maxLength=1024),
+        "message": string("Why it failed, shortened.", maxLength=MAX_MESSAGE),
+        "counts": {
+            "type": "object",
+            "description": "Objects by action (created, configured, pruned, replaced...); "
+            "an action it did not take is left out.",
+            "additionalProperties": {"type": "integer", "minimum": 0},
+        },
+        "objects": object_(
+            f"The objects it created, configured and pruned: the first {MAX_NAMED} of each; "
+            "counts has how many.",
+            {
+                str(action): {"type": "array", "maxItems": MAX_NAMED, "items": REFERENCE}
+                for action in NAMED
+            },
+        ),
+    },
+)
 STATUS = object_(
     "What gitopsd saw and did (kstatus-compatible: kubectl wait --for=condition=Ready).",
     {
@@ -130,5 +166,11 @@ STATUS = object_(
         "drift": DRIFT,
         "health": HEALTH,
         "inventory": INVENTORY,
+        "history": {
+            "type": "array",
+            "description": f"The last {MAX_SYNCS} syncs that did something, newest first.",
+            "maxItems": MAX_SYNCS,
+            "items": SYNC,
+        },
     },
 )

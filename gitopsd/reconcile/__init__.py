@@ -71,6 +71,9 @@ class State:
     parse_cache: manifests.ParseCache = field(default_factory=manifests.ParseCache)
     desired: Desired | None = None
     """The revision read last, resolved."""
+    fetched_revision: str = ""
+    """The revision fetched last, read or not (a revision that fails to read is not
+    `desired`'s)."""
     failed_revision: str | None = None
     """A revision whose manifests are invalid: it stays invalid, so it is not read again."""
     applied_revision: str | None = None
@@ -214,6 +217,7 @@ def get_desired(
     if not fetch and state.desired is not None:
         return state.desired
     revision = _fetch(source, hooks)
+    state.fetched_revision = revision.sha
     known = state.known(revision)
     if known is not None:
         return known

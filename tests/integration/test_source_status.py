@@ -71,6 +71,16 @@ def test_a_suspended_source_stays_suspended_across_a_restart_and_is_resumed_in_c
     assert (result["source"]["name"], result["suspended"]) == ("app", False)
     wait_for(lambda: config_map_value(admin_api, namespace, "a") == "w", "the resumed sync")
 
+    # the history its status ConfigMap keeps outlived the first process
+    def history() -> list[dict[str, Any]]:
+        found = gitopsd("history", "app", *in_cluster, "-o", "json")
+        return list(found.document("SyncHistory")["history"])
+
+    wait_for(lambda: len(history()) == 2, "the resumed sync in the history")
+    assert [entry["revision"] for entry in history()] == [git_repo.head(), first]
+    asked = gitopsd("history", "app", "--daemon", again.control_url, "-o", "json")
+    assert asked.document("SyncHistory")["history"] == history()
+
 
 def test_reconcile_in_cluster_applies_a_commit_now_and_names_the_sources_there(
     daemons: Daemons,

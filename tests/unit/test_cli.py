@@ -411,7 +411,17 @@ def test_help_is_grouped_with_examples_and_exit_codes(capsys: pytest.CaptureFixt
     ]
     assert "gitopsd sync ./deploy --namespace shop" in sync_help
     assert "6  not healthy (--wait, a sync wave)" in sync_help
-    for command in ("validate", "diff", "sync", "run", "get", "reconcile", "suspend", "resume"):
+    for command in (
+        "validate",
+        "diff",
+        "sync",
+        "run",
+        "get",
+        "reconcile",
+        "suspend",
+        "resume",
+        "history",
+    ):
         assert re.search(rf"^    {command}\b", top_help, re.MULTILINE), command
 
 

@@ -232,7 +232,7 @@ def test_ta06_each_listener_serves_only_its_own(server: Server, probes: Server) 
 
 @dataclass
 class FakeControl:
-    """The control API's two calls, recorded (gitopsd.daemon.control runs real workers)."""
+    """The control API's calls, recorded (gitopsd.daemon.control runs real workers)."""
 
     asked: list[str] = field(default_factory=list)
 
@@ -248,6 +248,10 @@ class FakeControl:
     def objects(self, name: str) -> tuple[int, dict[str, object]]:
         self.asked.append(f"objects of {name}")
         return 200, {"revision": "", "objects": []}
+
+    def history(self, name: str) -> tuple[int, dict[str, object]]:
+        self.asked.append(f"history of {name}")
+        return 200, {"history": []}
 
     def suspend(self, name: str, suspended: bool) -> tuple[int, dict[str, object]]:
         self.asked.append(f"{'suspend' if suspended else 'resume'} {name}")
@@ -273,6 +277,7 @@ def test_the_control_api_lists_sources_and_asks_for_a_reconcile() -> None:
         asked = served.exchange(control_request("POST", "/api/v1/sources/team%2Fweb/reconcile"))
         unknown = served.exchange(control_request("POST", "/api/v1/sources/nope/reconcile"))
         objects = served.exchange(control_request("GET", "/api/v1/sources/team%2Fweb/objects"))
+        history = served.exchange(control_request("GET", "/api/v1/sources/app/history"))
         suspended = served.exchange(control_request("POST", "/api/v1/sources/app/suspend"))
         resumed = served.status(control_request("POST", "/api/v1/sources/app/resume"))
         wrong_method = served.status(control_request("GET", "/api/v1/sources/app/reconcile"))
@@ -284,9 +289,11 @@ def test_the_control_api_lists_sources_and_asks_for_a_reconcile() -> None:
     assert asked.startswith(b"HTTP/1.0 202 ") and asked.endswith(b'{"token": "1"}\n')
     assert unknown.startswith(b"HTTP/1.0 404 ") and b"no source nope runs here" in unknown
     assert objects.endswith(b'{"revision": "", "objects": []}\n')
+    assert history.startswith(b"HTTP/1.0 200 ") and history.endswith(b'{"history": []}\n')
     assert (wrong_method, metrics) == (404, 404)  # the control API, and only as documented
     assert suspended.endswith(b'{"suspended": true}\n') and resumed == 200
-    assert control.asked == ["team/web", "nope", "objects of team/web", "suspend app", "resume app"]
+    expected = ["team/web", "nope", "objects of team/web", "history of app", "suspend app"]
+    assert control.asked == [*expected, "resume app"]
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,8 @@
   webhooks' connections never starves a probe;
 - the control API of `gitopsd get` and `gitopsd reconcile` (`controlListen`), bound to
   loopback: GET /api/v1/sources, POST /api/v1/sources/<name>/reconcile, GET
-  /api/v1/sources/<name>/objects, and POST /api/v1/sources/<name>/suspend and /resume.
+  /api/v1/sources/<name>/objects and /history, and POST /api/v1/sources/<name>/suspend
+  and /resume.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ class ControlApi(Protocol):
     def reconcile(self, name: str) -> tuple[int, dict[str, Any]]: ...
 
     def objects(self, name: str) -> tuple[int, dict[str, Any]]: ...
+
+    def history(self, name: str) -> tuple[int, dict[str, Any]]: ...
 
     def suspend(self, name: str, suspended: bool) -> tuple[int, dict[str, Any]]: ...
 
@@ -146,6 +149,7 @@ RECONCILE = "/reconcile"
 OBJECTS = "/objects"
 SUSPEND = "/suspend"
 RESUME = "/resume"
+HISTORY = "/history"
 CONTROL_HEADER = "x-gitopsd-control"
 """Required on every control request: a web page cannot send it without asking first (a
 CORS preflight nothing here answers), so a browser cannot be made to call the API."""
@@ -201,6 +205,7 @@ def _control(control: ControlApi, client: str, request: Request) -> Reply:
         ("GET", OBJECTS): control.objects,
         ("POST", SUSPEND): lambda name: control.suspend(name, True),
         ("POST", RESUME): lambda name: control.suspend(name, False),
+        ("GET", HISTORY): control.history,
     }
     for (method, suffix), answer_for in asked.items():
         path = request.path
