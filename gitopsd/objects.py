@@ -56,6 +56,17 @@ class ObjectKey:
         parts = [self.group, self.kind, self.namespace, self.name]
         return "/".join(part for part in parts if part)
 
+    def reference(self, version: str) -> dict[str, str]:
+        """The object as a program reads it (the JSON contract, a status): every part
+        apart, "" where it has none (the core group, a cluster-scoped object's namespace)."""
+        return {
+            "group": self.group,
+            "version": version,
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class Origin:

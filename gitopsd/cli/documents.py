@@ -40,18 +40,6 @@ def serialized(found: Document, output: str) -> str:
     return json.dumps(found, indent=2, default=str) + "\n"  # a YAML date in a value, say
 
 
-def reference(key: ObjectKey, version: str) -> Document:
-    """An object as a program reads it: every part apart, "" where it has none (the core
-    group, a cluster-scoped object's namespace)."""
-    return {
-        "group": key.group,
-        "version": version,
-        "kind": key.kind,
-        "namespace": key.namespace,
-        "name": key.name,
-    }
-
-
 def diff_result(
     revision: str | None,
     drifts: list[diff.Drift],
@@ -79,7 +67,7 @@ def _drift(drift: diff.Drift, origins: Mapping[ObjectKey, str], show_ignored: bo
     body = drift.desired or drift.live or {}
     ignored = {"ignored": [_change(c) for c in drift.ignored]} if show_ignored else {}
     return {
-        "object": reference(drift.key, body_version(body)),
+        "object": drift.key.reference(body_version(body)),
         "state": str(drift.state),
         "origin": origins.get(drift.key),
         "changes": [_change(c) for c in drift.changes],
@@ -103,7 +91,7 @@ def _change(change: diff.FieldChange) -> Document:
 def health_list(healths: Mapping[ObjectKey, Health], versions: Versions) -> list[Document]:
     return [
         {
-            "object": reference(key, versions(key)),
+            "object": key.reference(versions(key)),
             "status": str(health.status),
             "reason": health.reason,
             "message": health.message,
@@ -130,14 +118,14 @@ def sync_result(
         counts={str(action): counts[str(action)] for action in Action},
         outcomes=[
             {
-                "object": reference(o.key, o.version or versions(o.key)),
+                "object": o.key.reference(o.version or versions(o.key)),
                 "action": str(o.action),
                 "detail": o.detail,
             }
             for o in outcomes
         ],
         pruneRefused=[
-            {"object": reference(key, versions(key)), "reason": str(reason)}
+            {"object": key.reference(versions(key)), "reason": str(reason)}
             for key, reason in report.refused
         ],
         pruneRefusals=report.refusals,
@@ -156,7 +144,7 @@ def validate_result(
         {
             "file": problem.origin.path,
             "line": problem.origin.line,
-            "object": reference(problem.key, versions(problem.key)),
+            "object": problem.key.reference(versions(problem.key)),
             "field": problem.path,
             "message": problem.message,
         }

@@ -121,13 +121,7 @@ def _entry(
     served = None if body or unserved else cluster.discovery.preferred(key.group_kind)
     version = body_version(body) or (served.version if served else "")
     return {
-        "object": {
-            "group": key.group,
-            "version": version,
-            "kind": key.kind,
-            "namespace": key.namespace,
-            "name": key.name,
-        },
+        "object": key.reference(version),
         "health": {
             "status": str(health.status),
             "reason": health.reason,

@@ -152,13 +152,7 @@ def owned_objects(
         versions.setdefault(key, body_version(body))
     return [
         {
-            "object": {
-                "group": key.group,
-                "version": version,
-                "kind": key.kind,
-                "namespace": key.namespace,
-                "name": key.name,
-            },
+            "object": key.reference(version),
             "health": _health(healths.get(key)),
             "drift": str(drifted[key].state) if key in drifted else "",
             "fields": [change.path for change in drifted[key].changes] if key in drifted else [],

@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from gitopsd.changes import Action, Outcome
-from gitopsd.objects import ObjectKey
 
 Document = dict[str, Any]
 
@@ -90,18 +89,7 @@ def _repeats(newest: Document, new: Document) -> bool:
 
 def _named(outcomes: list[Outcome], action: Action) -> list[Document]:
     keys = sorted({(o.key, o.version) for o in outcomes if o.action == action})
-    return [reference(key, version) for key, version in keys[:MAX_NAMED]]
-
-
-def reference(key: ObjectKey, version: str) -> Document:
-    """As the JSON contract names an object: every part apart, "" where it has none."""
-    return {
-        "group": key.group,
-        "version": version,
-        "kind": key.kind,
-        "namespace": key.namespace,
-        "name": key.name,
-    }
+    return [key.reference(version) for key, version in keys[:MAX_NAMED]]
 
 
 def timestamp(seconds: float) -> str:
