@@ -73,6 +73,14 @@ def merged(current: list[Document], previous: list[Document]) -> list[Document]:
     return history
 
 
+def in_status(history: list[Document]) -> list[Document]:
+    """The entries as a status keeps them: without the objects they named. A status is
+    rewritten at each change, and at a fleet's scale the names cost about a seventh of the
+    time 1,000 GitSyncs take to be Ready (make bench: 58-66 s without, 71-83 s with); the
+    daemon that ran the syncs names them (`gitopsd history NAME`, its control API)."""
+    return [{key: value for key, value in entry.items() if key != "objects"} for entry in history]
+
+
 def failing(history: list[Document]) -> bool:
     """Whether the newest entry is a failure: a success then is news, though idle."""
     return bool(history) and history[0].get("outcome") == FAILED

@@ -141,7 +141,7 @@ def status_of(
         "drift": _drift_summary(report.drifts or [], report.accepted),
         "health": _health_summary(report.health),
         "inventory": _inventory(report.inventory),
-        "history": history.merged(report.history, previous.get("history") or []),
+        "history": history.in_status(history.merged(report.history, previous.get("history") or [])),
     }
     if report.synced_at is not None:
         status["lastSyncTime"] = _timestamp(report.synced_at)

@@ -3,7 +3,7 @@ of what it saw last."""
 
 from __future__ import annotations
 
-from gitopsd.gitsync.history import MAX_MESSAGE, MAX_NAMED, MAX_SYNCS, NAMED
+from gitopsd.gitsync.history import MAX_MESSAGE, MAX_SYNCS
 from gitopsd.gitsync.openapi import object_, string
 
 MAX_DRIFTED_SHOWN = 20
@@ -110,16 +110,6 @@ INVENTORY = object_(
         },
     },
 )
-REFERENCE = object_(
-    'A Kubernetes object: every part apart, "" where it has none.',
-    {
-        "group": string('Its API group; "" for the core group.'),
-        "version": string("The API version it was written at."),
-        "kind": string("Its kind."),
-        "namespace": string('Its namespace; "" for a cluster-scoped object.'),
-        "name": string("Its name."),
-    },
-)
 SYNC = object_(
     "A sync that did something: applied a revision or changed objects, or failed.",
     {
@@ -135,14 +125,6 @@ SYNC = object_(
             "an action it did not take is left out.",
             "additionalProperties": {"type": "integer", "minimum": 0},
         },
-        "objects": object_(
-            f"The objects it created, configured and pruned: the first {MAX_NAMED} of each; "
-            "counts has how many.",
-            {
-                str(action): {"type": "array", "maxItems": MAX_NAMED, "items": REFERENCE}
-                for action in NAMED
-            },
-        ),
     },
 )
 STATUS = object_(
