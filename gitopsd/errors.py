@@ -1,13 +1,17 @@
 """The error tree. Every failure gitopsd reports is one of these::
 
     GitopsdError
-    ├── TerminalError          bad input: retrying cannot help; wait for a new revision
-    │   ├── ConfigError        settings, flags or a source definition are invalid
-    │   └── ManifestError      a file or an object of the revision is invalid
-    └── TransientError         the world misbehaved: back off and retry the same revision
-        ├── SourceError        fetching the revision failed (network, auth, ref, cache)
-        └── ClusterError       the API server failed or refused a request
-            └── ApplyError     one or more objects failed to dry-run, apply or delete
+    ├── ConfigError        settings, flags or a source definition are invalid
+    ├── ManifestError      a file or an object of the revision is invalid
+    ├── SourceError        fetching the revision failed (network, auth, ref, cache)
+    └── ClusterError       the API server failed or refused a request
+        └── ApplyError     one or more objects failed to dry-run, apply or delete
+
+Whether to retry is not the class's to say but the reason's: a ConfigError waits for a
+person, a ManifestError for a new revision (an unknown kind is retried: its CRD may come),
+a SourceError or ClusterError is retried after a backoff unless its reason says otherwise
+(credentials, a host key and rights wait for a person; an immutable field, for a new
+revision).
 
 Each class carries its `stage` and a `reason` from a closed enum of its own: the labels of
 gitopsd_errors_total, never parsed back out of a message. Each reason decides the error's
@@ -144,28 +148,24 @@ class GitopsdError(Exception):
         return self.exit_codes.get(self.reason, self.usual_exit_code)
 
 
-class TerminalError(GitopsdError):
-    """Input is invalid; the same revision will fail again, so do not retry it."""
-
-    usual_remedy = Remedy.NEW_REVISION
-    usual_exit_code = ExitCode.INVALID
-
-
-class ConfigError(TerminalError):
+class ConfigError(GitopsdError):
     """Settings, command-line flags or a source definition are invalid."""
 
     stage = Stage.CONFIG
     usual_remedy = Remedy.PERSON  # a new spec is a new source; a flag, a new command
+    usual_exit_code = ExitCode.INVALID
 
     def __init__(self, message: str, reason: ConfigReason = ConfigReason.INVALID) -> None:
         super().__init__(message)
         self.reason: ConfigReason = reason
 
 
-class ManifestError(TerminalError):
-    """A manifest is invalid."""
+class ManifestError(GitopsdError):
+    """A manifest is invalid: the same revision would fail again."""
 
     stage = Stage.MANIFESTS
+    usual_remedy = Remedy.NEW_REVISION
+    usual_exit_code = ExitCode.INVALID
     remedies: ClassVar[Mapping[Reason, Remedy]] = {
         ManifestReason.UNKNOWN_KIND: Remedy.BACK_OFF
     }  # a CRD installed later
@@ -175,11 +175,7 @@ class ManifestError(TerminalError):
         self.reason: ManifestReason = reason
 
 
-class TransientError(GitopsdError):
-    """Something outside gitopsd failed; retrying later may succeed."""
-
-
-class SourceError(TransientError):
+class SourceError(GitopsdError):
     """Fetching or reading the revision failed."""
 
     stage = Stage.SOURCE
@@ -194,7 +190,7 @@ class SourceError(TransientError):
         self.reason: SourceReason = reason
 
 
-class ClusterError(TransientError):
+class ClusterError(GitopsdError):
     """The API server failed or refused a request."""
 
     stage = Stage.CLUSTER
