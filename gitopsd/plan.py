@@ -169,10 +169,6 @@ class PruneDecision:
     budget: int = 0
     """Most objects the budget lets one sync prune."""
 
-    @property
-    def blocked(self) -> bool:
-        return bool(self.refused)
-
 
 def decide_prune(
     desired: Iterable[ObjectKey],

@@ -56,7 +56,6 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
     started.address = ("127.0.0.1", running.server_address[1])
     yield started
     running.shutdown()
-    running.server_close()
 
 
 @pytest.fixture
@@ -66,7 +65,6 @@ def probes(monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
     running = http.serve(("127.0.0.1", 0), http.Probes(CollectorRegistry(), lambda: True))
     yield Server(("127.0.0.1", running.server_address[1]))
     running.shutdown()
-    running.server_close()
 
 
 def post(headers: bytes, body: bytes = BODY) -> bytes:
@@ -151,7 +149,6 @@ def test_se19_probes_are_answered_at_once_while_half_requests_hold_connections(
     finally:
         attack.close()
         running.shutdown()
-        running.server_close()
 
     assert set(answers) == {200}, answers
     assert server_threads() == 0
@@ -218,7 +215,6 @@ def test_ta06_a_head_that_trickles_in_is_answered_408_at_the_head_deadline(
             answer = wait_for(answered, "the head deadline to answer", 20)
     finally:
         running.shutdown()
-        running.server_close()
     assert answer.startswith(b"HTTP/1.0 408 "), answer
 
 
@@ -284,7 +280,6 @@ def test_the_control_api_lists_sources_and_asks_for_a_reconcile() -> None:
         metrics = served.status(control_request("GET", "/metrics"))
     finally:
         running.shutdown()
-        running.server_close()
     assert listed.split(b"\r\n\r\n", 1)[1] == b'[{"name": "app", "ready": "True"}]\n'
     assert asked.startswith(b"HTTP/1.0 202 ") and asked.endswith(b'{"token": "1"}\n')
     assert unknown.startswith(b"HTTP/1.0 404 ") and b"no source nope runs here" in unknown
@@ -313,7 +308,6 @@ def test_the_control_api_refuses_what_a_web_page_could_send(request_bytes: bytes
         answer = Server(("127.0.0.1", running.server_address[1])).exchange(request_bytes)
     finally:
         running.shutdown()
-        running.server_close()
     assert answer.startswith(b"HTTP/1.0 403 ") and b"loopback clients only" in answer
     assert control.asked == []
 
@@ -345,7 +339,6 @@ def test_the_control_api_answers_loopback_clients_only() -> None:
         listed = outside.status(control_request("GET", "/api/v1/sources"))
     finally:
         running.shutdown()
-        running.server_close()
     assert refused.startswith(b"HTTP/1.0 403 ") and b"loopback clients only" in refused
     assert listed == 403
     assert control.asked == []
@@ -363,3 +356,16 @@ def test_a_call_for_another_replicas_gitsync_is_handed_on_with_its_signature_hea
     forwarded = {**headers, "x-gitopsd-forwarded": "1"}
     again = endpoints.answer(transport.Request("POST", "/hooks/gitsyncs/a/b", forwarded), BODY)
     assert again[0] == 404 and len(handed) == 1  # a forwarded call goes no further
+
+
+def test_a_server_shut_down_frees_its_port() -> None:
+    running = http.serve(("127.0.0.1", 0), http.Probes(CollectorRegistry(), lambda: True))
+    port = running.server_address[1]
+    running.shutdown()
+
+    again = socket.socket()
+    try:
+        again.bind(("127.0.0.1", port))  # refused (address in use) while the listener is open
+        again.listen()
+    finally:
+        again.close()

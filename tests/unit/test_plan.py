@@ -154,7 +154,7 @@ def test_deletes_come_namespaced_first_and_definitions_last() -> None:
     policy = PrunePolicy(prune_protected=True)
     decision = decide_prune(config_maps(9), everything, record_of(everything), policy)
     assert decision.delete == (CONFIG_MAP, CLUSTER_ROLE, NAMESPACE)
-    assert not decision.blocked
+    assert decision.refused == ()
 
 
 PRUNE_CASES = {

@@ -176,12 +176,12 @@ class Server:
             self._stopped.set()
 
     def shutdown(self) -> None:
+        """Stops serving and, once the loop has stopped, closes the listener: its port is
+        free again when this returns (a loop stuck past 5 s leaves it to the process's exit)."""
         self._stopping.set()
-        self._stopped.wait(5.0)
-
-    def server_close(self) -> None:
-        self.selector.close()
-        self.listener.close()
+        if self._stopped.wait(5.0):
+            self.selector.close()
+            self.listener.close()
 
     def _accept(self) -> None:
         while True:
