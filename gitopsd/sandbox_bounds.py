@@ -16,7 +16,7 @@ class SandboxBounds:
 
     expression_memory_bytes: int = 128 * MiB
     """The address space of the process that evaluates health rules. Measured: the
-    evaluator idles at 28 MiB; the red team's rule (14 nested maps, a string 4x longer at
+    evaluator idles at 28 MiB; a hostile rule (14 nested maps, a string 4x longer at
     each) asks for 4 GiB and is stopped here in 0.1 s."""
     expression_seconds: float = 2.0
     """The longest one health rule may take (a normal one takes microseconds)."""

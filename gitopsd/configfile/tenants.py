@@ -16,7 +16,7 @@ class TenantQuota:
 
     objects: int = 10_000
     """Objects the revisions its GitSyncs read last may hold in the daemon's memory together
-    (the red team measured about 3 KiB an object: its manifest, its drift memo and, once it
+    (measured: about 3 KiB an object: its manifest, its drift memo and, once it
     exists, its live copy in the watch cache; six GitSyncs of 49,000 ConfigMaps took the
     daemon from 124 MB to 974 MB). A revision that would take the namespace past it is
     refused; what its GitSync held before stays."""

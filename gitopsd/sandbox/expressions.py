@@ -2,8 +2,8 @@
 bound of its own, asked one expression at a time, and a deadline on each answer.
 
 The CEL runtime has an iteration budget but no cost limit, and what one step builds is
-unbounded: the red team's rule asks for 4 GiB in a fraction of a second, and the kernel's
-OOM killer answers for the whole pod before any allocation fails. In the worker the
+unbounded: a hostile rule of 333 characters asks for 4 GiB in a fraction of a second, and
+the kernel's OOM killer answers for the whole pod before any allocation fails. In the worker the
 allocation fails at the bound instead (measured: the rule stops at 128 MiB in 0.1 s) and
 the worker lives; an expression that does not answer by the deadline has the worker killed
 and started again. Either way the expression is remembered as over its bound and not

@@ -266,7 +266,7 @@ def ready(gitsync: dict[str, Any]) -> bool:
 
 
 def table(figures: FleetFigures) -> str:
-    """The figures against issue 33's targets, as a Markdown table."""
+    """The figures against the fleet's targets, as a Markdown table."""
 
     def shown(value: float | None, unit: str) -> str:
         return "never" if value is None else f"{value:.1f} {unit}"

@@ -371,9 +371,9 @@ METHOD = """## How it is measured
   `network.fetchDeadline` (20 s here, so fetches end and start again), the rest rendering
   a chart stopped at `sandbox.renderMemory`, and a commit to its charts every 5 s, so
   that they render again. Edits start 2 s apart in both phases, so that the victim is
-  measured while the attacker works. The target is issue 50's: the victim's
+  measured while the attacker works. The target: the victim's
   p50 and p90 within 10 % of its own in the same run. The cgroup's peak memory and OOM
   kills are the kernel's.
-- Targets are the project's, stated for 10k objects (the fleet's: issue 33's, for 1,000
+- Targets are the project's, stated for 10k objects (the fleet's for 1,000
   GitSyncs), beside each figure.
 """

@@ -1,4 +1,4 @@
-"""Tenants: one namespace at its bounds, and another's heal latency (issue 50). One daemon
+"""Tenants: one namespace at its bounds, and another's heal latency. One daemon
 in operator mode, inside a 1 GiB memory cgroup as the Deployment's limit, serves a victim
 namespace (a GitSync of a few dozen ConfigMaps, selfHeal) and an attacker's. The victim's
 out-of-band edit -> heal latency is measured twice in one run: with the attacker's
@@ -356,7 +356,7 @@ def ratio(figures: TenantFigures, share: float) -> float:
 
 
 def table(figures: TenantFigures) -> str:
-    """The figures against issue 50's targets, as a Markdown table."""
+    """The figures against their targets, as a Markdown table."""
 
     def judged(value: float, limit: float) -> str:
         return "met" if value <= limit else "**missed**"

@@ -1,4 +1,4 @@
-"""The red team's attack on the probes (SE-19, TA-06): connections that each send half a
+"""An attack on the probes (SE-19, TA-06): connections that each send half a
 request line and wait, each opened again as soon as the server cuts it off."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ NAMES = string.ascii_lowercase
 
 
 def string_bomb(levels: int = 14) -> str:
-    """The red team's rule: one-element maps nested `levels` deep, each binding a string four
+    """A hostile rule: one-element maps nested `levels` deep, each binding a string four
     times longer than the one before ("aaaa" to 1 GiB at 14; about 4 GiB held at once)."""
     expression = f"size({NAMES[levels]})"
     for level in reversed(range(levels)):

@@ -403,7 +403,7 @@ def test_se12_kustomize_runs_with_no_network_at_all_loopback_included(
 
 
 def attributes_attack(git_repo: GitRepo, victim: Path, folder: str = "app") -> None:
-    """The red team's repository: `¥x2e` is harmless text in the blob (a directory of that
+    """A hostile repository: `¥x2e` is harmless text in the blob (a directory of that
     name exists, so the check passes), but checked out as SHIFT_JIS `¥` becomes `\\`, and in
     a double-quoted YAML string `\\x2e` is `.`: the kustomization kustomize would read names
     `../../…/<victim>`, a directory outside the checkout holding an API key."""

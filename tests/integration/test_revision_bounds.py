@@ -1,7 +1,7 @@
 """What a revision costs is bounded before it is spent (BI-07; docs/ARCHITECTURE.md, Trust
 boundaries).
 
-The red team's repositories, each a few KiB of pack: nested trees naming four million
+Hostile repositories, each a few KiB of pack: nested trees naming four million
 paths, one 64 MiB blob at 32 paths beside a kustomization, and a chain of 1,500
 kustomizations. Each is refused naming its limit (key and flag), by `gitopsd validate` and
 by a daemon that holds them beside a good source: its memory stays bounded, and the good

@@ -1,4 +1,4 @@
-"""A git revision is read from the object store by blob id (issue 16: re-rendering reads only
+"""A git revision is read from the object store by blob id (re-rendering reads only
 changed files). Real git, a real repository served over file://; what a read cost is seen
 through `GitTree.blobs_read` and `ParseCache.parses`, and its result is compared with a cold
 read of the same revision."""

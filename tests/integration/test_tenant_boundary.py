@@ -1,4 +1,4 @@
-"""The tenant boundary of operator mode (issue 27 of the red team): what a tenant edits (its
+"""The tenant boundary of operator mode: what a tenant edits (its
 GitSync, its ApplySet parent, the Secrets it names) never widens what the daemon reads,
 watches or discloses beyond the tenant's own rights. The daemon runs as the audited user,
 so the API server's audit log holds every request it makes."""

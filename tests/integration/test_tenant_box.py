@@ -1,4 +1,4 @@
-"""What a tenant's GitSync makes the daemon evaluate or run is boxed (issue 50; cases TA-01
+"""What a tenant's GitSync makes the daemon evaluate or run is boxed (cases TA-01
 and TA-07 of ../shared/RELIABILITY.md): a health rule in CEL, a chart's templates, a
 chart's values schema. Each runs under a bound the tenant cannot raise, and the daemon,
 inside a memory limit like the Deployment's, lives to heal the other tenants."""
@@ -147,7 +147,7 @@ CHART = "apiVersion: v2\nname: bomb\nversion: 0.1.0\n"
 def test_a_chart_that_renders_gigabytes_fails_at_the_render_memory_bound(
     admin_api: Any, namespace: str, gitsync_crd: str, daemons: Daemons, git_server: GitServer
 ) -> None:
-    """helm is bounded (issue 50): the render stops at the render memory bound, the GitSync's
+    """helm is bounded: the render stops at the render memory bound, the GitSync's
     revision fails naming it, and the daemon lives and heals another GitSync."""
     attacker = git_server.create_repo(unique_name("attacker"))
     victim = git_server.create_repo(unique_name("victim"))
@@ -262,7 +262,7 @@ SPINNING_TEMPLATE = (
 def test_a_chart_that_spins_fails_at_the_render_cpu_bound(
     admin_api: Any, namespace: str, gitsync_crd: str, daemons: Daemons, git_server: GitServer
 ) -> None:
-    """helm is bounded in processor time, set by the admin (issue 50, of TA-01's class)."""
+    """helm is bounded in processor time, set by the admin (of TA-01's class)."""
     attacker = git_server.create_repo(unique_name("attacker"))
     attacker.commit({"Chart.yaml": CHART, "templates/spin.yaml": SPINNING_TEMPLATE})
     daemon = caged_operator(daemons, namespace, sandbox={"renderCPU": "2s"})

@@ -119,7 +119,7 @@ def test_se16_a_gitsync_never_takes_an_object_created_while_its_wave_waits(
     git_repo: GitRepo,
     gate: Gate,
 ) -> None:
-    """The red team's case: a GitSync without a ServiceAccount (the daemon's own rights),
+    """A tenant's attack: a GitSync without a ServiceAccount (the daemon's own rights),
     prune on, whose wave 1 names an object its tenant may not touch."""
     git_repo.commit({**deployment("web", pods_on=gate.node_selector), **quota_file("3", wave="1")})
     operator(daemons, namespace)

@@ -1,5 +1,5 @@
 """TA-01: the daemon's health rules run in a box (a real worker process under a memory bound
-and a deadline): the red team's rule is stopped at the bound, named in the health it gives,
+and a deadline): a hostile rule is stopped at the bound, named in the health it gives,
 the worker lives on for the next rule, and the bounds are read from the configuration file
 with their defaults."""
 

@@ -1,4 +1,4 @@
-"""Renders run boxed (issue 50: TA-07, and TA-01's class, tenant input run at a cost not known
+"""Renders run boxed (TA-07, and TA-01's class, tenant input run at a cost not known
 up front): the `offline` wrapper sets the rlimits the program inherits, and fences the file
 system with Landlock to what it is given (tested through helm: a program exec'd after the
 fence must be static, as helm and kubectl are). Renders stopped at a bound, and a chart's `$ref`

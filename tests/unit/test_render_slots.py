@@ -1,5 +1,5 @@
-"""Renders in flight are bounded as a whole and shared fairly between namespaces (issue 50:
-TA-01's renders in a box, of TA-03's class, what the daemon holds for all tenants at once).
+"""Renders in flight are bounded as a whole and shared fairly between namespaces (TA-01's
+renders in a box, of TA-03's class, what the daemon holds for all tenants at once).
 The slots are tested here with real threads; renders taking them, in a daemon inside the
 Deployment's memory limit, in test_tenant_box.py."""
 
