@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 import tomllib
 from pathlib import Path
 
@@ -68,6 +69,22 @@ def test_the_map_lists_the_pure_core_the_contract_keeps() -> None:
     bullet = re.search(r"\*\*The pure core does no I/O\*\*:(.*?)import no", MAP, re.DOTALL)
     assert bullet, "docs/ARCHITECTURE.md no longer says what the pure core is"
     assert set(re.findall(r"`(\w+)`", bullet.group(1))) == kept
+
+
+def test_the_maps_story_is_reconcile_once_as_written() -> None:
+    """The story docs/ARCHITECTURE.md shows is the body of `reconcile_once`, docstring aside:
+    a step added to the code and not to the map fails here."""
+    source = (PACKAGE / "reconcile" / "__init__.py").read_text()
+    [function] = [
+        node
+        for node in ast.parse(source).body
+        if isinstance(node, ast.FunctionDef) and node.name == "reconcile_once"
+    ]
+    first, last = function.body[1], function.body[-1]  # [0] is the docstring
+    lines = source.splitlines()[first.lineno - 1 : last.end_lineno]
+    shown = re.search(r"^In code, the story .*?\n\n```python\n(.*?)```", MAP, re.M | re.S)
+    assert shown, "docs/ARCHITECTURE.md no longer shows the story in code"
+    assert shown.group(1) == textwrap.dedent("\n".join(lines)) + "\n"
 
 
 def imported_modules(path: Path) -> set[str]:
