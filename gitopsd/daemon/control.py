@@ -27,6 +27,7 @@ from gitopsd.gitsync.status import (
 from gitopsd.health import Health
 from gitopsd.objects import ObjectKey, body_version
 
+NOT_RUNNING = "the daemon is starting, or it is another replica's share (sharding)"
 NOT_LEADING = (
     "this replica does not write for this source (a standby, or another replica's share): "
     "it only reads, so a reconcile here would apply nothing; port-forward to the pod that "
@@ -60,7 +61,7 @@ class Control:
             return 409, {
                 "error": f"{name} is a GitSync: gitopsd {verb} {gitsync} --gitsync -n {namespace}"
             }
-        if files is None or not files.runs(name):
+        if files is None or not files.knows(name):
             return 404, {"error": f"no source {name} runs here"}
         if not files.maps.cluster.writable():
             return 409, {"error": NOT_LEADING}
@@ -76,6 +77,8 @@ class Control:
         worker = self._worker(name)
         if worker is None and self.files and self.files.runs(name):
             return 409, {"error": f"source {name} is suspended: gitopsd resume {name} first"}
+        if worker is None and self.files and self.files.knows(name):
+            return 409, {"error": f"source {name} does not run here yet: {NOT_RUNNING}"}
         if worker is None:
             return 404, {"error": f"no source {name} runs here"}
         if "/" in name:  # namespace/name: the GitSync's own annotation is its request
@@ -104,7 +107,7 @@ class Control:
         """The last syncs of source `name` (`gitopsd history`), newest first: a configured
         source's as its status ConfigMap keeps them, across restarts and suspensions."""
         worker, files = self._worker(name), self.files
-        if files is not None and files.runs(name):
+        if files is not None and files.knows(name):  # starting or suspended too: as kept
             kept = files.maps.status(name)
             report = worker.report if worker else files.report_of(name)
             return 200, {"history": history.merged(report.history, kept.get("history") or [])}

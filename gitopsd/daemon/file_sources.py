@@ -79,6 +79,11 @@ class FileSources:
         with self.lock:
             return list(self.workers.values())
 
+    def knows(self, name: str) -> bool:
+        """Source `name` is the configuration's: running here, starting, suspended or
+        another replica's share."""
+        return any(c.name == name for c in self.configs)
+
     def runs(self, name: str) -> bool:
         """Source `name` is the configuration's, and runs here unless suspended."""
         with self.lock:

@@ -355,6 +355,42 @@ def control_of(*workers: StubWorker) -> Control:
     return Control(lambda: list(workers), lambda: [("broken", "bad spec")])  # type: ignore[arg-type]
 
 
+@dataclass
+class StubMaps:
+    kept: dict[str, Any]
+
+    def status(self, name: str) -> dict[str, Any]:
+        return self.kept
+
+
+@dataclass
+class StubFiles:
+    """The configuration's sources of a daemon that has not started them yet."""
+
+    names: tuple[str, ...]
+    maps: StubMaps
+
+    def knows(self, name: str) -> bool:
+        return name in self.names
+
+    def runs(self, name: str) -> bool:
+        return False
+
+    def report_of(self, name: str) -> SourceReport:
+        return SourceReport()
+
+
+def test_a_starting_daemon_answers_for_its_configured_sources_as_kept() -> None:
+    kept = [{"revision": "a" * 40, "startedAt": "2026-12-05T00:00:00Z", "counts": {}}]
+    files = StubFiles(("app",), StubMaps({"history": kept}))
+    control = Control(list, list, files)  # type: ignore[arg-type]
+
+    status, answer = control.reconcile("app")
+    assert status == 409 and "does not run here yet: the daemon is starting" in answer["error"]
+    assert control.history("app") == (200, {"history": kept})
+    assert control.history("nope")[0] == 404
+
+
 def test_control_asks_the_writing_replicas_file_source_and_names_what_it_refuses() -> None:
     app, web = StubWorker("app"), StubWorker("team/web")
 
