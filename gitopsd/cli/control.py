@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -29,7 +30,6 @@ from gitopsd.gitsync.status_map import annotation_patch
 SOURCES = "/api/v1/sources"
 DAEMON = "http://127.0.0.1:9091"
 CRD_MISSING = "the GitSync CRD is not installed: kubectl apply -f config/crd/gitsyncs.yaml"
-ANNOTATE_ATTEMPTS = 3
 
 
 def run_get(arguments: argparse.Namespace) -> int:
@@ -158,20 +158,16 @@ def _reconcile_gitsync(arguments: argparse.Namespace) -> Document:
 
 
 def _request(cluster: Cluster, namespace: str, name: str, token: str) -> None:
-    """Writes the annotation under the resourceVersion read; the daemon writes the GitSync's
-    status meanwhile (a failed test of the version), so it reads and tries again."""
-    for attempt in range(ANNOTATE_ATTEMPTS):
-        body = _gitsync(cluster, namespace, name)
+    """Writes the annotation under the resourceVersion read (read again when the daemon
+    wrote the GitSync's status meanwhile), unless the GitSync is suspended."""
+
+    def requested(body: Document) -> list[dict[str, Any]]:
         if (body.get("spec") or {}).get("suspend") is True:
             hint = f"gitopsd resume {name} first"
             raise ConfigError(f"GitSync {namespace}/{name} is suspended: {hint}")
-        try:
-            key = gitsync.RECONCILE_REQUESTED_ANNOTATION
-            cluster.patch(gitsync.RESOURCE, namespace, name, annotation_patch(body, key, token))
-            return
-        except ClusterError as error:
-            if error.reason != ClusterReason.CONFLICT or attempt == ANNOTATE_ATTEMPTS - 1:
-                raise
+        return annotation_patch(body, gitsync.RECONCILE_REQUESTED_ANNOTATION, token)
+
+    cluster.patch_as_read(gitsync.RESOURCE, partial(_gitsync, cluster, namespace, name), requested)
 
 
 def _gitsyncs(cluster: Cluster, namespace: str) -> list[Document]:

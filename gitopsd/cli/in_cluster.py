@@ -6,10 +6,11 @@ daemon answers in the status (as a GitSync's)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from gitopsd.cluster import Cluster
-from gitopsd.errors import ClusterError, ClusterReason, ConfigError
+from gitopsd.errors import ConfigError
 from gitopsd.gitsync import RECONCILE_REQUESTED_ANNOTATION, status_map
 from gitopsd.gitsync.status import Document, summary
 from gitopsd.objects import Body
@@ -17,7 +18,6 @@ from gitopsd.resources import CONFIG_MAPS
 
 CONTROL_NAMESPACE = "gitopsd-system"
 """Where config/manager's daemon keeps them (its controlNamespace)."""
-WRITE_ATTEMPTS = 3
 
 
 def lines(cluster: Cluster, namespace: str) -> list[Document]:
@@ -60,16 +60,9 @@ def suspend(cluster: Cluster, namespace: str, name: str, suspended: bool) -> Non
 def _patch(
     cluster: Cluster, namespace: str, name: str, patch: Callable[[Body], list[dict[str, Any]]]
 ) -> None:
-    """Writes `patch` of the status ConfigMap as read; the daemon writes its status
-    meanwhile (a failed test of the version), so it reads and tries again."""
-    for attempt in range(WRITE_ATTEMPTS):
-        body = status_map_of(cluster, namespace, name)
-        try:
-            cluster.patch(CONFIG_MAPS, namespace, body["metadata"]["name"], patch(body))
-            return
-        except ClusterError as error:
-            if error.reason != ClusterReason.CONFLICT or attempt == WRITE_ATTEMPTS - 1:
-                raise
+    """Writes `patch` of the status ConfigMap as read (read again when the daemon wrote its
+    status meanwhile)."""
+    cluster.patch_as_read(CONFIG_MAPS, partial(status_map_of, cluster, namespace, name), patch)
 
 
 def _status_maps(cluster: Cluster, namespace: str) -> list[Body]:

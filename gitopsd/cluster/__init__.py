@@ -28,6 +28,9 @@ from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.objects import FIELD_MANAGER, Body, GroupKind, Resource
 from gitopsd.resources import ACCESS_REVIEWS, CUSTOM_RESOURCE_DEFINITIONS, EVENTS
 
+PATCH_ATTEMPTS = 3
+"""Reads and patches of one object in a row, when another writer keeps changing it."""
+
 __all__ = [
     "ApiError",
     "Cluster",
@@ -187,6 +190,24 @@ class Cluster:
                 raise
             raise ApiError(409, f"PATCH {path}: changed since it was read ({error})") from None
         return patched
+
+    def patch_as_read(
+        self, resource: Resource, read: Callable[[], Body], patch_of: Callable[[Body], list[Any]]
+    ) -> Body:
+        """`patch` of the object `read()` returns, made by `patch_of` from it; read again and
+        made anew when it changed in between (another writer, as a controller writing its
+        status), at most PATCH_ATTEMPTS times."""
+        attempts = PATCH_ATTEMPTS
+        while True:
+            body = read()
+            metadata = body["metadata"]
+            try:
+                name = metadata["name"]
+                return self.patch(resource, metadata.get("namespace", ""), name, patch_of(body))
+            except ClusterError as error:
+                attempts -= 1
+                if error.reason != ClusterReason.CONFLICT or attempts == 0:
+                    raise
 
     def delete(
         self, resource: Resource, namespace: str, name: str, uid: str, version: str = ""

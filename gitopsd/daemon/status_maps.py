@@ -10,17 +10,17 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.cache import Informer
-from gitopsd.errors import ClusterError, ClusterReason
+from gitopsd.errors import ClusterError
 from gitopsd.gitsync import status_map
 from gitopsd.gitsync.status import Document, SourceReport, status_of
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.resources import CONFIG_MAPS
 
 log = logging.getLogger("gitopsd.daemon")
-WRITE_ATTEMPTS = 3
 
 
 @dataclass
@@ -86,18 +86,16 @@ class StatusMaps:
     def suspend(self, source: str, suspended: bool) -> None:
         """Keeps the suspension in the source's status ConfigMap (created if it has none
         yet), where every replica, and this one after a restart, reads it."""
-        for attempt in range(WRITE_ATTEMPTS):
+
+        def read() -> Body:
             live = self.cluster.get(CONFIG_MAPS, self.namespace, status_map.map_name(source))
-            if live is None:
-                empty = status_map.status_map(source, self.namespace, {}, "")
-                live = self.cluster.apply(CONFIG_MAPS, empty, dry_run=False, force=True)
-            try:
-                patch = status_map.suspend_patch(live, suspended)
-                self.cluster.patch(CONFIG_MAPS, self.namespace, live["metadata"]["name"], patch)
-                return
-            except ClusterError as error:
-                if error.reason != ClusterReason.CONFLICT or attempt == WRITE_ATTEMPTS - 1:
-                    raise
+            if live is not None:
+                return live
+            empty = status_map.status_map(source, self.namespace, {}, "")
+            return self.cluster.apply(CONFIG_MAPS, empty, dry_run=False, force=True)
+
+        patch = partial(status_map.suspend_patch, suspend=suspended)
+        self.cluster.patch_as_read(CONFIG_MAPS, read, patch)
 
     def forget_all(self) -> None:
         """A new leader writes every status afresh."""
