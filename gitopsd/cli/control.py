@@ -163,7 +163,7 @@ def _request(cluster: Cluster, namespace: str, name: str, token: str) -> None:
 
     def requested(body: Document) -> list[dict[str, Any]]:
         if (body.get("spec") or {}).get("suspend") is True:
-            hint = f"gitopsd resume {name} first"
+            hint = f"gitopsd resume {name} --gitsync -n {namespace} first"
             raise ConfigError(f"GitSync {namespace}/{name} is suspended: {hint}")
         return annotation_patch(body, gitsync.RECONCILE_REQUESTED_ANNOTATION, token)
 

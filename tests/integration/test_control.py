@@ -197,7 +197,8 @@ def test_a_gitsync_is_reconciled_on_request_and_suspended_and_resumed_from_the_c
         "Suspended",
     )
     refused = gitopsd("reconcile", "web", "--gitsync", "-n", namespace)
-    assert refused.code == INVALID and "gitopsd resume web first" in refused.err
+    hint = f"gitopsd resume web --gitsync -n {namespace} first"
+    assert refused.code == INVALID and hint in refused.err
 
     resumed = gitopsd("resume", "web", "--gitsync", "-n", namespace)
     assert resumed.code == 0, resumed.text
