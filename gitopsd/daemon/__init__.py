@@ -1,6 +1,7 @@
 """`gitopsd run`: keeps every configured source in sync until SIGTERM.
 
-One APScheduler interval job per source polls git; watch caches turn live edits into
+One clock (APScheduler) polls each source on its interval and runs whatever else comes
+later (retries after a backoff, coalesced drift checks); watch caches turn live edits into
 drift checks within about a second; a Lease elects the one replica that writes, or, with
 sharding, each replica holds a Lease of its own and writes for its share of the sources.
 """
@@ -21,8 +22,6 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CollectorRegistry
 
 from gitopsd import configfile, sandbox
@@ -32,6 +31,7 @@ from gitopsd.cluster.shards import Membership
 from gitopsd.cluster.watches import Watches
 from gitopsd.configfile import DaemonConfig, SourceConfig
 from gitopsd.daemon import disk, http, listeners, logs
+from gitopsd.daemon.clock import Clock
 from gitopsd.daemon.control import Control
 from gitopsd.daemon.controller import GitSyncController
 from gitopsd.daemon.file_sources import FileSources
@@ -82,27 +82,24 @@ class Daemon:
         self.cluster.may_write = self._may_write
         self.cluster.stopping = self.stopping.is_set
         self.writers = Writers(self.cluster, self.leading, self.membership)
-        self.forwarder = Forwarder(self.stopping)
+        self.forwarder = Forwarder()
         self.fetches = disk.fetch_ledger(config)
         self.charts = disk.chart_cache(config)
         self.watches = Watches(self.stopping)
         threads = config.concurrent_reconciles
         most = STALLED_THREADS * threads
         share = config.tenant_quota.threads
-        self.pool = Pool(threads, "reconcile", STALLED_POLL_SECONDS, most, share)
+        self.clock = Clock()
+        stalls = self.clock.timers("pool")
+        self.pool = Pool(threads, "reconcile", STALLED_POLL_SECONDS, most, stalls, share)
         self.scheduled = threading.Event()
         """Set once the sources are scheduled: the endpoints serve before, and until then
         no worker exists whose readiness could be asked."""
         self.sources = Registry()
-        # The scheduler's jobs only put polls in the pool's queue: one thread is enough.
-        self.scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(max_workers=1)},
-            job_defaults={"coalesce": True, "max_instances": 1},
-        )
         self.controller = self._controller(sources)
         maps = StatusMaps(self.writers.cluster_for(""), config.control_namespace, self.stopping)
         self.file_sources = FileSources(
-            sources, self._worker, self.sources, self.scheduler, self.recorder, maps, self.stopping
+            sources, self._worker, self.sources, self.clock, self.recorder, maps, self.stopping
         )
 
     def _controller(self, sources: list[SourceConfig]) -> GitSyncController | None:
@@ -120,7 +117,7 @@ class Daemon:
             cache_dir=self.config.cache_dir,
             writers=self.writers,
             stopping=self.stopping,
-            scheduler=self.scheduler,
+            clock=self.clock,
             sources=self.sources,
             pool=self.pool,
             fetches=self.fetches,
@@ -295,7 +292,7 @@ class Daemon:
         """The configuration's sources start now; with sharding, once the share holds them."""
         if self.membership is None:
             self.file_sources.run()
-        self.scheduler.start()
+        self.clock.start()
         self.scheduled.set()
 
     def _forward(self, path: str) -> http.Forward | None:
@@ -345,7 +342,9 @@ class Daemon:
         applied), the reconcile in flight ends at its next write or on its own within the
         grace period, then the lease is given up."""
         log.info("shutting down")
-        self.scheduler.shutdown(wait=False)
+        self.clock.stop()
+        if self.controller:
+            self.controller.stop()
         sandbox.stop_waiting_for_rules()
         deadline = time.monotonic() + self.config.shutdown_grace_seconds
         if self.fetches.git:
@@ -356,6 +355,7 @@ class Daemon:
         if self.elector:
             self.elector.release()
         if self.membership:
+            self.forwarder.stop()
             self.membership.release()
         log.info("stopped")
 

@@ -5,9 +5,10 @@ a change of one (not of its status) puts its key on a de-duplicating queue, and 
 each poll and drift check of its source. One thread takes the keys and reconciles each
 GitSync: its finalizer (`lifecycle`), its credentials (`credentials`), its source's worker
 (started, replaced when its spec changed, retired when it is suspended or gone), then its
-status (`publisher`). A key that fails is retried with backoff. Only the leader writes; a
-standby keeps its caches warm, as for file sources. With sharding, a replica serves only
-the GitSyncs of its share (`writers`), and only those of its shard label.
+status (`publisher`). A key that fails is queued again after a backoff, by the daemon's
+clock. Only the leader writes; a standby keeps its caches warm, as for file sources. With
+sharding, a replica serves only the GitSyncs of its share (`writers`), and only those of
+its shard label.
 """
 
 from __future__ import annotations
@@ -20,22 +21,20 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from apscheduler.schedulers.base import BaseScheduler
-
 from gitopsd import gitsync
-from gitopsd.backoff import Backoff
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.shards import SHARD_LABEL
 from gitopsd.cluster.watches import Watches
 from gitopsd.config import Credentials
 from gitopsd.configfile import GitSyncSettings, SourceConfig
+from gitopsd.daemon.clock import Clock
 from gitopsd.daemon.credentials import credentials_of, fingerprint, webhook_token
 from gitopsd.daemon.gitsyncs import GitSyncs, hook_key
 from gitopsd.daemon.http import Hook
 from gitopsd.daemon.lifecycle import Lifecycle, finalizer_joined
 from gitopsd.daemon.publisher import StatusPublisher
-from gitopsd.daemon.queue import Pool, WorkQueue
-from gitopsd.daemon.quotas import Holdings, check_git_syncs, wake_waiting
+from gitopsd.daemon.queue import Pool, Retries, WorkQueue
+from gitopsd.daemon.quotas import Holdings, check_git_syncs
 from gitopsd.daemon.registry import Registry
 from gitopsd.daemon.retiring import Retirements
 from gitopsd.daemon.worker import SourceWorker
@@ -77,7 +76,8 @@ class GitSyncController:
     writers: Writers
     """Which GitSyncs this replica serves, and the fence of each one's writes."""
     stopping: threading.Event
-    scheduler: BaseScheduler
+    clock: Clock
+    """Runs the polls of its GitSyncs' sources, and their retries after a backoff."""
     sources: Registry
     """Every source the daemon runs: a GitSync's joins while it is served."""
     pool: Pool
@@ -93,11 +93,10 @@ class GitSyncController:
     holdings: Holdings = field(default_factory=Holdings)
     """Each namespace's share of the daemon, and what its GitSyncs hold of it."""
     served: dict[ObjectKey, Served] = field(default_factory=dict)
-    retries: dict[ObjectKey, tuple[float, Backoff]] = field(default_factory=dict)
     queue: WorkQueue = field(default_factory=WorkQueue)
     """GitSyncs to look at: changed, or their source reported."""
     changed: set[ObjectKey] = field(default_factory=set)
-    """Those of the queue whose object changed (or whose retry is due): read again whole,
+    """Those of the queue whose object changed (or whose backoff ended): read again whole,
     Secrets included; the others only have their status written."""
     reread_at: dict[ObjectKey, float] = field(default_factory=dict)
     """When a refused webhook call last had its GitSync read again (monotonic seconds)."""
@@ -107,6 +106,8 @@ class GitSyncController:
         self.status = StatusPublisher(self.writers)
         self.lifecycle = Lifecycle(self.writers)
         self.retirements = Retirements(ended=self._reread)
+        self.retries = Retries(self.clock.timers("gitsync-retries"), again=self._reread)
+        """Those that failed, each read again at the end of its backoff."""
         self.gitsyncs = GitSyncs(
             self.cluster, self.settings.namespaces, self._changed, self.stopping
         )
@@ -171,13 +172,16 @@ class GitSyncController:
             self.reread_at[key] = now
         self._reread(key)
 
+    def stop(self) -> None:
+        """Looks at no GitSync more (shutdown): the thread that takes them ends."""
+        self.queue.close()
+
     def _run(self) -> None:
         while not self.stopping.is_set():
-            keys = self.queue.take(timeout_seconds=0.5)
-            due = self._due()
+            keys = self.queue.take()
             with self.lock:
-                changed, self.changed = (self.changed & keys) | due, self.changed - keys
-            for key in sorted(keys | due):
+                changed, self.changed = self.changed & keys, self.changed - keys
+            for key in sorted(keys):
                 if self.stopping.is_set():
                     return
                 if key in changed:
@@ -194,10 +198,6 @@ class GitSyncController:
         if body is not None and served is not None:
             self.status.report(key, body, served.worker.report, suspended=False)
 
-    def _due(self) -> set[ObjectKey]:
-        now = time.monotonic()
-        return {key for key, (at, _) in list(self.retries.items()) if at <= now}
-
     def _sync_safely(self, key: ObjectKey) -> None:
         """Reconciles one GitSync; a failure is logged and retried with backoff."""
         try:
@@ -208,12 +208,10 @@ class GitSyncController:
             log.exception("GitSync %s/%s failed unexpectedly", key.namespace, key.name)
             self._retry_later(key, None)
         else:
-            self.retries.pop(key, None)
+            self.retries.succeeded(key)
 
     def _retry_later(self, key: ObjectKey, error: GitopsdError | None) -> None:
-        _, backoff = self.retries.get(key, (0.0, Backoff()))
-        delay = backoff.failed()
-        self.retries[key] = (time.monotonic() + delay, backoff)
+        delay = self.retries.failed(key)
         if error is not None:
             where = {"source": f"{key.namespace}/{key.name}", "stage": str(error.stage)}
             log.error("%s; retrying in %.1f s", error, delay, extra=where)
@@ -360,7 +358,7 @@ class GitSyncController:
             self.served[key] = served
         self.sources.add(worker, on_report=lambda: self._reported(key))  # and its status
         log.info("serving", extra={"source": wanted.key, "mode": source.mode})
-        worker.schedule(self.scheduler, f"gitsync:{key.namespace}/{key.name}")
+        worker.schedule(self.clock.timers(f"gitsync:{key.namespace}/{key.name}"))
         return served
 
     def _check_dependencies(self, wanted: GitSync) -> None:
@@ -377,7 +375,7 @@ class GitSyncController:
             return None
         self.sources.remove(served.worker)
         self.retirements.retire(key, served.worker)
-        wake_waiting(self.retries, key.namespace)  # its share of GitSyncs is free now
+        self.retries.now(key.namespace)  # its share of GitSyncs is free now
         self._drop_if_unused(served.repositories)
         return served.worker
 

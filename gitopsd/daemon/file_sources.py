@@ -11,9 +11,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from apscheduler.schedulers.base import BaseScheduler
-
 from gitopsd.configfile import SourceConfig
+from gitopsd.daemon.clock import Clock
 from gitopsd.daemon.registry import Registry
 from gitopsd.daemon.status_maps import StatusMaps
 from gitopsd.daemon.worker import SourceWorker
@@ -31,7 +30,7 @@ class FileSources:
     configs: list[SourceConfig]
     worker_of: Callable[[SourceConfig], SourceWorker]
     registry: Registry
-    scheduler: BaseScheduler
+    clock: Clock
     recorder: Recorder
     maps: StatusMaps
     stopping: threading.Event
@@ -60,7 +59,7 @@ class FileSources:
             resting = [c for c in self.configs if self.maps.suspended(c.name)]
             started = [self._start(c) for c in self.configs if c not in resting]
         for worker in started:
-            worker.schedule(self.scheduler, worker.name)
+            worker.schedule(self.clock.timers(worker.name))
         for config in resting:
             self._publish_suspended(config, self.reports.get(config.name, SourceReport()))
 
@@ -141,7 +140,7 @@ class FileSources:
             self.reports[name] = worker.report
             self._publish_suspended(config, worker.report)
         else:
-            worker.schedule(self.scheduler, worker.name)
+            worker.schedule(self.clock.timers(worker.name))
 
     def _start(self, config: SourceConfig) -> SourceWorker:
         worker = self.worker_of(config)

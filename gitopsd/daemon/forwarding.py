@@ -11,6 +11,7 @@ import http.client
 import logging
 import queue
 import threading
+from contextlib import suppress
 from dataclasses import dataclass, field
 
 from gitopsd.daemon.http.endpoints import FORWARDED_HEADER
@@ -25,11 +26,21 @@ Call = tuple[str, str, bytes, dict[str, str]]  # address, path, body, signature 
 
 @dataclass
 class Forwarder:
-    stopping: threading.Event
-    calls: queue.Queue[Call] = field(default_factory=lambda: queue.Queue(WAITING))
+    calls: queue.Queue[Call | None] = field(default_factory=lambda: queue.Queue(WAITING))
+    """The calls to forward, in order; None once it stops."""
 
     def start(self) -> None:
         threading.Thread(target=self._run, name="webhook-forwarding", daemon=True).start()
+
+    def stop(self) -> None:
+        """Forwards nothing more (shutdown): the calls still waiting are dropped."""
+        while True:
+            with suppress(queue.Empty):
+                while True:
+                    self.calls.get_nowait()
+            with suppress(queue.Full):
+                self.calls.put_nowait(None)
+                return
 
     def send(self, address: str, path: str, body: bytes, headers: dict[str, str]) -> None:
         """Queues the call for the replica at `address` (returns at once: the HTTP server's
@@ -40,11 +51,7 @@ class Forwarder:
             log.warning("webhook call for %s dropped: %d wait to be forwarded", path, WAITING)
 
     def _run(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                call = self.calls.get(timeout=0.5)
-            except queue.Empty:
-                continue
+        while (call := self.calls.get()) is not None:
             self._forward(*call)
 
     def _forward(self, address: str, path: str, body: bytes, headers: dict[str, str]) -> None:

@@ -1,5 +1,5 @@
-"""Work that coalesces: the informer -> queue -> reconcile pattern, and the pool of
-threads that runs every source's polls."""
+"""Work that coalesces: the informer -> queue -> reconcile pattern, keys retried after a
+backoff, and the pool of threads that runs every source's polls."""
 
 from __future__ import annotations
 
@@ -8,22 +8,24 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 
+from gitopsd.backoff import Backoff
+from gitopsd.daemon.clock import Timers
 from gitopsd.objects import ObjectKey
 
 log = logging.getLogger("gitopsd.daemon")
 
 
 class WorkQueue:
-    """Keys waiting for a drift check. A key queued twice before it is taken counts once;
-    batches are taken at most every `min_interval_seconds`, so a storm of events coalesces."""
+    """Keys waiting to be looked at: a key queued twice before it is taken counts once, so
+    a storm of events coalesces into what it changed."""
 
-    def __init__(self, min_interval_seconds: float = 0.1) -> None:
+    def __init__(self) -> None:
         self._keys: set[ObjectKey] = set()
         self._ready = threading.Condition()
-        self._min_interval = min_interval_seconds
-        self._last_take = 0.0
+        self._closed = False
 
     def add(self, key: ObjectKey) -> None:
         self.add_all({key})
@@ -33,16 +35,19 @@ class WorkQueue:
             self._keys |= keys
             self._ready.notify()
 
-    def take(self, timeout_seconds: float) -> set[ObjectKey]:
-        """Every queued key (possibly none, after the timeout)."""
-        pause = self._last_take + self._min_interval - time.monotonic()
-        if pause > 0:
-            time.sleep(pause)
+    def take(self, timeout_seconds: float | None = None) -> set[ObjectKey]:
+        """Every queued key, once there is one (none: after the timeout, or once closed)."""
         with self._ready:
-            self._ready.wait_for(lambda: bool(self._keys), timeout_seconds)
+            self._ready.wait_for(lambda: bool(self._keys) or self._closed, timeout_seconds)
             batch, self._keys = self._keys, set()
-        self._last_take = time.monotonic()
         return batch
+
+    def close(self) -> None:
+        """Nothing more is taken: a take waiting returns at once, and any after it."""
+        with self._ready:
+            self._closed = True
+            self._keys.clear()
+            self._ready.notify_all()
 
     def wait_for(self, keys: set[ObjectKey], timeout_seconds: float) -> bool:
         """Whether every one of `keys` is queued within the timeout."""
@@ -54,12 +59,46 @@ class WorkQueue:
             return len(self._keys)
 
 
+@dataclass
+class Retries:
+    """Keys that failed, each handed to `again` at the end of its backoff, by the clock (a
+    rate-limited queue's half of client-go's workqueue): a key's backoff grows with each
+    failure in a row and ends with its first success."""
+
+    timers: Timers
+    again: Callable[[ObjectKey], None]
+    _backoffs: dict[ObjectKey, Backoff] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def failed(self, key: ObjectKey) -> float:
+        """Counts a failure of `key`: the delay until it is handed on again."""
+        with self._lock:
+            delay = self._backoffs.setdefault(key, Backoff()).failed()
+        self.timers.later(str(key), partial(self.again, key), delay)
+        return delay
+
+    def succeeded(self, key: ObjectKey) -> None:
+        with self._lock:
+            failed = self._backoffs.pop(key, None) is not None
+        if failed:
+            self.timers.cancel(str(key))
+
+    def now(self, namespace: str) -> None:
+        """Those of `namespace` waiting out a backoff are handed on now, not when a backoff
+        that may have grown to minutes ends; it goes on if they fail again."""
+        with self._lock:
+            waiting = [key for key in self._backoffs if key.namespace == namespace]
+        for key in waiting:
+            self.timers.later(str(key), partial(self.again, key), 0.0)
+
+
 class Pool:
     """The threads that run the daemon's polls, bounded by configuration, not by the number
     of sources: `threads` polls run at once, and the rest wait their turn, first come,
     first served. A poll that runs past `stalled_seconds` (a git host that hangs, until
-    git's own timeout) stops counting against `threads`, so it never delays the others;
-    at most `most` threads exist in all. The jobs of one tenant (a GitSync's namespace)
+    git's own timeout) stops counting against `threads`, so it never delays the others
+    (the clock wakes the threads that wait when it stalls); at most `most` threads exist
+    in all. The jobs of one tenant (a GitSync's namespace)
     hold at most `tenant_threads` of them at once (tenantQuota.threads; None: half of
     `most`), stalled or not, so a tenant of many GitSyncs, or whose GitSyncs name hosts
     that hang, cannot take the threads, nor the time, of the others (the configuration's
@@ -77,9 +116,10 @@ class Pool:
         name: str,
         stalled_seconds: float,
         most: int,
+        timers: Timers,
         tenant_threads: int | None = None,
     ) -> None:
-        self.threads, self.name = threads, name
+        self.threads, self.name, self.timers = threads, name, timers
         self.stalled_seconds, self.most = stalled_seconds, most
         self.tenant_threads = max(tenant_threads or most // 2, 1)
         self._waiting: deque[_Job] = deque()
@@ -90,6 +130,8 @@ class Pool:
         self._idle = 0
         self._progressed_at = time.monotonic()
         """When a job last started or ended, or began to wait with none before it."""
+        self._stall_wakes_at: float | None = None
+        """When the clock wakes the waiting threads for the next poll that stalls."""
 
     def coalesced(
         self, work: Callable[[], None], name: str, tenant: str = "", urgent: bool = False
@@ -149,7 +191,8 @@ class Pool:
         with self._changed:
             self._idle += 0 if counted else 1
             while (job := self._eligible()) is None or self._counted() >= self.threads:
-                self._changed.wait(self._until_a_stall())
+                self._wake_at_the_next_stall()
+                self._changed.wait()
             self._idle -= 1
             (self._urgent if job.urgent else self._waiting).remove(job)
             job.waiting, job.started = False, time.monotonic()
@@ -177,13 +220,21 @@ class Pool:
         recent = time.monotonic() - self.stalled_seconds
         return [job for job in self._running if job.started > recent]
 
-    def _until_a_stall(self) -> float | None:
-        """How long until a running poll stalls and frees a turn (None: none will)."""
+    def _wake_at_the_next_stall(self) -> None:
+        """Has the clock wake the waiting threads when the first running poll stalls and
+        frees a turn (unless it will already, or none will)."""
         counted = self._not_stalled()
         if not (self._any_waiting() and counted):
-            return None
-        first = min(job.started for job in counted) + self.stalled_seconds
-        return max(first - time.monotonic(), 0.01)
+            return
+        stalls_at = min(job.started for job in counted) + self.stalled_seconds
+        if stalls_at != self._stall_wakes_at:
+            self._stall_wakes_at = stalls_at
+            self.timers.later("stall", self._stalled, stalls_at - time.monotonic())
+
+    def _stalled(self) -> None:
+        with self._changed:
+            self._stall_wakes_at = None  # woken: a waiting thread sets the next
+            self._changed.notify_all()
 
     def _any_waiting(self) -> bool:
         return bool(self._urgent or self._waiting)

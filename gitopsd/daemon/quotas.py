@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
-from gitopsd.backoff import Backoff
 from gitopsd.cluster.pacing import Pace
 from gitopsd.configfile import TenantQuota
 from gitopsd.errors import ConfigError, ConfigReason
@@ -79,12 +78,3 @@ def check_git_syncs(quota: TenantQuota, served: set[ObjectKey], key: ObjectKey) 
             "tenantQuota.gitSyncs)",
             ConfigReason.QUOTA_EXCEEDED,
         )
-
-
-def wake_waiting(retries: dict[ObjectKey, tuple[float, Backoff]], namespace: str) -> None:
-    """A served GitSync of `namespace` went: those of the namespace waiting to be retried
-    (for its share of GitSyncs, or for any other reason) are due now, not at the end of a
-    backoff that may have grown to minutes. Their backoff goes on if they fail again."""
-    for key, (_, backoff) in list(retries.items()):
-        if key.namespace == namespace:
-            retries[key] = (0.0, backoff)

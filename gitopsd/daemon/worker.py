@@ -15,14 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from apscheduler.schedulers.base import BaseScheduler
-
 from gitopsd.backoff import Backoff
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.watches import LiveCache, Watches
 from gitopsd.configfile import Mode, SourceConfig
+from gitopsd.daemon.clock import Timers
 from gitopsd.daemon.deadlines import Deadline
-from gitopsd.daemon.jobs import Jobs
 from gitopsd.daemon.queue import Pool, WorkQueue
 from gitopsd.daemon.quotas import Holdings
 from gitopsd.daemon.reporter import APPLIED, Reporter
@@ -46,6 +44,9 @@ from gitopsd.source import ChartCache, FetchLedger, SharedFetch
 
 ANNOUNCE_SECONDS = 1.0
 """At most one fetch a second for announced pushes (webhooks, requests to reconcile now)."""
+CHECK_WINDOW_SECONDS = 0.1
+"""At most one drift check per this: a storm of watch events coalesces into a few checks,
+each of many keys, rather than one per event."""
 SETTLE_SECONDS = 2.0
 """How long a poll that wrote waits for its writes' watch events, so that what it reports
 (a request's answer, a GitSync's status) carries their health, not "not read yet"."""
@@ -74,8 +75,8 @@ class SourceWorker:
     """Why a new revision must wait (the sources it depends on are not ready), or ""."""
     halt: threading.Event = field(default_factory=threading.Event)
     """Set once it stops for good (its GitSync gone or changed, shutdown): watches end."""
-    jobs: Jobs | None = None
-    """Its polls in the scheduler, once scheduled."""
+    timers: Timers | None = None
+    """Its polls and what it runs later on the daemon's clock, once scheduled."""
     requested: str = ""
     """The latest request to reconcile now; the report's handled_request once handled."""
     fetches: FetchLedger | None = None
@@ -84,6 +85,8 @@ class SourceWorker:
     """Whose source it is, for fairness and shares: a GitSync's namespace ("" for a file's)."""
     announced_at: float = float("-inf")
     """When a push announced last had the source fetch (monotonic seconds)."""
+    checked_at: float = float("-inf")
+    """When the last drift check took its keys (monotonic seconds)."""
     holdings: Holdings | None = None
     """What its tenant's sources hold, against the tenant's share (None: not counted)."""
     charts: ChartCache | None = None
@@ -140,12 +143,11 @@ class SourceWorker:
     def ready(self) -> bool:
         return self.attempted.is_set() and self.cache.synced()
 
-    def schedule(self, scheduler: BaseScheduler, job_id: str) -> None:
+    def schedule(self, timers: Timers) -> None:
         """Polls every interval of the source (with 10% jitter), and soon."""
         interval = self.config.interval_seconds
-        jitter = max(interval * 0.1, 0.1)
-        scheduler.add_job(self.poll_soon, "interval", seconds=interval, jitter=jitter, id=job_id)
-        self.jobs = Jobs(scheduler, job_id)
+        timers.every("poll", self.poll_soon, interval, jitter=max(interval * 0.1, 0.1))
+        self.timers = timers
         self.poll_soon()
 
     def stop(self, grace_seconds: float) -> None:
@@ -165,8 +167,8 @@ class SourceWorker:
             self.shared.leave()
         if self.holdings:
             self.holdings.release(self.tenant, id(self))
-        if self.jobs:
-            self.jobs.remove()
+        if self.timers:
+            self.timers.remove()
         if self.held:
             self.held.leave()  # what only it held goes
 
@@ -204,8 +206,8 @@ class SourceWorker:
         asked to reconcile now): no recent fetch of another source stands in for it. At
         most one such fetch a second: announcements within it are one, a second later."""
         wait = self.announced_at + ANNOUNCE_SECONDS - time.monotonic()
-        if wait > 0 and self.jobs and not self.halt.is_set():
-            self.jobs.later("announce", self._fetch_now, wait)
+        if wait > 0 and self.timers and not self.halt.is_set():
+            self.timers.later("announce", self._fetch_now, wait)
         else:
             self._fetch_now()
 
@@ -254,8 +256,8 @@ class SourceWorker:
             return "skipped"  # a bad revision stays bad: wait for the next one
         except GitopsdError as error:
             delay = self._failed(error, self.backoff)
-            if delay is not None and self.jobs and not self.halt.is_set():
-                self.jobs.later("retry", self._retry, delay)
+            if delay is not None and self.timers and not self.halt.is_set():
+                self.timers.later("retry", self._retry, delay)
             return "failed"
         finally:
             self.report.finished += 1
@@ -330,7 +332,8 @@ class SourceWorker:
     def _check(self) -> None:
         """Takes the queued keys and checks them, unless the source cannot yet: before
         its first poll ends (which may have measured before these changes; it checks them
-        when it ends) and while a failed check waits out its backoff (checked after it)."""
+        when it ends), within CHECK_WINDOW_SECONDS of the check before, and while a failed
+        check waits out its backoff (the clock checks them after either)."""
         if self.stopping.is_set() or self.halt.is_set():
             return
         if not self.busy.acquire(blocking=False):
@@ -346,6 +349,9 @@ class SourceWorker:
 
     def _check_queued(self) -> bool:
         """Checks the queued keys if it may now; says whether it did."""
+        if (window := self.checked_at + CHECK_WINDOW_SECONDS - time.monotonic()) > 0:
+            self._check_later(window)  # the keys coalesce until then
+            return False
         keys = self.queue.take(timeout_seconds=0)
         if not keys or not self.leading.is_set():
             for key in keys:  # a new leader measures everything in its first poll
@@ -357,14 +363,15 @@ class SourceWorker:
             self.queue.add_all(keys)
             self._check_later(self.recheck_backoff.not_before - time.monotonic())
         else:
+            self.checked_at = time.monotonic()
             with self.deadline.running(), self.reporter.recording():
                 self._recheck(keys)
             return True
         return False
 
     def _check_later(self, delay_seconds: float) -> None:
-        if self.jobs and not self.halt.is_set():
-            self.jobs.later("check", self.check_soon, delay_seconds)
+        if self.timers and not self.halt.is_set():
+            self.timers.later("check", self.check_soon, delay_seconds)
 
     def _recheck(self, keys: set[ObjectKey]) -> None:
         """Measures (and heals) after watch events. The snapshot is taken after `keys` were,

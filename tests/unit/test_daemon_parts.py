@@ -9,23 +9,22 @@ import io
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from apscheduler.schedulers.background import BackgroundScheduler
 
 from gitopsd import configfile
 from gitopsd.backoff import Backoff
 from gitopsd.daemon import Daemon
+from gitopsd.daemon.clock import Clock, Timers
 from gitopsd.daemon.control import Control
 from gitopsd.daemon.http import signature_valid, signed
-from gitopsd.daemon.jobs import Jobs
 from gitopsd.daemon.logs import ContextLog, JsonLines
-from gitopsd.daemon.queue import Pool, WorkQueue
+from gitopsd.daemon.queue import Pool, Retries, WorkQueue
 from gitopsd.daemon.registry import Registry
 from gitopsd.daemon.reporter import changed_since
 from gitopsd.gitsync.status import SourceReport
@@ -33,6 +32,15 @@ from gitopsd.health import Health, Status
 from gitopsd.objects import ObjectKey
 from tests.harness.controlplane import write_kubeconfig
 from tests.harness.waiting import wait_for
+
+
+@pytest.fixture
+def timers() -> Iterator[Timers]:
+    """Timers on a running clock of their own, stopped after the test."""
+    clock = Clock()
+    clock.start()
+    yield clock.timers("test")
+    clock.stop()
 
 
 def test_backoff_doubles_with_jitter_up_to_its_cap_and_resets() -> None:
@@ -49,7 +57,7 @@ def test_backoff_doubles_with_jitter_up_to_its_cap_and_resets() -> None:
 
 
 def test_the_queue_hands_out_each_key_once_however_often_it_was_added() -> None:
-    queue = WorkQueue(min_interval_seconds=0)
+    queue = WorkQueue()
     web, api = ObjectKey("apps", "Deployment", "n", "web"), ObjectKey("", "Service", "n", "api")
 
     for key in (web, api, web, web):
@@ -60,8 +68,25 @@ def test_the_queue_hands_out_each_key_once_however_often_it_was_added() -> None:
     assert queue.take(timeout_seconds=0) == set()
 
 
+def test_a_key_that_failed_is_handed_on_after_its_backoff_or_now_for_its_namespace(
+    timers: Timers,
+) -> None:
+    again: list[ObjectKey] = []
+    retries = Retries(timers, again=again.append)
+    fast, waiting, other = (ObjectKey("gitopsd.io", "GitSync", ns, "app") for ns in "abc")
+
+    assert retries.failed(fast) <= 1.0
+    wait_for(lambda: again == [fast], "the key, once its first backoff ended")
+    for _ in range(10):  # minutes, after ten in a row
+        retries.failed(waiting), retries.failed(other)
+    retries.now("b")  # a GitSync of namespace b went: b's wait no longer
+    wait_for(lambda: again == [fast, waiting], "b's key, at once")
+    retries.succeeded(other)
+    assert not timers.clock.scheduler.get_job(f"{timers.owner}/{other}")
+
+
 @pytest.mark.case("SE-20")
-def test_se20_requests_during_a_run_fold_into_one_more_run() -> None:
+def test_se20_requests_during_a_run_fold_into_one_more_run(timers: Timers) -> None:
     started, finish = threading.Semaphore(0), threading.Event()
     runs: list[str] = []
 
@@ -70,7 +95,7 @@ def test_se20_requests_during_a_run_fold_into_one_more_run() -> None:
         started.release()
         finish.wait(10)
 
-    poll = Pool(4, "requests", 60, 16).coalesced(work, "poll of app")
+    poll = Pool(4, "requests", 60, 16, timers).coalesced(work, "poll of app")
     poll()
     assert started.acquire(timeout=10), "the first run never started"
     for _ in range(200):  # replays while the first run is in flight, threads to spare
@@ -85,8 +110,8 @@ def test_se20_requests_during_a_run_fold_into_one_more_run() -> None:
     assert started.acquire(timeout=10) and len(runs) == 3
 
 
-def test_a_pool_runs_at_most_its_threads_at_once_however_many_sources_ask() -> None:
-    pool = Pool(2, "bounded", 60, 8)
+def test_a_pool_runs_at_most_its_threads_at_once_however_many_sources_ask(timers: Timers) -> None:
+    pool = Pool(2, "bounded", 60, 8, timers)
     finish = threading.Event()
     lock = threading.Lock()
     now, most, done = [0], [0], []
@@ -123,8 +148,8 @@ def hanging_until(release: threading.Event, ran: list[str]) -> Callable[[str], C
     return hanging
 
 
-def test_a_stalled_poll_frees_its_turn_and_threads_stay_bounded() -> None:
-    pool = Pool(1, "stalls", stalled_seconds=0.2, most=3)
+def test_a_stalled_poll_frees_its_turn_and_threads_stay_bounded(timers: Timers) -> None:
+    pool = Pool(1, "stalls", stalled_seconds=0.2, most=3, timers=timers)
     release = threading.Event()
     ran: list[str] = []
     hanging = hanging_until(release, ran)
@@ -139,8 +164,10 @@ def test_a_stalled_poll_frees_its_turn_and_threads_stay_bounded() -> None:
     wait_for(lambda: len(ran) == 4, "the fourth, once a thread is free")
 
 
-def test_a_tenants_hung_polls_hold_at_most_its_share_of_the_threads() -> None:
-    pool = Pool(2, "tenants", stalled_seconds=0.1, most=8)  # a tenant's share: 4 threads
+def test_a_tenants_hung_polls_hold_at_most_its_share_of_the_threads(timers: Timers) -> None:
+    pool = Pool(
+        2, "tenants", stalled_seconds=0.1, most=8, timers=timers
+    )  # a tenant's share: 4 threads
     release = threading.Event()
     ran: list[str] = []
     hanging = hanging_until(release, ran)
@@ -156,10 +183,12 @@ def test_a_tenants_hung_polls_hold_at_most_its_share_of_the_threads() -> None:
     wait_for(lambda: len(ran) == 7, "the tenant's other polls, once its own ended")
 
 
-def test_ta03_a_tenant_holds_at_most_its_share_of_threads_and_the_others_go_first() -> None:
+def test_ta03_a_tenant_holds_at_most_its_share_of_threads_and_the_others_go_first(
+    timers: Timers,
+) -> None:
     """tenantQuota.threads: a namespace of many GitSyncs runs one poll at a time here,
     while a neighbour that asks later is served beside it."""
-    pool = Pool(4, "shares", stalled_seconds=60, most=16, tenant_threads=1)
+    pool = Pool(4, "shares", stalled_seconds=60, most=16, timers=timers, tenant_threads=1)
     release = threading.Event()
     ran: list[str] = []
     hanging = hanging_until(release, ran)
@@ -174,7 +203,7 @@ def test_ta03_a_tenant_holds_at_most_its_share_of_threads_and_the_others_go_firs
     wait_for(lambda: len(ran) == 4, "the busy tenant's other polls, one after the other")
 
 
-def test_a_run_that_raises_does_not_stop_later_runs() -> None:
+def test_a_run_that_raises_does_not_stop_later_runs(timers: Timers) -> None:
     runs: list[int] = []
 
     def work() -> None:
@@ -182,7 +211,7 @@ def test_a_run_that_raises_does_not_stop_later_runs() -> None:
         if len(runs) == 1:
             raise RuntimeError("a bug")
 
-    poll = Pool(1, "buggy", 60, 4).coalesced(work, "poll of buggy")
+    poll = Pool(1, "buggy", 60, 4, timers).coalesced(work, "poll of buggy")
     poll()
     wait_for(lambda: len(runs) == 1, "the failed run")
     poll()
@@ -414,27 +443,30 @@ def test_control_lists_running_sources_and_those_set_aside() -> None:
     assert lines[1]["message"] == "bad spec" and lines[1]["failed"] is True
 
 
-def test_a_retry_runs_however_late_and_goes_with_its_source() -> None:
-    scheduler = BackgroundScheduler()
-    scheduler.start()
+def test_a_timer_runs_however_late_and_goes_with_its_owner() -> None:
+    clock = Clock()
+    clock.start()
     try:
         ran = threading.Event()
-        jobs = Jobs(scheduler, "app")
-        jobs.later("retry", ran.set, 0.0)
-        [job] = scheduler.get_jobs()
-        assert job.misfire_grace_time is None  # a busy scheduler must not drop it
+        timers = clock.timers("app")
+        timers.later("retry", ran.set, 0.0)
+        [job] = clock.scheduler.get_jobs()
+        assert job.misfire_grace_time is None  # a busy clock must not drop it
         wait_for(ran.is_set, "the retry to run")
 
-        jobs.later("retry", ran.set, 3600.0)
-        jobs.later("check", ran.set, 3600.0)
-        jobs.later("check", ran.set, 3600.0)  # moved, not added
-        successor = Jobs(scheduler, "app")
+        timers.later("retry", ran.set, 3600.0)
+        timers.later("check", ran.set, 3600.0)
+        timers.later("check", ran.set, 3600.0)  # moved, not added
+        timers.every("poll", ran.set, 3600.0, jitter=1.0)
+        successor = clock.timers("app")
         successor.later("retry", ran.set, 3600.0)
-        assert len(scheduler.get_jobs()) == 3
-        jobs.remove()
-        assert [j.id for j in scheduler.get_jobs()] == [successor.once_id("retry")]  # its own
+        assert len(clock.scheduler.get_jobs()) == 4
+        timers.cancel("check")
+        assert len(clock.scheduler.get_jobs()) == 3
+        timers.remove()
+        assert [job.id for job in clock.scheduler.get_jobs()] == ["app#2/retry"]  # its own
     finally:
-        scheduler.shutdown(wait=False)
+        clock.stop()
 
 
 @pytest.mark.case("FA-01")

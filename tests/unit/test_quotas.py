@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from gitopsd.backoff import Backoff
 from gitopsd.configfile import TenantQuota
-from gitopsd.daemon.quotas import Holdings, check_git_syncs, wake_waiting
+from gitopsd.daemon.quotas import Holdings, check_git_syncs
 from gitopsd.errors import ConfigError, ConfigReason
 from gitopsd.gitsync.status import Failure
 from gitopsd.objects import ObjectKey
@@ -65,13 +64,3 @@ def test_ta03_a_gitsync_past_its_namespaces_share_of_gitsyncs_is_refused() -> No
 
     assert over.value.reason == ConfigReason.QUOTA_EXCEEDED
     assert "tenantQuota.gitSyncs" in str(over.value) and "team/c" in str(over.value)
-
-
-def test_ta03_a_gitsync_that_goes_makes_those_waiting_in_its_namespace_due_now() -> None:
-    long, other = Backoff(failures=6), Backoff(failures=6)
-    retries = {key("team", "c"): (1_000.0, long), key("other", "c"): (1_000.0, other)}
-
-    wake_waiting(retries, "team")
-
-    assert retries[key("team", "c")] == (0.0, long)  # its backoff goes on if it fails again
-    assert retries[key("other", "c")] == (1_000.0, other)
