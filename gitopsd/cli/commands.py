@@ -309,14 +309,13 @@ def _reconcile(
 
 
 def connect(arguments: argparse.Namespace) -> Cluster:
-    cluster = Cluster.connect(
+    return Cluster.connect(
         arguments.kubeconfig,
         arguments.context,
         arguments.allow_exec_credentials,
         insecure=arguments.insecure_skip_tls_verify,
+        stopping=STOP.stopped,
     )
-    cluster.stopping = STOP.stopped
-    return cluster
 
 
 def _colored(out: TextIO) -> bool:

@@ -85,12 +85,21 @@ class Cluster:
         allow_exec: bool = False,
         connections: int = POOL_CONNECTIONS,
         insecure: bool = False,
+        may_write: Callable[[], bool] = lambda: True,
+        stopping: Callable[[], bool] = lambda: False,
     ) -> Cluster:
         """A cluster client that keeps `connections` open: at least the requests in flight;
-        `insecure`: the server's certificate is not checked (see `api_client`)."""
+        `insecure`: the server's certificate is not checked (see `api_client`); its writes
+        fenced by `may_write` and `stopping` (see `writable`)."""
         connection = api_client(kubeconfig, context, allow_exec, connections, insecure)
         api = Api(PooledTransport.of(connection.client), server=connection.server)
-        return cls(api, Discovery(api), namespace=connection.namespace)
+        return cls(
+            api,
+            Discovery(api),
+            may_write=may_write,
+            stopping=stopping,
+            namespace=connection.namespace,
+        )
 
     def openapi(self, api_versions: Iterable[str]) -> dict[str, Body]:
         """The cluster's OpenAPI v3 document of each of `api_versions` it publishes."""

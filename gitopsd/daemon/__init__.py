@@ -9,11 +9,7 @@ sharding, each replica holds a Lease of its own and writes for its share of the 
 from __future__ import annotations
 
 import logging
-import os
-import re
-import secrets
 import signal
-import socket
 import sys
 import threading
 import time
@@ -26,8 +22,6 @@ from prometheus_client import CollectorRegistry
 
 from gitopsd import configfile, sandbox
 from gitopsd.cluster import Cluster
-from gitopsd.cluster.lease import LeaderElector
-from gitopsd.cluster.shards import Membership
 from gitopsd.cluster.watches import Watches
 from gitopsd.configfile import DaemonConfig, SourceConfig
 from gitopsd.daemon import disk, http, listeners, logs
@@ -40,9 +34,8 @@ from gitopsd.daemon.networks import learning
 from gitopsd.daemon.queue import Pool
 from gitopsd.daemon.quotas import Holdings
 from gitopsd.daemon.registry import Registry
-from gitopsd.daemon.status_maps import StatusMaps
 from gitopsd.daemon.worker import SourceWorker
-from gitopsd.daemon.writers import Writers
+from gitopsd.daemon.writers import Shares, Writers
 from gitopsd.errors import ConfigError, ConfigReason, GitopsdError
 from gitopsd.metrics import Recorder
 from gitopsd.reconcile import desired
@@ -53,8 +46,6 @@ STALLED_POLL_SECONDS = 10.0
 holds a turn of the pool: the other sources' polls go on."""
 STALLED_THREADS = 4
 """The pool's threads at most, stalled ones included, per turn (concurrentReconciles)."""
-WILDCARDS = ("0.0.0.0", "::", "")  # noqa: S104 - recognized, never bound
-"""Listen hosts that are every interface: no address another replica can reach."""
 SOURCE_ALLOWS_INSECURE = "the source says allowInsecure: true"
 """What permits a source's file:// or http:// repository, as its refusal says."""
 
@@ -65,9 +56,6 @@ class Daemon:
         self.set_aside = list(config.invalid_sources)
         sources = self._usable(config.sources)
         self.stopping = threading.Event()
-        self.leading = threading.Event()
-        self.writing = False
-        """With sharding: whether this replica wrote for its share when last told."""
         self.registry = CollectorRegistry()
         self.recorder = Recorder(self.registry, config.object_series_budget)
         self.cluster = Cluster.connect(
@@ -75,13 +63,13 @@ class Daemon:
             config.context,
             config.allow_exec_credentials,
             insecure=config.insecure_skip_tls_verify,
+            may_write=self._may_write,
+            stopping=self.stopping.is_set,
         )
         self.recorder.count_api_requests(self.cluster.api.counters.snapshot)
-        self.elector = self._elector()
-        self.membership = self._membership()
-        self.cluster.may_write = self._may_write
-        self.cluster.stopping = self.stopping.is_set
-        self.writers = Writers(self.cluster, self.leading, self.membership)
+        self.writers = Writers(config, self.cluster, self._leadership, self._shares_changed)
+        if not config.leader_election.enabled:
+            self.recorder.set_leader(not config.sharding.enabled)
         self.forwarder = Forwarder()
         self.fetches = disk.fetch_ledger(config)
         self.charts = disk.chart_cache(config)
@@ -95,11 +83,17 @@ class Daemon:
         self.scheduled = threading.Event()
         """Set once the sources are scheduled: the endpoints serve before, and until then
         no worker exists whose readiness could be asked."""
-        self.sources = Registry()
+        self.sources = Registry(elsewhere=self._not_running_here)
         self.controller = self._controller(sources)
-        maps = StatusMaps(self.writers.cluster_for(""), config.control_namespace, self.stopping)
         self.file_sources = FileSources(
-            sources, self._worker, self.sources, self.clock, self.recorder, maps, self.stopping
+            configs=sources,
+            worker_of=self._worker,
+            registry=self.sources,
+            clock=self.clock,
+            recorder=self.recorder,
+            cluster=self.writers.cluster_for(""),
+            control_namespace=config.control_namespace,
+            stopping=self.stopping,
         )
 
     def _controller(self, sources: list[SourceConfig]) -> GitSyncController | None:
@@ -144,96 +138,46 @@ class Daemon:
             raise ConfigError(f"no source can run:\n{errors}")
         return usable
 
-    def _elector(self) -> LeaderElector | None:
-        election = self.config.leader_election
-        if not election.enabled:
-            self.leading.set()  # with sharding, each source's gate is its share's
-            self.recorder.set_leader(not self.config.sharding.enabled)
-            return None
-        return LeaderElector(
-            self.cluster,
-            election.namespace,
-            election.name,
-            f"{socket.gethostname()}_{os.getpid()}",
-            election.lease_seconds,
-            election.renew_deadline_seconds,
-            election.retry_seconds,
-            self._leadership,
-        )
-
-    def _membership(self) -> Membership | None:
-        sharding = self.config.sharding
-        if not sharding.enabled:
-            return None
-        # Unique per process, whatever the host: two replicas of one name would each take
-        # the same share (pods on the host's network share its name, and both may be pid 1).
-        pod = re.sub(r"[^a-z0-9-]+", "-", socket.gethostname().lower()).strip("-")
-        member = f"{sharding.name}-{pod[:180]}-{secrets.token_hex(4)}"  # <= 253 characters
-        return Membership(
-            cluster=self.cluster,
-            namespace=sharding.namespace,
-            group=sharding.name,
-            shard=self.config.git_syncs.shard,
-            member=member,
-            identity=f"{socket.gethostname()}_{os.getpid()}",
-            lease_seconds=sharding.lease_seconds,
-            renew_deadline_seconds=sharding.renew_deadline_seconds,
-            retry_seconds=sharding.retry_seconds,
-            address=self._advertised(),
-            on_change=self._shares_changed,
-        )  # its own stop, set by release(): it renews through the grace, so records are written
-
-    def _advertised(self) -> str:
-        """host:port where the other replicas reach this one's webhooks: the pod's IP
-        (POD_IP, from the downward API) on the listen port, else the listen address unless
-        it is a wildcard ("": none, calls for its share are not forwarded to it)."""
-        host, port = self.config.listen_address
-        host = os.environ.get("POD_IP") or host
-        if host in WILDCARDS:
-            return ""
-        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-    def _shares_changed(self) -> None:
+    def _shares_changed(self, shares: Shares) -> None:
         """The replicas, or whether this one may write, changed: each source's gate follows
         its tenant's share; GitSyncs no longer in it retire, those new to it start."""
-        membership = self.membership
-        if membership is None:  # only a Membership calls this
-            return
-        writing, was_writing = membership.writing(), self.writing
-        self.writing = writing
-        self.recorder.set_leader(writing)
-        self.recorder.set_shard_members(len(membership.members))
+        self.recorder.set_leader(shares.writing)
+        self.recorder.set_shard_members(shares.members)
         for worker in self.sources.workers():
-            worker.lead(membership.may_write(worker.tenant))
-        if membership.owns(""):
+            worker.lead(self.writers.may_write(worker.tenant))
+        if self.writers.serves(""):
             self.file_sources.run()
         else:
             self.file_sources.retire()
-        if self.controller and writing and not was_writing:
+        if self.controller and shares.began:
             self.controller.requeue_all()  # its finalizers and statuses, as a new leader's
         elif self.controller:
             self.controller.reshard()
 
+    def _not_running_here(self, name: str) -> str:
+        """Why source `name`, which does not run here, is not ready: with sharding, a
+        GitSync may be another replica's (its status says); its dependents see a change at
+        their next poll, not at once as they do when it runs here."""
+        if self.controller and self.writers.sharded:
+            return self.controller.unready_elsewhere(name)
+        return "it is not running"
+
     def _may_write(self) -> bool:
-        """Fencing, checked before every write: none without the lease (a replica that lost
-        it learns so from its own clock, before writing); once shutting down, none but a
-        source's record of what it applied (Cluster.stopping)."""
-        return self.elector is None or self.elector.is_leader()
+        """Fencing, checked before every write: none without the lease; once shutting down,
+        none but a source's record of what it applied (Cluster.stopping)."""
+        return self.writers.leads()
 
     def _leadership(self, leading: bool) -> None:
         self.recorder.set_leader(leading)
         if leading:
-            self.leading.set()
             self.file_sources.maps.forget_all()  # statuses are written afresh
             for worker in self.sources.workers():
                 worker.forget_applied()
                 worker.poll_soon()
             if self.controller:
                 self.controller.requeue_all()
-        else:
-            self.leading.clear()
 
-    def _worker(self, source: SourceConfig) -> SourceWorker:
+    def _worker(self, source: SourceConfig, on_report: Callable[[], None]) -> SourceWorker:
         return SourceWorker(
             config=source,
             cluster=self.writers.cluster_for(""),
@@ -245,6 +189,8 @@ class Daemon:
             fetches=self.fetches,
             charts=self.charts,
             watches=self.watches,
+            on_report=on_report,
+            dependencies_waiting=self.sources.dependencies_of(source),
         )
 
     def ready(self) -> bool:
@@ -254,8 +200,7 @@ class Daemon:
         (every thread held), true again once the caches caught up and the pool moves."""
         if not self.scheduled.is_set():
             return False
-        lease = self.elector or self.membership
-        known = lease is None or lease.state_known
+        known = self.writers.state_known()
         reachable = self.cluster.api.reachable
         serving = self.controller is None or self.controller.ready()
         workers = all(worker.ready() for worker in self.file_sources.running_workers())
@@ -268,10 +213,8 @@ class Daemon:
             log.error("set aside: %s", error, extra={"source": name})
         servers = self._serve()
         self.file_sources.maps.start()  # the suspensions, read before the sources start
-        if self.elector:
-            self.elector.start()
-        if self.membership:
-            self.membership.start()
+        self.writers.start()
+        if self.writers.sharded:
             self.forwarder.start()
         self._schedule()
         if self.controller:
@@ -290,7 +233,7 @@ class Daemon:
 
     def _schedule(self) -> None:
         """The configuration's sources start now; with sharding, once the share holds them."""
-        if self.membership is None:
+        if not self.writers.sharded:
             self.file_sources.run()
         self.clock.start()
         self.scheduled.set()
@@ -298,15 +241,10 @@ class Daemon:
     def _forward(self, path: str) -> http.Forward | None:
         """With sharding, a call for a GitSync of another replica's share is forwarded to
         that replica, if its Lease says where it serves webhooks."""
-        membership, controller = self.membership, self.controller
-        if membership is None or controller is None:
-            return None
-        gitsync = controller.served_elsewhere(path)
-        if gitsync is None:
-            return None
-        owner = membership.owner(gitsync.namespace)
-        address = membership.address_of(owner) if owner and owner != membership.member else ""
-        if not address:
+        controller = self.controller
+        gitsync = controller.served_elsewhere(path) if controller else None
+        address = self.writers.address_of_owner(gitsync.namespace) if gitsync else ""
+        if gitsync is None or not address:
             return None
         where = f"gitsyncs/{gitsync.namespace}/{gitsync.name}"
         return http.Forward(partial(self.forwarder.send, address, where))
@@ -352,11 +290,8 @@ class Daemon:
         self.charts.keep()
         for worker in self.sources.workers():
             worker.stop(grace_seconds=max(deadline - time.monotonic(), 0))
-        if self.elector:
-            self.elector.release()
-        if self.membership:
-            self.forwarder.stop()
-            self.membership.release()
+        self.forwarder.stop()
+        self.writers.release()
         log.info("stopped")
 
 

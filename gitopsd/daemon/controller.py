@@ -111,8 +111,6 @@ class GitSyncController:
         self.gitsyncs = GitSyncs(
             self.cluster, self.settings.namespaces, self._changed, self.stopping
         )
-        if self.writers.membership is not None:
-            self.sources.elsewhere = self._unready_elsewhere
 
     def start(self) -> None:
         self.gitsyncs.start()
@@ -257,7 +255,7 @@ class GitSyncController:
             return
         self._serve(key, body, wanted)
 
-    def _unready_elsewhere(self, name: str) -> str:
+    def unready_elsewhere(self, name: str) -> str:
         """Why GitSync `name` (namespace/name), not served here (with sharding: maybe by
         another replica), is not ready, from its status; its dependents see a change at
         their next poll, not at once as they do when it runs here."""
@@ -301,8 +299,8 @@ class GitSyncController:
             if self.retirements.pending(key):
                 return  # started once its predecessor's reconcile in flight ends
             served = self._start(key, wanted, source, repositories)
-        if membership := self.writers.membership:  # its gate may have moved while it started
-            served.worker.lead(membership.may_write(key.namespace))
+        if self.writers.sharded:  # its gate may have moved while it started
+            served.worker.lead(self.writers.may_write(key.namespace))
         refused = partial(self._refused, key)
         served.hook = Hook(token, served.worker.announced, refused) if token else None
         if wanted.requested != served.worker.requested:
@@ -351,12 +349,14 @@ class GitSyncController:
             tenant=key.namespace,
             holdings=self.holdings,
             charts=self.charts,
+            on_report=self.sources.reporting(source.name, partial(self._reported, key)),
+            dependencies_waiting=self.sources.dependencies_of(source),
+            requested=wanted.requested,  # its first poll answers a request made before
         )
-        worker.requested = wanted.requested  # its first poll answers a request made before
         served = Served(wanted, source, repositories, worker)
         with self.lock:
             self.served[key] = served
-        self.sources.add(worker, on_report=lambda: self._reported(key))  # and its status
+        self.sources.add(worker)
         log.info("serving", extra={"source": wanted.key, "mode": source.mode})
         worker.schedule(self.clock.timers(f"gitsync:{key.namespace}/{key.name}"))
         return served

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from gitopsd.cluster import Cluster
 from gitopsd.configfile import SourceConfig
 from gitopsd.daemon.clock import Clock
 from gitopsd.daemon.registry import Registry
@@ -28,11 +29,15 @@ SUSPENSIONS_READ_SECONDS = 30.0
 @dataclass
 class FileSources:
     configs: list[SourceConfig]
-    worker_of: Callable[[SourceConfig], SourceWorker]
+    worker_of: Callable[[SourceConfig, Callable[[], None]], SourceWorker]
+    """A worker for a source, calling the function given when it reports."""
     registry: Registry
     clock: Clock
     recorder: Recorder
-    maps: StatusMaps
+    cluster: Cluster
+    """Fenced: only the replica that writes for the configuration's sources writes."""
+    control_namespace: str
+    """Where their status ConfigMaps are."""
     stopping: threading.Event
     workers: dict[str, SourceWorker] = field(default_factory=dict)
     running: bool = False
@@ -43,8 +48,13 @@ class FileSources:
     changing: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self.maps.on_suspend = self._suspension_changed
-        self.maps.on_request = self.request
+        self.maps = StatusMaps(
+            self.cluster,
+            self.control_namespace,
+            self.stopping,
+            on_suspend=self._suspension_changed,
+            on_request=self.request,
+        )
 
     def run(self) -> None:
         """Starts those not suspended, unless they run already. The suspensions are read
@@ -143,12 +153,14 @@ class FileSources:
             worker.schedule(self.clock.timers(worker.name))
 
     def _start(self, config: SourceConfig) -> SourceWorker:
-        worker = self.worker_of(config)
-        self.workers[config.name] = worker
         record = _record(config)
-        self.registry.add(
-            worker, on_report=lambda: self.maps.publish(worker.name, worker.report, record, False)
-        )
+
+        def publish() -> None:
+            self.maps.publish(config.name, worker.report, record, suspended=False)
+
+        worker = self.worker_of(config, self.registry.reporting(config.name, publish))
+        self.workers[config.name] = worker
+        self.registry.add(worker)
         return worker
 
     def _stop(self, worker: SourceWorker) -> None:

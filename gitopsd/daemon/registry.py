@@ -8,32 +8,39 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
+from gitopsd.configfile import SourceConfig
 from gitopsd.daemon.worker import SourceWorker
 from gitopsd.gitsync.status import unready
 
 
 @dataclass
 class Registry:
-    running: dict[str, SourceWorker] = field(default_factory=dict)
-    elsewhere: Callable[[str], str] = lambda name: "it is not running"
+    elsewhere: Callable[[str], str]
     """Why a source not running here is not ready ("" once it is): with sharding, a
     GitSync of another namespace may be another replica's, read from its status."""
+    running: dict[str, SourceWorker] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, worker: SourceWorker, on_report: Callable[[], None] = lambda: None) -> None:
-        """Runs `worker` in the registry: it waits for its dependencies, and those waiting
-        for it hear of its reports (after `on_report`)."""
-        needed = worker.config.depends_on
+    def add(self, worker: SourceWorker) -> None:
+        with self.lock:
+            self.running[worker.name] = worker
+
+    def dependencies_of(self, config: SourceConfig) -> Callable[[], str]:
+        """Why source `config` must wait (those it depends on are not ready), or "": what
+        its worker asks before it applies a new revision."""
+        return partial(self.waiting_for, config.depends_on)
+
+    def reporting(self, name: str, on_report: Callable[[], None]) -> Callable[[], None]:
+        """What source `name`'s worker calls when it reports: `on_report`, then those
+        waiting for it hear of it."""
 
         def reported() -> None:
             on_report()
-            self.reported(worker.name)
+            self.reported(name)
 
-        worker.dependencies_waiting = lambda: self.waiting_for(needed)
-        worker.on_report = reported
-        with self.lock:
-            self.running[worker.name] = worker
+        return reported
 
     def remove(self, worker: SourceWorker) -> None:
         with self.lock:

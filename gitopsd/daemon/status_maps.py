@@ -29,9 +29,9 @@ class StatusMaps:
     """Fenced: only the replica that writes for the configuration's sources writes."""
     namespace: str
     stopping: threading.Event
-    on_suspend: Callable[[str, bool], None] = lambda name, suspended: None
+    on_suspend: Callable[[str, bool], None]
     """Hears that a source was suspended (True) or resumed (False)."""
-    on_request: Callable[[str, str], None] = lambda name, token: None
+    on_request: Callable[[str, str], None]
     """Hears a new request to reconcile a source now, with its token."""
     written: dict[str, Document] = field(default_factory=dict)
     """The status written last per source (the watch may not have brought it back yet)."""

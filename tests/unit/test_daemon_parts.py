@@ -313,7 +313,7 @@ def test_a_source_waits_for_each_dependency_not_ready_and_says_why() -> None:
     rolling.health = {
         ObjectKey("apps", "Deployment", "n", "db"): Health(Status.IN_PROGRESS, "Rollout")
     }
-    sources = Registry()
+    sources = Registry(elsewhere=lambda name: "it is not running")
     for worker in (Source("certs", healthy()), Source("db", rolling)):
         sources.add(worker)  # type: ignore[arg-type]
 
@@ -329,12 +329,11 @@ def test_a_report_polls_only_the_sources_that_wait_for_it() -> None:
     app, other = Source("app", waiting, "db"), Source("other", waiting, "certs")
     idle, db = Source("idle", healthy(), "db"), Source("db", healthy())
     heard: list[str] = []
-    sources = Registry()
-    for worker in (app, other, idle):
+    sources = Registry(elsewhere=lambda name: "it is not running")
+    for worker in (app, other, idle, db):
         sources.add(worker)  # type: ignore[arg-type]
-    sources.add(db, on_report=lambda: heard.append("db"))  # type: ignore[arg-type]
 
-    db.on_report()  # type: ignore[attr-defined]
+    sources.reporting("db", lambda: heard.append("db"))()
 
     assert heard == ["db"]
     assert (app.polls, other.polls, idle.polls) == (1, 0, 0)
