@@ -1,12 +1,14 @@
 """Prometheus collectors of gitopsd's own: counters that export 0 for every closed label set
-of every source, and the cluster client's request tally read at each scrape."""
+of every source, each source's gauges from its last snapshot, and the cluster client's
+request tally, all read at each scrape."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 
 from prometheus_client import Counter
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 
@@ -42,6 +44,43 @@ class ZeroFilled(Collector):
                         family.add_sample(
                             total, dict(zip(names, (source, *labels), strict=True)), 0.0
                         )
+            yield family
+
+
+@dataclass(frozen=True)
+class SourceGauge:
+    """A gauge of a source's last state, labelled `source` and then `labels`."""
+
+    name: str
+    help: str
+    labels: tuple[str, ...] = ()
+
+
+Series = tuple[tuple[str, ...], float]
+"""One series of a source's gauge: the values of its labels after `source`, and its value."""
+
+Snapshot = Mapping[SourceGauge, tuple[Series, ...]]
+"""A source's last state: every series of each of its gauges, replaced whole, never changed
+(a gauge it does not hold is one not measured yet: no series)."""
+
+
+class LastStates(Collector):
+    """The gauges of every source, from each one's snapshot at the scrape: a measurement
+    replaces a source's series all at once, and a source forgotten leaves none."""
+
+    def __init__(
+        self, gauges: tuple[SourceGauge, ...], snapshots: Callable[[], Mapping[str, Snapshot]]
+    ) -> None:
+        self.gauges = gauges
+        self.snapshots = snapshots
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        snapshots = sorted(self.snapshots().items())
+        for gauge in self.gauges:
+            family = GaugeMetricFamily(gauge.name, gauge.help, labels=["source", *gauge.labels])
+            for source, snapshot in snapshots:
+                for labels, value in snapshot.get(gauge, ()):
+                    family.add_metric([source, *labels], value)
             yield family
 
 

@@ -1,5 +1,6 @@
-"""The Recorder: drift gauges replace themselves, the per-object series stay within their
-budget, and every label but the budgeted ones is a closed enumeration."""
+"""The Recorder: drift gauges replace themselves, a scrape reads each measurement whole, the
+per-object series stay within their budget, and every label but the budgeted ones is a
+closed enumeration."""
 
 from __future__ import annotations
 
@@ -53,6 +54,44 @@ def test_drift_gauges_follow_the_latest_measurement() -> None:
 
     assert value(registry, "gitopsd_drift_objects", **by_kind) is None
     assert value(registry, "gitopsd_object_drift", **web_series) is None
+
+
+def test_a_scrape_reads_each_measurement_whole() -> None:
+    """Scrapes run beside reconciles: a measurement recorded while a scrape is under way
+    shows in the next scrape, not in the drift gauges this one has yet to read."""
+    registry = CollectorRegistry()
+    recorder = Recorder(registry)
+    recorder.drift("app", [modified("web")])
+
+    scraped = {}
+    for family in registry.collect():
+        if family.name in ("gitopsd_drift_objects", "gitopsd_object_drift"):
+            recorder.drift("app", [])  # healed between two families of one scrape
+            scraped[family.name] = len(family.samples)
+
+    assert scraped == {"gitopsd_drift_objects": 1, "gitopsd_object_drift": 1}
+    next_scrape = {
+        family.name: len(family.samples)
+        for family in registry.collect()
+        if family.name in ("gitopsd_drift_objects", "gitopsd_object_drift")
+    }
+    assert next_scrape == {"gitopsd_drift_objects": 0, "gitopsd_object_drift": 0}
+
+
+def test_a_measurement_replaces_its_own_gauges_and_keeps_the_others() -> None:
+    registry = CollectorRegistry()
+    recorder = Recorder(registry)
+    recorder.revision("app", "abc")
+    recorder.reconciled("app", "success", 0.5, now=1000.0)
+    recorder.health("app", {ObjectKey("", "ConfigMap", "n", "a"): Health(Status.CURRENT)})
+
+    recorder.drift("app", [modified("web")])
+    recorder.drift_policy("app", [])
+
+    assert value(registry, "gitopsd_source_revision_info", source="app", revision="abc") == 1
+    assert value(registry, "gitopsd_last_success_timestamp_seconds", source="app") == 1000
+    assert value(registry, "gitopsd_source_health", source="app", status="Current") == 1
+    assert value(registry, "gitopsd_object_drift_over_budget", source="app") == 0
 
 
 def test_per_object_series_stay_within_the_budget() -> None:
