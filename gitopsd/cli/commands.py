@@ -41,6 +41,7 @@ from gitopsd.reconcile import (
     Bounds,
     Intent,
     ListReader,
+    Pass,
     Result,
     Source,
     State,
@@ -163,7 +164,7 @@ def run_build(arguments: argparse.Namespace) -> int:
 
 
 def run_diff(arguments: argparse.Namespace) -> int:
-    result = _reconcile(arguments, connect(arguments), Intent.OBSERVE, Hooks())
+    result = _reconcile(arguments, connect(arguments), Intent(Pass.OBSERVE), Hooks())
     _notify(result.desired.notices)
     _notify(result.notices, "note")
     origins = {key: str(target.origin) for key, target in result.desired.targets.items()}
@@ -187,14 +188,15 @@ def run_sync(arguments: argparse.Namespace) -> int:
     """Reports what was done whatever happened: a sync that fails part-way may have
     written objects already, and says which, beside its error."""
     progress = Progress(sys.stderr, quiet=arguments.quiet)
-    hooks = progress.hooks(may_prune=STOP.running)
+    hooks = progress.hooks()
+    intent = Intent(Pass.ENFORCE, may_prune=STOP.running)  # a stopped sync prunes nothing
     healths: dict[ObjectKey, Health] | None = None
     error: GitopsdError | None = None
     result: Result | None = None
     try:
         cluster = connect(arguments)
         settings = sync_settings(arguments, source_spec(arguments), cluster.namespace)
-        result = _reconcile(arguments, cluster, Intent.ENFORCE, hooks)
+        result = _reconcile(arguments, cluster, intent, hooks)
         _notify(result.desired.notices)
         _notify(result.notices, "note")
         report = result.report or SyncReport(result.desired.revision.sha)

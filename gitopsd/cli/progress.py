@@ -43,7 +43,7 @@ class Progress:
         self.drawn = False
         """A line is drawn in place on the terminal, to be cleared before the next."""
 
-    def hooks(self, may_prune: Callable[[], bool]) -> Hooks:
+    def hooks(self) -> Hooks:
         """A reconcile's listeners that tell this progress."""
         return Hooks(
             on_fetched=self.fetched,
@@ -54,7 +54,6 @@ class Progress:
             on_outcome=self.tick,
             on_wave=self.wave,
             on_health=self.waiting,
-            may_prune=may_prune,
         )
 
     def fetched(self, seconds: float) -> None:

@@ -81,12 +81,7 @@ class Reporter:
     def name(self) -> str:
         return self.config.name
 
-    def hooks(
-        self,
-        changed: set[ObjectKey],
-        may_prune: Callable[[], bool],
-        dependencies_waiting: Callable[[], str],
-    ) -> Hooks:
+    def hooks(self, changed: set[ObjectKey]) -> Hooks:
         """The hooks of one reconcile (`changed`: the keys a drift check was asked for)."""
         return Hooks(
             on_fetched=lambda seconds: self.recorder.fetched(self.name, seconds),
@@ -94,8 +89,6 @@ class Reporter:
             on_measured=lambda measured, find: self._measured(measured, find, changed),
             on_plan=self._planned,
             on_outcome=self._log_outcome,
-            may_prune=may_prune,
-            dependencies_waiting=dependencies_waiting,
         )
 
     def changed(self, key: ObjectKey) -> None:

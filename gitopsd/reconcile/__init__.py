@@ -1,11 +1,13 @@
 """The reconcile, told once: getDesired, getCurrent, diff, plan, makeChanges.
 
-Each pass is asked for an `Intent` (observe or enforce; a poll, or a recheck after watch
-events), and the plan decides from it what to do. `gitopsd diff` observes, `gitopsd sync`
-enforces, the daemon's worker does either, again and again, keeping its `State` between
-runs: a revision already read costs no fetch of its files, an object measured in the same
-state costs no dry-run, and its own writes seed the memo. A fresh `State` (the CLI, a daemon
-starting) takes what the parent's stamps vouch for as in sync and measures the rest.
+Each pass is asked for an `Intent`: its kind (observe or enforce; a poll, or a recheck
+after watch events), from which the plan decides what to do, and the caller's say in
+whether a new revision may be applied now (its dependencies) and whether it may prune.
+`gitopsd diff` observes, `gitopsd sync` enforces, the daemon's worker does either, again
+and again, keeping its `State` between runs: a revision already read costs no fetch of its
+files, an object measured in the same state costs no dry-run, and its own writes seed the
+memo. A fresh `State` (the CLI, a daemon starting) takes what the parent's stamps vouch for
+as in sync and measures the rest.
 """
 
 from __future__ import annotations
@@ -16,14 +18,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gitopsd import diff, inventory, manifests
-from gitopsd.changes import Hooks, Live, Measurement, Target
+from gitopsd.changes import Hooks, Intent, Live, Measurement, Pass, Target
 from gitopsd.cluster import Cluster
 from gitopsd.config import SourceSpec, SyncSettings
 from gitopsd.errors import GitopsdError, ManifestError, Remedy
 from gitopsd.health import Assessments, Checks, Health
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.ownership import Owner
-from gitopsd.plan import Intent, Step, plan_for, step_for
+from gitopsd.plan import Step, plan_for, step_for
 from gitopsd.reconcile import records
 from gitopsd.reconcile.desired import (
     Desired,
@@ -157,7 +159,7 @@ def reconcile_once(
     """One pass of the story. Raises KnownInvalid for a revision that failed before."""
     hooks = hooks or Hooks()
     desired = get_desired(source, cluster, state, hooks, fetch=intent.polls)
-    step, waiting = _step(intent, state.is_applied(desired), source.self_heal, hooks)
+    step, waiting = _step(intent, state.is_applied(desired), source.self_heal)
     settings, desired, notices = _record_of(source, cluster, reader, state, desired, step)
     live = reader.read(applyset_of(settings), desired.targets)
     state.trust_stamps(desired, live, source.refresh)
@@ -170,7 +172,9 @@ def reconcile_once(
         hooks.on_plan(len(plan.actions) + len(plan.prune.delete if plan.prune else ()))
         parent = _parent(cluster, settings, live, state, reader.written, step == Step.SYNC)
         seeding = _seeding(hooks, state.memo, plan.held)
-        result.report = make_changes(desired, plan, live, seeding, parent, step == Step.SYNC)
+        result.report = make_changes(
+            desired, plan, live, seeding, parent, step == Step.SYNC, intent.may_prune
+        )
         state.done(desired, step)
     return result
 
@@ -286,10 +290,10 @@ def _fetch(source: Source, hooks: Hooks) -> Revision:
         hooks.on_fetched(time.monotonic() - started)
 
 
-def _step(intent: Intent, applied: bool, self_heal: bool, hooks: Hooks) -> tuple[Step, str]:
+def _step(intent: Intent, applied: bool, self_heal: bool) -> tuple[Step, str]:
     """The step, and why a sync must wait (its source's dependencies), or ""."""
-    step = step_for(intent, applied, self_heal)
-    waiting = hooks.dependencies_waiting() if step == Step.SYNC else ""
+    step = step_for(intent.kind, applied, self_heal)
+    waiting = intent.dependencies_waiting() if step == Step.SYNC else ""
     return (Step.NONE if waiting else step), waiting
 
 
@@ -378,6 +382,7 @@ __all__ = [
     "KnownInvalid",
     "ListReader",
     "Live",
+    "Pass",
     "Reader",
     "Result",
     "Source",

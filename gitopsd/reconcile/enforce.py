@@ -110,12 +110,14 @@ def make_changes(
     hooks: Hooks,
     parent: ParentWriter,
     runs_hooks: bool = False,
+    may_prune: Callable[[], bool] = lambda: True,
 ) -> SyncReport:
     """Runs the pre-sync hooks, applies the plan's objects (staged; the sync hooks that name
     a wave run in it, after its objects), records them, runs the other sync hooks, prunes
-    (if allowed), then runs the post-sync hooks once every object is healthy; a failure on
-    the way runs the sync-fail hooks. Without `runs_hooks` (a heal), no hook runs. The
-    report's outcomes come in the order they were done, hooks' among objects'."""
+    (if `may_prune` says so as it starts), then runs the post-sync hooks once every object
+    is healthy; a failure on the way runs the sync-fail hooks. Without `runs_hooks` (a
+    heal), no hook runs. The report's outcomes come in the order they were done, hooks'
+    among objects'."""
     cluster, settings, applyset = parent.cluster, parent.settings, parent.applyset
     _refuse_foreign_parent(applyset, live, settings)
     report = SyncReport(
@@ -138,7 +140,7 @@ def make_changes(
         in_waves = replace(rest, hooks=runner.in_waves)
         _apply(desired, in_waves, live, hooks, parent, report.changes, runner.run_wave)
         runner.run(Phase.SYNC)  # the sync hooks that name no wave
-        if plan.prune is not None and hooks.may_prune():
+        if plan.prune is not None and may_prune():
             pruning = Pruning(parent, hooks.on_outcome)
             pruning.run(live, desired.targets, plan.prune, _record_of(live, report), report)
         if runner.has(Phase.POST_SYNC) and not settings.dry_run:
