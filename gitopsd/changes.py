@@ -213,7 +213,7 @@ class Intent:
 
 
 @dataclass
-class Hooks:
+class Listener:
     """What the caller hears of a reconcile while it runs."""
 
     on_revision: Callable[[str], None] = lambda sha: None

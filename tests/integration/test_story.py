@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from gitopsd import inventory
-from gitopsd.changes import Action, Hooks
+from gitopsd.changes import Action, Listener
 from gitopsd.cluster import Cluster
 from gitopsd.config import SourceSpec, SyncSettings
 from gitopsd.objects import Body
@@ -48,8 +48,8 @@ class Heard:
     fetches: int = 0
     revisions: list[str] = field(default_factory=list)
 
-    def hooks(self) -> Hooks:
-        return Hooks(
+    def listener(self) -> Listener:
+        return Listener(
             on_fetched=lambda seconds: self._fetched(),
             on_revision=self.revisions.append,
         )
@@ -70,8 +70,8 @@ class Story:
 
     def run(self, kind: Pass) -> Any:
         intent = Intent(kind, dependencies_waiting=lambda: self.waiting)
-        hooks = self.heard.hooks()
-        return reconcile(self.source, self.cluster, self.reader, self.state, intent, hooks)
+        listener = self.heard.listener()
+        return reconcile(self.source, self.cluster, self.reader, self.state, intent, listener)
 
 
 @pytest.fixture
@@ -137,7 +137,7 @@ def test_a_revision_waiting_for_its_dependencies_and_a_standby_write_nothing(
     held = told.run(Pass.ENFORCE)
     assert (held.step, held.report, held.waiting) == (Step.NONE, None, told.waiting)
     assert {d.state for d in held.drifts} == {"missing"}
-    read_only(told.source, told.cluster, told.reader, told.state, told.heard.hooks(), True)
+    read_only(told.source, told.cluster, told.reader, told.state, told.heard.listener(), True)
 
     found: Any = client.CoreV1Api(admin_api).list_namespaced_config_map(namespace).items
     assert {cm.metadata.name for cm in found} <= {"kube-root-ca.crt"}  # the CA publisher's
