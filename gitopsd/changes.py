@@ -1,6 +1,6 @@
-"""The vocabulary of a reconcile: what is to be sent, what is live, what was measured, and
-what came of it. Pure data, shared by the readers and the measure (which find), the plan
-(which decides) and the execution (which carries the plan out)."""
+"""The vocabulary of a reconcile: what it is asked, what is to be sent, what is live, what
+was measured, and what came of it. Pure data, shared by the readers and the measure (which
+find), the plan (which decides) and the execution (which carries the plan out)."""
 
 from __future__ import annotations
 
@@ -171,8 +171,49 @@ class ChangeSet:
         return sum(1 for outcome in self.outcomes if outcome.action == action)
 
 
+class Pass(StrEnum):
+    """What one reconcile is asked to do. A poll fetches the revision; a recheck, after
+    watch events, measures the revision read last again."""
+
+    OBSERVE = "observe"
+    """A poll that changes nothing: `gitopsd diff`, a source in observe or warn mode."""
+    ENFORCE = "enforce"
+    """A poll that applies a new revision whole (and prunes), and heals the applied one."""
+    RECHECK = "recheck"
+    """A recheck that changes nothing."""
+    HEAL = "heal"
+    """A recheck that heals the applied revision's drift; it never applies a new one."""
+
+    @classmethod
+    def of(cls, enforce: bool, poll: bool) -> Pass:
+        if poll:
+            return cls.ENFORCE if enforce else cls.OBSERVE
+        return cls.HEAL if enforce else cls.RECHECK
+
+    @property
+    def polls(self) -> bool:
+        return self in (Pass.OBSERVE, Pass.ENFORCE)
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What one reconcile is asked to do, and the caller's say, while it runs, in whether
+    it may go on: asked at the moment it matters, as their answers change meanwhile."""
+
+    kind: Pass
+    may_prune: Callable[[], bool] = lambda: True
+    """Asked right before pruning starts: a process shutting down says no."""
+    dependencies_waiting: Callable[[], str] = lambda: ""
+    """Asked before a new revision is applied: why it must wait (the sources it depends on
+    are not ready), or "" to go ahead."""
+
+    @property
+    def polls(self) -> bool:
+        return self.kind.polls
+
+
 @dataclass
-class Hooks:
+class Listener:
     """What the caller hears of a reconcile while it runs."""
 
     on_revision: Callable[[str], None] = lambda sha: None
@@ -193,11 +234,6 @@ class Hooks:
     waits until it is healthy."""
     on_health: Callable[[Mapping[ObjectKey, Health]], None] = lambda healths: None
     """The health of a wave's objects, read again while the next wave waits for it."""
-    may_prune: Callable[[], bool] = lambda: True
-    """Asked right before pruning starts: a process shutting down says no."""
-    dependencies_waiting: Callable[[], str] = lambda: ""
-    """Asked before a new revision is applied: why it must wait (the sources it depends on
-    are not ready), or "" to go ahead."""
     on_fetched: Callable[[float], None] = lambda seconds: None
     """How long the fetch of the revision took (also when it failed)."""
     on_read: Callable[[int], None] = lambda objects: None

@@ -1,12 +1,13 @@
 """The plan: what one reconcile will do, decided before any write, and in which order. Pure.
 
-What a pass does follows from what it was asked (its `Intent`) and the revision applied
-last (`step_for`); what it writes follows from what was measured (`plan_for`). Each target
-is created, configured or left unchanged, as the drift measured says; owned objects that
-left git are pruned or refused by the guards. Apply order: Namespaces and
-CRDs, then (after the CRDs are Established) the sync waves, lowest first (each once the one
-before is healthy), each in tiers: its cluster-scoped objects before its namespaced ones,
-then the sync hooks that name the wave. Deletes come last, in the reverse order.
+What a pass does follows from its kind (a `Pass`: a poll or a recheck, observing or
+enforcing) and the revision applied last (`step_for`); what it writes follows from what was
+measured (`plan_for`). Each target is created, configured or left unchanged, as the drift
+measured says; owned objects that left git are pruned or refused by the guards. Apply
+order: Namespaces and CRDs, then (after the CRDs are Established) the sync waves, lowest
+first (each once the one before is healthy), each in tiers: its cluster-scoped objects
+before its namespaced ones, then the sync hooks that name the wave. Deletes come last, in
+the reverse order.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import IntEnum, StrEnum
 
-from gitopsd.changes import SENT, Action, Live, Measurement, Target
+from gitopsd.changes import SENT, Action, Live, Measurement, Pass, Target
 from gitopsd.config import PrunePolicy, Setting, SyncSettings
 from gitopsd.diff import FieldChange
 from gitopsd.diff import State as DriftState
@@ -32,30 +33,6 @@ PROTECTED = DEFINITIONS | {
 }
 
 
-class Intent(StrEnum):
-    """What one reconcile is asked to do. A poll fetches the revision; a recheck, after
-    watch events, measures the revision read last again."""
-
-    OBSERVE = "observe"
-    """A poll that changes nothing: `gitopsd diff`, a source in observe or warn mode."""
-    ENFORCE = "enforce"
-    """A poll that applies a new revision whole (and prunes), and heals the applied one."""
-    RECHECK = "recheck"
-    """A recheck that changes nothing."""
-    HEAL = "heal"
-    """A recheck that heals the applied revision's drift; it never applies a new one."""
-
-    @classmethod
-    def of(cls, enforce: bool, poll: bool) -> Intent:
-        if poll:
-            return cls.ENFORCE if enforce else cls.OBSERVE
-        return cls.HEAL if enforce else cls.RECHECK
-
-    @property
-    def polls(self) -> bool:
-        return self in (Intent.OBSERVE, Intent.ENFORCE)
-
-
 class Step(StrEnum):
     """What a reconcile does after measuring."""
 
@@ -64,14 +41,14 @@ class Step(StrEnum):
     SYNC = "sync"
 
 
-def step_for(intent: Intent, applied: bool, self_heal: bool) -> Step:
+def step_for(kind: Pass, applied: bool, self_heal: bool) -> Step:
     """A revision not applied yet is synced by a poll, one applied is healed (with
     selfHeal); a recheck never syncs, that is the poll's work. `applied`: the revision read
     is the one applied last."""
-    if intent in (Intent.OBSERVE, Intent.RECHECK):
+    if kind in (Pass.OBSERVE, Pass.RECHECK):
         return Step.NONE
     if not applied:
-        return Step.SYNC if intent.polls else Step.NONE
+        return Step.SYNC if kind.polls else Step.NONE
     return Step.HEAL if self_heal else Step.NONE
 
 

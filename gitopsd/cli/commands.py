@@ -19,7 +19,7 @@ from importlib.metadata import version
 from typing import TextIO
 
 from gitopsd import daemon, manifests, validation
-from gitopsd.changes import ChangeSet, Hooks
+from gitopsd.changes import ChangeSet, Listener
 from gitopsd.cli import documents
 from gitopsd.cli.progress import Progress
 from gitopsd.cli.render import (
@@ -41,6 +41,7 @@ from gitopsd.reconcile import (
     Bounds,
     Intent,
     ListReader,
+    Pass,
     Result,
     Source,
     State,
@@ -163,7 +164,7 @@ def run_build(arguments: argparse.Namespace) -> int:
 
 
 def run_diff(arguments: argparse.Namespace) -> int:
-    result = _reconcile(arguments, connect(arguments), Intent.OBSERVE, Hooks())
+    result = _reconcile(arguments, connect(arguments), Intent(Pass.OBSERVE), Listener())
     _notify(result.desired.notices)
     _notify(result.notices, "note")
     origins = {key: str(target.origin) for key, target in result.desired.targets.items()}
@@ -187,14 +188,15 @@ def run_sync(arguments: argparse.Namespace) -> int:
     """Reports what was done whatever happened: a sync that fails part-way may have
     written objects already, and says which, beside its error."""
     progress = Progress(sys.stderr, quiet=arguments.quiet)
-    hooks = progress.hooks(may_prune=STOP.running)
+    listener = progress.listener()
+    intent = Intent(Pass.ENFORCE, may_prune=STOP.running)  # a stopped sync prunes nothing
     healths: dict[ObjectKey, Health] | None = None
     error: GitopsdError | None = None
     result: Result | None = None
     try:
         cluster = connect(arguments)
         settings = sync_settings(arguments, source_spec(arguments), cluster.namespace)
-        result = _reconcile(arguments, cluster, Intent.ENFORCE, hooks)
+        result = _reconcile(arguments, cluster, intent, listener)
         _notify(result.desired.notices)
         _notify(result.notices, "note")
         report = result.report or SyncReport(result.desired.revision.sha)
@@ -297,7 +299,7 @@ def _sync_code(report: SyncReport, healths: dict[ObjectKey, Health] | None, limi
 
 
 def _reconcile(
-    arguments: argparse.Namespace, cluster: Cluster, intent: Intent, hooks: Hooks
+    arguments: argparse.Namespace, cluster: Cluster, intent: Intent, listener: Listener
 ) -> Result:
     """One reconcile from a fresh state: what the parent's stamps vouch for is taken as in
     sync (unless --refresh), everything else is measured."""
@@ -305,7 +307,7 @@ def _reconcile(
     settings = sync_settings(arguments, spec, cluster.namespace)
     source = Source(spec, settings, arguments.cache_dir, refresh=arguments.refresh)
     reader = ListReader(cluster, settings.concurrency, Bounds.of(settings, spec.limits))
-    return reconcile_once(source, cluster, reader, State(), intent, hooks)
+    return reconcile_once(source, cluster, reader, State(), intent, listener)
 
 
 def connect(arguments: argparse.Namespace) -> Cluster:

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TextIO
 
-from gitopsd.changes import Hooks, Measurement, Outcome
+from gitopsd.changes import Listener, Measurement, Outcome
 from gitopsd.health import Health, unhealthy
 from gitopsd.objects import Body, ObjectKey
 
@@ -43,9 +43,9 @@ class Progress:
         self.drawn = False
         """A line is drawn in place on the terminal, to be cleared before the next."""
 
-    def hooks(self, may_prune: Callable[[], bool]) -> Hooks:
-        """A reconcile's listeners that tell this progress."""
-        return Hooks(
+    def listener(self) -> Listener:
+        """A reconcile's listener that tells this progress."""
+        return Listener(
             on_fetched=self.fetched,
             on_read=self.read,
             on_revision=self.revision,
@@ -54,7 +54,6 @@ class Progress:
             on_outcome=self.tick,
             on_wave=self.wave,
             on_health=self.waiting,
-            may_prune=may_prune,
         )
 
     def fetched(self, seconds: float) -> None:

@@ -229,7 +229,7 @@ class Daemon:
         files = self.file_sources
         control = Control(self.sources.workers, lambda: list(self.set_aside), files)
         probes = http.Probes(self.registry, self.ready)
-        return listeners.start(self.config, http.Webhooks(self._hooks()), probes, control)
+        return listeners.start(self.config, http.Webhooks(self._webhooks()), probes, control)
 
     def _schedule(self) -> None:
         """The configuration's sources start now; with sharding, once the share holds them."""
@@ -249,21 +249,21 @@ class Daemon:
         where = f"gitsyncs/{gitsync.namespace}/{gitsync.name}"
         return http.Forward(partial(self.forwarder.send, address, where))
 
-    def _hooks(self) -> Callable[[str], http.Hook | http.Forward | None]:
+    def _webhooks(self) -> Callable[[str], http.Webhook | http.Forward | None]:
         """The webhooks by path: a file source's at its name, a GitSync's at
         gitsyncs/NAMESPACE/NAME (only those running here)."""
         controller = self.controller
 
-        def hook_of(path: str) -> http.Hook | http.Forward | None:
+        def webhook_of(path: str) -> http.Webhook | http.Forward | None:
             if path.startswith("gitsyncs/"):
-                found = controller.hook_of(path) if controller else None
+                found = controller.webhook_of(path) if controller else None
                 return found or self._forward(path)
             worker = self.file_sources.worker(path)
             if worker is None or worker.config.webhook_secret is None:
                 return None
-            return http.Hook(worker.config.webhook_secret, worker.announced)
+            return http.Webhook(worker.config.webhook_secret, worker.announced)
 
-        return hook_of
+        return webhook_of
 
     def stop(self, *_: object) -> None:
         self.stopping.set()

@@ -29,8 +29,8 @@ from gitopsd.config import Credentials
 from gitopsd.configfile import GitSyncSettings, SourceConfig
 from gitopsd.daemon.clock import Clock
 from gitopsd.daemon.credentials import credentials_of, fingerprint, webhook_token
-from gitopsd.daemon.gitsyncs import GitSyncs, hook_key
-from gitopsd.daemon.http import Hook
+from gitopsd.daemon.gitsyncs import GitSyncs, webhook_key
+from gitopsd.daemon.http import Webhook
 from gitopsd.daemon.lifecycle import Lifecycle, finalizer_joined
 from gitopsd.daemon.publisher import StatusPublisher
 from gitopsd.daemon.queue import Pool, Retries, WorkQueue
@@ -63,7 +63,7 @@ class Served:
     repositories: Path
     """Its cached repositories, shared with the GitSyncs that hold the same credentials."""
     worker: SourceWorker
-    hook: Hook | None = None
+    webhook: Webhook | None = None
     """Its webhook: the key calls are signed with, and the poll a signed call asks for."""
 
 
@@ -302,22 +302,22 @@ class GitSyncController:
         if self.writers.sharded:  # its gate may have moved while it started
             served.worker.lead(self.writers.may_write(key.namespace))
         refused = partial(self._refused, key)
-        served.hook = Hook(token, served.worker.announced, refused) if token else None
+        served.webhook = Webhook(token, served.worker.announced, refused) if token else None
         if wanted.requested != served.worker.requested:
             served.worker.request(wanted.requested)
         self.status.report(key, body, served.worker.report, suspended=False)
 
-    def hook_of(self, path: str) -> Hook | None:
+    def webhook_of(self, path: str) -> Webhook | None:
         """The webhook at /hooks/`path`, `gitsyncs/NAMESPACE/NAME`, of a served GitSync."""
-        key = hook_key(path)
+        key = webhook_key(path)
         with self.lock:
             served = self.served.get(key) if key else None
-        return served.hook if served else None
+        return served.webhook if served else None
 
     def served_elsewhere(self, path: str) -> ObjectKey | None:
         """The GitSync at webhook path `gitsyncs/NAMESPACE/NAME`, if it exists in this
         replica's shard but another replica's share serves it (sharding)."""
-        key = hook_key(path)
+        key = webhook_key(path)
         body = self._body(key) if key else None
         if key is None or body is None or self.writers.serves(key.namespace):
             return None

@@ -59,7 +59,7 @@ class GitSyncs:
         return found
 
 
-def hook_key(path: str) -> ObjectKey | None:
+def webhook_key(path: str) -> ObjectKey | None:
     """The GitSync a webhook path `gitsyncs/NAMESPACE/NAME` names, if it can name one."""
     prefix, _, rest = path.partition("/")
     namespace, _, name = rest.partition("/")

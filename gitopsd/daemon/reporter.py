@@ -1,4 +1,4 @@
-"""What a source's worker tells, as the reconcile's hooks: metrics, log lines, Events (in
+"""What a source's worker tells, as the reconcile's listener: metrics, log lines, Events (in
 warn mode) and the `SourceReport` its GitSync status and `gitopsd get` are made of. The
 worker decides; the reporter says what happened.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from gitopsd import diff
-from gitopsd.changes import Action, ChangeSet, Hooks, Measurement, Outcome
+from gitopsd.changes import Action, ChangeSet, Listener, Measurement, Outcome
 from gitopsd.cluster import Cluster
 from gitopsd.configfile import Mode, SourceConfig
 from gitopsd.daemon.logs import ContextLog
@@ -81,21 +81,14 @@ class Reporter:
     def name(self) -> str:
         return self.config.name
 
-    def hooks(
-        self,
-        changed: set[ObjectKey],
-        may_prune: Callable[[], bool],
-        dependencies_waiting: Callable[[], str],
-    ) -> Hooks:
-        """The hooks of one reconcile (`changed`: the keys a drift check was asked for)."""
-        return Hooks(
+    def listener(self, changed: set[ObjectKey]) -> Listener:
+        """The listener of one reconcile (`changed`: the keys a drift check was asked for)."""
+        return Listener(
             on_fetched=lambda seconds: self.recorder.fetched(self.name, seconds),
             on_revision=self._read,
             on_measured=lambda measured, find: self._measured(measured, find, changed),
             on_plan=self._planned,
             on_outcome=self._log_outcome,
-            may_prune=may_prune,
-            dependencies_waiting=dependencies_waiting,
         )
 
     def changed(self, key: ObjectKey) -> None:

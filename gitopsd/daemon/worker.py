@@ -33,6 +33,7 @@ from gitopsd.reconcile import (
     CacheReader,
     Intent,
     KnownInvalid,
+    Pass,
     Source,
     State,
     desired,
@@ -270,17 +271,17 @@ class SourceWorker:
     def _once(self, changed: set[ObjectKey] | None = None) -> bool:
         """One reconcile (`changed` None) or drift check after watch events on `changed`;
         a standby only reads, to keep its caches warm. Says whether it was the leader's."""
-        waiting_for_dependencies = self.dependencies_waiting
-        hooks = self.reporter.hooks(changed or set(), self._may_prune, waiting_for_dependencies)
-        hooks = replace(hooks, on_read=self._hold)
+        listener = self.reporter.listener(changed or set())
+        listener = replace(listener, on_read=self._hold)
         enforce = self.config.mode == Mode.ENFORCE
-        intent = Intent.of(enforce, poll=changed is None)
+        kind = Pass.of(enforce, poll=changed is None)
+        intent = Intent(kind, self._may_prune, self.dependencies_waiting)
         if not self.leading.is_set():
-            read_only(self.source, self.cluster, self.reader, self.state, hooks, intent.polls)
+            read_only(self.source, self.cluster, self.reader, self.state, listener, intent.polls)
             return False
         try:
             result = reconcile_once(
-                self.source, self.cluster, self.reader, self.state, intent, hooks
+                self.source, self.cluster, self.reader, self.state, intent, listener
             )
         except ApplyError as error:
             if enforce:

@@ -1,11 +1,13 @@
 """The reconcile, told once: getDesired, getCurrent, diff, plan, makeChanges.
 
-Each pass is asked for an `Intent` (observe or enforce; a poll, or a recheck after watch
-events), and the plan decides from it what to do. `gitopsd diff` observes, `gitopsd sync`
-enforces, the daemon's worker does either, again and again, keeping its `State` between
-runs: a revision already read costs no fetch of its files, an object measured in the same
-state costs no dry-run, and its own writes seed the memo. A fresh `State` (the CLI, a daemon
-starting) takes what the parent's stamps vouch for as in sync and measures the rest.
+Each pass is asked for an `Intent`: its kind (observe or enforce; a poll, or a recheck
+after watch events), from which the plan decides what to do, and the caller's say in
+whether a new revision may be applied now (its dependencies) and whether it may prune.
+`gitopsd diff` observes, `gitopsd sync` enforces, the daemon's worker does either, again
+and again, keeping its `State` between runs: a revision already read costs no fetch of its
+files, an object measured in the same state costs no dry-run, and its own writes seed the
+memo. A fresh `State` (the CLI, a daemon starting) takes what the parent's stamps vouch for
+as in sync and measures the rest.
 """
 
 from __future__ import annotations
@@ -16,14 +18,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gitopsd import diff, inventory, manifests
-from gitopsd.changes import Hooks, Live, Measurement, Target
+from gitopsd.changes import Intent, Listener, Live, Measurement, Pass, Target
 from gitopsd.cluster import Cluster
 from gitopsd.config import SourceSpec, SyncSettings
 from gitopsd.errors import GitopsdError, ManifestError, Remedy
 from gitopsd.health import Assessments, Checks, Health
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.ownership import Owner
-from gitopsd.plan import Intent, Step, plan_for, step_for
+from gitopsd.plan import Step, plan_for, step_for
 from gitopsd.reconcile import records
 from gitopsd.reconcile.desired import (
     Desired,
@@ -152,25 +154,27 @@ def reconcile_once(
     reader: Reader,
     state: State,
     intent: Intent,
-    hooks: Hooks | None = None,
+    listener: Listener | None = None,
 ) -> Result:
     """One pass of the story. Raises KnownInvalid for a revision that failed before."""
-    hooks = hooks or Hooks()
-    desired = get_desired(source, cluster, state, hooks, fetch=intent.polls)
-    step, waiting = _step(intent, state.is_applied(desired), source.self_heal, hooks)
+    listener = listener or Listener()
+    desired = get_desired(source, cluster, state, listener, fetch=intent.polls)
+    step, waiting = _step(intent, state.is_applied(desired), source.self_heal)
     settings, desired, notices = _record_of(source, cluster, reader, state, desired, step)
     live = reader.read(applyset_of(settings), desired.targets)
     state.trust_stamps(desired, live, source.refresh)
     measured = _measure(cluster, settings, desired, live, state, step)
-    hooks.on_measured(measured, live.find)
+    listener.on_measured(measured, live.find)
     result = Result(desired, live, measured.drifts, step, waiting, measured.held, settings.checks)
     result.notices = notices
     plan = plan_for(settings, step, desired.targets, live, measured)
     if plan is not None:
-        hooks.on_plan(len(plan.actions) + len(plan.prune.delete if plan.prune else ()))
+        listener.on_plan(len(plan.actions) + len(plan.prune.delete if plan.prune else ()))
         parent = _parent(cluster, settings, live, state, reader.written, step == Step.SYNC)
-        seeding = _seeding(hooks, state.memo, plan.held)
-        result.report = make_changes(desired, plan, live, seeding, parent, step == Step.SYNC)
+        seeding = _seeding(listener, state.memo, plan.held)
+        result.report = make_changes(
+            desired, plan, live, seeding, parent, step == Step.SYNC, intent.may_prune
+        )
         state.done(desired, step)
     return result
 
@@ -199,35 +203,35 @@ def _record_of(
 
 
 def read_only(
-    source: Source, cluster: Cluster, reader: Reader, state: State, hooks: Hooks, fetch: bool
+    source: Source, cluster: Cluster, reader: Reader, state: State, listener: Listener, fetch: bool
 ) -> None:
     """getDesired and getCurrent only: a standby keeps its caches warm."""
-    desired = get_desired(source, cluster, state, hooks, fetch)
+    desired = get_desired(source, cluster, state, listener, fetch)
     reader.read(applyset_of(source.settings), desired.targets)
 
 
 def get_desired(
-    source: Source, cluster: Cluster, state: State, hooks: Hooks, fetch: bool = True
+    source: Source, cluster: Cluster, state: State, listener: Listener, fetch: bool = True
 ) -> Desired:
     """The revision to reconcile (without `fetch`, the one read last): only a new revision
-    is read and resolved again (and reported to `hooks.on_revision`). The live objects of
+    is read and resolved again (and reported to `listener.on_revision`). The live objects of
     the kinds the source has health rules of its own for are read with their whole status,
     which those rules may read."""
     cluster.keep_whole_status(source.settings.checks)
     if not fetch and state.desired is not None:
         return state.desired
-    revision = _fetch(source, hooks)
+    revision = _fetch(source, listener)
     state.fetched_revision = revision.sha
     known = state.known(revision)
     if known is not None:
         return known
     try:
-        desired = _read(source, revision, cluster, Served(cluster.discovery), state, hooks)
+        desired = _read(source, revision, cluster, Served(cluster.discovery), state, listener)
     except ManifestError as error:
         state.invalid(revision, error)
         raise
     state.read(desired)
-    hooks.on_revision(revision.sha)
+    listener.on_revision(revision.sha)
     return desired
 
 
@@ -238,7 +242,7 @@ def build(source: Source, cluster: Cluster | None) -> Desired:
     offline: charts rendered with helm's defaults, kinds resolved against the built-in ones
     and the revision's CRDs."""
     kinds = Served(cluster.discovery) if cluster else BuiltIn()
-    return _read(source, _fetch(source, Hooks()), cluster, kinds, State(), Hooks())
+    return _read(source, _fetch(source, Listener()), cluster, kinds, State(), Listener())
 
 
 def _read(
@@ -247,7 +251,7 @@ def _read(
     cluster: Cluster | None,
     kinds: Kinds,
     state: State,
-    hooks: Hooks,
+    listener: Listener,
 ) -> Desired:
     """`revision` read (only the files `state` has not parsed) and resolved against `kinds`,
     keeping what it can of the targets `state` resolved last."""
@@ -262,34 +266,34 @@ def _read(
         charts=source.charts,
         tenant=source.settings.inventory_namespace,
     )
-    _may_keep(state, hooks, len(found))
+    _may_keep(state, listener, len(found))
     previous = state.desired.targets if state.desired else None
     targets = resolve(found, kinds, source.settings, previous)
     return Desired.of(revision, targets, empty_warning(found, source.spec))
 
 
-def _may_keep(state: State, hooks: Hooks, objects: int) -> None:
+def _may_keep(state: State, listener: Listener, objects: int) -> None:
     """Asks whether a new revision's objects may be kept; one refused leaves nothing
     behind, not even its parses (the revision read before stays)."""
     try:
-        hooks.on_read(objects)
+        listener.on_read(objects)
     except GitopsdError:
         state.parse_cache = manifests.ParseCache()
         raise
 
 
-def _fetch(source: Source, hooks: Hooks) -> Revision:
+def _fetch(source: Source, listener: Listener) -> Revision:
     started = time.monotonic()
     try:
         return fetch(source.spec, source.cache_dir, source.shared, source.charts)
     finally:
-        hooks.on_fetched(time.monotonic() - started)
+        listener.on_fetched(time.monotonic() - started)
 
 
-def _step(intent: Intent, applied: bool, self_heal: bool, hooks: Hooks) -> tuple[Step, str]:
+def _step(intent: Intent, applied: bool, self_heal: bool) -> tuple[Step, str]:
     """The step, and why a sync must wait (its source's dependencies), or ""."""
-    step = step_for(intent, applied, self_heal)
-    waiting = hooks.dependencies_waiting() if step == Step.SYNC else ""
+    step = step_for(intent.kind, applied, self_heal)
+    waiting = intent.dependencies_waiting() if step == Step.SYNC else ""
     return (Step.NONE if waiting else step), waiting
 
 
@@ -346,18 +350,18 @@ def withdraw(source: Source, cluster: Cluster) -> SyncReport:
     plan = plan_for(settings, Step.SYNC, {}, live, Measurement([], set()))
     assert plan is not None  # noqa: S101 - a sync always plans
     parent = _parent(cluster, settings, live, State(), reader.written, restamp=False)
-    report = make_changes(nothing, plan, live, Hooks(), parent)
+    report = make_changes(nothing, plan, live, Listener(), parent)
     if not report.refused:
         uid = live.parent["metadata"]["uid"]  # its record was emptied: any version
         cluster.delete(CONFIG_MAPS, applyset.namespace, applyset.name, uid)
     return report
 
 
-def _seeding(hooks: Hooks, memo: DriftMemo, held: Collection[ObjectKey] = ()) -> Hooks:
+def _seeding(listener: Listener, memo: DriftMemo, held: Collection[ObjectKey] = ()) -> Listener:
     """The server's answer to an apply is the object as git wants it: remembered as in sync,
     so that the watch event of the daemon's own write costs no dry-run. Not so where the
     drift policy held a field as it was live: that object is measured again."""
-    on_applied = hooks.on_applied
+    on_applied = listener.on_applied
 
     def seeded(target: Target, answer: Body) -> None:
         if target.key in held:
@@ -366,18 +370,19 @@ def _seeding(hooks: Hooks, memo: DriftMemo, held: Collection[ObjectKey] = ()) ->
             memo.remember(target, answer, IN_SYNC)
         on_applied(target, answer)
 
-    return replace(hooks, on_applied=seeded)
+    return replace(listener, on_applied=seeded)
 
 
 __all__ = [
     "Bounds",
     "CacheReader",
     "Desired",
-    "Hooks",
     "Intent",
     "KnownInvalid",
     "ListReader",
+    "Listener",
     "Live",
+    "Pass",
     "Reader",
     "Result",
     "Source",

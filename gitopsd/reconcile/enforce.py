@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from gitopsd import inventory
 from gitopsd.apply import Applier, write
-from gitopsd.changes import Action, ChangeSet, Hooks, Live, Outcome, Target
+from gitopsd.changes import Action, ChangeSet, Listener, Live, Outcome, Target
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.config import SyncSettings
 from gitopsd.errors import ApplyError, ClusterReason, GitopsdError
@@ -107,15 +107,17 @@ def make_changes(
     desired: Desired,
     plan: Plan,
     live: Live,
-    hooks: Hooks,
+    listener: Listener,
     parent: ParentWriter,
     runs_hooks: bool = False,
+    may_prune: Callable[[], bool] = lambda: True,
 ) -> SyncReport:
     """Runs the pre-sync hooks, applies the plan's objects (staged; the sync hooks that name
     a wave run in it, after its objects), records them, runs the other sync hooks, prunes
-    (if allowed), then runs the post-sync hooks once every object is healthy; a failure on
-    the way runs the sync-fail hooks. Without `runs_hooks` (a heal), no hook runs. The
-    report's outcomes come in the order they were done, hooks' among objects'."""
+    (if `may_prune` says so as it starts), then runs the post-sync hooks once every object
+    is healthy; a failure on the way runs the sync-fail hooks. Without `runs_hooks` (a
+    heal), no hook runs. The report's outcomes come in the order they were done, hooks'
+    among objects'."""
     cluster, settings, applyset = parent.cluster, parent.settings, parent.applyset
     _refuse_foreign_parent(applyset, live, settings)
     report = SyncReport(
@@ -127,19 +129,19 @@ def make_changes(
 
     def heard(outcome: Outcome) -> None:
         report.changes.outcomes.append(outcome)
-        hooks.on_outcome(outcome)
+        listener.on_outcome(outcome)
 
     runner = HookRunner(cluster, settings, applyset, desired.hooks if runs_hooks else (), heard)
     first, rest = _hook_namespaces_first(desired, plan) if runs_hooks else (None, plan)
     try:
         if first is not None:
-            _apply(desired, first, live, hooks, parent, report.changes, runner.run_wave)
+            _apply(desired, first, live, listener, parent, report.changes, runner.run_wave)
         runner.run(Phase.PRE_SYNC)
         in_waves = replace(rest, hooks=runner.in_waves)
-        _apply(desired, in_waves, live, hooks, parent, report.changes, runner.run_wave)
+        _apply(desired, in_waves, live, listener, parent, report.changes, runner.run_wave)
         runner.run(Phase.SYNC)  # the sync hooks that name no wave
-        if plan.prune is not None and hooks.may_prune():
-            pruning = Pruning(parent, hooks.on_outcome)
+        if plan.prune is not None and may_prune():
+            pruning = Pruning(parent, listener.on_outcome)
             pruning.run(live, desired.targets, plan.prune, _record_of(live, report), report)
         if runner.has(Phase.POST_SYNC) and not settings.dry_run:
             gate = WaveGate(
@@ -185,7 +187,7 @@ def _apply(
     desired: Desired,
     plan: Plan,
     live: Live,
-    hooks: Hooks,
+    listener: Listener,
     parent: ParentWriter,
     changes: ChangeSet,
     run_hooks: Callable[[list[ObjectKey]], None],
@@ -201,15 +203,18 @@ def _apply(
         applyset,
         lambda key: _served(cluster, targets[key]),
         changes=changes,
-        on_outcome=hooks.on_outcome,
-        on_applied=hooks.on_applied,
+        on_outcome=listener.on_outcome,
+        on_applied=listener.on_applied,
         await_wave=WaveGate(
             HealthWait(
-                cluster, settings.concurrency, on_progress=hooks.on_health, checks=settings.checks
+                cluster,
+                settings.concurrency,
+                on_progress=listener.on_health,
+                checks=settings.checks,
             ),
             settings,
         ),
-        on_wave=hooks.on_wave,
+        on_wave=listener.on_wave,
         run_hooks=run_hooks,
     )
     try:

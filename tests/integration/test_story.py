@@ -13,11 +13,11 @@ import pytest
 from kubernetes import client
 
 from gitopsd import inventory
-from gitopsd.changes import Action, Hooks
+from gitopsd.changes import Action, Listener
 from gitopsd.cluster import Cluster
 from gitopsd.config import SourceSpec, SyncSettings
 from gitopsd.objects import Body
-from gitopsd.reconcile import Intent, ListReader, Live, Source, State, Step, read_only
+from gitopsd.reconcile import Intent, ListReader, Live, Pass, Source, State, Step, read_only
 from gitopsd.reconcile import reconcile_once as reconcile
 from gitopsd.reconcile.live import Targets
 from tests.harness.controlplane import ControlPlane
@@ -47,13 +47,11 @@ class Heard:
 
     fetches: int = 0
     revisions: list[str] = field(default_factory=list)
-    waiting: str = ""
 
-    def hooks(self) -> Hooks:
-        return Hooks(
+    def listener(self) -> Listener:
+        return Listener(
             on_fetched=lambda seconds: self._fetched(),
             on_revision=self.revisions.append,
-            dependencies_waiting=lambda: self.waiting,
         )
 
     def _fetched(self) -> None:
@@ -67,10 +65,13 @@ class Story:
     reader: CountingReader
     state: State = field(default_factory=State)
     heard: Heard = field(default_factory=Heard)
+    waiting: str = ""
+    """Why the source's dependencies hold a new revision back, as its caller says."""
 
-    def run(self, intent: Intent) -> Any:
-        hooks = self.heard.hooks()
-        return reconcile(self.source, self.cluster, self.reader, self.state, intent, hooks)
+    def run(self, kind: Pass) -> Any:
+        intent = Intent(kind, dependencies_waiting=lambda: self.waiting)
+        listener = self.heard.listener()
+        return reconcile(self.source, self.cluster, self.reader, self.state, intent, listener)
 
 
 @pytest.fixture
@@ -101,25 +102,25 @@ def test_a_poll_syncs_a_new_revision_then_heals_it_and_a_recheck_fetches_nothing
     told: Story, admin_api: Any, namespace: str
 ) -> None:
 
-    synced = told.run(Intent.ENFORCE)
+    synced = told.run(Pass.ENFORCE)
     assert synced.step == Step.SYNC
     assert [o.action for o in synced.report.changes.outcomes] == [Action.CREATED] * 2
     assert told.state.applied_revision == synced.desired.revision.sha
     assert told.reader.parent_writes == 1  # the record and the stamps, in one write
 
-    again = told.run(Intent.ENFORCE)
+    again = told.run(Pass.ENFORCE)
     assert (again.step, again.report, again.drifts) == (Step.HEAL, None, [])
     assert told.heard.fetches == 2 and len(told.heard.revisions) == 1  # its files read once
     assert told.reader.parent_writes == 1
 
     edit = {"data": {"k": "edited by a person"}}
     client.CoreV1Api(admin_api).patch_namespaced_config_map("one", namespace, edit)
-    observed = told.run(Intent.RECHECK)
+    observed = told.run(Pass.RECHECK)
     assert [(str(d.key.name), d.state) for d in observed.drifts] == [("one", "modified")]
     assert observed.report is None
     assert data_of(admin_api, namespace, "one") == {"k": "edited by a person"}
 
-    healed = told.run(Intent.HEAL)
+    healed = told.run(Pass.HEAL)
     assert healed.step == Step.HEAL
     changed = [(o.key.name, o.action) for o in healed.report.changes.outcomes]
     assert changed == [("one", Action.CONFIGURED)]
@@ -131,12 +132,12 @@ def test_a_poll_syncs_a_new_revision_then_heals_it_and_a_recheck_fetches_nothing
 def test_a_revision_waiting_for_its_dependencies_and_a_standby_write_nothing(
     told: Story, admin_api: Any, namespace: str
 ) -> None:
-    told.heard.waiting = "source base: its last reconcile failed (Unreachable)"
+    told.waiting = "source base: its last reconcile failed (Unreachable)"
 
-    held = told.run(Intent.ENFORCE)
-    assert (held.step, held.report, held.waiting) == (Step.NONE, None, told.heard.waiting)
+    held = told.run(Pass.ENFORCE)
+    assert (held.step, held.report, held.waiting) == (Step.NONE, None, told.waiting)
     assert {d.state for d in held.drifts} == {"missing"}
-    read_only(told.source, told.cluster, told.reader, told.state, told.heard.hooks(), True)
+    read_only(told.source, told.cluster, told.reader, told.state, told.heard.listener(), True)
 
     found: Any = client.CoreV1Api(admin_api).list_namespaced_config_map(namespace).items
     assert {cm.metadata.name for cm in found} <= {"kube-root-ca.crt"}  # the CA publisher's
@@ -149,12 +150,12 @@ def test_a_check_made_on_a_read_that_a_write_overtook_measures_the_object_as_it_
 ) -> None:
     """As a drift check that reads the watch cache before its own heal's event arrived:
     the object changed after it was read, and the dry-run says so by its version."""
-    told.run(Intent.ENFORCE)
+    told.run(Pass.ENFORCE)
     core: Any = client.CoreV1Api(admin_api)
     core.patch_namespaced_config_map("one", namespace, {"data": {"k": "edited by a person"}})
     told.reader = OvertakenReader(told.reader.inner, admin_api=admin_api, namespace=namespace)
 
-    checked = told.run(Intent.HEAL)
+    checked = told.run(Pass.HEAL)
 
     assert (checked.drifts, checked.report) == ([], None)  # no heal of what is healed
     assert data_of(admin_api, namespace, "one") == {"k": "v"}

@@ -51,8 +51,8 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
     """The webhook listener, serving the webhook `app`."""
     monkeypatch.setattr(transport, "REQUEST_DEADLINE_SECONDS", 3.0)
     started = Server(("127.0.0.1", 0))
-    hooks = {"app": http.Hook(SECRET, lambda: started.triggered.append("app"))}
-    running = http.serve(("127.0.0.1", 0), http.Webhooks(hooks.get))
+    webhooks = {"app": http.Webhook(SECRET, lambda: started.triggered.append("app"))}
+    running = http.serve(("127.0.0.1", 0), http.Webhooks(webhooks.get))
     started.address = ("127.0.0.1", running.server_address[1])
     yield started
     running.shutdown()
@@ -198,7 +198,7 @@ def test_ta06_a_head_that_trickles_in_is_answered_408_at_the_head_deadline(
     request's own deadline: the answer is 408, on every listener alike."""
     monkeypatch.setattr(transport, "HEAD_DEADLINE_SECONDS", 1.0)
     monkeypatch.setattr(transport, "REQUEST_DEADLINE_SECONDS", 600.0)
-    nothing: dict[str, http.Hook] = {}
+    nothing: dict[str, http.Webhook] = {}
     running = http.serve(("127.0.0.1", 0), http.Webhooks(nothing.get))
     try:
         with socket.create_connection(("127.0.0.1", running.server_address[1])) as slow:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gitopsd.changes import Action, Live, Measurement, Target
+from gitopsd.changes import Action, Live, Measurement, Pass, Target
 from gitopsd.config import PrunePolicy, SyncSettings
 from gitopsd.diff import Drift, FieldChange, State
 from gitopsd.drift_policy import Decision
@@ -16,7 +16,6 @@ from gitopsd.inventory import uid_prefix
 from gitopsd.objects import ARGOCD_SYNC_WAVE_ANNOTATION as ARGO_WAVE
 from gitopsd.objects import ObjectKey, Origin
 from gitopsd.plan import (
-    Intent,
     Refusal,
     Step,
     decide_prune,
@@ -353,50 +352,50 @@ def test_a_plan_carries_the_prune_decision() -> None:
 
 
 STEP_CASES = {
-    # intent, the revision read is the one applied last, selfHeal -> step
-    "a poll of a new revision syncs": (Intent.ENFORCE, False, True, Step.SYNC),
-    "a poll of a new revision syncs without selfHeal": (Intent.ENFORCE, False, False, Step.SYNC),
-    "a poll of the applied revision heals": (Intent.ENFORCE, True, True, Step.HEAL),
+    # pass, the revision read is the one applied last, selfHeal -> step
+    "a poll of a new revision syncs": (Pass.ENFORCE, False, True, Step.SYNC),
+    "a poll of a new revision syncs without selfHeal": (Pass.ENFORCE, False, False, Step.SYNC),
+    "a poll of the applied revision heals": (Pass.ENFORCE, True, True, Step.HEAL),
     "a poll of the applied revision without selfHeal does nothing": (
-        Intent.ENFORCE,
+        Pass.ENFORCE,
         True,
         False,
         Step.NONE,
     ),
-    "a recheck heals the applied revision": (Intent.HEAL, True, True, Step.HEAL),
-    "a recheck never syncs a new revision": (Intent.HEAL, False, True, Step.NONE),
-    "a recheck without selfHeal does nothing": (Intent.HEAL, True, False, Step.NONE),
-    "an observing poll changes nothing": (Intent.OBSERVE, False, True, Step.NONE),
+    "a recheck heals the applied revision": (Pass.HEAL, True, True, Step.HEAL),
+    "a recheck never syncs a new revision": (Pass.HEAL, False, True, Step.NONE),
+    "a recheck without selfHeal does nothing": (Pass.HEAL, True, False, Step.NONE),
+    "an observing poll changes nothing": (Pass.OBSERVE, False, True, Step.NONE),
     "an observing poll of the applied revision changes nothing": (
-        Intent.OBSERVE,
+        Pass.OBSERVE,
         True,
         True,
         Step.NONE,
     ),
-    "an observing recheck changes nothing": (Intent.RECHECK, True, True, Step.NONE),
+    "an observing recheck changes nothing": (Pass.RECHECK, True, True, Step.NONE),
 }
 
 
 @pytest.mark.parametrize("case", STEP_CASES, ids=list(STEP_CASES))
 def test_what_a_pass_does(case: str) -> None:
-    intent, applied, self_heal, step = STEP_CASES[case]
-    assert step_for(intent, applied, self_heal) == step
+    kind, applied, self_heal, step = STEP_CASES[case]
+    assert step_for(kind, applied, self_heal) == step
 
 
 @pytest.mark.parametrize(
-    ("enforce", "poll", "intent", "polls"),
+    ("enforce", "poll", "kind", "polls"),
     [
-        (True, True, Intent.ENFORCE, True),
-        (False, True, Intent.OBSERVE, True),
-        (True, False, Intent.HEAL, False),
-        (False, False, Intent.RECHECK, False),
+        (True, True, Pass.ENFORCE, True),
+        (False, True, Pass.OBSERVE, True),
+        (True, False, Pass.HEAL, False),
+        (False, False, Pass.RECHECK, False),
     ],
 )
-def test_the_intent_of_a_mode_and_a_trigger(
-    enforce: bool, poll: bool, intent: Intent, polls: bool
+def test_the_pass_of_a_mode_and_a_trigger(
+    enforce: bool, poll: bool, kind: Pass, polls: bool
 ) -> None:
-    assert Intent.of(enforce, poll) == intent
-    assert intent.polls == polls
+    assert Pass.of(enforce, poll) == kind
+    assert kind.polls == polls
 
 
 def target(key: ObjectKey) -> Target:

@@ -32,7 +32,7 @@ NOT_FOUND: Reply = (404, b"not found\n", "text/plain")
 
 
 @dataclass(frozen=True)
-class Hook:
+class Webhook:
     """A webhook: the key its calls are signed with, and what a correctly signed call
     triggers (it must return at once: the server's one thread waits for it)."""
 
@@ -74,35 +74,38 @@ class ControlApi(Protocol):
 class Webhooks:
     """What the webhook listener serves: a signed POST to a webhook's path, nothing else."""
 
-    hooks: Callable[[str], Hook | Forward | None]
+    webhook_of: Callable[[str], Webhook | Forward | None]
     """The webhook at /hooks/<path>, by its path: served here, or by another replica."""
 
     def at_head(self, client: str, request: Request) -> Early | None:
         """Refuses at once what is no webhook call; None: its body is read, then `answer`
         answers."""
-        if request.method != "POST" or not self._hook_of(request):
+        if request.method != "POST" or not self._called(request):
             return Early(NOT_FOUND)
         return None
 
     def answer(self, request: Request, body: bytes) -> Reply:
-        name, hook = request.path.removeprefix("/hooks/"), self._hook_of(request)
-        if hook is None or (isinstance(hook, Forward) and FORWARDED_HEADER in request.headers):
+        name, webhook = request.path.removeprefix("/hooks/"), self._called(request)
+        if webhook is None or (
+            isinstance(webhook, Forward) and FORWARDED_HEADER in request.headers
+        ):
             return NOT_FOUND  # a forwarded call is forwarded once
-        if isinstance(hook, Forward):
+        if isinstance(webhook, Forward):
             signature = {h: v for h, v in request.headers.items() if h in SIGNATURE_HEADERS}
-            hook.send(body, signature)
+            webhook.send(body, signature)
             return 202, b"forwarded to the replica that serves it\n", "text/plain"
-        if not signed(hook.secret, body, request.headers):
+        if not signed(webhook.secret, body, request.headers):
             log.warning("webhook rejected: bad signature", extra={"source": name})
-            hook.refused()
+            webhook.refused()
             return 401, b"bad signature\n", "text/plain"
-        hook.trigger()
+        webhook.trigger()
         return 202, b"accepted\n", "text/plain"  # the payload only triggers a fetch
 
-    def _hook_of(self, request: Request) -> Hook | Forward | None:
+    def _called(self, request: Request) -> Webhook | Forward | None:
+        """The webhook `request` calls, if it calls one."""
         if not request.path.startswith("/hooks/"):
             return None
-        return self.hooks(request.path.removeprefix("/hooks/"))
+        return self.webhook_of(request.path.removeprefix("/hooks/"))
 
 
 @dataclass(frozen=True)
