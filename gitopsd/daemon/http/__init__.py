@@ -1,5 +1,5 @@
 """The daemon's HTTP surface: `endpoints` says what the webhook, probe and control
-listeners answer; `transport` carries requests and answers on a socket, bounded in what any
+servers answer; `transport` carries requests and answers on a socket, bounded in what any
 client may hold.
 """
 

@@ -1,4 +1,4 @@
-"""The daemon's HTTP surface, on three listeners that share no connection cap:
+"""The daemon's HTTP surface, on three servers that share no connection cap:
 
 - the webhooks (`listen`), the only one a git host, and so anyone on the network, needs to
   reach: POST /hooks/<source> and /hooks/gitsyncs/<namespace>/<name>;

@@ -1,5 +1,5 @@
-"""The daemon's three listeners, opened at start: each a server of its own, with caps of its
-own (gitopsd.daemon.http). An address one of them cannot take is the configuration's to
+"""The daemon's three HTTP servers, opened at start: each on an address of its own, with caps
+of its own (gitopsd.daemon.http). An address one of them cannot take is the configuration's to
 fix: an error naming the setting, the address and what to do, not a traceback."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def start(
     """The webhooks on `listen`, the probes and metrics on `probeListen`, the control API on
     `controlListen`, each served from now on."""
     with _listening("listen", config.listen):
-        hooks = serve(config.listen_address, webhooks)
+        webhooked = serve(config.listen_address, webhooks)
     with _listening("probeListen", config.probe_listen):
         probed = serve(config.probe_address, probes)
     with _listening("controlListen", config.control_listen):
@@ -31,7 +31,7 @@ def start(
     log.info("serving /hooks on %s", config.listen)
     log.info("serving /metrics, /healthz and /readyz on %s", config.probe_listen)
     log.info("serving the control API on %s", config.control_listen)
-    return [hooks, probed, controlled]
+    return [webhooked, probed, controlled]
 
 
 @contextmanager
