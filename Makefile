@@ -3,13 +3,14 @@
 #   make test   lint, type-check, import contracts and the whole test suite, its files
 #               spread over the cores (each worker with a control plane of its own)
 # Both create the virtualenv and build (once) or find the control plane themselves.
-# `make test-fast` runs the tests that need no cluster (under a minute).
+# CONTRIBUTING.md says what each needs, and where each prints how long it took.
+# `make test-fast` runs the tests that need no cluster.
 # `make bench` measures gitopsd against kubectl and its targets, on a bare control plane
-# and on one with controllers, and writes BENCHMARKS.md (about 40 minutes; not part of
-# `make test`).
+# and on one with controllers, and writes BENCHMARKS.md, with how long the run took (not
+# part of `make test`).
 # `make mutation` runs the pure core's unit tests against mutants of its modules (mutmut) and
-# writes the share each module's tests kill to MUTATION.md (10 minutes on 2 cores, over 30
-# when they are shared; not part of `make test`; docs/testing.md says how to read it).
+# writes the share each module's tests kill to MUTATION.md, with how long the run took (not
+# part of `make test`; docs/testing.md says how to read it).
 # `make crd` writes config/crd/gitsyncs.yaml from gitopsd/gitsync/schema.py (a test fails
 # when the two disagree).
 # `make schemas` writes gitopsd/validation/kubernetes.json, the built-in kinds' schemas that

@@ -51,7 +51,7 @@ class Remedy(StrEnum):
 
 
 class ExitCode(IntEnum):
-    """The documented exit codes of the commands (README: Exit codes)."""
+    """The documented exit codes of the commands (docs/cli.md: Exit codes)."""
 
     OK = 0
     DRIFT = 1

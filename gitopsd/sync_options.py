@@ -125,7 +125,10 @@ def _unhonoured(annotations: Mapping[str, Any]) -> Iterator[str]:
         else:
             unknown = [text]
         for word in unknown:
-            yield f"annotation {name}: {word!r} is not honoured by gitopsd (README: Annotations)"
+            yield (
+                f"annotation {name}: {word!r} is not honoured by gitopsd"
+                " (docs/sync.md: Annotations)"
+            )
 
 
 def problem(body: Mapping[str, Any]) -> str:

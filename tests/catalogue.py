@@ -3,8 +3,8 @@ and where gitopsd decided otherwise than the catalogue asks, what and why. A tes
 cases it proves with a marker, `@pytest.mark.case("FA-05")` (on a test, or on one of its
 parameters), or with a parameter id that starts with the case's id; a comment, a string or
 a docstring counts for nothing. `python -m tests.catalogue` collects the suite as pytest
-does and writes the README's coverage table from those markers, and
-tests/unit/test_catalogue.py fails when the README's table is not what the tests say."""
+does and writes the coverage table of docs/reliability.md from those markers, and
+tests/unit/test_catalogue.py fails when that table is not what the tests say."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "reliability.md"
 CASE_ID = re.compile(r"(?:BI|FA|LD|SE)-\d{2}")
 NAMED = re.compile(r"(?i)(?<![a-z0-9])(bi|fa|ld|se)-?(\d{2})(?![a-z0-9])")
 """An id in a test's name, which people read as a claim: the test must carry its marker."""
@@ -281,7 +281,7 @@ def status(case: Case, files: list[str]) -> str:
 
 
 def table(proofs: Proofs) -> str:
-    """The README's coverage table: every case, the tests marked to prove it, its status."""
+    """The coverage table: every case, the tests marked to prove it, its status."""
     rows = ["| id | the case | tests | status |", "|---|---|---|---|"]
     for case_id, case in CASES.items():
         files = proofs.files.get(case_id, [])
@@ -297,12 +297,12 @@ def table(proofs: Proofs) -> str:
     return "\n".join([*rows, "", summary])
 
 
-def with_table(readme: str, proofs: Proofs) -> str:
-    """`readme` with the generated table between its markers."""
-    start, end = readme.index(BEGIN) + len(BEGIN), readme.index(END)
-    return f"{readme[:start]}\n{table(proofs)}\n{readme[end:]}"
+def with_table(page: str, proofs: Proofs) -> str:
+    """`page` with the generated table between its markers."""
+    start, end = page.index(BEGIN) + len(BEGIN), page.index(END)
+    return f"{page[:start]}\n{table(proofs)}\n{page[end:]}"
 
 
 if __name__ == "__main__":
-    README.write_text(with_table(README.read_text(), collect()))
+    PAGE.write_text(with_table(PAGE.read_text(), collect()))
     sys.exit(0)

@@ -163,8 +163,8 @@ class Demo:
 
     def commit_examples(self) -> GitRepo:
         """examples/ but the chart: its CRD, cluster-wide, can belong to one source only,
-        and the README's Helm example, run against the same control plane by the tests,
-        applies it (the README shows it)."""
+        and the Helm example of docs/helm.md, run against the same control plane by the
+        tests, applies it (docs/helm.md shows it)."""
         repo = self.server.create_repo("examples")
         files: dict[str, str | None] = {
             f"{folder.name}/{name}": text

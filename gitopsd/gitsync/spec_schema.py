@@ -240,14 +240,14 @@ SPEC = object_(
         "drift": {
             "type": "array",
             "description": "The drift policy: rules deciding, field by field, what drift "
-            "is healed, accepted, ignored or alerted on (docs: README, Drift policy).",
+            "is healed, accepted, ignored or alerted on (docs/sync.md, Drift policy).",
             "maxItems": MAX_RULES,
             "items": DRIFT_RULE,
         },
         "healthCheckExprs": {
             "type": "array",
-            "description": "Health rules of this GitSync's own, one per kind (README: Health "
-            "rules).",
+            "description": "Health rules of this GitSync's own, one per kind (docs/sync.md, "
+            "Health rules).",
             "maxItems": 100,
             "items": HEALTH_CHECK,
         },

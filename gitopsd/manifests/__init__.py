@@ -11,7 +11,7 @@ takes the manifests of a file the parse cache knows by blob id as they were (`re
 keys the manifests by object and rejects duplicates (`identity`). `positions` finds the
 line of a field in its file again, for a message about it.
 
-Hostile input is the normal case here (the catalogue's BI cases, README.md):
+Hostile input is the normal case here (the catalogue's BI cases, docs/reliability.md):
 every limit is checked before the work it bounds, and no error message echoes file content
 beyond key names, so a Secret's value can never leak through one.
 

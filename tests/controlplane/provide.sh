@@ -37,7 +37,7 @@ registry_version=$(module_version "$here/registry" github.com/distribution/distr
 # build DIR OUT PACKAGE [LDFLAGS]: go build PACKAGE from the wrapper module in DIR into OUT.
 build() {
   local dir=$1 out=$2 package=$3 ldflags=${4:-}
-  log "building $(basename "$out") from $package (first run only; all of them take ~25 min)"
+  log "building $(basename "$out") from $package (first run only; all of them take about 12 min on 2 cores)"
   local started=$SECONDS
   (cd "$dir" && CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local \
     go build -trimpath -ldflags "-s -w $ldflags" -o "$out.partial" "$package")

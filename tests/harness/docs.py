@@ -1,7 +1,8 @@
-"""The documentation's tested blocks: a fenced block in README.md or docs/*.md whose line
-before is `<!-- readme-test: NAME -->`. tests/integration/test_readme.py runs each one as
-written; tests/unit/test_docs.py checks that every marker is well formed, unique and used.
-Pure: it reads files and nothing else."""
+"""The documentation's tested blocks, and its links. A tested block is a fenced block in
+README.md or docs/*.md whose line before is `<!-- readme-test: NAME -->`.
+tests/integration/test_readme.py runs each one as written; tests/unit/test_docs.py checks
+that every marker is well formed, unique and used, and that every link between the pages
+leads to a file and heading that are there. Pure: it reads files and nothing else."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # the checks instead of being skipped.
 MARKER = re.compile(r"^<!--\s*readme-test:\s*(?P<name>\S*?)\s*-->[ \t]*$", re.MULTILINE)
 FENCE = re.compile(r"```(?P<language>[\w-]*)\n(?P<text>.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+HEADING = re.compile(r"^#{1,6} (?P<title>.+)$", re.MULTILINE)
+LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
+URL = re.compile(r"^[a-z]+:")
 
 
 @dataclass(frozen=True)
@@ -27,8 +31,10 @@ class Marked:
 
 
 def documents(root: Path = ROOT) -> list[Path]:
-    """README.md and every page under docs/, the files whose blocks may be tested."""
-    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    """README.md, CONTRIBUTING.md and every page under docs/: the files whose blocks may be
+    tested and whose links must resolve."""
+    top = [path for path in (root / "README.md", root / "CONTRIBUTING.md") if path.is_file()]
+    return [*top, *sorted((root / "docs").glob("*.md"))]
 
 
 def marked_blocks(root: Path = ROOT) -> list[Marked]:
@@ -65,3 +71,31 @@ def doc_text(name: str, language: str, root: Path = ROOT) -> str:
 def doc_block(name: str) -> list[str]:
     """The command lines of the sh block marked `<!-- readme-test: NAME -->`."""
     return [line for line in doc_text(name, "sh").splitlines() if line.strip()]
+
+
+def broken_links(root: Path = ROOT) -> list[str]:
+    """Each relative link of the documents (outside code blocks) to a file that is not there,
+    or to a heading its page does not have, as `page: target`."""
+    broken = []
+    for path in documents(root):
+        targets = [link["target"] for link in LINK.finditer(_prose(path.read_text()))]
+        for target in (target for target in targets if not URL.match(target)):
+            file, _, anchor = target.partition("#")
+            linked = path.parent / file if file else path
+            if not linked.exists() or (anchor and anchor not in anchors(linked)):
+                broken.append(f"{path.relative_to(root)}: {target}")
+    return broken
+
+
+def anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces
+    as hyphens (the numbered anchors of a repeated heading are not among them)."""
+    if page.suffix != ".md":
+        return set()
+    titles = HEADING.findall(_prose(page.read_text()))
+    return {re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-") for title in titles}
+
+
+def _prose(text: str) -> str:
+    """`text` without its fenced blocks, whose `#` lines are comments, not headings."""
+    return FENCE.sub("", text)

@@ -1,4 +1,4 @@
-"""Bad input (the catalogue's BI cases, README.md) gets a clear error naming the
+"""Bad input (the catalogue's BI cases, docs/reliability.md) gets a clear error naming the
 file or object, and nothing in the cluster changes: a valid ConfigMap committed beside the
 bad file is never created, and with prune on, the owned objects the bad revision leaves out
 are not deleted (read from the audit log)."""

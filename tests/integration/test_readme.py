@@ -67,7 +67,9 @@ def test_the_cli_examples_run_as_documented(gitopsd: Gitopsd) -> None:
     outputs = run_block(gitopsd, "cli")
     assert outputs[0].strip() == "3 objects valid"
     assert contract.parsed(outputs[4], "DiffResult")["drift"] == []
-    assert "metadata.labels.touched" in outputs[6] and "kubectl-label" in outputs[6]
+    # the README's example of the drift report: the field, both values and the manager
+    drifted = "modified apps/Deployment/demo/web (deployment.yaml:1)\n"
+    assert drifted + "  spec.replicas: 5 -> 2  (manager: kubectl)" in outputs[6]
 
 
 def test_the_json_examples_print_the_contract(gitopsd: Gitopsd) -> None:
@@ -185,7 +187,7 @@ def test_the_demo_walks_through_the_command_line_and_the_daemon(
 def test_the_daemon_example_runs_as_documented(
     control_plane: ControlPlane, admin_api: Any, tmp_path: Path
 ) -> None:
-    """The README's configuration, with only the listen ports, cache directory and cluster
+    """docs/daemon.md's configuration, with only the listen ports, cache directory and cluster
     access adapted to this machine."""
     config = yaml.safe_load(doc_text("daemon", "yaml"))
     [source] = config["sources"]
@@ -220,7 +222,7 @@ def test_the_daemon_example_runs_as_documented(
 
 
 def control_block(daemon_url: str) -> list[str]:
-    """The README's control commands, pointed at `daemon_url` (the one thing adapted)."""
+    """docs/daemon.md's control commands, pointed at `daemon_url` (the one thing adapted)."""
     outputs = []
     for line in doc_block("control"):
         command = line.split("#")[0].strip() + f" --daemon {daemon_url}"
@@ -239,7 +241,7 @@ def control_block(daemon_url: str) -> list[str]:
 def test_the_install_overlay_renders_the_daemon_with_its_image_and_configuration(
     gitopsd: Gitopsd, tmp_path: Path
 ) -> None:
-    """The README's overlay, beside a copy of the clone, as `kubectl apply -k` renders it."""
+    """docs/install.md's overlay, beside a copy of the clone, as `kubectl apply -k` renders it."""
     shutil.copytree(ROOT / "config", tmp_path / "gitopsd" / "config")
     overlay = tmp_path / "my-gitopsd"
     overlay.mkdir()
@@ -261,7 +263,7 @@ def test_the_install_overlay_renders_the_daemon_with_its_image_and_configuration
 def test_the_sharding_block_in_place_of_leader_election_configures_sharded_replicas(
     tmp_path: Path,
 ) -> None:
-    """The README's `sharding` block, put into its overlay's gitopsd.yaml instead of
+    """docs/operator.md's `sharding` block, put into the overlay's gitopsd.yaml instead of
     `leaderElection`, loads as sharding; beside it, it is refused (they exclude each
     other). Replicas so configured are run by tests/integration/test_sharding.py."""
     config = yaml.safe_load(doc_text("overlay-config", "yaml"))

@@ -1,5 +1,5 @@
-"""The README's reliability table is what the tests are marked to prove, as pytest collects
-them (tests/catalogue.py writes it)."""
+"""The reliability table of docs/reliability.md is what the tests are marked to prove, as
+pytest collects them (tests/catalogue.py writes it)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.catalogue import CASES, README, ROOT, Proofs, collect, with_table
+from tests.catalogue import CASES, PAGE, ROOT, Proofs, collect, with_table
 
 
 @pytest.fixture(scope="module")
@@ -15,10 +15,10 @@ def suite() -> Proofs:
     return collect()
 
 
-def test_the_readmes_table_is_written_from_the_tests(suite: Proofs) -> None:
-    readme = README.read_text()
-    assert readme == with_table(readme, suite), (
-        "README's catalogue table is stale: python -m tests.catalogue"
+def test_the_pages_table_is_written_from_the_tests(suite: Proofs) -> None:
+    page = PAGE.read_text()
+    assert page == with_table(page, suite), (
+        "docs/reliability.md's catalogue table is stale: python -m tests.catalogue"
     )
 
 

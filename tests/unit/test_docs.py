@@ -1,7 +1,8 @@
 """The documentation's tested blocks stay tested: every `<!-- readme-test: NAME -->` marker in
 README.md and docs/*.md marks a fenced block, no name marks two, and each name is run by
 tests/integration/test_readme.py, so a block moved between pages can never silently stop
-being tested."""
+being tested. And a page moved or a heading renamed leaves no link behind that leads
+nowhere."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.docs import ROOT, Marked, doc_text, marked_blocks
+from tests.harness.docs import ROOT, Marked, broken_links, doc_text, marked_blocks
 
 RUNNER = ROOT / "tests" / "integration" / "test_readme.py"
 NAMES_RUN = re.compile(r"""\b(?:doc_text|doc_block|run_block)\((?:gitopsd,\s*)?["']([^"']+)["']""")
@@ -83,6 +84,23 @@ def test_a_marker_without_its_fence_is_found_without_a_block(tmp_path: Path) -> 
     found = [(b.name, b.language) for b in marked_blocks(tmp_path)]
 
     assert found == [("a", None), ("b", None)]
+
+
+def test_every_link_between_the_documents_leads_to_a_page_and_heading_that_are_there() -> None:
+    assert broken_links() == []
+
+
+def test_a_link_to_a_missing_page_or_heading_is_broken(tmp_path: Path) -> None:
+    page(tmp_path, "README.md", "# Read me\n[a](docs/a.md#exit-codes) [b](#read-me) [c](c.md)\n")
+    page(tmp_path, "CONTRIBUTING.md", "[d](https://example.com/d.md) [e](docs/a.md#not-here)\n")
+    a = "# A\n## Exit codes\n```sh\n# not a heading\n```\n[f](../README.md#not-a-heading)\n"
+    page(tmp_path, "docs/a.md", a)
+
+    assert broken_links(tmp_path) == [
+        "README.md: c.md",
+        "CONTRIBUTING.md: docs/a.md#not-here",
+        "docs/a.md: ../README.md#not-a-heading",
+    ]
 
 
 def page(root: Path, name: str, text: str) -> None:
