@@ -35,7 +35,7 @@ CRD_MISSING = "the GitSync CRD is not installed: kubectl apply -f config/crd/git
 def run_get(arguments: argparse.Namespace) -> int:
     if arguments.gitsyncs:
         cluster = connect(arguments)
-        namespace = "" if arguments.all_namespaces else _namespace(arguments, cluster)
+        namespace = "" if arguments.all_namespaces else namespace_of(arguments, cluster)
         lines = [_gitsync_line(body) for body in _gitsyncs(cluster, namespace)]
     elif arguments.in_cluster:
         lines = in_cluster.lines(connect(arguments), arguments.in_cluster)
@@ -44,7 +44,7 @@ def run_get(arguments: argparse.Namespace) -> int:
     if arguments.output == "text":
         emit(source_table(lines))
     else:
-        items = [documents.source_item(_reference(line), line) for line in lines]
+        items = [documents.source_item(reference_of(line), line) for line in lines]
         emit(documents.serialized(documents.source_list(items), arguments.output))
     return ExitCode.OK
 
@@ -63,12 +63,12 @@ def run_reconcile(arguments: argparse.Namespace) -> int:
         verdict = "failed" if line["failed"] else "reconciled"
         emit(f"{line['name']}: {verdict}: {line['reason']}: {line['message']}\n")
     else:
-        result = documents.reconcile_result(_reference(line), line, code)
+        result = documents.reconcile_result(reference_of(line), line, code)
         emit(documents.serialized(result, arguments.output))
     return code
 
 
-def _reference(line: Document) -> Document:
+def reference_of(line: Document) -> Document:
     """A line names a GitSync NAMESPACE/NAME, a daemon's source by its name alone."""
     namespace, _, name = str(line["name"]).rpartition("/")
     kind = "GitSync" if namespace else "Source"
@@ -97,17 +97,17 @@ def _set_suspend(arguments: argparse.Namespace, suspend: bool) -> int:
     name = arguments.name
     if arguments.gitsync:
         cluster = connect(arguments)
-        namespace = _namespace(arguments, cluster)
-        _gitsync(cluster, namespace, name)
+        namespace = namespace_of(arguments, cluster)
+        read_gitsync(cluster, namespace, name)
         operation = {"op": "add", "path": "/spec/suspend", "value": suspend}
         cluster.patch(gitsync.RESOURCE, namespace, name, [operation])
         source = documents.source_reference("GitSync", namespace, name)
     elif arguments.in_cluster:
         in_cluster.suspend(connect(arguments), arguments.in_cluster, name, suspend)
-        source = _reference({"name": name})
+        source = reference_of({"name": name})
     else:
-        _ask_source(arguments.daemon, "POST", name, "suspend" if suspend else "resume")
-        source = _reference({"name": name})
+        ask_source(arguments.daemon, "POST", name, "suspend" if suspend else "resume")
+        source = reference_of({"name": name})
     if arguments.output == "text":
         what = f"GitSync {source['namespace']}/{name}" if arguments.gitsync else f"source {name}"
         emit(f"{what} {'suspended' if suspend else 'resumed'}\n")
@@ -118,7 +118,7 @@ def _set_suspend(arguments: argparse.Namespace, suspend: bool) -> int:
 
 def _reconcile_source(arguments: argparse.Namespace) -> Document:
     name = arguments.name
-    token = _ask_source(arguments.daemon, "POST", name, "reconcile")["token"]
+    token = ask_source(arguments.daemon, "POST", name, "reconcile")["token"]
 
     def done() -> Document | None:
         lines = _ask(arguments.daemon, "GET", SOURCES)
@@ -145,7 +145,7 @@ def _reconcile_gitsync(arguments: argparse.Namespace) -> Document:
     """Flux's convention: a new value in the reconcile-requested-at annotation, then the
     status echoing it in lastHandledReconcileAt."""
     cluster = connect(arguments)
-    namespace, name = _namespace(arguments, cluster), arguments.name
+    namespace, name = namespace_of(arguments, cluster), arguments.name
     token = datetime.now(UTC).isoformat()
     _request(cluster, namespace, name, token)
 
@@ -167,7 +167,9 @@ def _request(cluster: Cluster, namespace: str, name: str, token: str) -> None:
             raise ConfigError(f"GitSync {namespace}/{name} is suspended: {hint}")
         return annotation_patch(body, gitsync.RECONCILE_REQUESTED_ANNOTATION, token)
 
-    cluster.patch_as_read(gitsync.RESOURCE, partial(_gitsync, cluster, namespace, name), requested)
+    cluster.patch_as_read(
+        gitsync.RESOURCE, partial(read_gitsync, cluster, namespace, name), requested
+    )
 
 
 def _gitsyncs(cluster: Cluster, namespace: str) -> list[Document]:
@@ -177,7 +179,7 @@ def _gitsyncs(cluster: Cluster, namespace: str) -> list[Document]:
         raise _crd_missing(cluster) from None
 
 
-def _gitsync(cluster: Cluster, namespace: str, name: str) -> Document:
+def read_gitsync(cluster: Cluster, namespace: str, name: str) -> Document:
     body = cluster.get(gitsync.RESOURCE, namespace, name)
     if body is not None:
         return body
@@ -193,7 +195,7 @@ def _crd_missing(cluster: Cluster) -> ClusterError:
     return ClusterError(f"{server} serves no GitSyncs: {CRD_MISSING}", ClusterReason.NOT_FOUND)
 
 
-def _ask_source(daemon: str, method: str, name: str, action: str) -> Any:
+def ask_source(daemon: str, method: str, name: str, action: str) -> Any:
     """One request about source `name` to the daemon's control API; a name it does not run
     is refused with the names it does."""
     try:
@@ -218,7 +220,7 @@ def _gitsync_line(body: Document) -> Document:
     return summary(name, body.get("status") or {}, suspended)
 
 
-def _namespace(arguments: argparse.Namespace, cluster: Cluster) -> str:
+def namespace_of(arguments: argparse.Namespace, cluster: Cluster) -> str:
     namespace: str = arguments.namespace or cluster.namespace or "default"
     return namespace
 

@@ -9,7 +9,7 @@ import argparse
 
 from gitopsd.cli import documents, in_cluster
 from gitopsd.cli.commands import connect
-from gitopsd.cli.control import _ask_source, _gitsync, _namespace
+from gitopsd.cli.control import ask_source, namespace_of, read_gitsync
 from gitopsd.cli.render import emit, history_table
 from gitopsd.errors import ExitCode
 from gitopsd.gitsync import status_map
@@ -32,8 +32,8 @@ def run_history(arguments: argparse.Namespace) -> int:
 
 def _gitsync_history(arguments: argparse.Namespace) -> tuple[Document, list[Document]]:
     cluster = connect(arguments)
-    namespace = _namespace(arguments, cluster)
-    status = _gitsync(cluster, namespace, arguments.name).get("status") or {}
+    namespace = namespace_of(arguments, cluster)
+    status = read_gitsync(cluster, namespace, arguments.name).get("status") or {}
     source = documents.source_reference("GitSync", namespace, arguments.name)
     return source, list(status.get("history") or [])
 
@@ -46,5 +46,5 @@ def _kept_history(arguments: argparse.Namespace) -> tuple[Document, list[Documen
 
 
 def _source_history(arguments: argparse.Namespace) -> tuple[Document, list[Document]]:
-    found = _ask_source(arguments.daemon, "GET", arguments.name, "history")
+    found = ask_source(arguments.daemon, "GET", arguments.name, "history")
     return documents.source_reference("Source", "", arguments.name), found["history"]

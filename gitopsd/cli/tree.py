@@ -15,7 +15,7 @@ import argparse
 from gitopsd import sandbox
 from gitopsd.cli import documents, in_cluster
 from gitopsd.cli.commands import connect
-from gitopsd.cli.control import _ask_source, _gitsync, _namespace, _reference
+from gitopsd.cli.control import ask_source, namespace_of, read_gitsync, reference_of
 from gitopsd.cli.render import emit, object_table
 from gitopsd.cluster import Cluster
 from gitopsd.config import Credentials
@@ -48,11 +48,11 @@ def run_tree(arguments: argparse.Namespace) -> int:
         name, (found, notes) = arguments.name, _configured_tree(arguments)
     else:
         name, notes = arguments.name, []
-        found = _ask_source(arguments.daemon, "GET", name, "objects")
+        found = ask_source(arguments.daemon, "GET", name, "objects")
     if arguments.output == "text":
         emit(object_table(name, found) + "".join(f"{note}\n" for note in notes))
     else:
-        source = _reference({"name": name})
+        source = reference_of({"name": name})
         tree = documents.object_tree(source, found["revision"], found["objects"])
         emit(documents.serialized(tree, arguments.output))
     return ExitCode.OK
@@ -62,8 +62,8 @@ def _gitsync_tree(arguments: argparse.Namespace) -> tuple[str, Document, list[st
     """The GitSync read into its source as the daemon reads it (spec.read), for the record
     the daemon keeps for it (applyset_of) and its health rules."""
     cluster = connect(arguments)
-    namespace = _namespace(arguments, cluster)
-    body = _gitsync(cluster, namespace, arguments.name)
+    namespace = namespace_of(arguments, cluster)
+    body = read_gitsync(cluster, namespace, arguments.name)
     settings = spec.read(body, READING).source(Credentials(password_env=None)).settings
     if settings.checks:  # a tenant's rules: evaluated in the daemon's box, under its bounds
         sandbox.bound_everything(SandboxBounds(), TenantQuota.health_rule_seconds_per_minute)

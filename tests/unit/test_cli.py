@@ -521,7 +521,7 @@ def test_a_gitsync_not_found_says_whether_the_cluster_serves_gitsyncs_at_all(
     cluster = Cluster(api, Discovery(api))
 
     with pytest.raises(GitopsdError) as failed:
-        control._gitsync(cluster, "n", "web")
+        control.read_gitsync(cluster, "n", "web")
 
     assert str(failed.value) == says
     assert failed.value.exit_code == code
