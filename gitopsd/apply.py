@@ -1,15 +1,15 @@
 """Carries a plan's applies out: tier by tier, wave by wave, what it sends.
 
 Every object sent has passed its dry-run first; each write carries the precondition that
-keeps it to what was read (`gitopsd.ownership`). Deletes are `gitopsd.prune`'s.
+keeps it to what was read (`gitopsd.ownership`), and goes out through the fan-out the
+dry-run shares (`gitopsd.sending`). Deletes are `gitopsd.prune`'s.
 """
 
 from __future__ import annotations
 
 import itertools
-import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gitopsd.backoff import jittered
@@ -18,14 +18,14 @@ from gitopsd.cluster import ApiError, Cluster, Resource, run_concurrently
 from gitopsd.config import SyncSettings
 from gitopsd.diff import FieldChange, held_as_live
 from gitopsd.errors import ApplyError, ClusterError, ClusterReason
-from gitopsd.failures import Failure, attempted, error_of, raise_for
+from gitopsd.failures import error_of, raise_for
 from gitopsd.foreign_owners import find_owners
-from gitopsd.immutable import changed_fields
 from gitopsd.inventory import ApplySet, uid_prefix
 from gitopsd.managed_fields import lost_fields, takeover_patch
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.ownership import guarded, refusal, unowned, why
 from gitopsd.plan import DEFINITIONS, Plan, Wave, waves
+from gitopsd.sending import dry_run, ready, send_each
 from gitopsd.sync_options import Option
 
 TAKEOVER_ATTEMPTS = 4
@@ -39,8 +39,8 @@ class Applier:
     live: dict[ObjectKey, Body | None]
     """Live objects for every desired key (None: absent), read just before; the objects of
     a later wave are read again right before it (the applier keeps a copy of its own)."""
-    applyset: ApplySet | None = None
-    """The set whose objects it may write (None: it only dry-runs)."""
+    applyset: ApplySet
+    """The set whose objects it may write."""
     pending_resources: Callable[[ObjectKey], Resource | None] = lambda key: None
     """Finds the resource of a kind whose CRD this sync creates, once it is served."""
     changes: ChangeSet = field(default_factory=ChangeSet)
@@ -89,46 +89,9 @@ class Applier:
                 self.await_wave(wave, [targets[key] for key in wave.keys])
         return self.changes
 
-    def dry_run(
-        self,
-        targets: Iterable[Target],
-        kept: Collection[ObjectKey] | None = None,
-        immutable: dict[ObjectKey, tuple[str, ...]] | None = None,
-    ) -> dict[ObjectKey, Body]:
-        """Server-side dry-run of every target; any failure fails them all, except, when
-        `immutable` is given, a change of fields that cannot change: those objects are put
-        there with those fields (a sync may replace them, or refuses them alone). The
-        answers of the keys in `kept` (default: all) are returned, projected as live objects
-        are (drift on a projection is drift on the whole), the others only checked ({})."""
-        force = self.settings.force_conflicts
-
-        def dry_run(target: Target) -> Body:
-            wanted = kept is None or target.key in kept
-            answer = self.cluster.apply(
-                target.served, target.body, dry_run=True, force=force, projected=wanted
-            )
-            return answer if wanted else {}
-
-        chosen = {target.key: target for target in targets}
-        answered, failures = self._answers(chosen.values(), dry_run)
-        if immutable is not None:
-            immutable |= {f.key: self._changed(f, chosen[f.key]) for f in failures if f.immutable}
-            failures = [f for f in failures if not f.immutable]
-        raise_for(failures, self.settings)
-        return answered
-
-    def _changed(self, refused: Failure, target: Target) -> tuple[str, ...]:
-        """The fields git changes of those the server refused to change: the server names
-        the whole field it guards (a StatefulSet's `spec`), the diff names what git changes
-        under it (its volumeClaimTemplates' storage)."""
-        live = self.live.get(target.key) or {}
-        return changed_fields(target.body, live, refused.immutable, refused.changeable)
-
     def _check_owned(self, keys: Iterable[ObjectKey], targets: Mapping[ObjectKey, Target]) -> None:
         """An existing object that this source does not own is taken over only with --adopt,
         and only as it was when the plan was made."""
-        if self.applyset is None:
-            return
         foreign = list(unowned(self.applyset, keys, self.live, self.read, self.settings.adopt))
         owners = find_owners(self.cluster, foreign, self.settings.confined_to or "")
         lines = [
@@ -162,7 +125,7 @@ class Applier:
             self._skip_unserved(tier, tier_targets, targets)
             return
         ready_now = [t for t in tier_targets if t is not None]
-        self.dry_run((t for t in ready_now if t.key in deferred), kept=())
+        self._dry_run_deferred([t for t in ready_now if t.key in deferred])
         changed = [t for t in ready_now if plan.actions[t.key] in SENT]
         failure = None
         results: dict[ObjectKey, Body] = {}
@@ -181,6 +144,12 @@ class Applier:
         if failure is not None:
             raise failure
         self._await_definitions(ready_now)
+
+    def _dry_run_deferred(self, targets: list[Target]) -> None:
+        """Objects whose namespace or CRD comes with this sync, dry-run now that it is
+        there: all of a tier before any of it is applied, and any failure fails the tier."""
+        checked = dry_run(self.cluster, self.settings, targets, keep=False)
+        raise_for(checked.failures, self.settings)
 
     def _target(self, key: ObjectKey, targets: Mapping[ObjectKey, Target]) -> Target | None:
         target = targets[key]
@@ -221,7 +190,8 @@ class Applier:
             self.live[key] = None
             return {}
 
-        raise_for(self._answers(targets, delete)[1], self.settings)
+        deleted = send_each(self.cluster, targets, delete, self.settings.concurrency)
+        raise_for(deleted.failures, self.settings)
 
     def _await_gone(self, target: Target, uid: str) -> None:
         key, deadline = target.key, time.monotonic() + self.settings.crd_timeout_seconds
@@ -279,8 +249,8 @@ class Applier:
             answer = write(self.cluster, target.served, body, live, force, projected=True)
             return answer if live else _identity(answer)
 
-        answered, failures = self._answers(targets, apply)
-        return answered, error_of(failures, self.settings)
+        sent = send_each(self.cluster, targets, apply, self.settings.concurrency)
+        return sent.answers, error_of(sent.failures, self.settings)
 
     def _record(
         self, target: Target, action: Action, result: Body | None, detail: str = ""
@@ -305,42 +275,6 @@ class Applier:
         ]
         if crds and not self.settings.dry_run:
             self.cluster.wait_established(crds, self.settings.crd_timeout_seconds)
-
-    def _answers(
-        self, targets: Iterable[Target], call: Callable[[Target], Body]
-    ) -> tuple[dict[ObjectKey, Body], list[Failure]]:
-        """Calls the API for every target concurrently: the answers, and every failure. Once
-        a request finds the API server gone (no answer, or none in time), the targets still
-        queued are not sent: each would wait out its own timeout against a hung server."""
-        chosen = list(targets)
-        gone = threading.Event()
-        answers = run_concurrently(
-            chosen, lambda t: self._send(t, call, gone), self.settings.concurrency
-        )
-        failures = [answer for answer in answers if isinstance(answer, Failure)]
-        answered = {
-            t.key: answer
-            for t, answer in zip(chosen, answers, strict=True)
-            if isinstance(answer, dict)
-        }
-        return answered, failures
-
-    def _send(
-        self, target: Target, call: Callable[[Target], Body], gone: threading.Event
-    ) -> Body | Failure:
-        """Once the cluster is fenced (stopping on a signal, or the leader lease lost), or
-        `gone`, the runner still takes each queued target, but sends no request for it."""
-        if not self.cluster.writable():
-            not_sent = f"{target.key} ({target.origin}): not sent: writes are fenced"
-            return Failure(target.key, not_sent, ClusterReason.FENCED)
-        if gone.is_set():
-            why = "an earlier request of this sync could not reach the API server"
-            not_sent = f"{target.key} ({target.origin}): not sent: {why}"
-            return Failure(target.key, not_sent, ClusterReason.UNREACHABLE)
-        answer = attempted(target, call)
-        if isinstance(answer, Failure) and answer.reason == ClusterReason.UNREACHABLE:
-            gone.set()
-        return answer
 
 
 def write(
@@ -375,14 +309,3 @@ def _uid(body: Body) -> str:
 def _identity(answer: Body) -> Body:
     metadata = answer.get("metadata") or {}
     return {"metadata": {k: metadata[k] for k in ("uid", "resourceVersion") if k in metadata}}
-
-
-def ready(
-    target: Target, targets: Mapping[ObjectKey, Target], live: Mapping[ObjectKey, Body | None]
-) -> bool:
-    """Can be dry-run now: its kind is served and its namespace exists (not one this sync
-    creates, which a dry-run would not find)."""
-    key = target.key
-    namespace_key = ObjectKey("", "Namespace", "", key.namespace)
-    new_namespace = key.namespace and namespace_key in targets and live.get(namespace_key) is None
-    return not new_namespace and target.resource is not None

@@ -13,16 +13,18 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from gitopsd import diff, inventory
-from gitopsd.apply import Applier, ready
 from gitopsd.changes import Live, Measurement, Target
 from gitopsd.cluster import Cluster
 from gitopsd.config import SyncSettings
 from gitopsd.errors import ApplyError
+from gitopsd.failures import Failure, raise_for
 from gitopsd.foreign_owners import find_owners
+from gitopsd.immutable import changed_fields
 from gitopsd.managed_fields import TAKEOVER_MANAGERS, same_ownership
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.ownership import Owner, as_unowned, unowned
 from gitopsd.plan import replacing
+from gitopsd.sending import dry_run, ready
 from gitopsd.sync_options import Option, options_of
 
 
@@ -149,7 +151,7 @@ def measure(
     absent = ready_absent
     if not validate_missing:
         absent = [target for target in absent if memo.missing(target) is None]
-    _dry_run(cluster, Applier(cluster, settings, live.desired), stale, absent, live, memo)
+    _dry_run(cluster, settings, stale, absent, live, memo)
     memo.keep_only(targets)
     measured = {key: memo.recall(key) for key in present}
     modified = [
@@ -174,17 +176,20 @@ def measure(
 
 def _dry_run(
     cluster: Cluster,
-    applier: Applier,
+    settings: SyncSettings,
     stale: list[Target],
     absent: list[Target],
     live: Live,
     memo: DriftMemo,
 ) -> None:
     """Dry-runs the stale targets (and checks the absent ones), and remembers what each
-    stale one measured: its drift, or the fields git changes that cannot change."""
-    refused: dict[ObjectKey, tuple[str, ...]] = {}
-    kept = {t.key for t in (*stale, *absent)}
-    expected = applier.dry_run([*stale, *absent], kept, refused)
+    stale one measured: its drift, or the fields git changes that cannot change. Any other
+    failure fails them all."""
+    chosen = {target.key: target for target in (*stale, *absent)}
+    sent = dry_run(cluster, settings, chosen.values())
+    refused = {f.key: _changed(f, chosen[f.key], live) for f in sent.failures if f.immutable}
+    raise_for([f for f in sent.failures if not f.immutable], settings)
+    expected = sent.answers
     for target in absent:
         if target.key in expected:
             memo.remember_absent(target, expected.pop(target.key))
@@ -193,7 +198,7 @@ def _dry_run(
         assert current is not None  # noqa: S101 - only present targets are stale
         fields = refused.pop(target.key, ())
         if fields:
-            drift = diff.unchangeable(target.key, fields, replacing(applier.settings))
+            drift = diff.unchangeable(target.key, fields, replacing(settings))
             memo.remember(target, current, Measured(drift, False, fields))
             continue
         answer = expected.pop(target.key)
@@ -205,6 +210,14 @@ def _dry_run(
         raise ApplyError(
             [f"{key}: refused: {', '.join(fields)}" for key, fields in refused.items()]
         )
+
+
+def _changed(refused: Failure, target: Target, live: Live) -> tuple[str, ...]:
+    """The fields git changes of those the server refused to change: the server names the
+    whole field it guards (a StatefulSet's `spec`), the diff names what git changes under it
+    (its volumeClaimTemplates' storage)."""
+    current = live.desired.get(target.key) or {}
+    return changed_fields(target.body, current, refused.immutable, refused.changeable)
 
 
 def _as_the_dry_run_saw_it(
@@ -268,7 +281,7 @@ def with_owners(
 
 
 def _ready_absent(targets: Mapping[ObjectKey, Target], live: Live) -> list[Target]:
-    """The absent targets a dry-run can check now (see apply.ready)."""
+    """The absent targets a dry-run can check now (see sending.ready)."""
     desired = live.desired
     return [
         t
