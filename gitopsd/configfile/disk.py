@@ -50,12 +50,8 @@ def _read(settings: type[Bounds], value: Any, where: str) -> Bounds:
     raw = mapping(value or {}, where, KEYS)
     default = settings()
     return settings(
-        max_bytes=_size(raw, "maxBytes", where, default.max_bytes),
-        max_bytes_per_namespace=_size(
+        max_bytes=size(raw, "maxBytes", where, default.max_bytes),
+        max_bytes_per_namespace=size(
             raw, "maxBytesPerNamespace", where, default.max_bytes_per_namespace
         ),
     )
-
-
-def _size(raw: dict[str, Any], key: str, where: str, default: int) -> int:
-    return size(raw, key, where) if key in raw else default

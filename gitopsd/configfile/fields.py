@@ -47,9 +47,9 @@ def namespace(raw: dict[str, Any], key: str, where: str, default: str) -> str:
     return value
 
 
-def size(raw: dict[str, Any], key: str, where: str) -> int:
+def size(raw: dict[str, Any], key: str, where: str, default: int) -> int:
     """A positive whole number; a string may carry a binary suffix (64Mi)."""
-    value = raw[key]
+    value = raw.get(key, default)
     number = parse_size(value) if isinstance(value, str) else value
     if not isinstance(number, int) or isinstance(number, bool) or number <= 0:
         raise ConfigError(

@@ -23,18 +23,14 @@ def sandbox_bounds(value: Any, where: str) -> SandboxBounds:
     raw = mapping(value or {}, where, SANDBOX_KEYS)
     defaults = SandboxBounds()
     return SandboxBounds(
-        expression_memory_bytes=_size(
+        expression_memory_bytes=size(
             raw, "expressionMemory", where, defaults.expression_memory_bytes
         ),
         expression_seconds=seconds(raw, "expressionTimeout", where, defaults.expression_seconds),
-        render_memory_bytes=_size(raw, "renderMemory", where, defaults.render_memory_bytes),
+        render_memory_bytes=size(raw, "renderMemory", where, defaults.render_memory_bytes),
         render_cpu_seconds=math.ceil(seconds(raw, "renderCPU", where, defaults.render_cpu_seconds)),
         renders_in_flight=positive(raw, "rendersInFlight", where, defaults.renders_in_flight),
         render_queue_seconds=seconds(
             raw, "renderQueueTimeout", where, defaults.render_queue_seconds
         ),
     )
-
-
-def _size(raw: dict[str, Any], key: str, where: str, default: int) -> int:
-    return size(raw, key, where) if key in raw else default

@@ -282,9 +282,11 @@ def _health_check(item: Any, where: str) -> HealthCheck:
 
 def _limits(value: Any, where: str) -> Limits:
     raw = mapping(value or {}, where, LIMIT_KEYS)
-    keys = {limit: setting.key for limit, setting in LIMIT_SETTINGS.items() if setting.key in raw}
-    given = {limit: size(raw, key, where) for limit, key in keys.items()}
-    return replace(Limits(), **given)
+    given = {
+        limit: size(raw, setting.key, where, getattr(Limits, limit))
+        for limit, setting in LIMIT_SETTINGS.items()
+    }
+    return Limits(**given)
 
 
 def _credentials(value: Any, where: str) -> Credentials:
