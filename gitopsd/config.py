@@ -1,7 +1,8 @@
 """Settings as frozen dataclasses, each field with its unit and default.
 
-The CLI builds them from flags and the environment; the daemon from its YAML file. Each
-default is written here only: a flag or key left out keeps it, and help texts quote it.
+The CLI builds them from flags and the environment; the daemon from its YAML file. A field a
+user sets takes its default from its row of `gitopsd.settings_table`, with its key, flag and
+help; the others have theirs here. A flag or key left out keeps the default.
 """
 
 from __future__ import annotations
@@ -11,12 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import NamedTuple
 
+from gitopsd import settings_table as table
 from gitopsd.drift_policy import Rule
 from gitopsd.health.expressions import HealthCheck
 from gitopsd.objects import GroupKind
-from gitopsd.quantities import GiB, MiB
 from gitopsd.target_identity import (
     Charts,
     TargetIdentity,
@@ -39,97 +39,53 @@ class Limits:
     more than their size. The document limit bounds the first case, the byte limit the second.
     """
 
-    max_object_bytes: int = 3 * MiB
-    """One object: the bytes of its YAML document, or of its JSON file. The API server
-    refuses a request body over 3 MiB, so a larger object could never be applied."""
-    max_revision_bytes: int = 64 * MiB
-    """All manifest files of a revision together, rendered kustomizations included; a file
-    that would pass it is refused before it is read."""
-    max_documents: int = 50_000
-    """YAML documents in a revision, all files together."""
+    max_object_bytes: int = table.MAX_OBJECT_BYTES.default
+    """The API server refuses a request body over 3 MiB, so a larger object could never be
+    applied."""
+    max_revision_bytes: int = table.MAX_REVISION_BYTES.default
+    """Rendered kustomizations included; a file that would pass it is refused before it is
+    read."""
+    max_documents: int = table.MAX_DOCUMENTS.default
     max_aliases: int = 100
     """YAML alias uses in one file."""
     max_expansion: int = 10
     """Nodes after alias expansion, as a multiple of the nodes written (billion laughs)."""
     max_depth: int = 100
     """Nesting of mappings and sequences."""
-    max_fetch_bytes: int = 2 * GiB
+    max_fetch_bytes: int = table.MAX_FETCH_BYTES.default
     """The largest file git may write while fetching: the pack it receives (loose objects
     are never kept). A git server that streams without end is cut off here."""
-    max_entries: int = 100_000
-    """Files and directories of a revision listed under the source's paths (and where its
-    kustomizations reach), counted as git lists them, before any is read: a pack of a few
-    KiB can hold a tree of millions of paths."""
-    max_kustomizations: int = 200
-    """Kustomizations one render may reach (bases, components, resources, recursively):
-    each costs kustomize a read and a build, so a chain of them costs time without end."""
-    max_listing_bytes: int = 16 * MiB
+    max_entries: int = table.MAX_ENTRIES.default
+    """Counted as git lists them, before any is read (and where its kustomizations reach):
+    a pack of a few KiB can hold a tree of millions of paths."""
+    max_kustomizations: int = table.MAX_KUSTOMIZATIONS.default
+    """Bases, components, resources, recursively: each costs kustomize a read and a build,
+    so a chain of them costs time without end."""
+    max_listing_bytes: int = table.MAX_LISTING_BYTES.default
     """A chart repository's index.yaml, a registry's page of tags or manifest, each."""
-    max_versions: int = 10_000
-    """Versions of one chart an index or a registry's tags (all pages) may name: each is
-    built in memory, so this bounds a listing of tiny items (4 MiB of `"1",`)."""
-    max_watches: int = 500
-    """Kinds times namespaces a source's objects may lie in: each is a LIST (the CLI) or a
-    watch and a thread (the daemon), and a source's ApplySet parent, which its tenant may
-    edit, adds its record's."""
-
-
-class LimitSetting(NamedTuple):
-    flag: str
-    """The command-line flag."""
-    key: str
-    """The key in a source's `limits:` block of the daemon configuration."""
-    meaning: str
-    """What it bounds, for the flag's help."""
-
-
-LIMIT_SETTINGS = {
-    "max_object_bytes": LimitSetting(
-        "--max-object-bytes", "maxObjectBytes", "largest object, as its YAML document or JSON file"
-    ),
-    "max_revision_bytes": LimitSetting(
-        "--max-revision-bytes", "maxRevisionBytes", "all manifest files together"
-    ),
-    "max_documents": LimitSetting(
-        "--max-documents", "maxDocuments", "YAML documents in all files together"
-    ),
-    "max_fetch_bytes": LimitSetting(
-        "--max-fetch-bytes", "maxFetchBytes", "largest pack git may receive"
-    ),
-    "max_entries": LimitSetting(
-        "--max-entries", "maxEntries", "files and directories listed under the paths"
-    ),
-    "max_kustomizations": LimitSetting(
-        "--max-kustomizations", "maxKustomizations", "kustomizations one render may reach"
-    ),
-    "max_listing_bytes": LimitSetting("--max-listing-bytes", "maxListingBytes", "a chart listing"),
-    "max_versions": LimitSetting("--max-versions", "maxVersions", "versions a chart listing names"),
-    "max_watches": LimitSetting(
-        "--max-watches", "maxWatches", "kinds x namespaces a source lists and watches"
-    ),
-}
-"""The limits a user may change, by Limits field."""
+    max_versions: int = table.MAX_VERSIONS.default
+    """Each is built in memory, so this bounds a listing of tiny items (4 MiB of `"1",`)."""
+    max_watches: int = table.MAX_WATCHES.default
+    """Each is a LIST (the CLI) or a watch and a thread (the daemon), and a source's ApplySet
+    parent, which its tenant may edit, adds its record's."""
 
 
 def how_to_raise(limit: str) -> str:
     """Where a limit is set, for the error that names it: "--max-documents, limits.maxDocuments"."""
-    setting = LIMIT_SETTINGS[limit]
-    return f"{setting.flag}, limits.{setting.key}"
+    [row] = [row for row in table.rows(table.LIMITS) if row.field == limit]
+    return f"{row.flag and row.flag.name}, {row.key}"
 
 
 @dataclass(frozen=True)
 class Credentials:
     """Where git credentials come from. Values are read at fetch time and never logged."""
 
-    username: str = "git"
-    password_env: str | None = "GITOPSD_GIT_PASSWORD"  # noqa: S105 - a variable's name
-    """Environment variable holding an https password or token, if set; None: read none (a
-    GitSync must never borrow the daemon's own credentials)."""
-    password_file: Path | None = None
-    """File holding an https password or token (wins over the environment)."""
-    ssh_key_file: Path | None = None
-    known_hosts_file: Path | None = None
-    """Pinned SSH host keys; required for ssh URLs (no trust on first use)."""
+    username: str = table.USERNAME.default
+    password_env: str | None = table.PASSWORD_ENV.default
+    """None: read none (a GitSync must never borrow the daemon's own credentials)."""
+    password_file: Path | None = table.PASSWORD_FILE.default
+    ssh_key_file: Path | None = table.SSH_KEY_FILE.default
+    known_hosts_file: Path | None = table.KNOWN_HOSTS_FILE.default
 
 
 @dataclass(frozen=True)
@@ -190,16 +146,11 @@ class SourceSpec:
     url: str
     """https://, ssh:// or user@host:path; file:// and http:// only with allow_insecure; a
     chart repository's URL when `helm.chart` is set."""
-    ref: str = "HEAD"
-    """Branch, tag or commit sha; HEAD is the remote's default branch."""
-    paths: tuple[str, ...] = (".",)
-    """Directories or files inside the repository, read recursively."""
-    include: tuple[str, ...] = ("*.yaml", "*.yml", "*.json")
-    """Glob patterns a file name must match to be read."""
-    exclude: tuple[str, ...] = ()
-    """Glob patterns (matched against the path relative to the root) that skip a file."""
-    allow_insecure: bool = False
-    """Permit file:// and plain http:// URLs (local use and tests)."""
+    ref: str = table.REF.default
+    paths: tuple[str, ...] = table.PATHS.default
+    include: tuple[str, ...] = table.INCLUDE.default
+    exclude: tuple[str, ...] = table.EXCLUDE.default
+    allow_insecure: bool = table.ALLOW_INSECURE.default
     credentials: Credentials = field(default_factory=Credentials)
     timeout_seconds: float = 60.0
     """Bound on each git command on the cache, and each wait for a chart server's bytes."""
@@ -235,21 +186,18 @@ SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-no
 class PrunePolicy:
     """The guards every prune passes; each refusal names its rule."""
 
-    enabled: bool = False
-    """Delete owned objects that left git (`--prune`)."""
-    allow_empty: bool = False
-    """Prune even when the source renders no object at all (usually a broken source)."""
-    allow_mass_prune: bool = False
-    budget_percent: float = 25.0
-    """Most objects one sync may prune, as a share of the owned objects (one is always allowed)."""
-    prune_protected: bool = False
-    """Also prune Namespaces, CRDs, PersistentVolumes and PersistentVolumeClaims."""
+    enabled: bool = table.PRUNE.default
+    allow_empty: bool = table.ALLOW_EMPTY.default
+    allow_mass_prune: bool = table.ALLOW_MASS_PRUNE.default
+    budget_percent: float = table.PRUNE_BUDGET.default
+    prune_protected: bool = table.PRUNE_PROTECTED.default
     protected_namespaces: frozenset[str] = SYSTEM_NAMESPACES
     """Namespaces never pruned, opt-in or not."""
 
 
 class Setting(StrEnum):
-    """A setting a remedy names, in the words of the place it is read (`SyncSettings.say`)."""
+    """A setting a remedy names, in the words of the place it is read (`SyncSettings.say`):
+    its row of the settings table, whose flag argparse keeps under this name."""
 
     ADOPT = "adopt"
     NAME = "name"
@@ -263,47 +211,27 @@ class Setting(StrEnum):
     PRUNE_PROTECTED = "prune_protected"
 
 
-WORDS: dict[Setting, dict[Tool, str]] = {
-    Setting.ADOPT: {Tool.CLI: "--adopt", Tool.DAEMON: "adopt: true", Tool.GITSYNC: "spec.adopt"},
+COMPUTED_WORDS = {
     Setting.NAME: {Tool.CLI: "--name", Tool.DAEMON: "name", Tool.GITSYNC: "metadata.name"},
-    Setting.REPLACE_ON_IMMUTABLE: {
-        Tool.CLI: "--replace-on-immutable",
-        Tool.DAEMON: "replaceOnImmutable: true",
-        Tool.GITSYNC: "spec.replaceOnImmutable",
-    },
     Setting.INVENTORY_NAMESPACE: {
         Tool.CLI: "--inventory-namespace",
         Tool.DAEMON: "inventoryNamespace",
         Tool.GITSYNC: "the GitSync's namespace",
     },
-    Setting.CREATE_NAMESPACE: {
-        Tool.CLI: "--create-namespace",
-        Tool.DAEMON: "createNamespace: true",
-        Tool.GITSYNC: "spec.createNamespace",
-    },
-    Setting.PRUNE: {Tool.CLI: "--prune", Tool.DAEMON: "prune: true", Tool.GITSYNC: "spec.prune"},
-    Setting.ALLOW_EMPTY: {
-        Tool.CLI: "--allow-empty",
-        Tool.DAEMON: "guards.allowEmpty: true",
-        Tool.GITSYNC: "spec.guards.allowEmpty",
-    },
-    Setting.PRUNE_BUDGET: {
-        Tool.CLI: "--prune-budget PERCENT",
-        Tool.DAEMON: "guards.pruneBudgetPercent",
-        Tool.GITSYNC: "spec.guards.pruneBudgetPercent",
-    },
-    Setting.ALLOW_MASS_PRUNE: {
-        Tool.CLI: "--allow-mass-prune",
-        Tool.DAEMON: "guards.allowMassPrune: true",
-        Tool.GITSYNC: "spec.guards.allowMassPrune",
-    },
-    Setting.PRUNE_PROTECTED: {
-        Tool.CLI: "--prune-protected",
-        Tool.DAEMON: "guards.pruneProtected: true",
-        Tool.GITSYNC: "spec.guards.pruneProtected",
-    },
 }
-"""Each setting as the command line, the daemon's configuration file and a GitSync name it."""
+"""The settings whose default is computed, so no row of the table: as each place names them."""
+
+
+def words(setting: Setting, tool: Tool) -> str:
+    """`setting` as the command line, a file source or a GitSync names it."""
+    if setting in COMPUTED_WORDS:
+        return COMPUTED_WORDS[setting][tool]
+    [row] = [row for row in table.TABLE if row.dest == setting]
+    if tool is Tool.GITSYNC:
+        return f"spec.{row.key}"
+    if tool is Tool.DAEMON:
+        return f"{row.key}: true" if row.kind is table.Kind.SWITCH else str(row.key)
+    return row.usage
 
 
 EARLIER_INVENTORY_NAMESPACE = "default"
@@ -341,27 +269,21 @@ class SyncSettings:
     """What makes its target another target (`gitopsd.target_identity`), kept on its parent."""
     earlier: tuple[EarlierRecord, ...] = ()
     """Where an earlier gitopsd may have kept its record, to be found and moved."""
-    create_namespace: bool = False
-    """Create `default_namespace` when it does not exist (as Argo CD's CreateNamespace=true),
-    labelled as this source's creation; it is never pruned."""
-    force_conflicts: bool = True
-    """Take fields over from other managers (reported); False reports conflicts instead."""
-    adopt: bool = False
-    """Take over existing objects that no source (or another source) owns."""
-    dry_run: bool = False
-    """Server-side dry-run only: change nothing."""
+    create_namespace: bool = table.CREATE_NAMESPACE.default
+    """Labelled as this source's creation."""
+    force_conflicts: bool = table.FORCE_CONFLICTS.default
+    adopt: bool = table.ADOPT.default
+    dry_run: bool = table.DRY_RUN.default
     prune: PrunePolicy = field(default_factory=PrunePolicy)
-    crd_timeout_seconds: float = 60.0
-    """Bound on waiting for new CRDs to be Established."""
-    health_timeout_seconds: float = 300.0
-    """Bound on waiting for a sync wave to become healthy before the next one is applied
-    (and, with `sync --wait`, for every object); the daemon's is the source's timeout."""
+    crd_timeout_seconds: float = table.CRD_TIMEOUT.default
+    health_timeout_seconds: float = table.HEALTH_TIMEOUT.default
+    """The daemon's is the source's timeout."""
     confined_to: str | None = None
     """The one namespace this source may write to, or None for any: a GitSync that acts
     with the daemon's own rights may touch nothing outside its namespace."""
-    concurrency: int = 16
-    """API requests in flight at once. Measured against kube-apiserver on loopback, 16 in
-    flight carry about 3x the dry-runs and applies per second of one, and more add little."""
+    concurrency: int = table.CONCURRENCY.default
+    """Measured against kube-apiserver on loopback, 16 in flight carry about 3x the dry-runs
+    and applies per second of one, and more add little."""
     drift_rules: tuple[Rule, ...] = ()
     """The source's drift policy (`gitopsd.drift_policy`), after each object's own rules."""
     health_checks: tuple[HealthCheck, ...] = ()
@@ -372,10 +294,8 @@ class SyncSettings:
         """The source's own health rules by the group and kind they are for."""
         return {check.group_kind: check for check in self.health_checks}
 
-    replace_on_immutable: bool = False
-    """Delete and create again an object whose immutable fields git changes (if this source
-    provably owns it), as the sync option replace-on-immutable does for one object."""
+    replace_on_immutable: bool = table.REPLACE_ON_IMMUTABLE.default
 
     def say(self, setting: Setting) -> str:
         """`setting` as the place this source's settings are written in names it."""
-        return WORDS[setting][self.tool]
+        return words(setting, self.tool)

@@ -27,6 +27,11 @@ def format_size(count: int) -> str:
     return str(count)
 
 
+def format_duration(seconds: float) -> str:
+    """`seconds` as minutes when whole ones (5m), else as seconds (90s)."""
+    return f"{seconds / 60:g}m" if seconds % 60 == 0 else f"{seconds:g}s"
+
+
 def parse_duration(text: str) -> float | None:
     match = DURATION.match(text.strip())
     if not match or not any(match.groups()):

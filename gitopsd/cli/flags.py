@@ -1,6 +1,6 @@
 """Flags that several commands share (a source, its charts and limits, a cluster, the
 output), the types of flag values, and how a command is declared (its help, examples and the
-exit codes). Help texts quote each default from gitopsd.config."""
+exit codes). The flags of settings are the rows of gitopsd.settings_table."""
 
 from __future__ import annotations
 
@@ -9,25 +9,36 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gitopsd.config import (
-    LIMIT_SETTINGS,
-    Credentials,
-    Limits,
-    SourceSpec,
-    SyncSettings,
-)
-from gitopsd.quantities import format_size, parse_duration, parse_size
+from gitopsd.config import SyncSettings
+from gitopsd.quantities import parse_duration, parse_size
+from gitopsd.settings_table import TABLE, Group, Kind, Row, shown
 
 
-def switch(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
-    flag: str,
-    help: str,
-    dest: str | None = None,
-    const: bool = True,
-) -> None:
-    """A flag without a value that sets a setting; left out, it is None (the default holds)."""
-    parser.add_argument(flag, dest=dest, action="store_const", const=const, help=help)
+def setting_flags(group: argparse._ArgumentGroup, flags: Group) -> None:
+    """The flags of the settings table's rows in `flags`. A flag left out is None, so the
+    row's default holds (`cli.settings`); its help quotes it."""
+    for row in TABLE:
+        if row.flag and row.flag.group is flags:
+            group.add_argument(row.flag.name, dest=row.dest, help=_help(row), **_value(row))
+
+
+def _help(row: Row) -> str:
+    """The row's help as a flag's: no capital (an acronym's aside) and no full stop; then
+    its default, but a switch's that is off."""
+    text = row.help.removesuffix(".")
+    text = text if text[1:2].isupper() else text[:1].lower() + text[1:]
+    default = shown(row)
+    return f"{text} (default {default})" if default and default != "off" else text
+
+
+def _value(row: Row) -> dict[str, Any]:
+    """How the flag takes its value: a switch sets what the default is not, a list is
+    repeated, the others are read as their kind."""
+    if row.kind is Kind.SWITCH:
+        return {"action": "store_const", "const": not row.default}
+    if row.kind in (Kind.PATHS, Kind.GLOBS):
+        return {"action": "append", "metavar": row.metavar}
+    return {"type": VALUE_TYPES[row.kind], "metavar": row.metavar}
 
 
 def source_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,42 +46,14 @@ def source_arguments(parser: argparse.ArgumentParser) -> None:
         "source", metavar="SOURCE", help="a local directory, or a git URL (https, ssh)"
     )
     group = parser.add_argument_group("source")
-    add = group.add_argument
-    add("--ref", help="branch, tag or commit (default: the remote's HEAD)")
-    add(
-        "--path",
-        action="append",
-        dest="paths",
-        metavar="PATH",
-        help="directory or file inside the source, repeatable (default: all of it)",
-    )
-    add(
-        "--include",
-        action="append",
-        metavar="GLOB",
-        help=f"file names to read (default {', '.join(SourceSpec.include)})",
-    )
-    add("--exclude", action="append", metavar="GLOB", help="paths to skip")
-    switch(group, "--allow-insecure-source", "permit file:// and plain http:// URLs")
-    add(
-        "--username",
-        help=f"https user name (default {Credentials.username}; the token comes from the "
-        "environment)",
-    )
-    add(
-        "--password-file",
-        type=Path,
-        help=f"file holding the https password or token (else ${Credentials.password_env})",
-    )
-    add("--ssh-key", type=Path, help="private key file for ssh URLs")
-    add("--known-hosts", type=Path, help="pinned host keys for ssh URLs (required for ssh)")
-    add("--cache-dir", type=Path, default=default_cache(), help="checkout cache")
+    setting_flags(group, Group.SOURCE)
+    group.add_argument("--cache-dir", type=Path, default=default_cache(), help="checkout cache")
     chart_arguments(
         parser.add_argument_group(
             "charts (directories holding Chart.yaml, or a chart repository's)"
         )
     )
-    limit_arguments(parser.add_argument_group("limits of one revision"))
+    setting_flags(parser.add_argument_group("limits of one revision"), Group.LIMITS)
 
 
 def chart_arguments(group: argparse._ArgumentGroup) -> None:
@@ -105,19 +88,6 @@ def chart_arguments(group: argparse._ArgumentGroup) -> None:
     )
 
 
-def limit_arguments(group: argparse._ArgumentGroup) -> None:
-    for limit, setting in LIMIT_SETTINGS.items():
-        default = getattr(Limits, limit)
-        counts_bytes = limit.endswith("_bytes")
-        group.add_argument(
-            setting.flag,
-            dest=limit,
-            type=count,
-            metavar="BYTES" if counts_bytes else "COUNT",
-            help=f"{setting.meaning} (default {format_size(default) if counts_bytes else default})",
-        )
-
-
 def count(text: str) -> int:
     number = parse_size(text)
     if not number:
@@ -141,10 +111,6 @@ def duration(text: str) -> float:
     return seconds
 
 
-def shown_duration(seconds: float) -> str:
-    return f"{seconds / 60:g}m" if seconds % 60 == 0 else f"{seconds:g}s"
-
-
 def percent(text: str) -> float:
     """As the config file's pruneBudgetPercent: above 0 and at most 100."""
     try:
@@ -154,6 +120,19 @@ def percent(text: str) -> float:
     if not 0 < value <= 100:  # also false for nan and inf
         raise argparse.ArgumentTypeError(f"expected a number above 0 and at most 100, got {text!r}")
     return value
+
+
+VALUE_TYPES = {
+    Kind.DURATION: duration,
+    Kind.SECONDS: float,
+    Kind.PERCENT: percent,
+    Kind.POSITIVE: positive,
+    Kind.SIZE: count,
+    Kind.COUNT: count,
+    Kind.TEXT: str,
+    Kind.FILE: Path,
+}
+"""How a flag of each kind reads its value, and says what is wrong with it."""
 
 
 def kube_arguments(group: argparse._ArgumentGroup) -> None:
@@ -181,13 +160,8 @@ def cluster_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("cluster")
     kube_arguments(group)
     target_arguments(group)
+    setting_flags(group, Group.CLUSTER)
     add = group.add_argument
-    add(
-        "--concurrency",
-        type=positive,
-        metavar="N",
-        help=f"API requests in flight at once (default {SyncSettings.concurrency})",
-    )
     add(
         "--refresh",
         action="store_true",
@@ -228,12 +202,7 @@ def target_arguments(group: argparse._ArgumentGroup) -> None:
         help="namespace of the ApplySet parent (default: the namespace it applies into, "
         "--namespace)",
     )
-    switch(
-        group,
-        "--create-namespace",
-        "create --namespace if it does not exist, labelled as this source's creation; it is "
-        "never pruned",
-    )
+    setting_flags(group, Group.TARGET)
     add(
         "--namespace",
         "-n",

@@ -1,5 +1,5 @@
 """The commands and their flags (the daemon's and its control commands' in control_parser).
-Help texts quote each default from gitopsd.config."""
+The flags of settings are the rows of gitopsd.settings_table (`flags.setting_flags`)."""
 
 from __future__ import annotations
 
@@ -21,17 +21,14 @@ from gitopsd.cli.flags import (
     EXIT_CODES,
     cluster_arguments,
     command,
-    duration,
     kube_arguments,
     output_argument,
-    percent,
-    shown_duration,
+    setting_flags,
     source_arguments,
-    switch,
     target_arguments,
 )
 from gitopsd.cli.shells import SCRIPTS, run_completion
-from gitopsd.config import PrunePolicy, SyncSettings
+from gitopsd.settings_table import Group
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -223,54 +220,10 @@ def _add_sync(commands: Any) -> None:
 
 
 def _sync_arguments(group: argparse._ArgumentGroup) -> None:
-    add = group.add_argument
-    switch(group, "--dry-run", "server-side dry-run: change nothing")
-    switch(group, "--prune", "delete owned objects that left git")
-    switch(group, "--allow-empty", "prune even when the source renders nothing")
-    switch(group, "--allow-mass-prune", "prune beyond the budget")
-    add(
-        "--prune-budget",
-        type=percent,
-        metavar="PERCENT",
-        help=f"most owned objects one sync may prune (default {PrunePolicy.budget_percent:g})",
-    )
-    switch(
-        group,
-        "--prune-protected",
-        "also prune Namespaces, CRDs, PersistentVolumes and PersistentVolumeClaims",
-    )
-    switch(group, "--adopt", "take over existing objects no source owns")
-    switch(
-        group,
-        "--replace-on-immutable",
-        "delete and create again an object whose fields that cannot change once set (a "
-        "Job's template) git changes, if this source provably owns it; without it, such an "
-        "object is refused alone (per object: annotation gitopsd.io/sync-options)",
-    )
-    switch(
-        group,
-        "--no-force-conflicts",
-        "report fields other managers own instead of taking them over",
-        dest="force_conflicts",
-        const=False,
-    )
-    add(
-        "--crd-timeout",
-        type=float,
-        metavar="SECONDS",
-        help="bound on waiting for new CRDs to be Established "
-        f"(default {SyncSettings.crd_timeout_seconds:g})",
-    )
-    add(
+    setting_flags(group, Group.SYNC)
+    group.add_argument(
         "--wait",
         action="store_true",
         help="after applying, wait until every object of the revision is healthy (Current); "
         "exit 6 when one Failed or --timeout passed",
-    )
-    add(
-        "--timeout",
-        type=duration,
-        metavar="DURATION",
-        help="bound on --wait and on each sync wave's wait for health, such as 90s, 5m or 1h "
-        f"(default {shown_duration(SyncSettings.health_timeout_seconds)})",
     )

@@ -1,7 +1,7 @@
 """A command's flags, turned into the settings of gitopsd.config.
 
 A setting's flag defaults to None: a flag left out keeps the dataclass's default, so each
-default is written once, in gitopsd.config (the help texts quote it from there).
+default is written once, in its row of gitopsd.settings_table (the help texts quote it).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import yaml
 
 from gitopsd.config import (
     EARLIER_INVENTORY_NAMESPACE,
-    LIMIT_SETTINGS,
     SOURCE_NAME,
     SOURCE_NAME_RULE,
     ChartSettings,
@@ -39,6 +38,7 @@ from gitopsd.drift_policy import read_rules
 from gitopsd.errors import ConfigError
 from gitopsd.names import DNS1123_LABEL, NameRule, namespace_problem, shown
 from gitopsd.reconcile import naming
+from gitopsd.settings_table import Holder, rows
 from gitopsd.source.policy import mask_url
 from gitopsd.target_identity import Tool
 
@@ -54,27 +54,15 @@ def source_spec(arguments: argparse.Namespace) -> SourceSpec:
         url = str(Path(url).resolve())
         if arguments.ref is not None:
             raise ConfigError(LOCAL_REF.format(path=url))
-    credentials = _given(
-        Credentials(),
-        arguments,
-        username="username",
-        password_file="password_file",  # noqa: S106 - a flag's name, not a secret
-        ssh_key_file="ssh_key",
-        known_hosts_file="known_hosts",
-    )
     return _given(
         SourceSpec(
             url=url,
-            credentials=credentials,
-            limits=limits(arguments),
+            credentials=_given(Credentials(), arguments, Holder.CREDENTIALS),
+            limits=_given(Limits(), arguments, Holder.LIMITS),
             helm=_charts(arguments, chart),
         ),
         arguments,
-        ref="ref",
-        paths="paths",
-        include="include",
-        exclude="exclude",
-        allow_insecure="allow_insecure_source",
+        Holder.SOURCE_SPEC,
     )
 
 
@@ -100,18 +88,15 @@ def _charts(arguments: argparse.Namespace, chart: str | None) -> ChartSettings:
     if namespace is not None and (problem := namespace_problem(namespace)):
         raise ConfigError(f"--helm-namespace: {shown(namespace)} {problem}")
     version = getattr(arguments, "helm_version", None)
-    return _given(
-        ChartSettings(
-            release_name=release_name(getattr(arguments, "helm_release", None), "--helm-release"),
-            namespace=namespace,
-            values=inline_values(values, "--helm-set"),
-            chart=chart_name(chart, "--helm-chart"),
-            version=ChartSettings.version
-            if version is None
-            else version_range(version, "--helm-version"),
-        ),
-        arguments,
-        values_files="helm_values",
+    return ChartSettings(
+        release_name=release_name(getattr(arguments, "helm_release", None), "--helm-release"),
+        namespace=namespace,
+        values_files=tuple(getattr(arguments, "helm_values", None) or ()),
+        values=inline_values(values, "--helm-set"),
+        chart=chart_name(chart, "--helm-chart"),
+        version=ChartSettings.version
+        if version is None
+        else version_range(version, "--helm-version"),
     )
 
 
@@ -122,38 +107,19 @@ LOCAL_REF = (
 )
 
 
-def limits(arguments: argparse.Namespace) -> Limits:
-    return _given(Limits(), arguments, **{limit: limit for limit in LIMIT_SETTINGS})
-
-
 def sync_settings(
     arguments: argparse.Namespace, spec: SourceSpec, context_namespace: str | None = None
 ) -> SyncSettings:
     """`context_namespace`, the kubeconfig context's, is the default namespace for objects
     that name none, as for kubectl and Flux; the record is kept there too, unless
     --inventory-namespace says otherwise."""
-    prune = _given(
-        PrunePolicy(),
-        arguments,
-        enabled="prune",
-        allow_empty="allow_empty",
-        allow_mass_prune="allow_mass_prune",
-        budget_percent="prune_budget",
-        prune_protected="prune_protected",
-    )
+    prune = _given(PrunePolicy(), arguments, Holder.PRUNE_POLICY)
     namespace = arguments.default_namespace or context_namespace or SyncSettings.default_namespace
     _checked("--namespace", namespace, DNS1123_LABEL)
     settings = _given(
         SyncSettings(name="", prune=prune, default_namespace=namespace),
         arguments,
-        force_conflicts="force_conflicts",
-        adopt="adopt",
-        dry_run="dry_run",
-        crd_timeout_seconds="crd_timeout",
-        health_timeout_seconds="timeout",
-        concurrency="concurrency",
-        replace_on_immutable="replace_on_immutable",
-        create_namespace="create_namespace",
+        Holder.SYNC_SETTINGS,
     )
     rules = _yaml_flags(getattr(arguments, "drift_rules", None), "--drift-rule")
     checks = _yaml_flags(getattr(arguments, "health_checks", None), "--health-check-expr")
@@ -205,10 +171,11 @@ def _yaml_flags(texts: list[str] | None, flag: str) -> list[Any]:
     return values
 
 
-def _given(defaults: Settings, arguments: argparse.Namespace, **flags: str) -> Settings:
-    """`defaults`, with each field (keyword) whose flag (value: the argument's dest) was
-    given set to the flag's value; a repeated flag's list becomes a tuple. A command without
-    the flag leaves the field alone, as when the flag is not given."""
+def _given(defaults: Settings, arguments: argparse.Namespace, holder: Holder) -> Settings:
+    """`defaults`, with each field of `holder` whose row's flag was given set to the flag's
+    value; a repeated flag's list becomes a tuple. A command without the flag leaves the
+    field alone, as when the flag is not given."""
+    flags = {row.field: row.dest for row in rows(holder) if row.flag}
     given = {field: getattr(arguments, dest, None) for field, dest in flags.items()}
     return replace(
         defaults,

@@ -31,7 +31,6 @@ from gitopsd.configfile.fields import (
 )
 from gitopsd.configfile.sandbox import sandbox_bounds
 from gitopsd.configfile.sources import (
-    Mode,
     SourceConfig,
     cycle_in,
     cycle_through,
@@ -49,6 +48,7 @@ from gitopsd.names import (
     shown,
 )
 from gitopsd.sandbox_bounds import SandboxBounds
+from gitopsd.settings_table import Mode
 
 __all__ = [
     "ChartCacheSettings",

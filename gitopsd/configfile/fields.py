@@ -3,12 +3,15 @@ expected."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gitopsd.errors import ConfigError
 from gitopsd.names import namespace_problem, shown
 from gitopsd.quantities import parse_duration, parse_size
+from gitopsd.settings_table import Kind
 
 MAX_DURATION_SECONDS = 7 * 24 * 3600.0
 
@@ -87,8 +90,21 @@ def percent(raw: dict[str, Any], key: str, where: str, default: float) -> float:
     return float(value)
 
 
-def path(raw: dict[str, Any], key: str, where: str) -> Path | None:
-    return Path(string(raw, key, where, None)) if key in raw else None
+def path(raw: dict[str, Any], key: str, where: str, default: Path | None = None) -> Path | None:
+    return Path(string(raw, key, where, None)) if key in raw else default
+
+
+Choice = TypeVar("Choice", bound=StrEnum)
+
+
+def choice(raw: dict[str, Any], key: str, where: str, default: Choice) -> Choice:
+    """One of the words of the default's enum."""
+    text = string(raw, key, where, default)
+    words = [str(word) for word in type(default)]
+    if text not in words:
+        expected = f"{', '.join(words[:-1])} or {words[-1]}"
+        raise ConfigError(f"{where}: {key}: expected {expected}, got {text!r}")
+    return type(default)(text)
 
 
 def secret(raw: dict[str, Any], key: str, where: str) -> bytes | None:
@@ -117,3 +133,19 @@ def seconds(raw: dict[str, Any], key: str, where: str, default: float) -> float:
             f"(like 30s, 5m, 1h), got {value!r}"
         )
     return float(seconds)
+
+
+READERS: dict[Kind, Callable[[dict[str, Any], str, str, Any], Any]] = {
+    Kind.SWITCH: boolean,
+    Kind.DURATION: seconds,
+    Kind.PERCENT: percent,
+    Kind.POSITIVE: positive,
+    Kind.SIZE: size,
+    Kind.COUNT: size,
+    Kind.TEXT: string,
+    Kind.FILE: path,
+    Kind.PATHS: strings,
+    Kind.GLOBS: strings,
+    Kind.CHOICE: choice,
+}
+"""The reader of each kind of the settings table's rows: (mapping, key, where, default)."""

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from typing import Any
 
+from gitopsd import settings_table as table
 from gitopsd.config import (
     EARLIER_INVENTORY_NAMESPACE,
-    LIMIT_SETTINGS,
     SOURCE_NAME,
     SOURCE_NAME_RULE,
     Credentials,
@@ -23,15 +22,10 @@ from gitopsd.config import (
     target_of,
 )
 from gitopsd.configfile.fields import (
-    boolean,
+    READERS,
     mapping,
     namespace,
-    path,
-    percent,
-    positive,
-    seconds,
     secret,
-    size,
     string,
     strings,
 )
@@ -40,13 +34,8 @@ from gitopsd.drift_policy import read_rules
 from gitopsd.errors import ConfigError
 from gitopsd.health import HealthCheck
 from gitopsd.names import shown
+from gitopsd.settings_table import Holder, Mode
 from gitopsd.target_identity import Tool
-
-
-class Mode(StrEnum):
-    OBSERVE = "observe"  # drift is measured and exported; nothing is written
-    WARN = "warn"  # as observe, plus a Kubernetes Event on each drifted object
-    ENFORCE = "enforce"  # new revisions are applied (and pruned, if enabled)
 
 
 @dataclass(frozen=True)
@@ -54,13 +43,12 @@ class SourceConfig:
     name: str
     spec: SourceSpec
     settings: SyncSettings
-    interval_seconds: float = 60.0
-    mode: Mode = Mode.ENFORCE
-    self_heal: bool = True
-    """In enforce mode, correct drift as soon as a watch reports it."""
-    timeout_seconds: float = 600.0
-    """Deadline of one reconcile (or drift check): past it nothing more is written, and the
-    reconcile fails and backs off. Bounds a reconcile that crawls (a slow API server)."""
+    interval_seconds: float = table.INTERVAL.default
+    mode: Mode = table.MODE.default
+    self_heal: bool = table.SELF_HEAL.default
+    timeout_seconds: float = table.TIMEOUT.default
+    """Of a drift check too; past it the reconcile fails and backs off: it bounds a
+    reconcile that crawls (a slow API server)."""
     webhook_secret: bytes | None = field(default=None, repr=False)
     """HMAC-SHA256 key for POST /hooks/<name> (GitHub style), read from webhookSecretFile at
     start; None: no webhook."""
@@ -69,38 +57,28 @@ class SourceConfig:
     one applies a revision of its own."""
 
 
-SOURCE_KEYS = {
+HAND_READ_KEYS = {
     "name",
     "repository",
-    "ref",
-    "paths",
-    "include",
-    "exclude",
-    "interval",
-    "timeout",
-    "mode",
-    "prune",
-    "selfHeal",
-    "guards",
-    "credentials",
     "namespace",
     "inventoryNamespace",
-    "allowInsecure",
-    "forceConflicts",
-    "adopt",
-    "createNamespace",
-    "concurrency",
     "webhookSecretFile",
-    "limits",
     "dependsOn",
     "helm",
     "drift",
-    "replaceOnImmutable",
     "healthCheckExprs",
 }
-LIMIT_KEYS = {setting.key for setting in LIMIT_SETTINGS.values()}
-GUARD_KEYS = {"allowEmpty", "allowMassPrune", "pruneBudgetPercent", "pruneProtected"}
-CREDENTIAL_KEYS = {"username", "passwordFile", "passwordEnv", "sshKeyFile", "knownHostsFile"}
+"""A source's keys that are no row of the settings table (see there why)."""
+BLOCKS = tuple(dict.fromkeys(row.block for row in table.TABLE if row.block))
+"""A source's blocks of settings, in the table's order: guards, credentials, limits."""
+
+
+def keys_in(block: str) -> set[str]:
+    """The keys of a block ("": the source's top level), as the table's rows give them."""
+    return {row.name for row in table.TABLE if row.key and row.block == block}
+
+
+SOURCE_KEYS = HAND_READ_KEYS | keys_in("") | set(BLOCKS)
 
 
 def source_list(
@@ -163,16 +141,14 @@ def source(item: Any, where: str) -> SourceConfig:
     name = string(raw, "name", where, None)
     if not SOURCE_NAME.match(name):
         raise ConfigError(f"{where}: name: {SOURCE_NAME_RULE}")
+    url = string(raw, "repository", where, None)
+    given = _given(raw, where)
     spec = SourceSpec(
-        url=string(raw, "repository", where, None),
-        ref=string(raw, "ref", where, SourceSpec.ref),
-        paths=strings(raw, "paths", where, SourceSpec.paths),
-        include=strings(raw, "include", where, SourceSpec.include),
-        exclude=strings(raw, "exclude", where, SourceSpec.exclude),
-        allow_insecure=boolean(raw, "allowInsecure", where, SourceSpec.allow_insecure),
-        credentials=_credentials(raw.get("credentials"), f"{where}: credentials"),
-        limits=_limits(raw.get("limits"), f"{where}: limits"),
+        url=url,
+        credentials=Credentials(**given[Holder.CREDENTIALS]),
+        limits=Limits(**given[Holder.LIMITS]),
         helm=chart_settings(raw.get("helm"), f"{where}: helm"),
+        **given[Holder.SOURCE_SPEC],
     )
     if is_local(spec.url) and "ref" in raw:
         raise ConfigError(
@@ -180,23 +156,39 @@ def source(item: Any, where: str) -> SourceConfig:
             "are now: it has no ref to choose (give it as file://PATH with allowInsecure: "
             "true to read a commit)"
         )
-    timeout = seconds(raw, "timeout", where, SourceConfig.timeout_seconds)
-    settings = _settings(raw, name, where)
-    return SourceConfig(
+    settings = _settings(raw, name, where, given)
+    config = SourceConfig(
         name=name,
         spec=spec,
-        settings=replace(
-            settings,
-            health_timeout_seconds=timeout,
-            identity=target_of(spec, settings.default_namespace, Tool.DAEMON),
-        ),
-        interval_seconds=seconds(raw, "interval", where, SourceConfig.interval_seconds),
-        mode=_mode(raw, where),
-        self_heal=boolean(raw, "selfHeal", where, SourceConfig.self_heal),
-        timeout_seconds=timeout,
+        settings=settings,
         webhook_secret=secret(raw, "webhookSecretFile", where),
         depends_on=_dependencies(raw, name, where),
+        **given[Holder.SOURCE_CONFIG],
     )
+    return replace(
+        config,
+        settings=replace(
+            settings,
+            health_timeout_seconds=config.timeout_seconds,
+            identity=target_of(spec, settings.default_namespace, Tool.DAEMON),
+        ),
+    )
+
+
+def _given(raw: dict[str, Any], where: str) -> dict[Holder, dict[str, Any]]:
+    """The fields of each holder that the source sets, read as their rows of the settings
+    table say; a key left out is no field, so the holder's default holds."""
+    blocks = {"": raw} | {
+        block: mapping(raw.get(block) or {}, f"{where}: {block}", keys_in(block))
+        for block in BLOCKS
+    }
+    given: dict[Holder, dict[str, Any]] = {holder: {} for holder in Holder}
+    for row in table.TABLE:
+        values = blocks[row.block]
+        if row.key and row.name in values:
+            inside = f"{where}: {row.block}" if row.block else where
+            given[row.holder][row.field] = READERS[row.kind](values, row.name, inside, row.default)
+    return given
 
 
 def _dependencies(raw: dict[str, Any], name: str, where: str) -> tuple[str, ...]:
@@ -207,31 +199,19 @@ def _dependencies(raw: dict[str, Any], name: str, where: str) -> tuple[str, ...]
     return names
 
 
-def _settings(raw: dict[str, Any], name: str, where: str) -> SyncSettings:
-    guards = mapping(raw.get("guards") or {}, f"{where}: guards", GUARD_KEYS)
-    prune = PrunePolicy(
-        enabled=boolean(raw, "prune", where, PrunePolicy.enabled),
-        allow_empty=boolean(guards, "allowEmpty", where, PrunePolicy.allow_empty),
-        allow_mass_prune=boolean(guards, "allowMassPrune", where, PrunePolicy.allow_mass_prune),
-        budget_percent=percent(guards, "pruneBudgetPercent", where, PrunePolicy.budget_percent),
-        prune_protected=boolean(guards, "pruneProtected", where, PrunePolicy.prune_protected),
-    )
+def _settings(
+    raw: dict[str, Any], name: str, where: str, given: dict[Holder, dict[str, Any]]
+) -> SyncSettings:
     default_namespace = namespace(raw, "namespace", where, SyncSettings.default_namespace)
     return SyncSettings(
         name=name,
         **_record_place(raw, name, default_namespace, where),
         default_namespace=default_namespace,
         tool=Tool.DAEMON,
-        create_namespace=boolean(raw, "createNamespace", where, SyncSettings.create_namespace),
-        force_conflicts=boolean(raw, "forceConflicts", where, SyncSettings.force_conflicts),
-        adopt=boolean(raw, "adopt", where, SyncSettings.adopt),
-        prune=prune,
-        concurrency=positive(raw, "concurrency", where, SyncSettings.concurrency),
+        prune=PrunePolicy(**given[Holder.PRUNE_POLICY]),
         drift_rules=read_rules(raw.get("drift", []), where),
-        replace_on_immutable=boolean(
-            raw, "replaceOnImmutable", where, SyncSettings.replace_on_immutable
-        ),
         health_checks=health_checks(raw.get("healthCheckExprs", []), where),
+        **given[Holder.SYNC_SETTINGS],
     )
 
 
@@ -278,33 +258,3 @@ def _health_check(item: Any, where: str) -> HealthCheck:
     if problem:
         raise ConfigError(f"{where} ({check.api_version} {check.kind}): {problem}")
     return check
-
-
-def _limits(value: Any, where: str) -> Limits:
-    raw = mapping(value or {}, where, LIMIT_KEYS)
-    given = {
-        limit: size(raw, setting.key, where, getattr(Limits, limit))
-        for limit, setting in LIMIT_SETTINGS.items()
-    }
-    return Limits(**given)
-
-
-def _credentials(value: Any, where: str) -> Credentials:
-    raw = mapping(value or {}, where, CREDENTIAL_KEYS)
-    return Credentials(
-        username=string(raw, "username", where, Credentials.username),
-        password_env=string(raw, "passwordEnv", where, Credentials.password_env),
-        password_file=path(raw, "passwordFile", where),
-        ssh_key_file=path(raw, "sshKeyFile", where),
-        known_hosts_file=path(raw, "knownHostsFile", where),
-    )
-
-
-def _mode(raw: dict[str, Any], where: str) -> Mode:
-    text = string(raw, "mode", where, SourceConfig.mode)
-    try:
-        return Mode(text)
-    except ValueError:
-        raise ConfigError(
-            f"{where}: mode: expected observe, warn or enforce, got {text!r}"
-        ) from None

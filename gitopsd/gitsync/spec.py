@@ -23,26 +23,16 @@ from gitopsd.gitsync import (
 )
 from gitopsd.names import DNS1123_SUBDOMAIN, shown
 from gitopsd.objects import Body, ObjectKey
+from gitopsd.settings_table import REF, TABLE
 from gitopsd.target_identity import Tool
 
 MAX_REQUEST = 256
 """The most of a reconcile request's value that its status echoes."""
 SHARED_KEYS = (
-    "paths",
-    "include",
-    "exclude",
-    "interval",
-    "timeout",
-    "mode",
-    "prune",
-    "selfHeal",
-    "guards",
     "helm",
     "drift",
-    "replaceOnImmutable",
     "healthCheckExprs",
-    "adopt",
-    "createNamespace",
+    *{row.block or row.name for row in TABLE if row.gitsync},
 )
 """Spec keys that are a file source's keys too, with the same meaning."""
 
@@ -152,7 +142,7 @@ def read(body: Body, settings: GitSyncSettings) -> GitSync:
         )
     fields |= {
         "repository": repository.get("url"),
-        "ref": repository.get("ref", "HEAD"),
+        "ref": repository.get("ref", REF.default),
         "namespace": target,
         "inventoryNamespace": namespace,
         "allowInsecure": settings.allow_insecure,

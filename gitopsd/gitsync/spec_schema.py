@@ -1,13 +1,14 @@
-"""The schema of a GitSync's spec: what to keep in sync, and how."""
+"""The schema of a GitSync's spec: what to keep in sync, and how. The settings a file
+source has too are the rows of gitopsd.settings_table that a GitSync's spec has, each made
+into a node by its kind; the rest is written here."""
 
 from __future__ import annotations
 
-from gitopsd.config import PrunePolicy, SourceSpec, SyncSettings
-from gitopsd.configfile import Mode, SourceConfig
 from gitopsd.drift_policy import MAX_PATTERNS, MAX_RULES, Decision
 from gitopsd.gitsync.openapi import (
     DNS_LABEL,
     DNS_SUBDOMAIN,
+    Schema,
     boolean,
     duration,
     object_,
@@ -15,6 +16,7 @@ from gitopsd.gitsync.openapi import (
     strings,
 )
 from gitopsd.health.expressions import MAX_EXPRESSION_CHARS
+from gitopsd.settings_table import REF, TABLE, Kind, Row
 
 REPOSITORY_URL = "^(https://|http://|ssh://|file://|oci://|[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:)"
 MAX_NAME = 50
@@ -32,8 +34,8 @@ REPOSITORY = object_(
             maxLength=2048,
         ),
         "ref": string(
-            "Branch, tag or commit sha; HEAD is the remote's default branch.",
-            default=SourceSpec.ref,
+            REF.help,
+            default=REF.default,
             minLength=1,
             maxLength=255,
             pattern="^[^\\s]+$",
@@ -74,30 +76,41 @@ RELATIVE_PATH = string(
     },
 )
 GLOB = string("A glob pattern.", minLength=1, maxLength=256)
-GUARDS = object_(
-    "What every prune must pass (each refusal names its rule).",
-    {
-        "allowEmpty": boolean(
-            "Prune even when the revision holds no object at all (usually a broken source).",
-            PrunePolicy.allow_empty,
-        ),
-        "pruneBudgetPercent": {
-            "type": "number",
-            "description": "Most objects one sync may prune, as a share of the owned objects "
-            "(one is always allowed).",
-            "default": PrunePolicy.budget_percent,
-            "minimum": 0,
-            "exclusiveMinimum": True,
-            "maximum": 100,
-        },
-        "allowMassPrune": boolean("Prune past the budget.", PrunePolicy.allow_mass_prune),
-        "pruneProtected": boolean(
-            "Also prune Namespaces, CRDs, PersistentVolumes and PersistentVolumeClaims.",
-            PrunePolicy.prune_protected,
-        ),
-    },
-    default={},
-)
+BLOCKS = {"guards": "What every prune must pass (each refusal names its rule)."}
+"""The description of each block of a file source that a GitSync's spec has."""
+
+
+def _node(row: Row) -> Schema:
+    """The row as a node of the schema, by its kind; the API server fills its default in."""
+    if row.kind is Kind.SWITCH:
+        return boolean(row.help, row.default)
+    if row.kind is Kind.DURATION:
+        return duration(row.help, row.default)
+    if row.kind in (Kind.PATHS, Kind.GLOBS):
+        return strings(row.help, row.default, RELATIVE_PATH if row.kind is Kind.PATHS else GLOB)
+    if row.kind is Kind.CHOICE:
+        words = [str(word) for word in type(row.default)]
+        return string(row.help, enum=words, default=str(row.default))
+    if row.kind is Kind.PERCENT:
+        bounds = {"minimum": 0, "exclusiveMinimum": True, "maximum": 100}
+        return {"type": "number", "description": row.help, "default": row.default, **bounds}
+    raise ValueError(f"{row.key}: a GitSync's spec has no {row.kind.value} setting")
+
+
+def settings_properties() -> Schema:
+    """The nodes of the settings a GitSync's spec has, in the table's order; a block's
+    (guards) where its first row is, defaulting to {} so that the API server fills its
+    fields' defaults in too."""
+    properties: Schema = {}
+    for row in (row for row in TABLE if row.gitsync):
+        inside = properties
+        if row.block:
+            block = object_(BLOCKS[row.block], {}, default={})
+            inside = properties.setdefault(row.block, block)["properties"]
+        inside[row.name] = _node(row)
+    return properties
+
+
 HELM = object_(
     "How `helm template` renders each chart (a directory holding Chart.yaml) under paths, "
     "or the chart of a chart repository the GitSync syncs.",
@@ -206,36 +219,7 @@ SPEC = object_(
     "What to keep in sync, and how.",
     {
         "repository": REPOSITORY,
-        "paths": strings(
-            "Directories or files inside the repository, read recursively.",
-            SourceSpec.paths,
-            RELATIVE_PATH,
-        ),
-        "include": strings(
-            "Glob patterns a file name must match to be read.", SourceSpec.include, GLOB
-        ),
-        "exclude": strings(
-            "Glob patterns (against the path from the root) that skip a file.",
-            SourceSpec.exclude,
-            GLOB,
-        ),
-        "interval": duration("How often git is polled.", SourceConfig.interval_seconds),
-        "timeout": duration(
-            "Deadline of one reconcile: past it nothing more is written.",
-            SourceConfig.timeout_seconds,
-        ),
-        "mode": string(
-            "observe: measure drift only; warn: also an Event on each drifted object; "
-            "enforce: apply each new revision (and prune, if enabled).",
-            enum=[str(mode) for mode in Mode],
-            default=str(SourceConfig.mode),
-        ),
-        "prune": boolean("Delete what this GitSync applied once it left git.", False),
-        "selfHeal": boolean(
-            "In enforce mode, correct drift as soon as a watch reports it.",
-            SourceConfig.self_heal,
-        ),
-        "guards": GUARDS,
+        **settings_properties(),
         "helm": HELM,
         "drift": {
             "type": "array",
@@ -251,23 +235,6 @@ SPEC = object_(
             "maxItems": 100,
             "items": HEALTH_CHECK,
         },
-        "replaceOnImmutable": boolean(
-            "Delete and create again an object whose fields that cannot change once set git "
-            "changes (a Job's template), if this GitSync provably owns it; without it, such "
-            "an object is refused alone and the rest applied (per object: the annotation "
-            "gitopsd.io/sync-options: replace-on-immutable).",
-            SyncSettings.replace_on_immutable,
-        ),
-        "adopt": boolean(
-            "Take over existing objects of its revision that no source, or another gitopsd "
-            "source, owns (such as those a `gitopsd sync` of the same repository recorded).",
-            SyncSettings.adopt,
-        ),
-        "createNamespace": boolean(
-            "Create the namespace it applies into (targetNamespace) when it does not exist, "
-            "as Argo CD's CreateNamespace=true; it is never pruned.",
-            SyncSettings.create_namespace,
-        ),
         "suspend": boolean("Stop reconciling until set back to false.", False),
         "webhook": object_(
             "A receiver for push events: POST /hooks/gitsyncs/NAMESPACE/NAME on the daemon's "

@@ -81,18 +81,6 @@ def test_bi07_a_limit_flag_must_be_a_positive_size(
     assert "--max-revision-bytes: expected a positive whole number" in capsys.readouterr().err
 
 
-def test_source_flags_set_what_they_name_and_leave_the_rest() -> None:
-    flags = "--path a --path b --exclude '*.md' --ref main --username deploy"
-    url = "https://git.example.com/app.git"
-    arguments = build_parser().parse_args(["validate", url, *shlex.split(flags)])
-
-    spec = settings.source_spec(arguments)
-
-    assert (spec.paths, spec.exclude, spec.ref) == (("a", "b"), ("*.md",), "main")
-    assert spec.include == ("*.yaml", "*.yml", "*.json") and not spec.allow_insecure
-    assert spec.credentials.username == "deploy" and spec.credentials.password_file is None
-
-
 def test_chart_flags_set_the_charts_settings() -> None:
     flags = (
         "--helm-release web --helm-namespace shop --helm-values a.yaml --helm-values ../b.yaml "
@@ -255,10 +243,12 @@ def test_help_shows_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
         "--max-revision-bytes BYTES all manifest files together (default 64Mi)",
         "--max-documents COUNT YAML documents in all files together (default 50000)",
         "--max-fetch-bytes BYTES largest pack git may receive (default 2Gi)",
-        "most owned objects one sync may prune (default 25)",
+        "as a share of the owned objects (one is always allowed) (default 25)",
         "Established (default 60)",
         "namespace of the ApplySet parent (default: the namespace it applies into, --namespace)",
-        "file names to read (default *.yaml, *.yml, *.json)",
+        "a file name must match to be read (default *.yaml, *.yml, *.json)",
+        "--no-force-conflicts take over the fields other managers own (reported); off, report "
+        "them as conflicts (default on)",
     ]:
         assert documented in help_text
     assert re.search(r"--concurrency N API requests in flight at once \(default \d+\)", help_text)

@@ -12,7 +12,6 @@ import pytest
 from gitopsd.config import (
     ChartSettings,
     Limits,
-    SyncSettings,
 )
 from gitopsd.configfile import DaemonConfig, Mode, TenantQuota, cycle_in, load
 from gitopsd.errors import ConfigError
@@ -74,15 +73,6 @@ def test_the_webhook_secret_is_read_and_kept_out_of_repr(tmp_path: Path) -> None
 
     assert app.webhook_secret == b"s3cret-value"
     assert "s3cret" not in repr(app)
-
-
-def test_concurrency_is_set_per_source(tmp_path: Path) -> None:
-    document = {"sources": [source(name="busy", concurrency=32), source(name="quiet")]}
-
-    busy, quiet = load(write(tmp_path, document)).sources
-
-    assert busy.settings.concurrency == 32
-    assert quiet.settings.concurrency == SyncSettings(name="quiet").concurrency
 
 
 def test_chart_settings_are_set_per_source(tmp_path: Path) -> None:

@@ -18,9 +18,8 @@ from gitopsd.config import (
     Credentials,
     PrunePolicy,
     Setting,
-    SourceSpec,
 )
-from gitopsd.configfile import GitSyncSettings, Mode, SourceConfig
+from gitopsd.configfile import GitSyncSettings, Mode
 from gitopsd.diff import Drift, FieldChange, State
 from gitopsd.drift_policy import Decision
 from gitopsd.errors import (
@@ -38,7 +37,6 @@ from gitopsd.gitsync.status import Event, Failure, SourceReport
 from gitopsd.health import Health
 from gitopsd.health import Status as Verdict
 from gitopsd.objects import GroupKind, ObjectKey
-from gitopsd.quantities import parse_duration
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "config" / "crd" / "gitsyncs.yaml"
 URL = "https://git.example.com/team/apps.git"
@@ -65,29 +63,6 @@ def test_the_crd_file_is_what_the_schema_module_prints() -> None:
     assert CRD_FILE.read_text() == schema.crd_yaml(), (
         f"{CRD_FILE} is stale: run `make crd` to regenerate it from gitopsd/gitsync/schema.py"
     )
-
-
-def test_the_crd_defaults_are_the_daemons_defaults() -> None:
-    fields = spec_schema()["properties"]
-    guards = fields["guards"]["properties"]
-    repository = fields["repository"]["properties"]
-
-    assert repository["ref"]["default"] == SourceSpec.ref
-    assert fields["paths"]["default"] == list(SourceSpec.paths)
-    assert fields["include"]["default"] == list(SourceSpec.include)
-    assert fields["exclude"]["default"] == list(SourceSpec.exclude)
-    assert parse_duration(fields["interval"]["default"]) == SourceConfig.interval_seconds
-    assert parse_duration(fields["timeout"]["default"]) == SourceConfig.timeout_seconds
-    assert fields["mode"]["default"] == SourceConfig.mode
-    assert fields["mode"]["enum"] == [mode.value for mode in Mode]
-    assert fields["selfHeal"]["default"] is SourceConfig.self_heal
-    assert fields["prune"]["default"] is PrunePolicy.enabled
-    assert fields["suspend"]["default"] is False
-    assert guards["allowEmpty"]["default"] is PrunePolicy.allow_empty
-    assert guards["allowMassPrune"]["default"] is PrunePolicy.allow_mass_prune
-    assert guards["pruneProtected"]["default"] is PrunePolicy.prune_protected
-    assert guards["pruneBudgetPercent"]["default"] == PrunePolicy.budget_percent
-    assert fields["guards"]["default"] == {}
 
 
 def defaulted(node: dict[str, Any], value: Any) -> Any:
