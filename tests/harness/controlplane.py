@@ -14,6 +14,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -116,11 +117,22 @@ def provide_binaries() -> Binaries:
     )
 
 
+_HANDED_OUT: set[int] = set()
+_HANDED_OUT_LOCK = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    """A port nothing listens on now, and one this process never handed out before: once its
+    probe closes, the kernel may give the same port to the next probe, and the listeners of
+    one daemon's configuration, asked for one after the other, would share it."""
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port: int = probe.getsockname()[1]
+        with _HANDED_OUT_LOCK:
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
 
 
 def _die_with_parent() -> None:
