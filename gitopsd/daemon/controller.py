@@ -257,8 +257,7 @@ class GitSyncController:
 
     def unready_elsewhere(self, name: str) -> str:
         """Why GitSync `name` (namespace/name), not served here (with sharding: maybe by
-        another replica), is not ready, from its status; its dependents see a change at
-        their next poll, not at once as they do when it runs here."""
+        another replica), is not ready, from its status."""
         namespace, _, gitsync_name = name.partition("/")
         return unready_status(
             self._body(ObjectKey(gitsync.GROUP, gitsync.KIND, namespace, gitsync_name))

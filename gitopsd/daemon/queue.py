@@ -98,11 +98,11 @@ class Pool:
     first served. A poll that runs past `stalled_seconds` (a git host that hangs, until
     git's own timeout) stops counting against `threads`, so it never delays the others
     (the clock wakes the threads that wait when it stalls); at most `most` threads exist
-    in all. The jobs of one tenant (a GitSync's namespace)
-    hold at most `tenant_threads` of them at once (tenantQuota.threads; None: half of
-    `most`), stalled or not, so a tenant of many GitSyncs, or whose GitSyncs name hosts
-    that hang, cannot take the threads, nor the time, of the others (the configuration's
-    own sources, tenant "", are not held back).
+    in all. The jobs of one tenant (a GitSync's namespace) hold at most `tenant_threads`
+    of them at once (tenantQuota.threads; None: half of `most`), stalled or not, so a
+    tenant of many GitSyncs, or whose GitSyncs name hosts that hang, cannot take the
+    threads, nor the time, of the others (the configuration's own sources, tenant "", are
+    not held back).
 
     A job is requested through the function `coalesced` returns: a request while it waits
     is that same request, and one while it runs has it run once more after (what was asked
