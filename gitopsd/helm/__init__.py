@@ -42,7 +42,14 @@ from gitopsd.config import ChartInflation, ChartSettings, Limits
 from gitopsd.errors import ConfigError, ManifestError, ManifestReason
 from gitopsd.helm import output
 from gitopsd.helm.chart import Chart, RemoteDependency, inspect, values_file
-from gitopsd.manifests import CHART_FILE, Directory, Tree, child_path, parse_documents
+from gitopsd.manifests import (
+    CHART_FILE,
+    ChartRender,
+    Directory,
+    Tree,
+    child_path,
+    parse_documents,
+)
 
 FLAGS = ("--include-crds", "--skip-tests")
 FetchDependency = Callable[[RemoteDependency], Path]
@@ -87,35 +94,43 @@ class Charts:
         self.capabilities = cache(capabilities) if capabilities else None
         """Read when a chart renders, and once: a revision without charts costs nothing."""
 
-    def fingerprint(self, tree: Tree, rel: str, limits: Limits) -> str | None:
-        """What the render of the chart in `rel` depends on, or None when a file's content
-        id is unknown (a directory read in place): then it renders every time."""
+    def __call__(self, tree: Tree, rel: str, limits: Limits) -> ChartRender:
+        """The chart in `rel`, checked once (its files walked, its archives bounded): what
+        its render depends on, and the render, which a fingerprint already rendered saves."""
         chart, values = self._inspect(tree, rel, limits)
+
+        def render(max_bytes: int) -> list[tuple[str, str]]:
+            return self._render(tree, chart, values, limits, max_bytes)
+
+        return ChartRender(self._fingerprint(tree, chart, values), render)
+
+    def _fingerprint(self, tree: Tree, chart: Chart, values: list[str]) -> str | None:
+        """What the render of `chart` depends on, or None when a file's content id is
+        unknown (a directory read in place): then it renders every time."""
         contents = [(path, tree.content_id(path)) for path in [*chart.every_file(), *values]]
         if any(content is None for _, content in contents):
             return None
         binary = self.helm.stat()
         facts = [
             [str(self.helm), binary.st_size, binary.st_mtime_ns],
-            [rel, self._release(chart), self.namespace, self.settings.values],
+            [chart.rel, self._release(chart), self.namespace, self.settings.values],
             [*self.settings.values_files],
             self._capabilities().flags(),
             contents,
         ]
         return hashlib.sha256(json.dumps(facts).encode()).hexdigest()
 
-    def __call__(
-        self, tree: Tree, rel: str, limits: Limits, max_bytes: int
+    def _render(
+        self, tree: Tree, chart: Chart, values: list[str], limits: Limits, max_bytes: int
     ) -> list[tuple[str, str]]:
-        """The rendered documents of the chart in `rel`, as (template path, YAML) pieces."""
-        chart, values = self._inspect(tree, rel, limits)
+        """The rendered documents of `chart`, as (template path, YAML) pieces."""
         if chart.library:  # helm would refuse to install it: it renders nothing of its own
             return []
         root = tree.materialized(sorted({*chart.every_file(), *values}))
         secrets = list(_values_strings(tree, values, self.settings.values, limits))
         job = _Job(chart, root, [root / path for path in values], self.settings.values, FLAGS)
         text = self._template(job, self.namespace, self._release(chart), secrets, max_bytes)
-        return output.pieces(text, rel)
+        return output.pieces(text, chart.rel)
 
     def inflate(self, tree: Tree, inflation: ChartInflation, limits: Limits, max_bytes: int) -> str:
         """The YAML a kustomization's `helmCharts` entry inflates to: its chart, of the

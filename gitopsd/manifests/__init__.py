@@ -23,7 +23,7 @@ from gitopsd.manifests.cache import ParseCache
 from gitopsd.manifests.identity import index
 from gitopsd.manifests.parsing import parse_documents, parse_file
 from gitopsd.manifests.positions import Positions
-from gitopsd.manifests.reading import Render, RenderChart, load
+from gitopsd.manifests.reading import ChartRender, Render, RenderChart, load
 from gitopsd.manifests.selection import (
     CHART_FILE,
     DEFAULT_INCLUDE,
@@ -37,6 +37,7 @@ __all__ = [
     "CHART_FILE",
     "DEFAULT_INCLUDE",
     "KUSTOMIZATION_FILES",
+    "ChartRender",
     "Directory",
     "Documents",
     "ParseCache",

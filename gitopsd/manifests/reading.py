@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from gitopsd.config import Limits, how_to_raise
 from gitopsd.errors import ManifestError, ManifestReason
@@ -35,16 +35,20 @@ Render = Callable[[Tree, str, Limits, int], str]
 revision's limits, bytes left of its byte limit)."""
 
 
-class RenderChart(Protocol):
-    """Renders a chart directory, as `Render` does a kustomization."""
+@dataclass(frozen=True)
+class ChartRender:
+    """A chart directory, checked once: what its render depends on, and the render."""
 
-    def fingerprint(self, tree: Tree, rel: str, limits: Limits) -> str | None:
-        """What the render depends on, or None when it cannot be known without reading."""
+    fingerprint: str | None
+    """What the render depends on, or None when it cannot be known without reading."""
+    render: Callable[[int], list[tuple[str, str]]]
+    """(path of the template, its rendered YAML) pieces, in the order written, given the
+    bytes left of the revision's limit."""
 
-    def __call__(
-        self, tree: Tree, rel: str, limits: Limits, max_bytes: int
-    ) -> list[tuple[str, str]]:
-        """(path of the template, its rendered YAML) pieces, in the order written."""
+
+RenderChart = Callable[[Tree, str, Limits], ChartRender]
+"""Checks a chart directory (the revision's tree, the chart's directory in it, the
+revision's limits) for its render: what `Render` is to a kustomization."""
 
 
 _DEFAULT_LIMITS = Limits()
@@ -170,15 +174,15 @@ class _Reader:
                 ManifestReason.INVALID,
             )
         left = self.limits.max_revision_bytes - self.total_bytes
+        chart = render(self.tree, rel, self.limits)
 
         def rendered() -> Parsed:
-            return _parsed_pieces(render(self.tree, rel, self.limits, left), self.limits)
+            return _parsed_pieces(chart.render(left), self.limits)
 
-        fingerprint = render.fingerprint(self.tree, rel, self.limits)
-        if fingerprint is None:
+        if chart.fingerprint is None:
             parsed = rendered()
         else:
-            key = ("chart", fingerprint, rel, self.limits)
+            key = ("chart", chart.fingerprint, rel, self.limits)
             self.used.add(key)
             parsed = self.cache.get(key, rendered)
         self._admit(path, parsed.size)

@@ -5,16 +5,19 @@ from __future__ import annotations
 import base64
 import dataclasses
 import gzip
+import io
 import json
 import tarfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from gitopsd import manifests, source
+from gitopsd import helm, manifests, source
 from gitopsd.config import ChartSettings
+from gitopsd.helm.chart import RemoteDependency
 from gitopsd.reconcile.desired import read_revision
 from tests.harness import contract
 from tests.harness.canary import Canary
@@ -171,6 +174,44 @@ def test_a_revision_that_changes_nothing_of_the_chart_renders_nothing(
     assert (greeting(), parses.parses) == ("changed", 2)
     spec = dataclasses.replace(spec, helm=ChartSettings(release_name="other"))
     assert (greeting(), parses.parses) == ("hello", 3)
+
+
+class _CountedReads(manifests.Directory):
+    """A directory whose files have blob ids, as a git revision's do (so a render has a
+    fingerprint), counting the reads of each file."""
+
+    def __init__(self, root: Path) -> None:
+        files = [path.relative_to(root).as_posix() for path in root.rglob("*") if path.is_file()]
+        super().__init__(root, {rel: f"blob of {rel}" for rel in files})
+        self.reads: Counter[str] = Counter()
+
+    def read(self, rel: str, limit: int) -> bytes:
+        self.reads[rel] += 1
+        return super().read(rel, limit)
+
+
+def test_a_render_checks_the_chart_once(binaries: Binaries, tmp_path: Path) -> None:
+    """A render the cache misses walks the chart and bounds its archives once, for its
+    fingerprint and for helm alike: a vendored subchart's archive is read once."""
+    subchart = io.BytesIO()
+    with tarfile.open(fileobj=subchart, mode="w:gz") as archive:
+        chart_file = b"apiVersion: v2\nname: sub\nversion: 0.1.0\n"
+        header = tarfile.TarInfo("sub/Chart.yaml")
+        header.size = len(chart_file)
+        archive.addfile(header, io.BytesIO(chart_file))
+    write_files(tmp_path, HELLO_CHART)
+    (tmp_path / "hello/charts").mkdir()
+    (tmp_path / "hello/charts/sub-0.1.0.tgz").write_bytes(subchart.getvalue())
+    tree = _CountedReads(tmp_path)
+
+    def no_fetch(dependency: RemoteDependency) -> Path:
+        raise AssertionError(f"{dependency.name} is vendored")
+
+    charts = helm.renderer(ChartSettings(), "default", None, no_fetch, tenant="")
+    found = manifests.load(tree, ("hello",), render_chart=charts)
+
+    assert [manifest.key.name for manifest in found] == ["hello-hello"]
+    assert tree.reads["hello/charts/sub-0.1.0.tgz"] == 1
 
 
 LEAK = f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: leak\ndata:\n  k: {CANARY}\n"
