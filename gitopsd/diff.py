@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 import hashlib
 import json
 import re
@@ -18,11 +19,9 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from deepdiff import DeepDiff
-from deepdiff.helper import CannotCompare, notpresent
-
 from gitopsd.drift_policy import Decision, Item, Locator, Rule, Segment, deciding
 from gitopsd.managed_fields import (
+    ABSENT,
     TAKEOVER_MANAGERS,
     Path,
     added_out_of_band,
@@ -178,11 +177,9 @@ def extraneous(key: ObjectKey, live: Body) -> Drift:
     return Drift(key, State.EXTRANEOUS, live=mask(normalize(live)))
 
 
-# Explaining: deepdiff names each changed field; managedFields names its owner.
-
-
 def explain(have: Body, want: Body, managed: list[Body], live: Body) -> Iterator[FieldChange]:
-    tree = DeepDiff(
+    """Each changed field, named by deepdiff, with its owner named by managedFields."""
+    tree = _deepdiff().DeepDiff(
         have, want, view="tree", threshold_to_diff_deeper=0, iterable_compare_func=_same_item
     )
     for report, levels in tree.items():
@@ -190,20 +187,25 @@ def explain(have: Body, want: Body, managed: list[Body], live: Body) -> Iterator
             continue  # the server keeps associative lists in its own order
         for level in levels:
             live_path, git_path = _path_in(level, "t1"), _path_in(level, "t2")
-            for suffix, old, new in _leaves_of_change((), level.t1, level.t2):
-                container, path = (have, live_path) if new is notpresent else (want, git_path)
+            for suffix, old, new in _leaves_of_change((), _side(level.t1), _side(level.t2)):
+                container, path = (have, live_path) if new is ABSENT else (want, git_path)
                 manager = (
                     removal_owner(managed)
-                    if old is notpresent
+                    if old is ABSENT
                     else owner(managed, live, (*live_path, *suffix))
                 )
                 yield FieldChange(
                     path=render_path(container, (*path, *suffix)),
-                    live=None if old is notpresent else old,
-                    desired=None if new is notpresent else new,
+                    live=None if old is ABSENT else old,
+                    desired=None if new is ABSENT else new,
                     manager=manager,
                     place=locate(container, (*path, *suffix)),
                 )
+
+
+def _side(value: Any) -> Any:
+    """One side of a change deepdiff found, its marker of a missing side read as ABSENT."""
+    return ABSENT if value is _deepdiff().helper.notpresent else value
 
 
 def _path_in(level: Any, side: str) -> Path:
@@ -224,14 +226,14 @@ def _path_in(level: Any, side: str) -> Path:
 
 def _leaves_of_change(path: Path, old: Any, new: Any) -> Iterator[tuple[Path, Any, Any]]:
     """A change of a whole map, or of a map into nothing, named field by field."""
-    maps = [side for side in (old, new) if side is not notpresent]
+    maps = [side for side in (old, new) if side is not ABSENT]
     if not maps or not all(isinstance(side, dict) for side in maps):
         yield path, old, new
         return
     old_map = old if isinstance(old, dict) else {}
     new_map = new if isinstance(new, dict) else {}
     for name in sorted(old_map.keys() | new_map.keys()):
-        before, after = old_map.get(name, notpresent), new_map.get(name, notpresent)
+        before, after = old_map.get(name, ABSENT), new_map.get(name, ABSENT)
         if before != after:
             yield from _leaves_of_change((*path, name), before, after)
 
@@ -245,7 +247,15 @@ def _same_item(first: Any, second: Any, level: Any = None) -> bool:
         and "name" in second
     ):
         return bool(first["name"] == second["name"])
-    raise CannotCompare() from None
+    raise _deepdiff().helper.CannotCompare() from None
+
+
+@functools.cache
+def _deepdiff() -> Any:
+    """Imported when a drift is first explained: deepdiff and pydantic cost 0.1 s to import."""
+    import deepdiff.helper  # deepdiff itself, with its helper loaded
+
+    return deepdiff
 
 
 def render_path(body: Any, path: Path) -> str:
@@ -318,7 +328,7 @@ def held_as_live(
             "unknown",
             *TAKEOVER_MANAGERS,
         )
-        if value is notpresent or (theirs and change.desired is not None):
+        if value is ABSENT or (theirs and change.desired is not None):
             _remove(sent, change.place)
         else:
             _put(sent, change.place, copy.deepcopy(value))
@@ -333,18 +343,18 @@ def _at(body: Any, place: Locator) -> Any:
     node = body
     for segment in place:
         node = _child(node, segment)
-        if node is notpresent:
+        if node is ABSENT:
             break
     return node
 
 
 def _child(node: Any, segment: Segment) -> Any:
     if isinstance(segment, str):
-        return node.get(segment, notpresent) if isinstance(node, dict) else notpresent
+        return node.get(segment, ABSENT) if isinstance(node, dict) else ABSENT
     if not isinstance(node, list):
-        return notpresent
+        return ABSENT
     index = _index(node, segment)
-    return node[index] if index is not None else notpresent
+    return node[index] if index is not None else ABSENT
 
 
 def _index(items: list[Any], element: Item) -> int | None:

@@ -11,8 +11,6 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from deepdiff.helper import notpresent
-
 from gitopsd.objects import FIELD_MANAGER, Body
 
 Path = tuple[Any, ...]
@@ -32,6 +30,16 @@ TAKEOVER_MANAGERS = (
 )
 """Managers whose edits are out-of-band by nature: fields they add count as drift, and sync
 takes their fields over so that fields git does not declare are removed (as Flux does)."""
+
+
+class _Absent:
+    """Where a field is not: unlike None, no value a body can hold."""
+
+    def __repr__(self) -> str:
+        return "absent"
+
+
+ABSENT = _Absent()
 
 
 def owner(managed: list[Body], live: Body, path: Path) -> str:
@@ -98,19 +106,19 @@ def _undeclared(node: Body, declared: Any, prefix: Path) -> Iterator[Path]:
         if raw == ".":
             continue
         sub = _resolve(declared, raw)
-        if sub is notpresent:
+        if sub is ABSENT:
             yield (*prefix, raw)
         elif isinstance(child, dict) and child:
             yield from _undeclared(child, sub, (*prefix, raw))
 
 
 def _resolve(value: Any, raw: str) -> Any:
-    """The part of `value` that fieldsV1 key `raw` stands for, or notpresent."""
+    """The part of `value` that fieldsV1 key `raw` stands for, or ABSENT."""
     if raw.startswith("f:") and isinstance(value, dict):
-        return value.get(raw[2:], notpresent)
+        return value.get(raw[2:], ABSENT)
     if isinstance(value, list):
-        return next((item for item in value if _matches(raw, item)), notpresent)
-    return notpresent
+        return next((item for item in value if _matches(raw, item)), ABSENT)
+    return ABSENT
 
 
 def remove(body: Body, raw_path: Path) -> None:
@@ -118,7 +126,7 @@ def remove(body: Body, raw_path: Path) -> None:
     parent: Any = body
     for raw in raw_path[:-1]:
         parent = _resolve(parent, raw)
-        if parent is notpresent:
+        if parent is ABSENT:
             return
     last = raw_path[-1]
     if isinstance(parent, dict) and last.startswith("f:"):
