@@ -306,8 +306,11 @@ def _measure(
     step: Step,
 ) -> Measurement:
     """Drift, with what is not this source's to write reported as unowned. A pass that may
-    write checks the absent targets by dry-run too: a sync sends nothing unless all pass."""
-    measured = measure(cluster, settings, desired.targets, live, state.memo, step != Step.NONE)
+    write checks the absent targets by dry-run too: a sync sends nothing unless all pass,
+    save its lone write, whose apply is its own check (a sync that runs hooks has none)."""
+    syncing = step == Step.SYNC and not desired.hooks
+    writes = step != Step.NONE
+    measured = measure(cluster, settings, desired.targets, live, state.memo, writes, syncing)
     applyset = applyset_of(settings)
     return with_owners(cluster, settings, applyset, desired.targets, live, measured, state.owners)
 

@@ -79,13 +79,15 @@ class ParentWriter:
     """The parent as read (None: absent), then as written: each write is preconditioned on
     it, so a parent deleted and made anew by someone else meanwhile is never overwritten."""
 
-    def write(self, before: inventory.Record, record: inventory.Record) -> None:
+    def write(
+        self, before: inventory.Record, record: inventory.Record, failed: bool = False
+    ) -> None:
         """Writes the parent with `record`, unless it holds that already, and the stamps too
         or no restamp is asked (a sync that changed nothing writes nothing; nor does a first
-        sync whose dry-run failed). Records are compared, not their encodings: a heal of one
-        object compresses nothing."""
+        sync whose dry-run failed, nor one whose apply `failed` having applied nothing).
+        Records are compared, not their encodings: a heal of one object compresses nothing."""
         unchanged = record == before
-        if self.settings.dry_run or (unchanged and not self.restamp):
+        if self.settings.dry_run or (unchanged and (failed or not self.restamp)):
             return  # a heal hashes no stamps
         if unchanged and self.cluster.stopping():
             return  # a stopping process writes its record, not stamps alone
@@ -217,10 +219,12 @@ def _apply(
         on_wave=listener.on_wave,
         run_hooks=run_hooks,
     )
+    failed = True
     try:
         applier.run(plan, targets)
+        failed = False
     finally:  # what was applied is recorded even when a later object failed
-        parent.write(live.recorded, {**live.recorded, **applier.changes.applied})
+        parent.write(live.recorded, {**live.recorded, **applier.changes.applied}, failed)
 
 
 def _record_of(live: Live, report: SyncReport) -> inventory.Record:
