@@ -71,8 +71,11 @@ class ParentWriter:
     stored_stamps: bytes
     """The stamps the parent holds."""
     restamp: bool
-    """Write a parent whose record is current but whose stamps are not: a sync does, so the
-    next run measures only what changes; a heal does not, to cost one write, not two."""
+    """Write a parent whose record is current but whose stamps are not: the command line's
+    sync does, as its memo ends with it, so the next run measures only what changes. A heal
+    does not, nor the daemon's sync, whose memo lives on: their stamps wait for the next
+    write of the parent (a record that changes, or the daemon's shutdown: `keep_stamps`),
+    and a stamp lost meanwhile (a crash) costs that object a dry-run at the next start."""
     written: Callable[[Body | None], None]
     """Hears of each write of the parent: the parent it answered, None if it failed."""
     live: Body | None
@@ -87,6 +90,9 @@ class ParentWriter:
         sync whose dry-run failed, nor one whose apply `failed` having applied nothing).
         Records are compared, not their encodings: a heal of one object compresses nothing."""
         unchanged = record == before
+        # Stamps may wait, the record never does: a record that changed is written at once,
+        # and before anything is pruned, so that whatever crash follows, every object
+        # applied is recorded and the next sync can prove it owned.
         if self.settings.dry_run or (unchanged and (failed or not self.restamp)):
             return  # a heal hashes no stamps
         if unchanged and self.cluster.stopping():

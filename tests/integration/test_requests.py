@@ -5,7 +5,7 @@ sync whose only write is one object, whose apply is its own check; the CLI lists
 per namespace instead of getting each object; the daemon dry-runs and applies only what a
 new revision changed, its own writes cost no second dry-run, and the parent it wrote is not
 read back. The parent's in-sync stamps spare a later run (CLI or daemon) the dry-runs of
-what nothing changed since.
+what nothing changed since; the daemon writes them with its record, or when it stops.
 """
 
 from __future__ import annotations
@@ -254,16 +254,19 @@ def test_a_sync_after_a_one_file_commit_applies_that_object_alone(
     assert f"configured ConfigMap/{namespace}/cm3" in " ".join(out.split())
 
 
-def test_the_daemon_applies_a_one_file_commit_alone_without_a_dry_run(
+def test_the_daemon_applies_a_one_file_commit_alone_and_keeps_its_stamp_until_it_stops(
     daemons: Daemons,
     control_plane: ControlPlane,
     git_server: GitServer,
     git_repo: GitRepo,
 ) -> None:
-    """A commit whose only write is one object costs no dry-run: the apply is its own
-    check."""
+    """A commit whose only write is one object costs that apply: no dry-run (the apply is
+    its own check) and no write of the parent (its record holds the object already; the
+    new stamp waits). The daemon writes the stamp when it stops, so the next one dry-runs
+    nothing."""
     git_repo.commit(config_maps())
-    daemon = daemons.start(git_server.file_url(git_repo))
+    url = git_server.file_url(git_repo)
+    daemon = daemons.start(url)
     applied = "gitopsd_apply_total"
     daemon.wait_value(
         applied, lambda v: v == OBJECTS, "the first sync", source="app", action="created"
@@ -285,10 +288,21 @@ def test_the_daemon_applies_a_one_file_commit_alone_without_a_dry_run(
     objects = [w for w in writes if w.resource == "configmaps" and w.name not in BOOKKEEPING]
     assert writes_by_name(objects, dry_run=True) == Counter()
     assert writes_by_name(objects, dry_run=False) == Counter({"cm3": 1})
-    parent = [
-        r for r in audit.requests(control_plane, daemon.user, since) if r.name == "gitopsd-app"
+    requests = audit.requests(control_plane, daemon.user, since)
+    assert [r.verb for r in requests if r.name == "gitopsd-app"] == []
+    stopping = time.time()
+
+    assert daemon.stop() == 0
+    parent = [r for r in audit.requests(control_plane, daemon.user, stopping)]
+    assert [(r.verb, r.name) for r in parent if r.resource == "configmaps"] == [
+        ("patch", "gitopsd-app")
     ]
-    assert [r.verb for r in parent] == ["patch"]  # its write's answer is the parent it reads
+    since = time.time()
+    again = daemons.start(url, name="again")
+    again.wait_value("gitopsd_reconcile_total", lambda v: v >= 1, "its first sync", source="app")
+    writes = audit.writes(control_plane, again.user, since)
+    objects = [w for w in writes if w.resource == "configmaps" and w.name not in BOOKKEEPING]
+    assert objects == []  # the stamps vouch for every object: no dry-run, no apply
 
 
 def test_a_lone_invalid_object_is_refused_by_its_apply_and_nothing_else_is_written(
