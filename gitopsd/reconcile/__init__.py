@@ -175,7 +175,7 @@ def reconcile_once(
     if plan is not None:
         listener.on_plan(len(plan.actions) + len(plan.prune.delete if plan.prune else ()))
         restamp = step == Step.SYNC and not source.stamps_wait
-        parent = parent_writer(cluster, settings, live, state.memo, reader.written, restamp)
+        parent = parent_writer(cluster, settings, live.parent, state.memo, reader.written, restamp)
         seeding = _seeding(listener, state.memo, plan.held)
         result.report = make_changes(
             desired, plan, live, seeding, parent, step == Step.SYNC, intent.may_prune
@@ -336,7 +336,7 @@ def withdraw(source: Source, cluster: Cluster) -> SyncReport:
     nothing = Desired(Revision("", None, source.spec.url), {})
     plan = plan_for(settings, Step.SYNC, {}, live, Measurement([], set()))
     assert plan is not None  # noqa: S101 - a sync always plans
-    parent = parent_writer(cluster, settings, live, DriftMemo(), reader.written, restamp=False)
+    parent = parent_writer(cluster, settings, live.parent, DriftMemo(), reader.written, False)
     report = make_changes(nothing, plan, live, Listener(), parent)
     if not report.refused:
         uid = live.parent["metadata"]["uid"]  # its record was emptied: any version

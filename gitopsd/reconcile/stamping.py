@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gitopsd import inventory
-from gitopsd.changes import Live
 from gitopsd.cluster import Cluster
 from gitopsd.config import SyncSettings
 from gitopsd.objects import Body
@@ -18,21 +17,21 @@ from gitopsd.reconcile.measure import DriftMemo
 def parent_writer(
     cluster: Cluster,
     settings: SyncSettings,
-    live: Live,
+    parent: Body | None,
     memo: DriftMemo,
     written: Callable[[Body | None], None],
     restamp: bool,
 ) -> ParentWriter:
-    """The writer of the parent as read, with the stamps of what the memo holds in sync."""
+    """The writer of `parent` as read, with the stamps of what the memo holds in sync."""
     return ParentWriter(
         cluster=cluster,
         settings=settings,
         applyset=applyset_of(settings),
         stamps=memo.stamps,
-        stored_stamps=inventory.stored_stamps(live.parent),
+        stored_stamps=inventory.stored_stamps(parent),
         restamp=restamp,
         written=written,
-        live=live.parent,
+        live=parent,
     )
 
 
@@ -52,14 +51,5 @@ def keep_stamps(
     if parent is None or applyset.foreign(parent):
         return
     record = inventory.recorded(parent)
-    writer = ParentWriter(
-        cluster=cluster.recording(),
-        settings=settings,
-        applyset=applyset,
-        stamps=memo.stamps,
-        stored_stamps=inventory.stored_stamps(parent),
-        restamp=True,
-        written=written,
-        live=parent,
-    )
+    writer = parent_writer(cluster.recording(), settings, parent, memo, written, restamp=True)
     writer.write(record, record)
