@@ -1,6 +1,7 @@
 """Carries a plan's applies out: tier by tier, wave by wave, what it sends.
 
-Every object sent has passed its dry-run first; each write carries the precondition that
+Every object sent has passed its dry-run first, but a sync's lone write, whose apply is
+its own check (`measure.lone_write`); each write carries the precondition that
 keeps it to what was read (`gitopsd.ownership`), and goes out through the fan-out the
 dry-run shares (`gitopsd.sending`). Deletes are `gitopsd.prune`'s.
 """
@@ -18,13 +19,14 @@ from gitopsd.cluster import ApiError, Cluster, Resource, run_concurrently
 from gitopsd.config import SyncSettings
 from gitopsd.diff import FieldChange, held_as_live
 from gitopsd.errors import ApplyError, ClusterError, ClusterReason
-from gitopsd.failures import error_of, raise_for
+from gitopsd.failures import Failure, error_of, raise_for
 from gitopsd.foreign_owners import find_owners
+from gitopsd.immutable import changed_fields
 from gitopsd.inventory import ApplySet, uid_prefix
 from gitopsd.managed_fields import lost_fields, takeover_patch
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.ownership import guarded, refusal, unowned, why
-from gitopsd.plan import DEFINITIONS, Plan, Wave, waves
+from gitopsd.plan import DEFINITIONS, Plan, Wave, not_applied, waves
 from gitopsd.sending import dry_run, ready, send_each
 from gitopsd.sync_options import Option
 
@@ -127,23 +129,42 @@ class Applier:
         ready_now = [t for t in tier_targets if t is not None]
         self._dry_run_deferred([t for t in ready_now if t.key in deferred])
         changed = [t for t in ready_now if plan.actions[t.key] in SENT]
-        failure = None
+        failures: list[Failure] = []
         results: dict[ObjectKey, Body] = {}
         if not self.settings.dry_run:
             self._replace([t for t in changed if plan.actions[t.key] == Action.REPLACED])
             self._take_over(changed)
-            results, failure = self._apply(changed, plan.held)
+            results, failures = self._apply(changed, plan.held)
             for target in changed:
                 if target.key in results:
                     self.on_applied(target, results[target.key])
+        refused = self._refused_unchecked(failures, plan, targets)
+        failure = error_of([f for f in failures if f.key not in refused], self.settings)
         for target in ready_now:  # what was applied is recorded, also when others failed
             action = plan.actions[target.key]
-            if action not in SENT or self.settings.dry_run or target.key in results:
+            if target.key in refused:
+                self._record(target, Action.REFUSED, None, refused[target.key])
+            elif action not in SENT or self.settings.dry_run or target.key in results:
                 detail = plan.refused.get(target.key, "")
                 self._record(target, action, results.get(target.key), detail)
         if failure is not None:
             raise failure
         self._await_definitions(ready_now)
+
+    def _refused_unchecked(
+        self, failures: list[Failure], plan: Plan, targets: Mapping[ObjectKey, Target]
+    ) -> dict[ObjectKey, str]:
+        """The object sent without a dry-run whose apply the server refused because git
+        changes fields that cannot change: refused alone, saying which, as its dry-run
+        would have had it (it is all the sync writes)."""
+        refused = {}
+        for failure in failures:
+            live = self.live.get(failure.key)
+            if failure.key in plan.unchecked and failure.immutable and live:
+                declared = targets[failure.key].body
+                fields = changed_fields(declared, live, failure.immutable, failure.changeable)
+                refused[failure.key] = not_applied(fields, self.settings)
+        return refused
 
     def _dry_run_deferred(self, targets: list[Target]) -> None:
         """Objects whose namespace or CRD comes with this sync, dry-run now that it is
@@ -233,8 +254,8 @@ class Applier:
 
     def _apply(
         self, targets: list[Target], held: Mapping[ObjectKey, Sequence[FieldChange]]
-    ) -> tuple[dict[ObjectKey, Body], ApplyError | None]:
-        """The objects applied, and the failure of the others, if any; the fields the drift
+    ) -> tuple[dict[ObjectKey, Body], list[Failure]]:
+        """The objects applied, and the failures of the others; the fields the drift
         policy holds are sent as they are live. A tier's answers are held until it ends, so
         each is kept as small as what reads it: projected, as live objects are, and for an
         object created only its identity (the record and the drift memo read its uid and
@@ -250,7 +271,7 @@ class Applier:
             return answer if live else _identity(answer)
 
         sent = send_each(self.cluster, targets, apply, self.settings.concurrency)
-        return sent.answers, error_of(sent.failures, self.settings)
+        return sent.answers, sent.failures
 
     def _record(
         self, target: Target, action: Action, result: Body | None, detail: str = ""

@@ -129,6 +129,9 @@ class Measurement:
     """The objects compared with the cluster."""
     dry_run: int = 0
     """Of those, the objects dry-run now: the memo vouched for the others."""
+    unchecked: frozenset[ObjectKey] = frozenset()
+    """The one object a sync sends without a dry-run: all it writes, so its apply is its
+    own all-or-nothing check (`measure.lone_write`)."""
 
 
 class Action(StrEnum):

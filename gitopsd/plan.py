@@ -237,6 +237,9 @@ class Plan:
     hooks: Mapping[ObjectKey, int] = field(default_factory=dict)
     """The sync hooks that run within its waves, each with its wave (`hook_waves`): a sync
     that runs hooks puts them in."""
+    unchecked: frozenset[ObjectKey] = frozenset()
+    """The object sent without a dry-run (`Measurement.unchecked`): refused alone when the
+    server finds that git changes a field of it that cannot change, as its dry-run would."""
 
     def sent(self) -> set[ObjectKey]:
         """The targets to write: created, configured or replaced."""
@@ -290,7 +293,7 @@ def plan_for(
         plan = _holding(plan_changes(drifted, present, measured.differing), measured)
         return plan if plan.sent() else None
     written = [key for key, target in targets.items() if target.writes(key in present)]
-    plan = plan_changes(written, present, measured.differing)
+    plan = replace(plan_changes(written, present, measured.differing), unchecked=measured.unchecked)
     plan = _replacing(plan, settings, targets, live, measured)
     if settings.prune.enabled:
         held_back = {key.group_kind for key in plan.refused}
@@ -328,15 +331,19 @@ def _replacing(
 def _not_replaced(fields: tuple[str, ...], asked: bool, owned: bool, settings: SyncSettings) -> str:
     named = ", ".join(fields) or "a field"
     if not asked:
-        return (
-            f"not applied: git changes {named}, which cannot change once set; {replacing(settings)}"
-        )
+        return not_applied(fields, settings)
     if not owned:
         return (
             f"not replaced: git changes {named}, which cannot change once set, and this "
             "source has no record of applying the object it finds (rule: not_owned)"
         )
     return ""
+
+
+def not_applied(fields: tuple[str, ...], settings: SyncSettings) -> str:
+    """Why an object whose immutable fields git changes is refused when no replace is asked."""
+    named = ", ".join(fields) or "a field"
+    return f"not applied: git changes {named}, which cannot change once set; {replacing(settings)}"
 
 
 def replacing(settings: SyncSettings) -> str:

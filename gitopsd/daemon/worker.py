@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -41,6 +42,7 @@ from gitopsd.reconcile import (
     reconcile_once,
 )
 from gitopsd.reconcile.measure import DriftMemo
+from gitopsd.reconcile.stamping import keep_stamps
 from gitopsd.source import ChartCache, FetchLedger, SharedFetch
 
 ANNOUNCE_SECONDS = 1.0
@@ -116,6 +118,7 @@ class SourceWorker:
             config.self_heal,
             shared=self.shared,
             charts=self.held,
+            stamps_wait=True,  # the memo lives on: stamps ride the next parent write, or stop
         )
         self.state = State(memo=DriftMemo(self.cache.content_version))
         self.reporter = Reporter(config, self.recorder, self.cluster, self.state)
@@ -154,9 +157,17 @@ class SourceWorker:
     def stop(self, grace_seconds: float) -> None:
         """At shutdown: no new work starts (the daemon's stop is set, and fences every write
         but a record); the reconcile in flight gets up to `grace_seconds` to end, recording
-        what it applied, before the source retires."""
-        self.ended(grace_seconds)
+        what it applied, then, with grace left, the stamps its syncs left waiting."""
+        if self.ended(grace_seconds) and grace_seconds > 0:
+            self._keep_stamps()
         self.retire()
+
+    def _keep_stamps(self) -> None:
+        state, writes = self.state, self.config.mode == Mode.ENFORCE and self.leading.is_set()
+        if state.desired and writes and not state.earlier and not self.reader.stale:
+            parent, settings = self.reader.parent, self.config.settings
+            with suppress(GitopsdError):  # a stamp not written costs a dry-run, nothing more
+                keep_stamps(self.cluster, settings, parent, state.memo, self.reader.written)
 
     def retire(self) -> None:
         """Stops its watches, polls and drift checks, fences its writes and removes its

@@ -13,7 +13,7 @@ as in sync and measures the rest.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -34,10 +34,11 @@ from gitopsd.reconcile.desired import (
     fetch,
     read_revision,
 )
-from gitopsd.reconcile.enforce import ParentWriter, SyncReport, make_changes
+from gitopsd.reconcile.enforce import SyncReport, make_changes
 from gitopsd.reconcile.live import Bounds, CacheReader, ListReader, Reader
 from gitopsd.reconcile.measure import IN_SYNC, DriftMemo, measure, with_owners
 from gitopsd.reconcile.resolving import BuiltIn, Kinds, Served, resolve
+from gitopsd.reconcile.stamping import parent_writer
 from gitopsd.resources import CONFIG_MAPS
 from gitopsd.source import ChartUser, Revision, Shared
 
@@ -58,6 +59,9 @@ class Source:
     """In enforce mode, re-apply what drifted from the revision applied last."""
     refresh: bool = False
     """Dry-run every object, trusting no in-sync stamp of the parent's."""
+    stamps_wait: bool = False
+    """A sync's stamps wait for the next write of the parent (the daemon: its memo lives
+    on, and `keep_stamps` writes them at shutdown); else a sync writes them at once."""
     shared: Shared | None = None
     """Its git fetches, shared with the daemon's other sources of the same ref (None:
     each poll fetches)."""
@@ -170,7 +174,8 @@ def reconcile_once(
     plan = plan_for(settings, step, desired.targets, live, measured)
     if plan is not None:
         listener.on_plan(len(plan.actions) + len(plan.prune.delete if plan.prune else ()))
-        parent = _parent(cluster, settings, live, state, reader.written, step == Step.SYNC)
+        restamp = step == Step.SYNC and not source.stamps_wait
+        parent = parent_writer(cluster, settings, live.parent, state.memo, reader.written, restamp)
         seeding = _seeding(listener, state.memo, plan.held)
         result.report = make_changes(
             desired, plan, live, seeding, parent, step == Step.SYNC, intent.may_prune
@@ -306,31 +311,13 @@ def _measure(
     step: Step,
 ) -> Measurement:
     """Drift, with what is not this source's to write reported as unowned. A pass that may
-    write checks the absent targets by dry-run too: a sync sends nothing unless all pass."""
-    measured = measure(cluster, settings, desired.targets, live, state.memo, step != Step.NONE)
+    write checks the absent targets by dry-run too: a sync sends nothing unless all pass,
+    save its lone write, whose apply is its own check (a sync that runs hooks has none)."""
+    syncing = step == Step.SYNC and not desired.hooks
+    writes = step != Step.NONE
+    measured = measure(cluster, settings, desired.targets, live, state.memo, writes, syncing)
     applyset = applyset_of(settings)
     return with_owners(cluster, settings, applyset, desired.targets, live, measured, state.owners)
-
-
-def _parent(
-    cluster: Cluster,
-    settings: SyncSettings,
-    live: Live,
-    state: State,
-    written: Callable[[Body | None], None],
-    restamp: bool,
-) -> ParentWriter:
-    """The writer of the parent as read, with the stamps of what the memo holds in sync."""
-    return ParentWriter(
-        cluster=cluster,
-        settings=settings,
-        applyset=applyset_of(settings),
-        stamps=state.memo.stamps,
-        stored_stamps=inventory.stored_stamps(live.parent),
-        restamp=restamp,
-        written=written,
-        live=live.parent,
-    )
 
 
 def withdraw(source: Source, cluster: Cluster) -> SyncReport:
@@ -349,7 +336,7 @@ def withdraw(source: Source, cluster: Cluster) -> SyncReport:
     nothing = Desired(Revision("", None, source.spec.url), {})
     plan = plan_for(settings, Step.SYNC, {}, live, Measurement([], set()))
     assert plan is not None  # noqa: S101 - a sync always plans
-    parent = _parent(cluster, settings, live, State(), reader.written, restamp=False)
+    parent = parent_writer(cluster, settings, live.parent, DriftMemo(), reader.written, False)
     report = make_changes(nothing, plan, live, Listener(), parent)
     if not report.refused:
         uid = live.parent["metadata"]["uid"]  # its record was emptied: any version

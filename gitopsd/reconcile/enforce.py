@@ -71,21 +71,29 @@ class ParentWriter:
     stored_stamps: bytes
     """The stamps the parent holds."""
     restamp: bool
-    """Write a parent whose record is current but whose stamps are not: a sync does, so the
-    next run measures only what changes; a heal does not, to cost one write, not two."""
+    """Write a parent whose record is current but whose stamps are not: the command line's
+    sync does, as its memo ends with it, so the next run measures only what changes. A heal
+    does not, nor the daemon's sync, whose memo lives on: their stamps wait for the next
+    write of the parent (a record that changes, or the daemon's shutdown: `keep_stamps`),
+    and a stamp lost meanwhile (a crash) costs that object a dry-run at the next start."""
     written: Callable[[Body | None], None]
     """Hears of each write of the parent: the parent it answered, None if it failed."""
     live: Body | None
     """The parent as read (None: absent), then as written: each write is preconditioned on
     it, so a parent deleted and made anew by someone else meanwhile is never overwritten."""
 
-    def write(self, before: inventory.Record, record: inventory.Record) -> None:
+    def write(
+        self, before: inventory.Record, record: inventory.Record, failed: bool = False
+    ) -> None:
         """Writes the parent with `record`, unless it holds that already, and the stamps too
         or no restamp is asked (a sync that changed nothing writes nothing; nor does a first
-        sync whose dry-run failed). Records are compared, not their encodings: a heal of one
-        object compresses nothing."""
+        sync whose dry-run failed, nor one whose apply `failed` having applied nothing).
+        Records are compared, not their encodings: a heal of one object compresses nothing."""
         unchanged = record == before
-        if self.settings.dry_run or (unchanged and not self.restamp):
+        # Stamps may wait, the record never does: a record that changed is written at once,
+        # and before anything is pruned, so that whatever crash follows, every object
+        # applied is recorded and the next sync can prove it owned.
+        if self.settings.dry_run or (unchanged and (failed or not self.restamp)):
             return  # a heal hashes no stamps
         if unchanged and self.cluster.stopping():
             return  # a stopping process writes its record, not stamps alone
@@ -217,10 +225,12 @@ def _apply(
         on_wave=listener.on_wave,
         run_hooks=run_hooks,
     )
+    failed = True
     try:
         applier.run(plan, targets)
+        failed = False
     finally:  # what was applied is recorded even when a later object failed
-        parent.write(live.recorded, {**live.recorded, **applier.changes.applied})
+        parent.write(live.recorded, {**live.recorded, **applier.changes.applied}, failed)
 
 
 def _record_of(live: Live, report: SyncReport) -> inventory.Record:

@@ -134,13 +134,14 @@ def measure(
     live: Live,
     memo: DriftMemo,
     validate_missing: bool = False,
+    syncing: bool = False,
 ) -> Measurement:
     """Dry-runs every present target the memo has not measured in its current state, and
     every absent one that can be, as a create (`validate_missing`, a pass that may write:
     each of them, as a sync sends nothing unless all pass; else those whose body the memo
     has not dry-run), then names what differs, as the drift policy decides: a missing
     object as the server would store it. Targets a sync never writes (skip, or create-only
-    once present) are not measured."""
+    once present) are not measured; nor, `syncing`, the sync's lone write (`lone_write`)."""
     present = {
         key: body
         for key, body in live.desired.items()
@@ -151,6 +152,10 @@ def measure(
     absent = ready_absent
     if not validate_missing:
         absent = [target for target in absent if memo.missing(target) is None]
+    lone = lone_write(settings, targets, live, memo, present, stale) if syncing else None
+    unchecked = frozenset({lone.key} if lone else ())
+    stale = [target for target in stale if target.key not in unchecked]
+    absent = [target for target in absent if target.key not in unchecked]
     _dry_run(cluster, settings, stale, absent, live, memo)
     memo.keep_only(targets)
     measured = {key: memo.recall(key) for key in present}
@@ -166,12 +171,52 @@ def measure(
     ]
     return Measurement(
         sorted(drifts, key=lambda d: d.key),
-        differing={key for key, m in measured.items() if not m.in_sync},
+        differing={key for key, m in measured.items() if not m.in_sync} | unchecked,
         immutable={key: m.immutable for key, m in measured.items() if m.immutable},
         held=[drift for drift in modified if not drift.reported],
         compared=len(present) + len(ready_absent),
         dry_run=len(stale) + len(absent),
+        unchecked=unchecked,
     )
+
+
+def lone_write(
+    settings: SyncSettings,
+    targets: Mapping[ObjectKey, Target],
+    live: Live,
+    memo: DriftMemo,
+    present: Iterable[ObjectKey],
+    stale: list[Target],
+) -> Target | None:
+    """The object a sync would write without a dry-run, where it is all the sync writes
+    (nothing else to create or configure, nothing left git to prune) and its dry-run would
+    only check it: absent and ready to create, or present as the memo last measured it
+    with a new git body, no drift rule to hold its fields and no replace asked for. Its
+    apply is then its own all-or-nothing check. An object whose live version moved since
+    it was measured is dry-run: that dry-run measures drift, and diff and metrics show it."""
+    if settings.dry_run or any(key not in targets for key in (*live.owned, *live.recorded)):
+        return None
+    absent = [t for k, t in targets.items() if live.desired[k] is None and t.writes(False)]
+    differing = {key for key in present if not memo.recall(key).in_sync}
+    writes = {t.key for t in absent} | {t.key for t in stale} | differing
+    if len(writes) != 1:
+        return None
+    if absent:
+        return absent[0] if ready(absent[0], targets, live.desired) else None
+    if not stale:
+        return None
+    lone = stale[0]
+    held = lone.rules or settings.drift_rules
+    replaced = settings.replace_on_immutable or Option.REPLACE_ON_IMMUTABLE in lone.options
+    return lone if _new_body(memo, lone, live) and not held and not replaced else None
+
+
+def _new_body(memo: DriftMemo, target: Target, live: Live) -> bool:
+    """Measured last at the live version it has now, with another git body."""
+    fingerprint, version, _ = memo.seen.get(target.key, ("", "", IN_SYNC))
+    current = live.desired[target.key]
+    now = memo.version_of(target.key, current) if current is not None else ""
+    return bool(version) and version == now and fingerprint != target.fingerprint
 
 
 def _dry_run(

@@ -359,7 +359,10 @@ METHOD = """## How it is measured
   interval, in which every GitSync polls once (audited requests but the Lease's, CPU,
   VmRSS); then a commit, one GitSync's webhook
   called, until every GitSync's ConfigMap carries it. Threads: the most the daemon ran at
-  once over all of it.
+  once over all of it. Both steps are set against their CPU floor: the daemon's requests
+  in them (audited) times the CPU a request costs kube-apiserver, etcd and the client,
+  calibrated in the same run by 2,000 server-side applies of a ConfigMap, over the cores
+  (tests/bench/floor.py).
 - Tenants (tests/bench/tenants.py, `--tenants`, on a bare control plane of its own): one
   daemon in operator mode inside a 1 GiB memory cgroup, as the Deployment's limit, serving
   two namespaces. The victim's GitSync keeps 40 ConfigMaps (selfHeal, interval 1h); each

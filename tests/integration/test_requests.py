@@ -1,10 +1,11 @@
 """What each object costs in API requests, read from the API server's audit log.
 
-A sync dry-runs each object once and applies only what is absent or differs; the CLI lists
-a kind per namespace instead of getting each object; the daemon dry-runs and applies only
-what a new revision changed, its own writes cost no second dry-run, and the parent it wrote
-is not read back. The parent's in-sync
-stamps spare a later run (CLI or daemon) the dry-runs of what nothing changed since.
+A sync dry-runs each object once and applies only what is absent or differs, but for a
+sync whose only write is one object, whose apply is its own check; the CLI lists a kind
+per namespace instead of getting each object; the daemon dry-runs and applies only what a
+new revision changed, its own writes cost no second dry-run, and the parent it wrote is not
+read back. The parent's in-sync stamps spare a later run (CLI or daemon) the dry-runs of
+what nothing changed since; the daemon writes them with its record, or when it stops.
 """
 
 from __future__ import annotations
@@ -253,14 +254,19 @@ def test_a_sync_after_a_one_file_commit_applies_that_object_alone(
     assert f"configured ConfigMap/{namespace}/cm3" in " ".join(out.split())
 
 
-def test_the_daemon_dry_runs_and_applies_only_what_a_commit_changed(
+def test_the_daemon_applies_a_one_file_commit_alone_and_keeps_its_stamp_until_it_stops(
     daemons: Daemons,
     control_plane: ControlPlane,
     git_server: GitServer,
     git_repo: GitRepo,
 ) -> None:
+    """A commit whose only write is one object costs that apply: no dry-run (the apply is
+    its own check) and no write of the parent (its record holds the object already; the
+    new stamp waits). The daemon writes the stamp when it stops, so the next one dry-runs
+    nothing."""
     git_repo.commit(config_maps())
-    daemon = daemons.start(git_server.file_url(git_repo))
+    url = git_server.file_url(git_repo)
+    daemon = daemons.start(url)
     applied = "gitopsd_apply_total"
     daemon.wait_value(
         applied, lambda v: v == OBJECTS, "the first sync", source="app", action="created"
@@ -280,12 +286,84 @@ def test_the_daemon_dry_runs_and_applies_only_what_a_commit_changed(
 
     writes = audit.writes(control_plane, daemon.user, since)
     objects = [w for w in writes if w.resource == "configmaps" and w.name not in BOOKKEEPING]
-    assert writes_by_name(objects, dry_run=True) == Counter({"cm3": 1})
+    assert writes_by_name(objects, dry_run=True) == Counter()
     assert writes_by_name(objects, dry_run=False) == Counter({"cm3": 1})
-    parent = [
-        r for r in audit.requests(control_plane, daemon.user, since) if r.name == "gitopsd-app"
+    requests = audit.requests(control_plane, daemon.user, since)
+    assert [r.verb for r in requests if r.name == "gitopsd-app"] == []
+    stopping = time.time()
+
+    assert daemon.stop() == 0
+    parent = [r for r in audit.requests(control_plane, daemon.user, stopping)]
+    assert [(r.verb, r.name) for r in parent if r.resource == "configmaps"] == [
+        ("patch", "gitopsd-app")
     ]
-    assert [r.verb for r in parent] == ["patch"]  # its write's answer is the parent it reads
+    since = time.time()
+    again = daemons.start(url, name="again")
+    again.wait_value("gitopsd_reconcile_total", lambda v: v >= 1, "its first sync", source="app")
+    writes = audit.writes(control_plane, again.user, since)
+    objects = [w for w in writes if w.resource == "configmaps" and w.name not in BOOKKEEPING]
+    assert objects == []  # the stamps vouch for every object: no dry-run, no apply
+
+
+def test_a_lone_invalid_object_is_refused_by_its_apply_and_nothing_else_is_written(
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    """The one object a commit adds is sent without a dry-run: the server refuses its apply
+    as it would its dry-run, the error names the object and the field, and nothing else
+    is written, the parent included."""
+    git_repo.commit(config_maps())
+    url = git_server.file_url(git_repo)
+    sync(gitopsd, control_plane, url, namespace)
+    bad = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\ndata:\n  k: v\nbogus: 1\n"
+    git_repo.commit({"bad.yaml": bad})
+    since = time.time()
+
+    run = gitopsd(
+        "sync", url, *scope(namespace), "--kubeconfig", str(control_plane.audited_kubeconfig)
+    )
+
+    assert run.code != 0, run.text
+    assert f"ConfigMap/{namespace}/bad (bad.yaml" in run.err and "bogus" in run.err, run.text
+    writes = audit.writes(control_plane, AUDITED_USER, since)
+    assert [(w.name, w.dry_run) for w in writes] == [("bad", False)]  # its apply, refused
+    assert writes[0].code >= 400
+
+
+def test_the_daemon_refuses_a_lone_write_of_an_immutable_field_as_its_dry_run_would(
+    daemons: Daemons,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    """A commit that changes the data of an immutable ConfigMap, and nothing else: its
+    apply is refused, and the object is refused alone, naming the field, as its dry-run
+    would have had it."""
+    frozen = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: frozen\nimmutable: true\n"
+    git_repo.commit({**config_maps(), "frozen.yaml": frozen + "data:\n  k: one\n"})
+    daemon = daemons.start(git_server.file_url(git_repo))
+    daemon.wait_value(
+        "gitopsd_apply_total", lambda v: v == OBJECTS + 1, "the first sync", action="created"
+    )
+    since = time.time()
+
+    git_repo.commit({"frozen.yaml": frozen + "data:\n  k: two\n"})
+    daemon.wait_value(
+        "gitopsd_errors_total", lambda v: v >= 1, "the refusal", stage="cluster", reason="immutable"
+    )
+
+    writes = audit.writes(control_plane, daemon.user, since)
+    frozen_writes = [(w.dry_run, w.code) for w in writes if w.name == "frozen"]
+    assert frozen_writes[0] == (False, 422)  # its apply, not a dry-run, was refused
+    core: Any = client.CoreV1Api(admin_api)
+    assert core.read_namespaced_config_map("frozen", namespace).data == {"k": "one"}
+    refused = [line for line in daemon.logs().splitlines() if "frozen: not applied" in line]
+    assert refused and "git changes data.k, which cannot change once set" in refused[0]
 
 
 def test_a_daemon_starting_dry_runs_only_what_changed_since_the_last_sync(
