@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from gitopsd.cluster import Cluster, Resource
-from gitopsd.cluster.cache import Informer, Owned, resource_version
+from gitopsd.cluster.cache import Informer, Owned
 from gitopsd.errors import ClusterError, ClusterReason
+from gitopsd.managed_fields import owned_version
 from gitopsd.objects import Body, GroupKind, ObjectKey, owner_of
 
 REFUSAL_CHECK_SECONDS = 0.1
@@ -248,14 +249,11 @@ class LiveCache:
             found.update(each.informer.held(each.wanted))
         return found
 
-    def content_version(self, key: ObjectKey, body: Body) -> str:
-        """A version of `body` that moves when its content does, not when only its status
-        does (falls back to the resourceVersion). A drift check that read `body` just before
-        a newer event arrived is remembered under `body`'s version, so the event's content is
-        checked too."""
+    def owned_version(self, key: ObjectKey, body: Body) -> str:
+        """`managed_fields.owned_version(body)`: what a dry-run could find different in it,
+        computed once per watch event. A body older than the newest event has its own."""
         joined = self.joined.get((key.group_kind, key.namespace))
-        known = joined.informer.content_version(key, body) if joined else None
-        return known or resource_version(body)
+        return joined.informer.owned_version(key, body) if joined else owned_version(body)
 
     def stop(self) -> None:
         """Leaves every informer: what only this source kept is dropped."""
