@@ -10,10 +10,11 @@ objects its `keep` says (for the daemon's sources, see `watches`: those an Apply
 source labels as its own and those git declares), each as its projection (what drift,
 attribution, ownership and health read; see `projection`), indexed by their ApplySet, with
 its owned version (`managed_fields.owned_version`, computed once per event). A change that
-moves the owned version (what a dry-run of gitopsd's apply could find different), or the
-object's health, reaches `on_change`, so drift and health are evaluated again within about
-a second of an edit or a rollout's progress; a controller's status or annotation, or a
-field another manager owns, costs nothing more than its event. A no-op reconcile reads
+moves the owned version (what a dry-run of gitopsd's apply could find different) reaches
+`on_change`, so drift is measured again within about a second of an edit; one that moves
+only the object's health (a rollout's progress) reaches `on_health`, which assesses it
+again and measures nothing. A controller's status or annotation, or a field another
+manager owns, costs nothing more than its event. A no-op reconcile reads
 only memory. Kept whole (a controller's own objects), any change but of status does.
 """
 
@@ -68,6 +69,9 @@ class Informer:
     keep: Keep
     on_change: Change
     stopping: threading.Event
+    on_health: Change | None = None
+    """Hears of a change that moved only the object's health (a rollout's progress), which
+    needs no drift measured; None: `on_change` hears it too."""
     whole: bool = False
     """Keep bodies whole (status and generation too), not projected: for a controller's own
     objects, not for the objects drift is measured on."""
@@ -184,8 +188,10 @@ class Informer:
                 self.store[key] = body
                 if owned is not None:
                     self.owned_versions[key] = (resource_version(body), owned)
-        if changed or self._health_changed(previous, body):
+        if changed:
             self.on_change(key, previous, body)
+        elif self._health_changed(previous, body):
+            (self.on_health or self.on_change)(key, previous, body)
 
     def _moved(
         self, key: ObjectKey, previous: Body | None, body: Body | None, owned: str | None

@@ -65,6 +65,11 @@ class Audience:
         for view in now | self.keepers(key, previous):
             view.on_change(key, body if view in now else None)
 
+    def health_moved(self, key: ObjectKey, previous: Body | None, body: Body | None) -> None:
+        """Tells each view that keeps the object that only its health moved."""
+        for view in self.keepers(key, body):
+            view.on_health(key)
+
     def add(self, view: LiveCache, namespace: str, keys: Iterable[ObjectKey]) -> None:
         with self.lock:
             self.owners.setdefault((view.applyset_id, namespace), set()).add(view)
@@ -173,6 +178,7 @@ class Watches:
         informer = Informer(
             cluster, resource, namespace, audience.keep, audience.changed, self.stopping
         )
+        informer.on_health = audience.health_moved
         self.informers[shared] = (informer, audience)
         return informer, audience
 
@@ -188,6 +194,8 @@ class LiveCache:
     on_change: Callable[[ObjectKey, Body | None], None]
     """Hears of a change of an object it keeps (None: deleted, or no longer kept)."""
     stopping: threading.Event = field(default_factory=threading.Event)
+    on_health: Callable[[ObjectKey], None] = lambda key: None
+    """Hears of a change that moved only the health of an object it keeps."""
     joined: dict[Scope, Joined] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -247,6 +255,14 @@ class LiveCache:
         for each in joined:
             found.update(each.informer.owned_by(each.owned))
             found.update(each.informer.held(each.wanted))
+        return found
+
+    def held(self, keys: Iterable[ObjectKey]) -> dict[ObjectKey, Body | None]:
+        """The newest body of each of `keys` (None: none held)."""
+        found: dict[ObjectKey, Body | None] = {}
+        for key in keys:
+            joined = self.joined.get((key.group_kind, key.namespace))
+            found[key] = joined.informer.get(key) if joined else None
         return found
 
     def owned_version(self, key: ObjectKey, body: Body) -> str:

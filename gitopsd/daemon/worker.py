@@ -101,9 +101,11 @@ class SourceWorker:
         self.deadline = Deadline(config.timeout_seconds)
         applyset = desired.applyset_of(config.settings)
         self.cache = LiveCache(self.watches, self.cluster, applyset.id, self._changed, self.halt)
+        self.cache.on_health = self._health_moved
         bounds = Bounds.of(config.settings, config.spec.limits)
         self.reader = CacheReader(self.cluster, self.cache, bounds)
         self.queue = WorkQueue()
+        self.healths = WorkQueue()  # objects whose health alone moved: assessed, not measured
         self.poll_soon = self.pool.coalesced(self.poll, f"poll of {config.name}", self.tenant)
         """Polls on one of the pool's threads (its interval, start-up, a new leader, a
         webhook): a burst of calls costs at most one poll after the one in flight."""
@@ -152,16 +154,14 @@ class SourceWorker:
         self.poll_soon()
 
     def stop(self, grace_seconds: float) -> None:
-        """At shutdown: no new work starts (the daemon's stop is set, and fences every write
-        but a record); the reconcile in flight gets up to `grace_seconds` to end, recording
-        what it applied, before the source retires."""
+        """At shutdown: no new work starts (the daemon's stop fences every write but a
+        record); the reconcile in flight gets `grace_seconds` to end before it retires."""
         self.ended(grace_seconds)
         self.retire()
 
     def retire(self) -> None:
-        """Stops its watches, polls and drift checks, fences its writes and removes its
-        jobs, at once: a reconcile in flight writes nothing more and schedules no retry (it
-        sees the halt), and `ended` says when it is over."""
+        """Stops its watches, polls and drift checks, fences its writes and removes its jobs
+        at once: a reconcile in flight writes and retries nothing more (it sees the halt)."""
         self.halt.set()
         self.cache.stop()
         if self.shared:
@@ -203,9 +203,8 @@ class SourceWorker:
         self.announced()
 
     def announced(self) -> None:
-        """Polls now, fetching from the remote (a webhook announced a push, or someone
-        asked to reconcile now): no recent fetch of another source stands in for it. At
-        most one such fetch a second: announcements within it are one, a second later."""
+        """Polls now, fetching afresh, not using another source's fetch (a webhook announced a
+        push, or someone asked); announcements within a second of the last are one, later."""
         wait = self.announced_at + ANNOUNCE_SECONDS - time.monotonic()
         if wait > 0 and self.timers and not self.halt.is_set():
             self.timers.later("announce", self._fetch_now, wait)
@@ -234,7 +233,7 @@ class SourceWorker:
             self.report.handled_request = token
             self.attempted.set()
         self.on_report()
-        if len(self.queue):  # changes seen while it ran, or before its first end
+        if len(self.queue) or len(self.healths):  # seen while it ran, or before it first ended
             self.check_soon()
 
     def _settle(self) -> None:
@@ -330,11 +329,15 @@ class SourceWorker:
         self.queue.add(key)
         self.check_soon()
 
+    def _health_moved(self, key: ObjectKey) -> None:
+        self.healths.add(key)
+        self.check_soon()
+
     def _check(self) -> None:
-        """Takes the queued keys and checks them, unless the source cannot yet: before
-        its first poll ends (which may have measured before these changes; it checks them
-        when it ends), within CHECK_WINDOW_SECONDS of the check before, and while a failed
-        check waits out its backoff (the clock checks them after either)."""
+        """Takes the queued keys and checks them (or, none queued, assesses those whose health
+        alone moved), unless the source cannot yet: before its first poll ends (which checks
+        them when it ends), within CHECK_WINDOW_SECONDS of the check before, and while a
+        failed check waits out its backoff (the clock checks them after either)."""
         if self.stopping.is_set() or self.halt.is_set():
             return
         if not self.busy.acquire(blocking=False):
@@ -345,7 +348,7 @@ class SourceWorker:
             self.busy.release()
         if checked:
             self.on_report()
-            if len(self.queue):  # changes seen while it ran
+            if len(self.queue) or len(self.healths):  # changes seen while it ran
                 self.check_soon()
 
     def _check_queued(self) -> bool:
@@ -357,7 +360,7 @@ class SourceWorker:
         if not keys or not self.leading.is_set():
             for key in keys:  # a new leader measures everything in its first poll
                 self.reporter.seen.pop(key, None)
-            return False
+            return self._reassess()
         if self.state.desired is None or not self.attempted.is_set():
             self.queue.add_all(keys)
         elif not self.recheck_backoff.ready():
@@ -369,6 +372,14 @@ class SourceWorker:
                 self._recheck(keys)
             return True
         return False
+
+    def _reassess(self) -> bool:
+        """Assesses again the objects whose health alone moved; says whether it did."""
+        keys = self.healths.take(timeout_seconds=0)
+        if not keys or not self.leading.is_set() or self.report.health is None:
+            return False  # a poll assesses them all
+        self.reporter.reassessed(self.cache.held(keys), self.config.settings.checks)
+        return True
 
     def _check_later(self, delay_seconds: float) -> None:
         if self.timers and not self.halt.is_set():

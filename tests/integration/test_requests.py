@@ -358,8 +358,9 @@ def test_a_rollout_costs_the_daemon_no_dry_run_and_an_edit_of_its_field_is_heale
     git_repo: GitRepo,
     namespace: str,
 ) -> None:
+    """Polled once an hour, it hears of the rollout's progress through its health alone."""
     git_repo.commit(deployment("web", deadline=60))
-    daemon = daemons.start(git_server.file_url(git_repo))
+    daemon = daemons.start(git_server.file_url(git_repo), interval="1h")
     wait_for(lambda: rolled_out(admin_api, namespace, "web"), "web rolled out", 60)
     daemon.wait_value("gitopsd_source_health", lambda v: v == 1, "web Current", status="Current")
 

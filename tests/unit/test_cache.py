@@ -106,7 +106,8 @@ def test_a_controllers_annotation_is_stored_but_neither_reported_nor_versioned()
 
 
 def test_a_status_update_that_changes_health_is_reported_but_not_versioned() -> None:
-    """A rollout that completes is measured again (its health), yet costs no dry-run."""
+    """A rollout that completes is assessed again (its health), yet costs no dry-run: where
+    someone hears health alone, a drift check is not asked for."""
     cache, changes = informer()
     cache._record(WEB, deployment("1"))
     cache._record(WEB, rolled_out("2"))
@@ -114,6 +115,28 @@ def test_a_status_update_that_changes_health_is_reported_but_not_versioned() -> 
     assert changes == [WEB, WEB]
     assert health.assess(cache.store[WEB]).status == health.Status.CURRENT
     assert cache.owned_version(WEB, rolled_out("2")) == owned_version(deployment("1"))
+
+    healths: list[ObjectKey] = []
+    cache.on_health = lambda key, *_: healths.append(key)
+    cache._record(WEB, deployment("3", ready=1))  # no longer Current: a new generation
+    cache._record(WEB, deployment("4", replicas=3, ready=1))
+    assert (healths, changes) == ([WEB], [WEB, WEB, WEB])
+
+
+def test_a_view_hears_of_health_alone_apart() -> None:
+    live, cluster = view("applyset-ours-v1")
+    healths: list[ObjectKey] = []
+    live.on_health = healths.append
+    try:
+        live.ensure({(WEB.group_kind, "n"): DEPLOYMENTS}, [WEB])
+        fed = shared_informer(live)
+        wait_for(fed.synced.is_set, "the informer to sync")
+        fed._record(WEB, deployment("1"))
+        fed._record(WEB, rolled_out("2"))
+
+        assert healths == [WEB] and live.held([WEB, A]) == {WEB: fed.store[WEB], A: None}
+    finally:
+        cluster.stopping.set()
 
 
 def test_a_deletion_is_reported_and_forgotten() -> None:
