@@ -170,15 +170,16 @@ class Informer:
         return delivered
 
     def _record(self, key: ObjectKey, body: Body | None, unless: Unless | None = None) -> None:
-        """Stores the newest body (None: gone); a change of content moves its version and
-        is reported. `unless`, asked under the lock with the body held, vetoes it."""
-        owned = None if body is None or self.whole else owned_version(body)
+        """Stores the newest body (None: gone) with its owned version, and reports a change
+        that moved it, or the health. `unless`, asked under the lock with the body held,
+        vetoes it."""
         with self.lock:
             previous = self.store.get(key)
             if unless is not None and unless(key, previous):
                 return
             for seen in self.catching_up:
                 seen.add(key)
+            owned = self._owned(key, previous, body)
             changed = self._moved(key, previous, body, owned)
             self._index(key, previous, body)
             if body is None:
@@ -192,6 +193,16 @@ class Informer:
             self.on_change(key, previous, body)
         elif self._health_changed(previous, body):
             (self.on_health or self.on_change)(key, previous, body)
+
+    def _owned(self, key: ObjectKey, previous: Body | None, body: Body | None) -> str | None:
+        """The owned version of `body` (None: no body, or kept whole), not computed again when
+        only its status moved (most of a rollout's events)."""
+        if body is None or self.whole:
+            return None
+        held = self.owned_versions.get(key)
+        if held is not None and content(previous) == content(body):
+            return held[1]
+        return owned_version(body)
 
     def _moved(
         self, key: ObjectKey, previous: Body | None, body: Body | None, owned: str | None
