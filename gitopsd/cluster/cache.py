@@ -14,8 +14,8 @@ moves the owned version (what a dry-run of gitopsd's apply could find different)
 `on_change`, so drift is measured again within about a second of an edit; one that moves
 only the object's health (a rollout's progress) reaches `on_health`, which assesses it
 again and measures nothing. A controller's status or annotation, or a field another
-manager owns, costs nothing more than its event. A no-op reconcile reads
-only memory. Kept whole (a controller's own objects), any change but of status does.
+manager owns, costs nothing more than its event. Kept whole (a controller's own objects),
+any change but of status reaches `on_change`. A no-op reconcile reads only memory.
 """
 
 from __future__ import annotations
