@@ -76,8 +76,9 @@ class Informer:
     """Keep bodies whole (status and generation too), not projected: for a controller's own
     objects, not for the objects drift is measured on."""
     store: dict[ObjectKey, Body] = field(default_factory=dict)
-    owned_versions: dict[ObjectKey, tuple[str, str]] = field(default_factory=dict)
-    """Each projected object's resourceVersion and owned version (`owned_version`)."""
+    versions: dict[ObjectKey, tuple[str, str, str]] = field(default_factory=dict)
+    """Each projected object's resourceVersion, its owned version (`owned_version`) and the
+    resourceVersion of its last change of anything but status."""
     owned: dict[Owned, set[ObjectKey]] = field(default_factory=dict)
     """The keys held, by the ApplySet that labels them and their namespace."""
     catching_up: list[set[ObjectKey]] = field(default_factory=list)
@@ -179,33 +180,40 @@ class Informer:
                 return
             for seen in self.catching_up:
                 seen.add(key)
-            owned = self._owned(key, previous, body)
-            changed = self._moved(key, previous, body, owned)
+            versions = self._versions(key, previous, body)
+            changed = self._moved(key, previous, body, versions)
             self._index(key, previous, body)
             if body is None:
                 self.store.pop(key, None)
-                self.owned_versions.pop(key, None)
+                self.versions.pop(key, None)
             else:
                 self.store[key] = body
-                if owned is not None:
-                    self.owned_versions[key] = (resource_version(body), owned)
+                if versions is not None:
+                    self.versions[key] = (resource_version(body), *versions)
         if changed:
             self.on_change(key, previous, body)
         elif self._health_changed(previous, body):
             (self.on_health or self.on_change)(key, previous, body)
 
-    def _owned(self, key: ObjectKey, previous: Body | None, body: Body | None) -> str | None:
-        """The owned version of `body` (None: no body, or kept whole), not computed again when
-        only its status moved (most of a rollout's events)."""
+    def _versions(
+        self, key: ObjectKey, previous: Body | None, body: Body | None
+    ) -> tuple[str, str] | None:
+        """The owned version of `body` and the resourceVersion of its last change but of
+        status (None: no body, or kept whole); those held when only its status moved (most
+        of a rollout's events)."""
         if body is None or self.whole:
             return None
-        held = self.owned_versions.get(key)
+        held = self.versions.get(key)
         if held is not None and content(previous) == content(body):
-            return held[1]
-        return owned_version(body)
+            return held[1], held[2]
+        return owned_version(body), resource_version(body)
 
     def _moved(
-        self, key: ObjectKey, previous: Body | None, body: Body | None, owned: str | None
+        self,
+        key: ObjectKey,
+        previous: Body | None,
+        body: Body | None,
+        versions: tuple[str, str] | None,
     ) -> bool:
         """Whether the change matters beyond its health: its owned version moved (it came,
         went or changed so), or, kept whole, anything but its status did."""
@@ -213,8 +221,8 @@ class Informer:
             return content(previous) != content(body)
         if previous is None or body is None:
             return previous is not body
-        before = self.owned_versions.get(key)
-        return before is None or before[1] != owned
+        before = self.versions.get(key)
+        return before is None or versions is None or before[1] != versions[0]
 
     def _index(self, key: ObjectKey, previous: Body | None, body: Body | None) -> None:
         before, now = owner_of(previous) or "", owner_of(body) or ""
@@ -265,13 +273,14 @@ class Informer:
         with self.lock:
             return self.store.get(key)
 
-    def owned_version(self, key: ObjectKey, body: Body) -> str:
-        """`owned_version(body)`, as computed when its event came if it is the body held."""
+    def memo_version(self, key: ObjectKey, body: Body) -> str:
+        """`body`'s owned version and the resourceVersion of its last change but of status,
+        as `OWNED@CONTENT` (see `DriftMemo`); as held if it is the body held, else its own."""
         with self.lock:
-            held = self.owned_versions.get(key)
+            held = self.versions.get(key)
         if held is not None and held[0] == resource_version(body):
-            return held[1]
-        return owned_version(body)
+            return f"{held[1]}@{held[2]}"
+        return f"{owned_version(body)}@{resource_version(body)}"
 
     def forget(self, keys: Iterable[ObjectKey]) -> None:
         """Drops those of `keys` no longer kept (they left git and are no one's)."""

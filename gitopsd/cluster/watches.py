@@ -265,11 +265,14 @@ class LiveCache:
             found[key] = joined.informer.get(key) if joined else None
         return found
 
-    def owned_version(self, key: ObjectKey, body: Body) -> str:
-        """`managed_fields.owned_version(body)`: what a dry-run could find different in it,
+    def memo_version(self, key: ObjectKey, body: Body) -> str:
+        """`body`'s versions for the drift memo, as `OWNED@CONTENT`: what a dry-run could
+        find different in it, and the resourceVersion of its last change but of status,
         computed once per watch event. A body older than the newest event has its own."""
         joined = self.joined.get((key.group_kind, key.namespace))
-        return joined.informer.owned_version(key, body) if joined else owned_version(body)
+        if joined is None:
+            return f"{owned_version(body)}@{body.get('metadata', {}).get('resourceVersion', '')}"
+        return joined.informer.memo_version(key, body)
 
     def stop(self) -> None:
         """Leaves every informer: what only this source kept is dropped."""

@@ -119,7 +119,7 @@ class SourceWorker:
             shared=self.shared,
             charts=self.held,
         )
-        self.state = State(memo=DriftMemo(self.cache.owned_version))
+        self.state = State(memo=DriftMemo(self.cache.memo_version))
         self.reporter = Reporter(config, self.recorder, self.cluster, self.state)
         check = f"drift check of {config.name}"
         self.check_soon = self.pool.coalesced(self._check, check, self.tenant, urgent=True)

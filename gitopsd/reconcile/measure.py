@@ -36,8 +36,9 @@ def resource_version(key: ObjectKey, live: Body) -> str:
 
 @dataclass
 class OwnedVersions:
-    """Each object's `owned_version`, computed once per resourceVersion (a body read and the
-    same object in a write's answer are one state)."""
+    """Each object's versions as `OWNED@CONTENT` (see DriftMemo): its `owned_version`,
+    computed once per resourceVersion (a body read and the same object in a write's answer
+    are one state), and its resourceVersion."""
 
     known: dict[ObjectKey, tuple[str, str]] = field(default_factory=dict)
 
@@ -46,7 +47,7 @@ class OwnedVersions:
         held = self.known.get(key)
         if held is None or held[0] != version:
             held = self.known[key] = (version, owned_version(live))
-        return held[1]
+        return f"{held[1]}@{version}"
 
 
 @dataclass(frozen=True)
@@ -85,10 +86,11 @@ def stamp(fingerprint: str, version: str) -> bytes:
 class DriftMemo:
     """The drift found per object, valid while git's body and the live object's version stay
     put: an unchanged object costs no dry-run. `version_of` names the version of the body
-    measured (never a newer one the watch has seen since: that edit would pass for measured):
-    its owned version, which moves only with what a dry-run could find different. In sync
-    holds while that holds; drift found is measured again once anything of the object moved
-    (its resourceVersion), since it names live values another manager may own."""
+    measured (never a newer one the watch has seen since: that edit would pass for measured),
+    as `OWNED@CONTENT`: its owned version, which moves only with what a dry-run could find
+    different, and a version of everything but its status (the watch cache's; else the
+    resourceVersion). In sync holds while the owned version holds; drift found is measured
+    again once the content moved too, since it names live values other managers may own."""
 
     version_of: Callable[[ObjectKey, Body], str] = field(default_factory=OwnedVersions)
     seen: dict[ObjectKey, tuple[str, str, Measured]] = field(default_factory=dict)
@@ -103,8 +105,8 @@ class DriftMemo:
         self.seen[target.key] = (target.fingerprint, version, measured)
 
     def _version(self, key: ObjectKey, live: Body, measured: Measured) -> str:
-        owned = self.version_of(key, live)
-        return owned if measured.in_sync else f"{owned}@{resource_version(key, live)}"
+        versions = self.version_of(key, live)
+        return versions.partition("@")[0] if measured.in_sync else versions
 
     def forget(self, key: ObjectKey) -> None:
         self.seen.pop(key, None)
@@ -144,7 +146,7 @@ class DriftMemo:
             target, body = targets.get(key), live.get(key)
             if target is None or body is None or key in self.seen:
                 continue
-            version = self.version_of(key, body)
+            version = self.version_of(key, body).partition("@")[0]
             if made == stamp(target.fingerprint, version):
                 self.seen[key] = (target.fingerprint, version, IN_SYNC)
 

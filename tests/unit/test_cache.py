@@ -45,6 +45,11 @@ def deployment(
     }
 
 
+def owned(memo_version: str) -> str:
+    """The owned part of a version the drift memo reads (`OWNED@CONTENT`)."""
+    return memo_version.partition("@")[0]
+
+
 def informer(keep: Any = lambda key, body: True) -> tuple[Informer, list[ObjectKey]]:
     changes: list[ObjectKey] = []
     no_cluster = cast(Cluster, None)
@@ -81,11 +86,11 @@ def test_a_status_only_update_is_stored_but_neither_reported_nor_versioned() -> 
     assert changes == [WEB]  # only the first sight of it: its health did not change
     assert cache.store[WEB]["metadata"]["resourceVersion"] == "2"  # newest body kept
     first = owned_version(deployment("1"))
-    assert cache.owned_version(WEB, deployment("2", ready=1)) == first
+    assert owned(cache.memo_version(WEB, deployment("2", ready=1))) == first
 
     cache._record(WEB, deployment("3", replicas=5, ready=1))
     assert changes == [WEB, WEB]
-    assert cache.owned_version(WEB, deployment("3", replicas=5, ready=1)) != first
+    assert owned(cache.memo_version(WEB, deployment("3", replicas=5, ready=1))) != first
 
 
 def test_a_controllers_annotation_is_stored_but_neither_reported_nor_versioned() -> None:
@@ -102,7 +107,7 @@ def test_a_controllers_annotation_is_stored_but_neither_reported_nor_versioned()
     cache._record(WEB, annotated)
 
     assert changes == [WEB] and cache.store[WEB] is annotated
-    assert cache.owned_version(WEB, annotated) == owned_version(deployment("1"))
+    assert owned(cache.memo_version(WEB, annotated)) == owned_version(deployment("1"))
 
 
 def test_a_status_update_that_changes_health_is_reported_but_not_versioned() -> None:
@@ -114,7 +119,7 @@ def test_a_status_update_that_changes_health_is_reported_but_not_versioned() -> 
 
     assert changes == [WEB, WEB]
     assert health.assess(cache.store[WEB]).status == health.Status.CURRENT
-    assert cache.owned_version(WEB, rolled_out("2")) == owned_version(deployment("1"))
+    assert owned(cache.memo_version(WEB, rolled_out("2"))) == owned_version(deployment("1"))
 
     healths: list[ObjectKey] = []
     cache.on_health = lambda key, *_: healths.append(key)
@@ -144,7 +149,7 @@ def test_a_deletion_is_reported_and_forgotten() -> None:
     cache._record(WEB, deployment("1"))
     cache._record(WEB, None)
 
-    assert changes == [WEB, WEB] and WEB not in cache.store and cache.owned_versions == {}
+    assert changes == [WEB, WEB] and WEB not in cache.store and cache.versions == {}
 
 
 def test_objects_no_longer_kept_are_forgotten_and_reported() -> None:
@@ -181,15 +186,15 @@ def test_a_body_older_than_the_newest_event_keeps_its_own_version() -> None:
     older = cache.store[WEB]
     cache._record(WEB, deployment("3", replicas=5))
 
-    assert cache.owned_version(WEB, older) == owned_version(deployment("2"))
-    assert cache.owned_version(WEB, cache.store[WEB]) == owned_version(deployment("3", 5))
+    assert owned(cache.memo_version(WEB, older)) == owned_version(deployment("2"))
+    assert owned(cache.memo_version(WEB, cache.store[WEB])) == owned_version(deployment("3", 5))
 
 
 def test_without_an_informer_the_owned_version_is_computed_from_the_body() -> None:
     watches = Watches(threading.Event())
     live = LiveCache(watches, cast(Cluster, None), "applyset-ours-v1", lambda key, body: None)
 
-    assert live.owned_version(WEB, deployment("7")) == owned_version(deployment("7"))
+    assert owned(live.memo_version(WEB, deployment("7"))) == owned_version(deployment("7"))
 
 
 def test_a_snapshot_keeps_its_own_version_when_an_edit_arrives_while_it_is_measured() -> None:
@@ -209,12 +214,13 @@ def check_snapshot_versions(live: LiveCache, fed: Informer) -> None:
     fed._record(WEB, deployment("1"))
     fed._record(WEB, deployment("2", ready=1))  # status only
     snapshot = live.objects()[WEB]
-    assert live.owned_version(WEB, snapshot) == owned_version(deployment("1"))
+    assert live.memo_version(WEB, snapshot) == f"{owned_version(deployment('1'))}@1"
 
     fed._record(WEB, deployment("3", replicas=5))
 
-    assert live.owned_version(WEB, snapshot) == owned_version(deployment("1"))
-    assert live.owned_version(WEB, live.objects()[WEB]) == owned_version(deployment("3", 5))
+    assert live.memo_version(WEB, snapshot) == f"{owned_version(deployment('1'))}@2"
+    newest = live.objects()[WEB]
+    assert live.memo_version(WEB, newest) == f"{owned_version(deployment('3', 5))}@3"
 
 
 def test_an_informer_whose_scope_nothing_needs_any_more_is_retired() -> None:

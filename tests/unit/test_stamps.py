@@ -107,3 +107,15 @@ def test_a_stamp_vouches_for_one_git_body_and_what_gitopsd_owns_of_the_live_obje
     assert set(memo.seen) == {key("same"), key("annotated")}
     assert memo.fresh(targets[key("same")], live("7"))
     assert stamps[key("same")] == stamp(targets[key("same")].fingerprint, owned_version(live("7")))
+
+
+def test_in_sync_holds_while_what_gitopsd_owns_does_and_drift_only_while_nothing_moved() -> None:
+    """Drift names live values other managers may own: measured again once the object
+    moved at all (here its resourceVersion: the CLI's memo)."""
+    memo = DriftMemo()
+    memo.remember(target("a"), live("7"), IN_SYNC)
+    memo.remember(target("b"), live("7"), Measured(None, owned_as_declared=False))
+    annotated = live("8", annotated=True)
+
+    assert memo.fresh(target("a"), annotated) and not memo.fresh(target("b"), annotated)
+    assert memo.fresh(target("b"), live("7")) and not memo.fresh(target("a"), live("9", "x"))
