@@ -49,8 +49,8 @@ class Applier:
     on_outcome: Callable[[Outcome], None] = lambda outcome: None
     """Called once per object of the plan, e.g. to draw a progress bar."""
     on_applied: Callable[[Target, Body], None] = lambda target, result: None
-    """Called with each object the server applied, and its answer (of an object created,
-    only its uid and resourceVersion)."""
+    """Called with each object the server applied, and its answer (projected), as it comes:
+    on one of the threads that send."""
     await_wave: Callable[[Wave, list[Target]], None] = lambda wave, targets: None
     """Returns once a wave's objects are healthy; raises ApplyError when they are not."""
     on_wave: Callable[[int, int], None] = lambda number, objects: None
@@ -135,9 +135,6 @@ class Applier:
             self._replace([t for t in changed if plan.actions[t.key] == Action.REPLACED])
             self._take_over(changed)
             results, failures = self._apply(changed, plan.held)
-            for target in changed:
-                if target.key in results:
-                    self.on_applied(target, results[target.key])
         refused = self._refused_unchecked(failures, plan, targets)
         failure = error_of([f for f in failures if f.key not in refused], self.settings)
         for target in ready_now:  # what was applied is recorded, also when others failed
@@ -258,8 +255,8 @@ class Applier:
         """The objects applied, and the failures of the others; the fields the drift
         policy holds are sent as they are live. A tier's answers are held until it ends, so
         each is kept as small as what reads it: projected, as live objects are, and for an
-        object created only its identity (the record and the drift memo read its uid and
-        resourceVersion; only a configured one has fields to lose)."""
+        object created only its identity (the record reads its uid; only a configured one
+        has fields to lose). `on_applied` (the drift memo) hears each answer whole first."""
         force = self.settings.force_conflicts
 
         def apply(target: Target) -> Body:
@@ -268,6 +265,7 @@ class Applier:
             if live and target.key in held:
                 body = held_as_live(body, live, held[target.key])
             answer = write(self.cluster, target.served, body, live, force, projected=True)
+            self.on_applied(target, answer)
             return answer if live else _identity(answer)
 
         sent = send_each(self.cluster, targets, apply, self.settings.concurrency)

@@ -230,8 +230,8 @@ class Listener:
     on_outcome: Callable[[Outcome], None] = lambda outcome: None
     """Each object of the plan, as it is done (a progress bar, a log line)."""
     on_applied: Callable[[Target, Body], None] = lambda target, result: None
-    """Each object the server applied, with its answer (of an object created, only its uid
-    and resourceVersion)."""
+    """Each object the server applied, with its answer, as it comes (on one of the threads
+    that send)."""
     on_wave: Callable[[int, int], None] = lambda number, objects: None
     """A sync wave was applied (its number, and how many objects it holds); a later wave
     waits until it is healthy."""

@@ -2,11 +2,13 @@
 
 fieldsV1 is a trie of "f:<field>", "k:<json key>", "v:<json value>" and ".". Drift names the
 owner of each changed field from it; a sync takes over the fields of the takeover managers
-(kubectl's edits, as Flux does) and reports what others lost. Pure.
+(kubectl's edits, as Flux does) and reports what others lost; `owned_version` tells which
+changes of a live object a dry-run of gitopsd's apply could find. Pure.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -214,3 +216,61 @@ def _merge_fields(ours: Body, theirs: Body) -> Body:
             _merge_fields(merged.get(key) or {}, child) if isinstance(child, dict) else child
         )
     return merged
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+"""kubectl's copy of its manifest: a takeover manager owns it, drift ignores it."""
+NOT_THERE = "\x00absent"
+"""In a digest, where an owned field is not (any more): a value no JSON document holds."""
+
+
+def owned_version(body: Body) -> str:
+    """A digest of what a dry-run of gitopsd's apply could find different in `body`: the
+    fieldsets of gitopsd's and the takeover managers' entries (not when they were written)
+    and the values at them, and the uid. A status write, or a field or annotation another
+    manager owns, leaves it; a field another manager takes from gitopsd moves gitopsd's
+    fieldset, so it moves it. Equal for a whole body and its projection (neither status nor
+    kubectl's last-applied copy count: drift ignores both)."""
+    metadata = body.get("metadata") or {}
+    read = _as_drift_reads(body)
+    entries = [
+        [str(entry.get(word, "")) for word in ("manager", "operation", "subresource", "apiVersion")]
+        + [fields, _owned_values(fields, read)]
+        for entry in metadata.get("managedFields") or []
+        if _counts(entry) and isinstance(fields := entry.get("fieldsV1"), dict)
+    ]
+    entries.sort(key=lambda entry: entry[:4])
+    text = json.dumps([metadata.get("uid"), entries], sort_keys=True, default=str)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _counts(entry: Body) -> bool:
+    """gitopsd's and the takeover managers' entries, status aside (drift ignores status)."""
+    manager = entry.get("manager")
+    takes = manager == FIELD_MANAGER or manager in TAKEOVER_MANAGERS
+    return takes and entry.get("subresource") != "status"
+
+
+def _as_drift_reads(body: Body) -> Body:
+    """`body` without status and kubectl's last-applied copy: what drift ignores, and a
+    projection drops."""
+    metadata = dict(body.get("metadata") or {})
+    annotations = metadata.pop("annotations", None) or {}
+    kept = {name: text for name, text in annotations.items() if name != LAST_APPLIED}
+    if kept:
+        metadata["annotations"] = kept
+    return {**{name: v for name, v in body.items() if name != "status"}, "metadata": metadata}
+
+
+def _owned_values(node: Body, value: Any) -> Any:
+    """`value` cut down to the fields trie `node` names: a leaf is its whole value, a node
+    whose only child is "." its presence (the rest are others' keys)."""
+    if not node:
+        return value
+    found: dict[str, Any] = {}
+    for raw, child in node.items():
+        if raw == ".":
+            continue
+        sub = _resolve(value, raw)
+        found[raw] = NOT_THERE if sub is ABSENT else _owned_values(child, sub)
+    return found if found else type(value).__name__

@@ -8,10 +8,14 @@ Forbidden answer is kept too, so that a reconcile waiting for the cache fails at
 the refusal (its resource, namespace and user) instead of at a deadline. It keeps the
 objects its `keep` says (for the daemon's sources, see `watches`: those an ApplySet of a
 source labels as its own and those git declares), each as its projection (what drift,
-attribution, ownership and health read; see `projection`), indexed by their ApplySet. A
-change that touches more than status, or changes the object's health, reaches
-`on_change`, so drift and health are evaluated again within about a second of an edit or
-a rollout's progress; a no-op reconcile reads only memory.
+attribution, ownership and health read; see `projection`), indexed by their ApplySet, with
+its owned version (`managed_fields.owned_version`, computed once per event). A change that
+moves the owned version (what a dry-run of gitopsd's apply could find different) reaches
+`on_change`, so drift is measured again within about a second of an edit; one that moves
+only the object's health (a rollout's progress) reaches `on_health`, which assesses it
+again and measures nothing. A controller's status or annotation, or a field another
+manager owns, costs nothing more than its event. Kept whole (a controller's own objects),
+any change but of status reaches `on_change`. A no-op reconcile reads only memory.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from gitopsd.backoff import Backoff
 from gitopsd.cluster import Cluster, Resource
 from gitopsd.cluster.api import ApiError
 from gitopsd.errors import ClusterError, ClusterReason
+from gitopsd.managed_fields import owned_version
 from gitopsd.objects import Body, ObjectKey, key_of, owner_of
 
 log = logging.getLogger("gitopsd.cache")
@@ -64,12 +69,16 @@ class Informer:
     keep: Keep
     on_change: Change
     stopping: threading.Event
+    on_health: Change | None = None
+    """Hears of a change that moved only the object's health (a rollout's progress), which
+    needs no drift measured; None: `on_change` hears it too."""
     whole: bool = False
     """Keep bodies whole (status and generation too), not projected: for a controller's own
     objects, not for the objects drift is measured on."""
     store: dict[ObjectKey, Body] = field(default_factory=dict)
-    content_versions: dict[ObjectKey, str] = field(default_factory=dict)
-    """The resourceVersion of each object's last change of content (not of status)."""
+    versions: dict[ObjectKey, tuple[str, str, str]] = field(default_factory=dict)
+    """Each projected object's resourceVersion, its owned version (`owned_version`) and the
+    resourceVersion of its last change of anything but status."""
     owned: dict[Owned, set[ObjectKey]] = field(default_factory=dict)
     """The keys held, by the ApplySet that labels them and their namespace."""
     catching_up: list[set[ObjectKey]] = field(default_factory=list)
@@ -162,25 +171,58 @@ class Informer:
         return delivered
 
     def _record(self, key: ObjectKey, body: Body | None, unless: Unless | None = None) -> None:
-        """Stores the newest body (None: gone); a change of content moves its version and
-        is reported. `unless`, asked under the lock with the body held, vetoes it."""
+        """Stores the newest body (None: gone) with its owned version, and reports a change
+        that moved it, or the health. `unless`, asked under the lock with the body held,
+        vetoes it."""
         with self.lock:
             previous = self.store.get(key)
             if unless is not None and unless(key, previous):
                 return
             for seen in self.catching_up:
                 seen.add(key)
-            changed = content(previous) != content(body)
+            versions = self._versions(key, previous, body)
+            changed = self._moved(key, previous, body, versions)
             self._index(key, previous, body)
             if body is None:
                 self.store.pop(key, None)
-                self.content_versions.pop(key, None)
+                self.versions.pop(key, None)
             else:
                 self.store[key] = body
-                if changed:
-                    self.content_versions[key] = resource_version(body)
-        if changed or self._health_changed(previous, body):
+                if versions is not None:
+                    self.versions[key] = (resource_version(body), *versions)
+        if changed:
             self.on_change(key, previous, body)
+        elif self._health_changed(previous, body):
+            (self.on_health or self.on_change)(key, previous, body)
+
+    def _versions(
+        self, key: ObjectKey, previous: Body | None, body: Body | None
+    ) -> tuple[str, str] | None:
+        """The owned version of `body` and the resourceVersion of its last change but of
+        status (None: no body, or kept whole); those held when only its status moved (most
+        of a rollout's events)."""
+        if body is None or self.whole:
+            return None
+        held = self.versions.get(key)
+        if held is not None and content(previous) == content(body):
+            return held[1], held[2]
+        return owned_version(body), resource_version(body)
+
+    def _moved(
+        self,
+        key: ObjectKey,
+        previous: Body | None,
+        body: Body | None,
+        versions: tuple[str, str] | None,
+    ) -> bool:
+        """Whether the change matters beyond its health: its owned version moved (it came,
+        went or changed so), or, kept whole, anything but its status did."""
+        if self.whole:
+            return content(previous) != content(body)
+        if previous is None or body is None:
+            return previous is not body
+        before = self.versions.get(key)
+        return before is None or versions is None or before[1] != versions[0]
 
     def _index(self, key: ObjectKey, previous: Body | None, body: Body | None) -> None:
         before, now = owner_of(previous) or "", owner_of(body) or ""
@@ -231,14 +273,14 @@ class Informer:
         with self.lock:
             return self.store.get(key)
 
-    def content_version(self, key: ObjectKey, body: Body) -> str | None:
-        """The content version of `body` if it is the newest body held; None for an older
-        one, which must not borrow the version of content it does not have."""
+    def memo_version(self, key: ObjectKey, body: Body) -> str:
+        """`body`'s owned version and the resourceVersion of its last change but of status,
+        as `OWNED@CONTENT` (see `DriftMemo`); as held if it is the body held, else its own."""
         with self.lock:
-            newest = self.store.get(key)
-            if newest is None or resource_version(newest) != resource_version(body):
-                return None
-            return self.content_versions.get(key)
+            held = self.versions.get(key)
+        if held is not None and held[0] == resource_version(body):
+            return f"{held[1]}@{held[2]}"
+        return f"{owned_version(body)}@{resource_version(body)}"
 
     def forget(self, keys: Iterable[ObjectKey]) -> None:
         """Drops those of `keys` no longer kept (they left git and are no one's)."""

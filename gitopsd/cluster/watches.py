@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from gitopsd.cluster import Cluster, Resource
-from gitopsd.cluster.cache import Informer, Owned, resource_version
+from gitopsd.cluster.cache import Informer, Owned
 from gitopsd.errors import ClusterError, ClusterReason
+from gitopsd.managed_fields import owned_version
 from gitopsd.objects import Body, GroupKind, ObjectKey, owner_of
 
 REFUSAL_CHECK_SECONDS = 0.1
@@ -63,6 +64,11 @@ class Audience:
         now = self.keepers(key, body)
         for view in now | self.keepers(key, previous):
             view.on_change(key, body if view in now else None)
+
+    def health_moved(self, key: ObjectKey, previous: Body | None, body: Body | None) -> None:
+        """Tells each view that keeps the object that only its health moved."""
+        for view in self.keepers(key, body):
+            view.on_health(key)
 
     def add(self, view: LiveCache, namespace: str, keys: Iterable[ObjectKey]) -> None:
         with self.lock:
@@ -172,6 +178,7 @@ class Watches:
         informer = Informer(
             cluster, resource, namespace, audience.keep, audience.changed, self.stopping
         )
+        informer.on_health = audience.health_moved
         self.informers[shared] = (informer, audience)
         return informer, audience
 
@@ -187,6 +194,8 @@ class LiveCache:
     on_change: Callable[[ObjectKey, Body | None], None]
     """Hears of a change of an object it keeps (None: deleted, or no longer kept)."""
     stopping: threading.Event = field(default_factory=threading.Event)
+    on_health: Callable[[ObjectKey], None] = lambda key: None
+    """Hears of a change that moved only the health of an object it keeps."""
     joined: dict[Scope, Joined] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -248,14 +257,22 @@ class LiveCache:
             found.update(each.informer.held(each.wanted))
         return found
 
-    def content_version(self, key: ObjectKey, body: Body) -> str:
-        """A version of `body` that moves when its content does, not when only its status
-        does (falls back to the resourceVersion). A drift check that read `body` just before
-        a newer event arrived is remembered under `body`'s version, so the event's content is
-        checked too."""
+    def held(self, keys: Iterable[ObjectKey]) -> dict[ObjectKey, Body | None]:
+        """The newest body of each of `keys` (None: none held)."""
+        found: dict[ObjectKey, Body | None] = {}
+        for key in keys:
+            joined = self.joined.get((key.group_kind, key.namespace))
+            found[key] = joined.informer.get(key) if joined else None
+        return found
+
+    def memo_version(self, key: ObjectKey, body: Body) -> str:
+        """`body`'s versions for the drift memo, as `OWNED@CONTENT`: what a dry-run could
+        find different in it, and the resourceVersion of its last change but of status,
+        computed once per watch event. A body older than the newest event has its own."""
         joined = self.joined.get((key.group_kind, key.namespace))
-        known = joined.informer.content_version(key, body) if joined else None
-        return known or resource_version(body)
+        if joined is None:
+            return f"{owned_version(body)}@{body.get('metadata', {}).get('resourceVersion', '')}"
+        return joined.informer.memo_version(key, body)
 
     def stop(self) -> None:
         """Leaves every informer: what only this source kept is dropped."""

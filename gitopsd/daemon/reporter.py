@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,7 +22,7 @@ from gitopsd.drift_policy import Decision
 from gitopsd.errors import GitopsdError
 from gitopsd.gitsync import history
 from gitopsd.gitsync.status import Failure, SourceReport
-from gitopsd.health import Health, Status
+from gitopsd.health import Checks, Health, Status, assess
 from gitopsd.metrics import Recorder
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.reconcile import Result, State, Step, SyncReport
@@ -191,6 +191,16 @@ class Reporter:
         healths = result.health(self.state.assessments)
         written = result.report.changes.outcomes if result.report else []
         healths |= {o.key: APPLIED for o in written if o.action in WRITES}
+        self._told(healths)
+
+    def reassessed(self, found: Mapping[ObjectKey, Body | None], checks: Checks | None) -> None:
+        """The health of objects whose status alone moved, assessed again; the others' stands
+        as the last reconcile assessed it."""
+        before = self.report.health or {}
+        now = {key: assess(body, checks) for key, body in found.items() if key in before}
+        self._told({**before, **now})
+
+    def _told(self, healths: dict[ObjectKey, Health]) -> None:
         self.recorder.health(self.name, healths)
         before = self.report.health or {}
         for key, now in healths.items():

@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -103,12 +102,14 @@ class SourceWorker:
         self.deadline = Deadline(config.timeout_seconds)
         applyset = desired.applyset_of(config.settings)
         self.cache = LiveCache(self.watches, self.cluster, applyset.id, self._changed, self.halt)
+        self.cache.on_health = self._health_moved
         bounds = Bounds.of(config.settings, config.spec.limits)
         self.reader = CacheReader(self.cluster, self.cache, bounds)
         self.queue = WorkQueue()
+        self.healths = WorkQueue()  # objects whose health alone moved: assessed, not measured
         self.poll_soon = self.pool.coalesced(self.poll, f"poll of {config.name}", self.tenant)
-        """Polls on one of the pool's threads (its interval, start-up, a new leader, a
-        webhook): a burst of calls costs at most one poll after the one in flight."""
+        """Polls on a pool thread (interval, start-up, new leader, webhook): a burst of calls
+        costs at most one poll after the one in flight."""
         self.shared = self._join(self.fetches)
         self.held = self.charts.user(self.tenant) if self.charts else None
         self.source = Source(
@@ -120,12 +121,11 @@ class SourceWorker:
             charts=self.held,
             stamps_wait=True,  # the memo lives on: stamps ride the next parent write, or stop
         )
-        self.state = State(memo=DriftMemo(self.cache.content_version))
+        self.state = State(memo=DriftMemo(self.cache.memo_version))
         self.reporter = Reporter(config, self.recorder, self.cluster, self.state)
         check = f"drift check of {config.name}"
         self.check_soon = self.pool.coalesced(self._check, check, self.tenant, urgent=True)
-        """Measures (and heals) the objects whose watch events are queued, on one of the
-        pool's threads, before any poll that waits."""
+        """Measures (and heals) the keys queued by watch events, before any poll that waits."""
 
     @property
     def name(self) -> str:
@@ -137,8 +137,8 @@ class SourceWorker:
         return self.reporter.report
 
     def _join(self, fetches: FetchLedger | None) -> SharedFetch | None:
-        """Its fetches, shared with the other sources of its ref: a fetch within half its
-        interval is used, so it still asks the remote once an interval when alone."""
+        """Its fetches, shared with the sources of its ref: one within half its interval is
+        used (alone, it still asks the remote once an interval)."""
         if fetches is None or not desired.is_git(self.config.spec):
             return None
         fresh, spec = self.config.interval_seconds / 2, self.config.spec
@@ -158,21 +158,15 @@ class SourceWorker:
         """At shutdown: no new work starts (the daemon's stop is set, and fences every write
         but a record); the reconcile in flight gets up to `grace_seconds` to end, recording
         what it applied, then, with grace left, the stamps its syncs left waiting."""
-        if self.ended(grace_seconds) and grace_seconds > 0:
-            self._keep_stamps()
+        state = self.state  # a record still elsewhere (`earlier`) is moved by a sync, not here
+        writes = self.config.mode == Mode.ENFORCE and self.leading.is_set() and not state.earlier
+        if self.ended(grace_seconds) and grace_seconds > 0 and writes and state.desired:
+            keep_stamps(self.cluster, self.config.settings, self.reader, state.memo)
         self.retire()
 
-    def _keep_stamps(self) -> None:
-        state, writes = self.state, self.config.mode == Mode.ENFORCE and self.leading.is_set()
-        if state.desired and writes and not state.earlier and not self.reader.stale:
-            parent, settings = self.reader.parent, self.config.settings
-            with suppress(GitopsdError):  # a stamp not written costs a dry-run, nothing more
-                keep_stamps(self.cluster, settings, parent, state.memo, self.reader.written)
-
     def retire(self) -> None:
-        """Stops its watches, polls and drift checks, fences its writes and removes its
-        jobs, at once: a reconcile in flight writes nothing more and schedules no retry (it
-        sees the halt), and `ended` says when it is over."""
+        """Stops its watches, polls and drift checks, fences its writes and removes its jobs
+        at once: a reconcile in flight writes and retries nothing more (it sees the halt)."""
         self.halt.set()
         self.cache.stop()
         if self.shared:
@@ -192,8 +186,7 @@ class SourceWorker:
         return False
 
     def lead(self, writing: bool) -> None:
-        """Its own gate (with sharding) opened or closed: once open, it applies the revision
-        afresh at once, as a new leader does."""
+        """Its gate (sharding) opened or closed: once open, it applies afresh, as a leader."""
         if writing and not self.leading.is_set():
             self.leading.set()
             self.forget_applied()
@@ -202,21 +195,19 @@ class SourceWorker:
             self.leading.clear()
 
     def forget_applied(self) -> None:
-        """A new leader applies the revision again at its next poll, and dates no drift by
-        an event it saw as a standby."""
+        """A new leader applies again at its next poll, and dates no drift by its standby's."""
         self.state.applied_revision = None
         self.reporter.seen.clear()
 
     def request(self, token: str) -> None:
-        """Reconcile now, whatever the interval and backoff say (`gitopsd reconcile`, a
-        GitSync's reconcile-requested-at); the report names `token` once it is done."""
+        """Reconcile now, whatever interval and backoff say (`gitopsd reconcile`, a GitSync's
+        reconcile-requested-at); the report names `token` once done."""
         self.requested = token
         self.announced()
 
     def announced(self) -> None:
-        """Polls now, fetching from the remote (a webhook announced a push, or someone
-        asked to reconcile now): no recent fetch of another source stands in for it. At
-        most one such fetch a second: announcements within it are one, a second later."""
+        """Polls now, fetching afresh, not using another source's fetch (a webhook announced a
+        push, or someone asked); announcements within a second of the last are one, later."""
         wait = self.announced_at + ANNOUNCE_SECONDS - time.monotonic()
         if wait > 0 and self.timers and not self.halt.is_set():
             self.timers.later("announce", self._fetch_now, wait)
@@ -245,19 +236,17 @@ class SourceWorker:
             self.report.handled_request = token
             self.attempted.set()
         self.on_report()
-        if len(self.queue):  # changes seen while it ran, or before its first end
+        if len(self.queue) or len(self.healths):  # seen while it ran, or before it first ended
             self.check_soon()
 
     def _settle(self) -> None:
-        """Checks what the poll just wrote once the watch brings it back (briefly waited
-        for): its health is then read, not assumed."""
+        """Checks what the poll wrote once its events come: its health read, not assumed."""
         health = self.report.health or {}
         written = {key for key, assessed in health.items() if assessed == APPLIED}
         if written and self.leading.is_set() and self.queue.wait_for(written, SETTLE_SECONDS):
             self._recheck(self.queue.take(timeout_seconds=0))
 
-    def _retry(self) -> None:
-        """The end of a failed poll's backoff: poll now, whatever the clocks say of it."""
+    def _retry(self) -> None:  # a failed poll's backoff ended: poll now, whatever the clocks say
         self.backoff.not_before = 0.0
         self.poll_soon()
 
@@ -341,11 +330,14 @@ class SourceWorker:
         self.queue.add(key)
         self.check_soon()
 
+    def _health_moved(self, key: ObjectKey) -> None:
+        self.healths.add(key)
+        self.check_soon()
+
     def _check(self) -> None:
-        """Takes the queued keys and checks them, unless the source cannot yet: before
-        its first poll ends (which may have measured before these changes; it checks them
-        when it ends), within CHECK_WINDOW_SECONDS of the check before, and while a failed
-        check waits out its backoff (the clock checks them after either)."""
+        """Checks the queued keys (none queued: assesses those whose health alone moved), but
+        not before its first poll ends (which checks them), within CHECK_WINDOW_SECONDS of the
+        last check, or while a failed check backs off (the clock checks them after either)."""
         if self.stopping.is_set() or self.halt.is_set():
             return
         if not self.busy.acquire(blocking=False):
@@ -356,7 +348,7 @@ class SourceWorker:
             self.busy.release()
         if checked:
             self.on_report()
-            if len(self.queue):  # changes seen while it ran
+            if len(self.queue) or len(self.healths):  # changes seen while it ran
                 self.check_soon()
 
     def _check_queued(self) -> bool:
@@ -368,7 +360,7 @@ class SourceWorker:
         if not keys or not self.leading.is_set():
             for key in keys:  # a new leader measures everything in its first poll
                 self.reporter.seen.pop(key, None)
-            return False
+            return self._reassess()
         if self.state.desired is None or not self.attempted.is_set():
             self.queue.add_all(keys)
         elif not self.recheck_backoff.ready():
@@ -380,6 +372,14 @@ class SourceWorker:
                 self._recheck(keys)
             return True
         return False
+
+    def _reassess(self) -> bool:
+        """Assesses again the objects whose health alone moved; says whether it did."""
+        keys = self.healths.take(timeout_seconds=0)
+        if not keys or not self.leading.is_set() or self.report.health is None:
+            return False  # a poll assesses them all
+        self.reporter.reassessed(self.cache.held(keys), self.config.settings.checks)
+        return True
 
     def _check_later(self, delay_seconds: float) -> None:
         if self.timers and not self.halt.is_set():

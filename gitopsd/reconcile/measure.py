@@ -1,9 +1,11 @@
 """diff: what differs between git and the cluster, measured by server-side dry-run.
 
-An object is dry-run only when its git body or its live content changed since the memo
-last measured it; the daemon's own writes seed the memo, so they cost no second dry-run.
-What the memo found in sync outlives the process as stamps in the ApplySet parent, so that
-a later `gitopsd diff` or `sync`, or a daemon starting, dry-runs only what changed since.
+An object is dry-run only when its git body changed since the memo last measured it, or
+what a dry-run could find different in the live object (`managed_fields.owned_version`):
+a controller's status, or a field or annotation another manager owns, costs none. The
+daemon's own writes seed the memo, so they cost no second dry-run. What the memo found in
+sync outlives the process as stamps in the ApplySet parent, so that a later `gitopsd diff`
+or `sync`, or a daemon starting, dry-runs only what changed since.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from gitopsd.errors import ApplyError
 from gitopsd.failures import Failure, raise_for
 from gitopsd.foreign_owners import find_owners
 from gitopsd.immutable import changed_fields
-from gitopsd.managed_fields import TAKEOVER_MANAGERS, same_ownership
+from gitopsd.managed_fields import TAKEOVER_MANAGERS, owned_version, same_ownership
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.ownership import Owner, as_unowned, unowned
 from gitopsd.plan import replacing
@@ -30,6 +32,22 @@ from gitopsd.sync_options import Option, options_of
 
 def resource_version(key: ObjectKey, live: Body) -> str:
     return str((live.get("metadata") or {}).get("resourceVersion", ""))
+
+
+@dataclass
+class OwnedVersions:
+    """Each object's versions as `OWNED@CONTENT` (see DriftMemo): its `owned_version`,
+    computed once per resourceVersion (a body read and the same object in a write's answer
+    are one state), and its resourceVersion."""
+
+    known: dict[ObjectKey, tuple[str, str]] = field(default_factory=dict)
+
+    def __call__(self, key: ObjectKey, live: Body) -> str:
+        version = resource_version(key, live)
+        held = self.known.get(key)
+        if held is None or held[0] != version:
+            held = self.known[key] = (version, owned_version(live))
+        return f"{held[1]}@{version}"
 
 
 @dataclass(frozen=True)
@@ -54,8 +72,10 @@ ABSENT = "absent"
 
 
 def stamp(fingerprint: str, version: str) -> bytes:
-    """Vouches that the object at resourceVersion `version` was in sync with the git body of
-    `fingerprint`: the server's dry-run of that body against that object changed nothing."""
+    """Vouches that the object whose owned version (`managed_fields.owned_version`) is
+    `version` was in sync with the git body of `fingerprint`: the server's dry-run of that
+    body against that object changed nothing. (Stamps made of resourceVersions, as before,
+    match none: each such object is dry-run once more.)"""
     text = f"{fingerprint}@{version}".encode()
     return hashlib.blake2b(
         text, digest_size=inventory.STAMP_BYTES, person=b"gitopsd-in-sync"
@@ -66,18 +86,33 @@ def stamp(fingerprint: str, version: str) -> bytes:
 class DriftMemo:
     """The drift found per object, valid while git's body and the live object's version stay
     put: an unchanged object costs no dry-run. `version_of` names the version of the body
-    measured (never a newer one the watch has seen since: that edit would pass for measured);
-    the watch cache gives one that status-only updates do not move."""
+    measured (never a newer one the watch has seen since: that edit would pass for measured),
+    as `OWNED@CONTENT`: its owned version, which moves only with what a dry-run could find
+    different, and a version of everything but its status (the watch cache's; else the
+    resourceVersion). In sync holds while the owned version holds; drift found is measured
+    again once the content moved too, since it names live values other managers may own."""
 
-    version_of: Callable[[ObjectKey, Body], str] = resource_version
+    version_of: Callable[[ObjectKey, Body], str] = field(default_factory=OwnedVersions)
     seen: dict[ObjectKey, tuple[str, str, Measured]] = field(default_factory=dict)
 
     def fresh(self, target: Target, live: Body) -> bool:
-        fingerprint, version, _ = self.seen.get(target.key, ("", "", IN_SYNC))
-        return (fingerprint, version) == (target.fingerprint, self.version_of(target.key, live))
+        fingerprint, version, measured = self.seen.get(target.key, ("", "", IN_SYNC))
+        now = self._version(target.key, live, measured)
+        return (fingerprint, version) == (target.fingerprint, now)
 
     def remember(self, target: Target, live: Body, measured: Measured) -> None:
-        self.seen[target.key] = (target.fingerprint, self.version_of(target.key, live), measured)
+        version = self._version(target.key, live, measured)
+        self.seen[target.key] = (target.fingerprint, version, measured)
+
+    def measured_at(self, key: ObjectKey, live: Body) -> str | None:
+        """The git fingerprint the object was last measured with, if it was measured at the
+        version `live` has now (whatever git says since)."""
+        fingerprint, version, measured = self.seen.get(key, ("", "", IN_SYNC))
+        return fingerprint if version and version == self._version(key, live, measured) else None
+
+    def _version(self, key: ObjectKey, live: Body, measured: Measured) -> str:
+        versions = self.version_of(key, live)
+        return versions.partition("@")[0] if measured.in_sync else versions
 
     def forget(self, key: ObjectKey) -> None:
         self.seen.pop(key, None)
@@ -117,7 +152,7 @@ class DriftMemo:
             target, body = targets.get(key), live.get(key)
             if target is None or body is None or key in self.seen:
                 continue
-            version = self.version_of(key, body)
+            version = self.version_of(key, body).partition("@")[0]
             if made == stamp(target.fingerprint, version):
                 self.seen[key] = (target.fingerprint, version, IN_SYNC)
 
@@ -213,10 +248,9 @@ def lone_write(
 
 def _new_body(memo: DriftMemo, target: Target, live: Live) -> bool:
     """Measured last at the live version it has now, with another git body."""
-    fingerprint, version, _ = memo.seen.get(target.key, ("", "", IN_SYNC))
     current = live.desired[target.key]
-    now = memo.version_of(target.key, current) if current is not None else ""
-    return bool(version) and version == now and fingerprint != target.fingerprint
+    measured = memo.measured_at(target.key, current) if current is not None else None
+    return measured is not None and measured != target.fingerprint
 
 
 def _dry_run(

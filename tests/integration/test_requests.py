@@ -6,6 +6,7 @@ per namespace instead of getting each object; the daemon dry-runs and applies on
 new revision changed, its own writes cost no second dry-run, and the parent it wrote is not
 read back. The parent's in-sync stamps spare a later run (CLI or daemon) the dry-runs of
 what nothing changed since; the daemon writes them with its record, or when it stops.
+What controllers write (a rollout's status and revision annotation) costs neither a dry-run.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from tests.harness.commands import scope
 from tests.harness.controlplane import AUDITED_USER, WRITE_VERBS, ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
+from tests.harness.manifests import deployment
+from tests.harness.waiting import wait_for
 
 OBJECTS = 12
 FIXED_REQUESTS = 12
@@ -46,6 +49,14 @@ def config_maps(value: str = "v", count: int = OBJECTS) -> dict[str, str]:
 
 def writes_by_name(writes: list[audit.Write], dry_run: bool) -> Counter[str]:
     return Counter(w.name for w in writes if w.dry_run == dry_run and w.resource == "configmaps")
+
+
+def rolled_out(admin_api: Any, namespace: str, name: str) -> bool:
+    """The Deployment controller annotated the Deployment's revision, and its pod is ready."""
+    apps: Any = client.AppsV1Api(admin_api)
+    live = apps.read_namespaced_deployment(name, namespace)
+    revision = (live.metadata.annotations or {}).get("deployment.kubernetes.io/revision")
+    return bool(revision) and live.status.ready_replicas == 1
 
 
 def sync(gitopsd: Gitopsd, control_plane: ControlPlane, url: str, namespace: str) -> str:
@@ -392,3 +403,61 @@ def test_a_daemon_starting_dry_runs_only_what_changed_since_the_last_sync(
     objects = [w for w in writes if w.resource == "configmaps" and w.name not in BOOKKEEPING]
     assert writes_by_name(objects, dry_run=True) == Counter({"cm5": 1})
     assert writes_by_name(objects, dry_run=False) == Counter({"cm5": 1})
+
+
+def test_a_no_op_sync_after_a_rollout_dry_runs_nothing(
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    """The stamps vouch for what gitopsd owns: the controller's status and revision
+    annotation, written since, leave them standing."""
+    git_repo.commit({**config_maps(count=2), **deployment("web")})
+    url = git_server.file_url(git_repo)
+    sync(gitopsd, control_plane, url, namespace)
+    wait_for(lambda: rolled_out(admin_api, namespace, "web"), "web rolled out", 60)
+    since = time.time()
+
+    sync(gitopsd, control_plane, url, namespace)
+
+    requests = audit.requests(control_plane, AUDITED_USER, since)
+    assert [(r.verb, r.name) for r in requests if r.verb in WRITE_VERBS] == []
+
+
+def test_a_rollout_costs_the_daemon_no_dry_run_and_an_edit_of_its_field_is_healed(
+    daemons: Daemons,
+    gitopsd: Gitopsd,
+    control_plane: ControlPlane,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+) -> None:
+    """Polled once an hour, it hears of the rollout's progress through its health alone."""
+    git_repo.commit(deployment("web", deadline=60))
+    daemon = daemons.start(git_server.file_url(git_repo), interval="1h")
+    wait_for(lambda: rolled_out(admin_api, namespace, "web"), "web rolled out", 60)
+    daemon.wait_value("gitopsd_source_health", lambda v: v == 1, "web Current", status="Current")
+
+    def web(dry_run: bool) -> list[audit.Write]:
+        sent = audit.writes(control_plane, daemon.user)
+        return [w for w in sent if w.name == "web" and w.dry_run == dry_run]
+
+    applied = web(dry_run=False)[0].received
+    assert [w for w in web(dry_run=True) if w.received > applied] == []
+    since = time.time()
+
+    gitopsd.kubectl(
+        "patch", "deployment/web", "-n", namespace, "-p", '{"spec":{"progressDeadlineSeconds":30}}'
+    )
+
+    wait_for(lambda: deadline_of(admin_api, namespace, "web") == 60, "the edit healed")
+    assert [w.received > since for w in web(dry_run=True)].count(True) == 1
+
+
+def deadline_of(admin_api: Any, namespace: str, name: str) -> int:
+    apps: Any = client.AppsV1Api(admin_api)
+    return int(apps.read_namespaced_deployment(name, namespace).spec.progress_deadline_seconds)

@@ -1,5 +1,5 @@
-"""How the watch cache takes events: what it keeps, what it reports, and the content
-version that status-only updates do not move, how an informer lives through a broken
+"""How the watch cache takes events: what it keeps, what it reports, and the owned version
+that status updates and other managers' fields do not move, how an informer lives through a broken
 watch, and how sources share informers without seeing each other's objects. Events are fed
 in directly, or by a scripted stand-in for the cluster: no API."""
 
@@ -18,7 +18,8 @@ from gitopsd.cluster.cache import Informer, content
 from gitopsd.cluster.projection import Projection
 from gitopsd.cluster.watches import LiveCache, Watches
 from gitopsd.errors import ClusterError, ClusterReason
-from gitopsd.objects import APPLYSET_PART_OF_LABEL, Body, ObjectKey
+from gitopsd.managed_fields import owned_version
+from gitopsd.objects import APPLYSET_PART_OF_LABEL, FIELD_MANAGER, Body, ObjectKey
 from tests.harness.waiting import wait_for
 
 DEPLOYMENTS = Resource("apps", "v1", "Deployment", "deployments", namespaced=True)
@@ -28,8 +29,13 @@ WEB = ObjectKey("apps", "Deployment", "n", "web")
 def deployment(
     version: str, replicas: int = 1, ready: int = 0, owner: str = "", key: ObjectKey = WEB
 ) -> Body:
+    """The Deployment as gitopsd applied it: its label and replicas are gitopsd's fields."""
     labels = {APPLYSET_PART_OF_LABEL: owner} if owner else {}
-    metadata = {"name": key.name, "namespace": key.namespace, "resourceVersion": version}
+    label: Body = {f"f:{APPLYSET_PART_OF_LABEL}": {}}
+    ours: Body = {"f:metadata": {"f:labels": label}, "f:spec": {"f:replicas": {}}}
+    applied = {"manager": FIELD_MANAGER, "operation": "Apply", "fieldsV1": ours}
+    metadata: Body = {"name": key.name, "namespace": key.namespace, "resourceVersion": version}
+    metadata["managedFields"] = [applied]
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -37,6 +43,11 @@ def deployment(
         "spec": {"replicas": replicas},
         "status": {"readyReplicas": ready},
     }
+
+
+def owned(memo_version: str) -> str:
+    """The owned part of a version the drift memo reads (`OWNED@CONTENT`)."""
+    return memo_version.partition("@")[0]
 
 
 def informer(keep: Any = lambda key, body: True) -> tuple[Informer, list[ObjectKey]]:
@@ -74,22 +85,63 @@ def test_a_status_only_update_is_stored_but_neither_reported_nor_versioned() -> 
 
     assert changes == [WEB]  # only the first sight of it: its health did not change
     assert cache.store[WEB]["metadata"]["resourceVersion"] == "2"  # newest body kept
-    assert cache.content_version(WEB, deployment("2", ready=1)) == "1"
+    first = owned_version(deployment("1"))
+    assert owned(cache.memo_version(WEB, deployment("2", ready=1))) == first
 
     cache._record(WEB, deployment("3", replicas=5, ready=1))
     assert changes == [WEB, WEB]
-    assert cache.content_version(WEB, deployment("3", replicas=5, ready=1)) == "3"
+    assert owned(cache.memo_version(WEB, deployment("3", replicas=5, ready=1))) != first
+
+
+def test_a_controllers_annotation_is_stored_but_neither_reported_nor_versioned() -> None:
+    """A rollout's revision annotation is the Deployment controller's field, not gitopsd's:
+    no drift check, and the owned version stays."""
+    cache, changes = informer()
+    cache._record(WEB, deployment("1"))
+    annotated = deployment("2")
+    annotated["metadata"]["annotations"] = {"deployment.kubernetes.io/revision": "1"}
+    theirs: Body = {"f:metadata": {"f:annotations": {"f:deployment.kubernetes.io/revision": {}}}}
+    controller = {"manager": "kube-controller-manager", "operation": "Update"}
+    annotated["metadata"]["managedFields"].append({**controller, "fieldsV1": theirs})
+
+    cache._record(WEB, annotated)
+
+    assert changes == [WEB] and cache.store[WEB] is annotated
+    assert owned(cache.memo_version(WEB, annotated)) == owned_version(deployment("1"))
 
 
 def test_a_status_update_that_changes_health_is_reported_but_not_versioned() -> None:
-    """A rollout that completes is measured again (its health), yet costs no dry-run."""
+    """A rollout that completes is assessed again (its health), yet costs no dry-run: where
+    someone hears health alone, a drift check is not asked for."""
     cache, changes = informer()
     cache._record(WEB, deployment("1"))
     cache._record(WEB, rolled_out("2"))
 
     assert changes == [WEB, WEB]
     assert health.assess(cache.store[WEB]).status == health.Status.CURRENT
-    assert cache.content_version(WEB, rolled_out("2")) == "1"
+    assert owned(cache.memo_version(WEB, rolled_out("2"))) == owned_version(deployment("1"))
+
+    healths: list[ObjectKey] = []
+    cache.on_health = lambda key, *_: healths.append(key)
+    cache._record(WEB, deployment("3", ready=1))  # no longer Current: a new generation
+    cache._record(WEB, deployment("4", replicas=3, ready=1))
+    assert (healths, changes) == ([WEB], [WEB, WEB, WEB])
+
+
+def test_a_view_hears_of_health_alone_apart() -> None:
+    live, cluster = view("applyset-ours-v1")
+    healths: list[ObjectKey] = []
+    live.on_health = healths.append
+    try:
+        live.ensure({(WEB.group_kind, "n"): DEPLOYMENTS}, [WEB])
+        fed = shared_informer(live)
+        wait_for(fed.synced.is_set, "the informer to sync")
+        fed._record(WEB, deployment("1"))
+        fed._record(WEB, rolled_out("2"))
+
+        assert healths == [WEB] and live.held([WEB, A]) == {WEB: fed.store[WEB], A: None}
+    finally:
+        cluster.stopping.set()
 
 
 def test_a_deletion_is_reported_and_forgotten() -> None:
@@ -97,8 +149,7 @@ def test_a_deletion_is_reported_and_forgotten() -> None:
     cache._record(WEB, deployment("1"))
     cache._record(WEB, None)
 
-    assert changes == [WEB, WEB] and WEB not in cache.store
-    assert cache.content_version(WEB, deployment("1")) is None
+    assert changes == [WEB, WEB] and WEB not in cache.store and cache.versions == {}
 
 
 def test_objects_no_longer_kept_are_forgotten_and_reported() -> None:
@@ -135,15 +186,15 @@ def test_a_body_older_than_the_newest_event_keeps_its_own_version() -> None:
     older = cache.store[WEB]
     cache._record(WEB, deployment("3", replicas=5))
 
-    assert cache.content_version(WEB, older) is None
-    assert cache.content_version(WEB, cache.store[WEB]) == "3"
+    assert owned(cache.memo_version(WEB, older)) == owned_version(deployment("2"))
+    assert owned(cache.memo_version(WEB, cache.store[WEB])) == owned_version(deployment("3", 5))
 
 
-def test_without_an_informer_the_content_version_is_the_resource_version() -> None:
+def test_without_an_informer_the_owned_version_is_computed_from_the_body() -> None:
     watches = Watches(threading.Event())
     live = LiveCache(watches, cast(Cluster, None), "applyset-ours-v1", lambda key, body: None)
 
-    assert live.content_version(WEB, deployment("7")) == "7"
+    assert owned(live.memo_version(WEB, deployment("7"))) == owned_version(deployment("7"))
 
 
 def test_a_snapshot_keeps_its_own_version_when_an_edit_arrives_while_it_is_measured() -> None:
@@ -163,12 +214,13 @@ def check_snapshot_versions(live: LiveCache, fed: Informer) -> None:
     fed._record(WEB, deployment("1"))
     fed._record(WEB, deployment("2", ready=1))  # status only
     snapshot = live.objects()[WEB]
-    assert live.content_version(WEB, snapshot) == "1"
+    assert live.memo_version(WEB, snapshot) == f"{owned_version(deployment('1'))}@1"
 
     fed._record(WEB, deployment("3", replicas=5))
 
-    assert live.content_version(WEB, snapshot) == "2"
-    assert live.content_version(WEB, live.objects()[WEB]) == "3"
+    assert live.memo_version(WEB, snapshot) == f"{owned_version(deployment('1'))}@2"
+    newest = live.objects()[WEB]
+    assert live.memo_version(WEB, newest) == f"{owned_version(deployment('3', 5))}@3"
 
 
 def test_an_informer_whose_scope_nothing_needs_any_more_is_retired() -> None:

@@ -72,8 +72,12 @@ def both(*edits: Callable[[Fleet], None]) -> Callable[[Fleet], None]:
 
 
 def moved(fleet: Fleet) -> None:
-    """Someone wrote the object since it was measured: its dry-run measures that drift."""
-    fleet.live[key("a")] = live("2")
+    """Someone edited the object since it was measured: its dry-run measures that drift."""
+    edit = {"manager": "kubectl-edit", "operation": "Update", "fieldsV1": {"f:data": {"f:k": {}}}}
+    fleet.live[key("a")] = {
+        "metadata": {**live("2")["metadata"], "managedFields": [edit]},
+        "data": {"k": "edited"},
+    }
 
 
 def left_git(fleet: Fleet) -> None:

@@ -5,14 +5,17 @@ through `diff.compare`: test_diff.py.)"""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
+from gitopsd.cluster.projection import Projection
 from gitopsd.managed_fields import (
     added_out_of_band,
     gitopsd_fields,
     lost_fields,
+    owned_version,
     owner,
     removal_owner,
     remove,
@@ -257,3 +260,136 @@ def test_no_takeover_without_gitopsds_apply_and_a_takeover_managers_fields(
     managed: list[dict[str, Any]],
 ) -> None:
     assert takeover_patch(managed_body(*managed)) is None
+
+
+# The owned version: what a dry-run of gitopsd's apply could find different.
+
+GITOPSD_FIELDS: dict[str, Any] = {
+    "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+    "f:spec": {
+        "f:replicas": {},
+        "f:template": {"f:spec": {"f:containers": {'k:{"name":"web"}': {"f:image": {}}}}},
+    },
+}
+
+
+def applied() -> dict[str, Any]:
+    """A Deployment as gitopsd applied it, rolled out and annotated by its controller."""
+    container = {"name": "web", "image": "web:1", "imagePullPolicy": "IfNotPresent"}
+    revision: dict[str, Any] = {
+        "f:metadata": {"f:annotations": {"f:deployment.kubernetes.io/revision": {}}}
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": "web",
+            "uid": "u1",
+            "resourceVersion": "7",
+            "labels": {"app": "web"},
+            "annotations": {"deployment.kubernetes.io/revision": "1"},
+            "managedFields": [
+                entry("gitopsd", copy.deepcopy(GITOPSD_FIELDS), "Apply"),
+                entry("kube-controller-manager", revision),
+                {**entry("kube-controller-manager", {"f:status": {}}), "subresource": "status"},
+            ],
+        },
+        "spec": {"replicas": 2, "template": {"spec": {"containers": [container]}}},
+        "status": {"readyReplicas": 2},
+    }
+
+
+def managers(body: dict[str, Any]) -> list[dict[str, Any]]:
+    managed: list[dict[str, Any]] = body["metadata"]["managedFields"]
+    return managed
+
+
+def status_written(body: dict[str, Any]) -> None:
+    body["status"] = {"readyReplicas": 1, "conditions": [{"type": "Available"}]}
+    body["metadata"]["resourceVersion"] = "8"
+
+
+def annotated_by_controller(body: dict[str, Any]) -> None:
+    body["metadata"]["annotations"]["deployment.kubernetes.io/revision"] = "2"
+
+
+def labelled_by_another_manager(body: dict[str, Any]) -> None:
+    body["metadata"]["labels"]["team"] = "shop"
+    managers(body).append(entry("helm", {"f:metadata": {"f:labels": {"f:team": {}}}}))
+
+
+def image_changed(body: dict[str, Any]) -> None:
+    body["spec"]["template"]["spec"]["containers"][0]["image"] = "web:2"
+
+
+def pull_policy_changed(body: dict[str, Any]) -> None:
+    """A field of the container gitopsd does not own: defaulted by the server."""
+    body["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = "Always"
+
+
+def added_by_kubectl_edit(body: dict[str, Any]) -> None:
+    body["spec"]["paused"] = True
+    managers(body).append(entry("kubectl-edit", {"f:spec": {"f:paused": {}}}))
+
+
+def replicas_taken_by_hpa(body: dict[str, Any]) -> None:
+    """The HPA scales through the scale subresource: the field, and its value, are its own."""
+    body["spec"]["replicas"] = 2  # the same value, yet gitopsd no longer owns it
+    del managers(body)[0]["fieldsV1"]["f:spec"]["f:replicas"]
+    hpa = entry("kube-controller-manager", REPLICAS)
+    managers(body).append({**hpa, "subresource": "scale"})
+
+
+def applied_again_later(body: dict[str, Any]) -> None:
+    """The same fields written again: only the entry's time moves."""
+    managers(body)[0]["time"] = "2026-12-05T08:00:00Z"
+    body["metadata"]["resourceVersion"] = "9"
+
+
+def recreated(body: dict[str, Any]) -> None:
+    body["metadata"]["uid"] = "u2"
+
+
+def applied_by_kubectl_once(body: dict[str, Any]) -> None:
+    """kubectl's last-applied copy, which drift ignores as a projection drops it."""
+    body["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = "{}"
+    copied: dict[str, Any] = {"f:kubectl.kubernetes.io/last-applied-configuration": {}}
+    managers(body).append(
+        entry("kubectl-client-side-apply", {"f:metadata": {"f:annotations": copied}})
+    )
+
+
+OWNED_VERSIONS = {
+    # a change of the live object -> whether it moves the owned version
+    "status written": (status_written, False),
+    "the controller's revision annotation": (annotated_by_controller, False),
+    "a label another manager owns": (labelled_by_another_manager, False),
+    "a default gitopsd does not own": (pull_policy_changed, False),
+    "managedFields' time only": (applied_again_later, False),
+    "a field of gitopsd's changed": (image_changed, True),
+    "a field kubectl edit added": (added_by_kubectl_edit, True),
+    "spec.replicas taken by an HPA": (replicas_taken_by_hpa, True),
+    "deleted and created again": (recreated, True),
+}
+
+
+@pytest.mark.parametrize("case", OWNED_VERSIONS, ids=list(OWNED_VERSIONS))
+def test_what_moves_the_owned_version(case: str) -> None:
+    change, moves = OWNED_VERSIONS[case]
+    changed = applied()
+    change(changed)
+
+    assert (owned_version(changed) != owned_version(applied())) == moves
+
+
+def test_the_owned_version_of_a_projection_is_that_of_the_whole_object() -> None:
+    """A write's answer (whole) and its watch event (projected) are one state: kubectl's
+    last-applied copy and status, which a projection drops, do not count."""
+    whole = applied()
+    applied_by_kubectl_once(whole)
+    whole["status"]["collisionCount"] = 1  # health does not read it
+    projected = Projection().of(whole)
+
+    assert projected["metadata"]["annotations"] != whole["metadata"]["annotations"]
+    assert projected["status"] != whole["status"]
+    assert owned_version(projected) == owned_version(whole)

@@ -14,6 +14,7 @@ from gitopsd.inventory import (
     stamps_of,
     stored_stamps,
 )
+from gitopsd.managed_fields import owned_version
 from gitopsd.objects import Body, ObjectKey, Origin
 from gitopsd.reconcile.measure import IN_SYNC, DriftMemo, Measured, stamp
 
@@ -29,8 +30,16 @@ def target(name: str, value: str = "v") -> Target:
     return Target(key(name), body, Origin(f"{name}.yaml", 1), None)
 
 
-def live(version: str) -> Body:
-    return {"metadata": {"resourceVersion": version}}
+def live(version: str, value: str = "v", annotated: bool = False) -> Body:
+    """The ConfigMap as gitopsd applied it (its data is gitopsd's), maybe annotated since by
+    another manager."""
+    ours = {"manager": "gitopsd", "operation": "Apply", "fieldsV1": {"f:data": {"f:k": {}}}}
+    metadata: Body = {"resourceVersion": version, "managedFields": [ours]}
+    if annotated:
+        metadata["annotations"] = {"example.com/seen": "yes"}
+        theirs: Body = {"f:metadata": {"f:annotations": {"f:example.com/seen": {}}}}
+        metadata["managedFields"].append({"manager": "auditor", "fieldsV1": theirs})
+    return {"metadata": metadata, "data": {"k": value}}
 
 
 def test_stamps_travel_in_the_parent_aligned_with_its_record() -> None:
@@ -76,7 +85,7 @@ def test_stamps_that_would_not_fit_beside_the_record_are_left_out() -> None:
     assert len(base64.b64decode(data["inventory"])) + len(stamps) > MAX_PARENT_BYTES
 
 
-def test_a_stamp_vouches_for_one_git_body_at_one_live_version() -> None:
+def test_a_stamp_vouches_for_one_git_body_and_what_gitopsd_owns_of_the_live_object() -> None:
     written = DriftMemo()
     written.remember(target("same"), live("7"), IN_SYNC)
     written.remember(target("edited"), live("7"), IN_SYNC)
@@ -85,12 +94,28 @@ def test_a_stamp_vouches_for_one_git_body_at_one_live_version() -> None:
     stamps = written.stamps()
     assert set(stamps) == {key("same"), key("edited"), key("changed")}  # not what differs
 
+    written.remember(target("annotated"), live("7"), IN_SYNC)
+    stamps[key("annotated")] = written.stamps()[key("annotated")]
+
     memo = DriftMemo()
     targets = {t.key: t for t in (target("same"), target("edited"), target("changed", "new"))}
-    targets[key("drifted")] = target("drifted")
-    bodies = {key("same"): live("7"), key("edited"): live("8"), key("changed"): live("7")}
+    targets[key("drifted")], targets[key("annotated")] = target("drifted"), target("annotated")
+    bodies = {key("same"): live("7"), key("edited"): live("8", "edited"), key("changed"): live("7")}
+    bodies[key("annotated")] = live("9", annotated=True)  # another manager's field: still
     memo.adopt(stamps, targets, {**bodies, key("drifted"): live("7")})
 
-    assert set(memo.seen) == {key("same")}
+    assert set(memo.seen) == {key("same"), key("annotated")}
     assert memo.fresh(targets[key("same")], live("7"))
-    assert stamps[key("same")] == stamp(targets[key("same")].fingerprint, "7")
+    assert stamps[key("same")] == stamp(targets[key("same")].fingerprint, owned_version(live("7")))
+
+
+def test_in_sync_holds_while_what_gitopsd_owns_does_and_drift_only_while_nothing_moved() -> None:
+    """Drift names live values other managers may own: measured again once the object
+    moved at all (here its resourceVersion: the CLI's memo)."""
+    memo = DriftMemo()
+    memo.remember(target("a"), live("7"), IN_SYNC)
+    memo.remember(target("b"), live("7"), Measured(None, owned_as_declared=False))
+    annotated = live("8", annotated=True)
+
+    assert memo.fresh(target("a"), annotated) and not memo.fresh(target("b"), annotated)
+    assert memo.fresh(target("b"), live("7")) and not memo.fresh(target("a"), live("9", "x"))
