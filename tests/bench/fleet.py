@@ -71,6 +71,10 @@ class FleetFigures:
     """The idle requests by verb and resource."""
     commit_seconds: float | None = None
     """From one webhook call to every GitSync carrying the commit (None: not within)."""
+    polled_commit_seconds: float | None = None
+    """From a commit no webhook announced to every GitSync carrying it, at their polls."""
+    peak_rss_mib: float = 0.0
+    """The largest replica's VmHWM after the idle window."""
 
 
 def main() -> int:
@@ -146,6 +150,7 @@ class Fleet:
             raise BenchError(f"not every GitSync was Ready within {deadline:.0f} s")
         show("all ready", f"{figures.all_ready_seconds:.1f} s")
         self.idle(figures, INTERVAL_SECONDS)
+        self.commit_polled(figures)
         self.commit(figures)
         figures.threads = max(peak.stop() for peak in peaks)
         show("threads", f"{figures.threads} at most")
@@ -196,11 +201,21 @@ class Fleet:
             f"{r.verb} {r.resource}{' (dry-run)' if r.dry_run else ''}" for r in idle
         )
         figures.rss_mib = max(process_status(pid, "VmRSS") for pid in pids) / 2**20
+        figures.peak_rss_mib = max(process_status(pid, "VmHWM") for pid in pids) / 2**20
         show(
             f"idle {seconds:.0f} s",
             f"{figures.idle_requests} requests, {figures.idle_cpu_seconds:.2f} s CPU, "
             f"RSS {figures.rss_mib:.0f} MiB; {_most(figures.idle_kinds)}",
         )
+
+    def commit_polled(self, figures: FleetFigures) -> None:
+        """A commit no webhook announces, until every GitSync applied it at its poll."""
+        self.repo.commit(manifests("polled"))
+        started = time.monotonic()
+        deadline = 2 * INTERVAL_SECONDS + 0.2 * self.count
+        carried = seconds_until(lambda: self.all_carry("polled"), started, deadline, 0.5)
+        figures.polled_commit_seconds = carried
+        show("polled", f"{carried or 0:.1f} s to all {self.count}, no webhook")
 
     def commit(self, figures: FleetFigures) -> None:
         """A commit announced by the first GitSync's webhook, until every one applied it."""
@@ -213,13 +228,13 @@ class Fleet:
         if 202 not in answers:  # the replica that serves fleet-0; the others know no such hook
             raise BenchError(f"the webhook answered {answers}")
         deadline = 60.0 + 0.2 * self.count
-        figures.commit_seconds = seconds_until(self.all_carry_it, started, deadline, 0.2)
+        figures.commit_seconds = seconds_until(
+            lambda: self.all_carry("two"), started, deadline, 0.2
+        )
         show("commit", f"{figures.commit_seconds or 0:.1f} s to all {self.count}")
 
-    def all_carry_it(self) -> bool:
-        core: Any = client.CoreV1Api(self.api)
-        found = core.list_config_map_for_all_namespaces(field_selector="metadata.name=c0").items
-        return sum(1 for cm in found if (cm.data or {}).get("value") == "two") == self.count
+    def all_carry(self, value: str) -> bool:
+        return carrying(self.api, value) == self.count
 
     @property
     def pids(self) -> list[int]:
@@ -238,6 +253,13 @@ def install_crd(api: Any) -> None:
 
     if seconds_until(established, time.monotonic(), 60, 0.2) is None:
         raise BenchError("the GitSync CRD was not Established within 60 s")
+
+
+def carrying(api: Any, value: str) -> int:
+    """The tenants whose ConfigMap c0 carries `value` (what manifests(value) commits)."""
+    core: Any = client.CoreV1Api(api)
+    found = core.list_config_map_for_all_namespaces(field_selector="metadata.name=c0").items
+    return sum(1 for cm in found if (cm.data or {}).get("value") == value)
 
 
 def manifests(value: str) -> dict[str, str]:
@@ -281,6 +303,7 @@ def table(figures: FleetFigures) -> str:
             "0",
         ),
         (f"idle {figures.idle_seconds:.0f} s: CPU", f"{figures.idle_cpu_seconds:.2f} s", ""),
+        ("a commit, no webhook -> all applied", shown(figures.polled_commit_seconds, "s"), ""),
         ("webhook -> all applied", shown(figures.commit_seconds, "s"), "5 s"),
     ]
     replicas = f", {figures.replicas} replicas" if figures.replicas > 1 else ""

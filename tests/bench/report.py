@@ -357,9 +357,9 @@ METHOD = """## How it is measured
   one repository of ten ConfigMaps and a Service (interval 1m, prune, a webhook). Ready:
   from creating the GitSyncs until every one is Ready=True; then an idle window of one
   interval, in which every GitSync polls once (audited requests but the Lease's, CPU,
-  VmRSS); then a commit, one GitSync's webhook
-  called, until every GitSync's ConfigMap carries it. Threads: the most the daemon ran at
-  once over all of it.
+  VmRSS, VmHWM); then a commit no webhook announces, until every GitSync's ConfigMap
+  carries it (at their polls); then another, one GitSync's webhook called, until every
+  GitSync's ConfigMap carries it. Threads: the most the daemon ran at once over all of it.
 - Tenants (tests/bench/tenants.py, `--tenants`, on a bare control plane of its own): one
   daemon in operator mode inside a 1 GiB memory cgroup, as the Deployment's limit, serving
   two namespaces. The victim's GitSync keeps 40 ConfigMaps (selfHeal, interval 1h); each
