@@ -179,7 +179,8 @@ class FluxFleet:
             lambda: carrying(self.api, value) == self.count, started, deadline, 0.5
         )
         how = "announced" if announce else "at their intervals"
-        show(value, f"{carried or 0:.1f} s to all {self.count}, {how}")
+        took = "never" if carried is None else f"{carried:.1f} s"
+        show(value, f"{took} to all {self.count}, {how}")
         return carried
 
 
