@@ -7,7 +7,10 @@
 # `make test-fast` runs the tests that need no cluster.
 # `make bench` measures gitopsd against kubectl and its targets, on a bare control plane
 # and on one with controllers, and writes BENCHMARKS.md, with how long the run took (not
-# part of `make test`).
+# part of `make test`). `make bench PEERS=flux` first builds Flux's controllers (once, a
+# few minutes) and measures them beside gitopsd: make cannot take `--peers flux` itself
+# (it reads options as its own), so PEERS passes it on. Plain `make bench` measures Flux
+# too when it is already built.
 # `make mutation` runs the pure core's unit tests against mutants of its modules (mutmut) and
 # writes the share each module's tests kill to MUTATION.md, with how long the run took (not
 # part of `make test`; docs/testing.md says how to read it).
@@ -86,7 +89,7 @@ demo: $(BIN)/.installed control-plane
 	$(BIN)/python -m tests.demo $(ARGS)
 
 bench: $(BIN)/.installed control-plane
-	$(BIN)/python -m tests.bench $(ARGS)
+	$(BIN)/python -m tests.bench $(if $(PEERS),--peers $(PEERS)) $(ARGS)
 
 mutation: $(BIN)/.installed
 	$(BIN)/python -m tests.mutation $(ARGS)

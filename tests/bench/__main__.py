@@ -6,8 +6,9 @@ and measures on each, side by side: cold sync, no-op sync and no-op diff (gitops
 kubectl), at the smallest size a chart's render and sync (gitopsd against helm and kubectl),
 then the daemon's cold start, idle cost, edit -> detection and heal latencies,
 one-file commit -> applied, and memory; then a fleet of GitSyncs served by one daemon; then
-a tenant's heal latency beside another tenant at its bounds.
-Prints the tables and writes them to BENCHMARKS.md.
+a tenant's heal latency beside another tenant at its bounds. With Flux built (--peers flux
+builds it), Flux beside gitopsd: on the fleet's tenants, and on one source of the largest
+size. Prints the tables and writes them to BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -32,28 +33,38 @@ from tests.bench.fleet import table as fleet_table
 from tests.bench.lab import Lab
 from tests.bench.measure import BenchError
 from tests.bench.oneshot import side_by_side
+from tests.bench.peers import report as peers_report
+from tests.bench.peers.fleet import FluxFleetFigures, measure_flux_fleet
+from tests.bench.peers.flux import FluxBinaries, provide_flux
+from tests.bench.peers.source import measure_flux_source
 from tests.bench.report import CLUSTERS, Circumstances, SizeResults
 from tests.bench.tenants import TenantFigures, measure_tenants
 from tests.bench.tenants import table as tenants_table
 from tests.harness.controlplane import Binaries, provide_binaries, running_control_plane
 from tests.harness.gitserver import GitServer
 
+PEERS = ("flux",)
+"""The peers --peers may name."""
+
 
 def main() -> int:
     options = parser().parse_args()
     signal.signal(signal.SIGTERM, _interrupt)  # clean up on SIGTERM as on Ctrl-C
     try:
-        results, circumstances, fleet, tenants = benchmark(options)
+        results, circumstances, fleet, tenants, flux_fleet = benchmark(options)
     except KeyboardInterrupt:
         print("bench: interrupted; the control plane and every child were stopped", file=sys.stderr)
         return 130
     except (BenchError, AssertionError, RuntimeError) as error:
         print(f"bench: error: {error}", file=sys.stderr)
         return 1
-    text = report.document(results, circumstances, fleet, tenants)
+    peers = peers_report.section(results, fleet, flux_fleet)
+    text = report.document(results, circumstances, fleet, tenants, peers)
     print("\n" + report.markdown(results))
     if fleet:
         print("\n" + fleet_table(fleet))
+    if peers:
+        print("\n" + peers)
     if tenants:
         print("\n" + tenants_table(tenants))
     options.output.write_text(text)
@@ -77,6 +88,13 @@ def parser() -> argparse.ArgumentParser:
         help="control planes to measure on: bare, controllers, or both (bare,controllers)",
     )
     add("--workdir", type=Path, help="keep the clusters' data, repositories and logs here")
+    add(
+        "--peers",
+        type=_peers,
+        default=[],
+        help="peers to build (once) and measure beside gitopsd: flux (make bench PEERS=flux); "
+        "without it, a peer is measured when it is already built",
+    )
     add("--fleet", type=int, default=1000, help="GitSyncs of the fleet; 0: none (1000)")
     add(
         "--tenants",
@@ -90,32 +108,53 @@ def parser() -> argparse.ArgumentParser:
 
 def benchmark(
     options: argparse.Namespace,
-) -> tuple[list[SizeResults], Circumstances, FleetFigures | None, TenantFigures | None]:
+) -> tuple[
+    list[SizeResults],
+    Circumstances,
+    FleetFigures | None,
+    TenantFigures | None,
+    FluxFleetFigures | None,
+]:
     started, load = time.monotonic(), os.getloadavg()[0]
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     binaries = provide_binaries()
+    flux = _flux(options.peers)
     os.environ["PATH"] = f"{binaries.helm.parent}{os.pathsep}{os.environ.get('PATH', '')}"
     _compile_gitopsd()
     results = []
     with _workdir(options.workdir) as workdir:
         for cluster in options.clusters:
-            results += measure_cluster(binaries, cluster, workdir / cluster, options)
-        fleet = None
+            results += measure_cluster(binaries, cluster, workdir / cluster, options, flux)
+        fleet = flux_fleet = None
         if options.fleet:
             fleet = measure_fleet(binaries, workdir / "fleet", options.fleet)
+        if options.fleet and flux:
+            flux_fleet = measure_flux_fleet(binaries, flux, workdir / "flux-fleet", options.fleet)
         tenants = None
         if options.tenants:
             tenants = measure_tenants(binaries, workdir / "tenants", options.tenants)
     circumstances = Circumstances(
         date=date,
-        machine=machine.describe(binaries),
+        machine=machine.describe(binaries) + (f", Flux's {flux.versions}" if flux else ""),
         revision=machine.gitopsd_revision(),
         command=" ".join(["python -m tests.bench", *sys.argv[1:]]),
         runs=options.runs,
         minutes=(time.monotonic() - started) / 60,
         load=(load, os.getloadavg()[0]),
     )
-    return results, circumstances, fleet, tenants
+    return results, circumstances, fleet, tenants, flux_fleet
+
+
+def _flux(peers: list[str]) -> FluxBinaries | None:
+    """Flux's binaries: built first when asked for, else only if already built."""
+    flux = provide_flux(build="flux" in peers)
+    if flux is None:
+        print(
+            "bench: Flux is not built, so gitopsd is measured alone; `make bench PEERS=flux` "
+            "(--peers flux) builds it once, in a few minutes, and measures it beside gitopsd",
+            flush=True,
+        )
+    return flux
 
 
 def _compile_gitopsd() -> None:
@@ -127,7 +166,11 @@ def _compile_gitopsd() -> None:
 
 
 def measure_cluster(
-    binaries: Binaries, cluster: str, workdir: Path, options: argparse.Namespace
+    binaries: Binaries,
+    cluster: str,
+    workdir: Path,
+    options: argparse.Namespace,
+    flux: FluxBinaries | None,
 ) -> list[SizeResults]:
     """Every size on a control plane of its own, `cluster` (a key of CLUSTERS)."""
     workdir.mkdir()
@@ -138,10 +181,12 @@ def measure_cluster(
         lab = Lab(plane, binaries, GitServer(root=workdir / "git"), workdir)
         lab.logs.mkdir()
         print(f"bench: {CLUSTERS[cluster]}: at {plane.url}, work in {workdir}", flush=True)
-        return [measure_size(lab, size, cluster, options) for size in options.sizes]
+        return [measure_size(lab, size, cluster, options, flux) for size in options.sizes]
 
 
-def measure_size(lab: Lab, size: int, cluster: str, options: argparse.Namespace) -> SizeResults:
+def measure_size(
+    lab: Lab, size: int, cluster: str, options: argparse.Namespace, flux: FluxBinaries | None
+) -> SizeResults:
     results = SizeResults(size, cluster)
     for number in range(1, options.runs + 1):
         print(f"bench: {size:,} objects, {cluster}, run {number} of {options.runs}", flush=True)
@@ -153,6 +198,10 @@ def measure_size(lab: Lab, size: int, cluster: str, options: argparse.Namespace)
             lab, size, tag, options.edits, options.commits, options.idle_seconds
         )
         results.daemon.append(daemon)
+        # Flux once, on the largest size of the bare cluster: the controllers' rollouts would
+        # add the same work to both sides, and minutes to the run
+        if flux and cluster == "bare" and size == options.sizes[-1] and number == 1:
+            results.flux = measure_flux_source(lab, flux, size, tag)
     return results
 
 
@@ -179,6 +228,13 @@ def _clusters(text: str) -> list[str]:
     if unknown or not clusters:
         raise argparse.ArgumentTypeError(f"choose from {', '.join(CLUSTERS)}")
     return [cluster for cluster in CLUSTERS if cluster in clusters]
+
+
+def _peers(text: str) -> list[str]:
+    peers = [part for part in text.split(",") if part]
+    if set(peers) - set(PEERS):
+        raise argparse.ArgumentTypeError(f"choose from {', '.join(PEERS)}")
+    return peers
 
 
 def _interrupt(number: int, frame: object) -> None:

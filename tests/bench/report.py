@@ -14,6 +14,7 @@ from tests.bench.fleet import FleetFigures
 from tests.bench.fleet import table as fleet_table
 from tests.bench.measure import Figure, percentile
 from tests.bench.oneshot import COLD, NOOP_DIFF, NOOP_SYNC, PHASES, TOOLS, OneShot
+from tests.bench.peers.source import FluxSourceFigures
 from tests.bench.tenants import TenantFigures
 from tests.bench.tenants import table as tenants_table
 
@@ -67,6 +68,8 @@ class SizeResults:
     oneshot: list[OneShot] = field(default_factory=list)
     daemon: list[DaemonFigures] = field(default_factory=list)
     charts: list[charts.ChartFigures] = field(default_factory=list)
+    flux: FluxSourceFigures | None = None
+    """Flux on one source of this size, when measured (the largest size, bare, run 1)."""
 
 
 def markdown(results: Sequence[SizeResults]) -> str:
@@ -290,14 +293,18 @@ def document(
     circumstances: Circumstances,
     fleet: FleetFigures | None,
     tenants: TenantFigures | None = None,
+    peers: str = "",
 ) -> str:
+    """The whole of BENCHMARKS.md; `peers` is the section of the peers measured beside
+    gitopsd (tests/bench/peers/report.py), after the fleet's."""
     c = circumstances
     head = f"""# Benchmarks
 
 Written by `make bench` ([tests/bench/](tests/bench/), described in
 [docs/benchmarks.md](docs/benchmarks.md)) on {c.date}: gitopsd at {c.revision}, `{c.command}`,
 {c.runs} run(s) per size, {c.minutes:.0f} minutes in all. Values are medians over the runs; a
-ratio is gitopsd's figure over kubectl's in the same run (the median of the runs' ratios).
+ratio is gitopsd's figure over kubectl's (or Flux's) in the same run (the median of the
+runs' ratios).
 Machines of this class are noisy (±25% from run to run): compare ratios, not seconds
 across runs.
 
@@ -312,7 +319,9 @@ at the end.
             tenants_table(tenants),
             "",
         ]
-    return "\n".join([head, markdown(results), *fleet_section, *tenants_section, METHOD])
+    peers_section = [peers, ""] if peers else []
+    body = [head, markdown(results), *fleet_section, *peers_section, *tenants_section]
+    return "\n".join([*body, METHOD])
 
 
 METHOD = """## How it is measured
@@ -357,7 +366,8 @@ METHOD = """## How it is measured
   one repository of ten ConfigMaps and a Service (interval 1m, prune, a webhook). Ready:
   from creating the GitSyncs until every one is Ready=True; then an idle window of one
   interval, in which every GitSync polls once (audited requests but the Lease's, CPU,
-  VmRSS); then a commit, one GitSync's webhook
+  VmRSS, VmHWM); then a commit no webhook announces, until every GitSync's ConfigMap
+  carries it (at their polls); then another, one GitSync's webhook
   called, until every GitSync's ConfigMap carries it. Threads: the most the daemon ran at
   once over all of it. Both steps are set against their CPU floor: the daemon's requests
   in them (audited) times the CPU a request costs kube-apiserver, etcd and the client,

@@ -22,28 +22,16 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache_root=${GITOPSD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gitopsd}/control-plane
 
-log() { printf 'control-plane: %s\n' "$*" >&2; }
-
-module_version() { # module_version GO_MOD_DIR MODULE
-  awk -v m="$2" '$1 == m && $2 ~ /^v/ {print $2; exit} $1 == "require" && $2 == m {print $3; exit}' "$1/go.mod"
-}
+provider=control-plane
+build_note="all of them take about 12 min on 2 cores"
+# shellcheck source=tests/controlplane/go-build.sh
+. "$here/go-build.sh"
 
 kube_version=$(module_version "$here/kube" k8s.io/kubernetes)
 etcd_version=$(module_version "$here/etcd" go.etcd.io/etcd/server/v3)
 kwok_version=$(module_version "$here/kwok" sigs.k8s.io/kwok)
 helm_version=$(module_version "$here/helm" helm.sh/helm/v4)
 registry_version=$(module_version "$here/registry" github.com/distribution/distribution/v3)
-
-# build DIR OUT PACKAGE [LDFLAGS]: go build PACKAGE from the wrapper module in DIR into OUT.
-build() {
-  local dir=$1 out=$2 package=$3 ldflags=${4:-}
-  log "building $(basename "$out") from $package (first run only; all of them take about 12 min on 2 cores)"
-  local started=$SECONDS
-  (cd "$dir" && CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local \
-    go build -trimpath -ldflags "-s -w $ldflags" -o "$out.partial" "$package")
-  mv -f "$out.partial" "$out"
-  log "built $(basename "$out") in $((SECONDS - started)) s"
-}
 
 kube_dir=$cache_root/kube-$kube_version
 etcd_dir=$cache_root/etcd-$etcd_version
@@ -61,7 +49,7 @@ KWOK_STAGES="node/fast/node-initialize pod/fast/pod-ready pod/fast/pod-complete
 
 write_kwok_stages() { # write_kwok_stages OUT
   local module stage
-  module=$(cd "$here/kwok" && GOFLAGS=-mod=mod GOTOOLCHAIN=local go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  module=$(module_dir "$here/kwok" sigs.k8s.io/kwok)
   for stage in $KWOK_STAGES; do
     printf -- '---\n'
     cat "$module/kustomize/stage/$stage.yaml"
@@ -72,8 +60,7 @@ write_kwok_stages() { # write_kwok_stages OUT
 # ensure NAME: prints the path of the cached binary NAME, building it first when missing.
 ensure() {
   mkdir -p "$kube_dir" "$etcd_dir" "$kwok_dir" "$helm_dir" "$registry_dir"
-  exec 9>"$cache_root/.lock"
-  flock 9 # two test runs at once build only once
+  lock_cache "$cache_root"
   local minor=${kube_version#v1.}
   local ldflags="-X k8s.io/component-base/version.gitVersion=$kube_version"
   ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor%%.*}"

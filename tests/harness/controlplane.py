@@ -34,6 +34,9 @@ STORAGE_CLASSES = "/apis/storage.k8s.io/v1/storageclasses"
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 AUDITED_USER, AUDITED_GROUP = "audited", "gitopsd:audited"
 """An admin whose every request is logged, reads included: "nothing reached the server"."""
+PEER_USERS = ("flux-source-controller", "flux-kustomize-controller")
+"""Admins audited as AUDITED_USER is, each under a name of its own: the peers the benchmark
+runs beside gitopsd, whose requests it counts apart from gitopsd's."""
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
@@ -75,9 +78,10 @@ class Binaries:
     """The registry's token service (the Bearer flow of hosted registries)."""
 
 
-def provided(script: Path) -> dict[str, Path]:
+def provided(script: Path, *arguments: str) -> dict[str, Path]:
     """Runs a provide script (which installs or builds once) and reads its NAME=path lines."""
-    answer = subprocess.run([str(script)], check=True, stdout=subprocess.PIPE, text=True).stdout
+    argv = [str(script), *arguments]
+    answer = subprocess.run(argv, check=True, stdout=subprocess.PIPE, text=True).stdout
     pairs = (line.split("=", 1) for line in answer.splitlines() if "=" in line)
     return {name: Path(path) for name, path in pairs}
 
@@ -180,6 +184,7 @@ class ControlPlane:
         self.admin_token = secrets.token_hex(16)
         self.audited_token = secrets.token_hex(16)
         self.component_tokens = {name: secrets.token_hex(16) for name in controllers.USERS}
+        self.peer_tokens = {user: secrets.token_hex(16) for user in PEER_USERS}
         self.port = 0
         self.etcd_url = ""
         self.processes: list[subprocess.Popen[bytes]] = []
@@ -211,6 +216,12 @@ class ControlPlane:
         """JSON lines, one per write request the API server answered, and one per request
         of AUDITED_USER (see AUDIT_POLICY)."""
         return self.workdir / "audit.log"
+
+    def peer_kubeconfig(self, user: str) -> Path:
+        """Admin rights as `user`, one of PEER_USERS, whose every request the log records."""
+        path = self.workdir / f"{user}-kubeconfig"
+        write_kubeconfig(path, self.url, self.ca_file, user, self.peer_tokens[user])
+        return path
 
     def start(self) -> None:
         make_certificates(self.pki)
@@ -305,6 +316,10 @@ class ControlPlane:
         components = "".join(
             f'{self.component_tokens[name]},{user},{user},"system:masters"\n'
             for name, user in controllers.USERS.items()
+        )
+        components += "".join(
+            f'{token},{user},{user},"system:masters,{AUDITED_GROUP}"\n'
+            for user, token in self.peer_tokens.items()
         )
         tokens.write_text(
             f'{self.admin_token},admin,admin,"system:masters"\n'
