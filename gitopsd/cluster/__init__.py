@@ -25,7 +25,7 @@ from gitopsd.cluster.pacing import Pace
 from gitopsd.cluster.projection import Projection
 from gitopsd.cluster.transport import Impersonating, PooledTransport
 from gitopsd.errors import ClusterError, ClusterReason
-from gitopsd.objects import FIELD_MANAGER, Body, GroupKind, Resource
+from gitopsd.objects import FIELD_MANAGER, Body, GroupKind, ObjectKey, Resource, key_of
 from gitopsd.resources import ACCESS_REVIEWS, CUSTOM_RESOURCE_DEFINITIONS, EVENTS
 
 PATCH_ATTEMPTS = 3
@@ -50,6 +50,17 @@ to the object: its `test` of the resourceVersion failed, or a path is no longer 
 VERSION = "/metadata/resourceVersion"
 LIST_RESTARTS = 3
 """How often a list whose snapshot expired while it was read starts over before failing."""
+Keep = Callable[[ObjectKey, Body], bool]
+
+
+@dataclass
+class Listing:
+    """What a list read: the objects kept, the key of every object read, and the list's
+    resourceVersion."""
+
+    items: list[Body] = field(default_factory=list)
+    keys: set[ObjectKey] = field(default_factory=set)
+    version: str = ""
 
 
 @dataclass
@@ -123,31 +134,41 @@ class Cluster:
     ) -> list[Body]:
         """Every object of a resource (in one namespace, or all), page by page; `projected`:
         without what drift ignores (see `projection`)."""
-        return self.list_with_version(resource, namespace, selector, projected)[0]
+        return self.list_with_version(resource, namespace, selector, projected).items
 
     def list_with_version(
-        self, resource: Resource, namespace: str = "", selector: str = "", projected: bool = False
-    ) -> tuple[list[Body], str]:
-        """The objects and the list's resourceVersion, from which a watch can continue. A
-        list read slower than the server keeps its snapshot (410 Gone on a continue token)
-        starts over: pages of two snapshots never mix."""
-        items: list[Body] = []
-        continue_token, restarts = "", 0
+        self,
+        resource: Resource,
+        namespace: str = "",
+        selector: str = "",
+        projected: bool = False,
+        keep: Keep | None = None,
+    ) -> Listing:
+        """What a list reads, from which a watch can continue; of its objects, only those
+        `keep` keeps are projected and held (a watch cache's list of all namespaces reads
+        every object of its kind, most of them others'). A list read slower than the server
+        keeps its snapshot (410 Gone on a continue token) starts over: pages of two snapshots
+        never mix."""
+        listing, continue_token, restarts = Listing(), "", 0
         while True:
             try:
                 page = self._page(resource, namespace, selector, continue_token)
             except ApiError as error:
                 if error.status != 410 or not continue_token or restarts == LIST_RESTARTS:
                     raise
-                items, continue_token, restarts = [], "", restarts + 1
+                listing, continue_token, restarts = Listing(), "", restarts + 1
                 continue
             for item in page.get("items") or []:  # list items lack apiVersion and kind
                 body = {"apiVersion": resource.api_version, "kind": resource.kind, **item}
-                items.append(self.projection.of(body) if projected else body)
+                key = key_of(body)
+                listing.keys.add(key)
+                if keep is None or keep(key, body):
+                    listing.items.append(self.projection.of(body) if projected else body)
             metadata = page.get("metadata") or {}
             continue_token = metadata.get("continue") or ""
             if not continue_token:
-                return items, str(metadata.get("resourceVersion", ""))
+                listing.version = str(metadata.get("resourceVersion", ""))
+                return listing
 
     def _page(self, resource: Resource, namespace: str, selector: str, continue_token: str) -> Body:
         query = [("limit", str(self.page_size)), ("labelSelector", selector)]

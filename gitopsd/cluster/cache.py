@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from gitopsd import health
 from gitopsd.backoff import Backoff
-from gitopsd.cluster import Cluster, Resource
+from gitopsd.cluster import Cluster, Keep, Resource
 from gitopsd.cluster.api import ApiError
 from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.managed_fields import owned_version
@@ -39,7 +40,6 @@ MAX_BACKOFF_SECONDS = 10.0
 
 Change = Callable[[ObjectKey, Body | None, Body | None], None]
 """Called with the object's key, the body held before and the new one (None: none held)."""
-Keep = Callable[[ObjectKey, Body], bool]
 Unless = Callable[[ObjectKey, Body | None], bool]
 Owned = tuple[str, str]
 """An ApplySet id and a namespace ("" for cluster-scoped objects): whose objects, where."""
@@ -82,7 +82,7 @@ class Informer:
     owned: dict[Owned, set[ObjectKey]] = field(default_factory=dict)
     """The keys held, by the ApplySet that labels them and their namespace."""
     catching_up: list[set[ObjectKey]] = field(default_factory=list)
-    """For each `catch_up` in progress, the keys recorded since it began."""
+    """For each catch-up or list in progress, the keys recorded since it began."""
     synced: threading.Event = field(default_factory=threading.Event)
     retired: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -127,23 +127,27 @@ class Informer:
 
     def _relist(self) -> str:
         """Lists, and holds what the list holds. What to keep is asked as late as can be: an
-        object someone began to keep meanwhile (and caught up on) stays."""
-        items, version = self.cluster.list_with_version(
-            self.resource, self.namespace, projected=not self.whole
-        )
-        listed = {key_of(item): item for item in items}
-        with self.lock:
-            held = set(self.store)
-        for key in held - listed.keys():
-            self._record(key, None)
-        for key, body in listed.items():
-            if self.keep(key, body):
-                self._record(key, body)
-            elif key in held:
+        object someone began to keep meanwhile (and caught up on) stays. Only what was kept
+        when its page was read is projected: most objects of all namespaces are others'."""
+        with self._recorded_meanwhile() as seen:
+            listing = self.cluster.list_with_version(
+                self.resource, self.namespace, projected=not self.whole, keep=self.keep
+            )
+            listed = {key_of(item): item for item in listing.items}
+            with self.lock:
+                held = set(self.store)
+            for key in held - listing.keys:
                 self._record(key, None)
+            for key, body in listed.items():
+                if self.keep(key, body):
+                    self._record(key, body)
+                elif key in held:
+                    self._record(key, None)
+            for key in (held & listing.keys) - listed.keys():  # kept by none when listed
+                self._record(key, None, lambda k, _: k in seen)
         self.synced.set()
         self.refusal = None
-        return version
+        return listing.version
 
     def _watch(self) -> bool:
         """Follows one watch from its opening (from then on the cache is synced) to its end,
@@ -166,9 +170,11 @@ class Informer:
             body = {"apiVersion": self.resource.api_version, "kind": self.resource.kind, **body}
             key = key_of(body)
             kept = kind != "DELETED" and self.keep(key, body)
-            kept_body = body if self.whole else self.cluster.projection.of(body)
-            self._record(key, kept_body if kept else None)
+            self._record(key, self._stored(body) if kept else None)
         return delivered
+
+    def _stored(self, body: Body) -> Body:
+        return body if self.whole else self.cluster.projection.of(body)
 
     def _record(self, key: ObjectKey, body: Body | None, unless: Unless | None = None) -> None:
         """Stores the newest body (None: gone) with its owned version, and reports a change
@@ -239,15 +245,21 @@ class Informer:
         hold: someone began to keep them after they were listed. A consistent list is at
         least as new as any event the watch delivered before it was asked; an object the
         watch recorded since is left as the watch has it."""
+        with self._recorded_meanwhile() as seen:
+            listing = self.cluster.list_with_version(
+                self.resource, namespace, projected=not self.whole, keep=self.keep
+            )
+            for item in listing.items:  # what the watch recorded is as new, or newer
+                self._record(key_of(item), item, lambda k, held: held is not None or k in seen)
+
+    @contextmanager
+    def _recorded_meanwhile(self) -> Iterator[set[ObjectKey]]:
+        """The keys recorded from now until the block ends (by the watch, catch-ups)."""
         seen: set[ObjectKey] = set()
         with self.lock:
             self.catching_up.append(seen)
         try:
-            items = self.cluster.list_objects(self.resource, namespace, projected=not self.whole)
-            for item in items:
-                key = key_of(item)
-                if self.keep(key, item):  # what the watch recorded is as new, or newer
-                    self._record(key, item, lambda k, held: held is not None or k in seen)
+            yield seen
         finally:
             with self.lock:  # by identity: two catch-ups may have seen the same keys
                 self.catching_up = [other for other in self.catching_up if other is not seen]

@@ -347,7 +347,8 @@ METHOD = """## How it is measured
   object are their growth from the smallest size to the largest over the growth in
   objects; what is left is the fixed part.
 - The daemon (`gitopsd run`, enforce mode, selfHeal and prune on, interval 1h, a signed
-  webhook) keeps a set of its own. Cold start: from the process's start to its
+  webhook) keeps a set of its own, beside the one-shot runs' sets (its watches of all
+  namespaces read them, and keep none). Cold start: from the process's start to its
   `gitopsd_last_success_timestamp_seconds`; its requests are counted until it settled
   (nothing drifts, its request tally stood still 2 s). Idle: audited requests and CPU over
   30 s (`--idle-seconds`), then VmRSS (and VmRSS once the cold start settled, the moment an

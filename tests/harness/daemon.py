@@ -24,6 +24,9 @@ from tests.harness.waiting import wait_for
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 ELECTION = {"enabled": True, "leaseDuration": "4s", "renewDeadline": "3s", "retryPeriod": "1s"}
 """Leader election in seconds, not the default tens of seconds, for a test's daemons."""
+IMAGE_ENVIRONMENT = {"MALLOC_ARENA_MAX": "2"}
+"""The allocator as the image sets it (the Dockerfile's ENV): the daemons the tests and
+`make bench` start hold their memory as the Deployment's would."""
 
 
 @dataclass
@@ -91,7 +94,7 @@ class DaemonProcess:
         if self.memory_limit_mib is not None:
             self.cage = MemoryCage.create(self.memory_limit_mib)
             argv = self.cage.wrap(argv)
-        self.process = spawn(argv, self.log_file)
+        self.process = spawn(argv, self.log_file, IMAGE_ENVIRONMENT)
         if wait:
             wait_for(self._serving, f"{self.name} to serve /healthz")
         return self

@@ -125,6 +125,23 @@ def test_a_list_whose_snapshot_expired_starts_over_and_mixes_no_pages(
     assert sorted(names) == sorted(set(names)) and {*"abcde"} <= set(names)
 
 
+def test_a_list_projects_and_holds_only_what_its_reader_keeps_and_names_every_key(
+    admin: Cluster, namespace: str
+) -> None:
+    """A watch cache of all namespaces reads every object of its kind, most of them others'."""
+    for name in "abcde":
+        admin.apply(CONFIG_MAPS, config_map(namespace, name), dry_run=False, force=True)
+    admin.page_size = 2
+
+    listing = admin.list_with_version(
+        CONFIG_MAPS, namespace, projected=True, keep=lambda key, body: key.name in ("a", "b")
+    )
+
+    assert sorted(b["metadata"]["name"] for b in listing.items) == ["a", "b"]
+    assert all("creationTimestamp" not in b["metadata"] for b in listing.items)  # projected
+    assert {key.name for key in listing.keys} >= {*"abcde"} and listing.version
+
+
 def test_a_list_that_keeps_expiring_fails_with_410_after_a_few_restarts(
     proxy: FaultProxy, namespace: str, tmp_path: Path, admin: Cluster
 ) -> None:

@@ -18,7 +18,7 @@ from kubernetes import client
 
 from tests.harness.cli import Gitopsd, example_files
 from tests.harness.controlplane import ControlPlane, free_port
-from tests.harness.daemon import DaemonProcess
+from tests.harness.daemon import IMAGE_ENVIRONMENT, DaemonProcess
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.image import Container, Image, Volume, main_pid
 from tests.harness.install import Install
@@ -46,6 +46,7 @@ def test_the_image_runs_the_daemon_as_a_numeric_non_root_user(image: Image) -> N
     env = dict(variable.split("=", 1) for variable in config["Env"])
     assert env["HOME"] == "/tmp"
     assert env["PYTHONDONTWRITEBYTECODE"] == env["PYTHONUNBUFFERED"] == "1"
+    assert env.items() >= IMAGE_ENVIRONMENT.items()  # as the tests' daemons run
     labels = config["Labels"]
     assert labels["org.opencontainers.image.title"] == "gitopsd"
     assert labels["org.opencontainers.image.licenses"] == "Apache-2.0"

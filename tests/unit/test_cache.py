@@ -13,13 +13,13 @@ from typing import Any, cast
 import pytest
 
 from gitopsd import health
-from gitopsd.cluster import ApiError, Cluster, Resource
+from gitopsd.cluster import ApiError, Cluster, Keep, Listing, Resource
 from gitopsd.cluster.cache import Informer, content
 from gitopsd.cluster.projection import Projection
 from gitopsd.cluster.watches import LiveCache, Watches
 from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.managed_fields import owned_version
-from gitopsd.objects import APPLYSET_PART_OF_LABEL, FIELD_MANAGER, Body, ObjectKey
+from gitopsd.objects import APPLYSET_PART_OF_LABEL, FIELD_MANAGER, Body, ObjectKey, key_of, owner_of
 from tests.harness.waiting import wait_for
 
 DEPLOYMENTS = Resource("apps", "v1", "Deployment", "deployments", namespaced=True)
@@ -262,18 +262,15 @@ class ScriptedCluster:
     watched_from: list[str] = field(default_factory=list)
 
     def list_with_version(
-        self, resource: Resource, namespace: str, projected: bool
-    ) -> tuple[list[Body], str]:
+        self, resource: Resource, namespace: str, projected: bool, keep: Keep | None = None
+    ) -> Listing:
         self.projected.append(projected)
         if self.list_errors:
             raise self.list_errors.pop(0)
-        return self.list_objects(resource, namespace), "10"
-
-    def list_objects(
-        self, resource: Resource, namespace: str, projected: bool = True
-    ) -> list[Body]:
         self.lists += 1
-        return [o for o in self.objects if namespace in ("", o["metadata"]["namespace"])]
+        found = [o for o in self.objects if namespace in ("", o["metadata"]["namespace"])]
+        kept = [o for o in found if keep is None or keep(key_of(o), o)]
+        return Listing(kept, {key_of(o) for o in found}, "10")
 
     def may_watch_everywhere(self, resource: Resource) -> bool:
         return self.everywhere
@@ -487,21 +484,69 @@ def keeping_everything(cluster: ScriptedCluster) -> Informer:
     return Informer(cast(Cluster, cluster), DEPLOYMENTS, "", keep_all, unheard, cluster.stopping)
 
 
+def keeping_owners_of(cluster: ScriptedCluster, applyset_id: str) -> Informer:
+    """An informer of all namespaces keeping one ApplySet's objects, not started."""
+    keep = lambda key, body: owner_of(body) == applyset_id  # noqa: E731
+    return Informer(
+        cast(Cluster, cluster), DEPLOYMENTS, "", keep, lambda *_: None, cluster.stopping
+    )
+
+
+def test_a_list_drops_what_it_read_relabelled_away_though_held_as_kept() -> None:
+    """The watch was down while A's label changed: the list, not the body held, decides."""
+    _, cluster = view("applyset-a-v1")
+    fed = keeping_owners_of(cluster, "applyset-a-v1")
+    fed._record(A, deployment("1", owner="applyset-a-v1", key=A))
+    cluster.objects = [deployment("9", owner="applyset-b-v1", key=A)]
+
+    fed._relist()
+
+    assert fed.store == {}
+
+
+def test_a_list_keeps_what_someone_began_to_keep_and_caught_up_on_while_it_ran() -> None:
+    _, cluster = view("applyset-a-v1")
+    kept: set[ObjectKey] = set()
+    fed = Informer(
+        cast(Cluster, cluster),
+        DEPLOYMENTS,
+        "",
+        lambda k, b: k in kept,
+        lambda *_: None,
+        cluster.stopping,
+    )
+    cluster.objects = [deployment("1", key=A)]
+    listed = cluster.list_with_version
+
+    def caught_up_during_the_list(
+        resource: Resource, namespace: str, projected: bool, keep: Keep | None = None
+    ) -> Listing:
+        found = listed(resource, namespace, projected, keep)  # A is no one's yet
+        kept.add(A)
+        fed._record(A, deployment("1", key=A))  # the catch-up of whoever keeps it now
+        return found
+
+    cluster.list_with_version = caught_up_during_the_list  # type: ignore[method-assign]
+    fed._relist()
+
+    assert list(fed.store) == [A]
+
+
 def test_a_catch_up_leaves_what_the_watch_recorded_since_it_began() -> None:
     """The list may be older than an event the watch delivered meanwhile."""
     _, cluster = view("applyset-a-v1")
     cluster.objects = [deployment("1", owner="applyset-a-v1", key=A)]
     fed = keeping_everything(cluster)
-    listed = cluster.list_objects
+    listed = cluster.list_with_version
 
     def event_during_the_list(
-        resource: Resource, namespace: str, projected: bool = True
-    ) -> list[Body]:
-        found = listed(resource, namespace)
+        resource: Resource, namespace: str, projected: bool, keep: Keep | None = None
+    ) -> Listing:
+        found = listed(resource, namespace, projected, keep)
         fed._record(A, deployment("5", replicas=3, owner="applyset-a-v1", key=A))
         return found
 
-    cluster.list_objects = event_during_the_list  # type: ignore[method-assign]
+    cluster.list_with_version = event_during_the_list  # type: ignore[method-assign]
     fed.catch_up("a")
 
     assert fed.store[A]["metadata"]["resourceVersion"] == "5"
@@ -549,19 +594,19 @@ def test_catch_ups_at_once_each_end_on_their_own() -> None:
     """Two sources joining at once catch up with equal (empty) sets of keys seen."""
     _, cluster = view("applyset-a-v1")
     fed = keeping_everything(cluster)
-    listed = cluster.list_objects
+    listed = cluster.list_with_version
     nested: list[bool] = []
 
     def another_catch_up_meanwhile(
-        resource: Resource, namespace: str, projected: bool = True
-    ) -> list[Body]:
+        resource: Resource, namespace: str, projected: bool, keep: Keep | None = None
+    ) -> Listing:
         if not nested:
             nested.append(True)
             fed.catch_up("b")  # begins and ends within the first one
             fed._record(A, deployment("7", key=A))  # an event the first one must see
-        return listed(resource, namespace)
+        return listed(resource, namespace, projected, keep)
 
-    cluster.list_objects = another_catch_up_meanwhile  # type: ignore[method-assign]
+    cluster.list_with_version = another_catch_up_meanwhile  # type: ignore[method-assign]
     fed.catch_up("a")
 
     assert fed.catching_up == []
