@@ -54,7 +54,12 @@ def writes_by_name(writes: list[audit.Write], dry_run: bool) -> Counter[str]:
 def rolled_out(admin_api: Any, namespace: str, name: str) -> bool:
     """The Deployment controller annotated the Deployment's revision, and its pod is ready."""
     apps: Any = client.AppsV1Api(admin_api)
-    live = apps.read_namespaced_deployment(name, namespace)
+    try:
+        live = apps.read_namespaced_deployment(name, namespace)
+    except client.ApiException as error:
+        if error.status == 404:
+            return False  # not applied yet
+        raise
     revision = (live.metadata.annotations or {}).get("deployment.kubernetes.io/revision")
     return bool(revision) and live.status.ready_replicas == 1
 
