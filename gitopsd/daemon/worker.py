@@ -47,11 +47,11 @@ from gitopsd.source import ChartCache, FetchLedger, SharedFetch
 ANNOUNCE_SECONDS = 1.0
 """At most one fetch a second for announced pushes (webhooks, requests to reconcile now)."""
 CHECK_WINDOW_SECONDS = 0.1
-"""At most one drift check per this: a storm of watch events coalesces into a few checks,
-each of many keys, rather than one per event."""
+"""At most one drift check per this: a storm of watch events coalesces into a few checks."""
+HEALTH_WINDOW_SECONDS = 1.0
+"""At most one assessment of health alone (one status written) per this: a rollout in steps."""
 SETTLE_SECONDS = 2.0
-"""How long a poll that wrote waits for its writes' watch events, so that what it reports
-(a request's answer, a GitSync's status) carries their health, not "not read yet"."""
+"""How long a poll that wrote waits for its writes' events, so that it reports their health."""
 
 
 @dataclass
@@ -89,17 +89,19 @@ class SourceWorker:
     """When a push announced last had the source fetch (monotonic seconds)."""
     checked_at: float = float("-inf")
     """When the last drift check took its keys (monotonic seconds)."""
+    reassessed_at: float = float("-inf")  # when health alone was last assessed
     holdings: Holdings | None = None
     """What its tenant's sources hold, against the tenant's share (None: not counted)."""
     charts: ChartCache | None = None
     """The daemon's record of the charts its sources hold on disk, and its bounds."""
 
     def __post_init__(self) -> None:
-        fence = self.cluster.may_write
+        fence, config, halt = self.cluster.may_write, self.config, self.halt
+        deadline = self.deadline = Deadline(config.timeout_seconds)
         # a retired source writes nothing more: its GitSync may be withdrawing its objects
-        self.cluster = replace(self.cluster, may_write=lambda: fence() and not self._done())
-        config = self.config
-        self.deadline = Deadline(config.timeout_seconds)
+        self.cluster = replace(
+            self.cluster, may_write=lambda: fence() and not (deadline.passed() or halt.is_set())
+        )
         applyset = desired.applyset_of(config.settings)
         self.cache = LiveCache(self.watches, self.cluster, applyset.id, self._changed, self.halt)
         self.cache.on_health = self._health_moved
@@ -275,7 +277,7 @@ class SourceWorker:
         listener = replace(listener, on_read=self._hold)
         enforce = self.config.mode == Mode.ENFORCE
         kind = Pass.of(enforce, poll=changed is None)
-        intent = Intent(kind, self._may_prune, self.dependencies_waiting)
+        intent = Intent(kind, lambda: not self.stopping.is_set(), self.dependencies_waiting)
         if not self.leading.is_set():
             read_only(self.source, self.cluster, self.reader, self.state, listener, intent.polls)
             return False
@@ -295,9 +297,6 @@ class SourceWorker:
         if result.report is not None:
             self.reporter.synced(result, result.report)
         return True
-
-    def _done(self) -> bool:
-        return self.deadline.passed() or self.halt.is_set()
 
     def _failed(self, error: GitopsdError, backoff: Backoff) -> float | None:
         """Reports a failure; what may cure itself is retried after `backoff` (its delay is
@@ -320,9 +319,6 @@ class SourceWorker:
         if self.holdings is not None and not self.halt.is_set():
             self.holdings.hold(self.tenant, id(self), self.name, objects)
 
-    def _may_prune(self) -> bool:
-        return not self.stopping.is_set()
-
     # Watch events: re-check soon after a live change, heal it in enforce mode.
 
     def _changed(self, key: ObjectKey, body: Body | None) -> None:
@@ -335,9 +331,8 @@ class SourceWorker:
         self.check_soon()
 
     def _check(self) -> None:
-        """Checks the queued keys (none queued: assesses those whose health alone moved), but
-        not before its first poll ends (which checks them), within CHECK_WINDOW_SECONDS of the
-        last check, or while a failed check backs off (the clock checks them after either)."""
+        """Checks the queued keys (none: assesses what only moved health), but not before its
+        first poll ends, within CHECK_WINDOW_SECONDS of the last, or while a check backs off."""
         if self.stopping.is_set() or self.halt.is_set():
             return
         if not self.busy.acquire(blocking=False):
@@ -375,9 +370,14 @@ class SourceWorker:
 
     def _reassess(self) -> bool:
         """Assesses again the objects whose health alone moved; says whether it did."""
+        if (window := self.reassessed_at + HEALTH_WINDOW_SECONDS - time.monotonic()) > 0:
+            if len(self.healths):
+                self._check_later(window)  # they wait for the window's end
+            return False
         keys = self.healths.take(timeout_seconds=0)
         if not keys or not self.leading.is_set() or self.report.health is None:
             return False  # a poll assesses them all
+        self.reassessed_at = time.monotonic()
         self.reporter.reassessed(self.cache.held(keys), self.config.settings.checks)
         return True
 
