@@ -240,7 +240,7 @@ class ControlPlane:
         """Stops every process, the last started first: SIGTERM, then SIGKILL after a grace
         period."""
         for process in reversed(self.processes):
-            _stop(process)
+            stop_process(process)
         self.processes.clear()
 
     @contextlib.contextmanager
@@ -250,7 +250,7 @@ class ControlPlane:
         and returns once it and the controllers (`_restart_controllers`) are at work: later
         tests find the control plane as it was."""
         assert self.apiserver is not None
-        _stop(self.apiserver)
+        stop_process(self.apiserver)
         place = self.processes.index(self.apiserver)
         self.processes.remove(self.apiserver)
         try:
@@ -388,7 +388,7 @@ class ControlPlane:
         if not self.with_controllers:
             return
         for process in self.controllers:
-            _stop(process)
+            stop_process(process)
             self.processes.remove(process)
         self._start_controllers(register=False)
         self._await_probe()
@@ -500,7 +500,7 @@ class ControlPlane:
             return False
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def stop_process(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM, then SIGKILL after a grace period."""
     if process.poll() is None:
         process.terminate()

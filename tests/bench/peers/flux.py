@@ -24,6 +24,7 @@ from tests.harness.controlplane import (
     free_port,
     provided,
     spawn,
+    stop_process,
 )
 from tests.harness.kube import api_client
 
@@ -35,7 +36,6 @@ REQUESTED_AT = "reconcile.fluxcd.io/requestedAt"
 CONCURRENT = 8
 """Reconciles each controller runs at once: gitopsd's concurrentReconciles by default."""
 START_DEADLINE_SECONDS = 120.0
-STOP_GRACE_SECONDS = 15.0
 GIT_SECRET = "git"
 """Each tenant's basic-auth Secret for the git server (Flux reads git over HTTP only)."""
 
@@ -96,13 +96,7 @@ class Flux:
 
     def stop(self) -> None:
         for process in self.processes.values():
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(STOP_GRACE_SECONDS)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            stop_process(process)
 
     @property
     def pids(self) -> dict[str, int]:
