@@ -225,20 +225,18 @@ def lone_write(
 ) -> Target | None:
     """The object a sync would write without a dry-run, where it is all the sync writes
     (nothing else to create or configure, nothing left git to prune) and its dry-run would
-    only check it: absent and ready to create, or present as the memo last measured it
-    with a new git body, no drift rule to hold its fields and no replace asked for. Its
-    apply is then its own all-or-nothing check. An object whose live version moved since
-    it was measured is dry-run: that dry-run measures drift, and diff and metrics show it."""
+    only check it: present as the memo last measured it with a new git body, no drift rule
+    to hold its fields and no replace asked for. Its apply is then its own all-or-nothing
+    check. An object whose live version moved since it was measured is dry-run: that
+    dry-run measures drift, and diff and metrics show it; so is an absent one, whose
+    dry-run as a create is what its drift says (what the server would store) and whose
+    refusal leaves no drift reported, as for any revision that cannot be applied."""
     if settings.dry_run or any(key not in targets for key in (*live.owned, *live.recorded)):
         return None
     absent = [t for k, t in targets.items() if live.desired[k] is None and t.writes(False)]
     differing = {key for key in present if not memo.recall(key).in_sync}
     writes = {t.key for t in absent} | {t.key for t in stale} | differing
-    if len(writes) != 1:
-        return None
-    if absent:
-        return absent[0] if ready(absent[0], targets, live.desired) else None
-    if not stale:
+    if len(writes) != 1 or absent or not stale:
         return None
     lone = stale[0]
     held = lone.rules or settings.drift_rules

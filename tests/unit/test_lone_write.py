@@ -99,7 +99,7 @@ def dry(fleet: Fleet) -> None:
 
 CASES = [
     ("a new git body on the live version measured", new_body, "a"),
-    ("one object to create", created, "d"),
+    ("one object to create: its dry-run measures its drift", created, None),
     ("nothing to write", lambda fleet: None, None),
     ("two new bodies", both(new_body, lambda f: new_body(f, "b")), None),
     ("a new body and an object to create", both(new_body, created), None),
@@ -107,7 +107,7 @@ CASES = [
     ("an object to create and one that left git", both(created, left_git), None),
     ("a new body a drift rule may hold", both(new_body, ruled), None),
     ("a new body whose immutable fields would be replaced", replaced, None),
-    ("a dry run", both(created, dry), None),
+    ("a dry run", both(new_body, dry), None),
 ]
 
 
