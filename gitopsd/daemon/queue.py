@@ -49,10 +49,16 @@ class WorkQueue:
             self._keys.clear()
             self._ready.notify_all()
 
-    def wait_for(self, keys: set[ObjectKey], timeout_seconds: float) -> bool:
-        """Whether every one of `keys` is queued within the timeout."""
+    def wait_for(
+        self,
+        keys: set[ObjectKey],
+        timeout_seconds: float,
+        ready: Callable[[], bool] = lambda: True,
+    ) -> bool:
+        """Whether every one of `keys` is queued, and `ready()` holds, within the timeout
+        (`ready` is asked again at each key queued; keys left queued are checked later)."""
         with self._ready:
-            return self._ready.wait_for(lambda: keys <= self._keys, timeout_seconds)
+            return self._ready.wait_for(lambda: keys <= self._keys and ready(), timeout_seconds)
 
     def __len__(self) -> int:
         with self._ready:

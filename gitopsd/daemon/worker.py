@@ -182,10 +182,9 @@ class SourceWorker:
 
     def ended(self, timeout_seconds: float) -> bool:
         """Whether its reconcile or drift check in flight, if any, ends within the timeout."""
-        if self.busy.acquire(timeout=timeout_seconds):
+        if ended := self.busy.acquire(timeout=timeout_seconds):
             self.busy.release()
-            return True
-        return False
+        return ended
 
     def lead(self, writing: bool) -> None:
         """Its gate (sharding) opened or closed: once open, it applies afresh, as a leader."""
@@ -242,10 +241,12 @@ class SourceWorker:
             self.check_soon()
 
     def _settle(self) -> None:
-        """Checks what the poll wrote once its events come: its health read, not assumed."""
+        """Checks what the poll wrote once the watch brings it back (its health read, not
+        assumed): a key the initial list queued would have it dry-run a body already healed."""
         health = self.report.health or {}
         written = {key for key, assessed in health.items() if assessed == APPLIED}
-        if written and self.leading.is_set() and self.queue.wait_for(written, SETTLE_SECONDS):
+        back = lambda: self.state.memo.measured_all(self.cache.held(written))  # noqa: E731
+        if written and self.leading.is_set() and self.queue.wait_for(written, SETTLE_SECONDS, back):
             self._recheck(self.queue.take(timeout_seconds=0))
 
     def _retry(self) -> None:  # a failed poll's backoff ended: poll now, whatever the clocks say
@@ -273,8 +274,7 @@ class SourceWorker:
     def _once(self, changed: set[ObjectKey] | None = None) -> bool:
         """One reconcile (`changed` None) or drift check after watch events on `changed`;
         a standby only reads, to keep its caches warm. Says whether it was the leader's."""
-        listener = self.reporter.listener(changed or set())
-        listener = replace(listener, on_read=self._hold)
+        listener = replace(self.reporter.listener(changed or set()), on_read=self._hold)
         enforce = self.config.mode == Mode.ENFORCE
         kind = Pass.of(enforce, poll=changed is None)
         intent = Intent(kind, lambda: not self.stopping.is_set(), self.dependencies_waiting)

@@ -110,6 +110,10 @@ class DriftMemo:
         fingerprint, version, measured = self.seen.get(key, ("", "", IN_SYNC))
         return fingerprint if version and version == self._version(key, live, measured) else None
 
+    def measured_all(self, bodies: Mapping[ObjectKey, Body | None]) -> bool:
+        """Whether each of `bodies` is there, at the version it was last measured at."""
+        return all(b is not None and self.measured_at(k, b) is not None for k, b in bodies.items())
+
     def _version(self, key: ObjectKey, live: Body, measured: Measured) -> str:
         versions = self.version_of(key, live)
         return versions.partition("@")[0] if measured.in_sync else versions

@@ -68,6 +68,25 @@ def test_the_queue_hands_out_each_key_once_however_often_it_was_added() -> None:
     assert queue.take(timeout_seconds=0) == set()
 
 
+def test_a_wait_for_keys_queued_ends_once_they_are_and_its_condition_holds() -> None:
+    """A key queued before the write it waits for (the settle after a poll) does not end the
+    wait: the condition, asked again at each key queued, must hold too."""
+    queue = WorkQueue()
+    web = ObjectKey("apps", "Deployment", "n", "web")
+    queue.add(web)  # queued before the write, by the initial list
+    written_back = threading.Event()
+
+    assert not queue.wait_for({web}, 0.05, written_back.is_set)
+
+    def event_of_the_write() -> None:
+        written_back.set()
+        queue.add(web)
+
+    threading.Timer(0.05, event_of_the_write).start()
+    assert queue.wait_for({web}, 30, written_back.is_set)
+    assert queue.take(timeout_seconds=0) == {web}
+
+
 def test_a_key_that_failed_is_handed_on_after_its_backoff_or_now_for_its_namespace(
     timers: Timers,
 ) -> None:
