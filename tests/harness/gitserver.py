@@ -1,7 +1,8 @@
 """A real git server: bare repositories served over file:// and over smart HTTP.
 
 Smart HTTP is git's own `git http-backend` (a CGI program) behind a small loopback HTTP
-server that demands basic auth, the way a hosted git service does.
+server that demands basic auth, the way a hosted git service does. The benchmark serves its
+peers from a process of its own (`python -m tests.harness.gitserver ROOT PORT`).
 """
 
 from __future__ import annotations
@@ -9,15 +10,22 @@ from __future__ import annotations
 import base64
 import os
 import secrets
+import signal
 import subprocess
+import sys
 import tempfile
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote
+
+from tests.harness.controlplane import free_port, spawn, stop_process
+from tests.harness.waiting import wait_for
 
 GIT_HTTP_BACKEND = "/usr/lib/git-core/git-http-backend"
 TEST_IDENTITY = {
@@ -178,19 +186,42 @@ class GitServer:
     """Answers it has trickled (or trickles now)."""
     stopped: threading.Event = field(default_factory=threading.Event)
     _server: ThreadingHTTPServer | None = None
+    _process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         self.open.set()
         handler = type("Handler", (_GitHttpHandler,), {"git_server": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server = _Listener(("127.0.0.1", self.port), handler)
         self.port = self._server.server_address[1]
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def start_apart(self, log_file: Path) -> None:
+        """Serves as `start` does, from a process of its own: a peer's fetches then wait for
+        no lock of the harness that measures it (`holding` and `trickling` do not reach it)."""
+        self.port = free_port()
+        credentials = {"GIT_SERVER_USERNAME": self.username, "GIT_SERVER_PASSWORD": self.password}
+        argv = [sys.executable, "-m", "tests.harness.gitserver", str(self.root), str(self.port)]
+        self._process = spawn(argv, log_file, credentials)
+        wait_for(self._answers, f"the git server apart (its log: {log_file})", 30)
+
+    def _answers(self) -> bool:
+        if self._process is not None and self._process.poll() is not None:
+            raise RuntimeError(f"the git server exited {self._process.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/", timeout=2):
+                return True
+        except urllib.error.HTTPError:
+            return True  # it answered: 401, as it does without credentials
+        except OSError:
+            return False
 
     def stop(self) -> None:
         self.stopped.set()
         if self._server:
             self._server.shutdown()
             self._server.server_close()
+        if self._process:
+            stop_process(self._process)
 
     @contextmanager
     def holding(self) -> Iterator[None]:
@@ -220,6 +251,12 @@ class GitServer:
     def authorized(self, header: str | None) -> bool:
         expected = base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
         return secrets.compare_digest(header or "", f"Basic {expected}")
+
+
+class _Listener(ThreadingHTTPServer):
+    request_queue_size = 128
+    """A burst of fetches (a fleet's sources at once) waits its turn: past the default 5, the
+    kernel drops a connection's first packet, and the client retries a second or more later."""
 
 
 class _GitHttpHandler(BaseHTTPRequestHandler):
@@ -314,3 +351,16 @@ class _GitHttpHandler(BaseHTTPRequestHandler):
                     return
         except OSError:
             return  # the client went
+
+
+def main() -> None:
+    """Serves ROOT on loopback PORT until terminated, with the credentials in
+    GIT_SERVER_USERNAME and GIT_SERVER_PASSWORD."""
+    root, port = Path(sys.argv[1]), int(sys.argv[2])
+    username, password = os.environ["GIT_SERVER_USERNAME"], os.environ["GIT_SERVER_PASSWORD"]
+    GitServer(root, username, password, port=port).start()
+    signal.pause()  # SIGTERM ends it
+
+
+if __name__ == "__main__":
+    main()

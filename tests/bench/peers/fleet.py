@@ -75,7 +75,7 @@ def measure_flux_fleet(
     with running_control_plane(binaries, workdir / "cluster", with_controllers=False) as plane:
         server = GitServer(root=workdir / "git")
         (workdir / "git").mkdir()
-        server.start()
+        server.start_apart(workdir / "git-server.log")
         fleet = FluxFleet(plane, server, Flux(plane, flux, binaries.kubectl, workdir / "flux"))
         try:
             return fleet.measure(tenants)

@@ -70,7 +70,7 @@ class FluxSourceFigures:
 def measure_flux_source(lab: Lab, flux: FluxBinaries, size: int, tag: str) -> FluxSourceFigures:
     print(f"bench: {size:,} objects under Flux, one source", flush=True)
     objects = generate(f"{tag}-f", size)
-    lab.server.start()
+    lab.server.start_apart(lab.workdir / f"git-server-{tag}.log")
     running = Flux(lab.plane, flux, lab.binaries.kubectl, lab.workdir / f"flux-{tag}")
     try:
         running.start()
