@@ -119,3 +119,27 @@ def test_in_sync_holds_while_what_gitopsd_owns_does_and_drift_only_while_nothing
 
     assert memo.fresh(target("a"), annotated) and not memo.fresh(target("b"), annotated)
     assert memo.fresh(target("b"), live("7")) and not memo.fresh(target("a"), live("9", "x"))
+
+
+def test_an_object_found_fresh_at_a_resource_version_is_fresh_there_without_its_versions() -> None:
+    """A drift check asks every object whether it is fresh: one found fresh at a
+    resourceVersion answers again from that, without its owned version computed. An entry
+    remembered anew, or a body at another resourceVersion, is asked in full."""
+    computed: list[str] = []
+
+    def versions(key: ObjectKey, body: Body) -> str:
+        computed.append(body["metadata"]["resourceVersion"])
+        return f"{owned_version(body)}@{body['metadata']['resourceVersion']}"
+
+    memo = DriftMemo(version_of=versions)
+    memo.remember(target("a"), live("7"), IN_SYNC)
+    computed.clear()
+
+    assert memo.fresh(target("a"), live("7")) and memo.fresh(target("a"), live("7"))
+    assert computed == ["7"]
+    assert memo.fresh(target("a"), live("8", annotated=True))  # another manager's field
+    assert not memo.fresh(target("a"), live("9", "edited"))
+    assert computed == ["7", "8", "9"]
+    memo.remember(target("a"), live("9", "edited"), Measured(None, owned_as_declared=False))
+    assert not memo.fresh(target("a"), live("7"))  # a new entry: found fresh at 7 no more
+    assert not memo.fresh(target("a", "new"), live("9", "edited"))  # git moved
