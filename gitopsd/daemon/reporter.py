@@ -193,17 +193,23 @@ class Reporter:
         healths |= {o.key: APPLIED for o in written if o.action in WRITES}
         self._told(healths)
 
-    def reassessed(self, found: Mapping[ObjectKey, Body | None], checks: Checks | None) -> None:
+    def reassessed(self, found: Mapping[ObjectKey, Body | None], checks: Checks | None) -> bool:
         """The health of objects whose status alone moved, assessed again; the others' stands
-        as the last reconcile assessed it."""
+        as the last reconcile assessed it. Says whether any moved (else nothing is told)."""
         before = self.report.health or {}
         now = {key: assess(body, checks) for key, body in found.items() if key in before}
-        self._told({**before, **now})
+        moved = {key: health for key, health in now.items() if health != before[key]}
+        if moved:
+            self._told({**before, **moved}, moved)
+        return bool(moved)
 
-    def _told(self, healths: dict[ObjectKey, Health]) -> None:
+    def _told(
+        self, healths: dict[ObjectKey, Health], moved: Mapping[ObjectKey, Health] | None = None
+    ) -> None:
+        """Exports `healths` and logs what changed: of `moved` only, if given."""
         self.recorder.health(self.name, healths)
         before = self.report.health or {}
-        for key, now in healths.items():
+        for key, now in (healths if moved is None else moved).items():
             previous = before.get(key)
             if _newsworthy(previous, now):
                 level = logging.WARNING if now.status == Status.FAILED else logging.INFO

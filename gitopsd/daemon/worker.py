@@ -369,7 +369,7 @@ class SourceWorker:
         return False
 
     def _reassess(self) -> bool:
-        """Assesses again the objects whose health alone moved; says whether it did."""
+        """Assesses again the objects whose health alone moved; says whether one moved."""
         if (window := self.reassessed_at + HEALTH_WINDOW_SECONDS - time.monotonic()) > 0:
             if len(self.healths):
                 self._check_later(window)  # they wait for the window's end
@@ -378,8 +378,7 @@ class SourceWorker:
         if not keys or not self.leading.is_set() or self.report.health is None:
             return False  # a poll assesses them all
         self.reassessed_at = time.monotonic()
-        self.reporter.reassessed(self.cache.held(keys), self.config.settings.checks)
-        return True
+        return self.reporter.reassessed(self.cache.held(keys), self.config.settings.checks)
 
     def _check_later(self, delay_seconds: float) -> None:
         if self.timers and not self.halt.is_set():
