@@ -13,6 +13,7 @@ from tests.bench.fleet import FleetFigures
 from tests.bench.measure import Figure
 from tests.bench.peers import report
 from tests.bench.peers.fleet import ANNOUNCED, CREATION, POLLED, FluxFleetFigures
+from tests.bench.peers.flux import applied
 from tests.bench.peers.source import COLD, COMMIT, HEAL, NOOP, FluxSourceFigures, Step
 from tests.bench.report import SizeResults
 
@@ -115,3 +116,23 @@ def test_without_flux_there_is_no_section() -> None:
 
     assert report.section([SizeResults(1000, "bare")], ours, None) == ""
     assert report.section([sources()], ours, None).startswith("## Beside Flux")
+
+
+def kustomization(ready: str, applied_at: str) -> dict[str, object]:
+    ready_condition = {"type": "Ready", "status": ready}
+    return {"status": {"conditions": [ready_condition], "lastAppliedRevision": applied_at}}
+
+
+@pytest.mark.parametrize(
+    ("ready", "applied_at", "counted"),
+    [
+        ("True", "main@sha1:b", True),
+        ("Unknown", "main@sha1:b", True),  # a later pass in progress: b stays applied
+        ("False", "main@sha1:b", False),  # a pass failed since
+        ("True", "main@sha1:a", False),  # an earlier commit
+    ],
+)
+def test_a_kustomization_counts_as_applied_from_its_last_applied_revision(
+    ready: str, applied_at: str, counted: bool
+) -> None:
+    assert applied(kustomization(ready, applied_at), "main@sha1:b") is counted

@@ -2,7 +2,7 @@
 repository of ten ConfigMaps and a Service, interval 1m, prune), each a GitRepository and a
 Kustomization of it, on a bare control plane of their own, as gitopsd's fleet has: each side
 starts from an empty cluster and has the machine to itself. Measured as gitopsd's fleet is,
-from outside: from creation until every Kustomization is Ready at the commit, both
+from outside: from creation until every Kustomization applied the commit, both
 controllers' memory and threads together, what one idle interval costs, and a commit until
 every tenant applied it, first at their intervals, then announced as a Receiver announces
 it: `reconcile.fluxcd.io/requestedAt` set on every GitRepository."""

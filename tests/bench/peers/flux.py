@@ -212,11 +212,14 @@ def revision(sha: str) -> str:
 
 
 def applied(kustomization: Mapping[str, Any], at: str) -> bool:
-    """Ready, with the revision `at` applied."""
+    """The revision `at` applied, and no pass failed since: Ready, or Unknown while a later
+    pass runs. Flux marks each pass in progress, and with its workers busy (a fleet at its
+    intervals) as many Kustomizations as it has workers always are: "all Ready at once"
+    never held, though every tenant had applied the revision minutes before."""
     status = kustomization.get("status") or {}
     conditions = status.get("conditions") or []
-    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-    return ready and status.get("lastAppliedRevision") == at
+    failed = any(c["type"] == "Ready" and c["status"] == "False" for c in conditions)
+    return not failed and status.get("lastAppliedRevision") == at
 
 
 def handled(kustomization: Mapping[str, Any], stamp: str) -> bool:

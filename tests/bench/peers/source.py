@@ -5,7 +5,7 @@ manifests name theirs). Their intervals are an hour, so that only what is measur
 Flux to work: each step sets `reconcile.fluxcd.io/requestedAt`, as `flux reconcile` does,
 and is timed until Flux's status says it is done.
 
-Steps: the cold apply, until the Kustomization is Ready at the commit; a no-op pass (what
+Steps: the cold apply, until the Kustomization applied the commit; a no-op pass (what
 Flux does at each interval: build and dry-run every object); an out-of-band edit of one
 ConfigMap, corrected by a pass asked for at once (unasked, Flux corrects at its next
 interval); a one-file commit, the GitRepository asked to fetch, until the Kustomization
