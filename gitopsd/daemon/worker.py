@@ -2,9 +2,9 @@
 
 `poll()` runs on the source's interval, at start and on a webhook: fetch, render (only a
 new revision), read live state from the watch cache, measure drift, and act by mode.
-Watch events put keys on a queue and ask for a drift check (`_check`), which re-checks
-within about a second and, in enforce mode with selfHeal, corrects the drift at once. Both
-run on the daemon's pool of threads, a check before any poll that waits.
+Watch events put keys on a queue and ask for a drift check (`_check`, daemon/checks.py),
+which re-checks within about a second and, in enforce mode with selfHeal, corrects the
+drift at once. Both run on the daemon's pool of threads, a check before any poll that waits.
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ from gitopsd.backoff import Backoff
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.watches import LiveCache, Watches
 from gitopsd.configfile import Mode, SourceConfig
+from gitopsd.daemon.checks import DriftChecks
 from gitopsd.daemon.clock import Timers
 from gitopsd.daemon.deadlines import Deadline
 from gitopsd.daemon.queue import Pool, WorkQueue
 from gitopsd.daemon.quotas import Holdings
-from gitopsd.daemon.reporter import APPLIED, Reporter
+from gitopsd.daemon.reporter import Reporter
 from gitopsd.errors import ApplyError, GitopsdError, Remedy
-from gitopsd.gitsync.status import SourceReport
 from gitopsd.metrics import Recorder
-from gitopsd.objects import Body, ObjectKey
+from gitopsd.objects import ObjectKey
 from gitopsd.reconcile import (
     Bounds,
     CacheReader,
@@ -46,16 +46,10 @@ from gitopsd.source import ChartCache, FetchLedger, SharedFetch
 
 ANNOUNCE_SECONDS = 1.0
 """At most one fetch a second for announced pushes (webhooks, requests to reconcile now)."""
-CHECK_WINDOW_SECONDS = 0.1
-"""At most one drift check per this: a storm of watch events coalesces into a few checks."""
-HEALTH_WINDOW_SECONDS = 1.0
-"""At most one assessment of health alone (one status written) per this: a rollout in steps."""
-SETTLE_SECONDS = 2.0
-"""How long a poll that wrote waits for its writes' events, so that it reports their health."""
 
 
 @dataclass
-class SourceWorker:
+class SourceWorker(DriftChecks):
     config: SourceConfig
     cluster: Cluster
     recorder: Recorder
@@ -132,11 +126,6 @@ class SourceWorker:
     @property
     def name(self) -> str:
         return self.config.name
-
-    @property
-    def report(self) -> SourceReport:
-        """What it saw last (a GitSync's status is made of it)."""
-        return self.reporter.report
 
     def _join(self, fetches: FetchLedger | None) -> SharedFetch | None:
         """Its fetches, shared with the sources of its ref: one within half its interval is
@@ -240,15 +229,6 @@ class SourceWorker:
         if len(self.queue) or len(self.healths):  # seen while it ran, or before it first ended
             self.check_soon()
 
-    def _settle(self) -> None:
-        """Checks what the poll wrote once the watch brings it back (its health read, not
-        assumed): a key the initial list queued would have it dry-run a body already healed."""
-        health = self.report.health or {}
-        written = {key for key, assessed in health.items() if assessed == APPLIED}
-        back = lambda: self.state.memo.measured_all(self.cache.held(written))  # noqa: E731
-        if written and self.leading.is_set() and self.queue.wait_for(written, SETTLE_SECONDS, back):
-            self._recheck(self.queue.take(timeout_seconds=0))
-
     def _retry(self) -> None:  # a failed poll's backoff ended: poll now, whatever the clocks say
         self.backoff.not_before = 0.0
         self.poll_soon()
@@ -318,82 +298,3 @@ class SourceWorker:
         """A new revision's objects, counted in its tenant's share before they are kept."""
         if self.holdings is not None and not self.halt.is_set():
             self.holdings.hold(self.tenant, id(self), self.name, objects)
-
-    # Watch events: re-check soon after a live change, heal it in enforce mode.
-
-    def _changed(self, key: ObjectKey, body: Body | None) -> None:
-        self.reporter.changed(key)
-        self.queue.add(key)
-        self.check_soon()
-
-    def _health_moved(self, key: ObjectKey) -> None:
-        self.healths.add(key)
-        self.check_soon()
-
-    def _check(self) -> None:
-        """Checks the queued keys (none: assesses what only moved health), but not before its
-        first poll ends, within CHECK_WINDOW_SECONDS of the last, or while a check backs off."""
-        if self.stopping.is_set() or self.halt.is_set():
-            return
-        if not self.busy.acquire(blocking=False):
-            return  # the poll or check in flight takes the queue when it ends
-        try:
-            checked = self._check_queued()
-        finally:
-            self.busy.release()
-        if checked:
-            self.on_report()
-            if len(self.queue) or len(self.healths):  # changes seen while it ran
-                self.check_soon()
-
-    def _check_queued(self) -> bool:
-        """Checks the queued keys if it may now; says whether it did."""
-        if (window := self.checked_at + CHECK_WINDOW_SECONDS - time.monotonic()) > 0:
-            self._check_later(window)  # the keys coalesce until then
-            return False
-        keys = self.queue.take(timeout_seconds=0)
-        if not keys or not self.leading.is_set():
-            for key in keys:  # a new leader measures everything in its first poll
-                self.reporter.seen.pop(key, None)
-            return self._reassess()
-        if self.state.desired is None or not self.attempted.is_set():
-            self.queue.add_all(keys)
-        elif not self.recheck_backoff.ready():
-            self.queue.add_all(keys)
-            self._check_later(self.recheck_backoff.not_before - time.monotonic())
-        else:
-            self.checked_at = time.monotonic()
-            with self.deadline.running(), self.reporter.recording():
-                self._recheck(keys)
-            return True
-        return False
-
-    def _reassess(self) -> bool:
-        """Assesses again the objects whose health alone moved; says whether one moved."""
-        if (window := self.reassessed_at + HEALTH_WINDOW_SECONDS - time.monotonic()) > 0:
-            if len(self.healths):
-                self._check_later(window)  # they wait for the window's end
-            return False
-        keys = self.healths.take(timeout_seconds=0)
-        if not keys or not self.leading.is_set() or self.report.health is None:
-            return False  # a poll assesses them all
-        self.reassessed_at = time.monotonic()
-        return self.reporter.reassessed(self.cache.held(keys), self.config.settings.checks)
-
-    def _check_later(self, delay_seconds: float) -> None:
-        if self.timers and not self.halt.is_set():
-            self.timers.later("check", self.check_soon, delay_seconds)
-
-    def _recheck(self, keys: set[ObjectKey]) -> None:
-        """Measures (and heals) after watch events. The snapshot is taken after `keys` were,
-        so it holds each key's event or a newer one; a failed check queues them again."""
-        if self.stopping.is_set() or self.halt.is_set():
-            return
-        try:
-            self._once(changed=keys)
-            self.recheck_backoff.reset()
-        except GitopsdError as error:
-            delay = self._failed(error, self.recheck_backoff)
-            self.queue.add_all(keys)
-            if delay is not None:
-                self._check_later(delay)
