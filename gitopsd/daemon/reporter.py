@@ -22,7 +22,7 @@ from gitopsd.drift_policy import Decision
 from gitopsd.errors import GitopsdError
 from gitopsd.gitsync import history
 from gitopsd.gitsync.status import Failure, SourceReport
-from gitopsd.health import Checks, Health, Status, assess
+from gitopsd.health import Checks, Health, Status
 from gitopsd.metrics import Recorder
 from gitopsd.objects import Body, ObjectKey
 from gitopsd.reconcile import Result, State, Step, SyncReport
@@ -197,7 +197,8 @@ class Reporter:
         """The health of objects whose status alone moved, assessed again; the others' stands
         as the last reconcile assessed it. Says whether any moved (else nothing is told)."""
         before = self.report.health or {}
-        now = {key: assess(body, checks) for key, body in found.items() if key in before}
+        mine = {key: body for key, body in found.items() if key in before}
+        now = self.state.assessments.again(mine, checks)
         moved = {key: health for key, health in now.items() if health != before[key]}
         if moved:
             self._told({**before, **moved}, moved)

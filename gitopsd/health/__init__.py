@@ -103,20 +103,40 @@ class Assessments:
     ) -> dict[ObjectKey, Health]:
         """The health of each of `keys`, from its live object in `found` (absent: NotFound);
         only the objects of `keys` are remembered for the next time."""
-        healths, remembered = {}, {}
+        healths: dict[ObjectKey, Health] = {}
+        remembered: dict[ObjectKey, tuple[str, Health]] = {}
         for key in keys:
-            body = found.get(key)
-            version = str((body or {}).get("metadata", {}).get("resourceVersion") or "")
-            before = self.remembered.get(key)
-            if before and version and before[0] == version:
-                now = before[1]
-            else:
-                now = self._shared(assess(body, checks))
-            healths[key] = now
-            if version:
-                remembered[key] = (version, now)
+            healths[key] = self._assessed(key, found.get(key), checks, remembered)
         self.remembered = remembered
         return healths
+
+    def again(
+        self, found: Mapping[ObjectKey, Body | None], checks: Checks | None = None
+    ) -> dict[ObjectKey, Health]:
+        """The health of each of `found` (those whose status alone moved), remembered beside
+        the others': the next `of` assesses none of them again."""
+        return {
+            key: self._assessed(key, body, checks, self.remembered) for key, body in found.items()
+        }
+
+    def _assessed(
+        self,
+        key: ObjectKey,
+        body: Body | None,
+        checks: Checks | None,
+        remembered: dict[ObjectKey, tuple[str, Health]],
+    ) -> Health:
+        """`body`'s health, as remembered at its resourceVersion if it was; kept in
+        `remembered`."""
+        version = str((body or {}).get("metadata", {}).get("resourceVersion") or "")
+        before = self.remembered.get(key)
+        if before and version and before[0] == version:
+            now = before[1]
+        else:
+            now = self._shared(assess(body, checks))
+        if version:
+            remembered[key] = (version, now)
+        return now
 
     def _shared(self, health: Health) -> Health:
         if len(self.shared) >= MAX_SHARED:  # messages with counts vary: start afresh

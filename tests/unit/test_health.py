@@ -924,6 +924,25 @@ def test_assessments_are_kept_per_resource_version_for_the_objects_still_wanted(
     assert memo.of({}, []) == {} and memo.remembered == {}
 
 
+def test_health_assessed_again_is_remembered_for_the_next_assessment_of_all() -> None:
+    """A status alone moved is assessed again between reconciles (`again`); the next
+    reconcile's assessment of every object takes it from there, not from the body again."""
+    web, api = (
+        ObjectKey("apps", "Deployment", "n", "web"),
+        ObjectKey("apps", "Deployment", "n", "api"),
+    )
+    rolling = deployment() | {"metadata": {"resourceVersion": "7"}}
+    memo = Assessments()
+    memo.of({web: rolling, api: rolling}, [web, api])
+
+    moved = copy.deepcopy(rolling)
+    moved["metadata"]["resourceVersion"] = "8"
+    again = memo.again({web: moved})
+    moved["status"] = "malformed, but at the version assessed again"
+
+    assert memo.of({web: moved, api: rolling}, [web, api])[web] == again[web]
+
+
 def test_assessments_share_one_instance_of_each_health() -> None:
     keys = [ObjectKey("apps", "Deployment", "n", f"web-{i}") for i in range(3)]
     found = {
