@@ -48,6 +48,12 @@ class Discovery:
         self._load(missing=(api_version, kind) not in self._by_version_kind)
         return self._by_version_kind.get((api_version, kind))
 
+    @property
+    def loaded_at(self) -> float | None:
+        """When the map was last read (monotonic seconds; None: not yet): what it says may
+        have moved only since then."""
+        return self._loaded_at
+
     def preferred(self, group_kind: GroupKind) -> Resource | None:
         """The served version the cluster prefers for a group/kind, if any."""
         self._load(missing=group_kind not in self._preferred)

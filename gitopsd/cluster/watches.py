@@ -206,8 +206,7 @@ class LiveCache:
         for key in wanted:
             by_scope.setdefault((key.group_kind, key.namespace), set()).add(key)
         with self.lock:
-            if self._stopped():  # a stopped view joins nothing: no one would leave for it
-                raise ClusterError(STOPPED, ClusterReason.FENCED)
+            self.ensure_open()  # a stopped view joins nothing: no one would leave for it
             for scope in self.joined.keys() - needed.keys():
                 self.watches.leave(self.joined.pop(scope), self)
             for scope, resource in needed.items():
@@ -222,6 +221,11 @@ class LiveCache:
         if current is not None:
             self.watches.leave(current, self)
         self.joined[scope] = self.watches.join(self, resource, scope[1], keys)
+
+    def ensure_open(self) -> None:
+        """Raises STOPPED once the cache is stopping: nothing read of it then is whole."""
+        if self._stopped():
+            raise ClusterError(STOPPED, ClusterReason.FENCED)
 
     def wait_synced(self, timeout_seconds: float) -> bool:
         """Whether every informer synced within the timeout; raises at once the refusal of

@@ -149,16 +149,43 @@ class CacheReader:
     recorded_kinds: frozenset[GroupKind] = frozenset()
     """The group-kinds of the record, taken once per read of the parent, not per check."""
     stale: bool = True
+    watching: tuple[Targets, inventory.Record, float | None] | None = None
+    """What the scopes the cache watches were worked out from last: git's targets and the
+    record (the very objects) and when discovery was read (None: work them out again)."""
 
     def read(self, applyset: inventory.ApplySet, targets: Targets) -> Live:
         if self.stale:
             self._keep(self.cluster.get(CONFIG_MAPS, applyset.namespace, applyset.name))
-        self.cache.ensure(watched(self.bounds, self.cluster, self.recorded, targets), targets)
+        self._watch(targets)
         if not self.cache.wait_synced(CACHE_SYNC_SECONDS):
             raise ClusterError("the watch cache did not sync in time", ClusterReason.TIMEOUT)
         objects = self.cache.objects()
         unserved = unserved_kinds(self.cluster, self.recorded_kinds)
         return live_from(applyset, self.parent, self.recorded, objects, targets, unserved)
+
+    def _watch(self, targets: Targets) -> None:
+        """Has the cache watch what the targets and the record need, worked out again only
+        once either of them or discovery moved (a drift check at 10,000 objects asked it
+        every time), or while a kind of them is not served (it may be served since)."""
+        discovery, watching = self.cluster.discovery, self.watching
+        if watching is not None and self._unmoved(watching, targets):
+            self.cache.ensure_open()
+            return
+        loaded = discovery.loaded_at  # before it is asked: a read since moves it
+        needed = watched(self.bounds, self.cluster, self.recorded, targets)
+        self.cache.ensure(needed, targets)
+        kinds = {key.group_kind for key in (*self.recorded, *targets)}
+        served = all(discovery.preferred(gk) is not None for gk in kinds)
+        self.watching = (targets, self.recorded, loaded) if served else None
+
+    def _unmoved(
+        self, watching: tuple[Targets, inventory.Record, float | None], targets: Targets
+    ) -> bool:
+        """Whether the targets and the record are the very ones, and discovery was not read
+        again, since the scopes were worked out."""
+        then_targets, then_record, then_loaded = watching
+        loaded = self.cluster.discovery.loaded_at
+        return then_targets is targets and then_record is self.recorded and then_loaded == loaded
 
     def written(self, answer: Body | None) -> None:
         if answer is None:
