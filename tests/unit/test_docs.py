@@ -107,3 +107,19 @@ def page(root: Path, name: str, text: str) -> None:
     path = root / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+
+
+FIGURES = "<!-- figures: rows of BENCHMARKS.md -->"
+
+
+def test_the_readme_states_measured_figures_only_as_benchmarks_md_has_them() -> None:
+    """The README's figures are rows of BENCHMARKS.md, as the last `make bench` wrote them:
+    each row of a table after the marker is a line of that file, word for word."""
+    readme = (ROOT / "README.md").read_text()
+    tables = [part.lstrip("\n").split("\n\n", 1)[0] for part in readme.split(FIGURES)[1:]]
+    assert tables, "README.md no longer marks the figures it quotes"
+    measured = set((ROOT / "BENCHMARKS.md").read_text().splitlines())
+    for table in tables:
+        rows = table.splitlines()
+        assert len(rows) >= 3 and all(row.startswith("|") for row in rows), table
+        assert [row for row in rows if row not in measured] == []
