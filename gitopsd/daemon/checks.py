@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 
 from gitopsd.backoff import Backoff
 from gitopsd.cluster.watches import LiveCache
@@ -69,9 +70,15 @@ class DriftChecks:
         initial list queued would otherwise be checked on the body the poll replaced)."""
         health = self.report.health or {}
         written = {key for key, assessed in health.items() if assessed == APPLIED}
-        back = lambda: self.state.memo.measured_all(self.cache.held(written))  # noqa: E731
-        if written and self.leading.is_set() and self.queue.wait_for(written, SETTLE_SECONDS, back):
+        if not written or not self.leading.is_set():
+            return
+        if self.queue.wait_for(written, SETTLE_SECONDS, partial(self._written_back, written)):
             self._recheck(self.queue.take(timeout_seconds=0))
+
+    def _written_back(self, keys: set[ObjectKey]) -> bool:
+        """Whether the cache holds, for each of `keys`, the body its write answered (the one
+        the drift memo measured)."""
+        return self.state.memo.measured_all(self.cache.held(keys))
 
     def _changed(self, key: ObjectKey, body: Body | None) -> None:
         self.reporter.changed(key)
