@@ -174,8 +174,8 @@ class CacheReader:
         loaded = discovery.loaded_at  # before it is asked: a read since moves it
         needed = watched(self.bounds, self.cluster, self.recorded, targets)
         self.cache.ensure(needed, targets)
-        kinds = {key.group_kind for key in (*self.recorded, *targets)}
-        served = all(discovery.preferred(gk) is not None for gk in kinds)
+        kinds = self.recorded_kinds | {key.group_kind for key in targets}
+        served = not unserved_kinds(self.cluster, kinds)
         self.watching = (targets, self.recorded, loaded) if served else None
 
     def _unmoved(
