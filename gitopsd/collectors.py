@@ -99,3 +99,22 @@ class ApiRequests(Collector):
         for (verb, code), count in sorted(self.tally().items()):
             family.add_metric([verb, str(code)], count)
         yield family
+
+
+class WatchEventCounts(Collector):
+    """gitopsd_watch_events_total{resource,outcome}, straight from the informers' tally."""
+
+    def __init__(self, tally: Callable[[], dict[tuple[str, str], int]]) -> None:
+        self.tally = tally
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "gitopsd_watch_events",
+            "Watch events of the sources' informers by resource and what each came to: "
+            "unkept (no source keeps the object), ignored (only what gitopsd does not own "
+            "moved), health (assessed again), owned (its drift checked).",
+            labels=["resource", "outcome"],
+        )
+        for (resource, outcome), count in sorted(self.tally().items()):
+            family.add_metric([resource, outcome], count)
+        yield family

@@ -24,6 +24,7 @@ from gitopsd.collectors import (
     Series,
     Snapshot,
     SourceGauge,
+    WatchEventCounts,
     ZeroFilled,
 )
 from gitopsd.diff import Drift, State
@@ -334,6 +335,10 @@ class Recorder:
     def count_api_requests(self, tally: Callable[[], dict[tuple[str, int], int]]) -> None:
         """Exports the cluster client's own request tally, read at each scrape."""
         self.registry.register(ApiRequests(tally))
+
+    def count_watch_events(self, tally: Callable[[], dict[tuple[str, str], int]]) -> None:
+        """Exports the informers' tally of watch events, read at each scrape."""
+        self.registry.register(WatchEventCounts(tally))
 
     def set_leader(self, leading: bool) -> None:
         self.leader.set(1 if leading else 0)

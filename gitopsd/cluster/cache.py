@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from gitopsd import health
 from gitopsd.backoff import Backoff
@@ -43,6 +44,37 @@ Change = Callable[[ObjectKey, Body | None, Body | None], None]
 Unless = Callable[[ObjectKey, Body | None], bool]
 Owned = tuple[str, str]
 """An ApplySet id and a namespace ("" for cluster-scoped objects): whose objects, where."""
+
+
+class Outcome(StrEnum):
+    """What a watch event came to: the `outcome` of gitopsd_watch_events_total."""
+
+    UNKEPT = "unkept"
+    """No source keeps the object (another's, in a namespace watched for all): dropped."""
+    IGNORED = "ignored"
+    """Kept; only what gitopsd does not own moved (status, bookkeeping, others' fields)."""
+    HEALTH = "health"
+    """Kept; only its health moved: assessed again, no drift measured."""
+    OWNED = "owned"
+    """What gitopsd owns moved, or it came or went: its drift is checked."""
+
+
+@dataclass
+class WatchEvents:
+    """Watch events by resource and outcome, counted by the informers of the daemon's
+    sources while a scrape reads them: what a cluster's churn costs, and what it sets off."""
+
+    _events: dict[tuple[str, Outcome], int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def count(self, resource: Resource, outcome: Outcome) -> None:
+        name = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
+        with self._lock:
+            self._events[(name, outcome)] = self._events.get((name, outcome), 0) + 1
+
+    def snapshot(self) -> dict[tuple[str, str], int]:
+        with self._lock:
+            return {(name, str(outcome)): n for (name, outcome), n in self._events.items()}
 
 
 def content(body: Body | None) -> object:
@@ -72,6 +104,8 @@ class Informer:
     on_health: Change | None = None
     """Hears of a change that moved only the object's health (a rollout's progress), which
     needs no drift measured; None: `on_change` hears it too."""
+    events: WatchEvents | None = None
+    """Counts what each watch event came to (None: uncounted)."""
     whole: bool = False
     """Keep bodies whole (status and generation too), not projected: for a controller's own
     objects, not for the objects drift is measured on."""
@@ -170,20 +204,23 @@ class Informer:
             body = {"apiVersion": self.resource.api_version, "kind": self.resource.kind, **body}
             key = key_of(body)
             kept = kind != "DELETED" and self.keep(key, body)
-            self._record(key, self._stored(body) if kept else None)
+            outcome = self._record(key, self._stored(body) if kept else None)
+            if self.events is not None:  # not kept, and none held: no one's
+                unkept = not kept and outcome == Outcome.IGNORED
+                self.events.count(self.resource, Outcome.UNKEPT if unkept else outcome)
         return delivered
 
     def _stored(self, body: Body) -> Body:
         return body if self.whole else self.cluster.projection.of(body)
 
-    def _record(self, key: ObjectKey, body: Body | None, unless: Unless | None = None) -> None:
+    def _record(self, key: ObjectKey, body: Body | None, unless: Unless | None = None) -> Outcome:
         """Stores the newest body (None: gone) with its owned version, and reports a change
-        that moved it, or the health. `unless`, asked under the lock with the body held,
-        vetoes it."""
+        that moved it, or the health; says which. `unless`, asked under the lock with the
+        body held, vetoes it."""
         with self.lock:
             previous = self.store.get(key)
             if unless is not None and unless(key, previous):
-                return
+                return Outcome.IGNORED
             for seen in self.catching_up:
                 seen.add(key)
             versions = self._versions(key, previous, body)
@@ -198,8 +235,11 @@ class Informer:
                     self.versions[key] = (resource_version(body), *versions)
         if changed:
             self.on_change(key, previous, body)
-        elif self._health_changed(previous, body):
+            return Outcome.OWNED
+        if self._health_changed(previous, body):
             (self.on_health or self.on_change)(key, previous, body)
+            return Outcome.HEALTH
+        return Outcome.IGNORED
 
     def _versions(
         self, key: ObjectKey, previous: Body | None, body: Body | None

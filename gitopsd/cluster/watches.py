@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from gitopsd.cluster import Cluster, Resource
-from gitopsd.cluster.cache import Informer, Owned
+from gitopsd.cluster.cache import Informer, Owned, WatchEvents
 from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.managed_fields import owned_version
 from gitopsd.objects import Body, GroupKind, ObjectKey, owner_of
@@ -117,6 +117,8 @@ class Watches:
     informers: dict[Shared, tuple[Informer, Audience]] = field(default_factory=dict)
     everywhere: dict[tuple[str, Resource], bool] = field(default_factory=dict)
     """Whether an identity may list and watch a resource in all namespaces."""
+    events: WatchEvents = field(default_factory=WatchEvents)
+    """What their watch events came to (gitopsd_watch_events_total)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def join(
@@ -179,6 +181,7 @@ class Watches:
             cluster, resource, namespace, audience.keep, audience.changed, self.stopping
         )
         informer.on_health = audience.health_moved
+        informer.events = self.events
         self.informers[shared] = (informer, audience)
         return informer, audience
 

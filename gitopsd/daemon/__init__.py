@@ -74,6 +74,7 @@ class Daemon:
         self.fetches = disk.fetch_ledger(config)
         self.charts = disk.chart_cache(config)
         self.watches = Watches(self.stopping)
+        self.recorder.count_watch_events(self.watches.events.snapshot)
         threads = config.concurrent_reconciles
         most = STALLED_THREADS * threads
         share = config.tenant_quota.threads

@@ -14,7 +14,7 @@ import pytest
 
 from gitopsd import health
 from gitopsd.cluster import ApiError, Cluster, Keep, Listing, Resource
-from gitopsd.cluster.cache import Informer, content
+from gitopsd.cluster.cache import Informer, WatchEvents, content
 from gitopsd.cluster.projection import Projection
 from gitopsd.cluster.watches import LiveCache, Watches
 from gitopsd.errors import ClusterError, ClusterReason
@@ -392,6 +392,40 @@ def test_the_informer_keeps_projections_of_what_it_lists_and_watches() -> None:
         assert fed.store[WEB]["metadata"]["managedFields"] == managed
     finally:
         fed.stopping.set()
+
+
+def test_each_watch_event_is_counted_by_what_it_came_to() -> None:
+    """gitopsd_watch_events_total: a rollout's status and another's object cost an event,
+    counted as such; only a change of what gitopsd owns is checked for drift."""
+    other = ObjectKey("apps", "Deployment", "n", "other")
+    script: list[Body | Exception] = [
+        added("11"),
+        {"type": "MODIFIED", "object": deployment("12", ready=1)},  # status alone
+        {"type": "MODIFIED", "object": rolled_out("13")},  # now Current
+        {"type": "MODIFIED", "object": deployment("14", replicas=3)},  # gitopsd's field
+        {"type": "ADDED", "object": deployment("15", key=other)},  # no source keeps it
+        {"type": "DELETED", "object": deployment("16", key=other)},
+        {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "17"}}},
+        {"type": "DELETED", "object": deployment("18", replicas=3)},
+    ]
+    stopping = threading.Event()
+    cluster = ScriptedCluster([script], stopping)
+    fed = Informer(
+        cast(Cluster, cluster), DEPLOYMENTS, "n", lambda k, b: k == WEB, lambda *_: None, stopping
+    )
+    fed.events = WatchEvents()
+    threading.Thread(target=fed.run, daemon=True).start()
+    try:
+        counted = fed.events.snapshot
+        wait_for(lambda: sum(counted().values()) == 7, "the informer to count every event")
+        assert counted() == {
+            ("deployments.apps", "owned"): 3,  # came, gitopsd's field moved, went
+            ("deployments.apps", "ignored"): 1,
+            ("deployments.apps", "health"): 1,
+            ("deployments.apps", "unkept"): 2,
+        }
+    finally:
+        stopping.set()
 
 
 def view(
