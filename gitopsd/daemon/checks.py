@@ -52,6 +52,10 @@ class DriftChecks:
     timers: Timers | None
     checked_at: float
     reassessed_at: float
+    check_due_at: float
+    """When the check the clock holds for later is due (monotonic seconds; 0: none is).
+    Until then an event only queues its key: a rollout's thousand events a second would
+    otherwise each run a job that only schedules that check again."""
     check_soon: Callable[[], None]
     on_report: Callable[[], None]
     _once: Callable[[set[ObjectKey]], bool]
@@ -83,11 +87,17 @@ class DriftChecks:
     def _changed(self, key: ObjectKey, body: Body | None) -> None:
         self.reporter.changed(key)
         self.queue.add(key)
-        self.check_soon()
+        self._check_unless_due()
 
     def _health_moved(self, key: ObjectKey) -> None:
         self.healths.add(key)
-        self.check_soon()
+        self._check_unless_due()
+
+    def _check_unless_due(self) -> None:
+        """Asks for a check, unless the clock holds one for later: that one takes the keys
+        queued before it runs (`_due` forgets it first, so none is left behind)."""
+        if time.monotonic() >= self.check_due_at:
+            self.check_soon()
 
     def _check(self) -> None:
         """Checks the queued keys (none: assesses what only moved health), but not before its
@@ -141,7 +151,12 @@ class DriftChecks:
 
     def _check_later(self, delay_seconds: float) -> None:
         if self.timers and not self.halt.is_set():
-            self.timers.later("check", self.check_soon, delay_seconds)
+            self.check_due_at = time.monotonic() + delay_seconds
+            self.timers.later("check", self._due, delay_seconds)
+
+    def _due(self) -> None:
+        self.check_due_at = 0.0
+        self.check_soon()
 
     def _recheck(self, keys: set[ObjectKey]) -> None:
         """Measures (and heals) after watch events. The snapshot is taken after `keys` were,

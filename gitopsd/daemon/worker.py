@@ -84,6 +84,7 @@ class SourceWorker(DriftChecks):
     checked_at: float = float("-inf")
     """When the last drift check took its keys (monotonic seconds)."""
     reassessed_at: float = float("-inf")  # when health alone was last assessed
+    check_due_at: float = 0.0  # when the check held for later is due (see DriftChecks)
     holdings: Holdings | None = None
     """What its tenant's sources hold, against the tenant's share (None: not counted)."""
     charts: ChartCache | None = None
