@@ -36,7 +36,7 @@ from gitopsd.errors import (
     SourceReason,
     Stage,
 )
-from gitopsd.health import Health, Status, overall
+from gitopsd.health import Health, Status, overall_status
 from gitopsd.objects import ObjectKey
 from gitopsd.plan import Refusal
 
@@ -133,6 +133,8 @@ class Recorder:
         self._snapshots: dict[str, Snapshot] = {}
         self._sources: set[str] = set()
         """The sources served now: their counters' closed label sets are exported at 0."""
+        self._health_tallies: dict[str, Tally[tuple[str, Status]]] = {}
+        """Each source's objects by group/kind and health, as exported last."""
         self._cumulative: list[MetricWrapperBase] = []
         """The counters and histograms, whose series of a source `forget` removes."""
         registry.register(LastStates(LAST_STATE, self._last_states))
@@ -250,6 +252,7 @@ class Recorder:
         """Removes every series of `source` (a deleted GitSync), whatever the metric."""
         with self._lock:
             self._snapshots.pop(source, None)
+            self._health_tallies.pop(source, None)
             self._sources.discard(source)
         for metric in self._cumulative:
             metric.remove_by_labels({"source": source})
@@ -285,12 +288,33 @@ class Recorder:
 
     # Health
 
-    def health(self, source: str, healths: Mapping[ObjectKey, Health]) -> None:
-        """Replaces the source's health gauges with the health of its objects now."""
-        statuses = ((str(key.group_kind), str(h.status)) for key, h in healths.items())
-        now = overall(healths.values())
+    def health(
+        self,
+        source: str,
+        healths: Mapping[ObjectKey, Health],
+        was: Mapping[ObjectKey, Health] | None = None,
+    ) -> None:
+        """Replaces the source's health gauges with the health of its objects now. Given
+        `was`, the health before of the only objects whose health moved since the last call
+        (`healths` holds their new one), only those are counted again: a rollout's
+        reassessment each second touches a few objects of thousands."""
+        with self._lock:
+            tally = self._health_tallies.get(source)
+        if was is None or tally is None or tally.total() != len(healths):
+            tally = Tally((str(key.group_kind), h.status) for key, h in healths.items())
+        else:
+            tally = tally.copy()
+            for key, before in was.items():
+                kind = str(key.group_kind)
+                tally[(kind, before.status)] -= 1
+                tally[(kind, healths[key].status)] += 1
+            tally = +tally  # drops the kinds and statuses none has any more
+        now = overall_status({status for _, status in tally})
         states = tuple(((str(s),), 1.0 if s == now else 0.0) for s in SOURCE_HEALTH)
-        self._replace(source, {HEALTH_OBJECTS: _tallied(statuses), HEALTH_NOW: states})
+        objects = tuple(((kind, str(status)), float(n)) for (kind, status), n in tally.items())
+        with self._lock:
+            self._health_tallies[source] = tally
+        self._replace(source, {HEALTH_OBJECTS: objects, HEALTH_NOW: states})
 
     # Reconcile
 

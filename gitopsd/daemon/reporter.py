@@ -208,8 +208,9 @@ class Reporter:
         self, healths: dict[ObjectKey, Health], moved: Mapping[ObjectKey, Health] | None = None
     ) -> None:
         """Exports `healths` and logs what changed: of `moved` only, if given."""
-        self.recorder.health(self.name, healths)
         before = self.report.health or {}
+        earlier = None if moved is None else {key: before[key] for key in moved}
+        self.recorder.health(self.name, healths, earlier)
         for key, now in (healths if moved is None else moved).items():
             previous = before.get(key)
             if _newsworthy(previous, now):

@@ -18,10 +18,12 @@ from gitopsd.diff import Drift, FieldChange, State
 from gitopsd.errors import ConfigError, ConfigReason, ExitCode, GitopsdError, Remedy
 from gitopsd.gitsync import history
 from gitopsd.gitsync.schema import MAX_DRIFTED_SHOWN
-from gitopsd.health import Health, Status, overall, unhealthy
+from gitopsd.health import Digest, Health, Status, digest
 from gitopsd.objects import Body, GroupKind, ObjectKey
 
 MAX_MESSAGE = 2000
+SHOWN_IN_MESSAGE = 5
+"""Objects not healthy yet named in a condition's message; the others are counted."""
 Document = dict[str, Any]
 """A JSON object: a status, one of its conditions, a line of `gitopsd get`."""
 
@@ -88,10 +90,8 @@ def unready(report: SourceReport) -> str:
         return "it waits for its own dependencies"
     if report.applied_revision != report.attempted_revision:
         return f"its revision {report.attempted_revision} is not applied yet"
-    failing = (
-        _health_message(report.health) if overall(report.health.values()) != Status.CURRENT else ""
-    )
-    return failing
+    brief = digest(report.health, SHOWN_IN_MESSAGE)
+    return _health_message(brief) if brief.status != Status.CURRENT else ""
 
 
 def unready_status(body: Body | None) -> str:
@@ -232,12 +232,11 @@ def _stalled(reason: str, what: str, objects: list[str]) -> Conditions:
 
 def _health_conditions(report: SourceReport) -> Conditions:
     """Ready once every object of the revision is healthy, not only applied."""
-    healths = report.health or {}
-    state = overall(healths.values())
-    if state == Status.FAILED:
-        return {"Ready": ("False", "HealthCheckFailed", _health_message(healths))}
-    if state != Status.CURRENT:
-        message = _health_message(healths)
+    brief = digest(report.health or {}, SHOWN_IN_MESSAGE)
+    if brief.status == Status.FAILED:
+        return {"Ready": ("False", "HealthCheckFailed", _health_message(brief))}
+    if brief.status != Status.CURRENT:
+        message = _health_message(brief)
         return {
             "Ready": ("False", "Progressing", message),
             "Reconciling": ("True", "Progressing", message),
@@ -248,12 +247,11 @@ def _health_conditions(report: SourceReport) -> Conditions:
     }
 
 
-def _health_message(healths: dict[ObjectKey, Health]) -> str:
-    failing = unhealthy(healths)
-    named = "; ".join(f"{key}: {h}" for key, h in failing[:5])
-    more = f"; and {len(failing) - 5} more" if len(failing) > 5 else ""
-    count = f"{len(failing)} of {len(healths)} objects"
-    return _short(f"{count} not healthy yet: {named}{more}")
+def _health_message(brief: Digest) -> str:
+    named = "; ".join(f"{key}: {h}" for key, h in brief.first[:SHOWN_IN_MESSAGE])
+    more = brief.failing - SHOWN_IN_MESSAGE
+    count = f"{brief.failing} of {brief.total} objects"
+    return _short(f"{count} not healthy yet: {named}" + (f"; and {more} more" if more > 0 else ""))
 
 
 def _stamped(
@@ -332,16 +330,15 @@ def _field(change: FieldChange) -> Document:
 def _health_summary(healths: dict[ObjectKey, Health] | None) -> Document:
     """Unknown until a revision was read and its objects assessed: no objects assessed is
     not the same as all of them Current."""
-    failing = unhealthy(healths or {})
-    status = overall(healths.values()) if healths is not None else Status.UNKNOWN
-    healths = healths or {}
+    brief = digest(healths or {}, MAX_DRIFTED_SHOWN)
+    status = brief.status if healths is not None else Status.UNKNOWN
     return {
         "status": str(status),
-        "total": len(healths),
-        "current": len(healths) - len(failing),
+        "total": brief.total,
+        "current": brief.total - brief.failing,
         "objects": [
             {"object": str(key), "status": str(h.status), "reason": h.reason, "message": h.message}
-            for key, h in failing[:MAX_DRIFTED_SHOWN]
+            for key, h in brief.first
         ],
     }
 

@@ -28,6 +28,7 @@ too, or the watch cache drops it.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -79,7 +80,11 @@ def assess(body: Body | None, checks: Checks | None = None) -> Health:
 def overall(healths: Iterable[Health]) -> Status:
     """One status for many objects: Current when all are (or there are none), Failed when
     any is, InProgress otherwise (an Unknown, missing or terminating one is not done yet)."""
-    statuses = {health.status for health in healths}
+    return overall_status({health.status for health in healths})
+
+
+def overall_status(statuses: set[Status]) -> Status:
+    """`overall`, of the statuses the objects have between them."""
     if statuses <= {Status.CURRENT}:
         return Status.CURRENT
     return Status.FAILED if Status.FAILED in statuses else Status.IN_PROGRESS
@@ -147,7 +152,32 @@ class Assessments:
 def unhealthy(healths: Mapping[ObjectKey, Health]) -> list[tuple[ObjectKey, Health]]:
     """The objects that are not Current, Failed ones first, each group by key."""
     failing = [(key, health) for key, health in healths.items() if not health.healthy]
-    return sorted(failing, key=lambda item: (item[1].status != Status.FAILED, item[0]))
+    return sorted(failing, key=_failed_first)
+
+
+def _failed_first(item: tuple[ObjectKey, Health]) -> tuple[bool, ObjectKey]:
+    return item[1].status != Status.FAILED, item[0]
+
+
+@dataclass(frozen=True)
+class Digest:
+    """Many objects' health in brief, as a status tells it: one pass over them, and only the
+    first few that are not Current put in order (during a rollout, thousands are not)."""
+
+    status: Status
+    """`overall`."""
+    total: int
+    failing: int
+    """How many are not Current."""
+    first: list[tuple[ObjectKey, Health]]
+    """The first of `unhealthy`, as many as asked for."""
+
+
+def digest(healths: Mapping[ObjectKey, Health], shown: int) -> Digest:
+    failing = [(key, health) for key, health in healths.items() if not health.healthy]
+    status = overall(health for _, health in failing)
+    first = heapq.nsmallest(shown, failing, key=_failed_first)
+    return Digest(status, len(healths), len(failing), first)
 
 
 # The rules every object goes through first.

@@ -781,6 +781,23 @@ def test_ready_waits_for_every_object_to_be_healthy_not_only_applied() -> None:
     ]  # work under way is no Warning
 
 
+def test_a_rollout_of_many_names_failed_objects_first_then_by_key_and_counts_the_rest() -> None:
+    """Thousands not healthy yet: the status names the first few in order, counts them all."""
+    report = synced()
+    rolling = {ObjectKey("apps", "Deployment", "team", f"d{n:04d}"): ROLLING for n in range(3000)}
+    stuck = ObjectKey("apps", "Deployment", "team", "z-stuck")
+    report.health = {**rolling, stuck: STUCK, SETTINGS: CURRENT}
+
+    written = status.status_of(1, report, None, now=T0)
+
+    named = [entry["object"] for entry in written["health"]["objects"]]
+    assert named == [str(stuck), *(f"apps/Deployment/team/d{n:04d}" for n in range(19))]
+    assert (written["health"]["total"], written["health"]["current"]) == (3002, 1)
+    message = conditions(written)["Ready"]["message"]
+    assert message.startswith(f"3001 of 3002 objects not healthy yet: {stuck}: Failed")
+    assert message.endswith("; and 2996 more")
+
+
 def test_a_failed_object_fails_the_health_check_with_its_reason_and_message() -> None:
     current = status.status_of(1, assessed(web=STUCK), None, now=T0)
 

@@ -168,6 +168,37 @@ def test_health_gauges_count_objects_by_status_and_name_the_sources_state() -> N
     assert value(registry, "gitopsd_source_health", source="app", status="InProgress") == 0
 
 
+def test_health_moved_for_a_few_objects_recounts_only_those_and_matches_a_full_count() -> None:
+    """A rollout's reassessment tells the few objects that moved, with their health before."""
+    registry = CollectorRegistry()
+    recorder = Recorder(registry)
+    keys = [ObjectKey("apps", "Deployment", "n", f"d{n}") for n in range(4)]
+    rolling, done, broken = (
+        Health(Status.IN_PROGRESS, "Rollout"),
+        Health(Status.CURRENT),
+        Health(Status.FAILED, "ProgressDeadlineExceeded"),
+    )
+    before = dict.fromkeys(keys, rolling)
+    recorder.health("app", before)
+
+    now = {**before, keys[0]: done, keys[1]: done, keys[2]: broken}
+    recorder.health("app", now, {key: rolling for key in keys[:3]})
+
+    deployments = {"source": "app", "group_kind": "Deployment.apps"}
+    counted = {
+        s: value(registry, "gitopsd_health_objects", **deployments, status=s)
+        for s in ("Current", "InProgress", "Failed")
+    }
+    assert counted == {"Current": 2, "InProgress": 1, "Failed": 1}
+    assert value(registry, "gitopsd_source_health", source="app", status="Failed") == 1
+
+    rolled = {key: done for key in keys}
+    recorder.health("app", rolled, {keys[2]: broken, keys[3]: rolling})
+    assert value(registry, "gitopsd_health_objects", **deployments, status="Current") == 4
+    assert value(registry, "gitopsd_health_objects", **deployments, status="Failed") is None
+    assert value(registry, "gitopsd_source_health", source="app", status="Current") == 1
+
+
 def every_series(registry: CollectorRegistry) -> list[dict[str, str]]:
     return [sample.labels for family in registry.collect() for sample in family.samples]
 
