@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Iterator, Sequence
+from functools import lru_cache
 from typing import Any
 
 from gitopsd.objects import FIELD_MANAGER, Body
@@ -78,11 +79,21 @@ def _raw_key(node: Body, value: Any, segment: Any) -> str | None:
 
 def _matches(raw: str, item: Any) -> bool:
     if raw.startswith("k:") and isinstance(item, dict):
-        keys = json.loads(raw[2:])
-        return all(item.get(name) == wanted for name, wanted in keys.items())
+        keys = _parsed(raw)
+        return isinstance(keys, dict) and all(
+            item.get(name) == wanted for name, wanted in keys.items()
+        )
     if raw.startswith("v:"):
-        return bool(json.loads(raw[2:]) == item)
+        return bool(_parsed(raw) == item)
     return False
+
+
+@lru_cache(maxsize=4096)
+def _parsed(raw: str) -> Any:
+    """The JSON of a list item's key (`k:{"name":"app"}`) or value: the same few keys come
+    in every object of a kind, and each watch event of one that changed matches them again.
+    Only compared, never changed: a cached answer is shared."""
+    return json.loads(raw[2:])
 
 
 def removal_owner(managed: list[Body]) -> str:
