@@ -194,8 +194,9 @@ def measure_size(
         results.oneshot.append(side_by_side(lab, size, tag))
         if size == options.sizes[0]:  # a chart's cost is per render: the smallest size shows it
             results.charts.append(charts.side_by_side(lab, size, tag))
+        last = size == options.sizes[-1] and number == options.runs  # nothing after it here
         daemon = measure_daemon(
-            lab, size, tag, options.edits, options.commits, options.idle_seconds
+            lab, size, tag, options.edits, options.commits, options.idle_seconds, rollout=last
         )
         results.daemon.append(daemon)
         # Flux once, on the largest size of the bare cluster: the controllers' rollouts would

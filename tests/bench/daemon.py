@@ -8,12 +8,14 @@ import hashlib
 import hmac
 import json
 import secrets
+import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client
 
+from gitopsd.cluster.cache import Outcome
 from gitopsd.daemon.worker import ANNOUNCE_SECONDS
 from tests.bench.lab import Lab
 from tests.bench.measure import (
@@ -27,12 +29,14 @@ from tests.bench.measure import (
     wait_until,
 )
 from tests.bench.repository import SEED, ObjectSet, generate, git_repository
+from tests.harness import audit
 from tests.harness.controlplane import AUDITED_USER
 from tests.harness.daemon import DaemonProcess
 from tests.harness.gitserver import GitRepo
 from tests.harness.kube import api_client
 
 EDIT_DEADLINE_SECONDS = 30.0
+OUTCOMES = tuple(str(outcome) for outcome in Outcome)
 QUIET_SECONDS = 2.0
 """The daemon has settled when its own request tally stood still this long."""
 
@@ -46,6 +50,14 @@ class DaemonFigures:
     idle_seconds: float = 0.0
     idle_requests: int = 0
     idle_cpu_seconds: float = 0.0
+    rollout_seconds: float = 0.0
+    """The window measured from the restart of every Deployment of the set."""
+    deployments: int = 0
+    rollout_cpu_seconds: float = 0.0
+    rollout_requests: int = 0
+    rollout_dry_runs: int = 0
+    rollout_events: dict[str, float] = field(default_factory=dict)
+    """Watch events in that window, by what each came to (gitopsd_watch_events_total)."""
     settled_rss: int = 0
     """Bytes resident right after the cold start settled, as an outside harness sees it."""
     rss: int = 0
@@ -60,12 +72,24 @@ class DaemonFigures:
 
 
 def measure_daemon(
-    lab: Lab, size: int, tag: str, edits: int, commits: int, idle_seconds: float
+    lab: Lab,
+    size: int,
+    tag: str,
+    edits: int,
+    commits: int,
+    idle_seconds: float,
+    rollout: bool = False,
 ) -> DaemonFigures:
+    """The daemon's figures; with `rollout`, last, the window of a rollout of every
+    Deployment (only where nothing is measured after it on this control plane: the
+    controllers roll 2,500 Deployments out in tens of minutes, at their API rate)."""
     objects = generate(f"{tag}-d", size)
     kept = Kept(lab, objects, git_repository(lab.server, objects))
     try:
-        return kept.measure(edits, commits, idle_seconds)
+        figures = kept.measure(edits, commits, idle_seconds)
+        if rollout:
+            kept.rollout(figures, idle_seconds)
+        return figures
     finally:
         kept.daemon.stop()
 
@@ -143,6 +167,46 @@ class Kept:
             f"{figures.idle_requests} requests, {figures.idle_cpu_seconds:.2f} s CPU, "
             f"RSS {figures.rss / 2**20:.0f} MiB",
         )
+
+    def rollout(self, figures: DaemonFigures, seconds: float) -> None:
+        """Every Deployment of the set restarted as the admin (`kubectl rollout restart`: an
+        annotation of the pod template, a field of another manager), and, where controllers
+        run, rolled out: ReplicaSets replaced, Pods created and deleted, status in steps.
+        Over `seconds` from the restart: the daemon's CPU, requests and watch events by what
+        each came to."""
+        events, cpu, started = self.watch_events(), cpu_seconds(self.pid), time.time()
+        restarts = [self.restart(namespace) for namespace in self.objects.namespaces]
+        time.sleep(seconds)  # the measurement is this window: the restarts take a few seconds
+        figures.rollout_seconds, figures.deployments = seconds, self.objects.apps
+        figures.rollout_cpu_seconds = cpu_seconds(self.pid) - cpu
+        sent = audit.requests(self.lab.plane, AUDITED_USER, started)
+        figures.rollout_requests = len(sent)
+        figures.rollout_dry_runs = sum(1 for request in sent if request.dry_run)
+        now = self.watch_events()
+        figures.rollout_events = {o: now.get(o, 0) - events.get(o, 0) for o in OUTCOMES}
+        for restart in restarts:
+            _, error = restart.communicate()
+            if restart.returncode:
+                raise BenchError(f"kubectl rollout restart failed: {error.strip()}")
+        show(
+            f"rollout {seconds:.0f} s",
+            f"{sum(figures.rollout_events.values()):,.0f} watch events "
+            f"({', '.join(f'{o} {n:,.0f}' for o, n in figures.rollout_events.items())}), "
+            f"{figures.rollout_requests} requests ({figures.rollout_dry_runs} dry-runs), "
+            f"{figures.rollout_cpu_seconds:.2f} s CPU",
+        )
+
+    def restart(self, namespace: str) -> subprocess.Popen[str]:
+        kubectl = self.lab.binaries.kubectl
+        command = [str(kubectl), "--kubeconfig", str(self.lab.plane.kubeconfig)]
+        command += ["rollout", "restart", "deployment", "-n", namespace]
+        return subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+
+    def watch_events(self) -> dict[str, float]:
+        """The daemon's watch events so far, by outcome, all resources together."""
+        return {o: self.daemon.value("gitopsd_watch_events_total", outcome=o) for o in OUTCOMES}
 
     def edit(self, figures: DaemonFigures, number: int, edits: int) -> None:
         """An out-of-band edit of one ConfigMap; times its detection and its heal."""

@@ -31,7 +31,16 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from tests.bench.floor import Calibration, Processes, Window, calibrate, per_unit, spent
+from tests.bench.floor import (
+    Calibration,
+    Processes,
+    Window,
+    calibrate,
+    machine_use,
+    per_request,
+    per_unit,
+    spent,
+)
 from tests.bench.measure import (
     BenchError,
     HighWater,
@@ -381,11 +390,23 @@ def _costs(figures: FleetFigures) -> list[tuple[str, str, str]]:
         ("API requests per GitSync created", f"{figures.created.requests / count:.2f}", ""),
         ("CPU per GitSync created", per_unit(figures.created, count), ""),
         (
+            "creation: CPU per API request (calibrated)",
+            per_request(figures.created, calibration),
+            "",
+        ),
+        ("creation: the machine busy", machine_use(figures.created), ""),
+        (
             "API requests per GitSync applying a commit",
             f"{figures.committed.requests / count:.2f}",
             "",
         ),
         ("CPU per GitSync applying a commit", per_unit(figures.committed, count), ""),
+        (
+            "webhook: CPU per API request (calibrated)",
+            per_request(figures.committed, calibration),
+            "",
+        ),
+        ("webhook: the machine busy", machine_use(figures.committed), ""),
         (
             f"CPU per API request ({calibration.requests:,} applies of a ConfigMap)",
             f"{1000 * calibration.per_request:.2f} ms ({each})",

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 from gitopsd.cluster import Cluster, run_concurrently
 from gitopsd.resources import CONFIG_MAPS
@@ -41,6 +42,13 @@ class Processes:
         return {name: sum(cpu_seconds(pid) for pid in pids) for name, pids in self.pids.items()}
 
 
+def machine_cpu() -> float:
+    """CPU seconds every process of the machine has used so far, all cores together."""
+    fields = [int(n) for n in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass(frozen=True)
 class Window:
     """What one step of the fleet cost: CPU seconds per process, and the API requests the
@@ -49,6 +57,12 @@ class Window:
     seconds: float
     cpu: dict[str, float]
     requests: int
+    machine: float = 0.0
+    """CPU seconds the whole machine used meanwhile (those processes, and every other)."""
+
+    def busy(self) -> float:
+        """The share of the machine's cores in use over the window."""
+        return self.machine / (self.seconds * (os.cpu_count() or 1))
 
     def floor(self, per_request: float) -> float:
         """Seconds the requests needed at the least: their CPU over every core."""
@@ -57,11 +71,11 @@ class Window:
 
 def spent(processes: Processes, step: Callable[[], int]) -> Window:
     """Runs `step` (which returns the requests it made) and charges it its CPU."""
-    before, started = processes.cpu(), time.monotonic()
+    before, machine, started = processes.cpu(), machine_cpu(), time.monotonic()
     requests = step()
     after = processes.cpu()
     cpu = {name: after[name] - before[name] for name in after}
-    return Window(time.monotonic() - started, cpu, requests)
+    return Window(time.monotonic() - started, cpu, requests, machine_cpu() - machine)
 
 
 @dataclass(frozen=True)
@@ -103,6 +117,27 @@ def _config_map(namespace: str, number: int) -> dict[str, object]:
         "metadata": {"name": f"calibration-{number}", "namespace": namespace},
         "data": {"value": "same"},
     }
+
+
+def per_request(window: Window, calibration: Calibration) -> str:
+    """CPU milliseconds per request the daemon sent in the window, by process, each beside
+    what a calibrated apply cost it (gitopsd's beside the client's)."""
+    calibrated = {**calibration.cpu, "gitopsd": calibration.cpu.get(CLIENT, 0.0)}
+    return ", ".join(
+        f"{name} {1000 * cpu / window.requests:.2f} ms ({1000 * calibrated.get(name, 0.0):.2f})"
+        for name, cpu in window.cpu.items()
+    )
+
+
+def machine_use(window: Window) -> str:
+    """How busy the machine was over the window, and how much of it the measured processes
+    were: near 100 %, the step is bound by CPU, and its distance to the floor is CPU spent
+    beyond what the requests cost when calibrated."""
+    measured = sum(window.cpu.values())
+    return (
+        f"{100 * window.busy():.0f} % of {os.cpu_count() or 1} cores: {window.machine:.1f} s CPU, "
+        f"{measured:.1f} s of it {', '.join(window.cpu)}"
+    )
 
 
 def per_unit(window: Window, units: int) -> str:

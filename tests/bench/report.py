@@ -46,6 +46,10 @@ makes a few requests whatever the size (discovery, the parent, a LIST per kind).
 IDLE_REQUESTS = Target(0.0, "0, as on 2026-11-23")
 DETECTION_P50 = Target(0.5, "p50 ≤ 0.5 s")
 HEAL_P99 = Target(3.0, "p99 ≤ 3 s, every edit healed")
+ROLLOUT_CPU = Target(1.0, "< 1 s per 30 s", strict=True)
+"""The daemon's CPU while every Deployment rolls out: nothing git asked for."""
+ROLLOUT_DRY_RUNS = Target(0.0, "no dry-run")
+"""Its requests are the status it writes as health moves (at most one a second)."""
 DAEMON_RSS_AT_10K = Target(150.0 * MiB, "< 150 MiB at 10k", strict=True)
 
 
@@ -217,6 +221,7 @@ def daemon_rows(result: SizeResults) -> list[tuple[str, ...]]:
         rss_row(f"cold start: RSS once settled, {size:,} objects cached", size, settled_rss),
         judged(f"{window}: requests", f"{idle:.0f}", IDLE_REQUESTS, idle),
         plain(f"{window}: CPU", seconds(typical(lambda d: d.idle_cpu_seconds))),
+        *rollout_rows(runs),
         judged("edit -> metric", spread(detected), DETECTION_P50, percentile(detected, 0.5)),
         judged("edit -> heal", spread(healed), HEAL_P99, percentile(healed, 0.99)),
         judged("one-file commit -> applied", spread(applied), commit, percentile(applied, 0.5)),
@@ -225,6 +230,39 @@ def daemon_rows(result: SizeResults) -> list[tuple[str, ...]]:
         ),
         rss_row(f"RSS with {size:,} objects cached, after the idle window", size, rss),
         plain("peak RSS (VmHWM)", f"{typical(lambda d: d.peak_rss) / MiB:.0f} MiB"),
+    ]
+
+
+def rollout_rows(runs: Sequence[DaemonFigures]) -> list[tuple[str, ...]]:
+    """The window after every Deployment was restarted: what the cluster's churn cost (in
+    the runs that measured it: the last at the largest size)."""
+    runs = [d for d in runs if d.rollout_seconds]
+    if not runs:
+        return []
+
+    def typical(what: Callable[[DaemonFigures], float]) -> float:
+        return median([what(d) for d in runs])
+
+    window = typical(lambda d: d.rollout_seconds)
+    step = f"rollout of all {runs[0].deployments:,} Deployments, {window:.0f} s"
+    outcomes = runs[0].rollout_events
+    events = {o: median([d.rollout_events.get(o, 0) for d in runs]) for o in outcomes}
+    total = sum(events.values())
+    cpu = typical(lambda d: d.rollout_cpu_seconds)
+    requested = typical(lambda d: d.rollout_requests)
+    dry_runs = typical(lambda d: d.rollout_dry_runs)
+    by_outcome = ", ".join(f"{outcome} {count:,.0f}" for outcome, count in events.items())
+    per_event = f"{cpu / total * 1e6:,.0f} µs" if total else "no event"
+    return [
+        plain(f"{step}: watch events", f"{total:,.0f} ({by_outcome})"),
+        judged(
+            f"{step}: requests",
+            f"{requested:,.0f} ({dry_runs:,.0f} dry-runs)",
+            ROLLOUT_DRY_RUNS,
+            dry_runs,
+        ),
+        judged(f"{step}: CPU", seconds(cpu), ROLLOUT_CPU, cpu * 30 / window),
+        plain(f"{step}: CPU per watch event", per_event),
     ]
 
 
@@ -357,7 +395,14 @@ METHOD = """## How it is measured
   edit -> heal until the live field is git's again (sampled every 20 ms). Each commit
   changes one file, is pushed a second or more after the last webhook call (calls within
   a second are one, fetched when it ends), and the webhook is called; commit -> applied
-  is the time from the push until the live ConfigMap carries the change.
+  is the time from the push until the live ConfigMap carries the change. Last, at the
+  largest size (in the last run), a rollout: every Deployment of the set restarted through
+  the admin API (`kubectl rollout restart`, an annotation another manager owns), and, with
+  controllers, rolled out (ReplicaSets replaced, Pods created and deleted, status in
+  steps, at the pace of the controllers' API rate: tens of minutes for 2,500, so nothing
+  else is measured after it on that control plane): over as long a window as the idle one
+  from the restart, the daemon's audited requests, CPU and watch events by what each came
+  to (`gitopsd_watch_events_total`).
 - A chart of as many objects, at the smallest size (tests/bench/charts.py): `gitopsd
   validate` of it against `helm template` alone, and `gitopsd sync` against `helm template
   | kubectl apply --server-side -f -`, each on a release of its own; then a commit beside
@@ -373,7 +418,10 @@ METHOD = """## How it is measured
   once over all of it. Both steps are set against their CPU floor: the daemon's requests
   in them (audited) times the CPU a request costs kube-apiserver, etcd and the client,
   calibrated in the same run by 2,000 server-side applies of a ConfigMap, over the cores
-  (tests/bench/floor.py).
+  (tests/bench/floor.py). Beside each, the CPU each process spent per request the daemon
+  sent in it (what a calibrated apply cost it in brackets), and how busy the machine was
+  (`/proc/stat`): near 100 %, the step waits for the processor, and its distance from the
+  floor is CPU spent beyond what its requests cost when calibrated.
 - Tenants (tests/bench/tenants.py, `--tenants`, on a bare control plane of its own): one
   daemon in operator mode inside a 1 GiB memory cgroup, as the Deployment's limit, serving
   two namespaces. The victim's GitSync keeps 40 ConfigMaps (selfHeal, interval 1h); each
