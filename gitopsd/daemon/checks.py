@@ -87,16 +87,19 @@ class DriftChecks:
     def _changed(self, key: ObjectKey, body: Body | None) -> None:
         self.reporter.changed(key)
         self.queue.add(key)
-        self._check_unless_due()
+        self._check_unless_due(self.checked_at + CHECK_WINDOW_SECONDS)
 
     def _health_moved(self, key: ObjectKey) -> None:
         self.healths.add(key)
-        self._check_unless_due()
+        self._check_unless_due(self.reassessed_at + HEALTH_WINDOW_SECONDS)
 
-    def _check_unless_due(self) -> None:
-        """Asks for a check, unless the clock holds one for later: that one takes the keys
-        queued before it runs (`_due` forgets it first, so none is left behind)."""
-        if time.monotonic() >= self.check_due_at:
+    def _check_unless_due(self, window_ends: float) -> None:
+        """Asks for a check, unless the clock holds one due by the end of the window this
+        change waits for anyway: that one takes the keys queued before it runs (`_due`
+        forgets it first, so none is left behind). A change of what gitopsd owns never
+        waits for a check held for health's longer window."""
+        now = time.monotonic()
+        if not now < self.check_due_at <= max(window_ends, now):
             self.check_soon()
 
     def _check(self) -> None:
@@ -117,8 +120,8 @@ class DriftChecks:
 
     def _check_queued(self) -> bool:
         """Checks the queued keys if it may now; says whether it did."""
-        if (window := self.checked_at + CHECK_WINDOW_SECONDS - time.monotonic()) > 0:
-            self._check_later(window)  # the keys coalesce until then
+        if (window_ends := self.checked_at + CHECK_WINDOW_SECONDS) > time.monotonic():
+            self._check_at(window_ends)  # the keys coalesce until then
             return False
         keys = self.queue.take(timeout_seconds=0)
         if not keys or not self.leading.is_set():
@@ -129,7 +132,7 @@ class DriftChecks:
             self.queue.add_all(keys)
         elif not self.recheck_backoff.ready():
             self.queue.add_all(keys)
-            self._check_later(self.recheck_backoff.not_before - time.monotonic())
+            self._check_at(self.recheck_backoff.not_before)
         else:
             self.checked_at = time.monotonic()
             with self.deadline.running(), self.reporter.recording():
@@ -139,9 +142,9 @@ class DriftChecks:
 
     def _reassess(self) -> bool:
         """Assesses again the objects whose health alone moved; says whether one moved."""
-        if (window := self.reassessed_at + HEALTH_WINDOW_SECONDS - time.monotonic()) > 0:
+        if (window_ends := self.reassessed_at + HEALTH_WINDOW_SECONDS) > time.monotonic():
             if len(self.healths):
-                self._check_later(window)  # they wait for the window's end
+                self._check_at(window_ends)  # they wait for the window's end
             return False
         keys = self.healths.take(timeout_seconds=0)
         if not keys or not self.leading.is_set() or self.report.health is None:
@@ -149,10 +152,11 @@ class DriftChecks:
         self.reassessed_at = time.monotonic()
         return self.reporter.reassessed(self.cache.held(keys), self.config.settings.checks)
 
-    def _check_later(self, delay_seconds: float) -> None:
+    def _check_at(self, due: float) -> None:
+        """Has the clock run a check at `due` (monotonic seconds)."""
         if self.timers and not self.halt.is_set():
-            self.check_due_at = time.monotonic() + delay_seconds
-            self.timers.later("check", self._due, delay_seconds)
+            self.check_due_at = due
+            self.timers.later("check", self._due, due - time.monotonic())
 
     def _due(self) -> None:
         self.check_due_at = 0.0
@@ -170,4 +174,4 @@ class DriftChecks:
             delay = self._failed(error, self.recheck_backoff)
             self.queue.add_all(keys)
             if delay is not None:
-                self._check_later(delay)
+                self._check_at(time.monotonic() + delay)
