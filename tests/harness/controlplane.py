@@ -123,20 +123,37 @@ def provide_binaries() -> Binaries:
 
 _HANDED_OUT: set[int] = set()
 _HANDED_OUT_LOCK = threading.Lock()
+FIRST_PORT = 20000
+"""Ports handed out lie from here to the first ephemeral port (32768 on Linux)."""
 
 
 def free_port() -> int:
-    """A port nothing listens on now, and one this process never handed out before: once its
-    probe closes, the kernel may give the same port to the next probe, and the listeners of
-    one daemon's configuration, asked for one after the other, would share it."""
+    """A port nothing listens on now, below the kernel's range of ephemeral ports, and one
+    this process never handed out before. Outgoing connections take ephemeral ports: one
+    took a port probed here seconds before kube-scheduler bound it, the scheduler exited
+    ("address already in use") and another test worker's listener answered its /healthz.
+    Handed out once: the listeners of one daemon's configuration, asked for one after the
+    other, would otherwise share one."""
+    lowest, ephemeral = FIRST_PORT, _first_ephemeral_port()
     while True:
+        port = lowest + secrets.randbelow(max(ephemeral - lowest, 1))
         with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port: int = probe.getsockname()[1]
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # taken: another
         with _HANDED_OUT_LOCK:
             if port not in _HANDED_OUT:
                 _HANDED_OUT.add(port)
                 return port
+
+
+def _first_ephemeral_port() -> int:
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        return int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 def _die_with_parent() -> None:
@@ -481,7 +498,8 @@ class ControlPlane:
         self, name: str, process: subprocess.Popen[bytes], ready: Callable[[], bool]
     ) -> None:
         deadline = time.monotonic() + START_DEADLINE_SECONDS
-        while not ready():
+        # ready while it runs: another process may answer on its port once it exited
+        while not (ready() and process.poll() is None):
             if process.poll() is not None or time.monotonic() > deadline:
                 log_tail = (self.workdir / f"{name}.log").read_text(errors="replace")[-4000:]
                 self.stop()
