@@ -82,7 +82,7 @@ def measure_daemon(
 ) -> DaemonFigures:
     """The daemon's figures; with `rollout`, last, the window of a rollout of every
     Deployment (only where nothing is measured after it on this control plane: the
-    controllers roll 2,500 Deployments out in tens of minutes, at their API rate)."""
+    controllers roll 2,500 Deployments out in tens of minutes on 2 cores)."""
     objects = generate(f"{tag}-d", size)
     kept = Kept(lab, objects, git_repository(lab.server, objects))
     try:

@@ -399,7 +399,7 @@ METHOD = """## How it is measured
   largest size (in the last run), a rollout: every Deployment of the set restarted through
   the admin API (`kubectl rollout restart`, an annotation another manager owns), and, with
   controllers, rolled out (ReplicaSets replaced, Pods created and deleted, status in
-  steps, at the pace of the controllers' API rate: tens of minutes for 2,500, so nothing
+  steps: tens of minutes for 2,500 on 2 cores, so nothing
   else is measured after it on that control plane): over as long a window as the idle one
   from the restart, the daemon's audited requests, CPU and watch events by what each came
   to (`gitopsd_watch_events_total`).
