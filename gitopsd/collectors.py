@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import Counter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -84,37 +85,21 @@ class LastStates(Collector):
             yield family
 
 
-class ApiRequests(Collector):
-    """gitopsd_api_requests_total{verb,code}, straight from the client's tally."""
+class TalliedCounter(Collector):
+    """A counter exported straight from a tally its owner keeps (the cluster client's
+    requests, the informers' watch events), read at each scrape."""
 
-    def __init__(self, tally: Callable[[], dict[tuple[str, int], int]]) -> None:
-        self.tally = tally
-
-    def collect(self) -> Iterator[CounterMetricFamily]:
-        family = CounterMetricFamily(
-            "gitopsd_api_requests",
-            "Requests to the API server by verb and status code.",
-            labels=["verb", "code"],
-        )
-        for (verb, code), count in sorted(self.tally().items()):
-            family.add_metric([verb, str(code)], count)
-        yield family
-
-
-class WatchEventCounts(Collector):
-    """gitopsd_watch_events_total{resource,outcome}, straight from the informers' tally."""
-
-    def __init__(self, tally: Callable[[], dict[tuple[str, str], int]]) -> None:
-        self.tally = tally
+    def __init__(
+        self,
+        name: str,
+        help_text: str,
+        labels: list[str],
+        tally: Callable[[], Mapping[Any, int]],
+    ) -> None:
+        self.name, self.help_text, self.labels, self.tally = name, help_text, labels, tally
 
     def collect(self) -> Iterator[CounterMetricFamily]:
-        family = CounterMetricFamily(
-            "gitopsd_watch_events",
-            "Watch events of the sources' informers by resource and what each came to: "
-            "unkept (no source keeps the object), ignored (only what gitopsd does not own "
-            "moved), health (assessed again), owned (its drift checked).",
-            labels=["resource", "outcome"],
-        )
-        for (resource, outcome), count in sorted(self.tally().items()):
-            family.add_metric([resource, outcome], count)
+        family = CounterMetricFamily(self.name, self.help_text, labels=self.labels)
+        for values, count in sorted(self.tally().items()):
+            family.add_metric([str(value) for value in values], count)
         yield family

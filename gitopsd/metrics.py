@@ -19,12 +19,11 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from gitopsd.changes import Action, ChangeSet
 from gitopsd.collectors import (
-    ApiRequests,
     LastStates,
     Series,
     Snapshot,
     SourceGauge,
-    WatchEventCounts,
+    TalliedCounter,
     ZeroFilled,
 )
 from gitopsd.diff import Drift, State
@@ -358,11 +357,21 @@ class Recorder:
 
     def count_api_requests(self, tally: Callable[[], dict[tuple[str, int], int]]) -> None:
         """Exports the cluster client's own request tally, read at each scrape."""
-        self.registry.register(ApiRequests(tally))
+        requests = "Requests to the API server by verb and status code."
+        self.registry.register(
+            TalliedCounter("gitopsd_api_requests", requests, ["verb", "code"], tally)
+        )
 
     def count_watch_events(self, tally: Callable[[], dict[tuple[str, str], int]]) -> None:
         """Exports the informers' tally of watch events, read at each scrape."""
-        self.registry.register(WatchEventCounts(tally))
+        events = (
+            "Watch events of the sources' informers by resource and what each came to: "
+            "unkept (no source keeps the object), ignored (only what gitopsd does not own "
+            "moved), health (assessed again), owned (its drift checked)."
+        )
+        self.registry.register(
+            TalliedCounter("gitopsd_watch_events", events, ["resource", "outcome"], tally)
+        )
 
     def set_leader(self, leading: bool) -> None:
         self.leader.set(1 if leading else 0)
