@@ -79,13 +79,22 @@ def _raw_key(node: Body, value: Any, segment: Any) -> str | None:
 
 def _matches(raw: str, item: Any) -> bool:
     if raw.startswith("k:") and isinstance(item, dict):
-        keys = _parsed(raw)
+        keys = _key_value(raw)
         return isinstance(keys, dict) and all(
             item.get(name) == wanted for name, wanted in keys.items()
         )
     if raw.startswith("v:"):
-        return bool(_parsed(raw) == item)
+        return bool(_key_value(raw) == item)
     return False
+
+
+CACHED_KEY_CHARS = 256
+"""Longer keys are parsed each time: a tenant's custom resource may key a list by any
+string, and the cache holds at most 4,096 keys of at most this size (about 1 MiB)."""
+
+
+def _key_value(raw: str) -> Any:
+    return _parsed(raw) if len(raw) <= CACHED_KEY_CHARS else json.loads(raw[2:])
 
 
 @lru_cache(maxsize=4096)

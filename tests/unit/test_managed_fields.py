@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from gitopsd import managed_fields
 from gitopsd.cluster.projection import Projection
 from gitopsd.managed_fields import (
     added_out_of_band,
@@ -393,3 +394,17 @@ def test_the_owned_version_of_a_projection_is_that_of_the_whole_object() -> None
     assert projected["metadata"]["annotations"] != whole["metadata"]["annotations"]
     assert projected["status"] != whole["status"]
     assert owned_version(projected) == owned_version(whole)
+
+
+def test_a_list_key_is_parsed_once_and_a_long_one_is_never_kept() -> None:
+    """A tenant's custom resource may key a list by any string: the cache of parsed keys
+    keeps short ones only, so it holds at most 4,096 of CACHED_KEY_CHARS."""
+    managed_fields._parsed.cache_clear()
+    short = 'k:{"name":"app"}'
+    long = 'k:{"name":"' + "x" * managed_fields.CACHED_KEY_CHARS + '"}'
+
+    assert managed_fields._matches(short, {"name": "app"})
+    assert managed_fields._matches(long, {"name": "x" * managed_fields.CACHED_KEY_CHARS})
+    assert not managed_fields._matches(long, {"name": "y"})
+
+    assert managed_fields._parsed.cache_info().currsize == 1
