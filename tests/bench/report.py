@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from statistics import median
 
 from tests.bench import charts
-from tests.bench.daemon import DaemonFigures
+from tests.bench.daemon import CURRENT_DEADLINE_SECONDS, DaemonFigures
 from tests.bench.fleet import FleetFigures
 from tests.bench.fleet import table as fleet_table
 from tests.bench.measure import Figure, percentile
@@ -219,6 +219,7 @@ def daemon_rows(result: SizeResults) -> list[tuple[str, ...]]:
         ),
         plain("cold start: requests until settled", per_object(cold_requests, size)),
         rss_row(f"cold start: RSS once settled, {size:,} objects cached", size, settled_rss),
+        *current_rows(runs),
         judged(f"{window}: requests", f"{idle:.0f}", IDLE_REQUESTS, idle),
         plain(f"{window}: CPU", seconds(typical(lambda d: d.idle_cpu_seconds))),
         *rollout_rows(runs),
@@ -231,6 +232,18 @@ def daemon_rows(result: SizeResults) -> list[tuple[str, ...]]:
         rss_row(f"RSS with {size:,} objects cached, after the idle window", size, rss),
         plain("peak RSS (VmHWM)", f"{typical(lambda d: d.peak_rss) / MiB:.0f} MiB"),
     ]
+
+
+def current_rows(runs: Sequence[DaemonFigures]) -> list[tuple[str, ...]]:
+    """Where controllers roll the set out: how long until the daemon found it all Current,
+    which the idle window waits for."""
+    waited = [d.current_seconds for d in runs if d.current_seconds]
+    if not waited:
+        return []
+    typical = median(waited)
+    never = f"not within {CURRENT_DEADLINE_SECONDS:.0f} s"
+    shown = seconds(typical) if math.isfinite(typical) else never
+    return [plain("start -> every object Current (rolled out)", shown)]
 
 
 def rollout_rows(runs: Sequence[DaemonFigures]) -> list[tuple[str, ...]]:
@@ -388,21 +401,23 @@ METHOD = """## How it is measured
   webhook) keeps a set of its own, beside the one-shot runs' sets (its watches of all
   namespaces read them, and keep none). Cold start: from the process's start to its
   `gitopsd_last_success_timestamp_seconds`; its requests are counted until it settled
-  (nothing drifts, its request tally stood still 2 s). Idle: audited requests and CPU over
-  30 s (`--idle-seconds`), then VmRSS (and VmRSS once the cold start settled, the moment an
-  outside harness sees it first). Each edit patches one ConfigMap through the admin
-  API; edit -> metric is the time until `gitopsd_drift_detection_seconds_count` grows,
-  edit -> heal until the live field is git's again (sampled every 20 ms). Each commit
-  changes one file, is pushed a second or more after the last webhook call (calls within
-  a second are one, fetched when it ends), and the webhook is called; commit -> applied
-  is the time from the push until the live ConfigMap carries the change. Last, at the
-  largest size (in the last run), a rollout: every Deployment of the set restarted through
-  the admin API (`kubectl rollout restart`, an annotation another manager owns), and, with
-  controllers, rolled out (ReplicaSets replaced, Pods created and deleted, status in
-  steps: tens of minutes for 2,500 on 2 cores, so nothing
-  else is measured after it on that control plane): over as long a window as the idle one
-  from the restart, the daemon's audited requests, CPU and watch events by what each came
-  to (`gitopsd_watch_events_total`).
+  (nothing drifts, its request tally stood still 2 s). With controllers it then waits up
+  to 10 min for the set rolled out (`gitopsd_source_health` Current; they roll the
+  one-shot runs' sets out first) and settled again, so that the idle window finds a
+  cluster at rest. Idle: audited requests and CPU over 30 s (`--idle-seconds`), then VmRSS
+  (and VmRSS once the cold start settled, the moment an outside harness sees it first).
+  Each edit patches one ConfigMap through the admin API; edit -> metric is the time until
+  `gitopsd_drift_detection_seconds_count` grows, edit -> heal until the live field is
+  git's again (sampled every 20 ms). Each commit changes one file, is pushed a second or
+  more after the last webhook call (calls within a second are one, fetched when it ends),
+  and the webhook is called; commit -> applied is the time from the push until the live
+  ConfigMap carries the change. Last, at the largest size (in the last run), a rollout:
+  every Deployment of the set restarted through the admin API (`kubectl rollout restart`,
+  an annotation another manager owns), and, with controllers, rolled out (ReplicaSets
+  replaced, Pods created and deleted, status in steps: tens of minutes for 2,500 on 2
+  cores, so nothing else is measured after it on that control plane): over as long a
+  window as the idle one from the restart, the daemon's audited requests, CPU and watch
+  events by what each came to (`gitopsd_watch_events_total`).
 - A chart of as many objects, at the smallest size (tests/bench/charts.py): `gitopsd
   validate` of it against `helm template` alone, and `gitopsd sync` against `helm template
   | kubectl apply --server-side -f -`, each on a release of its own; then a commit beside

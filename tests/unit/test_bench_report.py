@@ -3,13 +3,14 @@ a fleet's step spent the CPU that kept it from its floor."""
 
 from __future__ import annotations
 
+import math
 import os
 
 import pytest
 
 from tests.bench.daemon import DaemonFigures
 from tests.bench.floor import CLIENT, Calibration, Window, machine_use, per_request
-from tests.bench.report import rollout_rows
+from tests.bench.report import current_rows, rollout_rows
 
 
 def rolled_out(cpu_seconds: float, dry_runs: int) -> DaemonFigures:
@@ -42,6 +43,20 @@ def test_more_than_a_second_per_30_s_or_any_dry_run_misses() -> None:
 
 def test_a_run_without_the_window_shows_no_row() -> None:
     assert rollout_rows([DaemonFigures(cold_start_seconds=1.0, cold_start_requests=10)]) == []
+
+
+def test_the_time_until_rolled_out_shows_where_controllers_rolled_the_set_out() -> None:
+    waited = DaemonFigures(cold_start_seconds=40.0, cold_start_requests=10, current_seconds=95.5)
+    never = DaemonFigures(cold_start_seconds=40.0, cold_start_requests=10)
+    never.current_seconds = math.inf
+    bare = DaemonFigures(cold_start_seconds=40.0, cold_start_requests=10)
+
+    assert current_rows([waited])[0][:2] == (
+        "start -> every object Current (rolled out)",
+        "95.50 s",
+    )
+    assert current_rows([never])[0][1] == "not within 600 s"
+    assert current_rows([bare]) == []
 
 
 def test_a_fleet_step_shows_its_cpu_per_request_beside_the_calibrated_and_the_machine_busy(
