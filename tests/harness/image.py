@@ -128,8 +128,21 @@ def build_image(buildah: Buildah, name: str, log_file: Path) -> Image:
             leftovers = buildah("containers", "--quiet", "--filter", f"ancestor={stage_image}")
             if leftovers:  # buildah 1.28 keeps a container for a stage without instructions
                 buildah("rm", *leftovers.split())
+        _remove_untagged_containers(buildah)
         buildah("rmi", "--prune")
     return Image(buildah, name)
+
+
+def _remove_untagged_containers(buildah: Buildah) -> None:
+    """Containers of an image no tag names any more: what a run killed in a build (its
+    steps' working containers) or in a test (the image's, since built again) left behind.
+    They would keep the prune below from removing their images, and fail it. None is in
+    use: no build runs beside this one (the lock), and a test's container is of the image
+    its run built, which keeps its tag."""
+    listed = buildah("containers", "--format", "{{.ContainerID}} {{.ImageName}}")
+    untagged = [line.split()[0] for line in listed.splitlines() if len(line.split()) == 1]
+    if untagged:
+        buildah("rm", *untagged)
 
 
 def _build(buildah: Buildah, log: BinaryIO, *arguments: str) -> None:
