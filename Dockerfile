@@ -44,13 +44,15 @@ RUN /opt/gitopsd/bin/pip install --quiet --no-deps /src \
     && /opt/gitopsd/bin/pip uninstall --quiet --yes setuptools wheel pip
 
 FROM ${BASE}
-# git and ssh fetch sources; apt runs only when the base lacks them (the tests' base has
-# them, so their build needs no Debian mirror). The base's own pip goes too: nothing builds
-# or installs at run time. ssh refuses to run for a uid without a passwd entry: 65532 gets one.
+# git and ssh fetch sources, gpg and ssh-keygen verify their signatures; apt runs only when
+# the base lacks them (the tests' base has them, so their build needs no Debian mirror).
+# The base's own pip goes too: nothing builds or installs at run time. ssh refuses to run
+# for a uid without a passwd entry: 65532 gets one.
 RUN set -eu; \
     missing=""; \
     command -v git >/dev/null || missing="$missing git"; \
     command -v ssh >/dev/null || missing="$missing openssh-client"; \
+    command -v gpg >/dev/null || missing="$missing gpg"; \
     [ -s /etc/ssl/certs/ca-certificates.crt ] || missing="$missing ca-certificates"; \
     if [ -n "$missing" ]; then \
         apt-get update; \

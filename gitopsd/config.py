@@ -89,6 +89,20 @@ class Credentials:
 
 
 @dataclass(frozen=True)
+class Verification:
+    """The signatures a revision must carry to be used (Flux's `.spec.verify`), checked by
+    git's own verify-commit and verify-tag against these keys only. Off without keys."""
+
+    mode: table.VerifyMode = table.VERIFY_MODE.default
+    public_keys_file: Path | None = table.PUBLIC_KEYS_FILE.default
+    allowed_signers_file: Path | None = table.ALLOWED_SIGNERS_FILE.default
+
+    @property
+    def enabled(self) -> bool:
+        return self.public_keys_file is not None or self.allowed_signers_file is not None
+
+
+@dataclass(frozen=True)
 class ChartSettings:
     """How `helm template` renders each chart directory (a directory holding Chart.yaml)."""
 
@@ -152,6 +166,7 @@ class SourceSpec:
     exclude: tuple[str, ...] = table.EXCLUDE.default
     allow_insecure: bool = table.ALLOW_INSECURE.default
     credentials: Credentials = field(default_factory=Credentials)
+    verify: Verification = field(default_factory=Verification)
     timeout_seconds: float = 60.0
     """Bound on each git command on the cache, and each wait for a chart server's bytes."""
     limits: Limits = field(default_factory=Limits)

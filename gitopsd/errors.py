@@ -101,6 +101,8 @@ class SourceReason(StrEnum):
     CORRUPT = "corrupt"
     QUOTA_EXCEEDED = "quota_exceeded"
     """Over a bound the admin sets on what a tenant (or all) may hold: the chart cache."""
+    VERIFICATION_FAILED = "verification_failed"
+    """The revision is not signed as the source's `verify` asks: it is never used."""
 
 
 class ClusterReason(StrEnum):
@@ -182,6 +184,7 @@ class SourceError(GitopsdError):
     remedies: ClassVar[Mapping[Reason, Remedy]] = {
         SourceReason.AUTH: Remedy.PERSON,
         SourceReason.HOSTKEY: Remedy.PERSON,
+        SourceReason.VERIFICATION_FAILED: Remedy.PERSON,  # a signed commit, or the keys
     }
     usual_exit_code = ExitCode.SOURCE_FAILED
 

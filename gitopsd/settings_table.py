@@ -30,11 +30,20 @@ class Mode(StrEnum):
     ENFORCE = "enforce"  # new revisions are applied (and pruned, if enabled)
 
 
+class VerifyMode(StrEnum):
+    """What a source's signatures are checked on: the words of Flux's `.spec.verify.mode`."""
+
+    HEAD = "HEAD"  # the commit the ref points to
+    TAG = "Tag"  # the annotated tag the ref names (the commit it points to is then used)
+    TAG_AND_HEAD = "TagAndHEAD"  # both
+
+
 class Holder(Enum):
     """The frozen dataclass whose field a row sets."""
 
     SOURCE_SPEC = "SourceSpec"
     CREDENTIALS = "Credentials"
+    VERIFICATION = "Verification"
     LIMITS = "Limits"
     PRUNE_POLICY = "PrunePolicy"
     SYNC_SETTINGS = "SyncSettings"
@@ -139,6 +148,7 @@ def shown(row: Row) -> str:
 
 
 SOURCE_SPEC, CREDENTIALS, LIMITS = Holder.SOURCE_SPEC, Holder.CREDENTIALS, Holder.LIMITS
+VERIFICATION = Holder.VERIFICATION
 PRUNE_POLICY, SYNC_SETTINGS = Holder.PRUNE_POLICY, Holder.SYNC_SETTINGS
 SOURCE_CONFIG = Holder.SOURCE_CONFIG
 SOURCE, SYNC = Group.SOURCE, Group.SYNC
@@ -218,6 +228,19 @@ SSH_KEY_FILE = Row(CREDENTIALS, "ssh_key_file", None, Kind.FILE,
 KNOWN_HOSTS_FILE = Row(CREDENTIALS, "known_hosts_file", None, Kind.FILE,
     key="credentials.knownHostsFile", flag=Flag("--known-hosts", SOURCE),
     help="Pinned host keys for ssh URLs (required for ssh: no trust on first use).")
+VERIFY_MODE = Row(VERIFICATION, "mode", VerifyMode.HEAD, Kind.CHOICE,
+    key="verify.mode", flag=Flag("--verify-mode", SOURCE), gitsync=True,
+    help="With keys to verify against: HEAD checks the signature of the commit the ref "
+    "points to, Tag that of the annotated tag it names, TagAndHEAD both; a revision that "
+    "fails is never used.")
+PUBLIC_KEYS_FILE = Row(VERIFICATION, "public_keys_file", None, Kind.FILE,
+    key="verify.publicKeysFile", flag=Flag("--verify-public-keys", SOURCE),
+    help="Public keys (OpenPGP, armored or binary) a revision's signature must be made "
+    "with: setting it (or the allowed signers) turns verification on.")
+ALLOWED_SIGNERS_FILE = Row(VERIFICATION, "allowed_signers_file", None, Kind.FILE,
+    key="verify.allowedSignersFile", flag=Flag("--verify-allowed-signers", SOURCE),
+    help="SSH allowed signers (ssh-keygen's format) a revision's signature must be made "
+    "by: setting it (or the public keys) turns verification on.")
 FORCE_CONFLICTS = Row(SYNC_SETTINGS, "force_conflicts", True, Kind.SWITCH,
     key="forceConflicts", flag=Flag("--no-force-conflicts", SYNC),
     help="Take over the fields other managers own (reported); off, report them as conflicts.")

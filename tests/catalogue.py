@@ -173,10 +173,7 @@ CASES: dict[str, Case] = {
         "URL policy and SSRF: schemes, remote bases, chart repositories' archive URLs and redirects"
     ),
     "SE-13": Case("SSH host keys verified, never trusted on first use"),
-    "SE-14": Case(
-        "commit signature verification",
-        untested="gitopsd does not verify commit signatures yet: a source trusts its git server",
-    ),
+    "SE-14": Case("commit and tag signature verification (OpenPGP, SSH), failing closed"),
     "SE-15": Case("no command injection, no exec plugins"),
     "SE-16": Case("ownership: foreign, copied or tampered claims never deleted"),
     "SE-17": Case(

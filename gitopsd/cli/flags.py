@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,9 @@ def _value(row: Row) -> dict[str, Any]:
         return {"action": "store_const", "const": not row.default}
     if row.kind in (Kind.PATHS, Kind.GLOBS):
         return {"action": "append", "metavar": row.metavar}
+    if row.kind is Kind.CHOICE:
+        words: type[Enum] = type(row.default)
+        return {"type": words, "choices": list(words)}
     return {"type": VALUE_TYPES[row.kind], "metavar": row.metavar}
 
 

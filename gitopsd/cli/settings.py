@@ -24,6 +24,7 @@ from gitopsd.config import (
     PrunePolicy,
     SourceSpec,
     SyncSettings,
+    Verification,
     is_local,
 )
 from gitopsd.configfile.helm import (
@@ -54,16 +55,35 @@ def source_spec(arguments: argparse.Namespace) -> SourceSpec:
         url = str(Path(url).resolve())
         if arguments.ref is not None:
             raise ConfigError(LOCAL_REF.format(path=url))
-    return _given(
+    spec = _given(
         SourceSpec(
             url=url,
             credentials=_given(Credentials(), arguments, Holder.CREDENTIALS),
+            verify=_given(Verification(), arguments, Holder.VERIFICATION),
             limits=_given(Limits(), arguments, Holder.LIMITS),
             helm=_charts(arguments, chart),
         ),
         arguments,
         Holder.SOURCE_SPEC,
     )
+    _check_verification(spec, getattr(arguments, "verify_mode", None) is not None)
+    return spec
+
+
+def _check_verification(spec: SourceSpec, mode_given: bool) -> None:
+    """Verification is asked for only with keys, and only of what git signs: a mode
+    without keys, or keys for a directory or a chart, would verify nothing, silently."""
+    if mode_given and not spec.verify.enabled:
+        raise ConfigError(
+            "--verify-mode: give the keys a revision must be signed with: "
+            "--verify-public-keys FILE (OpenPGP) or --verify-allowed-signers FILE (SSH)"
+        )
+    if spec.verify.enabled and (is_local(spec.url) or spec.helm.chart is not None):
+        read = "a local directory" if is_local(spec.url) else "a chart of a chart repository"
+        raise ConfigError(
+            f"--verify-public-keys, --verify-allowed-signers: the source is {read}: only a "
+            "git revision carries a signature to verify"
+        )
 
 
 def _chart_apart(source: str, chart: str | None) -> tuple[str, str | None]:

@@ -18,6 +18,7 @@ from gitopsd.config import (
     PrunePolicy,
     SourceSpec,
     SyncSettings,
+    Verification,
     is_local,
     target_of,
 )
@@ -97,7 +98,9 @@ def source_list(
         label = str(name) if name else f"sources[{index}]"
         line = f":{lines[index]}" if index < len(lines) else ""
         try:
-            good.append(source(item, f"{where}{line}: source {label}"))
+            config = source(item, f"{where}{line}: source {label}")
+            _check_keys(item, config, f"{where}{line}: source {label}")
+            good.append(config)
         except ConfigError as error:
             bad.append((label, str(error)))
     names = [source.name for source in good]
@@ -146,10 +149,12 @@ def source(item: Any, where: str) -> SourceConfig:
     spec = SourceSpec(
         url=url,
         credentials=Credentials(**given[Holder.CREDENTIALS]),
+        verify=Verification(**given[Holder.VERIFICATION]),
         limits=Limits(**given[Holder.LIMITS]),
         helm=chart_settings(raw.get("helm"), f"{where}: helm"),
         **given[Holder.SOURCE_SPEC],
     )
+    _check_verifiable(spec, "verify" in raw, where)
     if is_local(spec.url) and "ref" in raw:
         raise ConfigError(
             f"{where}: ref: repository {spec.url} is a local directory, read as its files "
@@ -173,6 +178,27 @@ def source(item: Any, where: str) -> SourceConfig:
             identity=target_of(spec, settings.default_namespace, Tool.DAEMON),
         ),
     )
+
+
+def _check_keys(item: Any, config: SourceConfig, where: str) -> None:
+    """A file source's verify block names its keys: without them it would verify nothing,
+    silently. (A GitSync's keys come from its verify.secretRef, which its CRD requires.)"""
+    if isinstance(item, dict) and "verify" in item and not config.spec.verify.enabled:
+        raise ConfigError(
+            f"{where}: verify: give the keys a revision must be signed with: publicKeysFile "
+            "(OpenPGP) or allowedSignersFile (SSH)"
+        )
+
+
+def _check_verifiable(spec: SourceSpec, asked: bool, where: str) -> None:
+    """Only what git signs can be verified: for a directory or a chart, a verify block
+    would verify nothing, silently."""
+    if asked and (is_local(spec.url) or spec.helm.chart is not None):
+        read = "a local directory" if is_local(spec.url) else "a chart of a chart repository"
+        raise ConfigError(
+            f"{where}: verify: the source reads {read}: only a git revision carries a "
+            "signature to verify"
+        )
 
 
 def _given(raw: dict[str, Any], where: str) -> dict[Holder, dict[str, Any]]:

@@ -1,6 +1,7 @@
 """A GitSync's git credentials: its secretRef's Secret, read with the GitSync's own rights
 where it has a ServiceAccount, written as private files that the git runner reads at each
-fetch (so a rotated Secret is used from the next poll on). Never the daemon's own."""
+fetch (so a rotated Secret is used from the next poll on). Never the daemon's own. So are
+the keys its revisions' signatures are verified with (verify.secretRef)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from gitopsd import gitsync
 from gitopsd.cluster import Cluster
-from gitopsd.config import Credentials
+from gitopsd.config import Credentials, Verification
 from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.gitsync.spec import GitSync, credentials_allowed
 from gitopsd.objects import Body
@@ -18,6 +19,8 @@ from gitopsd.resources import SECRETS
 
 SECRET_FILES = ("password", "identity", "known_hosts")
 """The keys of a secretRef's Secret that become files of the same names (Flux's keys)."""
+ALLOWED_SIGNERS = "allowed_signers"
+"""The key of a verify.secretRef's Secret that holds SSH allowed signers."""
 
 
 def credentials_of(cluster: Cluster, wanted: GitSync, folder: Path) -> Credentials:
@@ -64,6 +67,33 @@ def webhook_token(cluster: Cluster, wanted: GitSync) -> bytes | None:
             ClusterReason.NOT_FOUND,
         )
     return base64.b64decode(token)
+
+
+def verification_of(cluster: Cluster, wanted: GitSync, folder: Path) -> Verification:
+    """Its verify.secretRef's keys as files in `folder` (its mode is its spec's, see
+    GitSync.source): `allowed_signers` (SSH, ssh-keygen's format), and every other key an
+    OpenPGP public key, armored (Flux's keys). Read as its webhook's token is: the keys
+    are only checked against, never sent. No verification without a verify block; a
+    Secret with no key is refused (it would verify nothing)."""
+    if wanted.verify_secret is None:
+        return Verification()
+    field = "spec.verify.secretRef"
+    secret = _read(cluster, wanted, wanted.verify_secret, field)
+    data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+    signers = data.pop(ALLOWED_SIGNERS, None)
+    openpgp = b"\n".join(data[name] for name in sorted(data)) or None
+    if signers is None and openpgp is None:
+        name = f"{wanted.namespace}/{wanted.verify_secret}"
+        raise ClusterError(
+            f"GitSync {wanted.key}: Secret {name} ({field}) holds no key: give OpenPGP public "
+            f"keys (armored, any key name) or SSH allowed signers (key {ALLOWED_SIGNERS})",
+            ClusterReason.NOT_FOUND,
+        )
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return Verification(
+        public_keys_file=_write_private(folder / "public_keys", openpgp),
+        allowed_signers_file=_write_private(folder / ALLOWED_SIGNERS, signers),
+    )
 
 
 def _secret(cluster: Cluster, wanted: GitSync) -> Body:

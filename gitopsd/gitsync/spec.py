@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gitopsd import configfile
-from gitopsd.config import Credentials, Network
+from gitopsd.config import Credentials, Network, Verification
 from gitopsd.configfile import GitSyncSettings, SourceConfig, cycle_through
 from gitopsd.errors import ConfigError
 from gitopsd.gitsync import (
@@ -50,6 +50,8 @@ class GitSync:
     prune_on_delete: bool
     suspend: bool = False
     secret_name: str | None = None
+    verify_secret: str | None = None
+    """The Secret of its namespace holding the keys its revisions must be signed with."""
     webhook_secret: str | None = None
     """The Secret of its namespace whose `token` signs its webhook's calls; None: none."""
     service_account: str | None = None
@@ -80,8 +82,10 @@ class GitSync:
             return None
         return f"system:serviceaccount:{self.namespace}:{self.service_account}"
 
-    def source(self, credentials: Credentials) -> SourceConfig:
-        """The source to run, with `credentials` (from its secretRef, written to files)."""
+    def source(self, credentials: Credentials, keys: Verification | None = None) -> SourceConfig:
+        """The source to run, with `credentials` (from its secretRef, written to files) and
+        the `keys` its revisions are verified with (from its verify.secretRef, likewise;
+        none: not verified)."""
         where = f"GitSync {self.key}: spec"
         config = configfile.source({"name": self.name, **self.fields}, where)
         confined = self.namespace if self.service_account is None else None
@@ -91,7 +95,12 @@ class GitSync:
         return replace(
             config,
             name=self.key,
-            spec=replace(config.spec, credentials=credentials, network=self.network),
+            spec=replace(
+                config.spec,
+                credentials=credentials,
+                verify=replace(keys or Verification(), mode=config.spec.verify.mode),
+                network=self.network,
+            ),
             settings=replace(
                 settings,
                 confined_to=confined,
@@ -128,7 +137,10 @@ def read(body: Body, settings: GitSyncSettings) -> GitSync:
     annotations = metadata.get("annotations") or {}
     where = f"GitSync {namespace}/{name}: spec"
     repository = spec.get("repository") or {}
+    verify = spec.get("verify") or {}
     fields = {key: spec[key] for key in SHARED_KEYS if key in spec}
+    if verify:  # its keys are a Secret's, not a file source's files
+        fields["verify"] = {k: v for k, v in verify.items() if k != "secretRef"}
     account = spec.get("serviceAccountName") or settings.default_service_account
     if account is not None and DNS1123_SUBDOMAIN.problem(str(account)):
         raise ConfigError(f"{where}: serviceAccountName: {shown(str(account))} is not a name")
@@ -156,6 +168,7 @@ def read(body: Body, settings: GitSyncSettings) -> GitSync:
         prune_on_delete=annotations.get(DELETE_POLICY_ANNOTATION) == "prune",
         suspend=spec.get("suspend") is True,
         secret_name=(repository.get("secretRef") or {}).get("name"),
+        verify_secret=_verify_secret(verify, where),
         webhook_secret=((spec.get("webhook") or {}).get("secretRef") or {}).get("name"),
         service_account=account,
         target_namespace=target,
@@ -166,6 +179,16 @@ def read(body: Body, settings: GitSyncSettings) -> GitSync:
     )
     gitsync.source(Credentials(password_env=None))  # every field checked now
     return gitsync
+
+
+def _verify_secret(verify: Mapping[str, Any], where: str) -> str | None:
+    """The Secret its verify block names: a verify block without one would verify nothing."""
+    if not verify:
+        return None
+    name = (verify.get("secretRef") or {}).get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{where}: verify: secretRef: the Secret of the keys is required")
+    return name
 
 
 def requested_of(body: Body) -> str:

@@ -4,6 +4,8 @@ into a node by its kind; the rest is written here."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from gitopsd.drift_policy import MAX_PATTERNS, MAX_RULES, Decision
 from gitopsd.gitsync.openapi import (
     DNS_LABEL,
@@ -23,6 +25,7 @@ MAX_NAME = 50
 """A GitSync's name names its ApplySet parent gitopsd-<name> and labels metrics, as a file
 source's name does (config.SOURCE_NAME)."""
 
+SECRET_NAME = string("The Secret's name.", pattern=DNS_SUBDOMAIN, maxLength=253)
 REPOSITORY = object_(
     "The git repository to read (with helm.chart: the chart repository or OCI registry).",
     {
@@ -43,7 +46,7 @@ REPOSITORY = object_(
         "secretRef": object_(
             "A Secret in the GitSync's namespace: `username` and `password` (https), or "
             "`identity` (an SSH private key) and `known_hosts` (ssh).",
-            {"name": string("The Secret's name.", pattern=DNS_SUBDOMAIN, maxLength=253)},
+            {"name": SECRET_NAME},
             required=["name"],
         ),
     },
@@ -76,8 +79,36 @@ RELATIVE_PATH = string(
     },
 )
 GLOB = string("A glob pattern.", minLength=1, maxLength=256)
-BLOCKS = {"guards": "What every prune must pass (each refusal names its rule)."}
-"""The description of each block of a file source that a GitSync's spec has."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """A block of a file source that a GitSync's spec has: its description, and what a
+    GitSync's has of its own (a Secret in place of a file source's files)."""
+
+    description: str
+    own: Schema = field(default_factory=dict)
+    required: tuple[str, ...] = ()
+
+
+BLOCKS = {
+    "guards": Block("What every prune must pass (each refusal names its rule)."),
+    "verify": Block(
+        "Use only revisions whose signature verifies with these keys, as Flux's spec.verify: "
+        "an unsigned commit, or one signed by another key, is never applied (Ready=False, "
+        "VerificationFailed; docs/security.md, Signed commits).",
+        {
+            "secretRef": object_(
+                "A Secret in the GitSync's namespace: OpenPGP public keys, armored, under "
+                "any key, and SSH allowed signers under `allowed_signers`.",
+                {"name": SECRET_NAME},
+                required=["name"],
+            )
+        },
+        required=("secretRef",),
+    ),
+}
+"""Each block of a file source that a GitSync's spec has."""
 
 
 def _node(row: Row) -> Schema:
@@ -99,16 +130,22 @@ def _node(row: Row) -> Schema:
 
 def settings_properties() -> Schema:
     """The nodes of the settings a GitSync's spec has, in the table's order; a block's
-    (guards) where its first row is, defaulting to {} so that the API server fills its
-    fields' defaults in too."""
+    (guards) where its first row is. A block that requires nothing defaults to {} so that
+    the API server fills its fields' defaults in too; one that does (verify) is absent
+    unless given."""
     properties: Schema = {}
     for row in (row for row in TABLE if row.gitsync):
         inside = properties
         if row.block:
-            block = object_(BLOCKS[row.block], {}, default={})
-            inside = properties.setdefault(row.block, block)["properties"]
+            inside = properties.setdefault(row.block, _block(BLOCKS[row.block]))["properties"]
         inside[row.name] = _node(row)
     return properties
+
+
+def _block(block: Block) -> Schema:
+    if block.required:
+        return object_(block.description, dict(block.own), required=list(block.required))
+    return object_(block.description, dict(block.own), default={})
 
 
 HELM = object_(
@@ -244,7 +281,7 @@ SPEC = object_(
             {
                 "secretRef": object_(
                     "A Secret in the GitSync's namespace, holding `token`.",
-                    {"name": string("The Secret's name.", pattern=DNS_SUBDOMAIN, maxLength=253)},
+                    {"name": SECRET_NAME},
                     required=["name"],
                 )
             },

@@ -93,7 +93,7 @@ def fetch_ref(runner: Runner) -> str:
     """Fetches the ref's commit (depth 1) into its own target ref and returns its sha;
     a ref that still points where it did is only asked for, not fetched."""
     ref = runner.spec.ref
-    target = TARGETS + hashlib.sha256(ref.encode()).hexdigest()[:16]
+    target = target_ref(ref)
     unchanged = _unchanged(runner, target)
     if unchanged is not None:
         return unchanged
@@ -108,6 +108,11 @@ def fetch_ref(runner: Runner) -> str:
     if _SHA.match(ref):
         return fetch_commit(runner, ref.lower(), target)
     raise runner.missing()
+
+
+def target_ref(ref: str) -> str:
+    """The cache's ref that holds what the source's `ref` pointed at when last fetched."""
+    return TARGETS + hashlib.sha256(ref.encode()).hexdigest()[:16]
 
 
 def _unchanged(runner: Runner, target: str) -> str | None:

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from gitopsd.config import SourceSpec
 from gitopsd.errors import SourceError, SourceReason
+from gitopsd.source import verification
 from gitopsd.source.policy import check_url, mask_url
 from gitopsd.source.repository import ensure_repository, fetch_ref, locked, recovering
 from gitopsd.source.runner import Runner, open_runner
@@ -56,7 +57,8 @@ def fetch(spec: SourceSpec, cache_dir: Path, shared: Shared | None = None) -> Re
     """Fetches the commit the ref of `spec` names into the cache and describes it (its
     files are listed only when they are read: see `tree`); with `shared`, a commit fetched
     recently by another source is used instead (asked under the repository's lock, so
-    those that waited for one fetch use it).
+    those that waited for one fetch use it). With keys to verify against, it is returned
+    only once its signature verified (`verification`).
 
     A cache git cannot use is deleted and cloned again once. Raises ConfigError for a
     refused source, SourceError for everything else.
@@ -64,13 +66,18 @@ def fetch(spec: SourceSpec, cache_dir: Path, shared: Shared | None = None) -> Re
     check_url(spec)
     runner = open_runner(spec, cache_dir)
     with locked(runner):
-        recent = shared.recent() if shared else None
-        if recent is not None:
-            return recent
-        started = time.monotonic()
-        revision = recovering(runner, _fetched)
-        if shared:
-            shared.fetched(revision, started)
+        revision = (shared.recent() if shared else None) or _fetch(runner, shared)
+        check = verification.needed(runner, revision.sha) if spec.verify.enabled else None
+    if check is not None:
+        verification.verify(runner, check, cache_dir)
+    return revision
+
+
+def _fetch(runner: Runner, shared: Shared | None) -> Revision:
+    started = time.monotonic()
+    revision = recovering(runner, _fetched)
+    if shared:
+        shared.fetched(revision, started)
     return revision
 
 

@@ -100,6 +100,25 @@ class Runner:
         """git's output for `args`; `reach`: where and how long it may reach (by default,
         nowhere: a command on the cache, bounded by the source's timeout)."""
         reach = reach or gitreach.local(self.spec, self.env)
+        status, out, err = self._execute(args, reach, stdin)
+        if status != 0:
+            raise self._failed_with(err, reach)
+        return out
+
+    def answer(self, *args: str, reach: Reach) -> tuple[bool, str]:
+        """Whether git succeeded at `args`, with all it wrote: for a command whose failure
+        is an answer (verify-commit), not a fault of the cache. Only running out of time
+        raises."""
+        status, out, err = self._execute(args, reach, None)
+        said = out.decode(errors="replace") + "\n" + err
+        if status != 0 and _classify(said)[0] == SourceReason.TIMEOUT:
+            raise self.failed(reach.limit.said, SourceReason.TIMEOUT)
+        return status == 0, said
+
+    def _execute(
+        self, args: tuple[str, ...], reach: Reach, stdin: BinaryIO | None
+    ) -> tuple[int, bytes, str]:
+        """git's exit status, output and error output (gitpython decodes the latter)."""
         status, out, err = git.Git(self.repo.parent).execute(
             self._command(args, reach),
             istream=stdin,
@@ -109,9 +128,8 @@ class Runner:
             with_exceptions=False,
             stdout_as_string=False,
         )
-        if status != 0:
-            raise self._failed_with(err, reach)
-        return out if isinstance(out, bytes) else out.encode()
+        text = err if isinstance(err, str) else err.decode(errors="replace")
+        return status, out if isinstance(out, bytes) else out.encode(), text
 
     @contextmanager
     def records(

@@ -25,6 +25,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from tests.harness.controlplane import free_port, spawn, stop_process
+from tests.harness.signing import Signer
 from tests.harness.waiting import wait_for
 
 GIT_HTTP_BACKEND = "/usr/lib/git-core/git-http-backend"
@@ -42,15 +43,18 @@ def tree_listing(entries: Mapping[str, tuple[str, str]]) -> str:
     return "".join(f"{mode} {kinds[mode]} {sha}\t{name}\n" for name, (mode, sha) in entries.items())
 
 
-def git(*args: str, cwd: Path, input: str | None = None) -> str:
-    """Runs git for a test helper, isolated from the user's and the system's git config."""
+def git(*args: str, cwd: Path, input: str | None = None, signer: Signer | None = None) -> str:
+    """Runs git for a test helper, isolated from the user's and the system's git config;
+    with `signer`, its settings given, so that `-S` (or `tag -s`) signs with its key."""
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(cwd),
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": os.devnull,
         **TEST_IDENTITY,
+        **(signer.env() if signer else {}),
     }
+    args = (*signer.git_options(), *args) if signer else args
     done = subprocess.run(
         ["git", *args], cwd=cwd, env=env, input=input, capture_output=True, text=True
     )
@@ -74,9 +78,11 @@ class GitRepo:
         message: str = "update",
         branch: str | None = None,
         executable: Collection[str] = (),
+        signer: Signer | None = None,
     ) -> str:
         """Writes (or, for None, deletes) files, commits and pushes; returns the commit sha.
-        Files named in `executable` are committed with mode 755."""
+        Files named in `executable` are committed with mode 755; with `signer`, the commit
+        is signed with its key."""
         branch = branch or self.branch
         self._checkout(branch)
         removed = [relative for relative, content in files.items() if content is None]
@@ -95,7 +101,8 @@ class GitRepo:
         added = [relative for relative, content in files.items() if content is not None]
         if added:
             git("add", "--", *added, cwd=self.work)
-        git("commit", "-q", "--allow-empty", "-m", message, cwd=self.work)
+        signing = ["-S"] if signer else []
+        git("commit", "-q", *signing, "--allow-empty", "-m", message, cwd=self.work, signer=signer)
         git("push", "-q", "origin", f"HEAD:refs/heads/{branch}", cwd=self.work)
         return self.head(branch)
 
@@ -156,6 +163,12 @@ class GitRepo:
 
     def tag(self, name: str, sha: str) -> None:
         git("tag", "-f", name, sha, cwd=self.work)
+        git("push", "-q", "--force", "origin", f"refs/tags/{name}", cwd=self.work)
+
+    def annotated_tag(self, name: str, sha: str, signer: Signer | None = None) -> None:
+        """Pushes an annotated tag `name` of `sha`, signed with `signer`'s key if given."""
+        signing = ["-s"] if signer else ["-a"]
+        git("tag", "-f", *signing, "-m", f"release {name}", name, sha, cwd=self.work, signer=signer)
         git("push", "-q", "--force", "origin", f"refs/tags/{name}", cwd=self.work)
 
     def _checkout(self, branch: str) -> None:

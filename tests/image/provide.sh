@@ -24,7 +24,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${GITOPSD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gitopsd}/image
 suite=bookworm
 # What the Dockerfile's final stage needs from its base: no mirror is reached at build time.
-packages=python3,python3-venv,git,openssh-client,ca-certificates
+packages=python3,python3-venv,git,openssh-client,gpg,ca-certificates
 base_image=localhost/gitopsd-test-base:$suite
 
 log() { printf 'image: %s\n' "$*" >&2; }

@@ -23,6 +23,7 @@ from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.image import Container, Image, Volume, main_pid
 from tests.harness.install import Install
 from tests.harness.kube import token_of
+from tests.harness.signing import Keychain
 from tests.harness.waiting import wait_for
 
 pytestmark = pytest.mark.image
@@ -83,6 +84,40 @@ def test_the_image_renders_a_chart_with_its_own_helm(image: Image, tmp_path: Pat
     with image.container() as container:
         done = container.run(*validate, volumes=(Volume(tmp, "/tmp"),))
     assert (done.returncode, done.stdout) == (0, "7 objects valid\n"), done.stderr
+
+
+@pytest.mark.case("SE-14")
+def test_the_image_verifies_signed_commits_with_its_own_gpg_and_ssh_keygen(
+    image: Image, git_repo: GitRepo, tmp_path: Path
+) -> None:
+    """As the Deployment runs it: a commit signed with an OpenPGP key and one signed with
+    an SSH key are read with their keys, and the OpenPGP-signed one is refused when only
+    SSH signers are allowed."""
+    with Keychain() as keys:
+        alice, carol = keys.openpgp("alice@example.com"), keys.ssh("carol@example.com")
+        manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: signed\n"
+        git_repo.commit({"one.yaml": manifest}, signer=alice)
+        git_repo.commit({"one.yaml": manifest}, branch="ssh", signer=carol)
+        tmp = owned_by_the_image_user(tmp_path / "tmp", 0o1777)
+        (tmp / "team.asc").write_bytes(alice.public_key())
+        (tmp / "allowed_signers").write_text(carol.allowed_signers())
+    shutil.copytree(git_repo.bare, tmp / "repo.git")
+    uid, gid = (int(n) for n in USER.split(":"))
+    for path in [tmp / "repo.git", *(tmp / "repo.git").rglob("*")]:
+        os.chown(path, uid, gid)
+    validate = [*ENTRYPOINT, "validate", "file:///tmp/repo.git", "--allow-insecure-source"]
+    validate += ["--cache-dir", "/tmp/cache"]
+    openpgp = ["--verify-public-keys", "/tmp/team.asc"]
+    ssh = ["--verify-allowed-signers", "/tmp/allowed_signers"]
+    with image.container() as container:
+        volumes = (Volume(tmp, "/tmp"),)
+        by_alice = container.run(*validate, *openpgp, volumes=volumes)
+        by_carol = container.run(*validate, "--ref", "ssh", *ssh, volumes=volumes)
+        refused = container.run(*validate, *ssh, volumes=volumes)
+    assert (by_alice.returncode, by_alice.stdout) == (0, "1 objects valid\n"), by_alice.stderr
+    assert (by_carol.returncode, by_carol.stdout) == (0, "1 objects valid\n"), by_carol.stderr
+    assert refused.returncode == 3 and "(verification_failed)" in refused.stderr, refused.stderr
+    assert f"OpenPGP key {alice.key_id}, which is not among" in refused.stderr, refused.stderr
 
 
 def kustomized_examples() -> dict[str, str]:

@@ -12,10 +12,12 @@ import pytest
 from gitopsd.config import (
     ChartSettings,
     Limits,
+    Verification,
 )
 from gitopsd.configfile import DaemonConfig, Mode, TenantQuota, cycle_in, load
 from gitopsd.errors import ConfigError
 from gitopsd.quantities import format_size, parse_duration, parse_size
+from gitopsd.settings_table import VerifyMode
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "gitopsd.yaml"
 
@@ -165,6 +167,16 @@ def test_bi07_limits_are_set_per_source(tmp_path: Path) -> None:
         ({"helm": {"chart": "../x"}}, "helm: chart: '../x' must be a chart's name"),
         ({"helm": {"chart": "x", "version": "^1.x.q"}}, "helm: version: version range '^1.x.q'"),
         ({"helm": {"version": 1}}, "helm: version: must be a string"),
+        ({"verify": {"mode": "HEAD"}}, "verify: give the keys a revision must be signed with"),
+        ({"verify": {"mode": "head", "publicKeysFile": "/k"}}, "expected HEAD, Tag or TagAndHEAD"),
+        (
+            {"repository": "/srv/app", "verify": {"allowedSignersFile": "/k"}},
+            "verify: the source reads a local directory: only a git revision carries",
+        ),
+        (
+            {"verify": {"allowedSignersFile": "/k"}, "helm": {"chart": "app"}},
+            "verify: the source reads a chart of a chart repository",
+        ),
         (
             {"helm": {"values": {"a": "x" * 300_000}}},
             "helm: values: 300008 bytes as JSON, over the limit",
@@ -180,6 +192,20 @@ def test_an_invalid_source_is_set_aside_naming_the_field(
     assert [s.name for s in config.sources] == ["good"]
     [(name, error)] = config.invalid_sources
     assert name == "bad" and "source bad: " in error and message in error
+
+
+def test_verification_is_on_with_keys_in_the_mode_given(tmp_path: Path) -> None:
+    keys = {"mode": "TagAndHEAD", "allowedSignersFile": "/etc/gitopsd/keys/allowed_signers"}
+    plain, verified = load(
+        write(tmp_path, {"sources": [source(name="plain"), source(name="signed", verify=keys)]})
+    ).sources
+
+    assert not plain.spec.verify.enabled
+    assert verified.spec.verify == Verification(
+        mode=VerifyMode.TAG_AND_HEAD,
+        allowed_signers_file=Path("/etc/gitopsd/keys/allowed_signers"),
+    )
+    assert verified.spec.verify.enabled
 
 
 def test_a_source_name_must_suit_labels_and_metrics(tmp_path: Path) -> None:

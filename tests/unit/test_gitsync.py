@@ -18,6 +18,7 @@ from gitopsd.config import (
     Credentials,
     PrunePolicy,
     Setting,
+    Verification,
 )
 from gitopsd.configfile import GitSyncSettings, Mode
 from gitopsd.diff import Drift, FieldChange, State
@@ -37,6 +38,7 @@ from gitopsd.gitsync.status import Event, Failure, SourceReport
 from gitopsd.health import Health
 from gitopsd.health import Status as Verdict
 from gitopsd.objects import GroupKind, ObjectKey
+from gitopsd.settings_table import VerifyMode
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "config" / "crd" / "gitsyncs.yaml"
 URL = "https://git.example.com/team/apps.git"
@@ -185,6 +187,24 @@ def test_each_mode_is_read(mode: Mode) -> None:
     source = spec.read(gitsync(mode=str(mode)), GitSyncSettings()).source(NO_CREDENTIALS)
 
     assert source.mode == mode
+
+
+def test_a_gitsync_verifies_with_its_secrets_keys_in_its_mode() -> None:
+    body = gitsync(verify={"mode": "Tag", "secretRef": {"name": "team-keys"}})
+    read = spec.read(body, GitSyncSettings())
+    keys = Verification(public_keys_file=Path("/cache/team/app/public_keys"))
+
+    assert read.verify_secret == "team-keys"
+    assert read.source(Credentials(password_env=None), keys).spec.verify == Verification(
+        mode=VerifyMode.TAG, public_keys_file=Path("/cache/team/app/public_keys")
+    )
+    assert not spec.read(gitsync(), GitSyncSettings()).source(Credentials()).spec.verify.enabled
+
+
+def test_a_verify_block_without_its_secret_is_refused() -> None:
+    """The CRD requires it; one stored under an older CRD must not verify nothing."""
+    with pytest.raises(ConfigError, match="verify: secretRef: the Secret of the keys is required"):
+        spec.read(gitsync(verify={"mode": "HEAD"}), GitSyncSettings())
 
 
 def test_allow_insecure_comes_from_the_daemon_not_the_gitsync() -> None:

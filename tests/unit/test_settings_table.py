@@ -21,7 +21,7 @@ from gitopsd.config import Credentials, Setting, words
 from gitopsd.configfile import GitSyncSettings, SourceConfig
 from gitopsd.configfile.sources import SOURCE_KEYS
 from gitopsd.gitsync import schema, spec
-from gitopsd.settings_table import TABLE, Holder, Kind, Mode, Row, rows, shown
+from gitopsd.settings_table import TABLE, VERIFY_MODE, Holder, Kind, Row, rows, shown
 from gitopsd.target_identity import Tool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,15 +37,26 @@ EXAMPLES: dict[Kind, tuple[list[str], Any, Any]] = {
     Kind.FILE: (["/etc/other"], "/etc/other", Path("/etc/other")),
     Kind.PATHS: (["a", "b"], ["a", "b"], ("a", "b")),
     Kind.GLOBS: (["*.x", "*.y"], ["*.x", "*.y"], ("*.x", "*.y")),
-    Kind.CHOICE: ([], "warn", Mode.WARN),
 }
 """A value of each kind other than any row's default: as flags take it, as a file or a
 GitSync writes it, and as it is read."""
+NEEDED: dict[Row, tuple[list[str], dict[str, Any], dict[str, Any]]] = {
+    VERIFY_MODE: (
+        ["--verify-public-keys", "/etc/keys"],
+        {"verify": {"publicKeysFile": "/etc/keys"}},
+        {"verify": {"secretRef": {"name": "keys"}}},
+    ),
+}
+"""What a row is read only beside, given or not, as flags, a file's keys and a GitSync's
+spec: a verify mode verifies with keys (a file's are checked where its list is read)."""
 
 
 def example(row: Row) -> tuple[list[str], Any, Any]:
     if row.kind is Kind.SWITCH:
         return [], not row.default, not row.default
+    if row.kind is Kind.CHOICE:
+        other = next(word for word in type(row.default) if word != row.default)
+        return [str(other)], str(other), other
     return EXAMPLES[row.kind]
 
 
@@ -54,6 +65,7 @@ def settings_of(row: Row, source: SourceConfig) -> dict[str, Any]:
     holders = {
         Holder.SOURCE_SPEC: source.spec,
         Holder.CREDENTIALS: source.spec.credentials,
+        Holder.VERIFICATION: source.spec.verify,
         Holder.LIMITS: source.spec.limits,
         Holder.PRUNE_POLICY: source.settings.prune,
         Holder.SYNC_SETTINGS: source.settings,
@@ -62,12 +74,15 @@ def settings_of(row: Row, source: SourceConfig) -> dict[str, Any]:
     return {other.field: getattr(holders[row.holder], other.field) for other in rows(row.holder)}
 
 
-def nested(row: Row, given: bool) -> dict[str, Any]:
-    """The row's example at its key, in its block if it has one; or nothing."""
+def nested(row: Row, given: bool, beside: dict[str, Any]) -> dict[str, Any]:
+    """The row's example at its key, in its block if it has one (or nothing), with what
+    it is read `beside`."""
     if not given:
-        return {}
+        return beside
     value = example(row)[1]
-    return {row.block: {row.name: value}} if row.block else {row.name: value}
+    if not row.block:
+        return {**beside, row.name: value}
+    return {**beside, row.block: {**beside.get(row.block, {}), row.name: value}}
 
 
 def by_flag(row: Row, given: bool) -> SourceConfig:
@@ -75,19 +90,24 @@ def by_flag(row: Row, given: bool) -> SourceConfig:
     values = example(row)[0] if given else []
     flags = [part for value in values for part in (row.flag.name, value)]
     switched = [row.flag.name] if given and not values else []
-    arguments = build_parser().parse_args(["sync", URL, *flags, *switched])
+    needed = NEEDED.get(row, ([], {}, {}))[0]
+    arguments = build_parser().parse_args(["sync", URL, *needed, *flags, *switched])
     read_spec = source_spec(arguments)
     return SourceConfig("app", read_spec, sync_settings(arguments, read_spec))
 
 
 def by_key(row: Row, given: bool) -> SourceConfig:
-    return configfile.source({"name": "app", "repository": URL, **nested(row, given)}, "here")
+    beside = NEEDED.get(row, ([], {}, {}))[1]
+    return configfile.source(
+        {"name": "app", "repository": URL, **nested(row, given, beside)}, "here"
+    )
 
 
 def by_spec(row: Row, given: bool) -> SourceConfig:
+    beside = NEEDED.get(row, ([], {}, {}))[2]
     body = {
         "metadata": {"namespace": "team", "name": "app"},
-        "spec": {"repository": {"url": URL}, **nested(row, given)},
+        "spec": {"repository": {"url": URL}, **nested(row, given, beside)},
     }
     return spec.read(body, GitSyncSettings()).source(Credentials(password_env=None))
 
