@@ -45,6 +45,7 @@ ALERTS = {
     "GitopsdReplicaNotWriting",
     "GitopsdErrorsRising",
     "GitopsdSourceUnhealthy",
+    "GitopsdRevisionRefused",
 }
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 UNLABELLED = {
@@ -349,6 +350,7 @@ ALERT_SHAPES = {
     "GitopsdReplicaNotWriting": shape(()),  # no sharding: no members
     "GitopsdErrorsRising": shape(("source", "stage", "reason"), ("failing", "cluster", "invalid")),
     "GitopsdSourceUnhealthy": shape(("source", "status"), ("drifting", "InProgress")),
+    "GitopsdRevisionRefused": shape(()),  # no source verifies signatures here
 }
 
 
