@@ -189,6 +189,14 @@ def target_of(
     return TargetIdentity(tool, where, paths, namespace, spec.include, spec.exclude, charts)
 
 
+def unsigned_kind(spec: SourceSpec) -> str | None:
+    """What `spec` reads that carries no signature to verify (a local directory, a chart of
+    a chart repository); None for a git revision."""
+    if is_local(spec.url):
+        return "a local directory"
+    return "a chart of a chart repository" if spec.helm.chart is not None else None
+
+
 def is_local(url: str) -> bool:
     """A directory read in place, without git: no scheme, and not git's user@host:path."""
     return "://" not in url and not re.match(r"^[\w.-]+@[\w.-]+:", url)

@@ -26,6 +26,7 @@ from gitopsd.config import (
     SyncSettings,
     Verification,
     is_local,
+    unsigned_kind,
 )
 from gitopsd.configfile.helm import (
     chart_name,
@@ -78,8 +79,7 @@ def _check_verification(spec: SourceSpec, mode_given: bool) -> None:
             "--verify-mode: give the keys a revision must be signed with: "
             "--verify-public-keys FILE (OpenPGP) or --verify-allowed-signers FILE (SSH)"
         )
-    if spec.verify.enabled and (is_local(spec.url) or spec.helm.chart is not None):
-        read = "a local directory" if is_local(spec.url) else "a chart of a chart repository"
+    if spec.verify.enabled and (read := unsigned_kind(spec)):
         raise ConfigError(
             f"--verify-public-keys, --verify-allowed-signers: the source is {read}: only a "
             "git revision carries a signature to verify"

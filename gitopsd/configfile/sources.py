@@ -21,6 +21,7 @@ from gitopsd.config import (
     Verification,
     is_local,
     target_of,
+    unsigned_kind,
 )
 from gitopsd.configfile.fields import (
     READERS,
@@ -193,8 +194,7 @@ def _check_keys(item: Any, config: SourceConfig, where: str) -> None:
 def _check_verifiable(spec: SourceSpec, asked: bool, where: str) -> None:
     """Only what git signs can be verified: for a directory or a chart, a verify block
     would verify nothing, silently."""
-    if asked and (is_local(spec.url) or spec.helm.chart is not None):
-        read = "a local directory" if is_local(spec.url) else "a chart of a chart repository"
+    if asked and (read := unsigned_kind(spec)):
         raise ConfigError(
             f"{where}: verify: the source reads {read}: only a git revision carries a "
             "signature to verify"

@@ -65,9 +65,10 @@ def fetch(spec: SourceSpec, cache_dir: Path, shared: Shared | None = None) -> Re
     """
     check_url(spec)
     runner = open_runner(spec, cache_dir)
+    keys = verification.keys_of(runner) if spec.verify.enabled else None
     with locked(runner):
         revision = (shared.recent() if shared else None) or _fetch(runner, shared)
-        check = verification.needed(runner, revision.sha) if spec.verify.enabled else None
+        check = None if keys is None else verification.needed(runner, revision.sha, keys)
     if check is not None:
         verification.verify(runner, check, cache_dir)
     return revision

@@ -22,7 +22,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gitopsd.config import Verification
 from gitopsd.errors import SourceError, SourceReason
 from gitopsd.settings_table import VerifyMode
 from gitopsd.source import gitreach
@@ -113,11 +112,20 @@ class Check:
     verdict: tuple[str, ...]
 
 
-def needed(runner: Runner, sha: str) -> Check | None:
-    """The check commit `sha`, fetched for the runner's ref, still needs; None once it
-    passed with these keys. Runs git on the cache: call it under the repository's lock."""
+def keys_of(runner: Runner) -> Keys:
+    """The source's keys, read once per fetch (before the repository's lock is taken)."""
     verification = runner.spec.verify
-    keys = _keys(runner, verification)
+    return Keys(
+        openpgp=_read(runner, verification.public_keys_file),
+        allowed_signers=_read(runner, verification.allowed_signers_file),
+    )
+
+
+def needed(runner: Runner, sha: str, keys: Keys) -> Check | None:
+    """The check commit `sha`, fetched for the runner's ref, still needs with `keys`;
+    None once it passed with them. Runs git on the cache: call it under the repository's
+    lock."""
+    verification = runner.spec.verify
     tag = _tag_object(runner, sha) if verification.mode != VerifyMode.HEAD else ""
     verdict = (str(runner.repo), sha, tag, str(verification.mode), keys.digest)
     return None if VERDICTS.known(verdict) else Check(sha, tag, keys, verdict)
@@ -134,13 +142,6 @@ def verify(runner: Runner, check: Check, cache_dir: Path) -> None:
         if runner.spec.verify.mode != VerifyMode.TAG:
             _check(runner, reach, "verify-commit", check.sha, f"commit {check.sha[:12]}")
     VERDICTS.keep(check.verdict)
-
-
-def _keys(runner: Runner, verification: Verification) -> Keys:
-    return Keys(
-        openpgp=_read(runner, verification.public_keys_file),
-        allowed_signers=_read(runner, verification.allowed_signers_file),
-    )
 
 
 def _read(runner: Runner, path: Path | None) -> bytes:
