@@ -9,6 +9,9 @@
 #                  By default the stage helm-from-source builds it in GO_IMAGE from helm's Go
 #                  module, pinned by tests/controlplane/helm/go.mod and go.sum: the helm the
 #                  tests run.
+#   SOPS_IMAGE     an image holding a static sops at /bin/sops (it decrypts SOPS-encrypted
+#                  files). By default the stage sops-from-source builds it in GO_IMAGE from
+#                  sops's Go module, pinned by tests/controlplane/sops/go.mod and go.sum.
 #   VERSION, REVISION  recorded in the OCI labels.
 # The tags below are what the project tests against; release builds pin both images by
 # digest (BASE=python:3.11-slim-bookworm@sha256:…), which only a registry can tell.
@@ -16,6 +19,7 @@ ARG BASE=python:3.11-slim-bookworm
 ARG KUBECTL_IMAGE=registry.k8s.io/kubectl:v1.34.4
 ARG GO_IMAGE=golang:1.26-bookworm
 ARG HELM_IMAGE=helm-from-source
+ARG SOPS_IMAGE=sops-from-source
 
 FROM ${KUBECTL_IMAGE} AS kubectl
 
@@ -30,6 +34,15 @@ RUN cd /helm \
         helm.sh/helm/v4/cmd/helm
 
 FROM ${HELM_IMAGE} AS helm
+
+# As helm-from-source: only built when SOPS_IMAGE names it.
+FROM ${GO_IMAGE} AS sops-from-source
+COPY tests/controlplane/sops/go.mod tests/controlplane/sops/go.sum tests/controlplane/sops/tools.go /sops/
+RUN cd /sops \
+    && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o /bin/sops \
+        github.com/getsops/sops/v3/cmd/sops
+
+FROM ${SOPS_IMAGE} AS sops
 
 # The venv is built here and copied: pip, setuptools and anything a build needs stay behind.
 FROM ${BASE} AS build
@@ -68,6 +81,7 @@ RUN set -eu; \
     install -d -m 0755 /etc/gitopsd
 COPY --from=kubectl /bin/kubectl /usr/local/bin/kubectl
 COPY --from=helm /bin/helm /usr/local/bin/helm
+COPY --from=sops /bin/sops /usr/local/bin/sops
 # HOME: git and kubectl want one, and the root filesystem may be read-only; /tmp and
 # /var/cache/gitopsd (the cacheDir) are the volumes the Deployment mounts writable.
 # MALLOC_ARENA_MAX: glibc gives each thread that allocates an arena of its own (up to 8 per

@@ -103,6 +103,20 @@ class Verification:
 
 
 @dataclass(frozen=True)
+class Decryption:
+    """The keys SOPS-encrypted files of a revision are decrypted with (Flux's
+    `.spec.decryption`, provider sops): age identities and OpenPGP private keys. Without
+    them an encrypted file is refused."""
+
+    age_key_file: Path | None = table.AGE_KEY_FILE.default
+    pgp_key_file: Path | None = table.PGP_KEY_FILE.default
+
+    @property
+    def enabled(self) -> bool:
+        return self.age_key_file is not None or self.pgp_key_file is not None
+
+
+@dataclass(frozen=True)
 class ChartSettings:
     """How `helm template` renders each chart directory (a directory holding Chart.yaml)."""
 
@@ -167,6 +181,7 @@ class SourceSpec:
     allow_insecure: bool = table.ALLOW_INSECURE.default
     credentials: Credentials = field(default_factory=Credentials)
     verify: Verification = field(default_factory=Verification)
+    decryption: Decryption = field(default_factory=Decryption)
     timeout_seconds: float = 60.0
     """Bound on each git command on the cache, and each wait for a chart server's bytes."""
     limits: Limits = field(default_factory=Limits)

@@ -88,6 +88,9 @@ class ManifestReason(StrEnum):
     """The object lies outside the one namespace the source may write to."""
     UNKNOWN_KIND = "unknown_kind"
     """The cluster serves no such kind (yet): a CRD installed later cures it."""
+    DECRYPTION_FAILED = "decryption_failed"
+    """A SOPS-encrypted file does not decrypt with the source's keys, or a value decrypted
+    would be shown (it reaches more than a Secret's data)."""
 
 
 class SourceReason(StrEnum):
@@ -169,8 +172,9 @@ class ManifestError(GitopsdError):
     usual_remedy = Remedy.NEW_REVISION
     usual_exit_code = ExitCode.INVALID
     remedies: ClassVar[Mapping[Reason, Remedy]] = {
-        ManifestReason.UNKNOWN_KIND: Remedy.BACK_OFF
-    }  # a CRD installed later
+        ManifestReason.UNKNOWN_KIND: Remedy.BACK_OFF,  # a CRD installed later
+        ManifestReason.DECRYPTION_FAILED: Remedy.PERSON,  # the keys, or the file
+    }
 
     def __init__(self, message: str, reason: ManifestReason = ManifestReason.INVALID) -> None:
         super().__init__(message)

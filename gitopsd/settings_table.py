@@ -44,6 +44,7 @@ class Holder(Enum):
     SOURCE_SPEC = "SourceSpec"
     CREDENTIALS = "Credentials"
     VERIFICATION = "Verification"
+    DECRYPTION = "Decryption"
     LIMITS = "Limits"
     PRUNE_POLICY = "PrunePolicy"
     SYNC_SETTINGS = "SyncSettings"
@@ -148,7 +149,7 @@ def shown(row: Row) -> str:
 
 
 SOURCE_SPEC, CREDENTIALS, LIMITS = Holder.SOURCE_SPEC, Holder.CREDENTIALS, Holder.LIMITS
-VERIFICATION = Holder.VERIFICATION
+VERIFICATION, DECRYPTION = Holder.VERIFICATION, Holder.DECRYPTION
 PRUNE_POLICY, SYNC_SETTINGS = Holder.PRUNE_POLICY, Holder.SYNC_SETTINGS
 SOURCE_CONFIG = Holder.SOURCE_CONFIG
 SOURCE, SYNC = Group.SOURCE, Group.SYNC
@@ -241,6 +242,14 @@ ALLOWED_SIGNERS_FILE = Row(VERIFICATION, "allowed_signers_file", None, Kind.FILE
     key="verify.allowedSignersFile", flag=Flag("--verify-allowed-signers", SOURCE),
     help="SSH allowed signers (ssh-keygen's format) a revision's signature must be made "
     "by: setting it (or the public keys) turns verification on.")
+AGE_KEY_FILE = Row(DECRYPTION, "age_key_file", None, Kind.FILE,
+    key="decryption.ageKeyFile", flag=Flag("--sops-age-key-file", SOURCE),
+    help="age identities (age-keygen's format) that SOPS-encrypted files of a revision are "
+    "decrypted with; the command line reads $SOPS_AGE_KEY_FILE when it is not given.")
+PGP_KEY_FILE = Row(DECRYPTION, "pgp_key_file", None, Kind.FILE,
+    key="decryption.pgpKeyFile", flag=Flag("--sops-pgp-key-file", SOURCE),
+    help="OpenPGP private keys (armored, without a passphrase) that SOPS-encrypted files of a "
+    "revision are decrypted with.")
 FORCE_CONFLICTS = Row(SYNC_SETTINGS, "force_conflicts", True, Kind.SWITCH,
     key="forceConflicts", flag=Flag("--no-force-conflicts", SYNC),
     help="Take over the fields other managers own (reported); off, report them as conflicts.")

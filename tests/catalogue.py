@@ -179,7 +179,10 @@ CASES: dict[str, Case] = {
     "SE-17": Case(
         "protected objects never pruned (system namespaces, definitions, volumes, opted out)"
     ),
-    "SE-18": Case("an encrypted (SOPS) Secret refused, not applied as is"),
+    "SE-18": Case(
+        "SOPS-encrypted files decrypted with the source's keys or refused, never applied as "
+        "is; a decrypted value never shown"
+    ),
     "SE-19": Case("the metrics and health endpoints' exposure"),
     "SE-20": Case(
         "the webhook receiver: size, signatures (GitHub, GitLab, generic HMAC), malformed payloads"

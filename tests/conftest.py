@@ -37,10 +37,11 @@ GITSYNC_CRD = Path(__file__).parent.parent / "config" / "crd" / "gitsyncs.yaml"
 
 @pytest.fixture(scope="session")
 def binaries() -> Binaries:
-    """The control-plane binaries; kubectl and helm go on PATH (they render kustomizations
-    and charts)."""
+    """The control-plane binaries; kubectl, helm and sops go on PATH (they render
+    kustomizations and charts, and decrypt SOPS-encrypted files)."""
     found = provide_binaries()
-    renderers = os.pathsep.join(str(binary.parent) for binary in (found.kubectl, found.helm))
+    programs = (found.kubectl, found.helm, found.sops)
+    renderers = os.pathsep.join(str(binary.parent) for binary in programs)
     os.environ["PATH"] = f"{renderers}{os.pathsep}{os.environ.get('PATH', '')}"
     return found
 

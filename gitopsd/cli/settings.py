@@ -7,6 +7,7 @@ default is written once, in its row of gitopsd.settings_table (the help texts qu
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -19,6 +20,7 @@ from gitopsd.config import (
     SOURCE_NAME_RULE,
     ChartSettings,
     Credentials,
+    Decryption,
     EarlierRecord,
     Limits,
     PrunePolicy,
@@ -36,6 +38,7 @@ from gitopsd.configfile.helm import (
     version_range,
 )
 from gitopsd.configfile.sources import health_checks
+from gitopsd.decryption import SOPS_AGE_KEY_FILE
 from gitopsd.drift_policy import read_rules
 from gitopsd.errors import ConfigError
 from gitopsd.names import DNS1123_LABEL, NameRule, namespace_problem, shown
@@ -61,6 +64,7 @@ def source_spec(arguments: argparse.Namespace) -> SourceSpec:
             url=url,
             credentials=_given(Credentials(), arguments, Holder.CREDENTIALS),
             verify=_given(Verification(), arguments, Holder.VERIFICATION),
+            decryption=_given(sops_habit(), arguments, Holder.DECRYPTION),
             limits=_given(Limits(), arguments, Holder.LIMITS),
             helm=_charts(arguments, chart),
         ),
@@ -69,6 +73,13 @@ def source_spec(arguments: argparse.Namespace) -> SourceSpec:
     )
     _check_verification(spec, getattr(arguments, "verify_mode", None) is not None)
     return spec
+
+
+def sops_habit() -> Decryption:
+    """The age identities sops itself reads, $SOPS_AGE_KEY_FILE, where the command line is
+    not given --sops-age-key-file: the habit of those who decrypt with sops by hand."""
+    named = os.environ.get(SOPS_AGE_KEY_FILE)
+    return Decryption(age_key_file=Path(named) if named else None)
 
 
 def _check_verification(spec: SourceSpec, mode_given: bool) -> None:

@@ -13,6 +13,7 @@ from gitopsd.config import (
     SOURCE_NAME,
     SOURCE_NAME_RULE,
     Credentials,
+    Decryption,
     EarlierRecord,
     Limits,
     PrunePolicy,
@@ -151,6 +152,7 @@ def source(item: Any, where: str) -> SourceConfig:
         url=url,
         credentials=Credentials(**given[Holder.CREDENTIALS]),
         verify=Verification(**given[Holder.VERIFICATION]),
+        decryption=Decryption(**given[Holder.DECRYPTION]),
         limits=Limits(**given[Holder.LIMITS]),
         helm=chart_settings(raw.get("helm"), f"{where}: helm"),
         **given[Holder.SOURCE_SPEC],
@@ -182,12 +184,20 @@ def source(item: Any, where: str) -> SourceConfig:
 
 
 def _check_keys(item: Any, config: SourceConfig, where: str) -> None:
-    """A file source's verify block names its keys: without them it would verify nothing,
-    silently. (A GitSync's keys come from its verify.secretRef, which its CRD requires.)"""
-    if isinstance(item, dict) and "verify" in item and not config.spec.verify.enabled:
+    """A file source's verify and decryption blocks name their keys: without them they
+    would do nothing, silently. (A GitSync's keys come from the Secrets its blocks name,
+    which its CRD requires.)"""
+    if not isinstance(item, dict):
+        return
+    if "verify" in item and not config.spec.verify.enabled:
         raise ConfigError(
             f"{where}: verify: give the keys a revision must be signed with: publicKeysFile "
             "(OpenPGP) or allowedSignersFile (SSH)"
+        )
+    if "decryption" in item and not config.spec.decryption.enabled:
+        raise ConfigError(
+            f"{where}: decryption: give the keys SOPS-encrypted files are decrypted with: "
+            "ageKeyFile (age identities) or pgpKeyFile (OpenPGP private keys)"
         )
 
 

@@ -28,7 +28,7 @@ from gitopsd.cluster.watches import Watches
 from gitopsd.config import Credentials
 from gitopsd.configfile import GitSyncSettings, SourceConfig
 from gitopsd.daemon.clock import Clock
-from gitopsd.daemon.credentials import credentials_of, fingerprint, verification_of, webhook_token
+from gitopsd.daemon.credentials import credentials_of, fingerprint, keys_of, webhook_token
 from gitopsd.daemon.gitsyncs import GitSyncs, webhook_key
 from gitopsd.daemon.http import Webhook
 from gitopsd.daemon.lifecycle import Lifecycle, finalizer_joined
@@ -278,7 +278,7 @@ class GitSyncController:
         try:
             home = self._home(wanted.namespace, wanted.name)
             credentials = credentials_of(self.cluster, wanted, home / "credentials")
-            source = wanted.source(credentials, verification_of(self.cluster, wanted, home))
+            source = wanted.source(credentials, *keys_of(self.cluster, wanted, home))
             repositories = self._repositories(credentials)
             token = webhook_token(self.cluster, wanted)
             desired.check_source(source.spec, GITSYNCS_ALLOW_INSECURE)

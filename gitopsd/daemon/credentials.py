@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gitopsd import gitsync
 from gitopsd.cluster import Cluster
-from gitopsd.config import Credentials, Verification
+from gitopsd.config import Credentials, Decryption, Verification
 from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.gitsync.spec import GitSync, credentials_allowed
 from gitopsd.objects import Body
@@ -21,6 +21,15 @@ SECRET_FILES = ("password", "identity", "known_hosts")
 """The keys of a secretRef's Secret that become files of the same names (Flux's keys)."""
 ALLOWED_SIGNERS = "allowed_signers"
 """The key of a verify.secretRef's Secret that holds SSH allowed signers."""
+AGE_SUFFIX, PGP_SUFFIX = ".agekey", ".asc"
+"""The ends of a decryption.secretRef's keys: age identities, armored OpenPGP private keys."""
+CLOUD_KEYS = {
+    "sops.aws-kms": "AWS KMS",
+    "sops.azure-kv": "Azure Key Vault",
+    "sops.gcp-kms.json": "GCP KMS",
+    "sops.vault-token": "HashiCorp Vault",
+}
+"""Flux's keys of cloud credentials: out of reach here (renders have no network)."""
 
 
 def credentials_of(cluster: Cluster, wanted: GitSync, folder: Path) -> Credentials:
@@ -69,6 +78,13 @@ def webhook_token(cluster: Cluster, wanted: GitSync) -> bytes | None:
     return base64.b64decode(token)
 
 
+def keys_of(cluster: Cluster, wanted: GitSync, home: Path) -> tuple[Verification, Decryption]:
+    """The keys its revisions are verified with and its encrypted files decrypted with, as
+    files under its `home`."""
+    decrypting = decryption_of(cluster, wanted, home / "decryption")
+    return verification_of(cluster, wanted, home), decrypting
+
+
 def verification_of(cluster: Cluster, wanted: GitSync, folder: Path) -> Verification:
     """Its verify.secretRef's keys as files in `folder` (its mode is its spec's, see
     GitSync.source): `allowed_signers` (SSH, ssh-keygen's format), and every other key an
@@ -77,23 +93,72 @@ def verification_of(cluster: Cluster, wanted: GitSync, folder: Path) -> Verifica
     Secret with no key is refused (it would verify nothing)."""
     if wanted.verify_secret is None:
         return Verification()
-    field = "spec.verify.secretRef"
-    secret = _read(cluster, wanted, wanted.verify_secret, field)
-    data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+    data, where = _keys_secret(cluster, wanted, wanted.verify_secret, "spec.verify.secretRef")
     signers = data.pop(ALLOWED_SIGNERS, None)
     openpgp = b"\n".join(data[name] for name in sorted(data)) or None
     if signers is None and openpgp is None:
-        name = f"{wanted.namespace}/{wanted.verify_secret}"
-        raise ClusterError(
-            f"GitSync {wanted.key}: Secret {name} ({field}) holds no key: give OpenPGP public "
-            f"keys (armored, any key name) or SSH allowed signers (key {ALLOWED_SIGNERS})",
-            ClusterReason.NOT_FOUND,
+        raise _no_key(
+            where,
+            f"OpenPGP public keys (armored, any key name) or SSH allowed signers (key "
+            f"{ALLOWED_SIGNERS})",
         )
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     return Verification(
         public_keys_file=_write_private(folder / "public_keys", openpgp),
         allowed_signers_file=_write_private(folder / ALLOWED_SIGNERS, signers),
     )
+
+
+def decryption_of(cluster: Cluster, wanted: GitSync, folder: Path) -> Decryption:
+    """Its decryption.secretRef's keys as files in `folder` (Flux's keys): age identities
+    under keys ending in .agekey, armored OpenPGP private keys under keys ending in .asc.
+    Read as its webhook's token is: the keys decrypt its own files, whose values reach only
+    Secrets of its own (docs/security.md), and are never sent. A key of a cloud KMS, or of
+    no kind gitopsd knows, is refused by name; so is a Secret with no key."""
+    if wanted.decryption_secret is None:
+        return Decryption()
+    field = "spec.decryption.secretRef"
+    data, where = _keys_secret(cluster, wanted, wanted.decryption_secret, field)
+    for name in sorted(data):
+        if not name.endswith((AGE_SUFFIX, PGP_SUFFIX)):
+            raise ClusterError(f"{where}: {_unusable(name)}", ClusterReason.INVALID)
+    age = b"\n".join(data[k] for k in sorted(data) if k.endswith(AGE_SUFFIX)) or None
+    pgp = b"\n".join(data[k] for k in sorted(data) if k.endswith(PGP_SUFFIX)) or None
+    if age is None and pgp is None:
+        raise _no_key(
+            where,
+            f"age identities (keys ending in {AGE_SUFFIX}) or armored OpenPGP private keys "
+            f"(keys ending in {PGP_SUFFIX})",
+        )
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return Decryption(
+        age_key_file=_write_private(folder / "identities.agekey", age),
+        pgp_key_file=_write_private(folder / "private_keys.asc", pgp),
+    )
+
+
+def _keys_secret(
+    cluster: Cluster, wanted: GitSync, secret_name: str, field: str
+) -> tuple[dict[str, bytes], str]:
+    """The values of a Secret of keys its `field` names, and how errors name it."""
+    secret = _read(cluster, wanted, secret_name, field)
+    where = f"GitSync {wanted.key}: Secret {wanted.namespace}/{secret_name} ({field})"
+    return {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}, where
+
+
+def _no_key(where: str, give: str) -> ClusterError:
+    """A Secret of keys with none: it would verify or decrypt nothing."""
+    return ClusterError(f"{where} holds no key: give {give}", ClusterReason.NOT_FOUND)
+
+
+def _unusable(name: str) -> str:
+    cloud = CLOUD_KEYS.get(name)
+    if cloud is not None:
+        return (
+            f"key {name}: {cloud} is out of reach: gitopsd decrypts with age and OpenPGP keys "
+            "only (its renders have no network)"
+        )
+    return f"key {name}: neither age identities ({AGE_SUFFIX}) nor an OpenPGP key ({PGP_SUFFIX})"
 
 
 def _secret(cluster: Cluster, wanted: GitSync) -> Body:

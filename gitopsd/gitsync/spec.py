@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gitopsd import configfile
-from gitopsd.config import Credentials, Network, Verification
+from gitopsd.config import Credentials, Decryption, Network, Verification
 from gitopsd.configfile import GitSyncSettings, SourceConfig, cycle_through
 from gitopsd.errors import ConfigError
 from gitopsd.gitsync import (
@@ -52,6 +52,8 @@ class GitSync:
     secret_name: str | None = None
     verify_secret: str | None = None
     """The Secret of its namespace holding the keys its revisions must be signed with."""
+    decryption_secret: str | None = None
+    """The Secret of its namespace holding the keys its encrypted files decrypt with."""
     webhook_secret: str | None = None
     """The Secret of its namespace whose `token` signs its webhook's calls; None: none."""
     service_account: str | None = None
@@ -82,10 +84,16 @@ class GitSync:
             return None
         return f"system:serviceaccount:{self.namespace}:{self.service_account}"
 
-    def source(self, credentials: Credentials, keys: Verification | None = None) -> SourceConfig:
-        """The source to run, with `credentials` (from its secretRef, written to files) and
-        the `keys` its revisions are verified with (from its verify.secretRef, likewise;
-        none: not verified)."""
+    def source(
+        self,
+        credentials: Credentials,
+        keys: Verification | None = None,
+        decryption: Decryption | None = None,
+    ) -> SourceConfig:
+        """The source to run, with `credentials` (from its secretRef, written to files), the
+        `keys` its revisions are verified with (from its verify.secretRef, likewise; none:
+        not verified) and those its encrypted files are decrypted with (`decryption`, from
+        its decryption.secretRef; none: an encrypted file is refused)."""
         where = f"GitSync {self.key}: spec"
         config = configfile.source({"name": self.name, **self.fields}, where)
         confined = self.namespace if self.service_account is None else None
@@ -99,6 +107,7 @@ class GitSync:
                 config.spec,
                 credentials=credentials,
                 verify=replace(keys or Verification(), mode=config.spec.verify.mode),
+                decryption=decryption or Decryption(),
                 network=self.network,
             ),
             settings=replace(
@@ -168,7 +177,8 @@ def read(body: Body, settings: GitSyncSettings) -> GitSync:
         prune_on_delete=annotations.get(DELETE_POLICY_ANNOTATION) == "prune",
         suspend=spec.get("suspend") is True,
         secret_name=(repository.get("secretRef") or {}).get("name"),
-        verify_secret=_verify_secret(verify, where),
+        verify_secret=_secret_of(verify, "verify", where),
+        decryption_secret=_secret_of(spec.get("decryption") or {}, "decryption", where),
         webhook_secret=((spec.get("webhook") or {}).get("secretRef") or {}).get("name"),
         service_account=account,
         target_namespace=target,
@@ -181,13 +191,16 @@ def read(body: Body, settings: GitSyncSettings) -> GitSync:
     return gitsync
 
 
-def _verify_secret(verify: Mapping[str, Any], where: str) -> str | None:
-    """The Secret its verify block names: a verify block without one would verify nothing."""
-    if not verify:
+def _secret_of(block: Mapping[str, Any], key: str, where: str) -> str | None:
+    """The Secret of keys its block `key` names (verify, decryption): without one the block
+    would do nothing, silently."""
+    if not block:
         return None
-    name = (verify.get("secretRef") or {}).get("name")
+    if key == "decryption" and block.get("provider", "sops") != "sops":
+        raise ConfigError(f"{where}: decryption: provider: sops is the only one")
+    name = (block.get("secretRef") or {}).get("name")
     if not isinstance(name, str) or not name:
-        raise ConfigError(f"{where}: verify: secretRef: the Secret of the keys is required")
+        raise ConfigError(f"{where}: {key}: secretRef: the Secret of the keys is required")
     return name
 
 

@@ -287,6 +287,22 @@ SPEC = object_(
             },
             required=["secretRef"],
         ),
+        "decryption": object_(
+            "Decrypt the SOPS-encrypted files of each revision, as Flux's spec.decryption: "
+            "manifests, the files of a kustomization's secretGenerator and charts' values "
+            "files (docs/security.md, Encrypted files). A file that does not decrypt refuses "
+            "the revision.",
+            {
+                "provider": string("The decryption provider.", enum=["sops"], default="sops"),
+                "secretRef": object_(
+                    "A Secret in the GitSync's namespace: age identities under keys ending "
+                    "in `.agekey`, armored OpenPGP private keys under keys ending in `.asc`.",
+                    {"name": SECRET_NAME},
+                    required=["name"],
+                ),
+            },
+            required=["secretRef"],
+        ),
         "targetNamespace": string(
             "Namespace of namespaced objects whose manifest names none (default: the "
             "GitSync's namespace).",

@@ -29,7 +29,7 @@ from gitopsd import sandbox
 from gitopsd.config import ChartInflation, Limits
 from gitopsd.errors import ManifestError, ManifestReason
 from gitopsd.kustomize import helm_charts, references
-from gitopsd.manifests import Render, Tree
+from gitopsd.manifests import Render, Tree, copy_paths
 
 HARDENING_FLAGS = (
     "--enable-alpha-plugins=false",  # no exec or container plugins, no KRM functions
@@ -93,14 +93,7 @@ def _private_copy(root: Path, paths: set[str], work: Path) -> Path:
     """What kustomize may read, copied, so that the kustomizations can be rewritten: the
     tree's own snapshot (or a directory read in place) is left as it is."""
     copy = work / "copy"
-    for rel in sorted(paths):
-        source, target = root / rel, copy / rel
-        if source.is_dir() and not source.is_symlink():
-            skip_git = shutil.ignore_patterns(".git")  # a directory read in place may hold one
-            shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True, ignore=skip_git)
-        elif source.exists() or source.is_symlink():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target, follow_symlinks=False)
+    copy_paths(root, paths, copy)
     return copy
 
 

@@ -30,7 +30,7 @@ from gitopsd.manifests.selection import (
     KUSTOMIZATION_FILES,
     child_path,
 )
-from gitopsd.manifests.tree import Directory, Tree
+from gitopsd.manifests.tree import Directory, Tree, copy_paths
 from gitopsd.manifests.yaml_loader import Documents
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "RenderChart",
     "Tree",
     "child_path",
+    "copy_paths",
     "index",
     "load",
     "parse_documents",

@@ -180,8 +180,12 @@ def _check_drift_policy(origin: Origin, label: str, metadata: dict[Any, Any]) ->
 def _check_secret(origin: Origin, label: str, body: dict[Any, Any]) -> None:
     """A Secret's `data` is base64, which the API server checks only once it converts the
     object (500 after the dry-run began): said here with the key, never the value."""
-    if "sops" in body:
-        raise _invalid(origin, f"{label} is encrypted with SOPS; gitopsd does not decrypt")
+    if "sops" in body:  # a file sops encrypted is decrypted before it is read
+        raise _invalid(
+            origin,
+            f"{label} carries SOPS metadata that is no encrypted file's (a top-level sops "
+            "block, as sops writes it): it is neither decrypted nor applied",
+        )
     data = body.get("data")
     if data is None:
         return

@@ -50,6 +50,10 @@ RenderChart = Callable[[Tree, str, Limits], ChartRender]
 """Checks a chart directory (the revision's tree, the chart's directory in it, the
 revision's limits) for its render: what `Render` is to a kustomization."""
 
+Confine = Callable[[Sequence[Manifest]], None]
+"""Checks the manifests of a file or a render when they are parsed (not when the cache
+gives them again: they were checked then); raises ManifestError to refuse them."""
+
 
 _DEFAULT_LIMITS = Limits()
 
@@ -66,6 +70,7 @@ def load(
     render_kustomization: Render | None = None,
     render_chart: RenderChart | None = None,
     paths_named: bool = False,
+    confine: Confine | None = None,
 ) -> list[Manifest]:
     """Every manifest under `paths` (relative to the root), in a stable order; a path
     that holds nothing to read is an error when the user named it (`paths_named`).
@@ -73,14 +78,14 @@ def load(
     `root` is a directory read in place, where `blob_ids` may map root-relative posix paths
     to git blob shas, or a tree that knows its own (a git revision's). A file whose blob
     the cache holds is neither read nor parsed again, nor is a chart whose fingerprint it
-    holds rendered again. Raises ManifestError on the first
+    holds rendered again; `confine` checks what is parsed. Raises ManifestError on the first
     invalid input, SourceError when the tree cannot be read.
     """
     tree = Directory(root, blob_ids) if isinstance(root, Path) else root
     globs = Globs(tuple(include), tuple(exclude))
     selected = list(sources(tree, paths, globs, paths_named))
     cache = cache if cache is not None else ParseCache()
-    reader = _Reader(tree, limits, cache, render_kustomization, render_chart)
+    reader = _Reader(tree, limits, cache, render_kustomization, render_chart, confine)
     tree.prefetch(reader.unparsed(selected))
     found = [manifest for source in selected for manifest in reader.manifests(source)]
     cache.keep_only(reader.used)
@@ -97,9 +102,10 @@ class _Reader:
         cache: ParseCache,
         render: Render | None,
         render_chart: RenderChart | None,
+        confine: Confine | None,
     ) -> None:
         self.tree, self.limits, self.cache, self.render = tree, limits, cache, render
-        self.render_chart = render_chart
+        self.render_chart, self.confine = render_chart, confine
         self.total_bytes = 0
         self.total_documents = 0
         self.used: set[Hashable] = set()
@@ -177,7 +183,7 @@ class _Reader:
         chart = render(self.tree, rel, self.limits)
 
         def rendered() -> Parsed:
-            return _parsed_pieces(chart.render(left), self.limits)
+            return self._confined(_parsed_pieces(chart.render(left), self.limits))
 
         if chart.fingerprint is None:
             parsed = rendered()
@@ -221,9 +227,14 @@ class _Reader:
         def parse() -> Parsed:
             documents = parse_documents(text(), path, self.limits)
             manifests = tuple(manifests_of(path, documents))
-            return Parsed(manifests, tuple(line for line, _ in documents))
+            return self._confined(Parsed(manifests, tuple(line for line, _ in documents)))
 
         return self.cache.get(key, parse)
+
+    def _confined(self, parsed: Parsed) -> Parsed:
+        if self.confine is not None:
+            self.confine(parsed.manifests)
+        return parsed
 
     def _key(self, content: str, path: str) -> Hashable:
         # Manifests name their file; limits decide what is accepted.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -109,3 +110,17 @@ def symlink_error(rel: str) -> ManifestError:
     return ManifestError(
         f"{rel}: is a symlink; gitopsd never follows symlinks", ManifestReason.SYMLINK
     )
+
+
+def copy_paths(root: Path, rels: Iterable[str], target: Path) -> None:
+    """The files and directories `rels` of `root` copied under `target` as they are: links
+    as links, never followed, and no `.git` (a directory read in place may hold one)."""
+    for rel in sorted(rels):
+        source, copy = root / rel, target / rel
+        if source.is_dir() and not source.is_symlink():
+            skip_git = shutil.ignore_patterns(".git")
+            shutil.copytree(source, copy, symlinks=True, dirs_exist_ok=True, ignore=skip_git)
+        elif source.exists() or source.is_symlink():
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.unlink(missing_ok=True)
+            shutil.copy2(source, copy, follow_symlinks=False)

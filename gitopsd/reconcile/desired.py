@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gitopsd import archives, helm, inventory, kustomize, manifests, source
+from gitopsd import archives, decryption, helm, inventory, kustomize, manifests, source
 from gitopsd.changes import Target
 from gitopsd.cluster import Cluster
 from gitopsd.config import ChartSettings, Credentials, SourceSpec, SyncSettings, is_local
@@ -167,7 +167,7 @@ def _read(
     with _reading(charts, source.DEPENDENCIES) as reading:
         fetch = _dependencies(spec, cache_dir, reading)
         renderer = helm.renderer(spec.helm, namespace, _capabilities(cluster), fetch, tenant)
-        with source.tree(spec, cache_dir, revision) as files:
+        with _decrypting(spec, cache_dir, revision, tenant) as files:
             return manifests.load(
                 files,
                 spec.paths,
@@ -180,7 +180,24 @@ def _read(
                 ),
                 render_chart=renderer,
                 paths_named=spec.paths != SourceSpec.paths and not empty_allowed,
+                confine=files.confine,
             )
+
+
+@contextmanager
+def _decrypting(
+    spec: SourceSpec, cache_dir: Path, revision: source.Revision, tenant: str
+) -> Iterator[decryption.Decrypting]:
+    """The revision's files, its SOPS-encrypted ones read decrypted with the source's keys
+    (read now: a rotated key is used from this read on)."""
+    keys = decryption.keys_of(spec.decryption)
+    with source.tree(spec, cache_dir, revision) as found:
+        files = manifests.Directory(found) if isinstance(found, Path) else found
+        decrypting = decryption.Decrypting(files, keys, tenant)
+        try:
+            yield decrypting
+        finally:
+            decrypting.close()
 
 
 @contextmanager

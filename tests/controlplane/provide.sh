@@ -2,12 +2,14 @@
 # Provides the test control plane: etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kwok (the nodes and their kubelets, simulated) and kubectl; helm, which
 # gitopsd runs to render charts, as it runs kubectl to render kustomizations; and an OCI
-# registry (distribution) with a token service, which serve the tests' pushed charts.
+# registry (distribution) with a token service, which serve the tests' pushed charts; sops,
+# which gitopsd runs to decrypt SOPS-encrypted files, and age-keygen, which makes the tests'
+# keys.
 #
 # Prints one NAME=path line per binary, in envtest's naming (TEST_ASSET_ETCD,
 # TEST_ASSET_KUBE_APISERVER, TEST_ASSET_KUBE_CONTROLLER_MANAGER, TEST_ASSET_KUBE_SCHEDULER,
-# TEST_ASSET_KWOK, TEST_ASSET_KUBECTL, TEST_ASSET_HELM, TEST_ASSET_REGISTRY and
-# TEST_ASSET_REGISTRY_TOKENS), each the absolute path of a binary that exists, and
+# TEST_ASSET_KWOK, TEST_ASSET_KUBECTL, TEST_ASSET_HELM, TEST_ASSET_REGISTRY,
+# TEST_ASSET_REGISTRY_TOKENS, TEST_ASSET_SOPS and TEST_ASSET_AGE_KEYGEN), each the absolute path of a binary that exists, and
 # TEST_ASSET_KWOK_STAGES, the pod and node lifecycle kwok plays (its own published stages).
 #
 # Where the binaries come from, first match wins:
@@ -32,12 +34,14 @@ etcd_version=$(module_version "$here/etcd" go.etcd.io/etcd/server/v3)
 kwok_version=$(module_version "$here/kwok" sigs.k8s.io/kwok)
 helm_version=$(module_version "$here/helm" helm.sh/helm/v4)
 registry_version=$(module_version "$here/registry" github.com/distribution/distribution/v3)
+sops_version=$(module_version "$here/sops" github.com/getsops/sops/v3)-age-$(module_version "$here/sops" filippo.io/age)
 
 kube_dir=$cache_root/kube-$kube_version
 etcd_dir=$cache_root/etcd-$etcd_version
 kwok_dir=$cache_root/kwok-$kwok_version
 helm_dir=$cache_root/helm-$helm_version
 registry_dir=$cache_root/registry-$registry_version
+sops_dir=$cache_root/sops-$sops_version
 
 # Stages kwok plays, from its module: nodes become Ready; a scheduled pod runs and is
 # Ready; a Job's pod succeeds, or fails when labelled
@@ -59,7 +63,7 @@ write_kwok_stages() { # write_kwok_stages OUT
 
 # ensure NAME: prints the path of the cached binary NAME, building it first when missing.
 ensure() {
-  mkdir -p "$kube_dir" "$etcd_dir" "$kwok_dir" "$helm_dir" "$registry_dir"
+  mkdir -p "$kube_dir" "$etcd_dir" "$kwok_dir" "$helm_dir" "$registry_dir" "$sops_dir"
   lock_cache "$cache_root"
   local minor=${kube_version#v1.}
   local ldflags="-X k8s.io/component-base/version.gitVersion=$kube_version"
@@ -83,6 +87,12 @@ ensure() {
     [ -x "$registry_dir/registry" ] ||
       build "$here/registry" "$registry_dir/registry" github.com/distribution/distribution/v3/cmd/registry >&2
     echo "$registry_dir/registry" ;;
+  sops)
+    [ -x "$sops_dir/sops" ] || build "$here/sops" "$sops_dir/sops" github.com/getsops/sops/v3/cmd/sops >&2
+    echo "$sops_dir/sops" ;;
+  age-keygen)
+    [ -x "$sops_dir/age-keygen" ] || build "$here/sops" "$sops_dir/age-keygen" filippo.io/age/cmd/age-keygen >&2
+    echo "$sops_dir/age-keygen" ;;
   registry-tokens) # our own source: named by its hash, so that changing it builds anew
     local tokens
     tokens=$registry_dir/tokens-$(cat "$here/registry/tokens/main.go" | sha256sum | cut -c1-12)
@@ -125,4 +135,6 @@ provide kubectl TEST_ASSET_KUBECTL
 provide helm TEST_ASSET_HELM
 provide registry TEST_ASSET_REGISTRY
 provide registry-tokens TEST_ASSET_REGISTRY_TOKENS
+provide sops TEST_ASSET_SOPS
+provide age-keygen TEST_ASSET_AGE_KEYGEN
 printf 'TEST_ASSET_KWOK_STAGES=%s\n' "$(ensure kwok-stages.yaml)"

@@ -76,6 +76,10 @@ class Binaries:
     """An OCI registry (distribution), for charts pushed with `helm push`."""
     registry_tokens: Path
     """The registry's token service (the Bearer flow of hosted registries)."""
+    sops: Path
+    """sops, which decrypts SOPS-encrypted files for gitopsd and encrypts the tests'."""
+    age_keygen: Path
+    """age-keygen, which makes the tests' age identities."""
 
 
 def provided(script: Path, *arguments: str) -> dict[str, Path]:
@@ -118,6 +122,8 @@ def provide_binaries() -> Binaries:
         ),
         registry=paths["TEST_ASSET_REGISTRY"],
         registry_tokens=paths["TEST_ASSET_REGISTRY_TOKENS"],
+        sops=paths["TEST_ASSET_SOPS"],
+        age_keygen=paths["TEST_ASSET_AGE_KEYGEN"],
     )
 
 

@@ -38,6 +38,7 @@ class Buildah:
     base_image: str
     kubectl_image: str
     helm_image: str
+    sops_image: str
 
     def __call__(self, *arguments: str) -> str:
         """Runs buildah and returns its stdout (fails with its stderr)."""
@@ -65,6 +66,7 @@ def provide_buildah() -> Buildah:
         found["BASE_IMAGE"],
         found["KUBECTL_IMAGE"],
         found["HELM_IMAGE"],
+        found["SOPS_IMAGE"],
     )
 
 
@@ -124,7 +126,7 @@ def build_image(buildah: Buildah, name: str, log_file: Path) -> Image:
         # among them, belong to no image and the prune below would delete them.
         _build(buildah, log, "--target", "build", "--tag", f"{name}-build")
         _build(buildah, log, "--tag", name)
-        for stage_image in (buildah.kubectl_image, buildah.helm_image):
+        for stage_image in (buildah.kubectl_image, buildah.helm_image, buildah.sops_image):
             leftovers = buildah("containers", "--quiet", "--filter", f"ancestor={stage_image}")
             if leftovers:  # buildah 1.28 keeps a container for a stage without instructions
                 buildah("rm", *leftovers.split())
@@ -152,6 +154,7 @@ def _build(buildah: Buildah, log: BinaryIO, *arguments: str) -> None:
         *("--build-arg", f"BASE={buildah.base_image}"),
         *("--build-arg", f"KUBECTL_IMAGE={buildah.kubectl_image}"),
         *("--build-arg", f"HELM_IMAGE={buildah.helm_image}"),
+        *("--build-arg", f"SOPS_IMAGE={buildah.sops_image}"),
         *("--volume", f"{CA_BUNDLE}:{CA_BUNDLE}:ro"),
         *("--file", str(PROJECT / "Dockerfile"), str(PROJECT)),
     ]

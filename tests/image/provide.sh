@@ -2,8 +2,8 @@
 # Provides what the image tests build the Dockerfile with, where no Docker engine runs:
 # buildah (its storage kept in the cache below, apart from any system-wide storage), a
 # Debian base image whose Python is /usr/bin/python3, a kubectl image holding the control
-# plane's kubectl at /bin/kubectl, and a helm image holding its helm at /bin/helm. Prints
-# KEY=value lines:
+# plane's kubectl at /bin/kubectl, a helm image holding its helm at /bin/helm, and a sops
+# image holding its sops at /bin/sops. Prints KEY=value lines:
 #   BUILDAH=…          the buildah binary
 #   BUILDAH_ROOT=…     its storage: pass --root, --runroot and --storage-driver
 #   BUILDAH_RUNROOT=…
@@ -13,6 +13,7 @@
 #   BASE_IMAGE=…       build argument BASE
 #   KUBECTL_IMAGE=…    build argument KUBECTL_IMAGE
 #   HELM_IMAGE=…       build argument HELM_IMAGE
+#   SOPS_IMAGE=…       build argument SOPS_IMAGE
 #
 # As root, Debian's packages buildah and mmdebstrap are installed when missing (about 30 s,
 # once per machine). The base is made by mmdebstrap from Debian's mirror (about 80 s) into
@@ -99,17 +100,21 @@ binary_image() {
   echo "$image"
 }
 
-# The control plane's kubectl and helm (static binaries), where the Dockerfile copies them from.
+# The control plane's kubectl, helm and sops (static binaries), where the Dockerfile copies
+# them from.
 provide_renderers() {
-  local binaries kubectl helm version
+  local binaries kubectl helm sops version
   binaries=$("$here/../controlplane/provide.sh")
   kubectl=$(sed -n 's/^TEST_ASSET_KUBECTL=//p' <<<"$binaries")
   helm=$(sed -n 's/^TEST_ASSET_HELM=//p' <<<"$binaries")
+  sops=$(sed -n 's/^TEST_ASSET_SOPS=//p' <<<"$binaries")
   version=$("$kubectl" version --client -o json | python3 -c \
     'import json, sys; print(json.load(sys.stdin)["clientVersion"]["gitVersion"])')
   kubectl_image=$(binary_image kubectl "$kubectl" "$version")
   version=$("$helm" version --template '{{.Version}}')
   helm_image=$(binary_image helm "$helm" "$version")
+  version=$("$sops" --version --disable-version-check | sed -n '1s/^sops //p')
+  sops_image=$(binary_image sops "$sops" "$version")
 }
 
 install_tools
@@ -126,4 +131,5 @@ provide_base
 provide_renderers
 printf 'BUILDAH=%s\nBUILDAH_ROOT=%s\nBUILDAH_RUNROOT=%s\nBUILDAH_DRIVER=%s\n' \
   "$(command -v buildah)" "$cache/storage-$driver" "$cache/run-$driver" "$driver"
-printf 'BASE_IMAGE=%s\nKUBECTL_IMAGE=%s\nHELM_IMAGE=%s\n' "$base_image" "$kubectl_image" "$helm_image"
+printf 'BASE_IMAGE=%s\nKUBECTL_IMAGE=%s\nHELM_IMAGE=%s\nSOPS_IMAGE=%s\n' "$base_image" "$kubectl_image" \
+  "$helm_image" "$sops_image"

@@ -17,13 +17,14 @@ import pytest
 from kubernetes import client
 
 from tests.harness.cli import Gitopsd, example_files
-from tests.harness.controlplane import ControlPlane, free_port
+from tests.harness.controlplane import Binaries, ControlPlane, free_port
 from tests.harness.daemon import IMAGE_ENVIRONMENT, DaemonProcess
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.image import Container, Image, Volume, main_pid
 from tests.harness.install import Install
 from tests.harness.kube import token_of
 from tests.harness.signing import Keychain
+from tests.harness.sops import Sops
 from tests.harness.waiting import wait_for
 
 pytestmark = pytest.mark.image
@@ -53,13 +54,14 @@ def test_the_image_runs_the_daemon_as_a_numeric_non_root_user(image: Image) -> N
     assert labels["org.opencontainers.image.licenses"] == "Apache-2.0"
 
 
-def test_the_image_has_git_ssh_kubectl_and_helm_and_no_build_tools(image: Image) -> None:
+def test_the_image_has_git_ssh_kubectl_helm_and_sops_and_no_build_tools(image: Image) -> None:
     with image.container() as container:
         for command in (
             ["git", "--version"],
             ["ssh", "-G", "git.example.invalid"],  # refuses a uid without a passwd entry
             ["kubectl", "version", "--client"],
             ["helm", "version"],
+            ["sops", "--version", "--disable-version-check"],
             [*ENTRYPOINT, "--version"],
         ):
             done = container.run(*command)
@@ -118,6 +120,42 @@ def test_the_image_verifies_signed_commits_with_its_own_gpg_and_ssh_keygen(
     assert (by_carol.returncode, by_carol.stdout) == (0, "1 objects valid\n"), by_carol.stderr
     assert refused.returncode == 3 and "(verification_failed)" in refused.stderr, refused.stderr
     assert f"OpenPGP key {alice.key_id}, which is not among" in refused.stderr, refused.stderr
+
+
+@pytest.mark.case("SE-18")
+def test_the_image_decrypts_sops_files_with_its_own_sops(
+    image: Image, binaries: Binaries, tmp_path: Path
+) -> None:
+    """In the sandbox, as the Deployment runs it: a Secret encrypted for an age identity
+    and one for an OpenPGP key are read with their keys, and refused without them."""
+    tmp = owned_by_the_image_user(tmp_path / "tmp", 0o1777)
+    sops = Sops(binaries.sops, binaries.age_keygen, tmp_path)
+    try:
+        age, openpgp = sops.age(), sops.openpgp("team@example.com")
+        secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\nstringData:\n  k: v\n"
+        for name, sealed in (
+            ("age", sops.encrypt("secret.yaml", secret, age=(age,))),
+            ("openpgp", sops.encrypt("secret.yaml", secret, openpgp=(openpgp,))),
+        ):
+            (tmp / name).mkdir()
+            (tmp / name / "secret.yaml").write_bytes(sealed)
+    finally:
+        sops.close()
+    (tmp / "identities.agekey").write_bytes(age.identity)
+    (tmp / "team.asc").write_bytes(openpgp.private)
+    by_age = ["/tmp/age", "--sops-age-key-file", "/tmp/identities.agekey"]
+    by_openpgp = ["/tmp/openpgp", "--sops-pgp-key-file", "/tmp/team.asc"]
+    wrong = ["/tmp/openpgp", "--sops-age-key-file", "/tmp/identities.agekey"]
+    with image.container() as container:
+        runs = [
+            container.run(*ENTRYPOINT, "validate", *flags, volumes=(Volume(tmp, "/tmp"),))
+            for flags in (by_age, by_openpgp, wrong)
+        ]
+    for done in runs[:2]:
+        assert (done.returncode, done.stdout) == (0, "1 objects valid\n"), done.stderr
+    refused = runs[2]
+    assert refused.returncode == 2, refused.stderr
+    assert "no key of the source's decrypts it" in refused.stderr, refused.stderr
 
 
 def kustomized_examples() -> dict[str, str]:

@@ -11,6 +11,7 @@ import pytest
 
 from gitopsd.config import (
     ChartSettings,
+    Decryption,
     Limits,
     Verification,
 )
@@ -168,6 +169,8 @@ def test_bi07_limits_are_set_per_source(tmp_path: Path) -> None:
         ({"helm": {"chart": "x", "version": "^1.x.q"}}, "helm: version: version range '^1.x.q'"),
         ({"helm": {"version": 1}}, "helm: version: must be a string"),
         ({"verify": {"mode": "HEAD"}}, "verify: give the keys a revision must be signed with"),
+        ({"decryption": {}}, "decryption: give the keys SOPS-encrypted files are decrypted"),
+        ({"decryption": {"provider": "sops"}}, "decryption: unknown field(s) provider"),
         ({"verify": {"mode": "head", "publicKeysFile": "/k"}}, "expected HEAD, Tag or TagAndHEAD"),
         (
             {"repository": "/srv/app", "verify": {"allowedSignersFile": "/k"}},
@@ -206,6 +209,29 @@ def test_verification_is_on_with_keys_in_the_mode_given(tmp_path: Path) -> None:
         allowed_signers_file=Path("/etc/gitopsd/keys/allowed_signers"),
     )
     assert verified.spec.verify.enabled
+
+
+def test_a_source_decrypts_with_the_keys_its_decryption_block_names(tmp_path: Path) -> None:
+    keys = {"ageKeyFile": "/etc/gitopsd/sops/identities.agekey"}
+    local = {"repository": "/srv/app", "decryption": {"pgpKeyFile": "/k.asc"}}
+    plain, decrypting, directory = load(
+        write(
+            tmp_path,
+            {
+                "sources": [
+                    source(name="plain"),
+                    source(name="secret", decryption=keys),
+                    source(name="local", **local),
+                ]
+            },
+        )
+    ).sources
+
+    assert not plain.spec.decryption.enabled
+    assert decrypting.spec.decryption == Decryption(
+        age_key_file=Path("/etc/gitopsd/sops/identities.agekey")
+    )
+    assert directory.spec.decryption == Decryption(pgp_key_file=Path("/k.asc"))
 
 
 def test_a_source_name_must_suit_labels_and_metrics(tmp_path: Path) -> None:

@@ -34,6 +34,11 @@ CASES: dict[str, tuple[GitopsdError, Remedy, ExitCode]] = {
         Remedy.NEW_REVISION,
         ExitCode.INVALID,
     ),
+    "a file that does not decrypt with the source's keys": (
+        ManifestError("s.yaml: a SOPS-encrypted file", ManifestReason.DECRYPTION_FAILED),
+        Remedy.PERSON,
+        ExitCode.INVALID,
+    ),
     "a kind the cluster does not serve yet": (
         ManifestError("a.yaml:1: Widget", ManifestReason.UNKNOWN_KIND),
         Remedy.BACK_OFF,

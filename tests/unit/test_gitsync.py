@@ -16,6 +16,7 @@ import pytest
 from gitopsd.config import (
     ChartSettings,
     Credentials,
+    Decryption,
     PrunePolicy,
     Setting,
     Verification,
@@ -199,6 +200,33 @@ def test_a_gitsync_verifies_with_its_secrets_keys_in_its_mode() -> None:
         mode=VerifyMode.TAG, public_keys_file=Path("/cache/team/app/public_keys")
     )
     assert not spec.read(gitsync(), GitSyncSettings()).source(Credentials()).spec.verify.enabled
+
+
+def test_a_gitsync_decrypts_with_its_secrets_keys() -> None:
+    body = gitsync(decryption={"provider": "sops", "secretRef": {"name": "sops-keys"}})
+    read = spec.read(body, GitSyncSettings())
+    keys = Decryption(age_key_file=Path("/cache/team/app/decryption/identities.agekey"))
+
+    assert read.decryption_secret == "sops-keys"
+    assert read.source(Credentials(password_env=None), None, keys).spec.decryption == keys
+    assert not spec.read(gitsync(), GitSyncSettings()).source(Credentials()).spec.decryption.enabled
+
+
+@pytest.mark.parametrize(
+    ("decryption", "message"),
+    [
+        ({"provider": "sops"}, "decryption: secretRef: the Secret of the keys is required"),
+        (
+            {"provider": "vault", "secretRef": {"name": "k"}},
+            "decryption: provider: sops is the only one",
+        ),
+    ],
+)
+def test_a_decryption_block_without_its_secret_or_of_another_provider_is_refused(
+    decryption: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        spec.read(gitsync(decryption=decryption), GitSyncSettings())
 
 
 def test_a_verify_block_without_its_secret_is_refused() -> None:

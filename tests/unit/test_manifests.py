@@ -995,7 +995,7 @@ def test_a_sops_encrypted_secret_is_refused_without_its_values(tmp_path: Path) -
 
     assert error.reason == "invalid"
     assert str(error).startswith("secret.yaml:1: ")
-    assert "encrypted with SOPS; gitopsd does not decrypt" in str(error)
+    assert "carries SOPS metadata that is no encrypted file's" in str(error)
     assert CANARY not in str(error)
     assert names(load(tmp_path, ["cm.yaml"])) == ["a"]  # only Secrets carry SOPS
 

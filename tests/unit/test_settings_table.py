@@ -66,6 +66,7 @@ def settings_of(row: Row, source: SourceConfig) -> dict[str, Any]:
         Holder.SOURCE_SPEC: source.spec,
         Holder.CREDENTIALS: source.spec.credentials,
         Holder.VERIFICATION: source.spec.verify,
+        Holder.DECRYPTION: source.spec.decryption,
         Holder.LIMITS: source.spec.limits,
         Holder.PRUNE_POLICY: source.settings.prune,
         Holder.SYNC_SETTINGS: source.settings,
