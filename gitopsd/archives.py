@@ -50,7 +50,7 @@ def files(data: bytes, rel: str, budget: Budget) -> Iterator[tuple[str, bytes]]:
                 if contents := _checked(archive, member, rel, budget):
                     yield posixpath.normpath(member.name), contents[0]
     except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
-        raise ManifestError(f"{rel}: not a chart archive ({type(error).__name__})") from None
+        raise ManifestError(f"{rel}: not a gzipped tar archive ({type(error).__name__})") from None
 
 
 def _checked(

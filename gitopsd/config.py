@@ -206,10 +206,17 @@ def target_of(
 
 def unsigned_kind(spec: SourceSpec) -> str | None:
     """What `spec` reads that carries no signature to verify (a local directory, a chart of
-    a chart repository); None for a git revision."""
+    a chart repository, an OCI artifact); None for a git revision."""
     if is_local(spec.url):
         return "a local directory"
-    return "a chart of a chart repository" if spec.helm.chart is not None else None
+    if spec.helm.chart is not None:
+        return "a chart of a chart repository"
+    return "an OCI artifact" if is_artifact(spec) else None
+
+
+def is_artifact(spec: SourceSpec) -> bool:
+    """An OCI artifact of manifests: an oci:// URL that names no chart."""
+    return spec.helm.chart is None and spec.url.lower().startswith("oci://")
 
 
 def is_local(url: str) -> bool:

@@ -158,7 +158,8 @@ SOURCE, SYNC = Group.SOURCE, Group.SYNC
 # Laid out by hand as a table, a row a paragraph: holder, field, default and kind; its key,
 # its flag and whether a GitSync's spec has it; its help.
 REF = Row(SOURCE_SPEC, "ref", "HEAD", Kind.TEXT, key="ref", flag=Flag("--ref", SOURCE),
-    help="Branch, tag or commit sha; HEAD is the remote's default branch.")
+    help="Branch, tag or commit sha; HEAD is the remote's default branch. Of an OCI "
+    "artifact (oci://): a tag (HEAD: latest), a semver range, or @sha256:DIGEST.")
 PATHS = Row(SOURCE_SPEC, "paths", (".",), Kind.PATHS,
     key="paths", flag=Flag("--path", SOURCE), gitsync=True,
     help="Directories or files inside the repository, read recursively.")

@@ -54,7 +54,9 @@ Settings = TypeVar("Settings", bound="DataclassInstance")
 
 
 def source_spec(arguments: argparse.Namespace) -> SourceSpec:
-    url, chart = _chart_apart(arguments.source, getattr(arguments, "helm_chart", None))
+    url, chart = arguments.source, getattr(arguments, "helm_chart", None)
+    if not _names_an_artifact(arguments):
+        url, chart = _chart_apart(url, chart)
     if is_local(url):
         url = str(Path(url).resolve())
         if arguments.ref is not None:
@@ -97,9 +99,17 @@ def _check_verification(spec: SourceSpec, mode_given: bool) -> None:
         )
 
 
+def _names_an_artifact(arguments: argparse.Namespace) -> bool:
+    """An oci:// source with --ref (a tag, range or digest) and no chart flag is an OCI
+    artifact of manifests, as Flux's OCIRepository reads; without --ref it is a chart."""
+    chart_flags = (getattr(arguments, name, None) for name in ("helm_chart", "helm_version"))
+    return arguments.ref is not None and not any(flag is not None for flag in chart_flags)
+
+
 def _chart_apart(source: str, chart: str | None) -> tuple[str, str | None]:
     """The registry and the chart of an OCI reference written as `helm install` takes it,
-    oci://HOST/PATH/CHART, unless --helm-chart names the chart apart."""
+    oci://HOST/PATH/CHART, unless --helm-chart names the chart apart (or --ref names an
+    artifact: `_names_an_artifact`)."""
     if chart is not None or not source.lower().startswith("oci://"):
         return source, chart
     address = source[len("oci://") :].rstrip("/")

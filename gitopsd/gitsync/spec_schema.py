@@ -27,11 +27,13 @@ source's name does (config.SOURCE_NAME)."""
 
 SECRET_NAME = string("The Secret's name.", pattern=DNS_SUBDOMAIN, maxLength=253)
 REPOSITORY = object_(
-    "The git repository to read (with helm.chart: the chart repository or OCI registry).",
+    "The git repository to read (with helm.chart: the chart repository or OCI registry; "
+    "an oci:// URL without it: an OCI artifact of manifests).",
     {
         "url": string(
             "https://, ssh:// or user@host:path; with helm.chart, a chart repository's "
-            "https:// or a registry's oci://. http:// and file:// (and plain-HTTP oci://) "
+            "https:// or a registry's oci://; oci://HOST/PATH alone, an OCI artifact (as "
+            "flux push artifact writes one). http:// and file:// (and plain-HTTP oci://) "
             "only where the daemon's configuration allows them (gitSyncs.allowInsecure).",
             pattern=REPOSITORY_URL,
             maxLength=2048,
@@ -41,7 +43,7 @@ REPOSITORY = object_(
             default=REF.default,
             minLength=1,
             maxLength=255,
-            pattern="^[^\\s]+$",
+            pattern="^\\S(.*\\S)?$",
         ),
         "secretRef": object_(
             "A Secret in the GitSync's namespace: `username` and `password` (https), or "

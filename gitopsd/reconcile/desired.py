@@ -11,7 +11,14 @@ from pathlib import Path
 from gitopsd import archives, decryption, helm, inventory, kustomize, manifests, source
 from gitopsd.changes import Target
 from gitopsd.cluster import Cluster
-from gitopsd.config import ChartSettings, Credentials, SourceSpec, SyncSettings, is_local
+from gitopsd.config import (
+    ChartSettings,
+    Credentials,
+    SourceSpec,
+    SyncSettings,
+    is_artifact,
+    is_local,
+)
 from gitopsd.errors import ManifestError, ManifestReason
 from gitopsd.helm.chart import RemoteDependency
 from gitopsd.objects import Body, Manifest, ObjectKey
@@ -95,19 +102,23 @@ def fetch(
     charts: source.ChartUser | None = None,
 ) -> source.Revision:
     """A git revision (with `shared`, one another source fetched recently), a local
-    directory when the source is a path, or a chart's version (held for the source by
-    `charts`, the daemon's)."""
+    directory when the source is a path, or a chart's version or an OCI artifact (held for
+    the source by `charts`, the daemon's)."""
     if spec.helm.chart:
         with _reading(charts, source.CHART) as reading:
             return source.fetch_chart(spec, cache_dir, reading=reading)
+    if is_artifact(spec):
+        with _reading(charts, source.CHART) as reading:
+            return source.fetch_artifact(spec, cache_dir, reading)
     if is_local(spec.url):
         return source.read_directory(Path(spec.url))
     return source.fetch(spec, cache_dir, shared)
 
 
 def is_git(spec: SourceSpec) -> bool:
-    """Whether its revisions are fetched from a git repository (not a chart, a path)."""
-    return not (spec.helm.chart or is_local(spec.url))
+    """Whether its revisions are fetched from a git repository (not a chart, an OCI
+    artifact, a path)."""
+    return not (spec.helm.chart or is_local(spec.url) or is_artifact(spec))
 
 
 def check_source(spec: SourceSpec, allowed_by: str = source.FLAG_ALLOWS_INSECURE) -> None:
@@ -115,6 +126,8 @@ def check_source(spec: SourceSpec, allowed_by: str = source.FLAG_ALLOWS_INSECURE
     `allowed_by` names the setting that permits file:// and http:// where it is checked."""
     if spec.helm.chart:
         source.check_chart_source(spec, allowed_by)
+    elif is_artifact(spec):
+        source.check_artifact_source(spec, allowed_by)
     elif not is_local(spec.url):
         source.check_url(spec, allowed_by)
 

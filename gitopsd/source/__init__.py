@@ -21,9 +21,11 @@ scrubbed of URLs' userinfo and of the secret.
 A chart from a Helm chart repository is a revision too (`charts`): the highest version a
 range allows, checked against its digest and unpacked, bounded, into the cache, where the
 daemon keeps each chart while a source holds it, within bounds per tenant and in all
-(`chart_cache`).
+(`chart_cache`). So is an OCI artifact of manifests (`artifacts`), from the same registry
+code, unpacked and kept the same way.
 """
 
+from gitopsd.source.artifacts import check_artifact_source, fetch_artifact
 from gitopsd.source.chart_cache import CHART, DEPENDENCIES, ChartCache, ChartUser, Reading
 from gitopsd.source.charts import check_chart_source, fetch_chart
 from gitopsd.source.git_cache import GitCache
@@ -52,11 +54,13 @@ __all__ = [
     "Revision",
     "Shared",
     "SharedFetch",
+    "check_artifact_source",
     "check_chart_source",
     "check_url",
     "checkout_identity",
     "checkout_of",
     "fetch",
+    "fetch_artifact",
     "fetch_chart",
     "mask_url",
     "read_directory",

@@ -19,8 +19,6 @@ bounded and stays with the host configured (`download`).
 from __future__ import annotations
 
 import hashlib
-import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -37,6 +35,7 @@ from gitopsd.source.credentials import read_password, secret_forms
 from gitopsd.source.policy import FLAG_ALLOWS_INSECURE, check_url, mask_url, url_scheme
 from gitopsd.source.registry import Registry
 from gitopsd.source.revision import Revision
+from gitopsd.source.unpacking import unpack_into, write_files
 from gitopsd.versions import parse_range
 
 OCI = "oci://"
@@ -46,11 +45,21 @@ def check_chart_source(spec: SourceSpec, allowed_by: str = FLAG_ALLOWS_INSECURE)
     """Raises ConfigError unless the source names a chart repository gitopsd may fetch
     from (https or oci; http or plain-HTTP oci only where `allowed_by` holds) and a
     version range it can read."""
+    check_repository_url(spec, "chart repository", allowed_by)
+    if spec.ref != "HEAD":
+        raise ConfigError("a chart source has no ref: its helm version range picks the chart")
+    parse_range(spec.helm.version)
+
+
+def check_repository_url(spec: SourceSpec, kind: str, allowed_by: str) -> None:
+    """Raises ConfigError unless the URL is one gitopsd may fetch a `kind` from: https or
+    oci (http or plain-HTTP oci only where `allowed_by` holds), with a valid port."""
     registry = spec.url.lower().startswith(OCI)
-    as_web = replace(spec, url="https://" + spec.url[len(OCI) :]) if registry else spec
+    url = "https://" + spec.url[len(OCI) :] if registry else spec.url
+    as_web = replace(spec, url=url, ref="HEAD")  # a registry's ref is no git ref
     if url_scheme(as_web.url) not in ("https", "http"):
         raise ConfigError(
-            f"chart repository {mask_url(spec.url)}: a chart repository's URL is https:// "
+            f"{kind} {mask_url(spec.url)}: a {kind}'s URL is https:// "
             "or oci:// (http:// where insecure sources are allowed)"
         )
     check_url(as_web, allowed_by)
@@ -59,10 +68,7 @@ def check_chart_source(spec: SourceSpec, allowed_by: str = FLAG_ALLOWS_INSECURE)
     except ValueError:
         port = -1
     if port is not None and not 0 < port < 65536:
-        raise ConfigError(f"chart repository {mask_url(spec.url)}: not a valid port")
-    if spec.ref != "HEAD":
-        raise ConfigError("a chart source has no ref: its helm version range picks the chart")
-    parse_range(spec.helm.version)
+        raise ConfigError(f"{kind} {mask_url(spec.url)}: not a valid port")
 
 
 def fetch_chart(
@@ -77,12 +83,12 @@ def fetch_chart(
     default the source's own limits. `reading`: the daemon's record of who holds which
     chart, and its bounds. Raises ConfigError for a refused source, ManifestError for a
     chart over its budget, SourceError for everything else."""
-    with _credentials_masked(spec):
+    with credentials_masked(spec):
         return _fetch_chart(spec, cache_dir, budget, reading)
 
 
 @contextmanager
-def _credentials_masked(spec: SourceSpec) -> Iterator[None]:
+def credentials_masked(spec: SourceSpec) -> Iterator[None]:
     """The repository names its archives, versions and token service itself, and may name
     them with the credentials it was sent (an archive URL built with them): every spelling
     of them is *** in an error of the fetch, as in git's (`credentials.secret_forms`)."""
@@ -141,31 +147,18 @@ def _charge(directory: Path, rel: str, budget: archives.Budget) -> None:
 
 
 def _unpack(data: bytes, rel: str, budget: archives.Budget, directory: Path) -> None:
-    """The archive's chart, its top directory stripped, written into a private directory
-    that is renamed into place whole (a reader never sees half a chart)."""
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=".unpacking-", dir=directory.parent))
-    try:
-        _write(archives.files(data, rel, budget), rel, work)
-        work.replace(directory)
-    except OSError as error:
-        if not directory.is_dir():  # else another fetch of the same digest won the rename
-            cause = f"{rel}: cannot unpack: {error.strerror}"
-            raise SourceError(cause, SourceReason.NOSPACE) from None
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    """The archive's chart, its top directory stripped (`unpacking`)."""
+    unpack_into(directory, rel, lambda work: write_files(_chart_files(data, rel, budget), work))
 
 
-def _write(files: Iterator[tuple[str, bytes]], rel: str, work: Path) -> None:
+def _chart_files(data: bytes, rel: str, budget: archives.Budget) -> Iterator[tuple[str, bytes]]:
     top = None
-    for name, contents in files:
+    for name, contents in archives.files(data, rel, budget):
         first, _, inner = name.partition("/")
         if top is None:
             top = first
         if first != top or not inner:
             raise ManifestError(f"{rel}: a chart archive holds one directory, the chart's")
-        target = work / inner
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(contents)
+        yield inner, contents
     if top is None:
         raise ManifestError(f"{rel}: the archive is empty")

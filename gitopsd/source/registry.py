@@ -1,9 +1,11 @@
-"""A Helm chart in an OCI registry: its tags are its versions, and each tag's manifest
-names the chart archive as a layer, by digest (the OCI distribution API, as `helm push`
-stores a chart)."""
+"""An OCI registry's repository, through the OCI distribution API: its tags, a tag's or
+digest's manifest (checked against its digest) and blobs. A Helm chart is one: its tags
+are its versions, and each tag's manifest names the chart archive as a layer, by digest
+(as `helm push` stores a chart); an OCI artifact of manifests is another (`artifacts`)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Any
@@ -18,16 +20,17 @@ from gitopsd.source.releases import Release, created_at, highest
 CHART_CONFIG = "application/vnd.cncf.helm.config.v1+json"
 CHART_LAYER = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
 _MAX_TAG_PAGES = 50
 _ENVELOPE = 16
 """Values of a tags page or manifest besides its items: its name, keys, annotations."""
 _NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
-_LAYER_DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
 
 
 class Registry:
-    """The chart `helm.chart` under the repository path of the source's oci:// URL;
-    plain HTTP only where insecure sources are allowed (as helm's --plain-http)."""
+    """The repository at the path of the source's oci:// URL (with `helm.chart`, the chart
+    of that name under it); plain HTTP only where insecure sources are allowed (as helm's
+    --plain-http)."""
 
     def __init__(self, spec: SourceSpec) -> None:
         parts = urlsplit(spec.url)
@@ -38,12 +41,14 @@ class Registry:
         self.base = f"{'http' if spec.allow_insecure else 'https'}://{authority}"
         self.name = "/".join(part for part in (parts.path.strip("/"), spec.helm.chart) if part)
         self.downloads = Downloads(spec, self.base)
-        self.shown = f"registry {mask_url(spec.url)}/{spec.helm.chart}"
+        chart = f"/{spec.helm.chart}" if spec.helm.chart else ""
+        self.shown = f"registry {mask_url(spec.url)}{chart}"
 
     def release(self) -> Release:
         """The highest version the range allows, its archive's digest read from its manifest."""
-        tags = [tag for tag in self._tags() if isinstance(tag, str)]
-        offered = [Release(tag.replace("_", "+"), self._url("manifests", tag), "") for tag in tags]
+        offered = [
+            Release(tag.replace("_", "+"), self._url("manifests", tag), "") for tag in self.tags()
+        ]
         if not offered:
             raise SourceError(f"{self.shown}: no tags", SourceReason.REF_MISSING)
         chosen = highest(offered, self.spec)
@@ -53,7 +58,33 @@ class Registry:
         shown = release.shown(self.spec)
         return self.downloads.get(release.url, shown, checked_later=True).body
 
-    def _tags(self) -> list[Any]:
+    def manifest(self, reference: str) -> tuple[dict[str, Any], str]:
+        """The image manifest a tag or a digest (sha256:HEX) names, and its digest (hex),
+        the sha256 of its bytes: refused when a digest named it and they differ."""
+        what = f"{self.shown}: {reference}"
+        answer = self.downloads.get(
+            self._url("manifests", reference), what, accept=MANIFEST, bound="max_listing_bytes"
+        )
+        digest = hashlib.sha256(answer.body).hexdigest()
+        named = DIGEST.match(reference)
+        if named and named.group(1) != digest:
+            raise SourceError(
+                f"{what}: the manifest's sha256 is not its digest", SourceReason.CORRUPT
+            )
+        return _json(answer.body, what, self.spec.limits.max_versions), digest
+
+    def blob(self, digest: str, what: str) -> bytes:
+        """The blob of `digest` (hex), refused unless its sha256 is that digest."""
+        url = self._url("blobs", f"sha256:{digest}")
+        data = self.downloads.get(url, what, checked_later=True).body
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise SourceError(
+                f"{what}: the blob's sha256 is not the digest its manifest gives",
+                SourceReason.CORRUPT,
+            )
+        return data
+
+    def tags(self) -> list[str]:
         """Every page of tags, each within the listing's byte limit, all of them within
         the version limit: a page is counted before it is parsed."""
         tags: list[Any] = []
@@ -70,7 +101,7 @@ class Registry:
                 raise _too_many(what, most)
             following = _NEXT.search(response.headers.get("Link", ""))
             url = urljoin(self.base, following.group(1)) if following else None
-        return tags
+        return [tag for tag in tags if isinstance(tag, str)]
 
     def _resolved(self, chosen: Release) -> Release:
         what = f"{self.shown}: {chosen.text}"
@@ -84,7 +115,7 @@ class Registry:
             for layer in manifest.get("layers") or []
             if isinstance(layer, dict) and layer.get("mediaType") == CHART_LAYER
         ]
-        digest = _LAYER_DIGEST.match(str(layers[0].get("digest"))) if len(layers) == 1 else None
+        digest = DIGEST.match(str(layers[0].get("digest"))) if len(layers) == 1 else None
         if digest is None:
             raise SourceError(f"{what}: its manifest names no single sha256 chart layer")
         annotations = manifest.get("annotations")

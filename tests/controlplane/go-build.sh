@@ -18,8 +18,12 @@ build() {
   local dir=$1 out=$2 package=$3 ldflags=${4:-}
   log "building $(basename "$out") from $package (first run only; $build_note)"
   local started=$SECONDS
-  (cd "$dir" && CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local \
-    go build -trimpath -ldflags "-s -w $ldflags" -o "$out.partial" "$package")
+  # Called as `[ -x OUT ] || build …`, where errexit does not hold: a failure exits here.
+  if ! (cd "$dir" && CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local \
+    go build -trimpath -ldflags "-s -w $ldflags" -o "$out.partial" "$package"); then
+    log "building $(basename "$out") failed"
+    exit 1
+  fi
   mv -f "$out.partial" "$out"
   log "built $(basename "$out") in $((SECONDS - started)) s"
 }

@@ -4,12 +4,14 @@
 # gitopsd runs to render charts, as it runs kubectl to render kustomizations; and an OCI
 # registry (distribution) with a token service, which serve the tests' pushed charts; sops,
 # which gitopsd runs to decrypt SOPS-encrypted files, and age-keygen, which makes the tests'
-# keys.
+# keys; flux-push (Flux's client library pushing as `flux push artifact` does) and oras,
+# which store the tests' OCI artifacts.
 #
 # Prints one NAME=path line per binary, in envtest's naming (TEST_ASSET_ETCD,
 # TEST_ASSET_KUBE_APISERVER, TEST_ASSET_KUBE_CONTROLLER_MANAGER, TEST_ASSET_KUBE_SCHEDULER,
 # TEST_ASSET_KWOK, TEST_ASSET_KUBECTL, TEST_ASSET_HELM, TEST_ASSET_REGISTRY,
-# TEST_ASSET_REGISTRY_TOKENS, TEST_ASSET_SOPS and TEST_ASSET_AGE_KEYGEN), each the absolute path of a binary that exists, and
+# TEST_ASSET_REGISTRY_TOKENS, TEST_ASSET_SOPS, TEST_ASSET_AGE_KEYGEN, TEST_ASSET_FLUX_PUSH
+# and TEST_ASSET_ORAS), each the absolute path of a binary that exists, and
 # TEST_ASSET_KWOK_STAGES, the pod and node lifecycle kwok plays (its own published stages).
 #
 # Where the binaries come from, first match wins:
@@ -34,6 +36,8 @@ etcd_version=$(module_version "$here/etcd" go.etcd.io/etcd/server/v3)
 kwok_version=$(module_version "$here/kwok" sigs.k8s.io/kwok)
 helm_version=$(module_version "$here/helm" helm.sh/helm/v4)
 registry_version=$(module_version "$here/registry" github.com/distribution/distribution/v3)
+flux_version=$(module_version "$here/flux" github.com/fluxcd/pkg/oci)
+oras_version=$(module_version "$here/oras" oras.land/oras)
 sops_version=$(module_version "$here/sops" github.com/getsops/sops/v3)-age-$(module_version "$here/sops" filippo.io/age)
 
 kube_dir=$cache_root/kube-$kube_version
@@ -42,6 +46,8 @@ kwok_dir=$cache_root/kwok-$kwok_version
 helm_dir=$cache_root/helm-$helm_version
 registry_dir=$cache_root/registry-$registry_version
 sops_dir=$cache_root/sops-$sops_version
+flux_dir=$cache_root/flux-$flux_version
+oras_dir=$cache_root/oras-$oras_version
 
 # Stages kwok plays, from its module: nodes become Ready; a scheduled pod runs and is
 # Ready; a Job's pod succeeds, or fails when labelled
@@ -63,7 +69,7 @@ write_kwok_stages() { # write_kwok_stages OUT
 
 # ensure NAME: prints the path of the cached binary NAME, building it first when missing.
 ensure() {
-  mkdir -p "$kube_dir" "$etcd_dir" "$kwok_dir" "$helm_dir" "$registry_dir" "$sops_dir"
+  mkdir -p "$kube_dir" "$etcd_dir" "$kwok_dir" "$helm_dir" "$registry_dir" "$sops_dir" "$flux_dir" "$oras_dir"
   lock_cache "$cache_root"
   local minor=${kube_version#v1.}
   local ldflags="-X k8s.io/component-base/version.gitVersion=$kube_version"
@@ -93,6 +99,14 @@ ensure() {
   age-keygen)
     [ -x "$sops_dir/age-keygen" ] || build "$here/sops" "$sops_dir/age-keygen" filippo.io/age/cmd/age-keygen >&2
     echo "$sops_dir/age-keygen" ;;
+  flux-push) # our own source: named by its hash, so that changing it builds anew
+    local pusher
+    pusher=$flux_dir/flux-push-$(cat "$here/flux/push/main.go" | sha256sum | cut -c1-12)
+    [ -x "$pusher" ] || build "$here/flux" "$pusher" gitopsd.test/controlplane/flux/push >&2
+    echo "$pusher" ;;
+  oras)
+    [ -x "$oras_dir/oras" ] || build "$here/oras" "$oras_dir/oras" oras.land/oras/cmd/oras >&2
+    echo "$oras_dir/oras" ;;
   registry-tokens) # our own source: named by its hash, so that changing it builds anew
     local tokens
     tokens=$registry_dir/tokens-$(cat "$here/registry/tokens/main.go" | sha256sum | cut -c1-12)
@@ -137,4 +151,6 @@ provide registry TEST_ASSET_REGISTRY
 provide registry-tokens TEST_ASSET_REGISTRY_TOKENS
 provide sops TEST_ASSET_SOPS
 provide age-keygen TEST_ASSET_AGE_KEYGEN
+provide flux-push TEST_ASSET_FLUX_PUSH
+provide oras TEST_ASSET_ORAS
 printf 'TEST_ASSET_KWOK_STAGES=%s\n' "$(ensure kwok-stages.yaml)"

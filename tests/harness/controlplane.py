@@ -80,6 +80,10 @@ class Binaries:
     """sops, which decrypts SOPS-encrypted files for gitopsd and encrypts the tests'."""
     age_keygen: Path
     """age-keygen, which makes the tests' age identities."""
+    flux_push: Path
+    """Pushes OCI artifacts with Flux's client library, as `flux push artifact` does."""
+    oras: Path
+    """The oras command line, which stores OCI artifacts in ORAS's own layout."""
 
 
 def provided(script: Path, *arguments: str) -> dict[str, Path]:
@@ -124,6 +128,8 @@ def provide_binaries() -> Binaries:
         registry_tokens=paths["TEST_ASSET_REGISTRY_TOKENS"],
         sops=paths["TEST_ASSET_SOPS"],
         age_keygen=paths["TEST_ASSET_AGE_KEYGEN"],
+        flux_push=paths["TEST_ASSET_FLUX_PUSH"],
+        oras=paths["TEST_ASSET_ORAS"],
     )
 
 

@@ -62,7 +62,9 @@ def serving_registry(
         {"TOKENS_PASSWORD": password},
     )
     try:
-        realm = f"http://{service}/token"
+        # By name: clients built on go-containerregistry (Flux's, oras) refuse a realm on
+        # another port of a loopback IP literal (an SSRF guard), not one named localhost.
+        realm = f"http://localhost:{service.rpartition(':')[2]}/token"
         wait_for(lambda: _answers(realm), "the token service answers", deadline_seconds=30)
         port = free_port()
         config = workdir / "config.yml"
@@ -126,12 +128,18 @@ def serving_flooding_registry(page_mib: int, pages: int = 50) -> Iterator[Floodi
     """A registry on a loopback port, streaming its pages of tags, until exit."""
     served = FloodingRegistry("", [])
     fields = {"registry": served, "page_mib": page_mib, "pages": pages}
-    handler = type("Handler", (_Flooding,), fields)
+    with _serving(type("Handler", (_Flooding,), fields)) as port:
+        served.url = f"oci://127.0.0.1:{port}/charts"
+        yield served
+
+
+@contextmanager
+def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
+    """`handler` answering on a loopback port (yielded), until exit."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    served.url = f"oci://127.0.0.1:{server.server_address[1]}/charts"
     try:
-        yield served
+        yield server.server_address[1]
     finally:
         server.shutdown()
         server.server_close()
@@ -164,6 +172,42 @@ class _Flooding(BaseHTTPRequestHandler):
             self.wfile.write(b'"1",' * rest + b'"1"]}')
         except OSError:
             pass  # the client stopped reading: as it should
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@dataclass
+class LyingRegistry:
+    """A registry (anonymous) that serves what its `paths` map to: a manifest or a blob
+    whose bytes need not be what its digest says."""
+
+    url: str
+    paths: dict[str, bytes]
+
+
+@contextmanager
+def serving_lying_registry() -> Iterator[LyingRegistry]:
+    """A registry on a loopback port, answering from its paths, until exit."""
+    served = LyingRegistry("", {})
+    with _serving(type("Handler", (_Lying,), {"registry": served})) as port:
+        served.url = f"oci://127.0.0.1:{port}"
+        yield served
+
+
+class _Lying(BaseHTTPRequestHandler):
+    registry: LyingRegistry
+
+    def do_GET(self) -> None:
+        body = self.registry.paths.get(self.path.partition("?")[0])
+        if body is None:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

@@ -174,7 +174,7 @@ ARCHIVES = {
         archive({"x/charts/y-1.tgz": archive({"y/big": bytes(SMALL.max_revision_bytes)})}),
         "unpacks to more than the per-revision limit",
     ),
-    "not an archive at all": (b"not gzip", "not a chart archive (BadGzipFile)"),
+    "not an archive at all": (b"not gzip", "not a gzipped tar archive (BadGzipFile)"),
 }
 
 
