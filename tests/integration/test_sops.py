@@ -85,7 +85,8 @@ def test_an_encrypted_secret_is_applied_decrypted_and_its_values_never_shown(
     admin_api: Any,
 ) -> None:
     """age and OpenPGP: one file encrypted for both decrypts with either key alone; a diff
-    and a sync of a new value name the Secret and its field, never the value."""
+    and a sync of a new value, and a diff of a live edit (its JSON patch too), name the
+    Secret and its field, never a value."""
     openpgp = sops.openpgp("team@example.com")
     sealed = sops.encrypt("secret.yaml", secret("db", CANARY), age=(age,), openpgp=(openpgp,))
     git_repo.commit({"secret.yaml": sealed})
@@ -105,8 +106,13 @@ def test_an_encrypted_secret_is_applied_decrypted_and_its_values_never_shown(
     assert diff.code == 1 and "Secret" in diff.out and "stringData" not in diff.err, diff.text
     assert synced.code == ExitCode.OK, synced.text
     assert secret_value(admin_api, namespace, "db") == changed
-    for run in (first, diff, synced):
-        never_shown(run, CANARY, changed)
+    edited = {"stringData": {"password": f"{CANARY}-edited"}}
+    gitopsd.kubectl("patch", "secret/db", "-n", namespace, "-p", json.dumps(edited))
+    drift = gitopsd("diff", url, *scope(namespace), *with_openpgp, "-o", "json")
+    assert drift.code == 1, drift.text
+    assert [d["object"]["kind"] for d in drift.document("DiffResult")["drift"]] == ["Secret"]
+    for run in (first, diff, synced, drift):
+        never_shown(run, CANARY, changed, f"{CANARY}-edited")
 
 
 @pytest.mark.case("SE-18")
@@ -410,3 +416,33 @@ def test_a_gitsyncs_secret_of_keys_for_a_cloud_kms_or_of_no_known_kind_is_refuse
     message = condition(notes, "Ready")["message"]
     assert "key notes.txt: neither age identities (.agekey) nor an OpenPGP key (.asc)" in message
     assert config_map_value(admin_api, namespace, "c") is None
+
+
+@pytest.mark.case("SE-18")
+def test_a_configured_source_decrypts_with_the_key_files_its_configuration_names(
+    daemons: Daemons,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    sops: Sops,
+    age: AgeKey,
+    tmp_path: Path,
+    namespace: str,
+    admin_api: Any,
+) -> None:
+    """A file source's decryption.ageKeyFile, as the daemon's configuration names it; its
+    logs and metrics show no form of the value."""
+    sealed = sops.encrypt("secret.yaml", secret("db", CANARY), age=(age,))
+    sha = git_repo.commit({"secret.yaml": sealed})
+    keys = tmp_path / "identities.agekey"
+    keys.write_bytes(age.identity)
+    decryption = {"ageKeyFile": str(keys)}
+    daemon = daemons.start(git_server.file_url(git_repo), decryption=decryption)
+
+    daemon.wait_value(
+        "gitopsd_source_revision_info", lambda v: v == 1, "the revision", source="app", revision=sha
+    )
+    core: Any = client.CoreV1Api(admin_api)
+    named = "metadata.name=db"
+    wait_for(lambda: core.list_namespaced_secret(namespace, field_selector=named).items, "db", 60)
+    assert secret_value(admin_api, namespace, "db") == CANARY
+    never_shown(Run(0, daemon.logs() + daemon.metrics(), ""), CANARY)
