@@ -93,10 +93,10 @@ def _fetch_artifact(spec: SourceSpec, cache_dir: Path, reading: Reading | None) 
     directory = cache_dir / CHARTS / digest
     if reading is not None:
         reading.take(directory)
-    if not directory.is_dir():
-        layers = _layers(manifest, f"{registry.shown}: {tag or digest}")
-        budget = archives.Budget(spec.limits.max_revision_bytes, spec.limits.max_entries)
+    if not directory.is_dir():  # a manifest read with the source's credentials first, always
         what = f"{registry.shown}: {tag or digest}"
+        layers = _layers(manifest, what)
+        budget = archives.Budget(spec.limits.max_revision_bytes, spec.limits.max_entries)
         unpack_into(directory, what, lambda work: _write(registry, layers, budget, work))
     if reading is not None:
         reading.charge(directory)
