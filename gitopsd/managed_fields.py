@@ -273,13 +273,18 @@ def _counts(entry: Body) -> bool:
 
 def _as_drift_reads(body: Body) -> Body:
     """`body` without status and kubectl's last-applied copy: what drift ignores, and a
-    projection drops."""
+    projection drops. A Secret's stringData is written into its data and never read back,
+    so gitopsd's fields under it read data's values: another manager's change of them
+    (which takes no field of gitopsd's) moves the version too."""
     metadata = dict(body.get("metadata") or {})
     annotations = metadata.pop("annotations", None) or {}
     kept = {name: text for name, text in annotations.items() if name != LAST_APPLIED}
     if kept:
         metadata["annotations"] = kept
-    return {**{name: v for name, v in body.items() if name != "status"}, "metadata": metadata}
+    reads = {**{name: v for name, v in body.items() if name != "status"}, "metadata": metadata}
+    if body.get("kind") == "Secret" and "stringData" not in body:
+        reads["stringData"] = body.get("data") or {}
+    return reads
 
 
 def _owned_values(node: Body, value: Any) -> Any:

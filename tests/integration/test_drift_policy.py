@@ -194,3 +194,28 @@ def test_diff_shows_which_rule_decided_each_field_and_what_it_hid(
     assert core.read_namespaced_config_map("web-config", namespace).data["LOG_LEVEL"] == "debug"
     assert replicas(admin_api, namespace) == 5
     assert core.read_namespaced_service("web", namespace).metadata.labels["touched"] == "by-hand"
+
+
+def test_a_secrets_value_changed_by_a_program_is_drift_and_healed(
+    gitopsd: Gitopsd, git_server: GitServer, git_repo: GitRepo, namespace: str, admin_api: Any
+) -> None:
+    """A Secret applied with stringData keeps its values in data, where a program's edit
+    (the python client's manager, no takeover manager) takes no field of gitopsd's: it is
+    drift all the same, named with its manager, masked, and a sync puts git's value back."""
+    secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  password: one\n"
+    git_repo.commit({"secret.yaml": secret})
+    url = git_server.file_url(git_repo)
+    assert gitopsd("sync", url, *scope(namespace)).code == 0
+    core: Any = client.CoreV1Api(admin_api)
+    core.patch_namespaced_secret("db", namespace, {"stringData": {"password": "edited"}})
+
+    diff = gitopsd("diff", url, *scope(namespace), "-o", "json")
+    healed = gitopsd("sync", url, *scope(namespace))
+
+    assert diff.code == 1, diff.text
+    [drift] = contract.parsed(diff.out, "DiffResult")["drift"]
+    [change] = drift["changes"]
+    assert (change["path"], change["manager"]) == ("data.password", "OpenAPI-Generator"), change
+    assert "edited" not in diff.text and "ZWRpdGVk" not in diff.text
+    assert healed.code == 0, healed.text
+    assert core.read_namespaced_secret("db", namespace).data["password"] == "b25l"  # "one"

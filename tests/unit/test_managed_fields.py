@@ -383,6 +383,28 @@ def test_what_moves_the_owned_version(case: str) -> None:
     assert (owned_version(changed) != owned_version(applied())) == moves
 
 
+def secret(password: str, *managed: dict[str, Any]) -> dict[str, Any]:
+    """A Secret gitopsd applied with stringData: the server keeps it in data, and gitopsd's
+    entry owns f:stringData, which no one else can take."""
+    ours = entry("gitopsd", {"f:stringData": {"f:password": {}}}, "Apply")
+    metadata = {"name": "db", "uid": "u1", "managedFields": [ours, *managed]}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata,
+        "data": {"password": password},
+    }
+
+
+def test_a_secrets_data_changed_by_any_manager_moves_the_owned_version_of_its_string_data() -> None:
+    """An edit by a program (not a takeover manager) takes data.password, no field of
+    gitopsd's: the version moves all the same, so the edit is measured, found and healed."""
+    edited = secret("ZWRpdGVk", entry("OpenAPI-Generator", {"f:data": {"f:password": {}}}))
+
+    assert owned_version(edited) != owned_version(secret("b25l"))
+    assert owned_version(secret("b25l")) == owned_version(secret("b25l"))
+
+
 def test_the_owned_version_of_a_projection_is_that_of_the_whole_object() -> None:
     """A write's answer (whole) and its watch event (projected) are one state: kubectl's
     last-applied copy and status, which a projection drops, do not count."""
