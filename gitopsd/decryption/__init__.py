@@ -80,14 +80,14 @@ class Decrypting:
         """The tree's own copy when none of `rels` is encrypted; else a private copy of
         them holding the plaintext of each encrypted file."""
         root = self._tree.materialized(rels)
-        found = [rel for rel in _files(root, rels) if self._is_encrypted(root, rel)]
+        found = [rel for rel in _files(root, rels) if self._opens(root, rel)]
         if not found:
             return root
         overlay = self._overlay or Path(tempfile.mkdtemp(prefix="gitopsd-decrypted-"))
         self._overlay = overlay
         copy_paths(root, rels, overlay)
         for rel in found:
-            (overlay / rel).write_bytes(self._plain(rel, (root / rel).read_bytes()))
+            (overlay / rel).write_bytes(self._opened[rel])
         return overlay
 
     def confine(self, manifests: Iterable[Manifest]) -> None:
@@ -134,11 +134,11 @@ class Decrypting:
             raise failure(rel, "decrypting it needs sops on PATH")
         return self._sops.decrypt(rel, found, data)
 
-    def _is_encrypted(self, root: Path, rel: str) -> bool:
-        if rel in self._opened:
-            return True
-        with (root / rel).open("rb") as file:
-            return encrypted(rel, file.read()) is not None
+    def _opens(self, root: Path, rel: str) -> bool:
+        """Whether the file is encrypted: decrypted now (read once) unless it was before."""
+        if rel not in self._opened:
+            self._plain(rel, (root / rel).read_bytes())
+        return rel in self._opened
 
     def _compiled(self) -> re.Pattern[str] | None:
         """One pattern of every decrypted value and its base64, longest first."""

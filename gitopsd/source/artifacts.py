@@ -29,10 +29,10 @@ from gitopsd.source.chart_cache import CHARTS, Reading
 from gitopsd.source.charts import check_repository_url, credentials_masked
 from gitopsd.source.policy import FLAG_ALLOWS_INSECURE, mask_url
 from gitopsd.source.registry import CHART_CONFIG, DIGEST, Registry
-from gitopsd.source.releases import created_at
+from gitopsd.source.releases import created_at, highest_version
 from gitopsd.source.revision import Revision
 from gitopsd.source.unpacking import unpack_into, write_files
-from gitopsd.versions import Range, parse_range, parse_version
+from gitopsd.versions import Range, parse_range
 
 FLUX_CONTENT = "application/vnd.cncf.flux.content.v1.tar+gzip"
 TITLE = "org.opencontainers.image.title"
@@ -121,17 +121,13 @@ def _resolved(registry: Registry, reference: Reference) -> tuple[str | None, dic
 
 def _highest(registry: Registry, versions: Range | None) -> str:
     assert versions is not None  # noqa: S101 - a reference names one of the three
-    tags = {}
-    for tag in registry.tags():
-        version = parse_version(tag.replace("_", "+"))
-        if version is not None:
-            tags[version.key()] = (version, tag)
-    best = versions.highest(version for version, _ in tags.values())
+    tags = {tag.replace("_", "+"): tag for tag in registry.tags()}  # as helm spells "+"
+    best = highest_version(tags, versions)
     if best is None:
         raise SourceError(
             f"{registry.shown}: no tag matches {versions.text!r}", SourceReason.REF_MISSING
         )
-    return tags[best.key()][1]
+    return best
 
 
 @dataclass(frozen=True)

@@ -62,15 +62,17 @@ class Registry:
         """The image manifest a tag or a digest (sha256:HEX) names, and its digest (hex),
         the sha256 of its bytes: refused when a digest named it and they differ."""
         what = f"{self.shown}: {reference}"
-        answer = self.downloads.get(
-            self._url("manifests", reference), what, accept=MANIFEST, bound="max_listing_bytes"
-        )
-        digest = hashlib.sha256(answer.body).hexdigest()
+        manifest, digest = self._manifest(self._url("manifests", reference), what)
         named = DIGEST.match(reference)
         if named and named.group(1) != digest:
             raise SourceError(
                 f"{what}: the manifest's sha256 is not its digest", SourceReason.CORRUPT
             )
+        return manifest, digest
+
+    def _manifest(self, url: str, what: str) -> tuple[dict[str, Any], str]:
+        answer = self.downloads.get(url, what, accept=MANIFEST, bound="max_listing_bytes")
+        digest = hashlib.sha256(answer.body).hexdigest()
         return _json(answer.body, what, self.spec.limits.max_versions), digest
 
     def blob(self, digest: str, what: str) -> bytes:
@@ -105,8 +107,7 @@ class Registry:
 
     def _resolved(self, chosen: Release) -> Release:
         what = f"{self.shown}: {chosen.text}"
-        answer = self.downloads.get(chosen.url, what, accept=MANIFEST, bound="max_listing_bytes")
-        manifest = _json(answer.body, what, self.spec.limits.max_versions)
+        manifest, _ = self._manifest(chosen.url, what)
         config = manifest.get("config")
         if not isinstance(config, dict) or config.get("mediaType") != CHART_CONFIG:
             raise SourceError(f"{what}: not a Helm chart (its config is not {CHART_CONFIG})")

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from gitopsd.config import SourceSpec
 from gitopsd.errors import SourceError, SourceReason
 from gitopsd.source.policy import mask_url
-from gitopsd.versions import Version, parse_range, parse_version
+from gitopsd.versions import Range, Version, parse_range, parse_version
+
+T = TypeVar("T")
 
 _CREATED = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?(Z|[+-]\d\d:\d\d)$")
 
@@ -31,19 +34,26 @@ class Release:
 
 def highest(offered: list[Release], spec: SourceSpec) -> Release:
     """The release of the highest version the source's range allows."""
-    versions: dict[tuple[Any, ...], tuple[Version, Release]] = {}
-    for release in offered:
-        version = parse_version(release.text)
-        if version is not None:
-            versions[version.key()] = (version, release)
     wanted = spec.helm.version
-    best = parse_range(wanted).highest(version for version, _ in versions.values())
+    best = highest_version({release.text: release for release in offered}, parse_range(wanted))
     if best is None:
         raise SourceError(
             f"{mask_url(spec.url)}: no version of {spec.helm.chart!r} matches {wanted!r}",
             SourceReason.REF_MISSING,
         )
-    return versions[best.key()][1]
+    return best
+
+
+def highest_version(offered: Mapping[str, T], wanted: Range) -> T | None:
+    """What `offered` holds under the highest version (its key, spelled as semver) that
+    `wanted` allows; keys that are no version are passed over."""
+    versions: dict[tuple[Any, ...], tuple[Version, T]] = {}
+    for text, item in offered.items():
+        version = parse_version(text)
+        if version is not None:
+            versions[version.key()] = (version, item)
+    best = wanted.highest(version for version, _ in versions.values())
+    return None if best is None else versions[best.key()][1]
 
 
 def created_at(value: Any) -> float | None:
