@@ -10,7 +10,6 @@ an error naming the field. An invalid source is set aside with its error; the ot
 from __future__ import annotations
 
 import ipaddress
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,10 +19,13 @@ import yaml
 from gitopsd.config import Limits, Network
 from gitopsd.configfile.disk import ChartCacheSettings, GitCacheSettings, chart_cache, git_cache
 from gitopsd.configfile.fields import (
+    address_of,
     boolean,
     count,
+    host_port,
     mapping,
     namespace,
+    on_loopback,
     positive,
     seconds,
     string,
@@ -37,6 +39,7 @@ from gitopsd.configfile.sources import (
     source,
     source_list,
 )
+from gitopsd.configfile.status_page import StatusPage, status_page
 from gitopsd.configfile.tenants import TenantQuota, tenant_quota
 from gitopsd.errors import ConfigError, ManifestError
 from gitopsd.manifests import parse_file
@@ -59,6 +62,7 @@ __all__ = [
     "Mode",
     "Sharding",
     "SourceConfig",
+    "StatusPage",
     "TenantQuota",
     "cycle_in",
     "cycle_through",
@@ -150,26 +154,19 @@ class DaemonConfig:
     """Bounds on health rules and renders, the daemon's whole (`sandbox:`)."""
     chart_cache: ChartCacheSettings = field(default_factory=ChartCacheSettings)
     git_cache: GitCacheSettings = field(default_factory=GitCacheSettings)
+    status_page: StatusPage = field(default_factory=StatusPage)
 
     @property
     def listen_address(self) -> tuple[str, int]:
-        return _address(self.listen)
+        return address_of(self.listen)
 
     @property
     def probe_address(self) -> tuple[str, int]:
-        return _address(self.probe_listen)
+        return address_of(self.probe_listen)
 
     @property
     def control_address(self) -> tuple[str, int]:
-        return _address(self.control_listen)
-
-
-def _address(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
-LOOPBACK_HOSTS = ("127.0.0.1", "::1", "[::1]", "localhost")
+        return address_of(self.control_listen)
 
 
 TOP_KEYS = {
@@ -195,6 +192,7 @@ TOP_KEYS = {
     "tenantQuota",
     "chartCache",
     "gitCache",
+    "statusPage",
 }
 GITSYNC_KEYS = {
     "enabled",
@@ -214,15 +212,17 @@ def load(path: Path) -> DaemonConfig:
     network = _network(top.get("network"), f"{path}: network")
     sources, invalid = source_list(top.get("sources"), str(path), _source_lines(text))
     sources = [replace(s, spec=replace(s.spec, network=network)) for s in sources]
-    listen = _listen(top, "listen", str(path), DaemonConfig.listen)
-    probe_listen = _listen(top, "probeListen", str(path), DaemonConfig.probe_listen)
-    control_listen = _listen(top, "controlListen", str(path), DaemonConfig.control_listen)
-    if control_listen.rpartition(":")[0] not in LOOPBACK_HOSTS:
+    listen = host_port(top, "listen", str(path), DaemonConfig.listen)
+    probe_listen = host_port(top, "probeListen", str(path), DaemonConfig.probe_listen)
+    control_listen = host_port(top, "controlListen", str(path), DaemonConfig.control_listen)
+    page = status_page(top.get("statusPage"), f"{path}: statusPage")
+    if not on_loopback(control_listen):
         raise ConfigError(
             f"{path}: controlListen: {control_listen!r} is not on loopback; the control API "
             "answers local clients only (in a pod: kubectl port-forward)"
         )
-    _apart(path, {"listen": listen, "probeListen": probe_listen, "controlListen": control_listen})
+    listeners = {"listen": listen, "probeListen": probe_listen, "controlListen": control_listen}
+    _apart(path, listeners | ({"statusPage.listen": page.listen} if page.listen else {}))
     leader_election = _leases(LeaderElection, top.get("leaderElection"), f"{path}: leaderElection")
     sharding = _leases(Sharding, top.get("sharding"), f"{path}: sharding")
     if leader_election.enabled and sharding.enabled:
@@ -268,14 +268,8 @@ def load(path: Path) -> DaemonConfig:
         sandbox=sandbox_bounds(top.get("sandbox"), f"{path}: sandbox"),
         chart_cache=chart_cache(top.get("chartCache"), f"{path}: chartCache"),
         git_cache=git_cache(top.get("gitCache"), f"{path}: gitCache"),
+        status_page=page,
     )
-
-
-def _listen(top: dict[str, Any], key: str, where: str, default: str) -> str:
-    listen = string(top, key, where, default)
-    if not re.match(r"^[\w.\-\[\]:]*:\d{1,5}$", listen):
-        raise ConfigError(f"{where}: {key}: expected host:port, got {listen!r}")
-    return listen
 
 
 def _apart(path: Path, listeners: dict[str, str]) -> None:

@@ -3,6 +3,7 @@ expected."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
@@ -14,6 +15,7 @@ from gitopsd.quantities import parse_duration, parse_size
 from gitopsd.settings_table import Kind
 
 MAX_DURATION_SECONDS = 7 * 24 * 3600.0
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "[::1]", "localhost")
 
 
 def mapping(value: Any, where: str, allowed: set[str]) -> dict[str, Any]:
@@ -60,6 +62,24 @@ def size(raw: dict[str, Any], key: str, where: str, default: int) -> int:
             f"or Gi, like 64Mi), got {value!r}"
         )
     return number
+
+
+def host_port(raw: dict[str, Any], key: str, where: str, default: str | None) -> str:
+    """A listener's address, host:port."""
+    listen = string(raw, key, where, default)
+    if not re.match(r"^[\w.\-\[\]:]*:\d{1,5}$", listen):
+        raise ConfigError(f"{where}: {key}: expected host:port, got {listen!r}")
+    return listen
+
+
+def address_of(listen: str) -> tuple[str, int]:
+    """host:port as a socket takes it (no host: loopback)."""
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def on_loopback(listen: str) -> bool:
+    return listen.rpartition(":")[0] in LOOPBACK_HOSTS
 
 
 def boolean(raw: dict[str, Any], key: str, where: str, default: bool) -> bool:

@@ -24,7 +24,7 @@ from gitopsd import configfile, sandbox
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.watches import Watches
 from gitopsd.configfile import DaemonConfig, SourceConfig
-from gitopsd.daemon import disk, http, logs, servers
+from gitopsd.daemon import disk, http, logs, servers, status_page
 from gitopsd.daemon.clock import Clock
 from gitopsd.daemon.control import Control
 from gitopsd.daemon.controller import GitSyncController
@@ -230,7 +230,8 @@ class Daemon:
         files = self.file_sources
         control = Control(self.sources.workers, lambda: list(self.set_aside), files)
         probes = http.Probes(self.registry, self.ready)
-        return servers.start(self.config, http.Webhooks(self._webhooks()), probes, control)
+        page = status_page.serving(self.config.status_page, control)
+        return servers.start(self.config, http.Webhooks(self._webhooks()), probes, control, page)
 
     def _schedule(self) -> None:
         """The configuration's sources start now; with sharding, once the share holds them."""

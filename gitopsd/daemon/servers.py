@@ -1,6 +1,7 @@
-"""The daemon's three HTTP servers, opened at start: each on an address of its own, with caps
-of its own (gitopsd.daemon.http). An address one of them cannot take is the configuration's to
-fix: an error naming the setting, the address and what to do, not a traceback."""
+"""The daemon's HTTP servers, three and the status page's when configured, opened at start:
+each on an address of its own, with caps of its own (gitopsd.daemon.http). An address one
+of them cannot take is the configuration's to fix: an error naming the setting, the address
+and what to do, not a traceback."""
 
 from __future__ import annotations
 
@@ -11,17 +12,31 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from gitopsd.configfile import DaemonConfig
-from gitopsd.daemon.http import ControlApi, Probes, Server, Webhooks, serve, serve_control
+from gitopsd.daemon.http import (
+    ControlApi,
+    Probes,
+    Server,
+    StatusPage,
+    Webhooks,
+    serve,
+    serve_control,
+    serve_status_page,
+)
 from gitopsd.errors import ConfigError
 
 log = logging.getLogger("gitopsd.daemon")
 
 
 def start(
-    config: DaemonConfig, webhooks: Webhooks, probes: Probes, control: ControlApi
+    config: DaemonConfig,
+    webhooks: Webhooks,
+    probes: Probes,
+    control: ControlApi,
+    page: StatusPage | None = None,
 ) -> list[Server]:
     """The webhooks on `listen`, the probes and metrics on `probeListen`, the control API on
-    `controlListen`, each served from now on."""
+    `controlListen`, and the status page on `statusPage.listen` if it is configured (`page`),
+    each served from now on."""
     with _listening("listen", config.listen):
         webhooked = serve(config.listen_address, webhooks)
     with _listening("probeListen", config.probe_listen):
@@ -31,7 +46,13 @@ def start(
     log.info("serving /hooks on %s", config.listen)
     log.info("serving /metrics, /healthz and /readyz on %s", config.probe_listen)
     log.info("serving the control API on %s", config.control_listen)
-    return [webhooked, probed, controlled]
+    listen, address = config.status_page.listen, config.status_page.address
+    if page is None or listen is None or address is None:
+        return [webhooked, probed, controlled]
+    with _listening("statusPage.listen", listen):
+        paged = serve_status_page(address, page)
+    log.info("serving the status page on %s", listen)
+    return [webhooked, probed, controlled, paged]
 
 
 @contextmanager

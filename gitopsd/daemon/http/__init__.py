@@ -1,15 +1,18 @@
-"""The daemon's HTTP surface: `endpoints` says what the webhook, probe and control
-servers answer; `transport` carries requests and answers on a socket, bounded in what any
-client may hold.
+"""The daemon's HTTP surface: `endpoints` says what the webhook, probe, control and status
+page servers answer; `transport` carries requests and answers on a socket, bounded in what
+any client may hold.
 """
 
 from gitopsd.daemon.http.endpoints import (
     ControlApi,
     Forward,
     Probes,
+    StatusPage,
+    StatusSources,
     Webhook,
     Webhooks,
     serve_control,
+    serve_status_page,
     signature_valid,
     signed,
 )
@@ -22,10 +25,13 @@ __all__ = [
     "Forward",
     "Probes",
     "Server",
+    "StatusPage",
+    "StatusSources",
     "Webhook",
     "Webhooks",
     "serve",
     "serve_control",
+    "serve_status_page",
     "signature_valid",
     "signed",
 ]

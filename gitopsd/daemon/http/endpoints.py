@@ -8,7 +8,9 @@
 - the control API of `gitopsd get` and `gitopsd reconcile` (`controlListen`), bound to
   loopback: GET /api/v1/sources, POST /api/v1/sources/<name>/reconcile, GET
   /api/v1/sources/<name>/objects and /history, and POST /api/v1/sources/<name>/suspend
-  and /resume.
+  and /resume;
+- the read-only status page (`statusPage.listen`, when configured): GET / and
+  /sources/<name>, HTML for people (gitopsd.pages), on loopback or with a bearer token.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from urllib.parse import unquote
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from gitopsd import pages
 from gitopsd.daemon.http.transport import Early, Reply, Request, Server, serve
 
 log = logging.getLogger("gitopsd.http")
@@ -221,11 +224,88 @@ def _control(control: ControlApi, client: str, request: Request) -> Reply:
 def _local(connection_client: str, request: Request) -> bool:
     """From loopback, to a loopback name (not a DNS name rebound to 127.0.0.1 by a web
     page), and with the control header (not a form a web page posted)."""
-    host = request.headers.get("host", "").rpartition(":")[0] or request.headers.get("host", "")
-    named = host.strip("[]") in LOOPBACK_NAMES or host.startswith("127.")
     peer = ipaddress.ip_address(connection_client).is_loopback
-    return peer and named and CONTROL_HEADER in request.headers
+    return peer and _loopback_named(request) and CONTROL_HEADER in request.headers
+
+
+def _loopback_named(request: Request) -> bool:
+    host = request.headers.get("host", "").rpartition(":")[0] or request.headers.get("host", "")
+    return host.strip("[]") in LOOPBACK_NAMES or host.startswith("127.")
 
 
 def _json(document: Any) -> bytes:
     return json.dumps(document).encode() + b"\n"
+
+
+class StatusSources(Protocol):
+    """What the status page shows (gitopsd.daemon.status_page)."""
+
+    def lines(self) -> list[pages.SourceLine]: ...
+
+    def detail(self, name: str) -> pages.SourceDetail | None: ...
+
+
+PAGE_HEADERS = {
+    "Content-Security-Policy": pages.CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+HTML = "text/html; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class StatusPage:
+    """What the status page's listener serves: GET and HEAD of its pages, each answered at
+    its head, to a caller with the bearer token if one is set, else to a loopback name (not
+    a DNS name rebound to 127.0.0.1 by a web page, which could read it)."""
+
+    sources: StatusSources
+    refresh_seconds: float
+    token: Callable[[], bytes | None] | None = None
+    """The token a caller must present, read at each request (None: not readable, so no
+    one is let in); None: loopback, no token."""
+
+    def at_head(self, client: str, request: Request) -> Early:
+        return Early(self._page(request))
+
+    def answer(self, request: Request, body: bytes) -> Reply:
+        return NOT_FOUND  # never asked: every request is answered at its head
+
+    def _page(self, request: Request) -> Reply:
+        if not self._admitted(request):
+            return 401, b"a bearer token is required\n", "text/plain"
+        if request.method not in ("GET", "HEAD"):
+            return 405, b"read-only: GET and HEAD only\n", "text/plain"
+        path = request.path.partition("?")[0]
+        if path == "/":
+            return 200, pages.overview(self.sources.lines(), self.refresh_seconds).encode(), HTML
+        detail = None
+        if path.startswith(pages.SOURCES_PATH):
+            detail = self.sources.detail(unquote(path.removeprefix(pages.SOURCES_PATH)))
+        if detail is None:
+            return NOT_FOUND
+        return 200, pages.source_page(detail, self.refresh_seconds).encode(), HTML
+
+    def _admitted(self, request: Request) -> bool:
+        if self.token is None:
+            return _loopback_named(request)
+        expected = self.token()
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if expected is None or scheme.lower() != "bearer":
+            return False
+        return hmac.compare_digest(expected, given.strip().encode("latin-1"))
+
+
+def page_headers(status: int) -> Mapping[str, str]:
+    """The page's headers on every answer; 401 says how to authenticate, 405 what is allowed."""
+    if status == 401:
+        return PAGE_HEADERS | {"WWW-Authenticate": 'Bearer realm="gitopsd"'}
+    if status == 405:
+        return PAGE_HEADERS | {"Allow": "GET, HEAD"}
+    return PAGE_HEADERS
+
+
+def serve_status_page(address: tuple[str, int], page: StatusPage) -> Server:
+    return serve(address, page, page_headers)

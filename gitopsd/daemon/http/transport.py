@@ -21,7 +21,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -55,6 +55,7 @@ REASONS = {
     403: "Forbidden",
     409: "Conflict",
     404: "Not Found",
+    405: "Method Not Allowed",
     408: "Request Timeout",
     413: "Payload Too Large",
     431: "Request Header Fields Too Large",
@@ -65,6 +66,12 @@ REASONS = {
 
 Reply = tuple[int, bytes, str]
 """An answer's status, body and Content-Type."""
+Headers = Callable[[int], Mapping[str, str]]
+"""More headers of a server's answers, by their status (a page's security headers)."""
+
+
+def no_headers(status: int) -> Mapping[str, str]:
+    return {}
 
 
 @dataclass(frozen=True)
@@ -85,9 +92,9 @@ class Routes(Protocol):
     def answer(self, request: Request, body: bytes) -> Reply: ...
 
 
-def serve(address: tuple[str, int], routes: Routes) -> Server:
+def serve(address: tuple[str, int], routes: Routes, headers: Headers = no_headers) -> Server:
     """Starts serving in a background thread; `shutdown()` on the result stops it."""
-    server = Server(address, routes)
+    server = Server(address, routes, headers)
     threading.Thread(target=server.run, name="http", daemon=True).start()
     return server
 
@@ -149,8 +156,11 @@ class Connection:
 class Server:
     """The event loop (see the module's docstring)."""
 
-    def __init__(self, address: tuple[str, int], routes: Routes) -> None:
+    def __init__(
+        self, address: tuple[str, int], routes: Routes, headers: Headers = no_headers
+    ) -> None:
         self.routes = routes
+        self.headers = headers
         self.listener = socket.create_server(address, backlog=128)
         self.listener.setblocking(False)
         self.server_address: tuple[str, int] = self.listener.getsockname()[:2]
@@ -281,11 +291,13 @@ class Server:
     def _answer(
         self, connection: Connection, status: int, body: bytes, kind: str = "text/plain"
     ) -> None:
+        more = "".join(f"{name}: {value}\r\n" for name, value in self.headers(status).items())
         head = (
             f"HTTP/1.0 {status} {REASONS[status]}\r\nServer: gitopsd\r\nContent-Type: {kind}\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            f"Content-Length: {len(body)}\r\n{more}Connection: close\r\n\r\n"
         )
-        connection.answer = head.encode() + body
+        heading = connection.request is not None and connection.request.method == "HEAD"
+        connection.answer = head.encode() + (b"" if heading else body)  # HEAD: its length only
         self.selector.modify(connection.sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
         self._write(connection)
 
