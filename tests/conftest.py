@@ -13,6 +13,7 @@ import yaml
 from kubernetes import client
 
 from tests.harness import census
+from tests.harness.browser import BrowserBinaries, provide_browser
 from tests.harness.canary import Canary
 from tests.harness.cli import Gitopsd
 from tests.harness.controllers import NODES
@@ -162,6 +163,12 @@ def proxy(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterat
 def prometheus_binaries() -> PrometheusBinaries:
     """Prometheus and promtool from Debian's package (tests/prometheus/provide.sh)."""
     return provide_prometheus()
+
+
+@pytest.fixture(scope="session")
+def browser_binaries() -> BrowserBinaries:
+    """chromium and chromedriver from Debian's packages (tests/browser/provide.sh)."""
+    return provide_browser()
 
 
 @pytest.fixture(scope="session")

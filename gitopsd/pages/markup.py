@@ -57,10 +57,12 @@ def marked(word: str, good: Iterable[str], bad: Iterable[str]) -> str:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """A table of cells already made HTML (each built with `text` or the helpers above)."""
+    """A table of cells already made HTML (each built with `text` or the helpers above);
+    no headers: no header row."""
     head = "".join(f"<th>{html.escape(header)}</th>" for header in headers)
     body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    thead = f"<thead><tr>{head}</tr></thead>" if head else ""
+    return f"<table>{thead}<tbody>{body}</tbody></table>"
 
 
 def more(hidden: int, what: str) -> str:

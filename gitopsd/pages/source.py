@@ -43,7 +43,7 @@ def _standing(line: SourceLine) -> str:
         ("Suspended", text("yes" if line.suspended else "no")),
         ("Message", text(line.message)),
     ]
-    return table(("", ""), rows)
+    return table((), rows)
 
 
 def _drift(drifts: Sequence[Drift]) -> str:
