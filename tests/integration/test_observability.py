@@ -14,10 +14,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import yaml
 
+from gitopsd.pages import SourceLine
 from tests.harness.cli import Gitopsd
 from tests.harness.cluster_reads import config_map_value
 from tests.harness.controllers import NOWHERE
@@ -201,6 +203,38 @@ def test_the_dashboard_shows_every_metric_gitopsd_exports() -> None:
         "gitopsd_leader",
     }
     assert metrics_used(dashboard()) == documented_metrics
+
+
+PAGE_LINKED = {"stat", "table"}
+"""Panels with a value per source (not over time): each links to the source's status page."""
+
+
+def page_links(panel: dict[str, Any]) -> list[str]:
+    """The URLs of a panel's data links, on all its fields or on its `source` column."""
+    config = panel.get("fieldConfig") or {}
+    links = list((config.get("defaults") or {}).get("links") or [])
+    for override in config.get("overrides") or []:
+        if override["matcher"] == {"id": "byName", "options": "source"}:
+            links += next(p["value"] for p in override["properties"] if p["id"] == "links")
+    return [link["url"] for link in links]
+
+
+def test_each_sources_value_links_to_its_status_page_by_its_metrics_label() -> None:
+    board = dashboard()
+    page = variables(board)["status_page"]
+    assert (page["type"], page["label"]) == ("textbox", "Status page URL")
+    per_source = [
+        panel
+        for panel in board["panels"]
+        if panel["type"] in PAGE_LINKED and "source" in panel["targets"][0]["expr"]
+    ]
+    assert len(per_source) == 6
+    for panel in per_source:
+        field = "__data.fields" if panel["type"] == "table" else "__field.labels"
+        wanted = f"${{status_page}}/sources/${{{field}.source:percentencode}}"
+        assert page_links(panel) == [wanted], panel["title"]
+    # Grafana's percentencode is encodeURIComponent: a GitSync's label is the page's path
+    assert SourceLine("team/web").path == "/sources/" + quote("team/web", safe="")
 
 
 def test_the_grafana_kustomization_renders_the_labelled_config_map(binaries: Binaries) -> None:
