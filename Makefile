@@ -29,7 +29,7 @@ BIN := $(VENV)/bin
 # per core left the cores half idle), and each worker starts a control plane of its own.
 WORKERS ?= $(shell n=$$(nproc); echo $$(( 2 * n < 4 ? 2 * n : 4 )))
 
-.PHONY: test test-fast demo bench mutation crd schemas lint lock control-plane prometheus browser sshd shells image-tools clean
+.PHONY: test test-fast demo bench mutation crd schemas lint lock control-plane prometheus alertmanager browser sshd shells image-tools clean
 
 # The locked set, hashes required, then gitopsd itself without resolving anything again.
 $(BIN)/.installed: pyproject.toml requirements/dev.txt
@@ -59,6 +59,9 @@ prometheus:
 browser:
 	tests/browser/provide.sh >/dev/null
 
+alertmanager:
+	tests/alertmanager/provide.sh >/dev/null
+
 sshd:
 	tests/sshd/provide.sh >/dev/null
 
@@ -78,7 +81,7 @@ lint: $(BIN)/.installed
 
 # Lint runs beside the tests, on the core they leave free most of the time; its output
 # follows theirs, and either failing fails the target.
-test: $(BIN)/.installed control-plane prometheus browser sshd shells image-tools
+test: $(BIN)/.installed control-plane prometheus alertmanager browser sshd shells image-tools
 	@echo "lint (ruff, mypy --strict, import contracts, dependency audit) runs beside the tests; its output follows"
 	@$(MAKE) --no-print-directory lint > $(VENV)/lint.log 2>&1 & linting=$$!; \
 	$(BIN)/pytest --numprocesses $(WORKERS) --dist loadfile --no-loadscope-reorder --durations 25; tested=$$?; \

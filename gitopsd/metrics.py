@@ -18,23 +18,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics import MetricWrapperBase
 
 from gitopsd.changes import Action, ChangeSet
-from gitopsd.collectors import (
-    LastStates,
-    Series,
-    Snapshot,
-    SourceGauge,
-    TalliedCounter,
-    ZeroFilled,
-)
+from gitopsd.collectors import LastStates, Series, Snapshot, SourceGauge, TalliedCounter, ZeroFilled
 from gitopsd.diff import Drift, State
-from gitopsd.errors import (
-    ClusterReason,
-    ConfigReason,
-    ManifestReason,
-    Reason,
-    SourceReason,
-    Stage,
-)
+from gitopsd.errors import ClusterReason, ConfigReason, ManifestReason, Reason, SourceReason, Stage
 from gitopsd.health import Health, Status, overall_status
 from gitopsd.objects import ObjectKey
 from gitopsd.plan import Refusal
@@ -205,6 +191,14 @@ class Recorder:
             "With sharding: the replicas that share the sources, as this one last listed them.",
             registry=registry,
         )
+        self.notifications = Counter(
+            "gitopsd_notifications_total",
+            "Notifications by provider and outcome: sent, failed (refused, fenced, or failing "
+            "at every attempt), dropped (a full queue), superseded (by a newer one).",
+            ["source", "provider", "outcome"],
+            registry=registry,
+        )
+        self._cumulative.append(self.notifications)
 
     def _counter(
         self, registry: CollectorRegistry, name: str, help_text: str, labels: list[str]
@@ -334,6 +328,9 @@ class Recorder:
 
     def error(self, source: str, stage: Stage, reason: Reason) -> None:
         self.errors.labels(source, stage, reason).inc()
+
+    def notified(self, source: str, provider: str, outcome: str) -> None:
+        self.notifications.labels(source, provider, outcome).inc()
 
     def refused(self, source: str, reasons: Iterable[str]) -> None:
         for reason, count in Tally(reasons).items():

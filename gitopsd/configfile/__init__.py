@@ -31,6 +31,8 @@ from gitopsd.configfile.fields import (
     string,
     strings,
 )
+from gitopsd.configfile.gitsyncs import GitSyncSettings, git_syncs
+from gitopsd.configfile.notifications import NotificationSettings, notifications
 from gitopsd.configfile.sandbox import sandbox_bounds
 from gitopsd.configfile.sources import (
     SourceConfig,
@@ -46,7 +48,6 @@ from gitopsd.manifests import parse_file
 from gitopsd.names import (
     DNS1123_LABEL,
     DNS1123_SUBDOMAIN,
-    LABEL_VALUE,
     namespace_problem,
     shown,
 )
@@ -86,31 +87,6 @@ class Sharding(LeaderElection):
     """Replicas that share the sources, each holding a Lease of its own (NAME-POD-RANDOM, in
     `namespace`): a source belongs to the one that rendezvous-hashes highest with its
     tenant (a GitSync's namespace; the configuration's sources are one tenant)."""
-
-
-@dataclass(frozen=True)
-class GitSyncSettings:
-    """Operator mode: which GitSync objects the daemon serves, and with whose rights."""
-
-    enabled: bool = False
-    namespaces: tuple[str, ...] = ()
-    """The namespaces whose GitSyncs are served; none listed: all."""
-    default_service_account: str | None = None
-    """The ServiceAccount (of its own namespace) a GitSync without serviceAccountName
-    impersonates; None: such a GitSync acts with the daemon's rights, confined to its own
-    namespace (Flux's --default-service-account)."""
-    allow_insecure: bool = False
-    """Permit GitSyncs to read file:// and plain http:// repositories (local use and tests:
-    file:// reads the daemon's own file system)."""
-    cross_namespace_refs: bool = False
-    """Permit a GitSync's dependsOn to name a GitSync of another namespace (Flux's
-    --no-cross-namespace-refs, inverted): its status would tell one tenant the state of
-    another's GitSync, so it is off."""
-    shard: str | None = None
-    """Serve only the GitSyncs labelled sharding.gitopsd.io/key=SHARD (Flux's
-    sharding.fluxcd.io/key); None: only those without the label."""
-    network: Network = field(default_factory=Network)
-    """What their fetches may reach, and for how long: the top level's `network`."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +131,7 @@ class DaemonConfig:
     chart_cache: ChartCacheSettings = field(default_factory=ChartCacheSettings)
     git_cache: GitCacheSettings = field(default_factory=GitCacheSettings)
     status_page: StatusPage = field(default_factory=StatusPage)
+    notifications: NotificationSettings = field(default_factory=NotificationSettings)
 
     @property
     def listen_address(self) -> tuple[str, int]:
@@ -193,14 +170,7 @@ TOP_KEYS = {
     "chartCache",
     "gitCache",
     "statusPage",
-}
-GITSYNC_KEYS = {
-    "enabled",
-    "namespaces",
-    "defaultServiceAccount",
-    "allowInsecure",
-    "crossNamespaceRefs",
-    "shard",
+    "notifications",
 }
 NETWORK_KEYS = {"fetchDeadline", "gitDeadline", "clusterNetworks"}
 LEADER_KEYS = {"enabled", "namespace", "name", "leaseDuration", "renewDeadline", "retryPeriod"}
@@ -262,13 +232,14 @@ def load(path: Path) -> DaemonConfig:
         ),
         network=network,
         sources=tuple(sources),
-        git_syncs=replace(_git_syncs(top.get("gitSyncs"), f"{path}: gitSyncs"), network=network),
+        git_syncs=replace(git_syncs(top.get("gitSyncs"), f"{path}: gitSyncs"), network=network),
         tenant_quota=tenant_quota(top.get("tenantQuota"), f"{path}: tenantQuota"),
         invalid_sources=tuple(invalid),
         sandbox=sandbox_bounds(top.get("sandbox"), f"{path}: sandbox"),
         chart_cache=chart_cache(top.get("chartCache"), f"{path}: chartCache"),
         git_cache=git_cache(top.get("gitCache"), f"{path}: gitCache"),
         status_page=page,
+        notifications=notifications(top.get("notifications"), f"{path}: notifications"),
     )
 
 
@@ -327,44 +298,6 @@ def _network(value: Any, where: str) -> Network:
         git_deadline_seconds=seconds(raw, "gitDeadline", where, Network.git_deadline_seconds),
         cluster_networks=networks,
     )
-
-
-def _git_syncs(value: Any, where: str) -> GitSyncSettings:
-    raw = mapping(value or {}, where, GITSYNC_KEYS)
-    namespaces = strings(raw, "namespaces", where, GitSyncSettings.namespaces)
-    for served in namespaces:
-        problem = namespace_problem(served)
-        if problem:
-            raise ConfigError(f"{where}: namespaces: {shown(served)} {problem}")
-    account = raw.get("defaultServiceAccount")
-    return GitSyncSettings(
-        enabled=boolean(raw, "enabled", where, GitSyncSettings.enabled),
-        namespaces=namespaces,
-        default_service_account=None if account is None else _account(raw, where),
-        allow_insecure=boolean(raw, "allowInsecure", where, GitSyncSettings.allow_insecure),
-        cross_namespace_refs=boolean(
-            raw, "crossNamespaceRefs", where, GitSyncSettings.cross_namespace_refs
-        ),
-        shard=_shard(raw, where),
-    )
-
-
-def _shard(raw: dict[str, Any], where: str) -> str | None:
-    if "shard" not in raw:
-        return None
-    shard = string(raw, "shard", where, "")
-    problem = LABEL_VALUE.problem(shard)
-    if problem:
-        raise ConfigError(f"{where}: shard: {shown(shard)} {problem}")
-    return shard
-
-
-def _account(raw: dict[str, Any], where: str) -> str:
-    name = string(raw, "defaultServiceAccount", where, None)
-    problem = DNS1123_SUBDOMAIN.problem(name)
-    if problem:
-        raise ConfigError(f"{where}: defaultServiceAccount: {shown(name)} {problem}")
-    return name
 
 
 Leases = TypeVar("Leases", bound=LeaderElection)

@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 from gitopsd import configfile, sandbox
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.watches import Watches
+from gitopsd.config import Network
 from gitopsd.configfile import DaemonConfig, SourceConfig
 from gitopsd.daemon import disk, http, logs, servers, status_page
 from gitopsd.daemon.clock import Clock
@@ -31,6 +32,7 @@ from gitopsd.daemon.controller import GitSyncController
 from gitopsd.daemon.file_sources import FileSources
 from gitopsd.daemon.forwarding import Forwarder
 from gitopsd.daemon.networks import learning
+from gitopsd.daemon.notifier import Notifier, Settings
 from gitopsd.daemon.queue import Pool
 from gitopsd.daemon.quotas import Holdings
 from gitopsd.daemon.registry import Registry
@@ -85,6 +87,8 @@ class Daemon:
         """Set once the sources are scheduled: the endpoints serve before, and until then
         no worker exists whose readiness could be asked."""
         self.sources = Registry(elsewhere=self._not_running_here)
+        self.tenants_network = self._tenants_network()
+        self.notifier = self._notifier()
         self.controller = self._controller(sources)
         self.file_sources = FileSources(
             configs=sources,
@@ -104,9 +108,8 @@ class Daemon:
             return None
         parents = frozenset((s.settings.name, s.settings.inventory_namespace) for s in sources)
         settings = self.config.git_syncs
-        network = learning(settings.network, self.cluster, self.stopping)  # fenced for tenants
         return GitSyncController(
-            settings=replace(settings, network=network),
+            settings=replace(settings, network=self.tenants_network),  # fenced for tenants
             cluster=self.cluster,
             recorder=self.recorder,
             cache_dir=self.config.cache_dir,
@@ -118,9 +121,27 @@ class Daemon:
             fetches=self.fetches,
             charts=self.charts,
             watches=self.watches,
+            notifier=self.notifier,
             taken_parents=parents,
             holdings=Holdings(self.config.tenant_quota),
         )
+
+    def _notifier(self) -> Notifier:
+        """The daemon's providers and the GitSyncs', sent to on threads of their own; a
+        GitSync's fenced as its fetches are, unless insecure GitSyncs are allowed."""
+        settings, network = self.config.notifications, self.tenants_network
+        fenced = not self.config.git_syncs.allow_insecure
+        page = self.config.status_page.url  # commit statuses and messages link to it
+        told = Settings(settings.providers, page, settings.attempts, fenced, network)
+        return Notifier(told, self.recorder, self.clock.timers("notifications"))
+
+    def _tenants_network(self) -> Network:
+        """What the GitSyncs' fetches and providers may reach: the cluster's networks are
+        learned (and fenced) only where GitSyncs are served."""
+        network = self.config.git_syncs.network
+        if not self.config.git_syncs.enabled:
+            return network
+        return learning(network, self.cluster, self.stopping)
 
     def _usable(self, sources: tuple[SourceConfig, ...]) -> list[SourceConfig]:
         """The sources whose repository gitopsd may fetch; the others are set aside. With
@@ -192,6 +213,7 @@ class Daemon:
             watches=self.watches,
             on_report=on_report,
             dependencies_waiting=self.sources.dependencies_of(source),
+            tell=self.notifier.teller(source.name),
         )
 
     def ready(self) -> bool:
@@ -218,6 +240,7 @@ class Daemon:
         if self.writers.sharded:
             self.forwarder.start()
         self._schedule()
+        self.notifier.start()
         if self.controller:
             self.controller.start()
         self._wait_for_a_signal()
@@ -283,6 +306,7 @@ class Daemon:
         grace period, then the lease is given up."""
         log.info("shutting down")
         self.clock.stop()
+        self.notifier.stop()
         if self.controller:
             self.controller.stop()
         sandbox.stop_waiting_for_rules()

@@ -32,15 +32,17 @@ from gitopsd.daemon.credentials import credentials_of, fingerprint, keys_of, web
 from gitopsd.daemon.gitsyncs import GitSyncs, webhook_key
 from gitopsd.daemon.http import Webhook
 from gitopsd.daemon.lifecycle import Lifecycle, finalizer_joined
+from gitopsd.daemon.notifier import Notifier
 from gitopsd.daemon.publisher import StatusPublisher
 from gitopsd.daemon.queue import Pool, Retries, WorkQueue
 from gitopsd.daemon.quotas import Holdings, check_git_syncs
+from gitopsd.daemon.receivers import providers_of
 from gitopsd.daemon.registry import Registry
 from gitopsd.daemon.retiring import Retirements
 from gitopsd.daemon.worker import SourceWorker
 from gitopsd.daemon.writers import Writers
 from gitopsd.errors import ConfigError, GitopsdError
-from gitopsd.gitsync.spec import GitSync, dependency_cycle, read
+from gitopsd.gitsync.spec import GitSync, check_dependencies, check_parent, read
 from gitopsd.gitsync.status import SourceReport, unready_status
 from gitopsd.metrics import Recorder
 from gitopsd.objects import Body, ObjectKey
@@ -84,6 +86,7 @@ class GitSyncController:
     """The threads that run every source's polls."""
     watches: Watches
     """The informers shared by the daemon's sources."""
+    notifier: Notifier  # where its GitSyncs' notices go: to their providers, and the daemon's
     fetches: FetchLedger | None = None
     """The fetches shared by the sources of one repository, ref and credentials."""
     charts: ChartCache | None = None
@@ -258,10 +261,8 @@ class GitSyncController:
     def unready_elsewhere(self, name: str) -> str:
         """Why GitSync `name` (namespace/name), not served here (with sharding: maybe by
         another replica), is not ready, from its status."""
-        namespace, _, gitsync_name = name.partition("/")
-        return unready_status(
-            self._body(ObjectKey(gitsync.GROUP, gitsync.KIND, namespace, gitsync_name))
-        )
+        namespace, _, name = name.partition("/")
+        return unready_status(self._body(ObjectKey(gitsync.GROUP, gitsync.KIND, namespace, name)))
 
     def _serves(self, key: ObjectKey, body: Body) -> bool:
         return self._serves_label(body) and self.writers.serves(key.namespace)
@@ -281,9 +282,10 @@ class GitSyncController:
             source = wanted.source(credentials, *keys_of(self.cluster, wanted, home))
             repositories = self._repositories(credentials)
             token = webhook_token(self.cluster, wanted)
+            providers = providers_of(self.cluster, wanted)
             desired.check_source(source.spec, GITSYNCS_ALLOW_INSECURE)
-            self._check_parent(wanted)
-            self._check_dependencies(wanted)
+            check_parent(wanted, self.taken_parents)
+            check_dependencies(wanted, self.gitsyncs.bodies())
             with self.lock:
                 check_git_syncs(self.holdings.quota, set(self.served), key)
         except GitopsdError as error:  # its Secret may change: retried with backoff
@@ -298,6 +300,7 @@ class GitSyncController:
             if self.retirements.pending(key):
                 return  # started once its predecessor's reconcile in flight ends
             served = self._start(key, wanted, source, repositories)
+        self.notifier.declare(wanted.key, providers)
         if self.writers.sharded:  # its gate may have moved while it started
             served.worker.lead(self.writers.may_write(key.namespace))
         refused = partial(self._refused, key)
@@ -322,13 +325,6 @@ class GitSyncController:
             return None
         return key if self._serves_label(body) else None
 
-    def _check_parent(self, wanted: GitSync) -> None:
-        if (wanted.name, wanted.namespace) in self.taken_parents:
-            raise ConfigError(
-                f"GitSync {wanted.key}: its ApplySet parent ConfigMap gitopsd-{wanted.name} "
-                f"in {wanted.namespace} is a file source's (same name and inventoryNamespace)"
-            )
-
     def _start(
         self, key: ObjectKey, wanted: GitSync, source: SourceConfig, repositories: Path
     ) -> Served:
@@ -351,6 +347,7 @@ class GitSyncController:
             on_report=self.sources.reporting(source.name, partial(self._reported, key)),
             dependencies_waiting=self.sources.dependencies_of(source),
             requested=wanted.requested,  # its first poll answers a request made before
+            tell=self.notifier.teller(source.name),
         )
         served = Served(wanted, source, repositories, worker)
         with self.lock:
@@ -360,18 +357,12 @@ class GitSyncController:
         worker.schedule(self.clock.timers(f"gitsync:{key.namespace}/{key.name}"))
         return served
 
-    def _check_dependencies(self, wanted: GitSync) -> None:
-        """A GitSync on a cycle of dependencies would wait for itself forever."""
-        if cycle := dependency_cycle(wanted, self.gitsyncs.bodies()):
-            raise ConfigError(
-                f"GitSync {wanted.key}: spec.dependsOn forms a cycle: {' -> '.join(cycle)}"
-            )
-
     def _retire(self, key: ObjectKey) -> SourceWorker | None:
         with self.lock:
             served = self.served.pop(key, None)
         if served is None:
             return None
+        self.notifier.declare(served.source.name, ())
         self.sources.remove(served.worker)
         self.retirements.retire(key, served.worker)
         self.retries.now(key.namespace)  # its share of GitSyncs is free now

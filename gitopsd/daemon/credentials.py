@@ -93,7 +93,7 @@ def verification_of(cluster: Cluster, wanted: GitSync, folder: Path) -> Verifica
     Secret with no key is refused (it would verify nothing)."""
     if wanted.verify_secret is None:
         return Verification()
-    data, where = _keys_secret(cluster, wanted, wanted.verify_secret, "spec.verify.secretRef")
+    data, where = secret_values(cluster, wanted, wanted.verify_secret, "spec.verify.secretRef")
     signers = data.pop(ALLOWED_SIGNERS, None)
     openpgp = b"\n".join(data[name] for name in sorted(data)) or None
     if signers is None and openpgp is None:
@@ -118,7 +118,7 @@ def decryption_of(cluster: Cluster, wanted: GitSync, folder: Path) -> Decryption
     if wanted.decryption_secret is None:
         return Decryption()
     field = "spec.decryption.secretRef"
-    data, where = _keys_secret(cluster, wanted, wanted.decryption_secret, field)
+    data, where = secret_values(cluster, wanted, wanted.decryption_secret, field)
     for name in sorted(data):
         if not name.endswith((AGE_SUFFIX, PGP_SUFFIX)):
             raise ClusterError(f"{where}: {_unusable(name)}", ClusterReason.INVALID)
@@ -137,7 +137,7 @@ def decryption_of(cluster: Cluster, wanted: GitSync, folder: Path) -> Decryption
     )
 
 
-def _keys_secret(
+def secret_values(
     cluster: Cluster, wanted: GitSync, secret_name: str, field: str
 ) -> tuple[dict[str, bytes], str]:
     """The values of a Secret of keys its `field` names, and how errors name it."""

@@ -18,6 +18,7 @@ from gitopsd.changes import Action, ChangeSet, Listener, Measurement, Outcome
 from gitopsd.cluster import Cluster
 from gitopsd.configfile import Mode, SourceConfig
 from gitopsd.daemon.logs import ContextLog
+from gitopsd.daemon.news import News
 from gitopsd.drift_policy import Decision
 from gitopsd.errors import GitopsdError
 from gitopsd.gitsync import history
@@ -72,6 +73,8 @@ class Reporter:
     """When the first watch event of each key not measured since arrived (wall clock)."""
     attempt: Attempt | None = None
     """The poll or drift check being recorded in the history, if one is."""
+    news: News | None = None
+    """What it tells people (notifications), if any provider hears of it."""
 
     def __post_init__(self) -> None:
         self.log = ContextLog(log, {"source": self.config.name})
@@ -115,6 +118,9 @@ class Reporter:
             self.attempt.end(self.state.fetched_revision or self.report.attempted_revision)
         stage, reason = error.stage, error.reason
         self.recorder.error(self.name, stage, reason)
+        if self.news is not None:
+            revision = self.state.fetched_revision or self.report.attempted_revision
+            self.news.failed(revision, f"{stage}/{reason}", self.report.failure.message)
         self.log.error("%s; %s", error, retry, extra={"stage": stage, "reason": reason})
 
     def succeeded(self) -> None:
@@ -155,6 +161,16 @@ class Reporter:
             self._warn(drifts, find)
         if self.config.mode != Mode.OBSERVE:  # observe mode writes nothing, Events included
             self._tell_decided(drifts, self.report.accepted, find)
+        if self.news is not None and self._applied_or_never_applies():
+            self.news.measured(self.report.attempted_revision, drifts)
+
+    def _applied_or_never_applies(self) -> bool:
+        """Whether drift now is news: what differs from a revision not applied yet is the
+        sync to come, not drift (unless the mode never applies)."""
+        report = self.report
+        return (
+            self.config.mode != Mode.ENFORCE or report.attempted_revision == report.applied_revision
+        )
 
     def _tell_decided(
         self,
@@ -218,10 +234,14 @@ class Reporter:
                 was = previous.status if previous else "unassessed"
                 self.log.log(level, "health %s -> %s", was, now, extra={"object": str(key)})
         self.report.health = healths
+        if self.news is not None:
+            self.news.assessed(self.report.attempted_revision, healths)
 
     def _planned(self, count: int) -> None:
         revision = self.state.desired.revision.sha if self.state.desired else ""
         self.log.info("sync started", extra={"revision": revision, "objects": count})
+        if self.news is not None and revision != self.report.applied_revision:
+            self.news.started(revision, count)
 
     def synced(self, result: Result, report: SyncReport) -> None:
         """Reports what a sync or heal did."""
@@ -249,6 +269,8 @@ class Reporter:
         if self.attempt is not None and (result.step == Step.SYNC or changed):
             self.attempt.outcomes += changed
             self.attempt.end(result.desired.revision.sha)
+        if self.news is not None:
+            self.news.synced(result, report.changes.outcomes)
 
     def _not_applied(self, report: SyncReport, revision: dict[str, str]) -> None:
         """Objects the sync refused alone: counted as an error, logged, and in the status."""

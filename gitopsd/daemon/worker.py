@@ -22,11 +22,13 @@ from gitopsd.configfile import Mode, SourceConfig
 from gitopsd.daemon.checks import DriftChecks
 from gitopsd.daemon.clock import Timers
 from gitopsd.daemon.deadlines import Deadline
+from gitopsd.daemon.news import News
 from gitopsd.daemon.queue import Pool, WorkQueue
 from gitopsd.daemon.quotas import Holdings
 from gitopsd.daemon.reporter import Reporter
 from gitopsd.errors import ApplyError, GitopsdError, Remedy
 from gitopsd.metrics import Recorder
+from gitopsd.notifications import Notice
 from gitopsd.objects import ObjectKey
 from gitopsd.reconcile import (
     Bounds,
@@ -89,6 +91,8 @@ class SourceWorker(DriftChecks):
     """What its tenant's sources hold, against the tenant's share (None: not counted)."""
     charts: ChartCache | None = None
     """The daemon's record of the charts its sources hold on disk, and its bounds."""
+    tell: Callable[[Notice], None] | None = None
+    """Where its notices go (the daemon's notifier), if anywhere."""
 
     def __post_init__(self) -> None:
         fence, config, halt = self.cluster.may_write, self.config, self.halt
@@ -120,6 +124,7 @@ class SourceWorker(DriftChecks):
         )
         self.state = State(memo=DriftMemo(self.cache.memo_version))
         self.reporter = Reporter(config, self.recorder, self.cluster, self.state)
+        self.reporter.news = News(config.name, self.tell) if self.tell else None
         check = f"drift check of {config.name}"
         self.check_soon = self.pool.coalesced(self._check, check, self.tenant, urgent=True)
         """Measures (and heals) the keys queued by watch events, before any poll that waits."""

@@ -54,6 +54,9 @@ class GitSync:
     """The Secret of its namespace holding the keys its revisions must be signed with."""
     decryption_secret: str | None = None
     """The Secret of its namespace holding the keys its encrypted files decrypt with."""
+    notifications: tuple[tuple[dict[str, Any], str], ...] = ()
+    """Its notification providers: each declaration (name, type, events) and the Secret of
+    its namespace holding its address and token."""
     webhook_secret: str | None = None
     """The Secret of its namespace whose `token` signs its webhook's calls; None: none."""
     service_account: str | None = None
@@ -127,6 +130,23 @@ def dependencies(spec: Body, namespace: str) -> tuple[str, ...]:
     return tuple(f"{d.get('namespace') or namespace}/{d.get('name')}" for d in needed)
 
 
+def check_parent(wanted: GitSync, taken: frozenset[tuple[str, str]]) -> None:
+    """Its ApplySet parent is no file source's (`taken`: their names and namespaces)."""
+    if (wanted.name, wanted.namespace) in taken:
+        raise ConfigError(
+            f"GitSync {wanted.key}: its ApplySet parent ConfigMap gitopsd-{wanted.name} "
+            f"in {wanted.namespace} is a file source's (same name and inventoryNamespace)"
+        )
+
+
+def check_dependencies(wanted: GitSync, bodies: Mapping[ObjectKey, Body]) -> None:
+    """A GitSync on a cycle of dependencies would wait for itself forever."""
+    if cycle := dependency_cycle(wanted, bodies):
+        raise ConfigError(
+            f"GitSync {wanted.key}: spec.dependsOn forms a cycle: {' -> '.join(cycle)}"
+        )
+
+
 def dependency_cycle(wanted: GitSync, bodies: Mapping[ObjectKey, Body]) -> list[str] | None:
     """The GitSyncs (namespace/name) on a cycle of dependencies through `wanted`, with the
     others as `bodies` hold them; none when it waits for no one who waits for it."""
@@ -179,6 +199,7 @@ def read(body: Body, settings: GitSyncSettings) -> GitSync:
         secret_name=(repository.get("secretRef") or {}).get("name"),
         verify_secret=_secret_of(verify, "verify", where),
         decryption_secret=_secret_of(spec.get("decryption") or {}, "decryption", where),
+        notifications=_notifications(spec.get("notifications"), where),
         webhook_secret=((spec.get("webhook") or {}).get("secretRef") or {}).get("name"),
         service_account=account,
         target_namespace=target,
@@ -202,6 +223,22 @@ def _secret_of(block: Mapping[str, Any], key: str, where: str) -> str | None:
     if not isinstance(name, str) or not name:
         raise ConfigError(f"{where}: {key}: secretRef: the Secret of the keys is required")
     return name
+
+
+def _notifications(listed: Any, where: str) -> tuple[tuple[dict[str, Any], str], ...]:
+    """Each provider's declaration and its Secret's name, names unique."""
+    found, names = [], set()
+    for n, entry in enumerate(listed or []):
+        declared = {key: value for key, value in entry.items() if key != "secretRef"}
+        name = str(declared.get("name") or declared.get("type"))
+        if name in names:
+            raise ConfigError(f"{where}: notifications: two providers are named {name}")
+        names.add(name)
+        secret = (entry.get("secretRef") or {}).get("name")
+        if not isinstance(secret, str) or not secret:
+            raise ConfigError(f"{where}: notifications[{n}]: secretRef: its Secret is required")
+        found.append((declared, secret))
+    return tuple(found)
 
 
 def requested_of(body: Body) -> str:

@@ -1,0 +1,84 @@
+"""Operator mode's settings (`gitSyncs:`): which GitSync objects the daemon serves, with
+whose rights, and what their sources may reach."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gitopsd.config import Network
+from gitopsd.configfile.fields import boolean, mapping, string, strings
+from gitopsd.errors import ConfigError
+from gitopsd.names import DNS1123_SUBDOMAIN, LABEL_VALUE, namespace_problem, shown
+
+GITSYNC_KEYS = {
+    "enabled",
+    "namespaces",
+    "defaultServiceAccount",
+    "allowInsecure",
+    "crossNamespaceRefs",
+    "shard",
+}
+
+
+@dataclass(frozen=True)
+class GitSyncSettings:
+    """Operator mode: which GitSync objects the daemon serves, and with whose rights."""
+
+    enabled: bool = False
+    namespaces: tuple[str, ...] = ()
+    """The namespaces whose GitSyncs are served; none listed: all."""
+    default_service_account: str | None = None
+    """The ServiceAccount (of its own namespace) a GitSync without serviceAccountName
+    impersonates; None: such a GitSync acts with the daemon's rights, confined to its own
+    namespace (Flux's --default-service-account)."""
+    allow_insecure: bool = False
+    """Permit GitSyncs to read file:// and plain http:// repositories (local use and tests:
+    file:// reads the daemon's own file system)."""
+    cross_namespace_refs: bool = False
+    """Permit a GitSync's dependsOn to name a GitSync of another namespace (Flux's
+    --no-cross-namespace-refs, inverted): its status would tell one tenant the state of
+    another's GitSync, so it is off."""
+    shard: str | None = None
+    """Serve only the GitSyncs labelled sharding.gitopsd.io/key=SHARD (Flux's
+    sharding.fluxcd.io/key); None: only those without the label."""
+    network: Network = field(default_factory=Network)
+    """What their fetches may reach, and for how long: the top level's `network`."""
+
+
+def git_syncs(value: Any, where: str) -> GitSyncSettings:
+    raw = mapping(value or {}, where, GITSYNC_KEYS)
+    namespaces = strings(raw, "namespaces", where, GitSyncSettings.namespaces)
+    for served in namespaces:
+        problem = namespace_problem(served)
+        if problem:
+            raise ConfigError(f"{where}: namespaces: {shown(served)} {problem}")
+    account = raw.get("defaultServiceAccount")
+    return GitSyncSettings(
+        enabled=boolean(raw, "enabled", where, GitSyncSettings.enabled),
+        namespaces=namespaces,
+        default_service_account=None if account is None else _account(raw, where),
+        allow_insecure=boolean(raw, "allowInsecure", where, GitSyncSettings.allow_insecure),
+        cross_namespace_refs=boolean(
+            raw, "crossNamespaceRefs", where, GitSyncSettings.cross_namespace_refs
+        ),
+        shard=_shard(raw, where),
+    )
+
+
+def _shard(raw: dict[str, Any], where: str) -> str | None:
+    if "shard" not in raw:
+        return None
+    shard = string(raw, "shard", where, "")
+    problem = LABEL_VALUE.problem(shard)
+    if problem:
+        raise ConfigError(f"{where}: shard: {shown(shard)} {problem}")
+    return shard
+
+
+def _account(raw: dict[str, Any], where: str) -> str:
+    name = string(raw, "defaultServiceAccount", where, None)
+    problem = DNS1123_SUBDOMAIN.problem(name)
+    if problem:
+        raise ConfigError(f"{where}: defaultServiceAccount: {shown(name)} {problem}")
+    return name
