@@ -29,6 +29,7 @@ from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.kube import unique_name
 from tests.harness.manifests import config_map_files_with_data, deployment
 from tests.harness.prometheus import Prometheus, PrometheusBinaries
+from tests.harness.receivers import serving_receivers
 from tests.harness.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -201,6 +202,7 @@ def test_the_dashboard_shows_every_metric_gitopsd_exports() -> None:
         "gitopsd_api_requests_total",
         "gitopsd_watch_events_total",
         "gitopsd_leader",
+        "gitopsd_notifications_total",
     }
     assert metrics_used(dashboard()) == documented_metrics
 
@@ -368,6 +370,16 @@ def panel_shapes(
         "Watch events by resource and outcome": [
             shape(("resource", "outcome"), ("configmaps", "owned"), exact=False)
         ],
+        # `chat` takes every message; `down` refuses the connection, tried once
+        "Notifications by provider and outcome": [
+            shape(
+                ("source", "provider", "outcome"),
+                ("failing", "chat", "sent"),
+                ("failing", "down", "failed"),
+                ("pruning", "chat", "sent"),
+                exact=False,
+            )
+        ],
     }
 
 
@@ -482,6 +494,7 @@ def scene(
     namespace: str,
     tmp_path: Path,
 ) -> Iterator[Scene]:
+    receivers = serving_receivers()
     """One daemon with three sources, scraped every second: `drifting` (selfHeal off, and a
     Deployment whose pods no node takes), `failing` (an object the API
     server refuses) and `pruning` (prune on)."""
@@ -504,7 +517,10 @@ def scene(
         daemons.source(git_server.file_url(repos[name]), name=name, **fields.get(name, {}))
         for name in SOURCES
     ]
-    daemon = daemons.start_with(sources, "daemon")
+    chat = {"name": "chat", "type": "slack", "address": f"{receivers.url}/slack"}
+    down = {"name": "down", "type": "slack", "address": "http://127.0.0.1:1/slack"}
+    told = {"providers": [chat, down], "attempts": 1}
+    daemon = daemons.start_with(sources, "daemon", notifications=told)
     # Prometheus scrapes from the daemon's first moment: a counter is born at its first
     # increment and increase() counts only what follows the first sample it saw, so the
     # failing source's quick first retries, made before a late first scrape, would be lost
@@ -520,6 +536,7 @@ def scene(
         yield Scene(daemon, server, namespace, repos, revisions)
     finally:
         server.stop()
+        receivers.close()
 
 
 def test_prometheus_answers_every_panel_and_alert_as_the_daemon_behaved(
