@@ -69,7 +69,7 @@ class StatusMaps:
             return
         live = self._map(source)
         previous = self.written.get(source) or status_map.status(live) or None
-        status = status_of(0, report, previous, suspended)
+        status = status_of(0, report, previous, suspended, named=True)
         if status == previous and live is not None:
             return
         body = status_map.status_map(source, self.namespace, status, record)

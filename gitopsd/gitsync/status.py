@@ -121,8 +121,12 @@ def status_of(
     previous: Document | None,
     suspended: bool = False,
     now: float | None = None,
+    named: bool = False,
 ) -> Document:
-    """The status to write; conditions keep their transition time while their status holds."""
+    """The status to write; conditions keep their transition time while their status holds.
+    Its history names the objects of each sync where `named` (a configured source's status
+    ConfigMap: a few, so the restart or new leader that reads it names them too); a
+    GitSync's only counts them (`history.in_status`)."""
     previous = previous or {}
     conditions = _conditions(report, suspended, _condition(previous, "Ready"))
     stamp = _timestamp(now if now is not None else time.time())
@@ -141,7 +145,7 @@ def status_of(
         "drift": _drift_summary(report.drifts or [], report.accepted),
         "health": _health_summary(report.health),
         "inventory": _inventory(report.inventory),
-        "history": history.in_status(history.merged(report.history, previous.get("history") or [])),
+        "history": _history(report.history, previous.get("history") or [], named),
     }
     if report.synced_at is not None:
         status["lastSyncTime"] = _timestamp(report.synced_at)
@@ -296,6 +300,11 @@ def _described(drift: Drift) -> str:
     fields = ", ".join(f"{c.path} (by {c.manager})" for c in drift.changes[:5])
     detail = drift.reason or fields
     return f"{drift.key} {drift.state}" + (f": {detail}" if detail else "")
+
+
+def _history(current: list[Document], previous: list[Document], named: bool) -> list[Document]:
+    kept = history.merged(current, previous)
+    return kept if named else history.in_status(kept)
 
 
 def _drift_summary(drifts: list[Drift], accepted: list[Drift]) -> Document:

@@ -79,10 +79,11 @@ def test_every_provider_hears_a_sync_start_and_end_in_its_own_apis_words(
     late += "  annotations: {gitopsd.io/sync-wave: '1'}\n"  # after web is healthy
     sha = git_repo.commit({**held, "late.yaml": late})
     providers = every_provider(receivers, secret_files(tmp_path))
+    page = {"url": "https://gitopsd.example.com"}  # where people read the source's page
     daemon = daemons.start(
         git_server.file_url(git_repo),
         interval="1h",
-        top={"notifications": {"providers": providers}},
+        top={"notifications": {"providers": providers}, "statusPage": page},
     )
 
     hosts = ("github", "gitlab", "gitea")
@@ -96,6 +97,7 @@ def test_every_provider_hears_a_sync_start_and_end_in_its_own_apis_words(
     assert states(receivers, "gitlab", sha)[-1] == "success"
     [github, _] = [call for call in receivers.of("github") if call.sha == sha]
     assert github.repository == REPOSITORY and github.body["context"] == "gitopsd/app"
+    assert github.body["target_url"] == "https://gitopsd.example.com/sources/app"
     assert [call.repository for call in receivers.of("gitlab")] == [REPOSITORY] * 2
     assert receivers.of("gitlab")[0].body["name"] == "gitopsd/app"
 
