@@ -54,6 +54,13 @@ class News:
         summary = f"applied: {said}"
         self._tell(Kind.SYNC_SUCCEEDED, revision, summary, named, counts, routine=routine)
 
+    def recovered(self, revision: str) -> None:
+        """A reconcile that succeeded without a sync after a told failure (a transient one,
+        or the revision applied already): the failure is over."""
+        if self.failure is not None:
+            self.failure = None
+            self._tell(Kind.SYNC_SUCCEEDED, revision, "reconciled again: nothing to apply")
+
     def failed(self, revision: str, reason: str, message: str) -> None:
         """A failure (`reason`: stage/reason, as gitopsd_errors_total's labels), unless it
         is the one told last."""

@@ -154,7 +154,7 @@ class Notifier:
         try:
             with deadline(SEND_SECONDS) as running:
                 connector = Connector(self.settings.network, fenced, running)
-                opener = urllib.request.build_opener(*connector.handlers())
+                opener = urllib.request.build_opener(*connector.handlers(), _NoRedirects())
                 with opener.open(asked, timeout=SEND_SECONDS) as answer:
                     answer.read(64 * 1024)
         except urllib.error.HTTPError as error:
@@ -179,6 +179,14 @@ class Notifier:
 
     def _count(self, message: Message, outcome: Outcome) -> None:
         self.recorder.notified(message.notice.source, message.provider.name, outcome)
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A receiver's redirect is an answer, not a new address: followed, it would carry the
+    token (a commit status's, an alert's bearer) to a host no one configured."""
+
+    def redirect_request(self, *_: object) -> None:
+        return None
 
 
 def _unreachable(error: object) -> tuple[bool, str]:

@@ -127,6 +127,8 @@ class Reporter:
         """A reconcile that succeeded: news in the history only after a failure (a sync's
         success is told by `synced`)."""
         self.report.failure = None
+        if self.news is not None:
+            self.news.recovered(self.report.attempted_revision)
         attempt = self.attempt
         if attempt is not None and attempt.ended is None and history.failing(self.report.history):
             attempt.end(self.report.attempted_revision)

@@ -124,7 +124,7 @@ class SourceWorker(DriftChecks):
         )
         self.state = State(memo=DriftMemo(self.cache.memo_version))
         self.reporter = Reporter(config, self.recorder, self.cluster, self.state)
-        self.reporter.news = News(config.name, self.tell) if self.tell else None
+        self.reporter.news = News(config.name, self._tell) if self.tell else None
         check = f"drift check of {config.name}"
         self.check_soon = self.pool.coalesced(self._check, check, self.tenant, urgent=True)
         """Measures (and heals) the keys queued by watch events, before any poll that waits."""
@@ -132,6 +132,12 @@ class SourceWorker(DriftChecks):
     @property
     def name(self) -> str:
         return self.config.name
+
+    def _tell(self, notice: Notice) -> None:
+        """Only the replica that writes for the source tells of it: a standby's reads are
+        the leader's news too."""
+        if self.tell is not None and self.leading.is_set():
+            self.tell(notice)
 
     def _join(self, fetches: FetchLedger | None) -> SharedFetch | None:
         """Its fetches, shared with the sources of its ref: one within half its interval is

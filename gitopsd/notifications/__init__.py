@@ -100,6 +100,15 @@ class Notice:
     """A sync that changed nothing and cured no failure: only a commit status needs it (a
     pending status must end), not a chat."""
 
+    @property
+    def size(self) -> int:
+        """About the bytes it holds: what the outbox's bound counts."""
+        named = sum(
+            len(i.object) + len(i.health) + sum(len(p) + len(m) for p, m in i.fields)
+            for i in self.items
+        )
+        return 256 + len(self.source) + len(self.revision) + len(self.summary) + named
+
 
 def merged(older: Notice, newer: Notice) -> Notice:
     """What one message tells of both: drift of one object and then another, not sent yet,

@@ -4,18 +4,19 @@ Each provider has its own queue, keyed by source and topic: a newer notice of a 
 the one still waiting (one message per outcome: a sync that failed and then succeeded
 before the receiver was reached is told as its success), or is merged with it (drift of
 two objects, one after the other: one message names both). A queue holds at most
-`per_provider` messages and all queues `total`: past either, the oldest waiting goes
-(dropped). Each provider is sent at most `rate` messages a second after a burst of `burst`,
-so a source that flaps cannot flood a chat, and the providers take turns, so one whose
-receiver is slow or down delays no other's by more than a send. A message that failed is
-tried again after a backoff, `attempts` times in all; each provider has one message of a
-source in flight at a time, so its receiver hears of the source in order (drift detected
-before it is healed, a failure before its cure).
+`per_provider` messages and all queues `total_bytes`: past either, the oldest waiting goes
+(dropped), of the tenant that holds most. Each provider is sent at most `rate` messages a
+second after a burst of `burst`, so a source that flaps cannot flood a chat; the tenants
+take turns (and within one, its providers), so a tenant whose receivers are slow or down
+delays no other's by more than a send. A message that failed is tried again after a
+backoff, `attempts` times in all; each provider has one message of a source in flight at a
+time, so its receiver hears of the source in order (drift detected before it is healed, a
+failure before its cure).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -58,54 +59,60 @@ class _Bucket:
 @dataclass
 class Outbox:
     per_provider: int = 100
-    total: int = 10_000
+    total_bytes: int = 16 * 1024 * 1024
+    """What all queues may hold together (each notice's `size`): past it, the oldest
+    message of the tenant that holds most goes, so a tenant's flood drops its own."""
     rate: float = 1.0
     burst: int = 10
     attempts: int = 5
     first_retry_seconds: float = 1.0
     max_retry_seconds: float = 60.0
     _queues: dict[str, OrderedDict[Key, Message]] = field(default_factory=dict)
-    _turns: deque[str] = field(default_factory=deque)
+    _tenants: deque[str] = field(default_factory=deque)
+    """The tenants in turn ("" the administrator's providers)..."""
+    _turns: dict[str, deque[str]] = field(default_factory=dict)
+    """...and each one's providers in turn: a tenant with many providers has one turn."""
+    _held: Counter[str] = field(default_factory=Counter)
+    """The bytes each tenant's waiting messages hold."""
     _buckets: dict[str, _Bucket] = field(default_factory=dict)
     _flying: set[tuple[str, str]] = field(default_factory=set)
     """(provider's id, source) of the messages in flight."""
-    _count: int = 0
 
     def put(self, provider: Provider, notice: Notice, now: float) -> list[Message]:
         """Queues `notice` for `provider`; returns the messages it pushed out or replaced
         (their outcome is `outcome_of` them)."""
         key = (provider_id(provider), notice.source, _channel(notice))
-        queue = self._queue(key[0])
-        gone = [queue.pop(key)] if key in queue else []
-        self._count -= len(gone)
+        queue = self._queue(provider)
+        gone = [self._pop(queue, key)] if key in queue else []
         told = merged(gone[0].notice, notice) if gone else notice
-        queue[key] = Message(provider, told, key, due=now)
-        self._count += 1
+        self._push(queue, Message(provider, told, key, due=now))
         while len(queue) > self.per_provider:
-            gone.append(self._pop_oldest(queue))
-        while self._count > self.total:
-            gone.append(self._pop_oldest(max(self._queues.values(), key=len)))
+            gone.append(self._pop(queue, next(iter(queue))))
+        while sum(self._held.values()) > self.total_bytes:
+            gone.append(self._pop_oldest_of(max(self._held, key=self._held.__getitem__)))
         return gone
 
     def take(self, now: float) -> Message | None:
-        """The next message due, the providers in turn, each within its pace; it is in
-        flight until `sent` or `failed` is told of it."""
-        for _ in range(len(self._turns)):
-            ident = self._turns[0]
-            self._turns.rotate(-1)
-            message = self._due(ident, now)
-            if message is not None:
-                del self._queues[ident][message.key]
-                self._count -= 1
-                self._flying.add(message.key[:2])
-                self._buckets[ident].tokens -= 1
-                return message
+        """The next message due, the tenants in turn and each one's providers in turn, each
+        within its pace; it is in flight until `sent` or `failed` is told of it."""
+        for _ in range(len(self._tenants)):
+            turns = self._turns[self._tenants[0]]
+            self._tenants.rotate(-1)
+            for _ in range(len(turns)):
+                ident = turns[0]
+                turns.rotate(-1)
+                message = self._due(ident, now)
+                if message is not None:
+                    self._pop(self._queues[ident], message.key)
+                    self._flying.add(message.key[:2])
+                    self._buckets[ident].tokens -= 1
+                    return message
         return None
 
     def wait(self, now: float) -> float | None:
         """Seconds until a message may be due (a retry's backoff, a pace's next token);
         None when nothing waits."""
-        waits = [self._wait(ident, now) for ident in self._turns]
+        waits = [self._wait(ident, now) for ident in self._queues]
         return min((wait for wait in waits if wait is not None), default=None)
 
     def sent(self, message: Message) -> None:
@@ -116,39 +123,58 @@ class Outbox:
         left and no newer message replaced it; says whether it was."""
         self._flying.discard(message.key[:2])
         message.attempts += 1
-        queue = self._queue(message.key[0])
-        if not retry or message.attempts >= self.attempts or message.key in queue:
+        queue = self._queues.get(message.key[0])
+        if queue is None or not retry or message.attempts >= self.attempts or message.key in queue:
             return False
         delay = jittered(self.first_retry_seconds, self.max_retry_seconds, message.attempts - 1)
         message.due = now + delay
-        queue[message.key] = message
+        self._push(queue, message)
         queue.move_to_end(message.key, last=False)  # older than what came since
-        self._count += 1
         return True
 
     def forget(self, provider_ids: set[str]) -> list[Message]:
         """Drops the queues of providers no longer declared (a GitSync deleted)."""
         gone: list[Message] = []
         for ident in provider_ids & set(self._queues):
-            gone += self._queues.pop(ident).values()
-            self._buckets.pop(ident, None)
-            self._turns.remove(ident)
-        self._count -= len(gone)
+            queue = self._queues[ident]
+            gone += [self._pop(queue, key) for key in list(queue)]
+            tenant = ident.partition("/")[0]
+            del self._queues[ident], self._buckets[ident]
+            self._turns[tenant].remove(ident)
+            if not self._turns[tenant]:
+                del self._turns[tenant]
+                self._tenants.remove(tenant)
         return gone
 
     def __len__(self) -> int:
-        return self._count
+        return sum(len(queue) for queue in self._queues.values())
 
-    def _queue(self, ident: str) -> OrderedDict[Key, Message]:
+    def _queue(self, provider: Provider) -> OrderedDict[Key, Message]:
+        ident = provider_id(provider)
         if ident not in self._queues:
             self._queues[ident] = OrderedDict()
-            self._turns.append(ident)
             self._buckets[ident] = _Bucket(float(self.burst), 0.0)
+            if provider.tenant not in self._turns:
+                self._turns[provider.tenant] = deque()
+                self._tenants.append(provider.tenant)
+            self._turns[provider.tenant].append(ident)
         return self._queues[ident]
 
-    def _pop_oldest(self, queue: OrderedDict[Key, Message]) -> Message:
-        self._count -= 1
-        return queue.popitem(last=False)[1]
+    def _push(self, queue: OrderedDict[Key, Message], message: Message) -> None:
+        queue[message.key] = message
+        self._held[message.provider.tenant] += message.notice.size
+
+    def _pop(self, queue: OrderedDict[Key, Message], key: Key) -> Message:
+        message = queue.pop(key)
+        self._held[message.provider.tenant] -= message.notice.size
+        if not self._held[message.provider.tenant]:
+            del self._held[message.provider.tenant]
+        return message
+
+    def _pop_oldest_of(self, tenant: str) -> Message:
+        fullest = max(self._turns[tenant], key=lambda ident: len(self._queues[ident]))
+        queue = self._queues[fullest]
+        return self._pop(queue, next(iter(queue)))
 
     def _due(self, ident: str, now: float) -> Message | None:
         if self._refill(ident, now) < 1:

@@ -24,7 +24,7 @@ import hmac
 import json
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
@@ -54,6 +54,8 @@ class Call:
     raw: bytes
     repository: str = ""
     sha: str = ""
+    query: str = ""
+    """The query of the URL called: a test's mark of which provider called."""
 
 
 @dataclass
@@ -107,7 +109,9 @@ def serving_receivers() -> Receivers:
                 self._answer(503, b"try later")
                 return
             try:
-                call = _checked(self.path, {k.lower(): v for k, v in self.headers.items()}, raw)
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                path, _, query = self.path.partition("?")  # a query tells senders apart
+                call = replace(_checked(path, headers, raw), query=query)
             except ValueError as error:
                 with receivers.lock:
                     receivers.refused.append(f"{self.path}: {error}")

@@ -323,3 +323,46 @@ def test_a_gitsyncs_own_provider_is_its_tenants_and_cannot_reach_loopback(
     fenced.wait_value("gitopsd_notifications_total", lambda v: v >= 1, "fenced", 30.0, **counted)
     assert "resolves to loopback, link-local or the cluster's networks" in fenced.logs()
     assert [call.body["text"] for call in receivers.of("slack")] == [told.body["text"]]
+
+
+def test_only_the_replica_that_writes_tells_and_a_new_leader_takes_over_telling(
+    daemons: Daemons,
+    gitopsd: Gitopsd,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    receivers: Receivers,
+    namespace: str,
+) -> None:
+    """Two replicas, each with a provider that marks its calls: the standby reads the same
+    revisions and drift, and tells nothing; once it leads, it tells."""
+    first = git_repo.commit(config_map_files_with_data("a"))
+    url = git_server.file_url(git_repo)
+    election = {"enabled": True, "namespace": namespace, "name": "gitopsd"}
+    election |= {"leaseDuration": "4s", "renewDeadline": "3s", "retryPeriod": "1s"}
+
+    def replica(name: str) -> dict[str, Any]:
+        chat = {"name": "chat", "type": "slack", "address": f"{receivers.url}/slack?{name}"}
+        return {"leaderElection": election, "notifications": {"providers": [chat]}}
+
+    leader = daemons.start(url, "first", top=replica("first"))  # polls every second
+    leader.wait_value("gitopsd_leader", lambda v: v == 1, "the first replica to lead")
+    standby = daemons.start(url, "second", top=replica("second"))
+    standby.wait_value("gitopsd_reconcile_total", bool, "a standby's read", result="standby")
+    second = git_repo.commit({"a.yaml": "kind: [unclosed\n"})  # both fail to read it
+    counted = {"source": "app", "stage": "manifests", "reason": "syntax"}
+    standby.wait_value("gitopsd_errors_total", bool, "the standby's failure", **counted)
+
+    def told(by: str) -> list[str]:
+        return [call.body["text"] for call in receivers.of("slack") if call.query == by]
+
+    wait_for(lambda: len(told("first")) == 2, "the leader's sync and failure")
+    assert [text.split(":")[0] for text in told("first")] == [
+        f"[sync.succeeded] app at {first[:12]}",
+        f"[sync.failed] app at {second[:12]}",
+    ]
+    assert told("second") == []
+    leader.stop()
+    standby.wait_value("gitopsd_leader", lambda v: v == 1, "the standby to take over")
+    third = git_repo.commit(config_map_files_with_data("a", value="x"))
+    wait_for(lambda: told("second"), "the new leader's news")
+    assert told("second")[-1].startswith(f"[sync.succeeded] app at {third[:12]}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -210,16 +211,20 @@ def test_merging_keeps_kinds_apart_and_bounds_what_it_names() -> None:
     assert merged(detected, notice(Kind.DRIFT_HEALED)).kind == Kind.DRIFT_HEALED
 
 
-def test_a_full_queue_drops_its_oldest_and_the_total_bounds_every_queue() -> None:
-    box = Outbox(per_provider=2, total=3)
-    chat, other = provider("slack"), provider("slack", name="other")
-    dropped = [m for n in range(3) for m in box.put(chat, notice(source=f"s{n}"), 0.0)]
-    dropped += box.put(other, notice(), 0.0)
-    dropped += box.put(other, notice(source="s9"), 0.0)
+def test_a_full_queue_drops_its_oldest_and_the_total_drops_the_fullest_tenants() -> None:
+    one = notice().size
+    box = Outbox(per_provider=2, total_bytes=4 * one)
+    chat = provider("slack")
+    flood = [replace(provider("slack", name=f"p{n}"), tenant="greedy") for n in range(3)]
+    dropped = [m for n in range(3) for m in box.put(chat, notice(), 0.0)]  # one key: merged
+    dropped += [m for n in range(3) for m in box.put(chat, notice(source=f"s{n}"), 0.0)]
+    assert [m.notice.source for m in dropped] == ["app", "app", "app", "s0"]
+    assert [outcome_of(m, notice(source="x")) for m in dropped[3:]] == [Told.DROPPED]
 
-    assert [m.notice.source for m in dropped] == ["s0", "s1"]
-    assert [outcome_of(m, notice(source="x")) for m in dropped] == [Told.DROPPED] * 2
-    assert len(box) == 3
+    flooded = [m for p in flood for m in box.put(p, notice(), 0.0)]
+
+    assert [m.provider.tenant for m in flooded] == ["greedy"]  # its own, not the admin's
+    assert len(box) == 4
 
 
 def test_a_provider_is_paced_after_its_burst_and_the_others_take_their_turn() -> None:
@@ -234,6 +239,17 @@ def test_a_provider_is_paced_after_its_burst_and_the_others_take_their_turn() ->
     assert sent == [("slack", "s0"), ("other", "app"), ("slack", "s1")]
     assert box.wait(0.0) == pytest.approx(1.0)
     assert box.take(1.0) is not None
+
+
+def test_tenants_take_turns_however_many_providers_one_declares() -> None:
+    box = Outbox()
+    many = [replace(provider("slack", name=f"p{n}"), tenant="many") for n in range(5)]
+    for declared in many:
+        box.put(declared, notice(source="many/app"), 0.0)
+    box.put(replace(provider("slack"), tenant="few"), notice(source="few/app"), 0.0)
+
+    taken = [box.take(0.0) for _ in range(3)]
+    assert [m.provider.tenant for m in taken if m] == ["many", "few", "many"]
 
 
 def test_a_failed_send_is_retried_after_a_backoff_until_its_attempts_are_spent() -> None:
