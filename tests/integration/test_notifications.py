@@ -350,7 +350,7 @@ def test_only_the_replica_that_writes_tells_and_a_new_leader_takes_over_telling(
     standby.wait_value("gitopsd_reconcile_total", bool, "a standby's read", result="standby")
     second = git_repo.commit({"a.yaml": "kind: [unclosed\n"})  # both fail to read it
     counted = {"source": "app", "stage": "manifests", "reason": "syntax"}
-    standby.wait_value("gitopsd_errors_total", bool, "the standby's failure", **counted)
+    standby.wait_value("gitopsd_errors_total", bool, "the standby's failure", 30.0, **counted)
 
     def told(by: str) -> list[str]:
         return [call.body["text"] for call in receivers.of("slack") if call.query == by]
