@@ -7,6 +7,7 @@ help; the others have theirs here. A flag or key left out keeps the default.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -117,6 +118,33 @@ class Decryption:
 
 
 @dataclass(frozen=True)
+class VariablesFrom:
+    """A ConfigMap or Secret of the source's namespace whose data are variables (Flux's
+    postBuild.substituteFrom)."""
+
+    kind: str
+    """ConfigMap or Secret."""
+    name: str
+    optional: bool = False
+    """A missing one is skipped; otherwise it fails the reconcile until it exists."""
+
+
+@dataclass(frozen=True)
+class Substitution:
+    """Flux's postBuild: variables expanded in every object the revision renders, from
+    `values` (substitute, inline) after those of `sources` (substituteFrom, in order; later
+    ones win); `strict`: a variable with no value and no default is an error."""
+
+    values: tuple[tuple[str, str], ...] = ()
+    sources: tuple[VariablesFrom, ...] = ()
+    strict: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.values or self.sources or self.strict)
+
+
+@dataclass(frozen=True)
 class ChartSettings:
     """How `helm template` renders each chart directory (a directory holding Chart.yaml)."""
 
@@ -182,6 +210,7 @@ class SourceSpec:
     credentials: Credentials = field(default_factory=Credentials)
     verify: Verification = field(default_factory=Verification)
     decryption: Decryption = field(default_factory=Decryption)
+    substitution: Substitution = field(default_factory=Substitution)
     timeout_seconds: float = 60.0
     """Bound on each git command on the cache, and each wait for a chart server's bytes."""
     limits: Limits = field(default_factory=Limits)
@@ -201,7 +230,19 @@ def target_of(
         where, paths = checkout[0], paths_from_root(checkout[1], spec.paths)
     helm = spec.helm
     charts = Charts(helm.chart, helm.release_name, helm.namespace, helm.values_files, helm.values)
-    return TargetIdentity(tool, where, paths, namespace, spec.include, spec.exclude, charts)
+    variables = _variables(spec.substitution)
+    return TargetIdentity(
+        tool, where, paths, namespace, spec.include, spec.exclude, charts, variables
+    )
+
+
+def _variables(substitution: Substitution) -> str:
+    """A postBuild as canonical JSON, for the target's identity ("" without one)."""
+    if not substitution.enabled:
+        return ""
+    named = [f"{source.kind}/{source.name}" for source in substitution.sources]
+    found = {"substitute": dict(substitution.values), "substituteFrom": named}
+    return json.dumps(found | {"strict": substitution.strict}, sort_keys=True)
 
 
 def unsigned_kind(spec: SourceSpec) -> str | None:

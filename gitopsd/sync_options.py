@@ -67,7 +67,7 @@ FLUX_VALUES: Mapping[tuple[str, str], Option | None] = {
     (FLUX_RECONCILE, "enabled"): None,
     (FLUX_PRUNE, "disabled"): None,  # prune_disabled
     (FLUX_PRUNE, "enabled"): None,
-    (FLUX + "substitute", "disabled"): None,  # gitopsd substitutes no variables
+    (FLUX + "substitute", "disabled"): None,  # read by gitopsd.substitution
 }
 
 

@@ -71,6 +71,9 @@ class TargetIdentity:
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     charts: Charts = field(default_factory=Charts)
+    variables: str = ""
+    """Its postBuild as canonical JSON (inline values, the ConfigMaps and Secrets named):
+    one base synced with other variables is another target. In the hash only, as values."""
 
     def digest(self) -> str:
         """Eight hex digits of everything that makes the target, the tool aside (the CLI
@@ -93,7 +96,7 @@ class TargetIdentity:
             "valuesFiles": list(charts.values_files),
             "values": values,
         }
-        return {
+        found = {
             "source": self.source,
             "paths": sorted(self.paths),
             "namespace": self.namespace,
@@ -101,6 +104,11 @@ class TargetIdentity:
             "exclude": sorted(self.exclude),
             "helm": {key: value for key, value in helm.items() if value},
         }
+        if self.variables:  # only then: the targets of earlier versions keep their names
+            found["variables"] = (
+                self.variables if with_values else sorted(_value_keys(self.variables))
+            )
+        return found
 
 
 def identity_of(parent: Mapping[str, Any] | None) -> dict[str, Any] | None:

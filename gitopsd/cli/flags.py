@@ -57,7 +57,31 @@ def source_arguments(parser: argparse.ArgumentParser) -> None:
             "charts (directories holding Chart.yaml, or a chart repository's)"
         )
     )
+    variable_arguments(parser.add_argument_group("variables (Flux's postBuild substitution)"))
     setting_flags(parser.add_argument_group("limits of one revision"), Group.LIMITS)
+
+
+def variable_arguments(group: argparse._ArgumentGroup) -> None:
+    add = group.add_argument
+    add(
+        "--substitute",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a variable ${NAME} of the rendered objects expands to, repeatable; wins over "
+        "--substitute-from (Flux's postBuild.substitute)",
+    )
+    add(
+        "--substitute-from",
+        action="append",
+        metavar="KIND/NAME",
+        help="a ConfigMap or Secret of --inventory-namespace whose data are variables, "
+        "repeatable, later ones winning: configmap/NAME or secret/NAME (postBuild.substituteFrom)",
+    )
+    add(
+        "--strict-substitute",
+        action="store_true",
+        help="a variable with no value and no default is an error, not empty",
+    )
 
 
 def chart_arguments(group: argparse._ArgumentGroup) -> None:

@@ -25,7 +25,9 @@ from gitopsd.config import (
     Limits,
     PrunePolicy,
     SourceSpec,
+    Substitution,
     SyncSettings,
+    VariablesFrom,
     Verification,
     is_local,
     unsigned_kind,
@@ -37,11 +39,12 @@ from gitopsd.configfile.helm import (
     set_values,
     version_range,
 )
+from gitopsd.configfile.postbuild import variable_name
 from gitopsd.configfile.sources import health_checks
 from gitopsd.decryption import SOPS_AGE_KEY_FILE
 from gitopsd.drift_policy import read_rules
 from gitopsd.errors import ConfigError
-from gitopsd.names import DNS1123_LABEL, NameRule, namespace_problem, shown
+from gitopsd.names import DNS1123_LABEL, DNS1123_SUBDOMAIN, NameRule, namespace_problem, shown
 from gitopsd.reconcile import naming
 from gitopsd.settings_table import Holder, rows
 from gitopsd.source.policy import mask_url
@@ -69,12 +72,34 @@ def source_spec(arguments: argparse.Namespace) -> SourceSpec:
             decryption=_given(sops_habit(), arguments, Holder.DECRYPTION),
             limits=_given(Limits(), arguments, Holder.LIMITS),
             helm=_charts(arguments, chart),
+            substitution=_substitution(arguments),
         ),
         arguments,
         Holder.SOURCE_SPEC,
     )
     _check_verification(spec, getattr(arguments, "verify_mode", None) is not None)
     return spec
+
+
+def _substitution(arguments: argparse.Namespace) -> Substitution:
+    """The variables of --substitute, --substitute-from and --strict-substitute."""
+    values: dict[str, str] = {}
+    for given in getattr(arguments, "substitute", None) or []:
+        name, equals, value = given.partition("=")
+        if not equals:
+            raise ConfigError(f"--substitute: expected NAME=VALUE, got {shown(given)}")
+        values[variable_name(name, "--substitute")] = value
+    sources = []
+    for given in getattr(arguments, "substitute_from", None) or []:
+        kind, _, name = given.partition("/")
+        kinds = {"configmap": "ConfigMap", "secret": "Secret"}
+        if kind.lower() not in kinds or not name or DNS1123_SUBDOMAIN.problem(name):
+            raise ConfigError(
+                f"--substitute-from: expected configmap/NAME or secret/NAME, got {shown(given)}"
+            )
+        sources.append(VariablesFrom(kinds[kind.lower()], name))
+    strict = bool(getattr(arguments, "strict_substitute", False))
+    return Substitution(tuple(sorted(values.items())), tuple(sources), strict)
 
 
 def sops_habit() -> Decryption:

@@ -33,6 +33,7 @@ from gitopsd.configfile.fields import (
     strings,
 )
 from gitopsd.configfile.helm import chart_settings
+from gitopsd.configfile.postbuild import substitution
 from gitopsd.drift_policy import read_rules
 from gitopsd.errors import ConfigError
 from gitopsd.health import HealthCheck
@@ -70,6 +71,7 @@ HAND_READ_KEYS = {
     "helm",
     "drift",
     "healthCheckExprs",
+    "postBuild",
 }
 """A source's keys that are no row of the settings table (see there why)."""
 BLOCKS = tuple(dict.fromkeys(row.block for row in table.TABLE if row.block))
@@ -155,6 +157,7 @@ def source(item: Any, where: str) -> SourceConfig:
         decryption=Decryption(**given[Holder.DECRYPTION]),
         limits=Limits(**given[Holder.LIMITS]),
         helm=chart_settings(raw.get("helm"), f"{where}: helm"),
+        substitution=substitution(raw.get("postBuild"), f"{where}: postBuild"),
         **given[Holder.SOURCE_SPEC],
     )
     _check_verifiable(spec, "verify" in raw, where)

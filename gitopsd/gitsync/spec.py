@@ -30,6 +30,7 @@ MAX_REQUEST = 256
 """The most of a reconcile request's value that its status echoes."""
 SHARED_KEYS = (
     "helm",
+    "postBuild",
     "drift",
     "healthCheckExprs",
     *{row.block or row.name for row in TABLE if row.gitsync},

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gitopsd.drift_policy import MAX_PATTERNS, MAX_RULES, Decision
+from gitopsd.gitsync.blocks_schema import NOTIFICATION, POST_BUILD, SECRET_NAME
 from gitopsd.gitsync.openapi import (
     DNS_LABEL,
     DNS_SUBDOMAIN,
@@ -18,8 +19,7 @@ from gitopsd.gitsync.openapi import (
     strings,
 )
 from gitopsd.health.expressions import MAX_EXPRESSION_CHARS
-from gitopsd.notifications import Topic
-from gitopsd.notifications.providers import MAX_PROVIDERS, Type
+from gitopsd.notifications.providers import MAX_PROVIDERS
 from gitopsd.settings_table import REF, TABLE, Kind, Row
 
 REPOSITORY_URL = "^(https://|http://|ssh://|file://|oci://|[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:)"
@@ -27,33 +27,6 @@ MAX_NAME = 50
 """A GitSync's name names its ApplySet parent gitopsd-<name> and labels metrics, as a file
 source's name does (config.SOURCE_NAME)."""
 
-SECRET_NAME = string("The Secret's name.", pattern=DNS_SUBDOMAIN, maxLength=253)
-NOTIFICATION = object_(
-    "A provider of notifications.",
-    {
-        "name": string(
-            "Its name (default: its type), the provider label of gitopsd_notifications_total.",
-            pattern=DNS_LABEL,
-            maxLength=63,
-        ),
-        "type": string("The receiver's kind.", enum=[str(kind) for kind in Type]),
-        "secretRef": object_(
-            "A Secret in the GitSync's namespace: `address` (the receiver's URL; for a "
-            "commit status, the repository's, https://HOST/OWNER/REPOSITORY) and `token` "
-            "(a webhook's HMAC key, a git host's API token, Alertmanager's bearer token).",
-            {"name": SECRET_NAME},
-            required=["name"],
-        ),
-        "events": {
-            "type": "array",
-            "description": "What it hears of (default: a commit status sync and failure, "
-            "the others all).",
-            "maxItems": len(Topic),
-            "items": string("A topic.", enum=[str(topic) for topic in Topic]),
-        },
-    },
-    required=["type", "secretRef"],
-)
 REPOSITORY = object_(
     "The git repository to read (with helm.chart: the chart repository or OCI registry; "
     "an oci:// URL without it: an OCI artifact of manifests).",
@@ -333,6 +306,7 @@ SPEC = object_(
             },
             required=["secretRef"],
         ),
+        "postBuild": POST_BUILD,
         "notifications": {
             "type": "array",
             "description": "Where to tell of its syncs, drift and health (docs/notifications.md): "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
 from gitopsd import sync_options
@@ -58,13 +58,15 @@ def index(manifests: Iterable[Item]) -> dict[ObjectKey, Item]:
     return by_key
 
 
-def manifests_of(path: str, documents: Documents) -> list[Manifest]:
-    """The manifests of one file's (or one rendered kustomization's) documents."""
+def manifests_of(path: str, documents: Documents, deferred: bool = False) -> list[Manifest]:
+    """The manifests of one file's (or one rendered kustomization's) documents. `deferred`:
+    a name, namespace, wave or Secret value holding `${` is checked once its variables are
+    expanded (gitopsd.substitution), not now."""
     manifests = []
     for number, (line, document) in enumerate(documents, start=1):
         origin = Origin(path, line)
         for label, body in _expand_list(origin, f"document {number}", document):
-            manifests.append(_manifest(origin, label, body))
+            manifests.append(_manifest(origin, label, body, deferred))
     return manifests
 
 
@@ -77,7 +79,7 @@ def _expand_list(origin: Origin, label: str, document: Any) -> list[tuple[str, A
     return [(label, body)]
 
 
-def _manifest(origin: Origin, label: str, document: Any) -> Manifest:
+def _manifest(origin: Origin, label: str, document: Any, deferred: bool) -> Manifest:
     body = _mapping(origin, label, document)
     api_version = _required(origin, label, body, "apiVersion")
     kind = _required(origin, label, body, "kind")
@@ -87,14 +89,25 @@ def _manifest(origin: Origin, label: str, document: Any) -> Manifest:
     if not isinstance(namespace, str):
         raise _invalid(origin, f"{label}: metadata.namespace must be a string")
     checked = name if "name" in metadata else f"{name}x"  # the server appends to a prefix
-    _check_identity(origin, label, GroupKind(group_of(api_version), kind), checked, namespace)
+    later = _later if deferred else _now
+    group_kind = GroupKind(group_of(api_version), kind)
+    _check_identity(origin, label, group_kind, later(checked), later(namespace))
     _check_labels(origin, label, metadata)
-    _check_wave(origin, label, metadata)
+    _check_wave(origin, label, metadata, later)
     _check_drift_policy(origin, label, metadata)
     if kind == "Secret" and group_of(api_version) == "":
-        _check_secret(origin, f"{label}: Secret {name}", body)
+        _check_secret(origin, f"{label}: Secret {later(name) or name}", body, later)
     key = ObjectKey(group_of(api_version), kind, namespace, name)
     return Manifest(key=key, api_version=api_version, body=body, origin=origin)
+
+
+def _now(value: Any) -> Any:
+    return value
+
+
+def _later(value: Any) -> Any:
+    """A value checked once its variables are expanded: none now."""
+    return None if isinstance(value, str) and "${" in value else value
 
 
 def _name(origin: Origin, label: str, metadata: dict[Any, Any]) -> str:
@@ -129,16 +142,18 @@ def _required(
 
 
 def _check_identity(
-    origin: Origin, label: str, group_kind: GroupKind, name: str, namespace: str
+    origin: Origin, label: str, group_kind: GroupKind, name: str | None, namespace: str | None
 ) -> None:
     """Names become URL path segments, so the API server's rules are checked before any
-    request: a name such as `../../kube-system/configmaps/x` must never reach a URL."""
-    problem = name_rule(group_kind).problem(name)
+    request: a name such as `../../kube-system/configmaps/x` must never reach a URL (None:
+    checked after substitution)."""
+    problem = name_rule(group_kind).problem(name) if name is not None else None
     if problem:
-        raise _invalid(origin, f"{label}: {group_kind.kind} metadata.name {shown(name)} {problem}")
+        named = shown(str(name))
+        raise _invalid(origin, f"{label}: {group_kind.kind} metadata.name {named} {problem}")
     problem = namespace_problem(namespace) if namespace else None
     if problem:
-        raise _invalid(origin, f"{label}: metadata.namespace {shown(namespace)} {problem}")
+        raise _invalid(origin, f"{label}: metadata.namespace {shown(str(namespace))} {problem}")
 
 
 def _check_labels(origin: Origin, label: str, metadata: dict[Any, Any]) -> None:
@@ -154,10 +169,12 @@ def _check_labels(origin: Origin, label: str, metadata: dict[Any, Any]) -> None:
             )
 
 
-def _check_wave(origin: Origin, label: str, metadata: dict[Any, Any]) -> None:
+def _check_wave(
+    origin: Origin, label: str, metadata: dict[Any, Any], later: Callable[[Any], Any]
+) -> None:
     annotations = metadata.get("annotations")
     for name in (SYNC_WAVE_ANNOTATION, ARGOCD_SYNC_WAVE_ANNOTATION):
-        wave = annotations.get(name) if isinstance(annotations, dict) else None
+        wave = later(annotations.get(name)) if isinstance(annotations, dict) else None
         if wave is not None and not (isinstance(wave, str) and SYNC_WAVE.match(wave)):
             raise _invalid(
                 origin,
@@ -177,7 +194,9 @@ def _check_drift_policy(origin: Origin, label: str, metadata: dict[Any, Any]) ->
         raise _invalid(origin, f"{label}: {wrong}")
 
 
-def _check_secret(origin: Origin, label: str, body: dict[Any, Any]) -> None:
+def _check_secret(
+    origin: Origin, label: str, body: dict[Any, Any], later: Callable[[Any], Any]
+) -> None:
     """A Secret's `data` is base64, which the API server checks only once it converts the
     object (500 after the dry-run began): said here with the key, never the value."""
     if "sops" in body:  # a file sops encrypted is decrypted before it is read
@@ -192,7 +211,7 @@ def _check_secret(origin: Origin, label: str, body: dict[Any, Any]) -> None:
     if not isinstance(data, dict):
         raise _invalid(origin, f"{label}: data must be a mapping")
     for key, value in data.items():
-        if value is not None and not _is_base64(value):
+        if later(value) is not None and not _is_base64(value):
             raise _invalid(
                 origin, f"{label}: data key {shown(str(key))} is not valid base64 (value not shown)"
             )

@@ -71,6 +71,7 @@ def load(
     render_chart: RenderChart | None = None,
     paths_named: bool = False,
     confine: Confine | None = None,
+    deferred: bool = False,
 ) -> list[Manifest]:
     """Every manifest under `paths` (relative to the root), in a stable order; a path
     that holds nothing to read is an error when the user named it (`paths_named`).
@@ -78,7 +79,8 @@ def load(
     `root` is a directory read in place, where `blob_ids` may map root-relative posix paths
     to git blob shas, or a tree that knows its own (a git revision's). A file whose blob
     the cache holds is neither read nor parsed again, nor is a chart whose fingerprint it
-    holds rendered again; `confine` checks what is parsed. Raises ManifestError on the first
+    holds rendered again; `confine` checks what is parsed; `deferred`: names and values
+    holding `${` are checked after substitution (`manifests_of`). Raises ManifestError on the first
     invalid input, SourceError when the tree cannot be read.
     """
     tree = Directory(root, blob_ids) if isinstance(root, Path) else root
@@ -86,6 +88,7 @@ def load(
     selected = list(sources(tree, paths, globs, paths_named))
     cache = cache if cache is not None else ParseCache()
     reader = _Reader(tree, limits, cache, render_kustomization, render_chart, confine)
+    reader.deferred = deferred
     tree.prefetch(reader.unparsed(selected))
     found = [manifest for source in selected for manifest in reader.manifests(source)]
     cache.keep_only(reader.used)
@@ -110,6 +113,8 @@ class _Reader:
         self.total_documents = 0
         self.used: set[Hashable] = set()
         """The cache entries this revision's files are."""
+        self.deferred = False
+        """Names and values holding `${` are checked after substitution."""
 
     def unparsed(self, selected: Iterable[Source]) -> Iterator[str]:
         """The files the cache holds no parse of, as far as the byte limit lets them be
@@ -183,12 +188,13 @@ class _Reader:
         chart = render(self.tree, rel, self.limits)
 
         def rendered() -> Parsed:
-            return self._confined(_parsed_pieces(chart.render(left), self.limits))
+            pieces = chart.render(left)
+            return self._confined(_parsed_pieces(pieces, self.limits, self.deferred))
 
         if chart.fingerprint is None:
             parsed = rendered()
         else:
-            key = ("chart", chart.fingerprint, rel, self.limits)
+            key = ("chart", chart.fingerprint, rel, self.limits, self.deferred)
             self.used.add(key)
             parsed = self.cache.get(key, rendered)
         self._admit(path, parsed.size)
@@ -226,7 +232,7 @@ class _Reader:
 
         def parse() -> Parsed:
             documents = parse_documents(text(), path, self.limits)
-            manifests = tuple(manifests_of(path, documents))
+            manifests = tuple(manifests_of(path, documents, self.deferred))
             return self._confined(Parsed(manifests, tuple(line for line, _ in documents)))
 
         return self.cache.get(key, parse)
@@ -237,17 +243,17 @@ class _Reader:
         return parsed
 
     def _key(self, content: str, path: str) -> Hashable:
-        # Manifests name their file; limits decide what is accepted.
-        return (content, path, self.limits)
+        # Manifests name their file; limits and deferred checks decide what is accepted.
+        return (content, path, self.limits, self.deferred)
 
 
-def _parsed_pieces(pieces: list[tuple[str, str]], limits: Limits) -> Parsed:
+def _parsed_pieces(pieces: list[tuple[str, str]], limits: Limits, deferred: bool) -> Parsed:
     """A render's pieces parsed, each under the path of the template it came from."""
     manifests: list[Manifest] = []
     lines: list[int] = []
     for path, text in pieces:
         documents = parse_documents(text, path, limits)
-        manifests.extend(manifests_of(path, documents))
+        manifests.extend(manifests_of(path, documents, deferred))
         lines.extend(line for line, _ in documents)
     size = sum(len(text.encode()) for _, text in pieces)
     return Parsed(tuple(manifests), tuple(lines), size)

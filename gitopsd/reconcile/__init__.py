@@ -33,6 +33,7 @@ from gitopsd.reconcile.desired import (
     empty_warning,
     fetch,
     read_revision,
+    variables_of,
 )
 from gitopsd.reconcile.enforce import SyncReport, make_changes
 from gitopsd.reconcile.live import Bounds, CacheReader, ListReader, Reader
@@ -41,6 +42,7 @@ from gitopsd.reconcile.resolving import BuiltIn, Kinds, Served, resolve
 from gitopsd.reconcile.stamping import parent_writer
 from gitopsd.resources import CONFIG_MAPS
 from gitopsd.source import ChartUser, Revision, Shared
+from gitopsd.substitution import Variables
 
 
 class KnownInvalid(Exception):
@@ -82,6 +84,8 @@ class State:
     `desired`'s)."""
     failed_revision: str | None = None
     """A revision whose manifests are invalid: it stays invalid, so it is not read again."""
+    failed_variables: str = ""
+    """The digest of the variables `failed_revision` was expanded with."""
     applied_revision: str | None = None
     """The revision last applied whole; None makes the next enforcing reconcile sync."""
     assessments: Assessments = field(default_factory=Assessments)
@@ -93,12 +97,14 @@ class State:
     earlier: records.Move | None = None
     """That record, until a sync moved it into the source's parent."""
 
-    def known(self, revision: Revision) -> Desired | None:
-        """The revision as read before, if it is the one read last; raises KnownInvalid if
-        it is one found invalid."""
-        if self.desired and revision.sha and revision.sha == self.desired.revision.sha:
-            return self.desired
-        if revision.sha and revision.sha == self.failed_revision:
+    def known(self, revision: Revision, variables: str = "") -> Desired | None:
+        """The revision as read before, if it is the one read last with the same variables
+        (their digest); raises KnownInvalid if it is one found invalid with them."""
+        read = (revision.sha, variables)
+        desired = self.desired
+        if desired and revision.sha and read == (desired.revision.sha, desired.variables):
+            return desired
+        if revision.sha and read == (self.failed_revision, self.failed_variables):
             raise KnownInvalid(revision.sha)
         return None
 
@@ -106,11 +112,11 @@ class State:
         self.desired = desired
         return desired
 
-    def invalid(self, revision: Revision, error: ManifestError) -> None:
+    def invalid(self, revision: Revision, variables: str, error: ManifestError) -> None:
         """A revision's manifests failed to read: unless the cluster can cure it (a CRD
-        installed later), it is not read again."""
+        installed later), it is not read again with the same variables."""
         if error.remedy == Remedy.NEW_REVISION:
-            self.failed_revision = revision.sha
+            self.failed_revision, self.failed_variables = revision.sha, variables
 
     def trust_stamps(self, desired: Desired, live: Live, refresh: bool) -> None:
         """A fresh state takes what the parent's stamps vouch for as in sync (unless asked
@@ -227,13 +233,16 @@ def get_desired(
         return state.desired
     revision = _fetch(source, listener)
     state.fetched_revision = revision.sha
-    known = state.known(revision)
+    settings = source.settings
+    variables = variables_of(source.spec.substitution, cluster, settings.inventory_namespace)
+    known = state.known(revision, variables.digest)
     if known is not None:
         return known
+    kinds = Served(cluster.discovery)
     try:
-        desired = _read(source, revision, cluster, Served(cluster.discovery), state, listener)
+        desired = _read(source, revision, cluster, kinds, state, listener, variables)
     except ManifestError as error:
-        state.invalid(revision, error)
+        state.invalid(revision, variables.digest, error)
         raise
     state.read(desired)
     listener.on_revision(revision.sha)
@@ -247,7 +256,9 @@ def build(source: Source, cluster: Cluster | None) -> Desired:
     offline: charts rendered with helm's defaults, kinds resolved against the built-in ones
     and the revision's CRDs."""
     kinds = Served(cluster.discovery) if cluster else BuiltIn()
-    return _read(source, _fetch(source, Listener()), cluster, kinds, State(), Listener())
+    variables = variables_of(source.spec.substitution, cluster, source.settings.inventory_namespace)
+    revision = _fetch(source, Listener())
+    return _read(source, revision, cluster, kinds, State(), Listener(), variables)
 
 
 def _read(
@@ -257,9 +268,10 @@ def _read(
     kinds: Kinds,
     state: State,
     listener: Listener,
+    variables: Variables,
 ) -> Desired:
-    """`revision` read (only the files `state` has not parsed) and resolved against `kinds`,
-    keeping what it can of the targets `state` resolved last."""
+    """`revision` read (only the files `state` has not parsed), expanded with `variables`,
+    and resolved against `kinds`, keeping what it can of the targets `state` resolved last."""
     found = read_revision(
         revision,
         source.spec,
@@ -270,11 +282,13 @@ def _read(
         empty_allowed=source.settings.prune.allow_empty,
         charts=source.charts,
         tenant=source.settings.inventory_namespace,
+        variables=variables,
     )
     _may_keep(state, listener, len(found))
     previous = state.desired.targets if state.desired else None
     targets = resolve(found, kinds, source.settings, previous)
-    return Desired.of(revision, targets, empty_warning(found, source.spec))
+    desired = Desired.of(revision, targets, empty_warning(found, source.spec))
+    return replace(desired, variables=variables.digest)
 
 
 def _may_keep(state: State, listener: Listener, objects: int) -> None:

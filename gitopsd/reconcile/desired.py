@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -15,14 +16,19 @@ from gitopsd.config import (
     ChartSettings,
     Credentials,
     SourceSpec,
+    Substitution,
     SyncSettings,
+    VariablesFrom,
     is_artifact,
     is_local,
 )
-from gitopsd.errors import ManifestError, ManifestReason
+from gitopsd.configfile.postbuild import variable_name
+from gitopsd.errors import ClusterError, ClusterReason, ConfigError, ManifestError, ManifestReason
 from gitopsd.helm.chart import RemoteDependency
 from gitopsd.objects import Body, Manifest, ObjectKey
 from gitopsd.plan import waves
+from gitopsd.resources import CONFIG_MAPS, SECRETS
+from gitopsd.substitution import Variables, substituted
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,8 @@ class Desired:
     """The hooks a sync of the revision runs, in no particular order."""
     warnings: tuple[str, ...] = ()
     """What people should know of the revision as a whole (it holds no manifest)."""
+    variables: str = ""
+    """The digest of the variables its objects were expanded with (`substitution`)."""
 
     @property
     def synced(self) -> dict[ObjectKey, Target]:
@@ -143,6 +151,7 @@ def read_revision(
     empty_allowed: bool = False,
     charts: source.ChartUser | None = None,
     tenant: str = "",
+    variables: Variables | None = None,
 ) -> list[Manifest]:
     """The manifests of exactly `revision`, its files read from git's object store (only
     those `cache` has not parsed), or a local directory's in place. Charts render into
@@ -153,10 +162,14 @@ def read_revision(
     renders share the daemon's render slots as `tenant`'s (the namespace of the source's
     record, its GitSync's; the command line has no other tenant). The process running out
     of memory on the way is this revision's failure (SizeLimit), never the process's: what
-    was read so far is garbage once the error unwinds it."""
+    was read so far is garbage once the error unwinds it. Its objects are expanded with
+    `variables` (default: the spec's, read from `cluster` in `tenant`'s namespace)."""
+    if variables is None:
+        variables = variables_of(spec.substitution, cluster, tenant or namespace)
     try:
         where = (namespace, cluster, empty_allowed, charts, tenant)
-        return _read(revision, spec, cache_dir, cache, *where)
+        found = _read(revision, spec, cache_dir, cache, *where)
+        return substituted(found, variables, spec.limits)
     except MemoryError:
         raise ManifestError(
             f"{revision.url} at {revision.sha or 'its files now'}: reading it ran out of the "
@@ -164,6 +177,41 @@ def read_revision(
             "the daemon more",
             ManifestReason.SIZE_LIMIT,
         ) from None
+
+
+def variables_of(substitution: Substitution, cluster: Cluster | None, namespace: str) -> Variables:
+    """The variables of a source's postBuild: each ConfigMap's and Secret's data in order,
+    later ones winning, then the inline ones; read at each reconcile, so a changed value is
+    used by the next (newlines dropped, as Flux does)."""
+    values: dict[str, str] = {}
+    secret: set[str] = set()
+    for reference in substitution.sources:
+        for name, value in _data_of(reference, cluster, namespace).items():
+            values[name] = value.replace("\n", "")
+            (secret.add if reference.kind == "Secret" else secret.discard)(name)
+    for name, value in substitution.values:
+        values[name] = value.replace("\n", "")
+        secret.discard(name)
+    return Variables(values, frozenset(secret), substitution.strict, substitution.enabled)
+
+
+def _data_of(reference: VariablesFrom, cluster: Cluster | None, namespace: str) -> dict[str, str]:
+    where = f"postBuild.substituteFrom: {reference.kind} {namespace}/{reference.name}"
+    if cluster is None:
+        raise ConfigError(f"{where}: reading it needs the cluster (gitopsd build --cluster)")
+    resource = SECRETS if reference.kind == "Secret" else CONFIG_MAPS
+    found = cluster.get(resource, namespace, reference.name)
+    if found is None and reference.optional:
+        return {}
+    if found is None:
+        raise ClusterError(
+            f"{where} not found (optional: true lets a source go on without it)",
+            ClusterReason.NOT_FOUND,
+        )
+    data = found.get("data") or {}
+    if reference.kind == "Secret":
+        data = {k: base64.b64decode(v).decode(errors="replace") for k, v in data.items()}
+    return {variable_name(str(k), where): str(v) for k, v in data.items()}
 
 
 def _read(
@@ -194,6 +242,7 @@ def _read(
                 render_chart=renderer,
                 paths_named=spec.paths != SourceSpec.paths and not empty_allowed,
                 confine=files.confine,
+                deferred=spec.substitution.enabled,
             )
 
 
