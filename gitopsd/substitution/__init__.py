@@ -48,7 +48,8 @@ class Variables:
         digest = hashlib.sha256(b"%d%d" % (self.strict, self.enabled))
         for name in sorted(self.values):
             value = self.values[name].encode()
-            digest.update(b"\0%s\0%d\0%s" % (name.encode(), len(value), value))
+            secret = name in self.secret  # a value moved to a Secret is confined from then on
+            digest.update(b"\0%s\0%d\0%d\0%s" % (name.encode(), secret, len(value), value))
         return digest.hexdigest()
 
 
