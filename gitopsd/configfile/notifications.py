@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gitopsd.configfile.fields import mapping, positive, secret, string
+from gitopsd.configfile.fields import mapping, positive, seconds, secret, string
 from gitopsd.errors import ConfigError
 from gitopsd.notifications.providers import Provider, provider_of, unique
 
-KEYS = {"attempts", "providers"}
+KEYS = {"attempts", "resendInterval", "providers"}
 PROVIDER_KEYS = {"name", "type", "address", "addressFile", "tokenFile", "events", "sources"}
 
 
@@ -21,6 +21,9 @@ class NotificationSettings:
     """The daemon's providers: they hear of every source, or of those they name."""
     attempts: int = 5
     """Tries of each message before it is counted failed (with a backoff between)."""
+    resend_seconds: float = 60.0
+    """How often a firing Alertmanager alert is sent again until its cure: Alertmanager
+    resolves one it hears nothing of for its resolve_timeout (5 m by default)."""
 
 
 def notifications(value: Any, where: str) -> NotificationSettings:
@@ -32,6 +35,7 @@ def notifications(value: Any, where: str) -> NotificationSettings:
     return NotificationSettings(
         providers=unique(providers, where),
         attempts=positive(raw, "attempts", where, NotificationSettings.attempts),
+        resend_seconds=seconds(raw, "resendInterval", where, NotificationSettings.resend_seconds),
     )
 
 

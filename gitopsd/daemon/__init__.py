@@ -132,7 +132,9 @@ class Daemon:
         settings, network = self.config.notifications, self.tenants_network
         fenced = not self.config.git_syncs.allow_insecure
         page = self.config.status_page.url  # commit statuses and messages link to it
-        told = Settings(settings.providers, page, settings.attempts, fenced, network)
+        told = Settings(
+            settings.providers, page, settings.attempts, settings.resend_seconds, fenced, network
+        )
         return Notifier(told, self.recorder, self.clock.timers("notifications"))
 
     def _tenants_network(self) -> Network:
@@ -213,7 +215,7 @@ class Daemon:
             watches=self.watches,
             on_report=on_report,
             dependencies_waiting=self.sources.dependencies_of(source),
-            tell=self.notifier.teller(source.name),
+            tell=self.notifier.teller(source.name, self.writers.gate_for("").is_set),
         )
 
     def ready(self) -> bool:

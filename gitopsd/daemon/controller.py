@@ -347,7 +347,7 @@ class GitSyncController:
             on_report=self.sources.reporting(source.name, partial(self._reported, key)),
             dependencies_waiting=self.sources.dependencies_of(source),
             requested=wanted.requested,  # its first poll answers a request made before
-            tell=self.notifier.teller(source.name),
+            tell=self.notifier.teller(source.name, self.writers.gate_for(key.namespace).is_set),
         )
         served = Served(wanted, source, repositories, worker)
         with self.lock:
@@ -362,7 +362,7 @@ class GitSyncController:
             served = self.served.pop(key, None)
         if served is None:
             return None
-        self.notifier.declare(served.source.name, ())
+        self.notifier.retire(served.source.name)
         self.sources.remove(served.worker)
         self.retirements.retire(key, served.worker)
         self.retries.now(key.namespace)  # its share of GitSyncs is free now

@@ -25,6 +25,7 @@ from gitopsd.config import Network
 from gitopsd.daemon.clock import Timers
 from gitopsd.metrics import Recorder
 from gitopsd.notifications import Notice, payloads
+from gitopsd.notifications.alerts import Firing
 from gitopsd.notifications.outbox import Message, Outbox, Outcome, outcome_of, provider_id
 from gitopsd.notifications.providers import Provider
 from gitopsd.source.network import Connector, Fenced, deadline
@@ -46,6 +47,8 @@ class Settings:
     page: str = ""
     """The status page's URL: commit statuses and messages link to a source's page."""
     attempts: int = 5
+    resend_seconds: float = 60.0
+    """How often a firing Alertmanager alert is sent again, until its cure."""
     fence_tenants: bool = True
     """A GitSync's providers cannot reach loopback or the cluster's networks."""
     network: Network = field(default_factory=Network)
@@ -60,6 +63,7 @@ class Notifier:
         self.changed = threading.Condition()
         self.stopping = False
         self._declared: dict[str, tuple[Provider, ...]] = {}
+        self.firing = Firing()
         self.senders = [
             threading.Thread(target=self._send_all, name=f"notify-{n}", daemon=True)
             for n in range(SENDERS)
@@ -68,6 +72,8 @@ class Notifier:
     def start(self) -> None:
         for sender in self.senders:
             sender.start()
+        resend = self.settings.resend_seconds
+        self.timers.every("resend", self._resend, resend, jitter=resend * 0.1)
 
     def stop(self) -> None:
         """What waits is not sent (a restart tells the next outcome anew)."""
@@ -75,27 +81,46 @@ class Notifier:
             self.stopping = True
             self.changed.notify_all()
 
-    def teller(self, source: str) -> Callable[[Notice], None]:
+    def teller(self, source: str, writing: Callable[[], bool]) -> Callable[[Notice], None]:
         """What source `source`'s reporter tells its notices to: the daemon's providers that
-        hear of it, and those it declared itself (a GitSync's, as they are now)."""
-        return lambda notice: self.tell((*self.settings.providers, *self.declared(source)), notice)
+        hear of it, and those it declared itself (a GitSync's, as they are now); `writing`:
+        whether this replica writes for it (its alerts are sent again only then)."""
+
+        def tell(notice: Notice) -> None:
+            self.tell((*self.settings.providers, *self.declared(source)), notice, writing)
+
+        return tell
 
     def declared(self, source: str) -> tuple[Provider, ...]:
         with self.changed:
             return self._declared.get(source, ())
 
     def declare(self, source: str, providers: tuple[Provider, ...]) -> None:
-        """A GitSync's providers, as its spec and Secrets say now (none once it is gone):
-        what waits for those it no longer declares is dropped."""
+        """A GitSync's providers, as its spec and Secrets say now: what waits for those it
+        no longer declares is dropped."""
         with self.changed:
             before = self._declared.pop(source, ())
             if providers:
                 self._declared[source] = providers
             gone = {provider_id(p) for p in before} - {provider_id(p) for p in providers}
+            self.firing.forget(gone)
             for message in self.outbox.forget(gone):
                 self._count(message, Outcome.DROPPED)
 
-    def tell(self, providers: Iterable[Provider], notice: Notice) -> None:
+    def retire(self, source: str) -> None:
+        """A source that stopped (its GitSync deleted or changed, or served elsewhere): its
+        providers are dropped, and its alerts no longer sent again (a successor that still
+        fails fires them anew)."""
+        self.declare(source, ())
+        with self.changed:
+            self.firing.forget(source=source)
+
+    def tell(
+        self,
+        providers: Iterable[Provider],
+        notice: Notice,
+        writing: Callable[[], bool] = lambda: True,
+    ) -> None:
         """Queues `notice` for each provider that hears of it; never waits on a receiver."""
         page = self.settings.page
         hearing = [
@@ -105,9 +130,20 @@ class Notifier:
             return
         with self.changed:
             for provider in hearing:
-                for gone in self.outbox.put(provider, notice, time.monotonic()):
-                    self._count(gone, outcome_of(gone, notice))
+                self.firing.told(provider, notice, writing)
+                self._put(provider, notice)
             self.changed.notify()
+
+    def _resend(self) -> None:
+        """Firing alerts, sent again (a clock job: it only queues)."""
+        with self.changed:
+            for provider, notice in self.firing.again():
+                self._put(provider, notice)
+            self.changed.notify()
+
+    def _put(self, provider: Provider, notice: Notice) -> None:
+        for gone in self.outbox.put(provider, notice, time.monotonic()):
+            self._count(gone, outcome_of(gone, notice))
 
     def _send_all(self) -> None:
         while (message := self._next()) is not None:

@@ -15,6 +15,9 @@ from tests.harness.controlplane import free_port, provided, spawn
 from tests.harness.waiting import wait_for
 
 PROVIDE_SCRIPT = Path(__file__).resolve().parent.parent / "alertmanager" / "provide.sh"
+RESOLVE_SECONDS = 4
+"""Alertmanager's resolve_timeout here (5 m by default): short, so a test sees an alert
+that is not sent again resolve."""
 
 
 def provide_alertmanager() -> Path:
@@ -36,7 +39,9 @@ class Alertmanager:
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "alertmanager.yml"
         route = {"receiver": "nowhere", "group_wait": "1s", "group_interval": "1s"}
-        config.write_text(json.dumps({"route": route, "receivers": [{"name": "nowhere"}]}))
+        # an alert nothing hears of for 4 s is resolved: a client must send it again
+        top = {"global": {"resolve_timeout": f"{RESOLVE_SECONDS}s"}, "route": route}
+        config.write_text(json.dumps({**top, "receivers": [{"name": "nowhere"}]}))
         argv = [
             str(self.binary),
             f"--config.file={config}",

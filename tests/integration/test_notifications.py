@@ -7,13 +7,14 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from tests.harness.alertmanager import Alertmanager, provide_alertmanager
+from tests.harness.alertmanager import RESOLVE_SECONDS, Alertmanager, provide_alertmanager
 from tests.harness.canary import Canary
 from tests.harness.cli import Gitopsd
 from tests.harness.daemon import Daemons
@@ -206,14 +207,15 @@ def test_alertmanager_holds_a_failed_sync_as_an_alert_until_a_sync_resolves_it(
     git_repo: GitRepo,
     tmp_path: Path,
 ) -> None:
+    """The alert is sent again every second while the sync fails, so Alertmanager (which
+    resolves an alert it hears nothing of for RESOLVE_SECONDS) holds it past that."""
     alertmanager = Alertmanager(provide_alertmanager(), tmp_path / "alertmanager").start()
     try:
         git_repo.commit(config_map_files_with_data("a"))
         provider = {"type": "alertmanager", "address": alertmanager.url}
+        told = {"providers": [provider], "resendInterval": "1s"}
         daemon = daemons.start(
-            git_server.file_url(git_repo),
-            interval="1h",
-            top={"notifications": {"providers": [provider]}},
+            git_server.file_url(git_repo), interval="1h", top={"notifications": told}
         )
         at = ["--daemon", daemon.control_url]
         first = {"source": "app", "result": "success"}
@@ -231,13 +233,24 @@ def test_alertmanager_holds_a_failed_sync_as_an_alert_until_a_sync_resolves_it(
         }
         assert alert["annotations"]["revision"] == broken
         assert "a.yaml:2:1" in alert["annotations"]["summary"]
+        held = _moment(alert["startsAt"]) + 2 * RESOLVE_SECONDS
+
+        def still_firing() -> bool:
+            found = alertmanager.alerts()
+            return bool(found) and _moment(found[0]["endsAt"]) > held
+
+        wait_for(still_firing, "the alert still firing twice its resolve_timeout on")
         git_repo.commit(config_map_files_with_data("a", value="fixed"))
         assert gitopsd("reconcile", "app", *at).code == 0
 
         wait_for(lambda: alertmanager.alerts() == [], "the alert resolved by the next sync")
-        assert daemon.value("gitopsd_notifications_total", source="app", outcome="sent") >= 2
+        assert daemon.value("gitopsd_notifications_total", source="app", outcome="sent") >= 4
     finally:
         alertmanager.stop()
+
+
+def _moment(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def test_a_receiver_that_hangs_or_fails_never_holds_a_sync_and_is_counted(

@@ -19,6 +19,7 @@ from gitopsd.diff import Drift, FieldChange, State
 from gitopsd.errors import ConfigError
 from gitopsd.health import Health, Status
 from gitopsd.notifications import Item, Kind, Notice, Topic, merged
+from gitopsd.notifications.alerts import Firing
 from gitopsd.notifications.outbox import Outbox, outcome_of
 from gitopsd.notifications.outbox import Outcome as Told
 from gitopsd.notifications.payloads import request_for
@@ -304,3 +305,25 @@ def test_news_is_told_once_and_names_fields_and_managers_never_values() -> None:
     assert told[1].items == (Item(str(B), (("data.k", "kubectl-edit"),), "modified"),)
     assert told[2].reason == "manifests/syntax" and told[3].counts == {"configured": 1}
     assert "live" not in repr(told) and "git" not in repr([n.items for n in told])
+
+
+def test_a_firing_alert_is_sent_again_until_its_cure_and_only_by_the_writer() -> None:
+    manager, chat = provider("alertmanager", "https://am.example"), provider("slack")
+    firing, writing = Firing(), [True]
+    failed = notice(Kind.SYNC_FAILED, summary="broken")
+    firing.told(manager, failed, lambda: writing[0])
+    firing.told(manager, notice(Kind.SYNC_FAILED, summary="later"), lambda: True)  # kept first
+    firing.told(chat, failed, lambda: True)  # a chat is told once
+    firing.told(manager, notice(Kind.DRIFT_DETECTED, "other"), lambda: True)
+
+    assert [n.summary for _, n in firing.again()] == ["broken", "applied: 1 created"]
+    writing[0] = False  # another replica writes for the source now: it sends them
+    assert [n.source for _, n in firing.again()] == ["other"]
+    writing[0] = True
+    firing.told(manager, notice(Kind.SYNC_SUCCEEDED), lambda: True)  # the cure
+    assert [n.source for _, n in firing.again()] == ["other"]
+    firing.forget(source="other")
+    assert firing.again() == []
+    firing.told(manager, failed, lambda: True)
+    firing.forget({"/alertmanager"})
+    assert firing.again() == []
