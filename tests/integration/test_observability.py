@@ -49,6 +49,7 @@ ALERTS = {
     "GitopsdErrorsRising",
     "GitopsdSourceUnhealthy",
     "GitopsdRevisionRefused",
+    "GitopsdNotificationsFailing",
 }
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 UNLABELLED = {
@@ -397,6 +398,8 @@ ALERT_SHAPES = {
     "GitopsdErrorsRising": shape(("source", "stage", "reason"), ("failing", "cluster", "invalid")),
     "GitopsdSourceUnhealthy": shape(("source", "status"), ("drifting", "InProgress")),
     "GitopsdRevisionRefused": shape(()),  # no source verifies signatures here
+    # `down` refuses every connection, tried once
+    "GitopsdNotificationsFailing": shape(("source", "provider"), ("failing", "down"), exact=False),
 }
 
 
