@@ -126,6 +126,11 @@ class Applier:
         if self.settings.dry_run and any(t is None for t in tier_targets):
             self._skip_unserved(tier, tier_targets, targets)
             return
+        unserved = [key for key, target in zip(tier, tier_targets, strict=True) if not target]
+        if unserved:  # never skipped silently: the record and --wait would miss them
+            why = "its kind is not served, though the CRD this sync applied is Established"
+            lines = [f"{key} ({targets[key].origin}): {why}" for key in unserved]
+            raise ApplyError(lines, ClusterReason.NOT_FOUND)
         ready_now = [t for t in tier_targets if t is not None]
         self._dry_run_deferred([t for t in ready_now if t.key in deferred])
         changed = [t for t in ready_now if plan.actions[t.key] in SENT]

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gitopsd.cluster import definitions
 from gitopsd.cluster.api import Api, ApiError, Counters, Unserved
 from gitopsd.cluster.connect import (
     POOL_CONNECTIONS,
@@ -26,7 +27,7 @@ from gitopsd.cluster.projection import Projection
 from gitopsd.cluster.transport import Impersonating, PooledTransport
 from gitopsd.errors import ClusterError, ClusterReason
 from gitopsd.objects import FIELD_MANAGER, Body, GroupKind, ObjectKey, Resource, key_of
-from gitopsd.resources import ACCESS_REVIEWS, CUSTOM_RESOURCE_DEFINITIONS, EVENTS
+from gitopsd.resources import ACCESS_REVIEWS, EVENTS
 
 PATCH_ATTEMPTS = 3
 """Reads and patches of one object in a row, when another writer keeps changing it."""
@@ -376,23 +377,5 @@ class Cluster:
             )
 
     def wait_established(self, crd_names: list[str], timeout_seconds: float) -> None:
-        """Waits until every named CRD is Established, then refreshes discovery."""
-        crds = CUSTOM_RESOURCE_DEFINITIONS
-        deadline = time.monotonic() + timeout_seconds
-        pending: list[str] = list(crd_names)
-        while pending:
-            pending = [name for name in pending if not _established(self.get(crds, "", name))]
-            if pending and time.monotonic() > deadline:
-                names = ", ".join(pending)
-                raise ClusterError(
-                    f"CRDs not Established after {timeout_seconds:.0f} s: {names}",
-                    ClusterReason.TIMEOUT,
-                )
-            if pending:
-                time.sleep(0.1)
-        self.discovery.refresh()
-
-
-def _established(crd: Body | None) -> bool:
-    conditions = ((crd or {}).get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+        """Waits until every named CRD is Established and its kind served (`definitions`)."""
+        definitions.wait_served(self, crd_names, timeout_seconds)
