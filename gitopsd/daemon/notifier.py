@@ -122,10 +122,7 @@ class Notifier:
         writing: Callable[[], bool] = lambda: True,
     ) -> None:
         """Queues `notice` for each provider that hears of it; never waits on a receiver."""
-        page = self.settings.page
-        hearing = [
-            p for p in providers if p.hears(notice) and payloads.request_for(p, notice, page)
-        ]
+        hearing = [p for p in providers if p.hears(notice) and payloads.shows(p, notice)]
         if not hearing:
             return
         with self.changed:

@@ -41,8 +41,16 @@ class Request:
 
 def request_for(provider: Provider, notice: Notice, page: str) -> Request | None:
     """What `provider` is sent for `notice` (`page`: the status page's URL, or ""); None
-    where its kind has nothing to show for it (a commit status of a chart's version)."""
-    return _BUILDERS[provider.type](provider, notice, page)
+    where its kind has nothing to show for it (`shows`)."""
+    return _BUILDERS[provider.type](provider, notice, page) if shows(provider, notice) else None
+
+
+def shows(provider: Provider, notice: Notice) -> bool:
+    """Whether `provider`'s kind can show `notice`: a commit status shows only a sync of a
+    git commit (not a chart's version, nor drift)."""
+    if not provider.type.commit_status:
+        return True
+    return bool(COMMIT.match(notice.revision)) and notice.kind.topic in (Topic.SYNC, Topic.FAILURE)
 
 
 def page_of(page: str, source: str) -> str:
@@ -116,9 +124,7 @@ def _alertmanager(provider: Provider, notice: Notice, page: str) -> Request:
     return Request(f"{provider.address}/api/v2/alerts", _json([alert]), headers)
 
 
-def _commit_status(provider: Provider, notice: Notice, page: str) -> Request | None:
-    if not COMMIT.match(notice.revision) or notice.kind.topic not in (Topic.SYNC, Topic.FAILURE):
-        return None
+def _commit_status(provider: Provider, notice: Notice, page: str) -> Request:
     state = _STATES[provider.type][notice.kind]
     context, target = f"gitopsd/{notice.source}", page_of(page, notice.source)
     description = cut(notice.summary, STATUS_DESCRIPTION)
@@ -150,7 +156,7 @@ _STATES[Type.GITHUB][Kind.SYNC_FAILED] = "failure"
 _STATES[Type.GITLAB][Kind.SYNC_FAILED] = "failed"
 _STATES[Type.GITEA][Kind.SYNC_FAILED] = "failure"
 
-_BUILDERS: dict[Type, Callable[[Provider, Notice, str], Request | None]] = {
+_BUILDERS: dict[Type, Callable[[Provider, Notice, str], Request]] = {
     Type.WEBHOOK: _webhook,
     Type.SLACK: _slack,
     Type.ALERTMANAGER: _alertmanager,
