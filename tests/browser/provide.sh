@@ -5,6 +5,7 @@
 # /usr/bin/chromedriver; otherwise, as root, Debian's packages `chromium chromium-driver`
 # are installed (once per machine). Selenium is given these paths: it downloads nothing.
 set -euo pipefail
+. "$(dirname "$0")/../debian_packages.sh"
 
 log() { printf 'browser: %s\n' "$*" >&2; }
 
@@ -13,14 +14,7 @@ found() { [ -x "${1:-}" ] && printf '%s' "$1"; }
 chromium=${CHROMIUM:-$(found /usr/bin/chromium || true)}
 chromedriver=${CHROMEDRIVER:-$(found /usr/bin/chromedriver || true)}
 if [ -z "$chromium" ] || [ -z "$chromedriver" ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    log "not found; install Debian's packages chromium chromium-driver, or set CHROMIUM and CHROMEDRIVER"
-    exit 1
-  fi
-  log "installing Debian's packages chromium chromium-driver (first run only)"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2
-  apt-get install -y -qq --no-install-recommends chromium chromium-driver >&2
+  debian_packages "CHROMIUM and CHROMEDRIVER" chromium chromium-driver
   chromium=/usr/bin/chromium
   chromedriver=/usr/bin/chromedriver
 fi

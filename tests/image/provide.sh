@@ -20,6 +20,7 @@
 # ${GITOPSD_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/gitopsd}/image/ and imported once; a
 # second call builds nothing.
 set -euo pipefail
+. "$(dirname "$0")/../debian_packages.sh"
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${GITOPSD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gitopsd}/image
@@ -48,14 +49,7 @@ overlay_works() {
 
 install_tools() {
   command -v buildah >/dev/null && command -v mmdebstrap >/dev/null && return 0
-  if [ "$(id -u)" -ne 0 ]; then
-    log "buildah or mmdebstrap not found; install Debian's packages buildah and mmdebstrap"
-    exit 1
-  fi
-  log "installing Debian's packages buildah and mmdebstrap (first run only)"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2
-  apt-get install -y -qq --no-install-recommends buildah mmdebstrap >&2
+  debian_packages "" buildah mmdebstrap
 }
 
 buildah_() { buildah "${storage[@]}" "$@"; }
