@@ -103,3 +103,21 @@ class TalliedCounter(Collector):
         for values, count in sorted(self.tally().items()):
             family.add_metric([str(value) for value in values], count)
         yield family
+
+
+class Reachability(Collector):
+    """gitopsd_cluster_reachable: 1 for each cluster whose API server answered its last
+    request, 0 for one that did not (the daemon's own, and those declared)."""
+
+    def __init__(self, reachable: Callable[[], Mapping[str, bool]]) -> None:
+        self.reachable = reachable
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "gitopsd_cluster_reachable",
+            "1 while the cluster's API server answered its last request, else 0.",
+            labels=["cluster"],
+        )
+        for name, answered in sorted(self.reachable().items()):
+            family.add_metric([name], 1.0 if answered else 0.0)
+        yield family

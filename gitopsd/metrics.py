@@ -18,12 +18,31 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics import MetricWrapperBase
 
 from gitopsd.changes import Action, ChangeSet
-from gitopsd.collectors import LastStates, Series, Snapshot, SourceGauge, TalliedCounter, ZeroFilled
+from gitopsd.collectors import (
+    LastStates,
+    Reachability,
+    Series,
+    Snapshot,
+    TalliedCounter,
+    ZeroFilled,
+)
 from gitopsd.diff import Drift, State
 from gitopsd.errors import ClusterReason, ConfigReason, ManifestReason, Reason, SourceReason, Stage
 from gitopsd.health import Health, Status, overall_status
 from gitopsd.objects import ObjectKey
 from gitopsd.plan import Refusal
+from gitopsd.source_gauges import (
+    CLUSTER_INFO,
+    DRIFT_OBJECTS,
+    DRIFT_POLICY_FIELDS,
+    HEALTH_NOW,
+    HEALTH_OBJECTS,
+    LAST_STATE,
+    LAST_SUCCESS,
+    OBJECT_DRIFT,
+    OBJECT_DRIFT_OVER_BUDGET,
+    REVISION_INFO,
+)
 
 SOURCE_HEALTH = (Status.CURRENT, Status.IN_PROGRESS, Status.FAILED)
 """The states of a source's health (`health.overall`), one series each."""
@@ -51,58 +70,6 @@ CLOSED_LABELS: dict[str, tuple[tuple[str, ...], ...]] = {
 """Every value each counter's labels (after `source`) can take: each is exported at 0 from
 a source's start, so that rate() and increase() see its first event (a series born at its
 first increment has no earlier sample to rise from)."""
-
-DRIFT_OBJECTS = SourceGauge(
-    "gitopsd_drift_objects",
-    "Objects that differ from git, by state and group/kind.",
-    ("group_kind", "state"),
-)
-OBJECT_DRIFT = SourceGauge(
-    "gitopsd_object_drift",
-    "1 for each drifted object, with the field manager that drifted it (budgeted).",
-    ("group_kind", "namespace", "name", "manager"),
-)
-OBJECT_DRIFT_OVER_BUDGET = SourceGauge(
-    "gitopsd_object_drift_over_budget",
-    "Drifted objects left out of gitopsd_object_drift by its series budget.",
-)
-DRIFT_POLICY_FIELDS = SourceGauge(
-    "gitopsd_drift_policy_fields",
-    "Fields that differ from git as a drift rule decides, by rule and action (fields "
-    "it ignores are not exported).",
-    ("rule", "action"),
-)
-HEALTH_OBJECTS = SourceGauge(
-    "gitopsd_health_objects",
-    "Objects of the source's revision by health status (Current, InProgress, Failed, "
-    "Terminating, NotFound, Unknown) and group/kind.",
-    ("group_kind", "status"),
-)
-HEALTH_NOW = SourceGauge(
-    "gitopsd_source_health",
-    "1 for the source's health now (Current when every object is, Failed when one is, "
-    "else InProgress), 0 for the others.",
-    ("status",),
-)
-LAST_SUCCESS = SourceGauge(
-    "gitopsd_last_success_timestamp_seconds", "When the source last reconciled cleanly."
-)
-REVISION_INFO = SourceGauge(
-    "gitopsd_source_revision_info",
-    "The revision of the source read last (value 1).",
-    ("revision",),
-)
-LAST_STATE = (
-    DRIFT_OBJECTS,
-    OBJECT_DRIFT,
-    OBJECT_DRIFT_OVER_BUDGET,
-    DRIFT_POLICY_FIELDS,
-    HEALTH_OBJECTS,
-    HEALTH_NOW,
-    LAST_SUCCESS,
-    REVISION_INFO,
-)
-"""The gauges of a source's last state, exported from its snapshot."""
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60)
 LAG_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600)
@@ -338,9 +305,12 @@ class Recorder:
 
     # Source
 
-    def revision(self, source: str, sha: str) -> None:
-        """The revision now read; "local" for a directory source."""
-        self._replace(source, {REVISION_INFO: (((sha or "local",), 1.0),)})
+    def revision(self, source: str, sha: str, cluster: str) -> None:
+        """The revision now read ("local" for a directory source), and where it goes."""
+        self._replace(
+            source,
+            {REVISION_INFO: (((sha or "local",), 1.0),), CLUSTER_INFO: (((cluster,), 1.0),)},
+        )
 
     def applied(self, source: str, commit_time: float | None, now: float) -> None:
         """A revision applied in full, `now - commit_time` after it was committed."""
@@ -352,12 +322,15 @@ class Recorder:
 
     # Process
 
-    def count_api_requests(self, tally: Callable[[], dict[tuple[str, int], int]]) -> None:
-        """Exports the cluster client's own request tally, read at each scrape."""
-        requests = "Requests to the API server by verb and status code."
-        self.registry.register(
-            TalliedCounter("gitopsd_api_requests", requests, ["verb", "code"], tally)
-        )
+    def count_api_requests(self, tally: Callable[[], dict[tuple[str, str, int], int]]) -> None:
+        """Exports the cluster clients' own request tally, read at each scrape."""
+        requests = "Requests to the API servers by cluster, verb and status code."
+        labels = ["cluster", "verb", "code"]
+        self.registry.register(TalliedCounter("gitopsd_api_requests", requests, labels, tally))
+
+    def watch_clusters(self, reachable: Callable[[], Mapping[str, bool]]) -> None:
+        """Exports whether each cluster answered its last request, read at each scrape."""
+        self.registry.register(Reachability(reachable))
 
     def count_watch_events(self, tally: Callable[[], dict[tuple[str, str], int]]) -> None:
         """Exports the informers' tally of watch events, read at each scrape."""

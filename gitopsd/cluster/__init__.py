@@ -15,6 +15,7 @@ from gitopsd.cluster import definitions
 from gitopsd.cluster.api import Api, ApiError, Counters, Unserved
 from gitopsd.cluster.connect import (
     POOL_CONNECTIONS,
+    Connection,
     api_client,
     context_namespace,
     kubeconfig_file,
@@ -81,6 +82,9 @@ class Cluster:
     in common."""
     namespace: str | None = None
     """The namespace the kubeconfig's context names: the CLI's default, as kubectl's."""
+    name: str = ""
+    """Which cluster it is ("": the daemon's own, or the command's): watches are shared
+    only by sources of one cluster."""
 
     def keep_whole_status(self, kinds: Iterable[GroupKind]) -> None:
         """Objects of `kinds` are read (and cached) with their whole status from now on: a
@@ -104,13 +108,20 @@ class Cluster:
         `insecure`: the server's certificate is not checked (see `api_client`); its writes
         fenced by `may_write` and `stopping` (see `writable`)."""
         connection = api_client(kubeconfig, context, allow_exec, connections, insecure)
+        return cls.over(connection, may_write=may_write, stopping=stopping)
+
+    @classmethod
+    def over(
+        cls,
+        connection: Connection,
+        name: str = "",
+        may_write: Callable[[], bool] = lambda: True,
+        stopping: Callable[[], bool] = lambda: False,
+    ) -> Cluster:
+        """A cluster client over `connection`, called `name`, fenced as `connect`'s is."""
         api = Api(PooledTransport.of(connection.client), server=connection.server)
         return cls(
-            api,
-            Discovery(api),
-            may_write=may_write,
-            stopping=stopping,
-            namespace=connection.namespace,
+            api, Discovery(api), may_write, stopping, namespace=connection.namespace, name=name
         )
 
     def openapi(self, api_versions: Iterable[str]) -> dict[str, Body]:
@@ -364,6 +375,10 @@ class Cluster:
     def writable(self) -> bool:
         """Whether a write would be sent now: held, and not stopping."""
         return self.may_write() and not self.stopping()
+
+    def fenced_as(self, other: Cluster) -> Cluster:
+        """This cluster, its writes fenced as `other`'s are (the daemon's lease, a share)."""
+        return replace(self, may_write=other.may_write, stopping=other.stopping)
 
     def recording(self) -> Cluster:
         """This cluster for the one write a stopping process still makes: its record."""

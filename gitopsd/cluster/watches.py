@@ -35,8 +35,10 @@ retired), as a fenced ClusterError: the reconcile ends there, as at its next wri
 
 Scope = tuple[GroupKind, str]
 """A group/kind and a namespace ("" for cluster-scoped kinds): what a source watches."""
-Shared = tuple[str, Resource, str]
-"""An identity, a resource and the namespace watched ("": all): one informer."""
+Acting = tuple[str, str]
+"""A cluster's name and the identity its requests act as there."""
+Shared = tuple[Acting, Resource, str]
+"""An identity in a cluster, a resource and the namespace watched ("": all): one informer."""
 Index = TypeVar("Index")
 
 
@@ -115,8 +117,8 @@ class Watches:
 
     stopping: threading.Event
     informers: dict[Shared, tuple[Informer, Audience]] = field(default_factory=dict)
-    everywhere: dict[tuple[str, Resource], bool] = field(default_factory=dict)
-    """Whether an identity may list and watch a resource in all namespaces."""
+    everywhere: dict[tuple[Acting, Resource], bool] = field(default_factory=dict)
+    """Whether an identity may list and watch a resource in all namespaces of a cluster."""
     events: WatchEvents = field(default_factory=WatchEvents)
     """What their watch events came to (gitopsd_watch_events_total)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -126,7 +128,8 @@ class Watches:
     ) -> Joined:
         """Has the informer that watches `resource` where `namespace` lies keep `view`'s
         objects there and `keys`; catches up if it ran before (it skipped them)."""
-        shared = (view.cluster.identity, resource, self._watched(view.cluster, resource, namespace))
+        watched = self._watched(view.cluster, resource, namespace)
+        shared = (acting(view.cluster), resource, watched)
         with self.lock:
             found = self.informers.get(shared)
             informer, audience = found or self._informer(view.cluster, shared)
@@ -158,7 +161,7 @@ class Watches:
         joined.audience.remove(view, namespace, joined.wanted)
         joined.informer.forget([*joined.wanted, *joined.informer.owned_by(joined.owned)])
         informer = joined.informer
-        shared = (view.cluster.identity, informer.resource, informer.namespace)
+        shared = (acting(view.cluster), informer.resource, informer.namespace)
         with self.lock:
             found = self.informers.get(shared)
             if joined.audience.empty() and found is not None and found[0] is informer:
@@ -169,7 +172,7 @@ class Watches:
         """The namespace to watch for `namespace`: "" (all) where the identity may."""
         if not resource.namespaced:
             return ""
-        asked = (cluster.identity, resource)
+        asked = (acting(cluster), resource)
         if asked not in self.everywhere:
             self.everywhere[asked] = cluster.may_watch_everywhere(resource)
         return "" if self.everywhere[asked] else namespace
@@ -184,6 +187,10 @@ class Watches:
         informer.events = self.events
         self.informers[shared] = (informer, audience)
         return informer, audience
+
+
+def acting(cluster: Cluster) -> Acting:
+    return cluster.name, cluster.identity
 
 
 @dataclass(eq=False)

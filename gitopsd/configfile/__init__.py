@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import yaml
 
 from gitopsd.config import Limits, Network
+from gitopsd.configfile.clusters import DeclaredCluster, clusters
 from gitopsd.configfile.disk import ChartCacheSettings, GitCacheSettings, chart_cache, git_cache
 from gitopsd.configfile.fields import (
     address_of,
@@ -57,6 +58,7 @@ from gitopsd.settings_table import Mode
 __all__ = [
     "ChartCacheSettings",
     "DaemonConfig",
+    "DeclaredCluster",
     "GitCacheSettings",
     "GitSyncSettings",
     "LeaderElection",
@@ -132,6 +134,8 @@ class DaemonConfig:
     git_cache: GitCacheSettings = field(default_factory=GitCacheSettings)
     status_page: StatusPage = field(default_factory=StatusPage)
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
+    clusters: tuple[DeclaredCluster, ...] = ()
+    """The clusters declared beside the daemon's own, which sources may sync into."""
 
     @property
     def listen_address(self) -> tuple[str, int]:
@@ -171,6 +175,7 @@ TOP_KEYS = {
     "gitCache",
     "statusPage",
     "notifications",
+    "clusters",
 }
 NETWORK_KEYS = {"fetchDeadline", "gitDeadline", "clusterNetworks"}
 LEADER_KEYS = {"enabled", "namespace", "name", "leaseDuration", "renewDeadline", "retryPeriod"}
@@ -182,6 +187,8 @@ def load(path: Path) -> DaemonConfig:
     network = _network(top.get("network"), f"{path}: network")
     sources, invalid = source_list(top.get("sources"), str(path), _source_lines(text))
     sources = [replace(s, spec=replace(s.spec, network=network)) for s in sources]
+    declared = clusters(top.get("clusters"), f"{path}: clusters")
+    sources, invalid = _targeting(sources, invalid, declared, str(path))
     listen = host_port(top, "listen", str(path), DaemonConfig.listen)
     probe_listen = host_port(top, "probeListen", str(path), DaemonConfig.probe_listen)
     control_listen = host_port(top, "controlListen", str(path), DaemonConfig.control_listen)
@@ -232,7 +239,9 @@ def load(path: Path) -> DaemonConfig:
         ),
         network=network,
         sources=tuple(sources),
-        git_syncs=replace(git_syncs(top.get("gitSyncs"), f"{path}: gitSyncs"), network=network),
+        git_syncs=replace(
+            git_syncs(top.get("gitSyncs"), f"{path}: gitSyncs"), network=network, clusters=declared
+        ),
         tenant_quota=tenant_quota(top.get("tenantQuota"), f"{path}: tenantQuota"),
         invalid_sources=tuple(invalid),
         sandbox=sandbox_bounds(top.get("sandbox"), f"{path}: sandbox"),
@@ -240,7 +249,31 @@ def load(path: Path) -> DaemonConfig:
         git_cache=git_cache(top.get("gitCache"), f"{path}: gitCache"),
         status_page=page,
         notifications=notifications(top.get("notifications"), f"{path}: notifications"),
+        clusters=declared,
     )
+
+
+def _targeting(
+    sources: list[SourceConfig],
+    invalid: list[tuple[str, str]],
+    declared: tuple[DeclaredCluster, ...],
+    where: str,
+) -> tuple[list[SourceConfig], list[tuple[str, str]]]:
+    """The sources whose cluster is the daemon's own or a declared one; the others are set
+    aside with their error."""
+    known = {cluster.name for cluster in declared}
+    listed = ", ".join(sorted(known)) or "none"
+    good = [s for s in sources if not s.cluster or s.cluster in known]
+    bad = [
+        (
+            s.name,
+            f"{where}: source {s.name}: cluster: {shown(s.cluster)} is not declared "
+            f"(clusters: {listed})",
+        )
+        for s in sources
+        if s not in good
+    ]
+    return good, [*invalid, *bad]
 
 
 def _apart(path: Path, listeners: dict[str, str]) -> None:

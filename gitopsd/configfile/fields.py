@@ -52,6 +52,18 @@ def namespace(raw: dict[str, Any], key: str, where: str, default: str) -> str:
     return value
 
 
+def namespaces(
+    raw: dict[str, Any], key: str, where: str, default: tuple[str, ...], every: str = ""
+) -> tuple[str, ...]:
+    """A list of namespaces, `every` standing for all of them where given ("*")."""
+    listed = strings(raw, key, where, default)
+    for name in listed:
+        problem = None if every and name == every else namespace_problem(name)
+        if problem:
+            raise ConfigError(f"{where}: {key}: {shown(name)} {problem}")
+    return listed
+
+
 def size(raw: dict[str, Any], key: str, where: str, default: int) -> int:
     """A positive whole number; a string may carry a binary suffix (64Mi)."""
     value = raw.get(key, default)

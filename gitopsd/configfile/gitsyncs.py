@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitopsd.config import Network
-from gitopsd.configfile.fields import boolean, mapping, string, strings
+from gitopsd.configfile.clusters import EVERY_NAMESPACE, DeclaredCluster
+from gitopsd.configfile.fields import boolean, mapping, namespaces, string
 from gitopsd.errors import ConfigError
-from gitopsd.names import DNS1123_SUBDOMAIN, LABEL_VALUE, namespace_problem, shown
+from gitopsd.names import DNS1123_SUBDOMAIN, LABEL_VALUE, shown
 
 GITSYNC_KEYS = {
     "enabled",
@@ -18,6 +19,7 @@ GITSYNC_KEYS = {
     "allowInsecure",
     "crossNamespaceRefs",
     "shard",
+    "kubeConfigNamespaces",
 }
 
 
@@ -44,25 +46,31 @@ class GitSyncSettings:
     sharding.fluxcd.io/key); None: only those without the label."""
     network: Network = field(default_factory=Network)
     """What their fetches may reach, and for how long: the top level's `network`."""
+    clusters: tuple[DeclaredCluster, ...] = ()
+    """The declared clusters (the top level's `clusters`), each allowing some namespaces."""
+    kubeconfig_namespaces: tuple[str, ...] = ()
+    """The namespaces whose GitSyncs may bring their own kubeconfig in a Secret
+    (spec.kubeConfig, as Flux's); "*": every one. None by default: a tenant targets only
+    the clusters an admin declared for it."""
+
+    def allows_kubeconfig(self, namespace: str) -> bool:
+        listed = self.kubeconfig_namespaces
+        return EVERY_NAMESPACE in listed or namespace in listed
 
 
 def git_syncs(value: Any, where: str) -> GitSyncSettings:
     raw = mapping(value or {}, where, GITSYNC_KEYS)
-    namespaces = strings(raw, "namespaces", where, GitSyncSettings.namespaces)
-    for served in namespaces:
-        problem = namespace_problem(served)
-        if problem:
-            raise ConfigError(f"{where}: namespaces: {shown(served)} {problem}")
     account = raw.get("defaultServiceAccount")
     return GitSyncSettings(
         enabled=boolean(raw, "enabled", where, GitSyncSettings.enabled),
-        namespaces=namespaces,
+        namespaces=namespaces(raw, "namespaces", where, GitSyncSettings.namespaces),
         default_service_account=None if account is None else _account(raw, where),
         allow_insecure=boolean(raw, "allowInsecure", where, GitSyncSettings.allow_insecure),
         cross_namespace_refs=boolean(
             raw, "crossNamespaceRefs", where, GitSyncSettings.cross_namespace_refs
         ),
         shard=_shard(raw, where),
+        kubeconfig_namespaces=namespaces(raw, "kubeConfigNamespaces", where, (), EVERY_NAMESPACE),
     )
 
 

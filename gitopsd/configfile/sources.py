@@ -59,6 +59,8 @@ class SourceConfig:
     depends_on: tuple[str, ...] = ()
     """Sources that must have applied their current revision, and be healthy, before this
     one applies a revision of its own."""
+    cluster: str = ""
+    """The declared cluster it syncs into (`clusters:`); "": the daemon's own."""
 
 
 HAND_READ_KEYS = {
@@ -72,6 +74,7 @@ HAND_READ_KEYS = {
     "drift",
     "healthCheckExprs",
     "postBuild",
+    "cluster",
 }
 """A source's keys that are no row of the settings table (see there why)."""
 BLOCKS = tuple(dict.fromkeys(row.block for row in table.TABLE if row.block))
@@ -174,6 +177,7 @@ def source(item: Any, where: str) -> SourceConfig:
         settings=settings,
         webhook_secret=secret(raw, "webhookSecretFile", where),
         depends_on=_dependencies(raw, name, where),
+        cluster=string(raw, "cluster", where, None) if "cluster" in raw else "",
         **given[Holder.SOURCE_CONFIG],
     )
     return replace(

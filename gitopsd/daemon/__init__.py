@@ -27,6 +27,7 @@ from gitopsd.config import Network
 from gitopsd.configfile import DaemonConfig, SourceConfig
 from gitopsd.daemon import disk, http, logs, servers, status_page
 from gitopsd.daemon.clock import Clock
+from gitopsd.daemon.clusters import Clusters
 from gitopsd.daemon.control import Control
 from gitopsd.daemon.controller import GitSyncController
 from gitopsd.daemon.file_sources import FileSources
@@ -68,7 +69,6 @@ class Daemon:
             may_write=self._may_write,
             stopping=self.stopping.is_set,
         )
-        self.recorder.count_api_requests(self.cluster.api.counters.snapshot)
         self.writers = Writers(config, self.cluster, self._leadership, self._shares_changed)
         if not config.leader_election.enabled:
             self.recorder.set_leader(not config.sharding.enabled)
@@ -88,6 +88,10 @@ class Daemon:
         no worker exists whose readiness could be asked."""
         self.sources = Registry(elsewhere=self._not_running_here)
         self.tenants_network = self._tenants_network()
+        fenced = not config.git_syncs.allow_insecure  # a GitSync's kubeconfig, as its fetches
+        self.clusters = Clusters(self.cluster, config.clusters, fenced, self.tenants_network)
+        self.recorder.count_api_requests(self.clusters.requests)
+        self.recorder.watch_clusters(self.clusters.reachable)
         self.notifier = self._notifier()
         self.controller = self._controller(sources)
         self.file_sources = FileSources(
@@ -122,6 +126,7 @@ class Daemon:
             charts=self.charts,
             watches=self.watches,
             notifier=self.notifier,
+            clusters=self.clusters,
             taken_parents=parents,
             holdings=Holdings(self.config.tenant_quota),
         )
@@ -204,7 +209,7 @@ class Daemon:
     def _worker(self, source: SourceConfig, on_report: Callable[[], None]) -> SourceWorker:
         return SourceWorker(
             config=source,
-            cluster=self.writers.cluster_for(""),
+            cluster=self.clusters.of_source(source, self.writers.cluster_for("")),
             recorder=self.recorder,
             cache_dir=self.config.cache_dir / "sources",
             leading=self.writers.gate_for(""),
@@ -219,16 +224,18 @@ class Daemon:
         )
 
     def ready(self) -> bool:
-        """Sources scheduled, leadership known, the API server reachable, every source tried
-        and its watch caches synced, and the pool of polls not stuck: false during an
-        outage, or while polls wait and none started or ended for poolProgressDeadline
-        (every thread held), true again once the caches caught up and the pool moves."""
+        """Sources scheduled, leadership known, the API server reachable, every source of
+        this cluster tried and its watch caches synced (another cluster's outage is its
+        sources' own), and the pool of polls not stuck: false during an outage, or while
+        polls wait and none started or ended for poolProgressDeadline (every thread held),
+        true again once the caches caught up and the pool moves."""
         if not self.scheduled.is_set():
             return False
         known = self.writers.state_known()
         reachable = self.cluster.api.reachable
         serving = self.controller is None or self.controller.ready()
-        workers = all(worker.ready() for worker in self.file_sources.running_workers())
+        home = [w for w in self.file_sources.running_workers() if not w.config.cluster]
+        workers = all(worker.ready() for worker in home)
         moving = self.pool.stuck_seconds() < self.config.pool_progress_seconds
         return known and reachable and serving and workers and moving
 

@@ -28,6 +28,7 @@ from gitopsd.cluster.watches import Watches
 from gitopsd.config import Credentials
 from gitopsd.configfile import GitSyncSettings, SourceConfig
 from gitopsd.daemon.clock import Clock
+from gitopsd.daemon.clusters import Clusters
 from gitopsd.daemon.credentials import credentials_of, fingerprint, keys_of, webhook_token
 from gitopsd.daemon.gitsyncs import GitSyncs, webhook_key
 from gitopsd.daemon.http import Webhook
@@ -68,6 +69,10 @@ class Served:
     webhook: Webhook | None = None
     """Its webhook: the key calls are signed with, and the poll a signed call asks for."""
 
+    @property
+    def running(self) -> tuple[SourceConfig, str | None, Path, str]:  # a change: a new worker
+        return self.source, self.gitsync.user, self.repositories, self.worker.cluster.name
+
 
 @dataclass
 class GitSyncController:
@@ -87,6 +92,7 @@ class GitSyncController:
     watches: Watches
     """The informers shared by the daemon's sources."""
     notifier: Notifier  # where its GitSyncs' notices go: to their providers, and the daemon's
+    clusters: Clusters  # where each GitSync syncs: the daemon's cluster, or another
     fetches: FetchLedger | None = None
     """The fetches shared by the sources of one repository, ref and credentials."""
     charts: ChartCache | None = None
@@ -107,7 +113,7 @@ class GitSyncController:
 
     def __post_init__(self) -> None:
         self.status = StatusPublisher(self.writers)
-        self.lifecycle = Lifecycle(self.writers)
+        self.lifecycle = Lifecycle(self.writers, self.clusters.of_gitsync)
         self.retirements = Retirements(ended=self._reread)
         self.retries = Retries(self.clock.timers("gitsync-retries"), again=self._reread)
         """Those that failed, each read again at the end of its backoff."""
@@ -283,6 +289,8 @@ class GitSyncController:
             repositories = self._repositories(credentials)
             token = webhook_token(self.cluster, wanted)
             providers = providers_of(self.cluster, wanted)
+            fenced = self.writers.cluster_for(key.namespace)
+            target = self.clusters.of_gitsync(wanted, fenced, home / "cluster")
             desired.check_source(source.spec, GITSYNCS_ALLOW_INSECURE)
             check_parent(wanted, self.taken_parents)
             check_dependencies(wanted, self.gitsyncs.bodies())
@@ -294,12 +302,12 @@ class GitSyncController:
             raise
         with self.lock:
             served = self.served.get(key)
-        now = (source, wanted.user, repositories)
-        if served is None or (served.source, served.gitsync.user, served.repositories) != now:
+        now = (source, wanted.user, repositories, target.name)
+        if served is None or served.running != now:
             self._retire(key)
             if self.retirements.pending(key):
                 return  # started once its predecessor's reconcile in flight ends
-            served = self._start(key, wanted, source, repositories)
+            served = self._start(key, wanted, source, repositories, target)
         self.notifier.declare(wanted.key, providers)
         if self.writers.sharded:  # its gate may have moved while it started
             served.worker.lead(self.writers.may_write(key.namespace))
@@ -326,11 +334,14 @@ class GitSyncController:
         return key if self._serves_label(body) else None
 
     def _start(
-        self, key: ObjectKey, wanted: GitSync, source: SourceConfig, repositories: Path
+        self,
+        key: ObjectKey,
+        wanted: GitSync,
+        source: SourceConfig,
+        repositories: Path,
+        target: Cluster,
     ) -> Served:
-        fenced = self.writers.cluster_for(key.namespace)
-        acting = fenced.impersonating(wanted.user) if wanted.user else fenced
-        cluster = acting.paced(self.holdings.pace(key.namespace))
+        cluster = target.paced(self.holdings.pace(key.namespace))
         worker = SourceWorker(
             config=source,
             cluster=cluster,
@@ -363,6 +374,7 @@ class GitSyncController:
         if served is None:
             return None
         self.notifier.retire(served.source.name)
+        self.clusters.forget(served.worker.cluster)
         self.sources.remove(served.worker)
         self.retirements.retire(key, served.worker)
         self.retries.now(key.namespace)  # its share of GitSyncs is free now

@@ -5,6 +5,7 @@ the API server deletes it. Only the replica that writes for it does."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ log = logging.getLogger("gitopsd.gitsync")
 @dataclass(frozen=True)
 class Lifecycle:
     writers: Writers
+    target: Callable[[GitSync, Cluster, Path], Cluster]
+    """Where a GitSync's objects are, acting as it does there (`Clusters.of_gitsync`)."""
 
     def hold(self, body: Body) -> None:
         """Adds the finalizer (by the replica that writes for it only)."""
@@ -72,7 +75,7 @@ class Lifecycle:
             message = f"namespace {wanted.namespace} is being deleted: nothing pruned"
             cluster.event(body, "PruneSkipped", message)
             return
-        acting = cluster.impersonating(wanted.user) if wanted.user else cluster
+        acting = self.target(wanted, cluster, home / "cluster")
         source = wanted.source(Credentials(password_env=None))
         report = withdraw(Source(source.spec, source.settings, home), acting)
         pruned = [o.key for o in report.changes.outcomes]

@@ -26,6 +26,10 @@ from gitopsd.objects import Body, ObjectKey
 from gitopsd.settings_table import REF, TABLE
 from gitopsd.target_identity import Tool
 
+KUBECONFIG_KEY = "value"
+"""The key of a kubeconfig Secret read when its secretRef names none, as Flux's."""
+KUBECONFIG_LABEL = "secret"
+"""What a GitSync's own kubeconfig is called on metrics and in status: secret/NAME."""
 MAX_REQUEST = 256
 """The most of a reconcile request's value that its status echoes."""
 SHARED_KEYS = (
@@ -68,6 +72,11 @@ class GitSync:
     """The GitSyncs it waits for, as namespace/name (their source names)."""
     requested: str = ""
     """Its reconcile-requested-at annotation: a request to reconcile now, or ""."""
+    cluster: str = ""
+    """The declared cluster it syncs into; "": the daemon's own, or its kubeconfig's."""
+    kubeconfig: tuple[str, str] | None = None
+    """The Secret of its namespace, and its key, holding the kubeconfig of the cluster it
+    syncs into (Flux's spec.kubeConfig.secretRef); None: none."""
     fields: dict[str, Any] = field(default_factory=dict, repr=False)
     """The spec as a file source's mapping (configfile reads it)."""
     network: Network = field(default_factory=Network)
@@ -122,6 +131,7 @@ class GitSync:
                 health_checks=checks,  # charged to this namespace's share of the evaluator
             ),
             depends_on=self.depends_on,
+            cluster=f"{KUBECONFIG_LABEL}/{self.kubeconfig[0]}" if self.kubeconfig else self.cluster,
         )
 
 
@@ -206,11 +216,54 @@ def read(body: Body, settings: GitSyncSettings) -> GitSync:
         target_namespace=target,
         depends_on=depends_on,
         requested=requested_of(body),
+        cluster=_cluster_of(spec, namespace, settings, where),
+        kubeconfig=_kubeconfig_of(spec, namespace, settings, where, account),
         fields=fields,
         network=settings.network,
     )
     gitsync.source(Credentials(password_env=None))  # every field checked now
     return gitsync
+
+
+def _cluster_of(spec: Body, namespace: str, settings: GitSyncSettings, where: str) -> str:
+    """The declared cluster it names, if the admin allowed its namespace to target it."""
+    name = str(spec.get("cluster") or "")
+    if not name:
+        return ""
+    declared = next((c for c in settings.clusters if c.name == name), None)
+    if declared is None or not declared.allows(namespace):
+        allowed = [c.name for c in settings.clusters if c.allows(namespace)]
+        raise ConfigError(
+            f"{where}: cluster: {shown(name)} is not a cluster the daemon's configuration "
+            f"allows namespace {namespace} to target (allowed: {', '.join(allowed) or 'none'})"
+        )
+    if spec.get("kubeConfig"):
+        raise ConfigError(f"{where}: cluster and kubeConfig each name a cluster: give one")
+    return name
+
+
+def _kubeconfig_of(
+    spec: Body, namespace: str, settings: GitSyncSettings, where: str, account: str | None
+) -> tuple[str, str] | None:
+    """The Secret and key of its own kubeconfig, if the admin allows its namespace that. It
+    is read as its ServiceAccount: with the daemon's rights, whoever may create a GitSync
+    could sync with the credentials of a kubeconfig they may not read."""
+    reference = (spec.get("kubeConfig") or {}).get("secretRef") or {}
+    if not reference:
+        return None
+    if not settings.allows_kubeconfig(namespace):
+        raise ConfigError(
+            f"{where}: kubeConfig: GitSyncs of namespace {namespace} may not bring their own "
+            "kubeconfig; the daemon's configuration allows it with gitSyncs.kubeConfigNamespaces"
+        )
+    if account is None:
+        raise ConfigError(
+            f"{where}: kubeConfig: needs serviceAccountName, the account its Secret is read as"
+        )
+    name, key = reference.get("name"), reference.get("key") or KUBECONFIG_KEY
+    if not isinstance(name, str) or DNS1123_SUBDOMAIN.problem(name):
+        raise ConfigError(f"{where}: kubeConfig: secretRef: name: the Secret's name is required")
+    return name, str(key)
 
 
 def _secret_of(block: Mapping[str, Any], key: str, where: str) -> str | None:

@@ -321,6 +321,27 @@ SPEC = object_(
             pattern=DNS_LABEL,
             maxLength=63,
         ),
+        "cluster": string(
+            "A cluster the daemon's configuration declares (`clusters:`) and allows this "
+            "namespace to target: the objects are applied there, acting as "
+            "serviceAccountName there (docs/clusters.md). Default: the daemon's own cluster.",
+            pattern=DNS_LABEL,
+            maxLength=63,
+        ),
+        "kubeConfig": object_(
+            "The cluster to apply to, through a kubeconfig in a Secret of this namespace, as "
+            "Flux's; allowed only in the namespaces gitSyncs.kubeConfigNamespaces lists. Its "
+            "credentials are inline: a kubeconfig that runs a program or reads a file is "
+            "refused.",
+            {
+                "secretRef": object_(
+                    "The Secret, and its key holding the kubeconfig (default `value`).",
+                    {"name": SECRET_NAME, "key": string("Its key.", maxLength=253)},
+                    required=["name"],
+                ),
+            },
+            required=["secretRef"],
+        ),
         "serviceAccountName": string(
             "Every read and write of this GitSync impersonates this ServiceAccount of its "
             "namespace; without it, the daemon's default applies (docs/operator.md).",

@@ -50,6 +50,7 @@ ALERTS = {
     "GitopsdSourceUnhealthy",
     "GitopsdRevisionRefused",
     "GitopsdNotificationsFailing",
+    "GitopsdClusterUnreachable",
 }
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 UNLABELLED = {
@@ -57,6 +58,7 @@ UNLABELLED = {
     "gitopsd_shard_members",
     "gitopsd_api_requests_total",
     "gitopsd_watch_events_total",
+    "gitopsd_cluster_reachable",
 }  # no source label (docs/metrics.md)
 METRIC = re.compile(r"\b(gitopsd_[a-z_]+?)(_bucket|_count|_sum)?\b(\{[^}]*\})?")
 # Grafana's rate interval is at least four scrapes; this one also holds everything the test
@@ -204,6 +206,8 @@ def test_the_dashboard_shows_every_metric_gitopsd_exports() -> None:
         "gitopsd_watch_events_total",
         "gitopsd_leader",
         "gitopsd_notifications_total",
+        "gitopsd_source_cluster_info",
+        "gitopsd_cluster_reachable",
     }
     assert metrics_used(dashboard()) == documented_metrics
 
@@ -362,11 +366,22 @@ def panel_shapes(
         "Commit to applied latency": quantile_shapes("pruning"),
         "Objects kept by prune guards": [shape(("source", "reason"), ("pruning", "threshold"))],
         "Git fetch duration": quantile_shapes(*SOURCES),
-        "Source revision": [shape(("source", "revision"), *((s, revisions[s]) for s in SOURCES))],
-        "Leader": [shape(("instance",), (instance,))],  # no pod label outside Kubernetes
-        "API requests by verb and code": [
-            shape(("verb", "code"), ("PATCH", "200"), ("PATCH", "422"), exact=False)
+        "Source revision and cluster": [
+            shape(
+                ("source", "revision", "cluster"),
+                *((s, revisions[s], "in-cluster") for s in SOURCES),
+            )
         ],
+        "Leader": [shape(("instance",), (instance,))],  # no pod label outside Kubernetes
+        "API requests by cluster, verb and code": [
+            shape(
+                ("cluster", "verb", "code"),
+                ("in-cluster", "PATCH", "200"),
+                ("in-cluster", "PATCH", "422"),
+                exact=False,
+            )
+        ],
+        "Clusters reachable": [shape(("cluster",), ("in-cluster",))],
         # kubectl's edit of drifting-a moved a field gitopsd owns
         "Watch events by resource and outcome": [
             shape(("resource", "outcome"), ("configmaps", "owned"), exact=False)
@@ -400,6 +415,7 @@ ALERT_SHAPES = {
     "GitopsdRevisionRefused": shape(()),  # no source verifies signatures here
     # `down` refuses every connection, tried once
     "GitopsdNotificationsFailing": shape(("source", "provider"), ("failing", "down"), exact=False),
+    "GitopsdClusterUnreachable": shape(()),  # the one cluster answers
 }
 
 

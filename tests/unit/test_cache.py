@@ -254,6 +254,8 @@ class ScriptedCluster:
     objects: list[Body] = field(default_factory=list)
     """What lists return, in any namespace."""
     identity: str = ""
+    name: str = ""
+    """Which cluster it is: the daemon's own."""
     everywhere: bool = True
     """Whether its identity may list and watch in all namespaces."""
     lists: int = 0

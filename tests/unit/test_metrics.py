@@ -81,7 +81,7 @@ def test_a_scrape_reads_each_measurement_whole() -> None:
 def test_a_measurement_replaces_its_own_gauges_and_keeps_the_others() -> None:
     registry = CollectorRegistry()
     recorder = Recorder(registry)
-    recorder.revision("app", "abc")
+    recorder.revision("app", "abc", "in-cluster")
     recorder.reconciled("app", "success", 0.5, now=1000.0)
     recorder.health("app", {ObjectKey("", "ConfigMap", "n", "a"): Health(Status.CURRENT)})
 
@@ -123,8 +123,8 @@ def test_outcomes_failures_and_revisions() -> None:
 
     recorder.changes("app", changes)
     recorder.apply_failed("app", "apply", ClusterReason.CONFLICT, 2)
-    recorder.revision("app", "abc")
-    recorder.revision("app", "def")
+    recorder.revision("app", "abc", "in-cluster")
+    recorder.revision("app", "def", "in-cluster")
     recorder.applied("app", commit_time=100.0, now=130.0)
 
     assert (
@@ -208,7 +208,7 @@ def test_a_forgotten_source_leaves_no_series_behind() -> None:
     registry = CollectorRegistry()
     recorder = Recorder(registry, object_series_budget=2)
     for source in ("team/gone", "team/kept"):
-        recorder.revision(source, "abc")
+        recorder.revision(source, "abc", "in-cluster")
         recorder.fetched(source, 0.1)
         recorder.drift(source, [modified("a"), modified("b"), modified("c")])
         recorder.health(source, {ObjectKey("", "ConfigMap", "n", "a"): Health(Status.CURRENT)})

@@ -1,0 +1,138 @@
+"""The clusters a daemon syncs into: its own, those its configuration declares, and those
+GitSyncs bring in a kubeconfig Secret.
+
+A declared cluster is connected once, at start, with the admin's kubeconfig file; a source
+there acts as it would at home (a GitSync as its ServiceAccount, impersonated there too). A
+GitSync's own kubeconfig is read from its Secret as its ServiceAccount at each change of
+the GitSync, held to inline credentials (`cluster.kubeconfigs`), and its server's address
+fenced as the GitSync's fetches are. Every client writes behind the daemon's own fences.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+
+from gitopsd.cluster import Cluster
+from gitopsd.cluster.connect import api_client
+from gitopsd.cluster.kubeconfigs import configuration_of, read_inline
+from gitopsd.config import Network
+from gitopsd.configfile import DeclaredCluster, SourceConfig
+from gitopsd.configfile.clusters import HOME
+from gitopsd.daemon.credentials import secret_values
+from gitopsd.errors import ConfigError
+from gitopsd.gitsync.spec import GitSync
+from gitopsd.source.network import Fence, Fenced, LookupTimedOut
+
+TENANT_KUBECONFIGS = "gitsync-kubeconfigs"
+"""The `cluster` label of requests sent with GitSyncs' own kubeconfigs, together."""
+LOOKUP_SECONDS = 10.0
+"""The most a tenant's server name may take to resolve."""
+CONNECTIONS = 4
+"""Connections kept open to a GitSync's own cluster: one source's requests."""
+
+
+class Clusters:
+    def __init__(
+        self, home: Cluster, declared: tuple[DeclaredCluster, ...], fenced: bool, network: Network
+    ) -> None:
+        """`fenced`: a GitSync's kubeconfig may not reach loopback, link-local or the
+        cluster's networks (`network`), as its fetches may not."""
+        self.home = home
+        self.declared = {cluster.name: _connected(cluster, home) for cluster in declared}
+        self.fence = (fenced, network)
+        self._tenants: dict[str, Cluster] = {}
+        """The GitSyncs' own clusters in use, by name: their requests are counted."""
+        self._retired: dict[tuple[str, str, int], int] = {}
+        """The requests of those no longer in use: a counter never goes down."""
+
+    def of_source(self, config: SourceConfig, home: Cluster) -> Cluster:
+        """Where a configuration's source syncs, fenced as `home` (its share's client)."""
+        return self.declared[config.cluster].fenced_as(home) if config.cluster else home
+
+    def of_gitsync(self, wanted: GitSync, home: Cluster, folder: Path) -> Cluster:
+        """Where a GitSync syncs, acting as it may there, fenced as `home`: a declared
+        cluster or its home as its ServiceAccount (or the daemon, confined), its own
+        kubeconfig as that kubeconfig's user. Its certificates go to `folder`."""
+        if wanted.kubeconfig is not None:
+            return self._tenant(wanted, folder).fenced_as(home)
+        target = self.declared[wanted.cluster].fenced_as(home) if wanted.cluster else home
+        return target.impersonating(wanted.user) if wanted.user else target
+
+    def forget(self, cluster: Cluster) -> None:
+        """A GitSync's own cluster no longer used (retired, or its Secret changed)."""
+        forgotten = self._tenants.pop(cluster.name, None)
+        if forgotten is not None:
+            self._retired = _added(self._retired, TENANT_KUBECONFIGS, forgotten)
+
+    def requests(self) -> dict[tuple[str, str, int], int]:
+        """Requests sent, by cluster, verb and status code (gitopsd_api_requests_total)."""
+        tally = self._retired
+        named = [(HOME, self.home), *self.declared.items()]
+        tenants = [(TENANT_KUBECONFIGS, cluster) for cluster in list(self._tenants.values())]
+        for name, cluster in [*named, *tenants]:
+            tally = _added(tally, name, cluster)
+        return tally
+
+    def reachable(self) -> dict[str, bool]:
+        """Whether each named cluster answered its last request (gitopsd_cluster_reachable)."""
+        return {HOME: self.home.api.reachable} | {
+            name: cluster.api.reachable for name, cluster in self.declared.items()
+        }
+
+    def _tenant(self, wanted: GitSync, folder: Path) -> Cluster:
+        assert wanted.kubeconfig is not None  # noqa: S101 - the caller's branch
+        secret, key = wanted.kubeconfig
+        field = "spec.kubeConfig.secretRef"
+        data, where = secret_values(self.home, wanted, secret, field)
+        if key not in data:
+            raise ConfigError(f"{where} has no key {key}")
+        digest = hashlib.sha256(data[key]).hexdigest()[:16]  # its credentials, unrevealed
+        name = f"{wanted.namespace}/{secret}@{digest}"
+        if name in self._tenants:  # the same kubeconfig: the client its worker holds
+            return self._tenants[name]
+        inline = read_inline(data[key], f"{where}, key {key}")
+        connection = configuration_of(inline, folder, self._pin(where), CONNECTIONS)
+        cluster = Cluster.over(connection, name=name)
+        self._tenants[name] = cluster
+        return cluster
+
+    def _pin(self, where: str) -> Callable[[str, int], str]:
+        fenced, network = self.fence
+
+        def pin(host: str, port: int) -> str:
+            try:
+                found = Fence(network, fenced).addresses(host, port, LOOKUP_SECONDS)
+            except Fenced:
+                raise ConfigError(
+                    f"{where}: its server resolves to loopback, link-local or the cluster's "
+                    "networks, which a GitSync may not reach unless gitSyncs.allowInsecure"
+                ) from None
+            except (LookupTimedOut, OSError):
+                raise ConfigError(f"{where}: its server's name does not resolve") from None
+            if not found:
+                raise ConfigError(f"{where}: its server's name does not resolve")
+            return str(found[0][4][0])
+
+        return pin
+
+
+def _added(
+    tally: dict[tuple[str, str, int], int], name: str, cluster: Cluster
+) -> dict[tuple[str, str, int], int]:
+    """`tally` with `cluster`'s requests added under `name` (a new dict)."""
+    added = dict(tally)
+    for (verb, code), count in cluster.api.counters.snapshot().items():
+        added[(name, verb, code)] = added.get((name, verb, code), 0) + count
+    return added
+
+
+def _connected(declared: DeclaredCluster, home: Cluster) -> Cluster:
+    """A declared cluster's client (its kubeconfig read now: a missing or invalid file stops
+    the daemon at start, as an invalid configuration does), fenced as the daemon's own."""
+    try:
+        connection = api_client(str(declared.kubeconfig), declared.context, declared.allow_exec)
+    except ConfigError as error:
+        raise ConfigError(f"clusters: {declared.name}: {error}") from None
+    return Cluster.over(connection, name=declared.name).fenced_as(home)

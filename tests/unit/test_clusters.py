@@ -1,0 +1,206 @@
+"""Other clusters than the daemon's own: declared in the configuration, named by a GitSync,
+or brought by a GitSync's kubeconfig Secret, which must hold its credentials inline."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gitopsd.cluster.kubeconfigs import read_inline
+from gitopsd.config import Credentials
+from gitopsd.configfile import GitSyncSettings, load
+from gitopsd.configfile.clusters import DeclaredCluster
+from gitopsd.errors import ConfigError
+from gitopsd.gitsync import spec
+
+TOKEN = "sekrit-token-value-4f2a"
+CA = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+def kubeconfig(cluster: dict[str, Any] | None = None, user: dict[str, Any] | None = None) -> bytes:
+    """A kubeconfig of one context, its cluster and user as given (else inline ones)."""
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "remote",
+        "contexts": [{"name": "remote", "context": {"cluster": "c", "user": "u"}}],
+        "clusters": [
+            {
+                "name": "c",
+                "cluster": cluster
+                or {
+                    "server": "https://remote.example:6443/prefix",
+                    "certificate-authority-data": base64.b64encode(CA).decode(),
+                },
+            }
+        ],
+        "users": [{"name": "u", "user": user or {"token": TOKEN}}],
+    }
+    return yaml.safe_dump(document).encode()
+
+
+def test_an_inline_kubeconfig_is_read_as_its_server_name_ca_and_token() -> None:
+    inline = read_inline(kubeconfig(), "Secret s")
+
+    assert (inline.host, inline.port, inline.path) == ("remote.example", 6443, "/prefix")
+    assert inline.server_name == "remote.example"
+    assert (inline.ca, inline.token, inline.certificate) == (CA, TOKEN, None)
+
+
+REFUSED = [
+    ({"user": {"exec": {"command": "touch", "args": ["/tmp/ran"]}}}, "exec"),
+    ({"user": {"auth-provider": {"name": "gcp"}}}, "auth-provider"),
+    ({"user": {"tokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}}, "tokenFile"),
+    ({"user": {"client-certificate": "/etc/key.crt", "client-key": "/etc/k"}}, "client-key"),
+    ({"user": {"token": TOKEN, "as": "system:admin"}}, "as"),
+    ({"cluster": {"server": "https://r:6443", "certificate-authority": "/etc/ca"}}, "authority"),
+    ({"cluster": {"server": "https://r:6443", "proxy-url": "http://proxy:3128"}}, "proxy-url"),
+    ({"cluster": {"server": "https://r", "insecure-skip-tls-verify": True}}, "insecure"),
+    ({"cluster": {"server": "http://r:8080"}}, "not an https:// address"),
+    ({"user": {"username": "u"}}, "username"),
+]
+
+
+@pytest.mark.parametrize(("parts", "named"), REFUSED)
+def test_a_kubeconfig_that_runs_reads_routes_or_skips_tls_is_refused_naming_it(
+    parts: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        read_inline(kubeconfig(**parts), "GitSync t/a: Secret t/k")
+
+    assert named in str(refused.value)
+    assert str(refused.value).startswith("GitSync t/a: Secret t/k")
+    assert TOKEN not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "text", [b"{", b"- a list", kubeconfig().replace(b"current-context: remote", b"x: y")]
+)
+def test_what_is_no_usable_kubeconfig_is_said_without_quoting_it(text: bytes) -> None:
+    with pytest.raises(ConfigError) as refused:
+        read_inline(text + f"\n# {TOKEN}".encode(), "Secret s")
+
+    assert TOKEN not in str(refused.value)
+
+
+def test_a_user_without_credentials_is_refused() -> None:
+    with pytest.raises(ConfigError, match="neither a token nor a client certificate"):
+        read_inline(kubeconfig(user={"client-certificate-data": "QQ=="}), "Secret s")
+
+
+# --- the configuration ----------------------------------------------------------------------
+
+
+def write(tmp_path: Path, document: dict[str, Any]) -> Path:
+    path = tmp_path / "gitopsd.yaml"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def source(name: str, **fields: Any) -> dict[str, Any]:
+    return {"name": name, "repository": "https://git.example/r.git", **fields}
+
+
+def test_declared_clusters_are_read_and_sources_target_them(tmp_path: Path) -> None:
+    clusters = [
+        {"name": "east", "kubeconfig": "/etc/east", "namespaces": ["team-a"]},
+        {"name": "west", "kubeconfig": "/etc/west", "context": "w", "namespaces": ["*"]},
+    ]
+    sources = [source("home"), source("east", cluster="east"), source("lost", cluster="south")]
+    config = load(write(tmp_path, {"clusters": clusters, "sources": sources}))
+
+    assert [(s.name, s.cluster) for s in config.sources] == [("home", ""), ("east", "east")]
+    [(name, error)] = config.invalid_sources
+    assert name == "lost"
+    assert "cluster: 'south' is not declared (clusters: east, west)" in error
+    east, west = config.clusters
+    assert east == DeclaredCluster("east", Path("/etc/east"), namespaces=("team-a",))
+    assert (east.allows("team-a"), east.allows("team-b"), west.allows("any")) == (1, 0, 1)
+    assert config.git_syncs.clusters == config.clusters
+
+
+@pytest.mark.parametrize(
+    ("clusters", "error"),
+    [
+        ([{"name": "in-cluster", "kubeconfig": "/k"}], "is the name of the cluster gitopsd"),
+        ([{"name": "a", "kubeconfig": "/k"}, {"name": "a", "kubeconfig": "/j"}], "two clusters"),
+        ([{"name": "Bad_Name", "kubeconfig": "/k"}], "name"),
+        ([{"name": "a"}], "kubeconfig: the file of its credentials is required"),
+        ([{"name": "a", "kubeconfig": "/k", "namespaces": ["NO"]}], "namespaces: 'NO'"),
+        ([{"name": "a", "kubeconfig": "/k", "token": "x"}], "unknown field(s) token"),
+    ],
+)
+def test_a_bad_declaration_stops_the_daemon_naming_the_field(
+    tmp_path: Path, clusters: list[dict[str, Any]], error: str
+) -> None:
+    with pytest.raises(ConfigError, match="clusters") as refused:
+        load(write(tmp_path, {"clusters": clusters, "sources": []}))
+
+    assert error in str(refused.value)
+
+
+# --- a GitSync's cluster ----------------------------------------------------------------------
+
+NO_CREDENTIALS = Credentials(password_env=None)
+SETTINGS = GitSyncSettings(
+    clusters=(
+        DeclaredCluster("east", Path("/etc/east"), namespaces=("team",)),
+        DeclaredCluster("west", Path("/etc/west"), namespaces=("other",)),
+    ),
+    kubeconfig_namespaces=("team",),
+)
+
+
+def gitsync(namespace: str = "team", **fields: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": namespace, "name": "app", "generation": 1},
+        "spec": {"repository": {"url": "https://git.example/r.git"}, **fields},
+    }
+
+
+def test_a_gitsync_targets_a_cluster_declared_for_its_namespace() -> None:
+    read = spec.read(gitsync(cluster="east", serviceAccountName="deployer"), SETTINGS)
+
+    assert (read.cluster, read.kubeconfig) == ("east", None)
+    assert read.source(NO_CREDENTIALS).cluster == "east"
+
+
+def test_a_gitsyncs_own_kubeconfig_is_its_secret_and_key_labelled_by_its_name() -> None:
+    ref = {"secretRef": {"name": "west-kubeconfig"}}
+    read = spec.read(gitsync(kubeConfig=ref, serviceAccountName="deployer"), SETTINGS)
+
+    assert read.kubeconfig == ("west-kubeconfig", "value")
+    assert read.source(NO_CREDENTIALS).cluster == "secret/west-kubeconfig"
+
+
+@pytest.mark.parametrize(
+    ("namespace", "fields", "error"),
+    [
+        (
+            "team",
+            {"cluster": "west"},
+            "cluster: 'west' is not a cluster the daemon's configuration",
+        ),
+        ("team", {"cluster": "south"}, "(allowed: east)"),
+        ("other", {"kubeConfig": {"secretRef": {"name": "k"}}}, "kubeConfigNamespaces"),
+        ("team", {"kubeConfig": {"secretRef": {"name": "k"}}}, "needs serviceAccountName"),
+        (
+            "team",
+            {"cluster": "east", "kubeConfig": {"secretRef": {"name": "k"}}},
+            "cluster and kubeConfig each name a cluster",
+        ),
+    ],
+)
+def test_a_cluster_the_admin_did_not_allow_is_refused_naming_the_field(
+    namespace: str, fields: dict[str, Any], error: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        spec.read(gitsync(namespace, **fields), SETTINGS)
+
+    assert error in str(refused.value)
+    assert str(refused.value).startswith(f"GitSync {namespace}/app: spec")
