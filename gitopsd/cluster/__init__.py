@@ -336,7 +336,7 @@ class Cluster:
         process may impersonate it, then authorizes each request as `user`). It shares the
         connections, request tally, discovery and fencing."""
         transport = Impersonating(self.api.transport, user)
-        return replace(self, api=replace(self.api, transport=transport, reachable=True))
+        return replace(self, api=replace(self.api, transport=transport))
 
     def paced(self, pace: Pace | None) -> Cluster:
         """A client whose requests (not its watches) wait for their turn at `pace`, a

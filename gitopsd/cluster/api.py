@@ -99,10 +99,13 @@ COLLECTOR_PAUSE = CollectorPause()
 @dataclass
 class Counters:
     """API requests by verb and status code (a retried request counts each answer), safe to
-    count from the apply threads while a scrape reads them."""
+    count from the apply threads while a scrape reads them; and whether the last was
+    answered. One per connection to a server, shared by its clients (impersonating, paced)."""
 
     _requests: dict[tuple[str, int], int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    reachable: bool = True
+    """False since a request failed in transport, until the next answer arrives."""
 
     def count(self, method: str, status: int) -> None:
         with self._lock:
@@ -149,12 +152,15 @@ class Api:
     timeout_seconds: float = 30.0
     max_attempts: int = 5
     counters: Counters = field(default_factory=Counters)
-    reachable: bool = True
-    """False since a request failed in transport, until the next answer arrives."""
     server: str = "the API server"
     """Whom errors name: its address, and the kubeconfig's context and user where known."""
     pace: Pace | None = None
     """A tenant's share of the server: each attempt waits for its turn (None: no wait)."""
+
+    @property
+    def reachable(self) -> bool:
+        """Whether its server answered the last request any of its clients sent."""
+        return self.counters.reachable
 
     def request(
         self,
@@ -203,7 +209,7 @@ class Api:
         kind = response.headers.get("Content-Type") or "no content type"
         if not kind.startswith("application/json"):  # a proxy's page, not a watch
             response.release_conn()
-            self.reachable = False
+            self.counters.reachable = False
             raise ClusterError(
                 f"WATCH {path}: the answer is not a stream of JSON events ({kind}, "
                 f"HTTP {response.status})",
@@ -259,7 +265,7 @@ class Api:
         )
 
     def _unreachable(self, method: str, path: str, error: BaseException) -> ClusterError:
-        self.reachable = False
+        self.counters.reachable = False
         return ClusterError(
             f"{method} {path}: cannot reach {self.server}: {_cause(error)}",
             ClusterReason.UNREACHABLE,
@@ -286,7 +292,7 @@ class Api:
                 response.release_conn()
         except TRANSPORT_ERRORS as error:
             raise self._unreachable(method, path, error) from None
-        self.reachable = True
+        self.counters.reachable = True
         return answer
 
     def _open(self, path: str, query: Sequence[tuple[str, str]]) -> Any:
@@ -298,7 +304,7 @@ class Api:
             response = self.transport.send("GET", _target(path, query), None, headers, timeout)
         except TRANSPORT_ERRORS as error:
             raise self._unreachable("WATCH", path, error) from None
-        self.reachable = True
+        self.counters.reachable = True
         return response
 
 

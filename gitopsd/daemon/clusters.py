@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
-from gitopsd.cluster import Cluster
+from gitopsd.cluster import Cluster, Counters
 from gitopsd.cluster.connect import api_client
 from gitopsd.cluster.kubeconfigs import configuration_of, read_inline
 from gitopsd.config import Network
@@ -42,10 +43,9 @@ class Clusters:
         self.home = home
         self.declared = {cluster.name: _connected(cluster, home) for cluster in declared}
         self.fence = (fenced, network)
-        self._tenants: dict[str, Cluster] = {}
-        """The GitSyncs' own clusters in use, by name: their requests are counted."""
-        self._retired: dict[tuple[str, str, int], int] = {}
-        """The requests of those no longer in use: a counter never goes down."""
+        self.tenant_requests = Counters()
+        """The requests of every GitSync's own cluster, counted together: nothing is held
+        per kubeconfig a tenant ever gave."""
 
     def of_source(self, config: SourceConfig, home: Cluster) -> Cluster:
         """Where a configuration's source syncs, fenced as `home` (its share's client)."""
@@ -60,20 +60,16 @@ class Clusters:
         target = self.declared[wanted.cluster].fenced_as(home) if wanted.cluster else home
         return target.impersonating(wanted.user) if wanted.user else target
 
-    def forget(self, cluster: Cluster) -> None:
-        """A GitSync's own cluster no longer used (retired, or its Secret changed)."""
-        forgotten = self._tenants.pop(cluster.name, None)
-        if forgotten is not None:
-            self._retired = _added(self._retired, TENANT_KUBECONFIGS, forgotten)
-
     def requests(self) -> dict[tuple[str, str, int], int]:
         """Requests sent, by cluster, verb and status code (gitopsd_api_requests_total)."""
-        tally = self._retired
-        named = [(HOME, self.home), *self.declared.items()]
-        tenants = [(TENANT_KUBECONFIGS, cluster) for cluster in list(self._tenants.values())]
-        for name, cluster in [*named, *tenants]:
-            tally = _added(tally, name, cluster)
-        return tally
+        named = [(HOME, self.home.api.counters)]
+        named += [(name, cluster.api.counters) for name, cluster in self.declared.items()]
+        named += [(TENANT_KUBECONFIGS, self.tenant_requests)]
+        return {
+            (name, verb, code): count
+            for name, counters in named
+            for (verb, code), count in counters.snapshot().items()
+        }
 
     def reachable(self) -> dict[str, bool]:
         """Whether each named cluster answered its last request (gitopsd_cluster_reachable)."""
@@ -88,15 +84,11 @@ class Clusters:
         data, where = secret_values(self.home, wanted, secret, field)
         if key not in data:
             raise ConfigError(f"{where} has no key {key}")
-        digest = hashlib.sha256(data[key]).hexdigest()[:16]  # its credentials, unrevealed
-        name = f"{wanted.namespace}/{secret}@{digest}"
-        if name in self._tenants:  # the same kubeconfig: the client its worker holds
-            return self._tenants[name]
         inline = read_inline(data[key], f"{where}, key {key}")
         connection = configuration_of(inline, folder, self._pin(where), CONNECTIONS)
-        cluster = Cluster.over(connection, name=name)
-        self._tenants[name] = cluster
-        return cluster
+        digest = hashlib.sha256(data[key]).hexdigest()[:16]  # its credentials, unrevealed
+        cluster = Cluster.over(connection, name=f"{wanted.namespace}/{secret}@{digest}")
+        return replace(cluster, api=replace(cluster.api, counters=self.tenant_requests))
 
     def _pin(self, where: str) -> Callable[[str, int], str]:
         fenced, network = self.fence
@@ -116,16 +108,6 @@ class Clusters:
             return str(found[0][4][0])
 
         return pin
-
-
-def _added(
-    tally: dict[tuple[str, str, int], int], name: str, cluster: Cluster
-) -> dict[tuple[str, str, int], int]:
-    """`tally` with `cluster`'s requests added under `name` (a new dict)."""
-    added = dict(tally)
-    for (verb, code), count in cluster.api.counters.snapshot().items():
-        added[(name, verb, code)] = added.get((name, verb, code), 0) + count
-    return added
 
 
 def _connected(declared: DeclaredCluster, home: Cluster) -> Cluster:

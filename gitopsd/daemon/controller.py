@@ -374,7 +374,6 @@ class GitSyncController:
         if served is None:
             return None
         self.notifier.retire(served.source.name)
-        self.clusters.forget(served.worker.cluster)
         self.sources.remove(served.worker)
         self.retirements.retire(key, served.worker)
         self.retries.now(key.namespace)  # its share of GitSyncs is free now
