@@ -30,24 +30,12 @@ from tests.harness.kube import api_client
 from tests.harness.waiting import wait_for
 
 REMOTES = ("east", "west")
-BASE = {
-    "base/kustomization.yaml": "resources: [app.yaml]\n",
-    "base/app.yaml": (
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\n"
-        "data: {cluster: '${CLUSTER}', tier: '${TIER:=standard}', revision: one}\n"
-    ),
-}
-OVERLAYS = {
-    f"overlays/{name}/kustomization.yaml": (
-        f"resources: [../../base]\ncommonLabels: {{overlay: {name}}}\n"
-    )
-    for name in ("home", *REMOTES)
-}
-EAST_ONLY = {
-    "overlays/east/kustomization.yaml": (
-        "resources: [../../base, cache.yaml]\ncommonLabels: {overlay: east}\n"
-    ),
-    "overlays/east/cache.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cache}\n",
+EXAMPLE = Path(__file__).parents[2] / "examples" / "clusters"
+"""A base and an overlay per cluster, and the daemon configuration that syncs them."""
+REPOSITORY = {
+    str(path.relative_to(EXAMPLE)): path.read_text()
+    for path in EXAMPLE.rglob("*.yaml")
+    if path.name != "gitopsd.yaml"
 }
 
 
@@ -149,7 +137,7 @@ def test_one_daemon_syncs_a_base_into_three_clusters_and_heals_one_alone(
     """The hidden-set case: a base and an overlay per cluster, one substitution each; what
     leaves east's overlay is pruned in east."""
     began = time.time()
-    git_repo.commit({**BASE, **OVERLAYS, **EAST_ONLY})
+    git_repo.commit(REPOSITORY)
     daemon = three_clusters(daemons, remotes, git_server.file_url(git_repo))
 
     home = wait_app(admin_api, namespace, cluster="home", tier="standard")
@@ -174,7 +162,10 @@ def test_one_daemon_syncs_a_base_into_three_clusters_and_heals_one_alone(
     assert daemon.value("gitopsd_cluster_reachable", cluster="east") == 1
     assert daemon.value("gitopsd_api_requests_total", cluster="east", verb="PATCH") > 0
 
-    git_repo.commit({**OVERLAYS, "overlays/east/cache.yaml": None})
+    unlisted = "resources: [../../base]\ncommonLabels: {overlay: east}\n"
+    git_repo.commit(
+        {"overlays/east/kustomization.yaml": unlisted, "overlays/east/cache.yaml": None}
+    )
     wait_for(lambda: not config_map(apis["east"], namespace, "cache"), "cache pruned in east")
     assert app_of(apis["west"], namespace) == west
 
@@ -193,11 +184,13 @@ def test_a_cluster_that_is_down_holds_only_its_own_source(
     """West's API server stops (or hangs: SIGSTOP, its connections open and silent): home
     and east sync the next commit and heal, the daemon stays ready; west catches up once it
     is back."""
-    git_repo.commit({**BASE, **OVERLAYS})
+    git_repo.commit(REPOSITORY)
     daemon = three_clusters(daemons, remotes, git_server.file_url(git_repo))
     for name, api in (("home", admin_api), *((n, apis[n]) for n in REMOTES)):
         wait_app(api, namespace, cluster=name)
-    second = {"base/app.yaml": BASE["base/app.yaml"].replace("revision: one", "revision: two")}
+    second = {
+        "base/app.yaml": REPOSITORY["base/app.yaml"].replace("revision: one", "revision: two")
+    }
 
     west = remotes["west"]
     with west.apiserver_stopped() if outage == "stopped" else west.apiserver_paused():
@@ -252,7 +245,7 @@ def test_a_gitsync_syncs_into_a_declared_cluster_as_its_service_account_there(
     namespace: str,
 ) -> None:
     began = time.time()
-    git_repo.commit({**BASE, **OVERLAYS})
+    git_repo.commit(REPOSITORY)
     core: Any = client.CoreV1Api(admin_api)
     core.create_namespaced_service_account(namespace, {"metadata": {"name": "deployer"}})
     deployer(apis["east"], namespace, CONFIG_MAPS)
@@ -333,7 +326,7 @@ def test_a_gitsyncs_own_kubeconfig_syncs_into_its_cluster_and_runs_nothing(
     kubeconfig that would run a program is refused and runs none."""
     began = time.time()
     peer, west = PEER_USERS[0], remotes["west"]  # an admin of west's, audited
-    git_repo.commit({**BASE, **OVERLAYS})
+    git_repo.commit(REPOSITORY)
     core: Any = client.CoreV1Api(admin_api)
     core.create_namespaced_service_account(namespace, {"metadata": {"name": "deployer"}})
     deployer(admin_api, namespace, SECRETS)
