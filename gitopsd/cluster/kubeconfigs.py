@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
-
 from gitopsd.cluster.connect import Connection
 from gitopsd.errors import ConfigError
 
@@ -46,13 +44,9 @@ class Inline:
     token: str | None
 
 
-def read_inline(text: bytes, where: str) -> Inline:
-    """The kubeconfig in `text`, or a ConfigError naming what it may not hold (never a value:
-    PyYAML's messages quote the lines around an error)."""
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError:
-        raise ConfigError(f"{where}: not a kubeconfig (invalid YAML)") from None
+def read_inline(document: Any, where: str) -> Inline:
+    """The kubeconfig `document` (parsed as a manifest is: bounded, aliases counted), or a
+    ConfigError naming what it may not hold, never a value."""
     if not isinstance(document, dict):
         raise ConfigError(f"{where}: not a kubeconfig (expected a mapping)")
     context = _named(document, "contexts", "context", document.get("current-context"), where)

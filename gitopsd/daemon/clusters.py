@@ -14,16 +14,18 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from gitopsd.cluster import Cluster, Counters
 from gitopsd.cluster.connect import api_client
 from gitopsd.cluster.kubeconfigs import configuration_of, read_inline
-from gitopsd.config import Network
+from gitopsd.config import Limits, Network
 from gitopsd.configfile import DeclaredCluster, SourceConfig
 from gitopsd.configfile.clusters import HOME
 from gitopsd.daemon.credentials import secret_values
-from gitopsd.errors import ConfigError
+from gitopsd.errors import ConfigError, ManifestError
 from gitopsd.gitsync.spec import GitSync
+from gitopsd.manifests import parse_file
 from gitopsd.source.network import Fence, Fenced, LookupTimedOut
 
 TENANT_KUBECONFIGS = "gitsync-kubeconfigs"
@@ -84,7 +86,7 @@ class Clusters:
         data, where = secret_values(self.home, wanted, secret, field)
         if key not in data:
             raise ConfigError(f"{where} has no key {key}")
-        inline = read_inline(data[key], f"{where}, key {key}")
+        inline = read_inline(kubeconfig_document(data[key], f"{where}, key {key}"), where)
         connection = configuration_of(inline, folder, self._pin(where), CONNECTIONS)
         digest = hashlib.sha256(data[key]).hexdigest()[:16]  # its credentials, unrevealed
         cluster = Cluster.over(connection, name=f"{wanted.namespace}/{secret}@{digest}")
@@ -108,6 +110,18 @@ class Clusters:
             return str(found[0][4][0])
 
         return pin
+
+
+def kubeconfig_document(data: bytes, where: str) -> Any:
+    """A tenant's kubeconfig read as a manifest is: bounded in size, depth and aliases (a
+    Secret's alias bomb must not fill the daemon's memory), its errors quoting no line."""
+    try:
+        documents = parse_file(data, where, Limits())
+    except ManifestError as error:
+        raise ConfigError(f"not a kubeconfig: {error}") from None
+    if len(documents) != 1:
+        raise ConfigError(f"{where}: not a kubeconfig (expected one YAML document)")
+    return documents[0][1]
 
 
 def _connected(declared: DeclaredCluster, home: Cluster) -> Cluster:

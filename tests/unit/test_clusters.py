@@ -15,6 +15,7 @@ from gitopsd.cluster.kubeconfigs import read_inline
 from gitopsd.config import Credentials
 from gitopsd.configfile import GitSyncSettings, load
 from gitopsd.configfile.clusters import DeclaredCluster
+from gitopsd.daemon.clusters import kubeconfig_document
 from gitopsd.errors import ConfigError
 from gitopsd.gitsync import spec
 
@@ -22,7 +23,9 @@ TOKEN = "sekrit-token-value-4f2a"
 CA = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
 
-def kubeconfig(cluster: dict[str, Any] | None = None, user: dict[str, Any] | None = None) -> bytes:
+def kubeconfig(
+    cluster: dict[str, Any] | None = None, user: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """A kubeconfig of one context, its cluster and user as given (else inline ones)."""
     document = {
         "apiVersion": "v1",
@@ -41,7 +44,7 @@ def kubeconfig(cluster: dict[str, Any] | None = None, user: dict[str, Any] | Non
         ],
         "users": [{"name": "u", "user": user or {"token": TOKEN}}],
     }
-    return yaml.safe_dump(document).encode()
+    return document
 
 
 def test_an_inline_kubeconfig_is_read_as_its_server_name_ca_and_token() -> None:
@@ -78,13 +81,29 @@ def test_a_kubeconfig_that_runs_reads_routes_or_skips_tls_is_refused_naming_it(
     assert TOKEN not in str(refused.value)
 
 
-@pytest.mark.parametrize(
-    "text", [b"{", b"- a list", kubeconfig().replace(b"current-context: remote", b"x: y")]
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + n)}: &{chr(98 + n)} [*{chr(97 + n)}, *{chr(97 + n)}, *{chr(97 + n)}, "
+    f"*{chr(97 + n)}, *{chr(97 + n)}, *{chr(97 + n)}, *{chr(97 + n)}, *{chr(97 + n)}]\n"
+    for n in range(9)
 )
-def test_what_is_no_usable_kubeconfig_is_said_without_quoting_it(text: bytes) -> None:
-    with pytest.raises(ConfigError) as refused:
-        read_inline(text + f"\n# {TOKEN}".encode(), "Secret s")
+"""Nine levels of eight aliases each: 10 * 8^9 nodes, over a billion, once expanded."""
 
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (f"{{ token: {TOKEN}", "not a kubeconfig: GitSync t/a, key value:"),
+        (f"- {TOKEN}", "not a kubeconfig (expected a mapping)"),
+        (yaml.safe_dump({**kubeconfig(), "current-context": "x"}), "context is not in contexts"),
+        (BOMB + f"token: {TOKEN}\n", "not a kubeconfig: GitSync t/a, key value:"),
+        (f"a: 1\n---\nb: {TOKEN}\n", "expected one YAML document"),
+    ],
+)
+def test_what_is_no_usable_kubeconfig_is_said_without_quoting_it(text: str, says: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        read_inline(kubeconfig_document(text.encode(), "GitSync t/a, key value"), "GitSync t/a")
+
+    assert says in str(refused.value)
     assert TOKEN not in str(refused.value)
 
 
