@@ -6,27 +6,32 @@ daemon run code, read its own files, or send requests anywhere but the server it
 inline credentials of its current context are read (a token, or a client certificate and
 key, and the server's CA), never through the official client's loader, which keeps every
 content it ever saw in memory and in temporary files: a tenant rotating its Secret would grow
-both without end. The server's address is resolved once and checked by the caller's `pin`,
-and the client connects to that address (the certificate still checked against the name).
+both without end. Each connection to the server is opened by the caller's `Opener`, which
+resolves the name and checks the address it connects to (on the thread that sends, never
+the one that reads the GitSync: a name server that hangs holds only the tenant's own poll),
+and the certificate is still checked against the name.
 """
 
 from __future__ import annotations
 
 import base64
-import ipaddress
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import urllib3
+
 from gitopsd.cluster.connect import Connection
 from gitopsd.errors import ConfigError
 
 CLUSTER_KEYS = {"server", "certificate-authority-data", "tls-server-name"}
 USER_KEYS = {"token", "client-certificate-data", "client-key-data"}
-Pin = Callable[[str, int], str]
-"""The address to connect to for a host and port, once checked (raises ConfigError)."""
+Opener = Callable[[str, int, float | None], socket.socket]
+"""A socket connected to a host and port within a timeout, to an address it checked (an
+OSError, saying why, where it may not)."""
 
 
 @dataclass(frozen=True)
@@ -106,16 +111,15 @@ def _only(block: dict[str, Any], allowed: set[str], where: str) -> None:
         )
 
 
-def configuration_of(inline: Inline, folder: Path, pin: Pin, connections: int) -> Connection:
-    """A client for `inline`'s server at the address `pin` checked, its certificates written
-    (private) to `folder`, each call replacing the files of the last."""
+def configuration_of(inline: Inline, folder: Path, opener: Opener, connections: int) -> Connection:
+    """A client for `inline`'s server whose every connection `opener` opens, its
+    certificates written (private) to `folder`, each call replacing the files of the last."""
     from kubernetes import client
 
     configuration = client.Configuration()
     configuration.connection_pool_maxsize = connections
-    address = pin(inline.host, inline.port)
-    shown = f"[{address}]" if ipaddress.ip_address(address).version == 6 else address
-    configuration.host = f"https://{shown}:{inline.port}{inline.path}"
+    host = f"[{inline.host}]" if ":" in inline.host else inline.host
+    configuration.host = f"https://{host}:{inline.port}{inline.path}"
     configuration.tls_server_name = inline.server_name
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     configuration.ssl_ca_cert = _private(folder / "ca.crt", inline.ca)
@@ -123,8 +127,28 @@ def configuration_of(inline: Inline, folder: Path, pin: Pin, connections: int) -
     configuration.key_file = _private(folder / "client.key", inline.key)
     if inline.token:
         configuration.api_key = {"authorization": f"Bearer {inline.token}"}
-    server = f"the API server at https://{inline.host}:{inline.port} (a GitSync's kubeconfig)"
-    return Connection(client.ApiClient(configuration), server)
+    server = f"the API server at https://{host}:{inline.port} (a GitSync's kubeconfig)"
+    api = client.ApiClient(configuration)
+    pool = api.rest_client.pool_manager.connection_from_url(configuration.host)
+    pool.ConnectionCls = _Opened  # the pool the transport takes (cached by the manager)
+    pool.conn_kw["opener"] = opener
+    return Connection(api, server)
+
+
+class _Opened(urllib3.connection.HTTPSConnection):
+    """A TLS connection whose socket its opener connected (urllib3 wraps it in TLS for the
+    server's name, as for any other)."""
+
+    def __init__(self, *arguments: Any, opener: Opener, **options: Any) -> None:
+        super().__init__(*arguments, **options)
+        self.opener = opener
+
+    def _new_conn(self) -> socket.socket:
+        try:
+            timeout = self.timeout if isinstance(self.timeout, int | float) else None
+            return self.opener(self.host, self.port, timeout)
+        except OSError as error:
+            raise urllib3.exceptions.NewConnectionError(self, str(error)) from error
 
 
 def _private(path: Path, content: bytes | None) -> str | None:

@@ -4,21 +4,22 @@ GitSyncs bring in a kubeconfig Secret.
 A declared cluster is connected once, at start, with the admin's kubeconfig file; a source
 there acts as it would at home (a GitSync as its ServiceAccount, impersonated there too). A
 GitSync's own kubeconfig is read from its Secret as its ServiceAccount at each change of
-the GitSync, held to inline credentials (`cluster.kubeconfigs`), and its server's address
-fenced as the GitSync's fetches are. Every client writes behind the daemon's own fences.
+the GitSync, held to inline credentials (`cluster.kubeconfigs`), and each connection to its
+server fenced as the GitSync's fetches are. Every client writes behind the daemon's own fences.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+import ipaddress
+import socket
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gitopsd.cluster import Cluster, Counters
 from gitopsd.cluster.connect import api_client
-from gitopsd.cluster.kubeconfigs import configuration_of, read_inline
+from gitopsd.cluster.kubeconfigs import Opener, configuration_of, read_inline
 from gitopsd.config import Limits, Network
 from gitopsd.configfile import DeclaredCluster, SourceConfig
 from gitopsd.configfile.clusters import HOME
@@ -26,12 +27,17 @@ from gitopsd.daemon.credentials import secret_values
 from gitopsd.errors import ConfigError, ManifestError
 from gitopsd.gitsync.spec import GitSync
 from gitopsd.manifests import parse_file
-from gitopsd.source.network import Fence, Fenced, LookupTimedOut
+from gitopsd.source.network import Connector, Fence, Fenced, LookupTimedOut, deadline
 
 TENANT_KUBECONFIGS = "gitsync-kubeconfigs"
 """The `cluster` label of requests sent with GitSyncs' own kubeconfigs, together."""
-LOOKUP_SECONDS = 10.0
-"""The most a tenant's server name may take to resolve."""
+CONNECT_SECONDS = 10.0
+"""The most a connection to a tenant's server may take, its lookup included, where the
+client gives no timeout."""
+FENCED = (
+    "its server resolves to loopback, link-local or the cluster's networks, which a GitSync "
+    "may not reach unless gitSyncs.allowInsecure"
+)
 CONNECTIONS = 4
 """Connections kept open to a GitSync's own cluster: one source's requests."""
 
@@ -44,7 +50,7 @@ class Clusters:
         cluster's networks (`network`), as its fetches may not."""
         self.home = home
         self.declared = {cluster.name: _connected(cluster, home) for cluster in declared}
-        self.fence = (fenced, network)
+        self.fenced, self.network = fenced, network
         self.tenant_requests = Counters()
         """The requests of every GitSync's own cluster, counted together: nothing is held
         per kubeconfig a tenant ever gave."""
@@ -87,29 +93,39 @@ class Clusters:
         if key not in data:
             raise ConfigError(f"{where} has no key {key}")
         inline = read_inline(kubeconfig_document(data[key], f"{where}, key {key}"), where)
-        connection = configuration_of(inline, folder, self._pin(where), CONNECTIONS)
+        if self._fences(inline.host):  # an address, known now: refused before any request
+            raise ConfigError(f"{where}: {FENCED}")
+        opener = opener_for(self.network, self.fenced, where)
+        connection = configuration_of(inline, folder, opener, CONNECTIONS)
         digest = hashlib.sha256(data[key]).hexdigest()[:16]  # its credentials, unrevealed
         cluster = Cluster.over(connection, name=f"{wanted.namespace}/{secret}@{digest}")
         return replace(cluster, api=replace(cluster.api, counters=self.tenant_requests))
 
-    def _pin(self, where: str) -> Callable[[str, int], str]:
-        fenced, network = self.fence
+    def _fences(self, host: str) -> bool:
+        """Whether `host` is an address behind the fence (a name is checked as it is
+        looked up, at each connection)."""
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            return False
+        return Fence(self.network, self.fenced).fences(address)
 
-        def pin(host: str, port: int) -> str:
+
+def opener_for(network: Network, fenced: bool, where: str) -> Opener:
+    """Opens each connection of a GitSync's own cluster as its fetches' are: to an address
+    outside the fence (unless GitSyncs may be insecure), its name looked up within the
+    connection's timeout; `where` names the kubeconfig in a refusal."""
+
+    def opened(host: str, port: int, timeout: float | None) -> socket.socket:
+        with deadline(timeout or CONNECT_SECONDS) as running:
             try:
-                found = Fence(network, fenced).addresses(host, port, LOOKUP_SECONDS)
+                return Connector(network, fenced, running).connect(host, port, timeout)
             except Fenced:
-                raise ConfigError(
-                    f"{where}: its server resolves to loopback, link-local or the cluster's "
-                    "networks, which a GitSync may not reach unless gitSyncs.allowInsecure"
-                ) from None
-            except (LookupTimedOut, OSError):
-                raise ConfigError(f"{where}: its server's name does not resolve") from None
-            if not found:
-                raise ConfigError(f"{where}: its server's name does not resolve")
-            return str(found[0][4][0])
+                raise OSError(f"{where}: {FENCED}") from None
+            except LookupTimedOut:
+                raise OSError(f"{where}: its server's name did not resolve in time") from None
 
-        return pin
+    return opened
 
 
 def kubeconfig_document(data: bytes, where: str) -> Any:

@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from gitopsd.cluster.kubeconfigs import read_inline
-from gitopsd.config import Credentials
+from gitopsd.cluster import Cluster
+from gitopsd.cluster.kubeconfigs import configuration_of, read_inline
+from gitopsd.config import Credentials, Network
 from gitopsd.configfile import GitSyncSettings, load
 from gitopsd.configfile.clusters import DeclaredCluster
-from gitopsd.daemon.clusters import kubeconfig_document
-from gitopsd.errors import ConfigError
+from gitopsd.daemon.clusters import kubeconfig_document, opener_for
+from gitopsd.errors import ClusterError, ClusterReason, ConfigError
 from gitopsd.gitsync import spec
+from gitopsd.resources import CONFIG_MAPS
 
 TOKEN = "sekrit-token-value-4f2a"
 CA = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
@@ -223,3 +226,36 @@ def test_a_cluster_the_admin_did_not_allow_is_refused_naming_the_field(
 
     assert error in str(refused.value)
     assert str(refused.value).startswith(f"GitSync {namespace}/app: spec")
+
+
+# --- a GitSync's own cluster, connected --------------------------------------------------------
+
+
+def test_every_connection_to_a_gitsyncs_cluster_is_opened_by_its_opener(tmp_path: Path) -> None:
+    """The official client's pool connects through the opener, which checks the address:
+    a refusal is the request's failure, saying why."""
+    asked: list[tuple[str, int]] = []
+
+    def refusing(host: str, port: int, timeout: float | None) -> socket.socket:
+        asked.append((host, port))
+        raise OSError("GitSync t/a: its server resolves to loopback")
+
+    inline = read_inline(kubeconfig(), "Secret s")
+    cluster = Cluster.over(configuration_of(inline, tmp_path, refusing, 1))
+
+    with pytest.raises(ClusterError) as failed:
+        cluster.get(CONFIG_MAPS, "default", "x")
+
+    assert failed.value.reason == ClusterReason.UNREACHABLE
+    assert "its server resolves to loopback" in str(failed.value)
+    assert asked and asked[0] == ("remote.example", 6443)
+    assert (tmp_path / "ca.crt").read_bytes() == CA
+    assert oct((tmp_path / "ca.crt").stat().st_mode & 0o777) == "0o600"
+
+
+def test_the_opener_fences_a_name_that_resolves_to_loopback_unless_insecure() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        with pytest.raises(OSError, match="resolves to loopback, link-local or the cluster"):
+            opener_for(Network(), True, "GitSync t/a")("localhost", port, 2.0)
+        opener_for(Network(), False, "GitSync t/a")("localhost", port, 2.0).close()
