@@ -60,7 +60,8 @@ class SourceConfig:
     """Sources that must have applied their current revision, and be healthy, before this
     one applies a revision of its own."""
     cluster: str = ""
-    """The declared cluster it syncs into (`clusters:`); "": the daemon's own."""
+    """The cluster it syncs into: a declared one's name (`clusters:`), or secret/NAME for a
+    GitSync's own kubeconfig; "": the daemon's own."""
 
 
 HAND_READ_KEYS = {
