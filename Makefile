@@ -14,8 +14,8 @@
 # `make mutation` runs the pure core's unit tests against mutants of its modules (mutmut) and
 # writes the share each module's tests kill to MUTATION.md, with how long the run took (not
 # part of `make test`; docs/testing.md says how to read it).
-# `make crd` writes config/crd/gitsyncs.yaml from gitopsd/gitsync/schema.py (a test fails
-# when the two disagree).
+# `make crd` writes config/crd/gitsyncs.yaml from gitopsd/gitsync/schema.py, and
+# gitsyncsets.yaml from gitopsd/gitsyncsets/schema.py (a test fails when they disagree).
 # `make schemas` writes gitopsd/validation/kubernetes.json, the built-in kinds' schemas that
 # `gitopsd validate` checks against, from the OpenAPI spec of the k8s.io/kubernetes module
 # tests/controlplane/kube/go.sum pins (needs Go; a test fails when the two disagree).
@@ -102,6 +102,7 @@ mutation: $(BIN)/.installed
 
 crd: $(BIN)/.installed
 	$(BIN)/python -m gitopsd.gitsync.schema > config/crd/gitsyncs.yaml
+	$(BIN)/python -m gitopsd.gitsyncsets.schema > config/crd/gitsyncsets.yaml
 
 schemas: $(BIN)/.installed
 	$(BIN)/python -m tests.kubernetes_schemas > gitopsd/validation/kubernetes.json.partial
