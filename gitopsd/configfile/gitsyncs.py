@@ -20,6 +20,7 @@ GITSYNC_KEYS = {
     "crossNamespaceRefs",
     "shard",
     "kubeConfigNamespaces",
+    "sets",
 }
 
 
@@ -44,6 +45,9 @@ class GitSyncSettings:
     shard: str | None = None
     """Serve only the GitSyncs labelled sharding.gitopsd.io/key=SHARD (Flux's
     sharding.fluxcd.io/key); None: only those without the label."""
+    sets: bool = False
+    """Also serve GitSyncSets (docs/gitsyncsets.md): off unless asked, as their CRD and the
+    rights to write GitSyncs may not be installed."""
     network: Network = field(default_factory=Network)
     """What their fetches may reach, and for how long: the top level's `network`."""
     clusters: tuple[DeclaredCluster, ...] = ()
@@ -71,6 +75,7 @@ def git_syncs(value: Any, where: str) -> GitSyncSettings:
         ),
         shard=_shard(raw, where),
         kubeconfig_namespaces=namespaces(raw, "kubeConfigNamespaces", where, (), EVERY_NAMESPACE),
+        sets=boolean(raw, "sets", where, GitSyncSettings.sets),
     )
 
 

@@ -32,11 +32,13 @@ from gitopsd.daemon.control import Control
 from gitopsd.daemon.controller import GitSyncController
 from gitopsd.daemon.file_sources import FileSources
 from gitopsd.daemon.forwarding import Forwarder
+from gitopsd.daemon.gitsyncsets import GitSyncSetController
 from gitopsd.daemon.networks import learning
 from gitopsd.daemon.notifier import Notifier, Settings
 from gitopsd.daemon.queue import Pool
 from gitopsd.daemon.quotas import Holdings
 from gitopsd.daemon.registry import Registry
+from gitopsd.daemon.set_reads import GitReads
 from gitopsd.daemon.worker import SourceWorker
 from gitopsd.daemon.writers import Shares, Writers
 from gitopsd.errors import ConfigError, ConfigReason, GitopsdError
@@ -94,6 +96,7 @@ class Daemon:
         self.recorder.watch_clusters(self.clusters.reachable)
         self.notifier = self._notifier()
         self.controller = self._controller(sources)
+        self.sets = self._sets()
         self.file_sources = FileSources(
             configs=sources,
             worker_of=self._worker,
@@ -130,6 +133,18 @@ class Daemon:
             taken_parents=parents,
             holdings=Holdings(self.config.tenant_quota),
         )
+
+    def _sets(self) -> GitSyncSetController | None:
+        """GitSyncSets, if served (gitSyncs.sets): the GitSyncs they generate are seen
+        through the GitSync controller's informers."""
+        if self.controller is None or not self.config.git_syncs.sets:
+            return None
+        settings = self.controller.settings
+        reads = GitReads(self.cluster, settings, self.config.cache_dir, self.fetches)
+        return GitSyncSetController(
+            settings, self.cluster, self.writers, self.stopping, self.clock, self.pool,
+            self.controller.gitsyncs, reads,
+        )  # fmt: skip
 
     def _notifier(self) -> Notifier:
         """The daemon's providers and the GitSyncs', sent to on threads of their own; a
@@ -182,6 +197,8 @@ class Daemon:
             self.controller.requeue_all()  # its finalizers and statuses, as a new leader's
         elif self.controller:
             self.controller.reshard()
+        if self.sets:
+            self.sets.requeue_all()
 
     def _not_running_here(self, name: str) -> str:
         """Why source `name`, which does not run here, is not ready: with sharding, a
@@ -205,6 +222,8 @@ class Daemon:
                 worker.poll_soon()
             if self.controller:
                 self.controller.requeue_all()
+            if self.sets:
+                self.sets.requeue_all()
 
     def _worker(self, source: SourceConfig, on_report: Callable[[], None]) -> SourceWorker:
         return SourceWorker(
@@ -234,6 +253,7 @@ class Daemon:
         known = self.writers.state_known()
         reachable = self.cluster.api.reachable
         serving = self.controller is None or self.controller.ready()
+        serving = serving and (self.sets is None or self.sets.ready())
         home = [w for w in self.file_sources.running_workers() if not w.config.cluster]
         workers = all(worker.ready() for worker in home)
         moving = self.pool.stuck_seconds() < self.config.pool_progress_seconds
@@ -252,6 +272,8 @@ class Daemon:
         self.notifier.start()
         if self.controller:
             self.controller.start()
+        if self.sets:
+            self.sets.start()
         self._wait_for_a_signal()
         self._shut_down()
         for server in servers:
@@ -318,6 +340,8 @@ class Daemon:
         self.notifier.stop()
         if self.controller:
             self.controller.stop()
+        if self.sets:
+            self.sets.stop()
         sandbox.stop_waiting_for_rules()
         deadline = time.monotonic() + self.config.shutdown_grace_seconds
         if self.fetches.git:

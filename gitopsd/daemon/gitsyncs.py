@@ -1,5 +1,5 @@
-"""The GitSyncs as the daemon sees them: an informer per served namespace (or one for all),
-kept whole (status and generation too), whose changes (not of status) are told."""
+"""The GitSyncs (or GitSyncSets) as the daemon sees them: an informer per served namespace
+(or one for all), kept whole (status and generation too), whose changes are told."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from gitopsd import gitsync
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.cache import Change, Informer
 from gitopsd.names import DNS1123_SUBDOMAIN, namespace_problem
-from gitopsd.objects import Body, ObjectKey
+from gitopsd.objects import Body, ObjectKey, Resource
 
 
 @dataclass
@@ -20,12 +20,13 @@ class GitSyncs:
     """Those served; none: all."""
     on_change: Change
     stopping: threading.Event
+    resource: Resource = gitsync.RESOURCE
 
     def __post_init__(self) -> None:
         self.informers = [
             Informer(
                 cluster=self.cluster,
-                resource=gitsync.RESOURCE,
+                resource=self.resource,
                 namespace=namespace,
                 keep=_everything,
                 on_change=self.on_change,
@@ -38,7 +39,8 @@ class GitSyncs:
     def start(self) -> None:
         for informer in self.informers:
             where = informer.namespace or "all-namespaces"
-            threading.Thread(target=informer.run, name=f"gitsyncs-{where}", daemon=True).start()
+            name = f"{self.resource.plural}-{where}"
+            threading.Thread(target=informer.run, name=name, daemon=True).start()
 
     def synced(self) -> bool:
         return all(informer.synced.is_set() for informer in self.informers)

@@ -111,6 +111,11 @@ TEMPLATE = object_(
             "(gitopsd.io/delete-policy: prune deletes what it applied when its element goes).",
             {
                 "name": string("Its name.", minLength=1, maxLength=1024),
+                "namespace": string(
+                    "The set's own, if given: a set generates into its namespace only, and "
+                    "a template naming another is refused.",
+                    maxLength=1024,
+                ),
                 "labels": STRINGS | {"description": "Labels."},
                 "annotations": STRINGS | {"description": "Annotations."},
             },
