@@ -19,7 +19,7 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -65,8 +65,6 @@ class GitSyncSetController:
     gitsyncs: GitSyncs
     """The GitSyncs of the served namespaces, as the GitSync controller sees them."""
     reads: GitReads
-    clusters: Sequence[generators.Cluster] = ()
-    """The clusters the daemon's configuration declares."""
     held: dict[ObjectKey, Held] = field(default_factory=dict)
     applied: dict[ObjectKey, dict[str, str]] = field(default_factory=dict)
     """Each set's GitSyncs' last apply, by name: the digest of what was sent and what it
@@ -145,7 +143,7 @@ class GitSyncSetController:
     def _generate(self, key: ObjectKey, gitsyncset: GitSyncSet, cluster: Cluster) -> Outcome:
         """One pass: every element's GitSync made and checked, then written, or nothing."""
         listings = self.reads.listings(key, gitsyncset, partial(self.request, key))
-        elements = generators.elements(gitsyncset, listings, self.clusters)
+        elements = generators.elements(gitsyncset, listings, self.settings.clusters)
         wanted = template.generated(gitsyncset, elements)
         for body in wanted.values():
             self._check(gitsyncset, body)

@@ -17,9 +17,10 @@ shell's globs); `**` matches any number of names.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from gitopsd.configfile.clusters import DeclaredCluster
 from gitopsd.errors import ConfigError
 from gitopsd.gitsyncsets import MAX_ELEMENTS
 from gitopsd.gitsyncsets.spec import (
@@ -36,15 +37,6 @@ Listings = Mapping[tuple[str, str], Sequence[str]]
 
 
 @dataclass(frozen=True)
-class Cluster:
-    """A cluster the daemon's configuration declares (`clusters:`)."""
-
-    name: str
-    allows: Callable[[str], bool]
-    """Whether a tenant of this namespace may target it."""
-
-
-@dataclass(frozen=True)
 class Element:
     values: Mapping[str, str]
     origin: str
@@ -52,7 +44,7 @@ class Element:
 
 
 def elements(
-    gitsyncset: GitSyncSet, listings: Listings, clusters: Sequence[Cluster] = ()
+    gitsyncset: GitSyncSet, listings: Listings, clusters: Sequence[DeclaredCluster] = ()
 ) -> list[Element]:
     """Every element of the set's generators, in their order; raises ConfigError past
     MAX_ELEMENTS, or for a generator the daemon cannot give elements for."""
@@ -68,7 +60,7 @@ def _of(
     generator: Generator,
     where: str,
     listings: Listings,
-    clusters: Sequence[Cluster],
+    clusters: Sequence[DeclaredCluster],
     namespace: str,
 ) -> list[Element]:
     if isinstance(generator, ListGenerator):

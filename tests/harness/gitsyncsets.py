@@ -39,10 +39,11 @@ def _established(crd: Any) -> bool:
     return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or [])
 
 
-def set_operator(daemons: Daemons, namespace: str) -> DaemonProcess:
-    """A daemon serving the GitSyncs and GitSyncSets of `namespace` only."""
+def set_operator(daemons: Daemons, namespace: str, **top: Any) -> DaemonProcess:
+    """A daemon serving the GitSyncs and GitSyncSets of `namespace` only; `top` adds
+    top-level settings (`clusters`)."""
     settings = {"enabled": True, "namespaces": [namespace], "allowInsecure": True, "sets": True}
-    return daemons.start_with([], "operator", gitSyncs=settings).start()
+    return daemons.start_with([], "operator", gitSyncs=settings, **top).start()
 
 
 def create(api: Any, namespace: str, name: str, spec: dict[str, Any]) -> None:

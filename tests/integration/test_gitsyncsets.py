@@ -15,6 +15,7 @@ from kubernetes import client
 
 from tests.harness.cli import EXAMPLES, Gitopsd, example_files
 from tests.harness.cluster_reads import config_map_data_value, config_map_value
+from tests.harness.controlplane import ControlPlane
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.gitsyncs import GROUP, VERSION
@@ -172,6 +173,35 @@ def test_a_matrix_of_a_list_and_directories(
     for name in status["gitSyncs"]:
         holds = partial(holds_value, admin_api, namespace, name, f"apps/{name[0]}")
         wait_for(holds, f"{name} synced with the matrix's variables")
+
+
+def test_a_gitsync_for_each_declared_cluster_the_namespace_may_target(
+    admin_api: Any,
+    namespace: str,
+    control_plane: ControlPlane,
+    gitsyncset_crd: str,
+    daemons: Daemons,
+    git_repo: GitRepo,
+    git_server: GitServer,
+) -> None:
+    """Two clusters declared (both this control plane, by another name), one allowed for
+    the set's namespace: its GitSync syncs into it, with the variable cluster."""
+    git_repo.commit({"base/cm.yaml": config_map_with_value("settings", "${cluster}")})
+    url = git_server.file_url(git_repo)
+    kubeconfig = str(control_plane.kubeconfig)
+    clusters = [
+        {"name": "mirror", "kubeconfig": kubeconfig, "namespaces": [namespace]},
+        {"name": "forbidden", "kubeconfig": kubeconfig, "namespaces": ["elsewhere"]},
+    ]
+    set_operator(daemons, namespace, clusters=clusters)
+    each = template(url, "app-${cluster}", ["base"])
+    each["spec"]["cluster"] = "${cluster}"
+    create(admin_api, namespace, "fleet", {"generators": [{"clusters": {}}], "template": each})
+
+    status = wait_ready(admin_api, namespace, "fleet", "True", "Generated")["status"]
+    assert status["gitSyncs"] == ["app-mirror"]
+    assert (get_gitsync(admin_api, namespace, "app-mirror") or {})["spec"]["cluster"] == "mirror"
+    wait_for(lambda: holds_value(admin_api, namespace, "settings", "mirror"), "synced there")
 
 
 def test_the_deletion_guard_refuses_a_mass_deletion_until_it_is_allowed(

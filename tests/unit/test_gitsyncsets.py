@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from gitopsd.configfile import GitSyncSettings
+from gitopsd.configfile.clusters import DeclaredCluster
 from gitopsd.errors import ConfigError
 from gitopsd.gitsync.spec import read as read_gitsync
 from gitopsd.gitsyncsets import MAX_ELEMENTS, MAX_TEMPLATE_BYTES, SET_LABEL, schema
 from gitopsd.gitsyncsets.deletion import decide
-from gitopsd.gitsyncsets.generators import Cluster, Element, elements, glob_matches, matching
+from gitopsd.gitsyncsets.generators import Element, elements, glob_matches, matching
 from gitopsd.gitsyncsets.spec import Directory, Guards, read
 from gitopsd.gitsyncsets.status import Outcome, events, status_of
 from gitopsd.gitsyncsets.template import generated, gitsync_of, owned_by
@@ -137,9 +138,10 @@ def test_an_exclusion_wins_wherever_it_is_listed() -> None:
 
 LISTINGS = {(URL, REF.default): ["apps", "apps/a", "apps/b", "docs"]}
 CLUSTERS = (
-    Cluster("prod", lambda namespace: namespace == "team"),
-    Cluster("staging", lambda namespace: True),
-    Cluster("other", lambda namespace: namespace == "elsewhere"),
+    DeclaredCluster("prod", Path("prod.kubeconfig"), namespaces=("team",)),
+    DeclaredCluster("staging", Path("staging.kubeconfig"), namespaces=("*",)),
+    DeclaredCluster("other", Path("other.kubeconfig"), namespaces=("elsewhere",)),
+    DeclaredCluster("admins", Path("admins.kubeconfig")),
 )
 ELEMENTS: dict[str, tuple[list[dict[str, Any]], list[dict[str, str]]]] = {
     "a list, as written": ([LISTED], [{"env": "dev"}, {"env": "prod"}]),
