@@ -364,6 +364,16 @@ def test_the_shipped_in_cluster_configuration_loads_with_no_sources(variant: str
 
     assert config.sources == () and config.listen_address == ("0.0.0.0", 9290)  # noqa: S104 - the pod IP
     assert config.leader_election.enabled and config.cache_dir == Path("/var/cache/gitopsd")
+    # the cluster-wide install serves GitSyncSets beside GitSyncs; the namespaced one neither
+    assert config.git_syncs.sets is (variant == "manager")
+
+
+def test_gitsyncsets_are_served_only_when_asked(tmp_path: Path) -> None:
+    asked = {"gitSyncs": {"enabled": True, "sets": True}, "sources": []}
+    assert load(write(tmp_path, asked)).git_syncs.sets
+    assert not load(write(tmp_path, {"gitSyncs": {"enabled": True}, "sources": []})).git_syncs.sets
+    with pytest.raises(ConfigError, match="sets"):
+        load(write(tmp_path, {"gitSyncs": {"sets": "yes"}, "sources": []}))
 
 
 def test_depends_on_names_other_sources_and_is_read_in_order(tmp_path: Path) -> None:
