@@ -197,7 +197,7 @@ class GitSyncSetController:
             body = guarded(wanted, live)
             stored = cluster.apply(gitsync.RESOURCE, body, dry_run=dry_run, force=True)
         except ApiError as error:
-            raise _refused(gitsyncset, name, error) from None
+            raise _refused(gitsyncset, name, error, dry_run) from None
         if not dry_run:
             key = ObjectKey(RESOURCE.group, RESOURCE.kind, gitsyncset.namespace, gitsyncset.name)
             with self.lock:
@@ -258,17 +258,17 @@ def _applied_digest(wanted: Body, live: Body) -> str:
     return hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()
 
 
-def _refused(gitsyncset: GitSyncSet, name: str, error: ApiError) -> GitopsdError:
+def _refused(gitsyncset: GitSyncSet, name: str, error: ApiError, dry_run: bool) -> GitopsdError:
+    """What the API server's refusal of a GitSync means; a dry-run's comes before any write."""
     where = f"GitSyncSet {gitsyncset.key}: GitSync {name}"
+    unwritten = "; nothing was applied or deleted" if dry_run else ""
     if error.status == 409:
         return ClusterError(
             f"{where}: {error} (created or changed meanwhile: the next pass reads it again)",
             ClusterReason.CONFLICT,
         )
     if error.status in (400, 422):
-        return ConfigError(
-            f"{where}: the API server refuses it: {error}; nothing was applied or deleted"
-        )
+        return ConfigError(f"{where}: the API server refuses it: {error}{unwritten}")
     return ClusterError(f"{where}: {error}", error.reason)
 
 
@@ -289,7 +289,8 @@ def _outcome(decision: Decision, created: tuple[str, ...]) -> Outcome:
 
 
 def _same(status: Body, previous: Body | None) -> bool:
-    """Whether the status says what it said (its transition time aside)."""
+    """Whether the status is the one the set holds (a condition keeps its transition time
+    while its status holds, so an unchanged pass writes nothing)."""
     return previous is not None and json.dumps(status, sort_keys=True) == json.dumps(
         previous, sort_keys=True
     )

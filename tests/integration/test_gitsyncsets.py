@@ -339,3 +339,31 @@ def test_the_example_gitsyncset_makes_a_gitsync_of_each_example_folder(
         lambda: config_map_value(admin_api, namespace, "web-config", "GREETING") == "hello",
         "example-app's ConfigMap applied",
     )
+
+
+def test_a_repository_of_more_directories_than_a_git_generator_scans_generates_nothing(
+    admin_api: Any,
+    namespace: str,
+    gitsyncset_crd: str,
+    daemons: Daemons,
+    git_repo: GitRepo,
+    git_server: GitServer,
+) -> None:
+    """A crafted tree of a few objects naming 32,766 directories: the listing stops past
+    the bound, and the set says so."""
+    git_repo.commit({"base/cm.yaml": config_map_with_value("cm")})
+    tree = git_repo.tree({"cm.yaml": ("100644", git_repo.blob(config_map_with_value("cm")))})
+    for _ in range(14):
+        tree = git_repo.tree({"a": ("040000", tree), "b": ("040000", tree)})
+    git_repo.push_tree(tree)
+    url = git_server.file_url(git_repo)
+    set_operator(daemons, namespace)
+    generator = directories("**")
+    generator["git"]["repository"]["url"] = url
+    each = template(url, "dir-${basename}", ["${path}"])
+    create(admin_api, namespace, "deep", {"generators": [generator], "template": each})
+
+    refused = wait_ready(admin_api, namespace, "deep", "False", "SizeLimit")
+    message = refused["status"]["conditions"][0]["message"]
+    assert "holds more than 10000 directories, the most a GitSyncSet's git generator" in message
+    assert gitsync_names(admin_api, namespace) == []
