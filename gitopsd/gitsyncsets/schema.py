@@ -68,11 +68,11 @@ GIT = object_(
     },
     required=["repository", "directories"],
 )
-CLUSTERS = object_(
-    "One element each per cluster the daemon's configuration declares and allows for the "
-    "set's namespace, with the variable cluster (its name).",
-    {},
-)
+CLUSTERS: Schema = {
+    "type": "object",
+    "description": "One element each per cluster the daemon's configuration declares and "
+    "allows for the set's namespace, with the variable cluster (its name).",
+}  # no `properties: {}`: the API server drops an empty one, and a file's apply then conflicts
 
 
 def _generator(description: str, nested: bool) -> Schema:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gitopsd.configfile import GitSyncSettings
 from gitopsd.configfile.clusters import DeclaredCluster
@@ -46,6 +47,24 @@ def test_the_crd_file_is_what_the_schema_module_prints() -> None:
     assert CRD_FILE.read_text() == schema.crd_yaml(), (
         f"{CRD_FILE} is stale: run `make crd` to regenerate it from gitopsd/gitsyncsets/schema.py"
     )
+
+
+def empty_maps(node: Any, path: str = "") -> list[str]:
+    """Where a schema holds an empty `properties`: the API server stores none, so applying
+    the shipped file over a CRD another manager wrote conflicts on the whole version."""
+    if isinstance(node, list):
+        return [found for n, item in enumerate(node) for found in empty_maps(item, f"{path}[{n}]")]
+    if not isinstance(node, dict):
+        return []
+    here = [f"{path}.properties"] if node.get("properties") == {} else []
+    return here + [found for k, v in node.items() for found in empty_maps(v, f"{path}.{k}")]
+
+
+@pytest.mark.parametrize("crd", ["gitsyncs.yaml", "gitsyncsets.yaml"])
+def test_no_schema_of_a_shipped_crd_has_an_empty_properties(crd: str) -> None:
+    document = yaml.safe_load((CRD_FILE.parent / crd).read_text())
+
+    assert empty_maps(document) == []
 
 
 # --- a set read -------------------------------------------------------------------------
