@@ -37,7 +37,7 @@ from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.waiting import wait_for
 
 NAMESPACE = "gitopsd-demo"
-NOT_DEMOED = {"chart"}
+NOT_DEMOED = {"chart", "clusters"}
 """Example folders the demo leaves out (see commit_examples)."""
 
 SHOWN_METRICS = re.compile(
@@ -162,9 +162,11 @@ class Demo:
         return int(done.stdout)
 
     def commit_examples(self) -> GitRepo:
-        """examples/ but the chart: its CRD, cluster-wide, can belong to one source only,
-        and the Helm example of docs/helm.md, run against the same control plane by the
-        tests, applies it (docs/helm.md shows it)."""
+        """examples/ but the chart and the clusters. The chart's CRD, cluster-wide, can
+        belong to one source only, and the Helm example of docs/helm.md, run against the
+        same control plane by the tests, applies it (docs/helm.md shows it). The clusters
+        example is three overlays of one base, each for a cluster of its own (with a daemon
+        configuration beside them): tests/integration/test_clusters.py runs it."""
         repo = self.server.create_repo("examples")
         files: dict[str, str | None] = {
             f"{folder.name}/{name}": text
