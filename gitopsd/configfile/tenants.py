@@ -38,11 +38,16 @@ class TenantQuota:
     sixth of it; all at once after a minute unused), so rules of almost
     sandbox.expressionTimeout each, one after another, are in another tenant's way at most
     once per that long; a rule of the usual kind takes well under a millisecond."""
+    git_sync_sets: int = 5
+    """GitSyncSets passed over at once, the oldest first: each pass holds the GitSyncs it
+    makes (up to 16 MiB of them) and reads the set's repositories; a later one waits until
+    one of these goes."""
 
 
 KEYS = {
     "objects",
     "gitSyncs",
+    "gitSyncSets",
     "threads",
     "requestsPerSecond",
     "requestBurst",
@@ -55,6 +60,7 @@ def tenant_quota(value: Any, where: str) -> TenantQuota:
     return TenantQuota(
         objects=positive(raw, "objects", where, TenantQuota.objects),
         git_syncs=positive(raw, "gitSyncs", where, TenantQuota.git_syncs),
+        git_sync_sets=positive(raw, "gitSyncSets", where, TenantQuota.git_sync_sets),
         threads=positive(raw, "threads", where, TenantQuota.threads),
         requests_per_second=positive(
             raw, "requestsPerSecond", where, TenantQuota.requests_per_second

@@ -143,7 +143,7 @@ class Daemon:
         reads = GitReads(self.cluster, settings, self.config.cache_dir, self.fetches)
         return GitSyncSetController(
             settings, self.cluster, self.writers, self.stopping, self.clock, self.pool,
-            self.controller.gitsyncs, reads,
+            self.controller.gitsyncs, reads, self.config.tenant_quota,
         )  # fmt: skip
 
     def _notifier(self) -> Notifier:

@@ -27,10 +27,11 @@ from gitopsd import gitsync
 from gitopsd.cluster import ApiError, Cluster
 from gitopsd.cluster.cache import content
 from gitopsd.cluster.shards import SHARD_LABEL
-from gitopsd.configfile import GitSyncSettings
+from gitopsd.configfile import GitSyncSettings, TenantQuota
 from gitopsd.daemon.clock import Clock, Timers
 from gitopsd.daemon.gitsyncs import GitSyncs
 from gitopsd.daemon.queue import Pool, Retries
+from gitopsd.daemon.quotas import check_git_sync_sets
 from gitopsd.daemon.set_reads import GitReads
 from gitopsd.daemon.writers import Writers
 from gitopsd.errors import ClusterError, ClusterReason, ConfigError, GitopsdError, Remedy
@@ -65,6 +66,8 @@ class GitSyncSetController:
     gitsyncs: GitSyncs
     """The GitSyncs of the served namespaces, as the GitSync controller sees them."""
     reads: GitReads
+    quota: TenantQuota = field(default_factory=TenantQuota)
+    """Each namespace's share: how many of its sets are passed over at once."""
     held: dict[ObjectKey, Held] = field(default_factory=dict)
     applied: dict[ObjectKey, dict[str, str]] = field(default_factory=dict)
     """Each set's GitSyncs' last apply, by name: the digest of what was sent and what it
@@ -98,6 +101,10 @@ class GitSyncSetController:
         held.run()
 
     def _changed(self, key: ObjectKey, previous: Body | None, body: Body | None) -> None:
+        if body is None:  # its namespace's share is free: a set waiting for it may go
+            for other in self.sets.bodies():
+                if other.namespace == key.namespace:
+                    self.request(other)
         if body is None or content(previous) != content(body):
             self.request(key)
 
@@ -110,6 +117,7 @@ class GitSyncSetController:
         if not cluster.writable() or self.stopping.is_set():
             return  # a standby: the replica that writes passes over it
         try:
+            check_git_sync_sets(self.quota, self.sets.bodies(), key)
             gitsyncset = read(body)
             self._every(key, gitsyncset.interval_seconds)
             outcome = self._generate(key, gitsyncset, cluster)

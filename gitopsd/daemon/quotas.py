@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Mapping
 
 from gitopsd.cluster.pacing import Pace
 from gitopsd.configfile import TenantQuota
 from gitopsd.errors import ConfigError, ConfigReason
-from gitopsd.objects import ObjectKey
+from gitopsd.objects import Body, ObjectKey
 
 
 class Holdings:
@@ -78,3 +79,22 @@ def check_git_syncs(quota: TenantQuota, served: set[ObjectKey], key: ObjectKey) 
             "tenantQuota.gitSyncs)",
             ConfigReason.QUOTA_EXCEEDED,
         )
+
+
+def check_git_sync_sets(quota: TenantQuota, sets: Mapping[ObjectKey, Body], key: ObjectKey) -> None:
+    """Raises QuotaExceeded for GitSyncSet `key` unless it is among the first
+    tenantQuota.gitSyncSets of its namespace's `sets`, oldest first (by name within a
+    second): a later one waits until one of them goes."""
+    mine = sorted((k for k in sets if k.namespace == key.namespace), key=lambda k: _age(sets, k))
+    if key in mine[: quota.git_sync_sets]:
+        return
+    raise ConfigError(
+        f"namespace {key.namespace} may have {quota.git_sync_sets:,} GitSyncSets passed over "
+        f"(tenantQuota.gitSyncSets), older than GitSyncSet {key.name}: it waits until one of "
+        "them is deleted (or the daemon's admin raises tenantQuota.gitSyncSets)",
+        ConfigReason.QUOTA_EXCEEDED,
+    )
+
+
+def _age(sets: Mapping[ObjectKey, Body], key: ObjectKey) -> tuple[str, str]:
+    return str(sets[key].get("metadata", {}).get("creationTimestamp", "")), key.name

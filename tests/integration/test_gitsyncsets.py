@@ -367,3 +367,42 @@ def test_a_repository_of_more_directories_than_a_git_generator_scans_generates_n
     message = refused["status"]["conditions"][0]["message"]
     assert "holds more than 10000 directories, the most a GitSyncSet's git generator" in message
     assert gitsync_names(admin_api, namespace) == []
+
+
+def test_a_namespace_past_its_share_of_sets_waits_until_one_goes(
+    admin_api: Any,
+    namespace: str,
+    gitsyncset_crd: str,
+    daemons: Daemons,
+    git_repo: GitRepo,
+    git_server: GitServer,
+) -> None:
+    """tenantQuota.gitSyncSets: 1. The younger set generates nothing while the older is
+    there; once it is deleted, the younger generates."""
+    git_repo.commit({"base/cm.yaml": config_map_with_value("cm-${env}")})
+    url = git_server.file_url(git_repo)
+    set_operator(daemons, namespace, tenantQuota={"gitSyncSets": 1})
+    create(
+        admin_api,
+        namespace,
+        "first",
+        {"generators": [listed("a")], "template": template(url, "first-${env}", ["base"])},
+    )
+    wait_ready(admin_api, namespace, "first", "True", "Generated")
+    create(
+        admin_api,
+        namespace,
+        "second",
+        {"generators": [listed("b")], "template": template(url, "second-${env}", ["base"])},
+    )
+
+    waiting = wait_ready(admin_api, namespace, "second", "False", "QuotaExceeded")
+    message = waiting["status"]["conditions"][0]["message"]
+    assert "may have 1 GitSyncSets passed over (tenantQuota.gitSyncSets)" in message
+    assert gitsync_names(admin_api, namespace) == ["first-a"]
+
+    client.CustomObjectsApi(admin_api).delete_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "first"
+    )
+    wait_ready(admin_api, namespace, "second", "True", "Generated")
+    assert "second-b" in gitsync_names(admin_api, namespace)

@@ -463,11 +463,18 @@ def test_ta03_each_namespaces_share_has_documented_defaults_and_is_set_in_the_fi
     assert (TenantQuota.requests_per_second, TenantQuota.request_burst) == (50, 300)
     assert TenantQuota.health_rule_seconds_per_minute == 10
     quota = {"objects": 500, "gitSyncs": 3, "threads": 1, "requestsPerSecond": 5}
-    quota |= {"requestBurst": 9, "healthRuleSecondsPerMinute": 4}
+    quota |= {"requestBurst": 9, "healthRuleSecondsPerMinute": 4, "gitSyncSets": 2}
     read = load(write(tmp_path, {"sources": [], "tenantQuota": quota}))
     assert read.tenant_quota == TenantQuota(
-        500, 3, 1, requests_per_second=5, request_burst=9, health_rule_seconds_per_minute=4
+        500,
+        3,
+        1,
+        requests_per_second=5,
+        request_burst=9,
+        health_rule_seconds_per_minute=4,
+        git_sync_sets=2,
     )
+    assert TenantQuota.git_sync_sets == 5
     with pytest.raises(ConfigError, match="tenantQuota: threads: expected a positive whole"):
         load(write(tmp_path, {"sources": [], "tenantQuota": {"threads": 0}}))
     with pytest.raises(ConfigError, match=r"tenantQuota: unknown field\(s\) memory"):

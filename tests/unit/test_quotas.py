@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gitopsd.configfile import TenantQuota
-from gitopsd.daemon.quotas import Holdings, check_git_syncs
+from gitopsd.daemon.quotas import Holdings, check_git_sync_sets, check_git_syncs
 from gitopsd.errors import ConfigError, ConfigReason
 from gitopsd.gitsync.status import Failure
 from gitopsd.objects import ObjectKey
@@ -64,3 +64,27 @@ def test_ta03_a_gitsync_past_its_namespaces_share_of_gitsyncs_is_refused() -> No
 
     assert over.value.reason == ConfigReason.QUOTA_EXCEEDED
     assert "tenantQuota.gitSyncs" in str(over.value) and "team/c" in str(over.value)
+
+
+def test_a_gitsyncset_past_its_namespaces_share_of_sets_waits_the_oldest_first() -> None:
+    def made(at: str) -> dict[str, object]:
+        return {"metadata": {"creationTimestamp": at}}
+
+    sets = {
+        ObjectKey("gitopsd.io", "GitSyncSet", "team", "young"): made("2026-12-06T10:00:02Z"),
+        ObjectKey("gitopsd.io", "GitSyncSet", "team", "old-b"): made("2026-12-06T10:00:01Z"),
+        ObjectKey("gitopsd.io", "GitSyncSet", "team", "old-a"): made("2026-12-06T10:00:01Z"),
+        ObjectKey("gitopsd.io", "GitSyncSet", "other", "any"): made("2026-12-06T09:00:00Z"),
+    }
+    two = TenantQuota(git_sync_sets=2)
+    for passed in ("old-a", "old-b"):
+        check_git_sync_sets(two, sets, ObjectKey("gitopsd.io", "GitSyncSet", "team", passed))
+    check_git_sync_sets(
+        TenantQuota(git_sync_sets=1), sets, ObjectKey("gitopsd.io", "GitSyncSet", "other", "any")
+    )
+
+    with pytest.raises(ConfigError, match=r"namespace team may have 2 GitSyncSets") as over:
+        check_git_sync_sets(two, sets, ObjectKey("gitopsd.io", "GitSyncSet", "team", "young"))
+
+    assert over.value.reason == ConfigReason.QUOTA_EXCEEDED
+    assert "GitSyncSet young" in str(over.value) and "tenantQuota.gitSyncSets" in str(over.value)
