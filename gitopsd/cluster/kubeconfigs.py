@@ -29,6 +29,8 @@ from gitopsd.errors import ConfigError
 
 CLUSTER_KEYS = {"server", "certificate-authority-data", "tls-server-name"}
 USER_KEYS = {"token", "client-certificate-data", "client-key-data"}
+Writer = Callable[[str, bytes | None], Path | None]
+"""Keeps `content` in a private file of this name (none for None): the file's path."""
 Opener = Callable[[str, int, float | None], socket.socket]
 """A socket connected to a host and port within a timeout, to an address it checked (an
 OSError, saying why, where it may not)."""
@@ -111,9 +113,9 @@ def _only(block: dict[str, Any], allowed: set[str], where: str) -> None:
         )
 
 
-def configuration_of(inline: Inline, folder: Path, opener: Opener, connections: int) -> Connection:
+def configuration_of(inline: Inline, write: Writer, opener: Opener, connections: int) -> Connection:
     """A client for `inline`'s server whose every connection `opener` opens, its
-    certificates written (private) to `folder`, each call replacing the files of the last."""
+    certificates the files `write` keeps (private, each call replacing those of the last)."""
     from kubernetes import client
 
     configuration = client.Configuration()
@@ -121,10 +123,9 @@ def configuration_of(inline: Inline, folder: Path, opener: Opener, connections: 
     host = f"[{inline.host}]" if ":" in inline.host else inline.host
     configuration.host = f"https://{host}:{inline.port}{inline.path}"
     configuration.tls_server_name = inline.server_name
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    configuration.ssl_ca_cert = _private(folder / "ca.crt", inline.ca)
-    configuration.cert_file = _private(folder / "client.crt", inline.certificate)
-    configuration.key_file = _private(folder / "client.key", inline.key)
+    configuration.ssl_ca_cert = _shown_path(write("ca.crt", inline.ca))
+    configuration.cert_file = _shown_path(write("client.crt", inline.certificate))
+    configuration.key_file = _shown_path(write("client.key", inline.key))
     if inline.token:
         configuration.api_key = {"authorization": f"Bearer {inline.token}"}
     server = f"the API server at https://{host}:{inline.port} (a GitSync's kubeconfig)"
@@ -151,13 +152,5 @@ class _Opened(urllib3.connection.HTTPSConnection):
             raise urllib3.exceptions.NewConnectionError(self, str(error)) from error
 
 
-def _private(path: Path, content: bytes | None) -> str | None:
-    if content is None:
-        path.unlink(missing_ok=True)
-        return None
-    partial = path.with_suffix(".partial")
-    partial.unlink(missing_ok=True)
-    partial.touch(mode=0o600)
-    partial.write_bytes(content)
-    partial.replace(path)
-    return str(path)
+def _shown_path(path: Path | None) -> str | None:
+    return str(path) if path else None

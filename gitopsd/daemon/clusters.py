@@ -14,6 +14,7 @@ import hashlib
 import ipaddress
 import socket
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from gitopsd.cluster.kubeconfigs import Opener, configuration_of, read_inline
 from gitopsd.config import Limits, Network
 from gitopsd.configfile import DeclaredCluster, SourceConfig
 from gitopsd.configfile.clusters import HOME
-from gitopsd.daemon.credentials import secret_values
+from gitopsd.daemon.credentials import secret_values, write_private
 from gitopsd.errors import ConfigError, ManifestError
 from gitopsd.gitsync.spec import GitSync
 from gitopsd.manifests import parse_file
@@ -96,7 +97,9 @@ class Clusters:
         if self._fences(inline.host):  # an address, known now: refused before any request
             raise ConfigError(f"{where}: {FENCED}")
         opener = opener_for(self.network, self.fenced, where)
-        connection = configuration_of(inline, folder, opener, CONNECTIONS)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        kept = partial(_kept, folder)
+        connection = configuration_of(inline, kept, opener, CONNECTIONS)
         digest = hashlib.sha256(data[key]).hexdigest()[:16]  # its credentials, unrevealed
         cluster = Cluster.over(connection, name=f"{wanted.namespace}/{secret}@{digest}")
         return replace(cluster, api=replace(cluster.api, counters=self.tenant_requests))
@@ -126,6 +129,10 @@ def opener_for(network: Network, fenced: bool, where: str) -> Opener:
                 raise OSError(f"{where}: its server's name did not resolve in time") from None
 
     return opened
+
+
+def _kept(folder: Path, name: str, content: bytes | None) -> Path | None:
+    return write_private(folder / name, content)
 
 
 def kubeconfig_document(data: bytes, where: str) -> Any:

@@ -39,7 +39,7 @@ def credentials_of(cluster: Cluster, wanted: GitSync, folder: Path) -> Credentia
     secret = _secret(cluster, wanted)
     data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    paths = {name: _write_private(folder / name, data.get(name)) for name in SECRET_FILES}
+    paths = {name: write_private(folder / name, data.get(name)) for name in SECRET_FILES}
     username = data.get("username", b"").decode(errors="replace").strip()
     return Credentials(
         username=username or Credentials.username,
@@ -104,8 +104,8 @@ def verification_of(cluster: Cluster, wanted: GitSync, folder: Path) -> Verifica
         )
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     return Verification(
-        public_keys_file=_write_private(folder / "public_keys", openpgp),
-        allowed_signers_file=_write_private(folder / ALLOWED_SIGNERS, signers),
+        public_keys_file=write_private(folder / "public_keys", openpgp),
+        allowed_signers_file=write_private(folder / ALLOWED_SIGNERS, signers),
     )
 
 
@@ -132,8 +132,8 @@ def decryption_of(cluster: Cluster, wanted: GitSync, folder: Path) -> Decryption
         )
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     return Decryption(
-        age_key_file=_write_private(folder / "identities.agekey", age),
-        pgp_key_file=_write_private(folder / "private_keys.asc", pgp),
+        age_key_file=write_private(folder / "identities.agekey", age),
+        pgp_key_file=write_private(folder / "private_keys.asc", pgp),
     )
 
 
@@ -194,7 +194,7 @@ def _read(cluster: Cluster, wanted: GitSync, secret_name: str, field: str) -> Bo
     return secret
 
 
-def _write_private(path: Path, content: bytes | None) -> Path | None:
+def write_private(path: Path, content: bytes | None) -> Path | None:
     """`content` in a file only this process's user may read; None (and no file) without."""
     if content is None:
         path.unlink(missing_ok=True)

@@ -18,6 +18,7 @@ from gitopsd.config import Credentials, Network
 from gitopsd.configfile import GitSyncSettings, load
 from gitopsd.configfile.clusters import DeclaredCluster
 from gitopsd.daemon.clusters import kubeconfig_document, opener_for
+from gitopsd.daemon.credentials import write_private
 from gitopsd.errors import ClusterError, ClusterReason, ConfigError
 from gitopsd.gitsync import spec
 from gitopsd.resources import CONFIG_MAPS
@@ -240,8 +241,11 @@ def test_every_connection_to_a_gitsyncs_cluster_is_opened_by_its_opener(tmp_path
         asked.append((host, port))
         raise OSError("GitSync t/a: its server resolves to loopback")
 
+    def kept(name: str, content: bytes | None) -> Path | None:
+        return write_private(tmp_path / name, content)
+
     inline = read_inline(kubeconfig(), "Secret s")
-    cluster = Cluster.over(configuration_of(inline, tmp_path, refusing, 1))
+    cluster = Cluster.over(configuration_of(inline, kept, refusing, 1))
 
     with pytest.raises(ClusterError) as failed:
         cluster.get(CONFIG_MAPS, "default", "x")
