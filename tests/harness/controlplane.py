@@ -140,15 +140,17 @@ FIRST_PORT = 20000
 
 
 def free_port() -> int:
-    """A port nothing listens on now, below the kernel's range of ephemeral ports, and one
-    this process never handed out before. Outgoing connections take ephemeral ports: one
-    took a port probed here seconds before kube-scheduler bound it, the scheduler exited
-    ("address already in use") and another test worker's listener answered its /healthz.
-    Handed out once: the listeners of one daemon's configuration, asked for one after the
-    other, would otherwise share one."""
-    lowest, ephemeral = FIRST_PORT, _first_ephemeral_port()
+    """A port nothing listens on now, below the kernel's range of ephemeral ports, within
+    this test worker's own share of that range, and one this process never handed out
+    before. Outgoing connections take ephemeral ports: one took a port probed here seconds
+    before kube-scheduler bound it, the scheduler exited ("address already in use") and
+    another test worker's listener answered its /healthz. Each worker has a share of its
+    own: two workers once probed the same free port and handed it out both, and the second
+    daemon to bind it exited. Handed out once: the listeners of one daemon's
+    configuration, asked for one after the other, would otherwise share one."""
+    lowest, highest = worker_ports(FIRST_PORT, _first_ephemeral_port())
     while True:
-        port = lowest + secrets.randbelow(max(ephemeral - lowest, 1))
+        port = lowest + secrets.randbelow(max(highest - lowest, 1))
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))
@@ -158,6 +160,18 @@ def free_port() -> int:
             if port not in _HANDED_OUT:
                 _HANDED_OUT.add(port)
                 return port
+
+
+def worker_ports(lowest: int, highest: int) -> tuple[int, int]:
+    """This pytest-xdist worker's slice of [lowest, highest): gwN of M takes the N-th of M
+    equal slices; outside xdist (make bench, make demo), the whole range."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "").removeprefix("gw")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if not worker.isdigit() or count < 2:
+        return lowest, highest
+    size = (highest - lowest) // count
+    start = lowest + int(worker) * size
+    return start, start + size
 
 
 def _first_ephemeral_port() -> int:
