@@ -147,6 +147,11 @@ class PruneDecision:
     """Most objects the budget lets one sync prune."""
 
 
+def prune_budget(owned: int, percent: float) -> int:
+    """Most of `owned` objects one pass may delete at `percent` of them: one always."""
+    return max(1, math.floor(owned * percent / 100))
+
+
 def decide_prune(
     desired: Iterable[ObjectKey],
     labelled: Mapping[ObjectKey, Body],
@@ -191,7 +196,7 @@ def _decide(
     ]
     kept = {key for key, _ in refused}
     deletable = [key for key in candidates if key not in kept]
-    budget = max(1, math.floor(len(owned) * policy.budget_percent / 100))
+    budget = prune_budget(len(owned), policy.budget_percent)
     if len(deletable) > budget and not policy.allow_mass_prune:
         over = _refuse_all(deletable, Refusal.THRESHOLD).refused
         return PruneDecision((), (*refused, *over), len(owned), budget)

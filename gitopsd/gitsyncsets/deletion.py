@@ -16,14 +16,13 @@ which may be the same mistake's other half.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gitopsd.gitsyncsets.spec import Guards
 from gitopsd.gitsyncsets.template import owned_by
 from gitopsd.objects import Body
-from gitopsd.plan import Refusal
+from gitopsd.plan import Refusal, prune_budget
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,7 @@ def decide(
     taken = tuple(sorted(name for name in wanted if name in existing and name not in owned))
     apply = tuple(sorted(name for name in wanted if name not in taken))
     delete = tuple(sorted(owned - set(wanted)))
-    budget = max(1, math.floor(len(owned) * guards.budget_percent / 100))
+    budget = prune_budget(len(owned), guards.budget_percent)
     decision = Decision(apply, delete, taken, None, len(owned), budget)
     if delete and not wanted and not guards.allow_empty:
         return _refused(decision, Refusal.EMPTY_SOURCE)
