@@ -33,7 +33,12 @@ class DeclaredCluster:
 
     def allows(self, namespace: str) -> bool:
         """Whether GitSyncs of `namespace` may sync into it."""
-        return EVERY_NAMESPACE in self.namespaces or namespace in self.namespaces
+        return names(self.namespaces, namespace)
+
+
+def names(listed: tuple[str, ...], namespace: str) -> bool:
+    """Whether a list of namespaces ("*": every one) names `namespace`."""
+    return EVERY_NAMESPACE in listed or namespace in listed
 
 
 def clusters(value: Any, where: str) -> tuple[DeclaredCluster, ...]:

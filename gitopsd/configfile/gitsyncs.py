@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitopsd.config import Network
-from gitopsd.configfile.clusters import EVERY_NAMESPACE, DeclaredCluster
+from gitopsd.configfile.clusters import EVERY_NAMESPACE, DeclaredCluster, names
 from gitopsd.configfile.fields import boolean, mapping, namespaces, string
 from gitopsd.errors import ConfigError
 from gitopsd.names import DNS1123_SUBDOMAIN, LABEL_VALUE, shown
@@ -58,8 +58,7 @@ class GitSyncSettings:
     the clusters an admin declared for it."""
 
     def allows_kubeconfig(self, namespace: str) -> bool:
-        listed = self.kubeconfig_namespaces
-        return EVERY_NAMESPACE in listed or namespace in listed
+        return names(self.kubeconfig_namespaces, namespace)
 
 
 def git_syncs(value: Any, where: str) -> GitSyncSettings:
