@@ -50,11 +50,12 @@ class Clusters:
         """`fenced`: a GitSync's kubeconfig may not reach loopback, link-local or the
         cluster's networks (`network`), as its fetches may not."""
         self.home = home
-        self.declared = {cluster.name: _connected(cluster, home) for cluster in declared}
+        self.declared = {cluster.name: _connected(cluster) for cluster in declared}
         self.fenced, self.network = fenced, network
         self.tenant_requests = Counters()
         """The requests of every GitSync's own cluster, counted together: nothing is held
-        per kubeconfig a tenant ever gave."""
+        per kubeconfig a tenant ever gave. (Their reachability, shared with it, is read
+        nowhere: gitopsd_cluster_reachable tells of the named clusters only.)"""
 
     def of_source(self, config: SourceConfig, home: Cluster) -> Cluster:
         """Where a configuration's source syncs, fenced as `home` (its share's client)."""
@@ -147,11 +148,12 @@ def kubeconfig_document(data: bytes, where: str) -> Any:
     return documents[0][1]
 
 
-def _connected(declared: DeclaredCluster, home: Cluster) -> Cluster:
+def _connected(declared: DeclaredCluster) -> Cluster:
     """A declared cluster's client (its kubeconfig read now: a missing or invalid file stops
-    the daemon at start, as an invalid configuration does), fenced as the daemon's own."""
+    the daemon at start, as an invalid configuration does); each use fences it as the
+    client of the source's share (`fenced_as`)."""
     try:
         connection = api_client(str(declared.kubeconfig), declared.context, declared.allow_exec)
     except ConfigError as error:
         raise ConfigError(f"clusters: {declared.name}: {error}") from None
-    return Cluster.over(connection, name=declared.name).fenced_as(home)
+    return Cluster.over(connection, name=declared.name)
