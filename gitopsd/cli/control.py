@@ -24,6 +24,7 @@ from gitopsd.cli.progress import EVERY_SECONDS
 from gitopsd.cli.render import emit, source_table
 from gitopsd.cluster import Cluster, Unserved
 from gitopsd.errors import ClusterError, ClusterReason, ConfigError, ExitCode
+from gitopsd.gitsync import spec as gitsync_spec
 from gitopsd.gitsync.status import Document, summary
 from gitopsd.gitsync.status_map import annotation_patch
 
@@ -216,8 +217,9 @@ def _unknown(what: str, where: str, names: list[str]) -> ConfigError:
 def _gitsync_line(body: Document) -> Document:
     metadata = body.get("metadata") or {}
     name = f"{metadata.get('namespace')}/{metadata.get('name')}"
-    suspended = (body.get("spec") or {}).get("suspend") is True
-    return summary(name, body.get("status") or {}, suspended)
+    spec = body.get("spec") or {}
+    line = summary(name, body.get("status") or {}, spec.get("suspend") is True)
+    return line | {"cluster": gitsync_spec.cluster_named(spec)}
 
 
 def namespace_of(arguments: argparse.Namespace, cluster: Cluster) -> str:

@@ -114,10 +114,17 @@ def _add_tree(commands: Any) -> None:
         "list the objects a source holds, with their health and drift",
         "  gitopsd tree platform                  # a source of the daemon, from its daemon\n"
         "  gitopsd tree web --gitsync -n team-a   # a GitSync, from its record in the cluster\n"
+        "  gitopsd tree east --in-cluster --target-context east   # one syncing into cluster east\n"
         "  gitopsd tree platform -o json | jq '.objects[] | select(.drift != \"\")'",
     )
     _named_source(tree)
     _control_arguments(tree)
+    tree.add_argument(
+        "--target-context",
+        metavar="CONTEXT",
+        help="the kubeconfig context of the cluster the source syncs into, where its record "
+        "and objects are (default: the cluster of its status, when it syncs there)",
+    )
     output_argument(tree)
     tree.set_defaults(command=run_tree, document="ObjectTree")
 

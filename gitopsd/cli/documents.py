@@ -190,6 +190,7 @@ def source_item(source: Document, line: Mapping[str, Any]) -> Document:
     (`gitsync.status.summary`)."""
     return {
         "source": source,
+        "cluster": str(line.get("cluster") or ""),
         "ready": line["ready"] == "True",
         "reason": line["reason"],
         "message": line["message"],

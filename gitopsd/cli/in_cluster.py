@@ -73,4 +73,5 @@ def _status_maps(cluster: Cluster, namespace: str) -> list[Body]:
 
 def _line(body: Body) -> Document:
     name = status_map.source_of(body)
-    return summary(name, status_map.status(body), status_map.suspended(body))
+    line = summary(name, status_map.status(body), status_map.suspended(body))
+    return line | {"cluster": status_map.where(body).cluster}

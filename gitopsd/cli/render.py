@@ -159,6 +159,7 @@ def _paint(line: str, color: bool) -> str:
 
 COLUMNS = (
     "NAME",
+    "CLUSTER",
     "READY",
     "REASON",
     "REVISION",
@@ -199,6 +200,7 @@ def source_table(lines: list[Document], now: float | None = None) -> str:
     rows = [COLUMNS] + [
         (
             line["name"],
+            line.get("cluster") or "-",
             line["ready"],
             line["reason"] or "-",
             line["revision"][:12] or "-",

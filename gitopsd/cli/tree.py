@@ -6,7 +6,8 @@ Kustomization's inventory: the record in its ApplySet parent, each recorded obje
 body (its health now) and the drift its status says the daemon measured last. So no daemon
 need be reached, and in a cluster no `kubectl port-forward` either. A configured source's
 are asked of the daemon that runs it, or, `--in-cluster`, read the same way from the record
-and the status its status ConfigMap names."""
+and the status its status ConfigMap names. A source that syncs into another cluster has its
+record there: read through the context `--target-context` names."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from gitopsd.cli.render import emit, object_table
 from gitopsd.cluster import Cluster
 from gitopsd.config import Credentials
 from gitopsd.configfile import GitSyncSettings
+from gitopsd.configfile.clusters import HOME
 from gitopsd.configfile.tenants import TenantQuota
-from gitopsd.errors import ClusterError, ClusterReason, ExitCode
+from gitopsd.errors import ClusterError, ClusterReason, ConfigError, ExitCode
 from gitopsd.gitsync import spec, status_map
 from gitopsd.gitsync.schema import MAX_DRIFTED_SHOWN
 from gitopsd.gitsync.status import Document
@@ -37,11 +39,19 @@ READING = GitSyncSettings(
 )
 """What a daemon's configuration may allow, allowed: a GitSync is read here only for where
 its record is and for its health rules, which none of these settings changes."""
+TARGET_KEYS = ("cluster", "kubeConfig")
+"""Where a GitSync syncs, read apart: whether it may is the daemon's configuration's to say,
+and neither its record's name nor its health rules depend on it."""
 
 
 def run_tree(arguments: argparse.Namespace) -> int:
     """The objects a source holds: a GitSync's from the cluster, a configured source's from
     the daemon that runs it, each with its health and drift."""
+    if arguments.target_context and not (arguments.gitsync or arguments.in_cluster):
+        raise ConfigError(
+            "--target-context reads a record through the API server, with --gitsync or "
+            "--in-cluster; the daemon reads its sources' clusters itself"
+        )
     if arguments.gitsync:
         name, found, notes = _gitsync_tree(arguments)
     elif arguments.in_cluster:
@@ -64,12 +74,15 @@ def _gitsync_tree(arguments: argparse.Namespace) -> tuple[str, Document, list[st
     cluster = connect(arguments)
     namespace = namespace_of(arguments, cluster)
     body = read_gitsync(cluster, namespace, arguments.name)
-    settings = spec.read(body, READING).source(Credentials(password_env=None)).settings
+    written = body.get("spec") or {}
+    wanted = {**body, "spec": {k: v for k, v in written.items() if k not in TARGET_KEYS}}
+    settings = spec.read(wanted, READING).source(Credentials(password_env=None)).settings
     if settings.checks:  # a tenant's rules: evaluated in the daemon's box, under its bounds
         sandbox.bound_everything(SandboxBounds(), TenantQuota.health_rule_seconds_per_minute)
-    status = body.get("status") or {}
-    found, notes = recorded_tree(cluster, applyset_of(settings), status, settings.checks)
-    return f"{namespace}/{arguments.name}", found, notes
+    status, name = body.get("status") or {}, f"{namespace}/{arguments.name}"
+    target = _target(arguments, cluster, spec.cluster_named(written), name)
+    found, notes = recorded_tree(target, applyset_of(settings), status, settings.checks)
+    return name, found, notes
 
 
 def _configured_tree(arguments: argparse.Namespace) -> tuple[Document, list[str]]:
@@ -77,10 +90,28 @@ def _configured_tree(arguments: argparse.Namespace) -> tuple[Document, list[str]
     healthCheckExprs are the daemon's configuration's: the built-in rules judge here)."""
     cluster = connect(arguments)
     found = in_cluster.status_map_of(cluster, arguments.in_cluster, arguments.name)
-    namespace, _, parent = status_map.record(found).partition("/")
+    where = status_map.where(found)
+    namespace, _, parent = where.parent.partition("/")
     if not parent:  # suspended before its daemon first wrote its status
         return {"revision": "", "objects": []}, [f"{arguments.name} has not synced yet"]
-    return recorded_tree(cluster, ApplySet(parent, namespace), status_map.status(found))
+    target = _target(arguments, cluster, where.cluster, f"source {arguments.name}")
+    return recorded_tree(target, ApplySet(parent, namespace), status_map.status(found))
+
+
+def _target(arguments: argparse.Namespace, home: Cluster, cluster: str, source: str) -> Cluster:
+    """The cluster `source`'s record and objects are in: the one --target-context names, or
+    without it the one its status is in, unless it syncs into another (the CLI knows no
+    credentials of that one: the daemon's are its own)."""
+    if arguments.target_context:
+        return connect(
+            argparse.Namespace(**vars(arguments) | {"context": arguments.target_context})
+        )
+    if cluster == HOME:
+        return home
+    raise ConfigError(
+        f"{source} syncs into cluster {cluster}, where its record and objects are: give "
+        "--target-context, your kubeconfig's context for that cluster"
+    )
 
 
 def recorded_tree(

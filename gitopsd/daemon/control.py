@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gitopsd.changes import Target
+from gitopsd.configfile.clusters import HOME
 from gitopsd.daemon.file_sources import FileSources
 from gitopsd.daemon.worker import SourceWorker
 from gitopsd.diff import Drift
@@ -43,13 +44,19 @@ class Control:
     """(name, error) of the configuration's sources that cannot run."""
     files: FileSources | None = None
     """The configuration's sources: their suspension."""
+    clusters: Mapping[str, str] = field(default_factory=dict)
+    """The cluster each of the configuration's sources syncs into (a GitSync's is its
+    worker's): for those that do not run."""
 
     def sources(self) -> list[Document]:
         """A `gitopsd get` line per source, in the words of a GitSync's status."""
         running = [_line(worker) for worker in self.workers()]
         resting = [_suspended(*pair) for pair in self.files.suspended()] if self.files else []
         refused = [_refused(*pair) for pair in self.set_aside()]
-        return sorted(running + resting + refused, key=_name)
+        idle = [
+            line | {"cluster": self.clusters.get(line["name"], "")} for line in resting + refused
+        ]
+        return sorted(running + idle, key=_name)
 
     def suspend(self, name: str, suspended: bool) -> tuple[int, dict[str, Any]]:
         """Suspends or resumes source `name`, in its status ConfigMap: every replica reads
@@ -124,7 +131,8 @@ def _line(worker: SourceWorker) -> Document:
     failure = report.failure
     line = summary(worker.name, status_of(0, report, None), suspended=False)
     exit_code = failure.exit_code if failure else ExitCode.OK
-    return line | {"exitCode": exit_code, "finished": report.finished}
+    cluster = worker.config.cluster or HOME
+    return line | {"exitCode": exit_code, "finished": report.finished, "cluster": cluster}
 
 
 def _suspended(name: str, report: SourceReport) -> Document:

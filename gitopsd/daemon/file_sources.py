@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 
 from gitopsd.cluster import Cluster
 from gitopsd.configfile import SourceConfig
+from gitopsd.configfile.clusters import HOME
 from gitopsd.daemon.clock import Clock
 from gitopsd.daemon.registry import Registry
 from gitopsd.daemon.status_maps import StatusMaps
 from gitopsd.daemon.worker import SourceWorker
+from gitopsd.gitsync import status_map
 from gitopsd.gitsync.status import SourceReport
 from gitopsd.metrics import Recorder
 from gitopsd.reconcile import desired
@@ -153,10 +155,10 @@ class FileSources:
             worker.schedule(self.clock.timers(worker.name))
 
     def _start(self, config: SourceConfig) -> SourceWorker:
-        record = _record(config)
+        where = _where(config)
 
         def publish() -> None:
-            self.maps.publish(config.name, worker.report, record, suspended=False)
+            self.maps.publish(config.name, worker.report, where, suspended=False)
 
         worker = self.worker_of(config, self.registry.reporting(config.name, publish))
         self.workers[config.name] = worker
@@ -168,10 +170,10 @@ class FileSources:
         worker.retire()
 
     def _publish_suspended(self, config: SourceConfig, report: SourceReport) -> None:
-        self.maps.publish(config.name, report, _record(config), suspended=True)
+        self.maps.publish(config.name, report, _where(config), suspended=True)
 
 
-def _record(config: SourceConfig) -> str:
-    """Where the source's record is: NAMESPACE/NAME of its ApplySet parent."""
+def _where(config: SourceConfig) -> status_map.Where:
+    """Where the source's record is: its ApplySet parent, in the cluster it syncs into."""
     parent = desired.applyset_of(config.settings)
-    return f"{parent.namespace}/{parent.name}"
+    return status_map.Where(f"{parent.namespace}/{parent.name}", config.cluster or HOME)

@@ -63,16 +63,19 @@ class StatusMaps:
     def suspended(self, source: str) -> bool:
         return status_map.suspended(self._map(source))
 
-    def publish(self, source: str, report: SourceReport, record: str, suspended: bool) -> None:
-        """Writes the status `report` makes, if it changed and this replica writes."""
+    def publish(
+        self, source: str, report: SourceReport, where: status_map.Where, suspended: bool
+    ) -> None:
+        """Writes the status `report` makes, and where its record is, if either changed and
+        this replica writes."""
         if not self.cluster.writable():
             return
         live = self._map(source)
         previous = self.written.get(source) or status_map.status(live) or None
         status = status_of(0, report, previous, suspended, named=True)
-        if status == previous and live is not None:
+        if status == previous and live is not None and status_map.where(live) == where:
             return
-        body = status_map.status_map(source, self.namespace, status, record)
+        body = status_map.status_map(source, self.namespace, status, where)
         try:
             self.cluster.apply(CONFIG_MAPS, body, dry_run=False, force=True)
         except ClusterError as error:  # the sync went on: its status is written at its next
@@ -91,7 +94,7 @@ class StatusMaps:
             live = self.cluster.get(CONFIG_MAPS, self.namespace, status_map.map_name(source))
             if live is not None:
                 return live
-            empty = status_map.status_map(source, self.namespace, {}, "")
+            empty = status_map.status_map(source, self.namespace, {}, status_map.Where(""))
             return self.cluster.apply(CONFIG_MAPS, empty, dry_run=False, force=True)
 
         patch = partial(status_map.suspend_patch, suspend=suspended)

@@ -60,6 +60,7 @@ class StatusSources:
 def _line(summary: dict[str, Any]) -> SourceLine:
     return SourceLine(
         name=summary["name"],
+        cluster=summary.get("cluster", ""),
         revision=summary["revision"],
         last_sync=summary["lastSyncTime"],
         ready=summary["ready"],

@@ -14,6 +14,7 @@ from typing import Any
 from gitopsd import configfile
 from gitopsd.config import Credentials, Decryption, Network, Verification
 from gitopsd.configfile import GitSyncSettings, SourceConfig, cycle_through
+from gitopsd.configfile.clusters import HOME
 from gitopsd.errors import ConfigError
 from gitopsd.gitsync import (
     CREDENTIALS_FOR_ANNOTATION,
@@ -293,6 +294,17 @@ def _notifications(listed: Any, where: str) -> tuple[tuple[dict[str, Any], str],
             raise ConfigError(f"{where}: notifications[{n}]: secretRef: its Secret is required")
         found.append((declared, secret))
     return tuple(found)
+
+
+def cluster_named(spec: Body) -> str:
+    """The cluster a GitSync's spec names, in the words of its metrics: a declared one's
+    name, secret/NAME for its own kubeconfig, else in-cluster. As written: whether it may
+    sync there is the daemon's to say (its Ready condition)."""
+    kubeconfig = spec.get("kubeConfig")
+    reference = kubeconfig.get("secretRef") if isinstance(kubeconfig, dict) else None
+    if isinstance(reference, dict) and reference.get("name"):
+        return f"{KUBECONFIG_LABEL}/{reference['name']}"
+    return str(spec.get("cluster") or HOME)
 
 
 def requested_of(body: Body) -> str:

@@ -12,8 +12,10 @@ steer an admin's source. The name cannot be a record's (theirs are `gitopsd-NAME
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
+from gitopsd.configfile.clusters import HOME
 from gitopsd.gitsync import RECONCILE_REQUESTED_ANNOTATION
 from gitopsd.gitsync.spec import MAX_REQUEST
 from gitopsd.objects import Body
@@ -25,17 +27,28 @@ STATUS_KEY = "status"
 """The status, in the words of a GitSync's (JSON): written by the daemon only."""
 RECORD_KEY = "record"
 """NAMESPACE/NAME of the source's record, its ApplySet parent (`gitopsd tree`)."""
+CLUSTER_KEY = "cluster"
+"""The cluster the source syncs into, where its record is: in-cluster or a declared one."""
 SUSPEND_KEY = "suspend"
 """'true' while suspended: written by `gitopsd suspend` and `resume`."""
 MAX_STATUS_BYTES = 512 * 1024
 """Most bytes of a status read back: a ConfigMap holds 1 MiB, a status is far less."""
 
 
+@dataclass(frozen=True)
+class Where:
+    """Where a source's record is: its ApplySet parent, in the cluster it syncs into."""
+
+    parent: str
+    """NAMESPACE/NAME; "" before the source was first read."""
+    cluster: str = HOME
+
+
 def map_name(source: str) -> str:
     return PREFIX + source
 
 
-def status_map(source: str, namespace: str, status: Body, record: str) -> Body:
+def status_map(source: str, namespace: str, status: Body, where: Where) -> Body:
     """The ConfigMap the daemon applies, with its fields only (never the suspension)."""
     return {
         "apiVersion": "v1",
@@ -45,7 +58,11 @@ def status_map(source: str, namespace: str, status: Body, record: str) -> Body:
             "namespace": namespace,
             "labels": {SOURCE_LABEL: source, "app.kubernetes.io/managed-by": "gitopsd"},
         },
-        "data": {STATUS_KEY: json.dumps(status, sort_keys=True), RECORD_KEY: record},
+        "data": {
+            STATUS_KEY: json.dumps(status, sort_keys=True),
+            RECORD_KEY: where.parent,
+            CLUSTER_KEY: where.cluster,
+        },
     }
 
 
@@ -77,8 +94,9 @@ def status(body: Body | None) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def record(body: Body | None) -> str:
-    return str(_data(body).get(RECORD_KEY, ""))
+def where(body: Body | None) -> Where:
+    data = _data(body)
+    return Where(str(data.get(RECORD_KEY, "")), str(data.get(CLUSTER_KEY) or HOME))
 
 
 def suspend_patch(body: Body, suspend: bool) -> list[dict[str, Any]]:

@@ -10,8 +10,8 @@ from gitopsd.pages.views import SourceLine
 
 MAX_SOURCES = 5000
 """Sources listed; past it, counted (a fleet of 1,000 GitSyncs renders in a few ms)."""
-HEADERS = ("Source", "Kind", "Revision", "Last sync", "Outcome", "Ready", "Health", "Drift")
-HEADERS_AFTER = ("Suspended", "Message")
+HEADERS = ("Source", "Kind", "Cluster", "Revision", "Last sync", "Outcome", "Ready", "Health")
+HEADERS_AFTER = ("Drift", "Suspended", "Message")
 GOOD_OUTCOMES = ("Succeeded",)
 
 
@@ -33,6 +33,7 @@ def _row(line: SourceLine) -> list[str]:
     return [
         link(line.path.removeprefix("/"), line.name),
         text(line.kind),
+        text(line.cluster),
         code(line.revision[:12]),
         text(line.last_sync or "never"),
         marked(line.outcome, GOOD_OUTCOMES, (line.outcome,) if line.ready == "False" else ()),

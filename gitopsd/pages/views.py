@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from gitopsd.configfile.clusters import HOME
 from gitopsd.diff import Drift
 
 SOURCES_PATH = "/sources/"
@@ -20,6 +21,8 @@ class SourceLine:
     name: str
     """The `source` label of its metrics: a configured source's name, a GitSync's
     namespace/name."""
+    cluster: str = HOME
+    """Where it syncs (in-cluster, a declared cluster, secret/NAME); "" when unknown."""
     revision: str = ""
     last_sync: str = ""
     """When a revision was last applied whole (RFC 3339); "" if never."""

@@ -16,6 +16,8 @@ from kubernetes import client
 
 from tests.harness import audit
 from tests.harness.canary import Canary
+from tests.harness.cli import Gitopsd, Run
+from tests.harness.commands import INVALID
 from tests.harness.controlplane import (
     AUDITED_USER,
     PEER_USERS,
@@ -125,14 +127,38 @@ def written(plane: ControlPlane, namespace: str, since: float) -> set[tuple[str,
     }
 
 
+def contexts(path: Path, planes: dict[str, ControlPlane]) -> Path:
+    """One kubeconfig with a context per cluster, named as it (its admin), home current."""
+    merged: dict[str, Any] = {"apiVersion": "v1", "kind": "Config", "current-context": "home"}
+    for part in ("clusters", "users", "contexts"):
+        merged[part] = []
+    for name, plane in planes.items():
+        own = yaml.safe_load(plane.kubeconfig.read_text())
+        merged["clusters"].append({"name": name, "cluster": own["clusters"][0]["cluster"]})
+        merged["users"].append({"name": name, "user": own["users"][0]["user"]})
+        merged["contexts"].append({"name": name, "context": {"cluster": name, "user": name}})
+    path.write_text(yaml.safe_dump(merged))
+    path.chmod(0o600)
+    return path
+
+
+def clusters_listed(run: Run) -> dict[str, str]:
+    """The cluster `gitopsd get -o json` says each source syncs into."""
+    items = run.document("SourceList")["items"]
+    return {item["source"]["name"]: item["cluster"] for item in items}
+
+
 def test_one_daemon_syncs_a_base_into_three_clusters_and_heals_one_alone(
     daemons: Daemons,
+    gitopsd: Gitopsd,
     admin_api: Any,
     apis: dict[str, Any],
+    control_plane: ControlPlane,
     remotes: dict[str, ControlPlane],
     git_server: GitServer,
     git_repo: GitRepo,
     namespace: str,
+    tmp_path: Path,
 ) -> None:
     """The hidden-set case: a base and an overlay per cluster, one substitution each; what
     leaves east's overlay is pruned in east."""
@@ -161,6 +187,18 @@ def test_one_daemon_syncs_a_base_into_three_clusters_and_heals_one_alone(
         assert daemon.value("gitopsd_source_cluster_info", source=name, cluster=cluster) == 1
     assert daemon.value("gitopsd_cluster_reachable", cluster="east") == 1
     assert daemon.value("gitopsd_api_requests_total", cluster="east", verb="PATCH") > 0
+
+    where = {"home": "in-cluster", "east": "east", "west": "west"}
+    assert clusters_listed(gitopsd("get", "--daemon", daemon.control_url, "-o", "json")) == where
+    kept = ["--in-cluster", namespace]  # the status ConfigMaps, at home
+    wait_for(lambda: clusters_listed(gitopsd("get", *kept, "-o", "json")) == where, "statuses")
+    refused = gitopsd("tree", "east", *kept)
+    assert refused.code == INVALID and "syncs into cluster east" in refused.text
+    assert "--target-context" in refused.text
+    kubeconfig = contexts(tmp_path / "kubeconfig", {"home": control_plane, **remotes})
+    at = ["--kubeconfig", str(kubeconfig), "--target-context", "east", "-o", "json"]
+    tree = gitopsd("tree", "east", *kept, *at).document("ObjectTree")
+    assert {entry["object"]["name"] for entry in tree["objects"]} == {"app", "cache"}  # east's
 
     unlisted = "resources: [../../base]\ncommonLabels: {overlay: east}\n"
     git_repo.commit(
@@ -236,13 +274,16 @@ SECRETS = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
 
 def test_a_gitsync_syncs_into_a_declared_cluster_as_its_service_account_there(
     daemons: Daemons,
+    gitopsd: Gitopsd,
     admin_api: Any,
     apis: dict[str, Any],
+    control_plane: ControlPlane,
     remotes: dict[str, ControlPlane],
     gitsync_crd: str,
     git_server: GitServer,
     git_repo: GitRepo,
     namespace: str,
+    tmp_path: Path,
 ) -> None:
     began = time.time()
     git_repo.commit(REPOSITORY)
@@ -275,6 +316,16 @@ def test_a_gitsync_syncs_into_a_declared_cluster_as_its_service_account_there(
     refused = refusal(admin_api, namespace, "west", "is not a cluster the daemon's configuration")
     assert "cluster: 'west'" in refused and "(allowed: east)" in refused
     assert app_of(apis["west"], namespace) is None
+
+    listed = gitopsd("get", "--gitsyncs", "-n", namespace, "-o", "json")
+    assert clusters_listed(listed) == {"east": "east", "west": "west"}  # as named
+    elsewhere = gitopsd("tree", "east", "--gitsync", "-n", namespace)
+    assert elsewhere.code == INVALID
+    assert f"{namespace}/east syncs into cluster east" in elsewhere.text
+    kubeconfig = contexts(tmp_path / "kubeconfig", {"home": control_plane, **remotes})
+    at = ["--kubeconfig", str(kubeconfig), "--target-context", "east", "-o", "json"]
+    tree = gitopsd("tree", "east", "--gitsync", "-n", namespace, *at).document("ObjectTree")
+    assert {entry["object"]["name"] for entry in tree["objects"]} == {"app", "cache"}
 
 
 def refusal(admin_api: Any, namespace: str, name: str, says: str) -> str:

@@ -41,6 +41,7 @@ def test_get_lists_a_daemons_sources_and_reconcile_applies_a_commit_now(
     header, row = listed.out.splitlines()
     assert header.split() == [
         "NAME",
+        "CLUSTER",
         "READY",
         "REASON",
         "REVISION",
@@ -50,8 +51,9 @@ def test_get_lists_a_daemons_sources_and_reconcile_applies_a_commit_now(
         "SUSPENDED",
         "MESSAGE",
     ]
-    name, ready, reason, revision, synced, *rest = row.split()
-    assert (name, ready, reason, revision) == ("app", "True", "Succeeded", git_repo.head()[:12])
+    name, cluster, ready, reason, revision, synced, *rest = row.split()
+    assert (name, cluster, ready) == ("app", "in-cluster", "True")
+    assert (reason, revision) == ("Succeeded", git_repo.head()[:12])
     assert re.fullmatch(r"\d+[sm]", synced) and rest == ["0", "Current", "false"]
 
     second = git_repo.commit(config_map_files_with_data("a", value="w"))
@@ -62,6 +64,7 @@ def test_get_lists_a_daemons_sources_and_reconcile_applies_a_commit_now(
     assert config_map_value(admin_api, namespace, "a") == "w"  # applied before it returned
     [line] = gitopsd("get", *at, "-o", "json").document("SourceList")["items"]
     assert (line["source"]["name"], line["revision"], line["ready"]) == ("app", second, True)
+    assert line["cluster"] == "in-cluster"
 
     tree = gitopsd("tree", "app", *at)
     assert tree.code == 0, tree.text

@@ -53,7 +53,7 @@ def test_a_suspended_source_stays_suspended_across_a_restart_and_is_resumed_in_c
     refused = gitopsd("reconcile", "app", "--daemon", daemon.control_url)
     assert refused.code != 0 and "gitopsd resume app first" in refused.err, refused.text
     listed = gitopsd("get", *in_cluster)
-    assert listed.out.splitlines()[1].split()[:3] == ["app", "True", "Suspended"], listed.text
+    assert listed.out.splitlines()[1].split()[:4] == ["app", "in-cluster", "True", "Suspended"]
     assert _line(gitopsd, "--daemon", daemon.control_url)["suspended"] is True
 
     # A new process (a restart, or a new leader) reads the suspension before it runs the

@@ -353,6 +353,15 @@ def test_a_ref_for_a_local_directory_is_refused_with_the_way_to_read_a_commit(
     assert f"file://{tmp_path} --allow-insecure-source --ref REF" in error
 
 
+def test_a_target_context_is_refused_where_the_daemon_is_asked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["tree", "app", "--target-context", "east", "--daemon", "http://127.0.0.1:1"])
+
+    assert code == ExitCode.INVALID
+    assert "--target-context reads a record through the API server" in capsys.readouterr().err
+
+
 def test_a_file_given_as_source_is_called_a_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

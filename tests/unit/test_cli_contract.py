@@ -159,6 +159,7 @@ def test_a_daemons_request_time_is_rfc_3339_and_a_gitsyncs_annotation_as_written
 
     assert item["ready"] is True
     assert item["lastHandledReconcileAt"] == "2025-12-05T00:00:00.000000042Z"
+    assert item["cluster"] == ""  # a daemon that does not say where its source syncs
 
 
 @pytest.mark.parametrize(

@@ -187,18 +187,27 @@ def gitsync(namespace: str = "team", **fields: Any) -> dict[str, Any]:
 
 
 def test_a_gitsync_targets_a_cluster_declared_for_its_namespace() -> None:
-    read = spec.read(gitsync(cluster="east", serviceAccountName="deployer"), SETTINGS)
+    body = gitsync(cluster="east", serviceAccountName="deployer")
+    read = spec.read(body, SETTINGS)
 
     assert (read.cluster, read.kubeconfig) == ("east", None)
     assert read.source(NO_CREDENTIALS).cluster == "east"
+    assert spec.cluster_named(body["spec"]) == "east"  # as `gitopsd get` names it
 
 
 def test_a_gitsyncs_own_kubeconfig_is_its_secret_and_key_labelled_by_its_name() -> None:
     ref = {"secretRef": {"name": "west-kubeconfig"}}
-    read = spec.read(gitsync(kubeConfig=ref, serviceAccountName="deployer"), SETTINGS)
+    body = gitsync(kubeConfig=ref, serviceAccountName="deployer")
+    read = spec.read(body, SETTINGS)
 
     assert read.kubeconfig == ("west-kubeconfig", "value")
     assert read.source(NO_CREDENTIALS).cluster == "secret/west-kubeconfig"
+    assert spec.cluster_named(body["spec"]) == "secret/west-kubeconfig"
+
+
+@pytest.mark.parametrize("fields", [{}, {"kubeConfig": "k"}, {"kubeConfig": {"secretRef": []}}])
+def test_a_gitsync_naming_no_cluster_is_shown_in_the_daemons_own(fields: dict[str, Any]) -> None:
+    assert spec.cluster_named(gitsync(**fields)["spec"]) == "in-cluster"
 
 
 @pytest.mark.parametrize(

@@ -382,6 +382,12 @@ def test_a_change_is_dated_by_its_own_entry_or_else_by_its_event(
     assert changed_since(body, SEEN) == pytest.approx(changed_at)
 
 
+@dataclass(frozen=True)
+class StubConfig:
+    cluster: str = ""
+    """The daemon's own."""
+
+
 @dataclass
 class StubWorker:
     """What Control reads of a worker, and the requests it makes."""
@@ -390,6 +396,7 @@ class StubWorker:
     report: SourceReport = field(default_factory=SourceReport)
     asked: list[str] = field(default_factory=list)
     leading: threading.Event = field(default_factory=threading.Event)
+    config: StubConfig = field(default_factory=lambda: StubConfig())
 
     def __post_init__(self) -> None:
         self.leading.set()
@@ -399,7 +406,8 @@ class StubWorker:
 
 
 def control_of(*workers: StubWorker) -> Control:
-    return Control(lambda: list(workers), lambda: [("broken", "bad spec")])  # type: ignore[arg-type]
+    broken = [("broken", "bad spec")]
+    return Control(lambda: list(workers), lambda: broken, clusters={"broken": "east"})  # type: ignore[arg-type]
 
 
 @dataclass
@@ -451,12 +459,13 @@ def test_control_asks_the_writing_replicas_file_source_and_names_what_it_refuses
     assert status == 409 and "does not write for" in answer["error"] and app.asked == [app.asked[0]]
 
 
-def test_control_lists_running_sources_and_those_set_aside() -> None:
-    lines = control_of(StubWorker("app")).sources()
+def test_control_lists_running_sources_and_those_set_aside_with_their_clusters() -> None:
+    lines = control_of(StubWorker("app"), StubWorker("web", config=StubConfig("west"))).sources()
 
-    assert [(line["name"], line["ready"], line["reason"]) for line in lines] == [
-        ("app", "Unknown", "Progressing"),
-        ("broken", "False", "InvalidSpec"),
+    assert [(line["name"], line["ready"], line["reason"], line["cluster"]) for line in lines] == [
+        ("app", "Unknown", "Progressing", "in-cluster"),
+        ("broken", "False", "InvalidSpec", "east"),
+        ("web", "Unknown", "Progressing", "west"),
     ]
     assert lines[1]["message"] == "bad spec" and lines[1]["failed"] is True
 

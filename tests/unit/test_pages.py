@@ -51,7 +51,8 @@ def page_of(*drifts: Drift, history: list[dict[str, Any]] | None = None) -> str:
 
 
 def test_the_overview_links_each_source_by_its_metrics_label_quoted() -> None:
-    lines = [SourceLine("team/web", revision="a" * 40, ready="True"), SourceLine("app")]
+    web = SourceLine("team/web", cluster="secret/east", revision="a" * 40, ready="True")
+    lines = [web, SourceLine("app")]
 
     page = overview(lines, 10)
 
@@ -59,6 +60,7 @@ def test_the_overview_links_each_source_by_its_metrics_label_quoted() -> None:
     assert links == ["sources/app", "sources/team%2Fweb"]  # sorted; relative to the page
     assert "aaaaaaaaaaaa<" in page and "a" * 13 not in page
     assert '<meta http-equiv="refresh" content="10">' in page
+    assert "<td>secret/east</td>" in page and "<td>in-cluster</td>" in page
 
 
 def test_a_hostile_value_is_escaped_and_cut_wherever_it_is_shown() -> None:
@@ -124,6 +126,13 @@ def test_a_secrets_values_never_reach_the_page() -> None:
 
     assert canary not in page and encoded not in page
     assert "*** (changed)" in page
+
+
+@pytest.mark.parametrize(("cluster", "shown"), [("east", "east"), ("", "unknown")])
+def test_a_sources_page_says_the_cluster_it_syncs_into(cluster: str, shown: str) -> None:
+    page = source_page(SourceDetail(SourceLine("app", cluster=cluster)), 10)
+
+    assert f"<tr><td>Cluster</td><td>{shown}</td></tr>" in page
 
 
 def test_the_history_shows_each_sync_newest_first_with_its_changes() -> None:

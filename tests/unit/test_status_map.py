@@ -10,9 +10,8 @@ from gitopsd.gitsync.spec import MAX_REQUEST
 
 
 def _live(**data: str) -> dict[str, Any]:
-    body = status_map.status_map(
-        "app", "gitopsd-system", {"observedGeneration": 0}, "ns/gitopsd-app"
-    )
+    where = status_map.Where("ns/gitopsd-app", "east")
+    body = status_map.status_map("app", "gitopsd-system", {"observedGeneration": 0}, where)
     body["metadata"]["resourceVersion"] = "7"
     body["data"] |= data
     return body
@@ -22,7 +21,10 @@ def test_a_status_map_is_its_sources_only_under_its_own_name() -> None:
     live = _live()
     assert status_map.source_of(live) == "app"
     assert status_map.status(live) == {"observedGeneration": 0}
-    assert status_map.record(live) == "ns/gitopsd-app"
+    assert status_map.where(live) == status_map.Where("ns/gitopsd-app", "east")
+    older = _live()
+    del older["data"][status_map.CLUSTER_KEY]  # written before maps said their cluster
+    assert status_map.where(older) == status_map.Where("ns/gitopsd-app", "in-cluster")
     renamed = {**live, "metadata": {**live["metadata"], "name": "gitopsd.source.other"}}
     assert status_map.source_of(renamed) == ""  # a label alone does not make one
     assert status_map.source_of(None) == ""
