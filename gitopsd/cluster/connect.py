@@ -46,13 +46,28 @@ def api_client(
     checked, as asked (kubectl's --insecure-skip-tls-verify), so that is not warned of.
     The official client is imported here, when a command connects: its imports cost about
     0.3 s of processor time, which a command without a cluster (validate, build) saves."""
-    from kubernetes import client, config
+    from kubernetes import client
 
     found = kubeconfig_file(kubeconfig)
     configuration = client.Configuration()
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, connections)
     if found is None:
         return _in_cluster(configuration)
+    chosen = load_into(configuration, found, context, allow_exec)
+    if insecure:
+        configuration.verify_ssl = False
+    _warn_if_unverified(configuration, asked=insecure)
+    user = chosen.context.get("user")
+    who = f"context {chosen.name}" + (f", user {user}" if user else "")
+    server = f"the API server at {_shown(configuration.host)} ({who})"
+    return Connection(client.ApiClient(configuration), server, chosen.context.get("namespace"))
+
+
+def load_into(configuration: Any, found: Path, context: str | None, allow_exec: bool) -> _Chosen:
+    """Context `context` of kubeconfig `found` (else its current one), read into the
+    official client's `configuration`; a credential plugin refused unless `allow_exec`."""
+    from kubernetes import config
+
     chosen = _context(found, context)
     if not allow_exec:
         _refuse_plugins(found, chosen)
@@ -62,13 +77,7 @@ def api_client(
         )
     except (config.ConfigException, OSError, yaml.YAMLError) as error:
         raise ConfigError(f"kubeconfig {found}: {_why(error)}") from None
-    if insecure:
-        configuration.verify_ssl = False
-    _warn_if_unverified(configuration, asked=insecure)
-    user = chosen.context.get("user")
-    who = f"context {chosen.name}" + (f", user {user}" if user else "")
-    server = f"the API server at {_shown(configuration.host)} ({who})"
-    return Connection(client.ApiClient(configuration), server, chosen.context.get("namespace"))
+    return chosen
 
 
 def kubeconfig_file(kubeconfig: str | None = None) -> Path | None:

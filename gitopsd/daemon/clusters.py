@@ -1,7 +1,8 @@
 """The clusters a daemon syncs into: its own, those its configuration declares, and those
 GitSyncs bring in a kubeconfig Secret.
 
-A declared cluster is connected once, at start, with the admin's kubeconfig file; a source
+A declared cluster is connected once, at start, with the admin's kubeconfig file (a token
+rotated in it taken then, `cluster.following`); a source
 there acts as it would at home (a GitSync as its ServiceAccount, impersonated there too). A
 GitSync's own kubeconfig is read from its Secret as its ServiceAccount at each change of
 the GitSync, held to inline credentials (`cluster.kubeconfigs`), and each connection to its
@@ -20,6 +21,7 @@ from typing import Any
 
 from gitopsd.cluster import Cluster, Counters
 from gitopsd.cluster.connect import api_client
+from gitopsd.cluster.following import follow
 from gitopsd.cluster.kubeconfigs import Opener, configuration_of, read_inline
 from gitopsd.config import Limits, Network
 from gitopsd.configfile import DeclaredCluster, SourceConfig
@@ -156,4 +158,6 @@ def _connected(declared: DeclaredCluster) -> Cluster:
         connection = api_client(str(declared.kubeconfig), declared.context, declared.allow_exec)
     except ConfigError as error:
         raise ConfigError(f"clusters: {declared.name}: {error}") from None
+    configuration = connection.client.configuration
+    follow(configuration, declared.kubeconfig, declared.context, declared.allow_exec)
     return Cluster.over(connection, name=declared.name)

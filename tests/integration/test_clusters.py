@@ -5,6 +5,7 @@ Secret. Where each write went is read from each API server's audit log."""
 from __future__ import annotations
 
 import base64
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from tests.harness.controlplane import (
     Binaries,
     ControlPlane,
     running_control_plane,
+    write_kubeconfig,
 )
 from tests.harness.daemon import DaemonProcess, Daemons
 from tests.harness.gitserver import GitRepo, GitServer
@@ -206,6 +208,53 @@ def test_one_daemon_syncs_a_base_into_three_clusters_and_heals_one_alone(
     )
     wait_for(lambda: not config_map(apis["east"], namespace, "cache"), "cache pruned in east")
     assert app_of(apis["west"], namespace) == west
+
+
+def test_a_token_rotated_in_a_declared_kubeconfig_is_taken_without_a_restart(
+    daemons: Daemons,
+    apis: dict[str, Any],
+    remotes: dict[str, ControlPlane],
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """The kubelet swaps a mounted Secret's file for one with a new token (a day's token
+    renewed): east's next writes are the new token's user's, by the same daemon process."""
+    east, renewed = remotes["east"], PEER_USERS[1]  # an admin of east's, audited apart
+    kubeconfig = tmp_path / "east"
+    shutil.copyfile(east.audited_kubeconfig, kubeconfig)
+    git_repo.commit(REPOSITORY)
+    source = daemons.source(
+        git_server.file_url(git_repo),
+        name="east",
+        paths=["overlays/east"],
+        postBuild={"substitute": {"CLUSTER": "east"}},
+        cluster="east",
+    )
+    declared = [{"name": "east", "kubeconfig": str(kubeconfig), "namespaces": []}]
+    daemon = daemons.start_with([source], "daemon", clusters=declared).start()
+    wait_app(apis["east"], namespace, cluster="east", revision="one")
+    pid = daemon.process.pid if daemon.process else None
+
+    swapped = tmp_path / "east.new"
+    write_kubeconfig(swapped, east.url, east.ca_file, renewed, east.peer_tokens[renewed])
+    swapped.replace(kubeconfig)
+    since = time.time()
+    git_repo.commit(
+        {"base/app.yaml": REPOSITORY["base/app.yaml"].replace("revision: one", "revision: two")}
+    )
+
+    wait_app(apis["east"], namespace, cluster="east", revision="two")
+    applied = {
+        (w.resource, w.name)
+        for w in audit.writes(east, renewed, since)
+        if w.namespace == namespace and not w.dry_run
+    }
+    assert ("configmaps", "app") in applied
+    assert daemon.process is not None and daemon.process.pid == pid  # no restart
+    assert "changed: its token taken" in daemon.logs()
+    assert east.peer_tokens[renewed] not in daemon.logs()
 
 
 @pytest.mark.parametrize("outage", ["stopped", "hung"])
