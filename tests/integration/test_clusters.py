@@ -42,6 +42,9 @@ REPOSITORY = {
     if path.name != "gitopsd.yaml"
 }
 
+SECOND = {"base/app.yaml": REPOSITORY["base/app.yaml"].replace("revision: one", "revision: two")}
+"""The next commit: the base's ConfigMap at revision two."""
+
 
 @pytest.fixture(scope="module")
 def remotes(
@@ -241,9 +244,7 @@ def test_a_token_rotated_in_a_declared_kubeconfig_is_taken_without_a_restart(
     write_kubeconfig(swapped, east.url, east.ca_file, renewed, east.peer_tokens[renewed])
     swapped.replace(kubeconfig)
     since = time.time()
-    git_repo.commit(
-        {"base/app.yaml": REPOSITORY["base/app.yaml"].replace("revision: one", "revision: two")}
-    )
+    git_repo.commit(SECOND)
 
     wait_app(apis["east"], namespace, cluster="east", revision="two")
     applied = {
@@ -275,9 +276,6 @@ def test_a_cluster_that_is_down_holds_only_its_own_source(
     daemon = three_clusters(daemons, remotes, git_server.file_url(git_repo))
     for name, api in (("home", admin_api), *((n, apis[n]) for n in REMOTES)):
         wait_app(api, namespace, cluster=name)
-    second = {
-        "base/app.yaml": REPOSITORY["base/app.yaml"].replace("revision: one", "revision: two")
-    }
 
     west = remotes["west"]
     with west.apiserver_stopped() if outage == "stopped" else west.apiserver_paused():
@@ -285,7 +283,7 @@ def test_a_cluster_that_is_down_holds_only_its_own_source(
             daemon.wait_value(
                 "gitopsd_cluster_reachable", lambda v: v == 0, "west down", cluster="west"
             )
-        git_repo.commit(second)
+        git_repo.commit(SECOND)
         wait_app(admin_api, namespace, cluster="home", revision="two")
         wait_app(apis["east"], namespace, cluster="east", revision="two")
         core: Any = client.CoreV1Api(apis["east"])
