@@ -119,7 +119,8 @@ class Cluster:
         stopping: Callable[[], bool] = lambda: False,
     ) -> Cluster:
         """A cluster client over `connection`, called `name`, fenced as `connect`'s is."""
-        api = Api(PooledTransport.of(connection.client), server=connection.server)
+        transport = PooledTransport.of(connection.client, connection.credentials)
+        api = Api(transport, server=connection.server)
         return cls(
             api, Discovery(api), may_write, stopping, namespace=connection.namespace, name=name
         )

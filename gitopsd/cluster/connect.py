@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,9 @@ class Connection:
     """Whom errors name: the server's address and, where known, the context and user."""
     namespace: str | None = None
     """The namespace the kubeconfig's context names, as kubectl and Flux default to."""
+    credentials: Callable[[], Any] | None = None
+    """The configuration each request takes its credentials from, asked anew each time (a
+    followed kubeconfig's, `following`); None: the client's own."""
 
 
 def api_client(

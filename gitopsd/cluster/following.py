@@ -4,17 +4,20 @@ A declared cluster's kubeconfig is most often a mounted Secret whose token anoth
 rotates (a day's token from Vault, a renewed ServiceAccount token): the kubelet swaps in the
 new file, as it does the in-cluster token, which the official client re-reads on its own.
 So the file is looked at (a stat: microseconds, against a request's half a millisecond)
-each time the client hands out the token and, when it changed, read again whole; its token
-is taken if it still speaks to the same server in the same way. A changed server,
-certificate authority or client certificate is the connection's, made at start: it is
-logged, and taken at the next start. An unreadable file (caught mid-write, or broken)
-keeps the credentials in use, logged, until it changes again."""
+before each request takes its credentials and, when it changed, read again whole by the
+same loader and checks into a configuration of its own, whose credentials the requests then
+take: one reference swapped, so no request mixes the two (the loader's refresh hook writes
+into the configuration it was made for only). Taken if the file still speaks to the same
+server in the same way: a changed server, certificate authority or client certificate is
+the connection pool's, made at start; it is logged, and taken at the next start. A file
+that cannot be read (caught mid-write, or broken) keeps the credentials in use, logged,
+until it changes again.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,37 +34,36 @@ Signature = tuple[int, int, int, int] | None
 
 
 @dataclass
-class Follower:
-    """The refresh hook of a configuration read from `found`: the client calls it before it
-    hands out the bearer token, which is when the file is looked at."""
+class Followed:
+    """The credentials of kubeconfig `found` as the file says now: called before each
+    request, it answers the configuration whose credentials to send."""
 
     found: Path
     context: str | None
     allow_exec: bool
-    hook: Callable[[Any], None] | None
-    """The loader's own hook (an exec plugin's token renewed when it expires)."""
+    current: Any
+    """The official client's configuration the credentials are taken from: the one the
+    connection was made with, then the last one read."""
     seen: Signature = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.seen = _signature(self.found)
 
-    def __call__(self, configuration: Any) -> None:
+    def __call__(self) -> Any:
         if self._changed():
-            self._reread(configuration)
-        if self.hook is not None:
-            self.hook(configuration)
-            configuration.refresh_api_key_hook = self  # the loader's hook sets itself again
+            self._reread()
+        return self.current
 
     def _changed(self) -> bool:
         """Whether the file changed since it was last looked at: told to one thread (the
-        others carry on with the token they have while it reads the file)."""
+        others carry on with the credentials they have while it reads the file)."""
         signature = _signature(self.found)
         with self.lock:
             changed, self.seen = signature != self.seen, signature
         return changed and signature is not None
 
-    def _reread(self, configuration: Any) -> None:
+    def _reread(self) -> None:
         from kubernetes import client
 
         fresh = client.Configuration()
@@ -71,7 +73,7 @@ class Follower:
             log.error("%s: changed and cannot be read; the credentials in use are kept", error)
             return
         moved = [
-            key for key in CONNECTION_KEYS if getattr(fresh, key) != getattr(configuration, key)
+            key for key in CONNECTION_KEYS if getattr(fresh, key) != getattr(self.current, key)
         ]
         if moved:
             log.warning(
@@ -81,15 +83,8 @@ class Follower:
                 ", ".join(moved),
             )
             return
-        configuration.api_key = fresh.api_key
-        self.hook = fresh.refresh_api_key_hook
+        self.current = fresh
         log.info("kubeconfig %s changed: its token taken", self.found)
-
-
-def follow(configuration: Any, found: Path, context: str | None, allow_exec: bool) -> None:
-    """Has `configuration` (read from `found`) take a token rotated in the file."""
-    hook = configuration.refresh_api_key_hook
-    configuration.refresh_api_key_hook = Follower(found, context, allow_exec, hook)
 
 
 def _signature(path: Path) -> Signature:

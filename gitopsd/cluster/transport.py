@@ -10,7 +10,7 @@ ms per request, measured on this machine class), and a cold sync sends two per o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol, Self
@@ -70,12 +70,15 @@ class PooledTransport:
     pool: urllib3.HTTPConnectionPool
     prefix: str
     """The path the API server is served under (a proxy's, say); mostly empty."""
+    credentials: Callable[[], Any]
+    """The configuration whose credentials a request sends, asked at each request."""
 
     @classmethod
-    def of(cls, client: Any) -> PooledTransport:
+    def of(cls, client: Any, credentials: Callable[[], Any] | None = None) -> PooledTransport:
         host = client.configuration.host
         pool = client.rest_client.pool_manager.connection_from_url(host)
-        return cls(client, pool, urlsplit(host).path.rstrip("/"))
+        own = credentials or (lambda: client.configuration)
+        return cls(client, pool, urlsplit(host).path.rstrip("/"), own)
 
     def send(
         self,
@@ -100,7 +103,7 @@ class PooledTransport:
     def _credentials(self) -> dict[str, str]:
         """The bearer token (or basic credentials) as the client would send them now: asking
         runs its refresh hook, which re-reads a rotated service-account token."""
-        bearer = self.client.configuration.auth_settings().get("BearerToken")
+        bearer = self.credentials().auth_settings().get("BearerToken")
         return {bearer["key"]: bearer["value"]} if bearer and bearer["value"] else {}
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from gitopsd.cluster import Cluster, Counters
 from gitopsd.cluster.connect import api_client
-from gitopsd.cluster.following import follow
+from gitopsd.cluster.following import Followed
 from gitopsd.cluster.kubeconfigs import Opener, configuration_of, read_inline
 from gitopsd.config import Limits, Network
 from gitopsd.configfile import DeclaredCluster, SourceConfig
@@ -159,5 +159,5 @@ def _connected(declared: DeclaredCluster) -> Cluster:
     except ConfigError as error:
         raise ConfigError(f"clusters: {declared.name}: {error}") from None
     configuration = connection.client.configuration
-    follow(configuration, declared.kubeconfig, declared.context, declared.allow_exec)
-    return Cluster.over(connection, name=declared.name)
+    followed = Followed(declared.kubeconfig, declared.context, declared.allow_exec, configuration)
+    return Cluster.over(replace(connection, credentials=followed), name=declared.name)

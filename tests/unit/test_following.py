@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gitopsd.cluster.connect import api_client
-from gitopsd.cluster.following import Follower, follow
+from gitopsd.cluster.following import Followed
 
 
 def write(path: Path, token: str, server: str = "https://127.0.0.1:6443", **user: Any) -> None:
@@ -30,26 +31,46 @@ def write(path: Path, token: str, server: str = "https://127.0.0.1:6443", **user
     written.replace(path)
 
 
-def followed(path: Path) -> Any:
-    configuration = api_client(str(path)).client.configuration
-    follow(configuration, path, None, False)
-    return configuration
+def followed(path: Path) -> Followed:
+    return Followed(path, None, False, api_client(str(path)).client.configuration)
 
 
-def token(configuration: Any) -> str:
-    return str(configuration.auth_settings()["BearerToken"]["value"])
+def token(credentials: Followed) -> str:
+    """The bearer token a request would send now (PooledTransport asks as this does)."""
+    return str(credentials().auth_settings()["BearerToken"]["value"])
 
 
 def test_a_token_rotated_in_the_file_is_taken_at_the_next_request(tmp_path: Path) -> None:
     path = tmp_path / "kubeconfig"
     write(path, "first")
-    configuration = followed(path)
-    assert token(configuration) == "Bearer first"
+    credentials = followed(path)
+    assert token(credentials) == "Bearer first"
 
     write(path, "second")
-    assert token(configuration) == "Bearer second"
-    assert token(configuration) == "Bearer second"  # and kept (the first loader's hook gone)
-    assert isinstance(configuration.refresh_api_key_hook, Follower)
+    assert token(credentials) == "Bearer second"
+    assert token(credentials) == "Bearer second"
+
+
+def test_threads_asking_at_once_take_the_rotated_token_and_keep_it(tmp_path: Path) -> None:
+    """The loader's refresh hook writes the token of the file it read into its own
+    configuration: a request in flight on the old one cannot bring the old token back."""
+    path = tmp_path / "kubeconfig"
+    write(path, "first")
+    credentials = followed(path)
+    write(path, "second")
+    start = threading.Barrier(8)
+
+    def ask() -> None:
+        start.wait()
+        for _ in range(200):
+            token(credentials)
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert token(credentials) == "Bearer second"
 
 
 def test_a_changed_server_is_taken_at_the_next_start_only(
@@ -57,11 +78,11 @@ def test_a_changed_server_is_taken_at_the_next_start_only(
 ) -> None:
     path = tmp_path / "kubeconfig"
     write(path, "first")
-    configuration = followed(path)
+    credentials = followed(path)
 
     write(path, "elsewhere", server="https://192.0.2.1:6443")
-    assert token(configuration) == "Bearer first"
-    assert configuration.host == "https://127.0.0.1:6443"
+    assert token(credentials) == "Bearer first"
+    assert credentials().host == "https://127.0.0.1:6443"
     assert "changed its host: taken at the next start" in caplog.text
     assert "elsewhere" not in caplog.text
 
@@ -80,25 +101,12 @@ def test_a_file_that_cannot_be_read_keeps_the_credentials_in_use(
 ) -> None:
     path = tmp_path / "kubeconfig"
     write(path, "first")
-    configuration = followed(path)
+    credentials = followed(path)
 
     with caplog.at_level(logging.ERROR):
         broken(path)
-        assert token(configuration) == "Bearer first"
+        assert token(credentials) == "Bearer first"
     assert says in caplog.text
 
     write(path, "mended")  # read again at its next change
-    assert token(configuration) == "Bearer mended"
-
-
-def test_follow_keeps_the_loaders_own_hook(tmp_path: Path) -> None:
-    path = tmp_path / "kubeconfig"
-    write(path, "first")
-    configuration = api_client(str(path)).client.configuration
-    loaders = configuration.refresh_api_key_hook
-
-    follow(configuration, path, None, False)
-
-    assert isinstance(configuration.refresh_api_key_hook, Follower)
-    assert configuration.refresh_api_key_hook.hook is loaders
-    assert token(configuration) == "Bearer first"
+    assert token(credentials) == "Bearer mended"
