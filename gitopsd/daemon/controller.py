@@ -25,11 +25,10 @@ from gitopsd import gitsync
 from gitopsd.cluster import Cluster
 from gitopsd.cluster.shards import SHARD_LABEL
 from gitopsd.cluster.watches import Watches
-from gitopsd.config import Credentials
-from gitopsd.configfile import GitSyncSettings, SourceConfig
+from gitopsd.configfile import GitSyncSettings
 from gitopsd.daemon.clock import Clock
 from gitopsd.daemon.clusters import Clusters
-from gitopsd.daemon.credentials import credentials_of, fingerprint, keys_of, webhook_token
+from gitopsd.daemon.gitsync_reads import GitSyncReads, Reading, Served
 from gitopsd.daemon.gitsyncs import GitSyncs, webhook_key
 from gitopsd.daemon.http import Webhook
 from gitopsd.daemon.lifecycle import Lifecycle, finalizer_joined
@@ -37,41 +36,20 @@ from gitopsd.daemon.notifier import Notifier
 from gitopsd.daemon.publisher import StatusPublisher
 from gitopsd.daemon.queue import Pool, Retries, WorkQueue
 from gitopsd.daemon.quotas import Holdings, check_git_syncs
-from gitopsd.daemon.receivers import providers_of
 from gitopsd.daemon.registry import Registry
 from gitopsd.daemon.retiring import Retirements
 from gitopsd.daemon.worker import SourceWorker
 from gitopsd.daemon.writers import Writers
 from gitopsd.errors import ConfigError, GitopsdError
-from gitopsd.gitsync.spec import GitSync, check_dependencies, check_parent, read
+from gitopsd.gitsync.spec import GitSync, read
 from gitopsd.gitsync.status import SourceReport, unready_status
 from gitopsd.metrics import Recorder
 from gitopsd.objects import Body, ObjectKey
-from gitopsd.reconcile import desired
 from gitopsd.source import ChartCache, FetchLedger
 
 log = logging.getLogger("gitopsd.gitsync")
 REREAD_SECONDS = 10.0
 """At most one read of a GitSync's Secrets per this for webhook calls it refuses."""
-GITSYNCS_ALLOW_INSECURE = "the daemon's configuration says gitSyncs.allowInsecure: true"
-"""What permits a GitSync's file:// or http:// repository, as its refusal says."""
-
-
-@dataclass
-class Served:
-    """A GitSync whose source runs."""
-
-    gitsync: GitSync
-    source: SourceConfig
-    repositories: Path
-    """Its cached repositories, shared with the GitSyncs that hold the same credentials."""
-    worker: SourceWorker
-    webhook: Webhook | None = None
-    """Its webhook: the key calls are signed with, and the poll a signed call asks for."""
-
-    @property
-    def running(self) -> tuple[SourceConfig, str | None, Path, str]:  # a change: a new worker
-        return self.source, self.gitsync.user, self.repositories, self.worker.cluster.name
 
 
 @dataclass
@@ -112,6 +90,9 @@ class GitSyncController:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
+        self.reads = GitSyncReads(
+            self.cluster, self.clusters, self.writers, self.cache_dir, self.taken_parents
+        )
         self.status = StatusPublisher(self.writers)
         self.lifecycle = Lifecycle(self.writers, self.clusters.of_gitsync)
         self.retirements = Retirements(ended=self._reread)
@@ -233,7 +214,7 @@ class GitSyncController:
         if body is None:  # deleted: its source, files and metric series go with it
             self._retire(key)
             self.status.forget(key)
-            shutil.rmtree(self._home(key.namespace, key.name), ignore_errors=True)
+            shutil.rmtree(self.reads.home(key.namespace, key.name), ignore_errors=True)
             self.recorder.forget(f"{key.namespace}/{key.name}")
             return
         try:
@@ -253,7 +234,7 @@ class GitSyncController:
             self.status.forget(key)
             if self.retirements.pending(key):
                 return  # withdrawn once its reconcile in flight ends: read again then
-            self.lifecycle.finalize(body, wanted, self._home(key.namespace, key.name))
+            self.lifecycle.finalize(body, wanted, self.reads.home(key.namespace, key.name))
             return
         if not wanted.finalized:
             self.lifecycle.hold(body)
@@ -283,17 +264,7 @@ class GitSyncController:
 
     def _serve(self, key: ObjectKey, body: Body, wanted: GitSync) -> None:
         try:
-            home = self._home(wanted.namespace, wanted.name)
-            credentials = credentials_of(self.cluster, wanted, home / "credentials")
-            source = wanted.source(credentials, *keys_of(self.cluster, wanted, home))
-            repositories = self._repositories(credentials)
-            token = webhook_token(self.cluster, wanted)
-            providers = providers_of(self.cluster, wanted)
-            fenced = self.writers.cluster_for(key.namespace)
-            target = self.clusters.of_gitsync(wanted, fenced, home / "cluster")
-            desired.check_source(source.spec, GITSYNCS_ALLOW_INSECURE)
-            check_parent(wanted, self.taken_parents)
-            check_dependencies(wanted, self.gitsyncs.bodies())
+            reading = self.reads.read(key, wanted, self.gitsyncs.bodies())
             with self.lock:
                 check_git_syncs(self.holdings.quota, set(self.served), key)
         except GitopsdError as error:  # its Secret may change: retried with backoff
@@ -302,16 +273,16 @@ class GitSyncController:
             raise
         with self.lock:
             served = self.served.get(key)
-        now = (source, wanted.user, repositories, target.name)
-        if served is None or served.running != now:
+        if served is None or served.running != reading.running(wanted.user):
             self._retire(key)
             if self.retirements.pending(key):
                 return  # started once its predecessor's reconcile in flight ends
-            served = self._start(key, wanted, source, repositories, target)
-        self.notifier.declare(wanted.key, providers)
+            served = self._start(key, wanted, reading)
+        self.notifier.declare(wanted.key, reading.providers)
         if self.writers.sharded:  # its gate may have moved while it started
             served.worker.lead(self.writers.may_write(key.namespace))
         refused = partial(self._refused, key)
+        token = reading.token
         served.webhook = Webhook(token, served.worker.announced, refused) if token else None
         if wanted.requested != served.worker.requested:
             served.worker.request(wanted.requested)
@@ -333,15 +304,9 @@ class GitSyncController:
             return None
         return key if self._serves_label(body) else None
 
-    def _start(
-        self,
-        key: ObjectKey,
-        wanted: GitSync,
-        source: SourceConfig,
-        repositories: Path,
-        target: Cluster,
-    ) -> Served:
-        cluster = target.paced(self.holdings.pace(key.namespace))
+    def _start(self, key: ObjectKey, wanted: GitSync, reading: Reading) -> Served:
+        source, repositories = reading.source, reading.repositories
+        cluster = reading.target.paced(self.holdings.pace(key.namespace))
         worker = SourceWorker(
             config=source,
             cluster=cluster,
@@ -387,13 +352,3 @@ class GitSyncController:
             used = any(served.repositories == repositories for served in self.served.values())
         if not used:
             shutil.rmtree(repositories, ignore_errors=True)
-
-    def _home(self, namespace: str, name: str) -> Path:
-        """Its own folder, for the files of its credentials."""
-        return self.cache_dir / "gitsyncs" / namespace / name
-
-    def _repositories(self, credentials: Credentials) -> Path:
-        """Where its repositories are cached: with the GitSyncs whose credentials are the
-        same, byte for byte (or none), so no GitSync reads what was fetched with
-        credentials it does not hold."""
-        return self.cache_dir / "gitsyncs" / "repositories" / fingerprint(credentials)

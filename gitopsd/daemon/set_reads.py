@@ -18,8 +18,8 @@ from pathlib import Path
 from gitopsd.cluster import Cluster
 from gitopsd.config import SourceSpec
 from gitopsd.configfile import GitSyncSettings
-from gitopsd.daemon.controller import GITSYNCS_ALLOW_INSECURE
 from gitopsd.daemon.credentials import credentials_of, fingerprint
+from gitopsd.daemon.gitsync_reads import GITSYNCS_ALLOW_INSECURE
 from gitopsd.errors import ConfigError
 from gitopsd.gitsync import spec as gitsync_spec
 from gitopsd.gitsyncsets import MAX_DIRECTORIES
