@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gitopsd import sandbox
+from tests.harness.waiting import wait_for
 
 SHELL = "/bin/sh"
 
@@ -50,3 +51,60 @@ def test_every_render_asks_for_the_lower_priority(
     sandbox.run([SHELL], 1024, lambda home: {}, "render", [], "team", cwd=tmp_path)
     wrapper_options = started[0][: started[0].index("--")]
     assert f"--niceness={sandbox.RENDER_NICENESS}" in wrapper_options
+
+
+def run_boxed(command: list[str], tmp_path: Path) -> sandbox.Finished:
+    return sandbox._run(command, tmp_path, tmp_path, {}, 1024)
+
+
+@pytest.fixture
+def quick_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A render's own time bound of 1 s, looked at every 50 ms."""
+    monkeypatch.setattr(sandbox, "RENDER_TIMEOUT_SECONDS", 1)
+    monkeypatch.setattr(sandbox, "WATCH_SECONDS", 0.05)
+
+
+@pytest.mark.usefixtures("quick_bounds")
+def test_a_render_that_stalls_is_stopped_at_its_own_time_bound(tmp_path: Path) -> None:
+    finished = run_boxed(["/bin/sleep", "30"], tmp_path)
+
+    assert finished.expired
+
+
+@pytest.mark.usefixtures("quick_bounds")
+def test_the_time_a_niced_render_waits_for_a_processor_is_not_its_own(tmp_path: Path) -> None:
+    """Renders run niced, so on busy cores they wait: a render that spins for 2 s of wall
+    time beside a spinner at the daemon's priority, on one core, waits nearly all of it,
+    and is not stopped at a 1 s bound of its own time (a bound of wall time stopped renders
+    on a busy machine: the cause of TA-01's failures with the other core kept busy)."""
+    spin = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 2: pass"
+    one_core = ["/usr/bin/taskset", "-c", "0"]
+    with subprocess.Popen([*one_core, sys.executable, "-c", "while True: pass"]) as busy:
+        try:
+            niced = [*one_core, "/usr/bin/nice", "-n", "19", sys.executable, "-c", spin]
+            finished = run_boxed(niced, tmp_path)
+        finally:
+            busy.kill()
+
+    assert not finished.expired and finished.status == 0
+
+
+def test_a_process_that_waited_for_a_processor_says_how_long(tmp_path: Path) -> None:
+    one_core = ["/usr/bin/taskset", "-c", "0"]
+    with (
+        subprocess.Popen([*one_core, sys.executable, "-c", "while True: pass"]) as busy,
+        subprocess.Popen(
+            [*one_core, "/usr/bin/nice", "-n", "19", sys.executable, "-c", "while True: pass"]
+        ) as niced,
+    ):
+        try:
+            wait_for(
+                lambda: sandbox.waited_for_a_processor(niced.pid) >= 0.5,
+                "the niced spinner to have waited half a second",
+                10,
+            )
+        finally:
+            busy.kill()
+            niced.kill()
+
+    assert sandbox.waited_for_a_processor(2**22 + 1) == 0.0  # no such process
