@@ -42,6 +42,8 @@ class FetchLedger:
     """What each cached repository's refs held when last fetched, and who reads them."""
 
     records: dict[Key, _Fetched] = field(default_factory=dict)
+    forgotten: dict[Key, float] = field(default_factory=dict)
+    """When each ref was last forgotten: a fetch begun before then is never fresh again."""
     readers: dict[Key, dict[int, Callable[[], None]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     git: GitCache | None = None
@@ -68,6 +70,7 @@ class FetchLedger:
     def recent(self, key: Key, since: float) -> Revision | None:
         with self.lock:
             record = self.records.get(key)
+            since = max(since, self.forgotten.get(key, float("-inf")))
         return record.revision if record is not None and record.started >= since else None
 
     def record(self, key: Key, fetched: _Fetched, by: SharedFetch) -> None:
@@ -85,12 +88,11 @@ class FetchLedger:
             tell()
 
     def forget(self, key: Key) -> None:
-        """The record stays stale, not gone: the next fetch still knows whether its commit
-        is new to the other readers."""
+        """Every fetch begun until now is stale, the one in flight too (it may have begun
+        before the push that was announced): the next fetch goes to the remote. The record
+        stays, so that fetch still knows whether its commit is new to the other readers."""
         with self.lock:
-            record = self.records.get(key)
-            if record is not None:
-                self.records[key] = _Fetched(record.revision, float("-inf"))
+            self.forgotten[key] = time.monotonic()
 
     def leave(self, key: Key, reader: SharedFetch) -> None:
         with self.lock:
@@ -99,6 +101,7 @@ class FetchLedger:
             if not readers:
                 self.readers.pop(key, None)
                 self.records.pop(key, None)
+                self.forgotten.pop(key, None)
         if self.git:
             self.git.leave(key[0], id(reader))
 

@@ -17,6 +17,7 @@ from kubernetes import client
 from tests.harness.alertmanager import RESOLVE_SECONDS, Alertmanager, provide_alertmanager
 from tests.harness.canary import Canary
 from tests.harness.cli import Gitopsd
+from tests.harness.cluster_reads import config_map_value
 from tests.harness.daemon import Daemons
 from tests.harness.gitserver import GitRepo, GitServer
 from tests.harness.gitsyncs import create, wait_ready
@@ -274,7 +275,8 @@ def test_a_receiver_that_hangs_or_fails_never_holds_a_sync_and_is_counted(
     )
     at = ["--daemon", daemon.control_url]
     core: Any = client.CoreV1Api(admin_api)
-    wait_for(lambda: core.list_namespaced_config_map(namespace).items, "the first sync")
+    # ConfigMap a, not any: the namespace's kube-root-ca.crt is there from the start
+    wait_for(lambda: config_map_value(admin_api, namespace, "a") == "v", "the first sync")
     git_repo.commit(config_map_files_with_data("a", "b"))
     assert gitopsd("reconcile", "app", *at).code == 0  # not held by the receiver
     assert core.read_namespaced_config_map("b", namespace).data == {"k": "v"}
