@@ -29,7 +29,7 @@ from gitopsd.cli.render import (
     render_manifests,
     render_report,
 )
-from gitopsd.cli.settings import source_spec, sync_settings
+from gitopsd.cli.settings import default_namespace, source_spec, sync_settings
 from gitopsd.cli.stop import STOP
 from gitopsd.cluster import Cluster, context_namespace
 from gitopsd.config import SyncSettings
@@ -105,8 +105,11 @@ def run_validate(arguments: argparse.Namespace) -> int:
     """Every problem of every object, each on a line of its own, then how many."""
     spec = source_spec(arguments)
     cluster = connect(arguments) if arguments.cluster else None
+    namespace = default_namespace(arguments, _context_namespace(arguments, cluster))
     revision = desired.fetch(spec, arguments.cache_dir)
-    found = desired.read_revision(revision, spec, arguments.cache_dir, cluster=cluster)
+    found = desired.read_revision(
+        revision, spec, arguments.cache_dir, namespace=namespace, cluster=cluster
+    )
     manifests.index(found)
     _notify(list(desired.empty_warning(found, spec)))
     catalogue = _catalogue(cluster, found)
@@ -149,10 +152,7 @@ def run_build(arguments: argparse.Namespace) -> int:
     """The objects a sync of the source would send, in the order it applies them, as it
     sends them; Secrets' values masked unless asked for. Offline unless --cluster."""
     cluster = connect(arguments) if arguments.cluster else None
-    if cluster is None:
-        namespace = context_namespace(arguments.kubeconfig, arguments.context)
-    else:
-        namespace = cluster.namespace
+    namespace = _context_namespace(arguments, cluster)
     spec = source_spec(arguments)
     source = Source(spec, sync_settings(arguments, spec, namespace), arguments.cache_dir)
     built = build(source, cluster)
@@ -165,6 +165,14 @@ def run_build(arguments: argparse.Namespace) -> int:
         result = documents.build_result(built.revision.sha, objects, None)
         emit(documents.serialized(result, arguments.output))
     return ExitCode.OK
+
+
+def _context_namespace(arguments: argparse.Namespace, cluster: Cluster | None) -> str | None:
+    """The kubeconfig context's namespace, read without a request unless a cluster is
+    connected already: where sync would put what names no namespace."""
+    if cluster is None:
+        return context_namespace(arguments.kubeconfig, arguments.context)
+    return cluster.namespace
 
 
 def run_diff(arguments: argparse.Namespace) -> int:

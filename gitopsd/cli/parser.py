@@ -28,6 +28,7 @@ from gitopsd.cli.flags import (
     target_arguments,
 )
 from gitopsd.cli.shells import SCRIPTS, run_completion
+from gitopsd.config import SyncSettings
 from gitopsd.settings_table import Group
 
 
@@ -128,6 +129,13 @@ def _add_validate(commands: Any) -> None:
         "  gitopsd validate ./deploy --cluster --context staging",
     )
     source_arguments(validate)
+    validate.add_argument(
+        "--namespace",
+        "-n",
+        dest="default_namespace",
+        help="the namespace charts render into and --substitute-from reads, as sync's "
+        f"(default: the kubeconfig context's namespace, else {SyncSettings.default_namespace!r})",
+    )
     checks = validate.add_argument_group("schemas")
     checks.add_argument(
         "--cluster",

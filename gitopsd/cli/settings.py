@@ -180,8 +180,7 @@ def sync_settings(
     that name none, as for kubectl and Flux; the record is kept there too, unless
     --inventory-namespace says otherwise."""
     prune = _given(PrunePolicy(), arguments, Holder.PRUNE_POLICY)
-    namespace = arguments.default_namespace or context_namespace or SyncSettings.default_namespace
-    _checked("--namespace", namespace, DNS1123_LABEL)
+    namespace = default_namespace(arguments, context_namespace)
     settings = _given(
         SyncSettings(name="", prune=prune, default_namespace=namespace),
         arguments,
@@ -195,6 +194,13 @@ def sync_settings(
         drift_rules=read_rules(rules, "--drift-rule") if rules else (),
         health_checks=health_checks(checks, "--health-check-expr") if checks else (),
     )
+
+
+def default_namespace(arguments: argparse.Namespace, context_namespace: str | None) -> str:
+    """--namespace, else the kubeconfig context's, else `default`: for what names none."""
+    namespace = arguments.default_namespace or context_namespace or SyncSettings.default_namespace
+    _checked("--namespace", namespace, DNS1123_LABEL)
+    return namespace
 
 
 def _record_settings(

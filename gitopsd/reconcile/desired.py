@@ -198,7 +198,7 @@ def variables_of(substitution: Substitution, cluster: Cluster | None, namespace:
 def _data_of(reference: VariablesFrom, cluster: Cluster | None, namespace: str) -> dict[str, str]:
     where = f"postBuild.substituteFrom: {reference.kind} {namespace}/{reference.name}"
     if cluster is None:
-        raise ConfigError(f"{where}: reading it needs the cluster (gitopsd build --cluster)")
+        raise ConfigError(f"{where}: reading it needs the cluster (--cluster)")
     resource = SECRETS if reference.kind == "Secret" else CONFIG_MAPS
     found = cluster.get(resource, namespace, reference.name)
     if found is None and reference.optional:

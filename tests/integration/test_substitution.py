@@ -162,3 +162,29 @@ def test_a_gitsyncs_postbuild_reads_its_configmap_again_at_each_reconcile(
         "the new value applied, the revision the same",
     )
     canary.assert_not_in_cluster(admin_api, namespace)
+
+
+def test_validate_with_the_cluster_reads_the_variables_of_the_namespace_it_is_given(
+    gitopsd: Gitopsd,
+    admin_api: Any,
+    git_server: GitServer,
+    git_repo: GitRepo,
+    namespace: str,
+    canary: Canary,
+) -> None:
+    """As sync expands them: --substitute-from reads --namespace's, not `default`'s."""
+    variables(admin_api, namespace, canary)
+    git_repo.commit({"app.yaml": APP, "creds.yaml": CREDS})
+    url = git_server.file_url(git_repo)
+    given = ["--allow-insecure-source", "--strict-substitute", "-n", namespace]
+    given += ["--substitute-from", "configmap/vars", "--substitute-from", "secret/creds-vars"]
+    kubeconfig = ["--kubeconfig", str(gitopsd.plane.kubeconfig)]
+
+    checked = gitopsd("validate", url, *given, "--cluster", *kubeconfig)
+    offline = gitopsd("validate", url, *given)
+
+    assert (checked.code, checked.out) == (0, "2 objects valid\n"), checked.text
+    assert offline.code == INVALID
+    where = f"postBuild.substituteFrom: ConfigMap {namespace}/vars"
+    assert f"{where}: reading it needs the cluster (--cluster)" in offline.err
+    canary.assert_absent(checked.text + offline.text, "validate's output")

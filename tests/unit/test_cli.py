@@ -271,6 +271,17 @@ def test_se11_names_given_on_the_command_line_are_checked(flag: str, value: str,
         settings.sync_settings(arguments, settings.source_spec(arguments))
 
 
+@pytest.mark.case("SE-11")
+def test_se11_validates_namespace_is_checked_before_anything_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It names the ConfigMaps and Secrets --substitute-from reads: it ends up in URLs."""
+    given = ["validate", str(tmp_path), "-n", "../../kube-system"]
+
+    assert main([*given, "--substitute-from", "configmap/vars"]) == ExitCode.INVALID
+    assert "--namespace '../../kube-system' must be a DNS-1123 label" in capsys.readouterr().err
+
+
 @pytest.mark.case("FA-21")
 def test_fa21_a_command_restores_the_signal_handlers_it_replaced(tmp_path: Path) -> None:
     """In-process callers (tests, an embedding program) keep their own Ctrl-C."""
