@@ -24,6 +24,7 @@ from gitopsd.config import (
     target_of,
     unsigned_kind,
 )
+from gitopsd.configfile.clusters import HOME
 from gitopsd.configfile.fields import (
     READERS,
     mapping,
@@ -62,6 +63,11 @@ class SourceConfig:
     cluster: str = ""
     """The cluster it syncs into: a declared one's name (`clusters:`), or secret/NAME for a
     GitSync's own kubeconfig; "": the daemon's own."""
+
+    @property
+    def cluster_name(self) -> str:
+        """The cluster it syncs into as metrics, status and the command line name it."""
+        return self.cluster or HOME
 
 
 HAND_READ_KEYS = {

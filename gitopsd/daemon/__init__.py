@@ -25,7 +25,6 @@ from gitopsd.cluster import Cluster
 from gitopsd.cluster.watches import Watches
 from gitopsd.config import Network
 from gitopsd.configfile import DaemonConfig, SourceConfig
-from gitopsd.configfile.clusters import HOME
 from gitopsd.daemon import disk, http, logs, servers, status_page
 from gitopsd.daemon.clock import Clock
 from gitopsd.daemon.clusters import Clusters
@@ -283,7 +282,7 @@ class Daemon:
 
     def _serve(self) -> list[http.Server]:
         files = self.file_sources
-        clusters = {source.name: source.cluster or HOME for source in self.config.sources}
+        clusters = {source.name: source.cluster_name for source in self.config.sources}
         control = Control(self.sources.workers, lambda: list(self.set_aside), files, clusters)
         probes = http.Probes(self.registry, self.ready)
         page = status_page.serving(self.config.status_page, control)

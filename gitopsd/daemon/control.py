@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitopsd.changes import Target
-from gitopsd.configfile.clusters import HOME
 from gitopsd.daemon.file_sources import FileSources
 from gitopsd.daemon.worker import SourceWorker
 from gitopsd.diff import Drift
@@ -131,7 +130,7 @@ def _line(worker: SourceWorker) -> Document:
     failure = report.failure
     line = summary(worker.name, status_of(0, report, None), suspended=False)
     exit_code = failure.exit_code if failure else ExitCode.OK
-    cluster = worker.config.cluster or HOME
+    cluster = worker.config.cluster_name
     return line | {"exitCode": exit_code, "finished": report.finished, "cluster": cluster}
 
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from gitopsd.cluster import Cluster
 from gitopsd.configfile import SourceConfig
-from gitopsd.configfile.clusters import HOME
 from gitopsd.daemon.clock import Clock
 from gitopsd.daemon.registry import Registry
 from gitopsd.daemon.status_maps import StatusMaps
@@ -176,4 +175,4 @@ class FileSources:
 def _where(config: SourceConfig) -> status_map.Where:
     """Where the source's record is: its ApplySet parent, in the cluster it syncs into."""
     parent = desired.applyset_of(config.settings)
-    return status_map.Where(f"{parent.namespace}/{parent.name}", config.cluster or HOME)
+    return status_map.Where(f"{parent.namespace}/{parent.name}", config.cluster_name)

@@ -17,7 +17,6 @@ from gitopsd import diff
 from gitopsd.changes import Action, ChangeSet, Listener, Measurement, Outcome
 from gitopsd.cluster import Cluster
 from gitopsd.configfile import Mode, SourceConfig
-from gitopsd.configfile.clusters import HOME
 from gitopsd.daemon.logs import ContextLog
 from gitopsd.daemon.news import News
 from gitopsd.drift_policy import Decision
@@ -135,7 +134,7 @@ class Reporter:
             attempt.end(self.report.attempted_revision)
 
     def _read(self, sha: str) -> None:
-        self.recorder.revision(self.name, sha, self.config.cluster or HOME)
+        self.recorder.revision(self.name, sha, self.config.cluster_name)
         self.report.attempted_revision = sha
         targets = self.state.desired.targets if self.state.desired else {}
         self.report.inventory = Counter(key.group_kind for key in targets)

@@ -33,7 +33,7 @@ def _row(line: SourceLine) -> list[str]:
     return [
         link(line.path.removeprefix("/"), line.name),
         text(line.kind),
-        text(line.cluster),
+        text(line.cluster_shown),
         code(line.revision[:12]),
         text(line.last_sync or "never"),
         marked(line.outcome, GOOD_OUTCOMES, (line.outcome,) if line.ready == "False" else ()),

@@ -35,7 +35,7 @@ def source_page(detail: SourceDetail, refresh_seconds: float) -> str:
 
 def _standing(line: SourceLine) -> str:
     rows = [
-        ("Cluster", text(line.cluster or "unknown")),
+        ("Cluster", text(line.cluster_shown)),
         ("Revision", code(line.revision or "none yet")),
         ("Last sync", text(line.last_sync or "never")),
         ("Ready", marked(line.ready, ("True",), ("False",))),

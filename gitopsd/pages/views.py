@@ -35,6 +35,10 @@ class SourceLine:
     message: str = ""
 
     @property
+    def cluster_shown(self) -> str:
+        return self.cluster or "unknown"
+
+    @property
     def kind(self) -> str:
         return "GitSync" if "/" in self.name else "source"
 

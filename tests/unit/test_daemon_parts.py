@@ -19,6 +19,7 @@ import pytest
 
 from gitopsd import configfile
 from gitopsd.backoff import Backoff
+from gitopsd.configfile.clusters import HOME
 from gitopsd.daemon import Daemon
 from gitopsd.daemon.clock import Clock, Timers
 from gitopsd.daemon.control import Control
@@ -384,8 +385,7 @@ def test_a_change_is_dated_by_its_own_entry_or_else_by_its_event(
 
 @dataclass(frozen=True)
 class StubConfig:
-    cluster: str = ""
-    """The daemon's own."""
+    cluster_name: str = HOME
 
 
 @dataclass

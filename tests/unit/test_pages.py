@@ -52,15 +52,16 @@ def page_of(*drifts: Drift, history: list[dict[str, Any]] | None = None) -> str:
 
 def test_the_overview_links_each_source_by_its_metrics_label_quoted() -> None:
     web = SourceLine("team/web", cluster="secret/east", revision="a" * 40, ready="True")
-    lines = [web, SourceLine("app")]
+    lines = [web, SourceLine("app"), SourceLine("team/old", cluster="")]
 
     page = overview(lines, 10)
 
     links = [value for name, value in Elements(page).attributes if name == "href"]
-    assert links == ["sources/app", "sources/team%2Fweb"]  # sorted; relative to the page
+    assert links == ["sources/app", "sources/team%2Fold", "sources/team%2Fweb"]  # sorted, relative
     assert "aaaaaaaaaaaa<" in page and "a" * 13 not in page
     assert '<meta http-equiv="refresh" content="10">' in page
     assert "<td>secret/east</td>" in page and "<td>in-cluster</td>" in page
+    assert "<td>unknown</td>" in page  # as its own page says, when it cannot tell
 
 
 def test_a_hostile_value_is_escaped_and_cut_wherever_it_is_shown() -> None:
