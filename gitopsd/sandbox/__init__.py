@@ -233,7 +233,8 @@ def _watch(
 
 def waited_for_a_processor(pid: int) -> float:
     """Seconds the busiest thread of process `pid` spent runnable but waiting for a
-    processor (the kernel's schedstat run delay); 0.0 where the kernel does not say."""
+    processor (the kernel's schedstat run delay: behind busier tasks, or held by a CPU
+    limit's quota); 0.0 where the kernel does not say."""
     try:
         tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:

@@ -6,6 +6,7 @@ to a file outside it, are in test_tenant_box.py, through helm and a GitSync."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -108,3 +109,35 @@ def test_a_process_that_waited_for_a_processor_says_how_long(tmp_path: Path) -> 
             niced.kill()
 
     assert sandbox.waited_for_a_processor(2**22 + 1) == 0.0  # no such process
+
+
+def test_the_time_a_cpu_limit_holds_a_process_is_waiting_too() -> None:
+    """A pod's CPU limit (a CFS quota) stops the daemon's renders too: not their own time."""
+    quota = _cpu_quota(f"gitopsd-test-{os.getpid()}", percent=20)
+    with subprocess.Popen([sys.executable, "-c", "while True: pass"]) as spinner:
+        try:
+            (quota / "cgroup.procs").write_text(str(spinner.pid))
+            wait_for(
+                lambda: sandbox.waited_for_a_processor(spinner.pid) >= 0.5,
+                "the spinner held by its quota for half a second",
+                10,
+            )
+        finally:
+            spinner.kill()
+    spinner.wait()
+    quota.rmdir()
+
+
+def _cpu_quota(name: str, percent: int) -> Path:
+    """A cgroup of the processor controller allowed `percent` of one processor (v1 or v2)."""
+    v1, v2 = Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")
+    try:
+        if (v1 / "cpu.cfs_quota_us").exists():
+            (v1 / name).mkdir()
+            (v1 / name / "cpu.cfs_quota_us").write_text(str(percent * 1000))
+            return v1 / name
+        (v2 / name).mkdir()
+        (v2 / name / "cpu.max").write_text(f"{percent * 1000} 100000")
+        return v2 / name
+    except OSError as error:
+        pytest.skip(f"no cgroup to hold a CPU quota here: {error}")
