@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -113,8 +115,10 @@ def test_a_process_that_waited_for_a_processor_says_how_long(tmp_path: Path) -> 
 
 def test_the_time_a_cpu_limit_holds_a_process_is_waiting_too() -> None:
     """A pod's CPU limit (a CFS quota) stops the daemon's renders too: not their own time."""
-    quota = _cpu_quota(f"gitopsd-test-{os.getpid()}", percent=20)
-    with subprocess.Popen([sys.executable, "-c", "while True: pass"]) as spinner:
+    with (
+        _cpu_quota(f"gitopsd-test-{os.getpid()}", percent=20) as quota,
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) as spinner,  # waited for
+    ):
         try:
             (quota / "cgroup.procs").write_text(str(spinner.pid))
             wait_for(
@@ -124,20 +128,26 @@ def test_the_time_a_cpu_limit_holds_a_process_is_waiting_too() -> None:
             )
         finally:
             spinner.kill()
-    spinner.wait()
-    quota.rmdir()
 
 
-def _cpu_quota(name: str, percent: int) -> Path:
-    """A cgroup of the processor controller allowed `percent` of one processor (v1 or v2)."""
-    v1, v2 = Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")
+@contextmanager
+def _cpu_quota(name: str, percent: int) -> Iterator[Path]:
+    """A cgroup of the processor controller allowed `percent` of one processor (v1 or v2),
+    removed afterwards, whatever happened (its processes ended by then)."""
+    v1 = Path("/sys/fs/cgroup/cpu")
+    quota = v1 / name if (v1 / "cpu.cfs_quota_us").exists() else Path("/sys/fs/cgroup") / name
     try:
-        if (v1 / "cpu.cfs_quota_us").exists():
-            (v1 / name).mkdir()
-            (v1 / name / "cpu.cfs_quota_us").write_text(str(percent * 1000))
-            return v1 / name
-        (v2 / name).mkdir()
-        (v2 / name / "cpu.max").write_text(f"{percent * 1000} 100000")
-        return v2 / name
+        quota.mkdir()
     except OSError as error:
         pytest.skip(f"no cgroup to hold a CPU quota here: {error}")
+    try:
+        try:
+            if quota.parent == v1:
+                (quota / "cpu.cfs_quota_us").write_text(str(percent * 1000))
+            else:
+                (quota / "cpu.max").write_text(f"{percent * 1000} 100000")
+        except OSError as error:
+            pytest.skip(f"no CPU quota can be set here: {error}")
+        yield quota
+    finally:
+        quota.rmdir()
